@@ -1,0 +1,118 @@
+"""The integer semantics of the MAX78000/MAX78002, in one place.
+
+Shared by the simulator (``sim/``), the QAT modules (``nn/``), quantization (``quant/``) and, as
+the reference its C twin is tested against, the C emitter. Every rule cites
+../shared/spec/arithmetic.md. Functions take and return torch tensors; integer tensors are int64
+(exact), float tensors are whatever the caller trains in.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from cnnforge.ir import BINARY_BITS, Activation, EltwiseOp
+
+ACT_MIN, ACT_MAX = -128, 127  # int8 activations (R1.1)
+ACT_SCALE = 128  # activation v represents v / 128 (R1.1)
+BIAS_SHIFT = 7  # bias enters the accumulator as b << 7 (R1.5)
+SHIFT_MIN, SHIFT_MAX = -15, 15  # total output shift range (R2.1)
+WIDE_FRACTION_BITS = 14  # wide output of 8-bit weights is Q17.14 (R1.7)
+
+
+def implicit_shift(weight_bits: int) -> int:
+    """The shift quantization adds: 8 - |bits| (R2.1); binary counts as 1 bit."""
+    return 8 - abs(weight_bits)
+
+
+def weight_range(weight_bits: int) -> tuple[int, int]:
+    """Inclusive integer range of b-bit weights (R1.2); binary is {-1, +1}."""
+    if weight_bits == BINARY_BITS:
+        return -1, 1
+    return -(1 << (weight_bits - 1)), (1 << (weight_bits - 1)) - 1
+
+
+def round_shift(acc: torch.Tensor, total_shift: int) -> torch.Tensor:
+    """``floor(0.5 + acc * 2^s / 128)`` exactly, on int64 (R2.3; edge cases §8.1-8.3)."""
+    k = BIAS_SHIFT - total_shift
+    if k > 0:
+        # torch's >> on int64 is arithmetic (floors), unlike C's implementation-defined >>.
+        return (acc + (1 << (k - 1))) >> k
+    if k == 0:
+        return acc
+    return acc << (-k)
+
+
+def saturate(y: torch.Tensor, lo: int = ACT_MIN, hi: int = ACT_MAX) -> torch.Tensor:
+    return torch.clamp(y, lo, hi)
+
+
+def activate_int(y: torch.Tensor, activation: Activation) -> torch.Tensor:
+    """Hardware activation on saturated int8 values (R2.3: Abs(-128) = 127)."""
+    if activation is Activation.NONE:
+        return y
+    if activation is Activation.RELU:
+        return torch.clamp(y, 0, ACT_MAX)
+    if activation is Activation.ABS:
+        return torch.clamp(y.abs(), 0, ACT_MAX)
+    raise ValueError(f"activation {activation} does not exist in hardware")
+
+
+def finish_output(
+    acc: torch.Tensor, total_shift: int, activation: Activation, wide: bool
+) -> torch.Tensor:
+    """Accumulator (bias included) to layer output: shift/round, saturate, activate (R2.3/R2.4)."""
+    if wide:
+        return acc  # no shift, rounding, clipping or activation (R2.4)
+    return activate_int(saturate(round_shift(acc, total_shift)), activation)
+
+
+def avgpool_divide(total: torch.Tensor, count: int, rounding: bool) -> torch.Tensor:
+    """Average of ``count`` int8 values from their int64 sum (R3.5 trunc / R3.6 half away)."""
+    if rounding:
+        # round half away from zero: sign(S) * floor((2|S| + n) / 2n)
+        mag = (2 * total.abs() + count) // (2 * count)
+        return saturate(torch.sign(total) * mag)
+    mag = total.abs() // count  # truncate toward zero
+    return saturate(torch.sign(total) * mag)
+
+
+def eltwise_fold(op: EltwiseOp, operands: list[torch.Tensor], wide: bool = False) -> torch.Tensor:
+    """Left fold in exact integers, one saturation at the end (R4.2); none if wide (R4.4)."""
+    result = operands[0]
+    for x in operands[1:]:
+        if op is EltwiseOp.ADD:
+            result = result + x
+        elif op is EltwiseOp.SUB:
+            result = result - x
+        elif op is EltwiseOp.OR:
+            result = result | x
+        elif op is EltwiseOp.XOR:
+            result = result ^ x
+        else:
+            raise ValueError(f"element-wise {op} does not exist in hardware")
+    return result if wide else saturate(result)
+
+
+# ---- the float view used by QAT (R6.2, R6.3) -----------------------------------------------
+
+
+def quantize_activation_float(y: torch.Tensor, wide: bool = False) -> torch.Tensor:
+    """Hardware rounding of a float output in units of 1/128 (R6.3 steps 8-9), no gradient."""
+    if wide:
+        scale = float(1 << WIDE_FRACTION_BITS)
+        return torch.floor(y * scale + 0.5) / scale
+    return torch.clamp(torch.floor(y * ACT_SCALE + 0.5), ACT_MIN, ACT_MAX) / ACT_SCALE
+
+
+def shift_for_max(max_abs: float, weight_bits: int) -> int:
+    """Output shift so the largest parameter maps inside the b-bit range (R6.3 step 2, R6.6).
+
+    Returns the YAML/checkpoint ``output_shift`` (without the implicit shift), clamped so that the
+    total shift stays in [-15, 15].
+    """
+    shift = 0 if max_abs <= 0.0 else -math.floor(math.log2(1.0 / max_abs))
+    lo = SHIFT_MIN - implicit_shift(weight_bits)
+    hi = SHIFT_MAX - implicit_shift(weight_bits)
+    return max(lo, min(hi, shift))

@@ -1,0 +1,1 @@
+"""Imports every command module so that each registers itself on the app (one line each)."""

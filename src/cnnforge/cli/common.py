@@ -1,0 +1,56 @@
+"""Argument parsing helpers and consoles shared by the command modules."""
+
+from __future__ import annotations
+
+from rich.console import Console
+
+from cnnforge.errors import InputError
+
+console = Console()
+err_console = Console(stderr=True)
+
+
+def parse_shape(text: str, option: str = "--input-shape") -> tuple[int, ...]:
+    """``"3,64,64"`` -> ``(3, 64, 64)``; accepts ``x`` as separator too."""
+    parts = [p for p in text.replace("x", ",").replace(" ", "").split(",") if p]
+    try:
+        shape = tuple(int(p) for p in parts)
+    except ValueError:
+        raise InputError(
+            f"{option} {text!r} is not a list of integers", hint="write C,H,W (or C,L for 1-D)"
+        ) from None
+    if len(shape) not in (2, 3) or any(n <= 0 for n in shape):
+        raise InputError(
+            f"{option} {text!r} must be C,H,W or C,L with positive sizes",
+            hint="for example --input-shape 3,64,64",
+        )
+    return shape
+
+
+def parse_model_args(items: list[str] | None) -> dict[str, object]:
+    """``["depth=4", "name=unet", "wide=true"]`` -> typed keyword arguments (no eval)."""
+    out: dict[str, object] = {}
+    for item in items or []:
+        key, sep, raw = item.partition("=")
+        if not sep or not key.isidentifier():
+            raise InputError(
+                f"--model-arg {item!r} is not key=value", hint="e.g. --model-arg classes=21"
+            )
+        out[key] = _literal(raw)
+    return out
+
+
+def _literal(raw: str) -> object:
+    low = raw.lower()
+    if low in ("true", "false"):
+        return low == "true"
+    if low in ("none", "null"):
+        return None
+    for conv in (int, float):
+        try:
+            return conv(raw)
+        except ValueError:
+            pass
+    if "," in raw:
+        return tuple(_literal(p) for p in raw.split(","))
+    return raw

@@ -1,0 +1,331 @@
+"""The one intermediate representation: a ``Network`` of ``Layer`` records.
+
+A hardware ``Layer`` is the unit the accelerator executes (../shared/spec/network-yaml.md §1):
+
+    optional pooling -> optional element-wise op over N inputs (or concatenation) ->
+    main op (conv1d, conv2d, convtranspose2d, linear, passthrough) ->
+    activation (none/relu/abs) -> output (8-bit clamped, or 32-bit wide)
+
+The PyTorch frontend first produces the same records at *model level*: one ``Layer`` per traced
+PyTorch operation, using the model-level ops too (``batchnorm``, ``activation``, ``pool``,
+``eltwise``, ``concat``, ``flatten``, ``upsample``). The fusion and legalization passes turn such
+a network into hardware layers only; ``Layer.is_hardware`` tells the two apart and the device
+checker reports any model-level layer that is left.
+
+Everything is immutable: edit with ``dataclasses.replace`` and ``Network.with_layers``. Arrays
+(weights) are numpy arrays that must not be mutated after construction. ``Network.to_json`` /
+``Network.from_json`` round-trip losslessly (arrays are stored as base64 of their raw bytes).
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import json
+import math
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+import numpy as np
+
+from cnnforge.errors import InputError
+
+#: The name by which layers refer to the network input.
+INPUT = "input"
+
+#: Weight width code of MAX78002's binary (-1/+1) weights (arithmetic.md R1.2).
+BINARY_BITS = -1
+
+JSON_SCHEMA = "cnnforge-network/1"
+
+
+class Op(StrEnum):
+    """What a layer computes. The first five are hardware operations, the rest model-level."""
+
+    CONV1D = "conv1d"
+    CONV2D = "conv2d"
+    CONVTRANSPOSE2D = "convtranspose2d"
+    LINEAR = "linear"
+    PASSTHROUGH = "passthrough"
+    # Model-level only: fusion (passes/fuse.py) removes or absorbs these.
+    BATCHNORM = "batchnorm"
+    ACTIVATION = "activation"
+    POOL = "pool"
+    ELTWISE = "eltwise"
+    CONCAT = "concat"
+    FLATTEN = "flatten"
+    UPSAMPLE = "upsample"
+
+
+HARDWARE_OPS = frozenset({Op.CONV1D, Op.CONV2D, Op.CONVTRANSPOSE2D, Op.LINEAR, Op.PASSTHROUGH})
+WEIGHT_OPS = frozenset({Op.CONV1D, Op.CONV2D, Op.CONVTRANSPOSE2D, Op.LINEAR})
+
+
+class Activation(StrEnum):
+    """Activation functions. Only NONE, RELU and ABS exist in hardware (arithmetic.md R2.3)."""
+
+    NONE = "none"
+    RELU = "relu"
+    ABS = "abs"
+    RELU6 = "relu6"
+    HARDTANH = "hardtanh"
+    LEAKYRELU = "leakyrelu"
+    SIGMOID = "sigmoid"
+    TANH = "tanh"
+
+
+HARDWARE_ACTIVATIONS = frozenset({Activation.NONE, Activation.RELU, Activation.ABS})
+
+
+class PoolKind(StrEnum):
+    MAX = "max"
+    AVG = "avg"
+
+
+class EltwiseOp(StrEnum):
+    """Element-wise operators over 2..16 operands (arithmetic.md §4); MUL is model-level only."""
+
+    ADD = "add"
+    SUB = "sub"
+    OR = "or"
+    XOR = "xor"
+    MUL = "mul"
+
+
+HARDWARE_ELTWISE = frozenset({EltwiseOp.ADD, EltwiseOp.SUB, EltwiseOp.OR, EltwiseOp.XOR})
+
+
+@dataclass(frozen=True)
+class Pooling:
+    """Input pooling of a layer: no padding, partial edge windows dropped (arithmetic.md §3)."""
+
+    kind: PoolKind
+    size: tuple[int, ...]
+    stride: tuple[int, ...]
+    dilation: tuple[int, ...] = ()
+
+    def dilation_or_ones(self) -> tuple[int, ...]:
+        return self.dilation or (1,) * len(self.size)
+
+    def output_dims(self, dims: tuple[int, ...]) -> tuple[int, ...]:
+        """Pooled spatial size (arithmetic.md R3.2, R3.3)."""
+        out = []
+        for n, k, t, d in zip(dims, self.size, self.stride, self.dilation_or_ones(), strict=True):
+            out.append(math.ceil(n / t) if k == 1 else (n - d * (k - 1) - 1) // t + 1)
+        return tuple(out)
+
+
+@dataclass(frozen=True, eq=False)
+class BatchNormParams:
+    """Statistics and (optional) affine parameters of a model-level BatchNorm layer."""
+
+    running_mean: np.ndarray
+    running_var: np.ndarray
+    eps: float = 1e-5
+    weight: np.ndarray | None = None  # gamma; None when affine=False
+    bias: np.ndarray | None = None  # beta; None when affine=False
+
+
+@dataclass(frozen=True, eq=False)
+class Quantized:
+    """Integer parameters of a quantized weight layer (arithmetic.md §1-2).
+
+    ``weights`` has the float weight's PyTorch layout, integers in the ``weight_bits`` range
+    (``BINARY_BITS``: values -1/+1). ``bias`` holds the int8 bias-memory values (R1.5): the
+    accumulator gets ``bias << 7``. ``output_shift`` is the YAML/checkpoint value; the hardware
+    shift adds the implicit ``8 - |bits|`` (R2.1), see ``total_shift``.
+    """
+
+    weight_bits: int
+    weights: np.ndarray
+    bias: np.ndarray | None
+    output_shift: int = 0
+
+    @property
+    def total_shift(self) -> int:
+        return self.output_shift + 8 - abs(self.weight_bits)
+
+
+@dataclass(frozen=True, eq=False)
+class Layer:
+    """One layer; see the module docstring for the hardware pipeline it stands for."""
+
+    name: str
+    op: Op
+    inputs: tuple[str, ...] = (INPUT,)
+    out_shape: tuple[int, ...] = ()  # without batch: (C, H, W), (C, L) or (C,)
+    module_path: str = ""  # PyTorch module path (or YAML file:line) for messages
+    # Main operation geometry (PyTorch conventions: padding per side).
+    in_channels: int = 0
+    out_channels: int = 0
+    kernel_size: tuple[int, ...] = ()
+    stride: tuple[int, ...] = ()
+    padding: tuple[int, ...] = ()
+    dilation: tuple[int, ...] = ()
+    output_padding: tuple[int, ...] = ()
+    groups: int = 1
+    # Fused stages.
+    pool: Pooling | None = None
+    eltwise: EltwiseOp | None = None
+    pool_first: bool = True
+    flatten: bool = False
+    activation: Activation = Activation.NONE
+    activation_params: tuple[float, ...] = ()  # e.g. hardtanh (min, max), leakyrelu (slope,)
+    wide: bool = False  # 32-bit output (arithmetic.md R2.4)
+    # Float parameters in PyTorch layout.
+    weight: np.ndarray | None = field(default=None, repr=False)
+    bias: np.ndarray | None = field(default=None, repr=False)
+    batchnorm: BatchNormParams | None = field(default=None, repr=False)
+    scale_factor: tuple[int, ...] = ()  # UPSAMPLE only
+    upsample_mode: str = ""  # UPSAMPLE only: "nearest", "bilinear", ...
+    # Integer parameters once quantized.
+    quant: Quantized | None = field(default=None, repr=False)
+
+    @property
+    def is_hardware(self) -> bool:
+        """True when this is a layer the accelerator can execute as one hardware layer."""
+        return self.op in HARDWARE_OPS
+
+    @property
+    def has_weights(self) -> bool:
+        return self.op in WEIGHT_OPS
+
+    @property
+    def is_concat(self) -> bool:
+        """Several inputs without an element-wise op: channel concatenation in argument order."""
+        return self.eltwise is None and len(self.inputs) > 1
+
+    def label(self) -> str:
+        """Short op name for tables: ``conv2d``, ``maxpool``, ``relu``, ``add`` ..."""
+        if self.op is Op.POOL and self.pool is not None:
+            return f"{self.pool.kind.value}pool"
+        if self.op is Op.ACTIVATION:
+            return self.activation.value
+        if self.op is Op.ELTWISE and self.eltwise is not None:
+            return self.eltwise.value
+        return self.op.value
+
+
+@dataclass(frozen=True, eq=False)
+class Network:
+    """An ordered list of layers (a topological order) with the input shape and output names."""
+
+    name: str
+    input_shape: tuple[int, ...]  # without batch: (C, H, W) or (C, L)
+    layers: tuple[Layer, ...]
+    outputs: tuple[str, ...] = ()  # default: the last layer
+    avg_pool_rounding: bool = False  # global flag (arithmetic.md R3.6)
+
+    def __post_init__(self) -> None:
+        if not self.outputs and self.layers:
+            object.__setattr__(self, "outputs", (self.layers[-1].name,))
+
+    def __iter__(self) -> Iterator[Layer]:
+        return iter(self.layers)
+
+    def __len__(self) -> int:
+        return len(self.layers)
+
+    def layer(self, name: str) -> Layer:
+        for layer in self.layers:
+            if layer.name == name:
+                return layer
+        raise KeyError(name)
+
+    def index(self, name: str) -> int:
+        for i, layer in enumerate(self.layers):
+            if layer.name == name:
+                return i
+        raise KeyError(name)
+
+    def shape_of(self, name: str) -> tuple[int, ...]:
+        """Output shape of a layer, or the input shape for ``INPUT``."""
+        return self.input_shape if name == INPUT else self.layer(name).out_shape
+
+    def input_shapes(self, layer: Layer) -> tuple[tuple[int, ...], ...]:
+        return tuple(self.shape_of(n) for n in layer.inputs)
+
+    def consumers(self, name: str) -> tuple[Layer, ...]:
+        return tuple(layer for layer in self.layers if name in layer.inputs)
+
+    def with_layers(self, layers: Iterable[Layer], **changes: Any) -> Network:
+        """A copy with a new layer list (and optionally other fields changed)."""
+        return dataclasses.replace(self, layers=tuple(layers), **changes)
+
+    @property
+    def is_hardware(self) -> bool:
+        return all(layer.is_hardware for layer in self.layers)
+
+    @property
+    def is_quantized(self) -> bool:
+        return all(layer.quant is not None for layer in self.layers if layer.has_weights)
+
+    # ---- JSON ---------------------------------------------------------------------------
+
+    def to_json(self, indent: int | None = 1) -> str:
+        """Lossless JSON (schema ``cnnforge-network/1``)."""
+        doc = {"schema": JSON_SCHEMA, **_encode(self)}
+        return json.dumps(doc, indent=indent, sort_keys=False)
+
+    @classmethod
+    def from_json(cls, text: str) -> Network:
+        try:
+            doc = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise InputError(f"not JSON: {exc.msg}", where=f"line {exc.lineno}") from None
+        if not isinstance(doc, dict) or doc.get("schema") != JSON_SCHEMA:
+            raise InputError(f"not a cnnforge network (expected schema {JSON_SCHEMA!r})")
+        doc.pop("schema")
+        return _decode(Network, doc)
+
+
+# ---- JSON helpers (generic over the frozen dataclasses above) -----------------------------
+
+_CLASSES = {c.__name__: c for c in (Network, Layer, Pooling, BatchNormParams, Quantized)}
+_ENUMS = {c.__name__: c for c in (Op, Activation, PoolKind, EltwiseOp)}
+
+
+def _encode(value: Any) -> Any:
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _encode(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, np.ndarray):
+        data = np.ascontiguousarray(value)
+        return {
+            "__array__": data.dtype.str,
+            "shape": list(data.shape),
+            "data": base64.b64encode(data.tobytes()).decode("ascii"),
+        }
+    if isinstance(value, StrEnum):
+        return value.value
+    if isinstance(value, tuple):
+        return [_encode(v) for v in value]
+    return value
+
+
+def _decode(cls: type, doc: dict[str, Any]) -> Any:
+    kwargs = {}
+    hints = {f.name: f.type for f in dataclasses.fields(cls)}
+    for name, raw in doc.items():
+        if name not in hints:
+            raise InputError(f"unknown field {name!r} in {cls.__name__}")
+        kwargs[name] = _decode_value(str(hints[name]), raw)
+    return cls(**kwargs)
+
+
+def _decode_value(hint: str, raw: Any) -> Any:
+    if raw is None:
+        return None
+    if isinstance(raw, dict) and "__array__" in raw:
+        buf = base64.b64decode(raw["data"])
+        return np.frombuffer(buf, dtype=np.dtype(raw["__array__"])).reshape(raw["shape"]).copy()
+    base = hint.split("|")[0].strip()
+    if base.startswith("tuple["):
+        inner = base[len("tuple[") : -1].split(",")[0].strip()
+        return tuple(_decode_value(inner, v) for v in raw)
+    if base in _CLASSES:
+        return _decode(_CLASSES[base], raw)
+    if base in _ENUMS:
+        return _ENUMS[base](raw)
+    return raw
