@@ -1,0 +1,281 @@
+"""Segmentation datasets read with Pillow/numpy (no torchvision): ``shapes``, ``voc``, ``folder``.
+
+Every dataset yields ``(x, mask)``: ``x`` is the image in the hardware's integer range, an int16
+tensor (C, H, W) of values in [-128, 127] (arithmetic.md R6.1: ``clip(round((v - 0.5) * 256))``
+for pixels v in [0, 1]); training feeds ``x / 128``, evaluation and the simulator feed ``x``.
+``mask`` is an int64 tensor (H, W) of class indices with ``VOID`` (255) for pixels to ignore.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+from PIL import Image, UnidentifiedImageError
+from torch.utils.data import Dataset
+
+from cnnforge.errors import InputError
+
+VOID = 255
+VOC_CLASSES = (
+    "background", "aeroplane", "bicycle", "bird", "boat", "bottle", "bus", "car", "cat",
+    "chair", "cow", "diningtable", "dog", "horse", "motorbike", "person", "pottedplant",
+    "sheep", "sofa", "train", "tvmonitor",
+)  # fmt: skip
+SHAPES_CLASSES = ("background", "disc", "square", "triangle", "ring")
+IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp")
+
+
+def to_hardware_range(image: np.ndarray) -> torch.Tensor:
+    """HxWx3 float image in [0, 1] -> int16 (3, H, W) in [-128, 127] (arithmetic.md R6.1)."""
+    x = np.clip(np.round((image.astype(np.float64) - 0.5) * 256.0), -128, 127)
+    return torch.from_numpy(x.transpose(2, 0, 1).astype(np.int16))
+
+
+def fold(x: torch.Tensor, factor: int) -> torch.Tensor:
+    """Space-to-depth: (..., C, H, W) -> (..., C*f*f, H/f, W/f), as the vendor U-Net's input."""
+    return torch.nn.functional.pixel_unshuffle(x, factor) if factor > 1 else x
+
+
+def unfold(x: torch.Tensor, factor: int) -> torch.Tensor:
+    """Depth-to-space, the inverse of ``fold`` (for logits of a folded model)."""
+    return torch.nn.functional.pixel_shuffle(x, factor) if factor > 1 else x
+
+
+# ---- shapes: a procedural dataset shipped as code -----------------------------------------
+
+
+@dataclass(frozen=True)
+class ShapesConfig:
+    """Parameters of the procedural ``shapes`` set; every image is a function of (seed, index)."""
+
+    size: int = 32
+    max_objects: int = 3
+    noise: float = 0.06
+    seed: int = 0
+
+
+def render_shapes(index: int, config: ShapesConfig) -> tuple[np.ndarray, np.ndarray]:
+    """One image (H, W, 3 float in [0, 1]) and its mask (H, W uint8) for ``index``."""
+    rng = np.random.default_rng([config.seed, index])
+    n = config.size
+    yy, xx = np.mgrid[0:n, 0:n].astype(np.float64) + 0.5
+    image = _background(rng, yy, xx, n)
+    mask = np.zeros((n, n), np.uint8)
+    for _ in range(int(rng.integers(1, config.max_objects + 1))):
+        cls = int(rng.integers(1, len(SHAPES_CLASSES)))
+        region = _shape_region(rng, cls, yy, xx, n)
+        image[region] = _texture(rng, yy, xx)[region]
+        mask[region] = cls
+    image += rng.normal(0.0, config.noise, image.shape)
+    return np.clip(image, 0.0, 1.0), mask
+
+
+def _background(rng: np.random.Generator, yy: np.ndarray, xx: np.ndarray, n: int) -> np.ndarray:
+    base = rng.uniform(0.1, 0.9, 3)
+    slope = rng.uniform(-0.4, 0.4, (2, 3)) / n
+    img = base + yy[..., None] * slope[0] + xx[..., None] * slope[1]
+    if rng.random() < 0.5:  # distractor texture on the background
+        freq = rng.uniform(0.2, 0.8)
+        img += 0.08 * np.sin(freq * (xx + yy))[..., None]
+    return img
+
+
+def _texture(rng: np.random.Generator, yy: np.ndarray, xx: np.ndarray) -> np.ndarray:
+    colour = rng.uniform(0.0, 1.0, 3)
+    kind = rng.integers(0, 3)
+    if kind == 0:
+        return np.broadcast_to(colour, (*yy.shape, 3)).copy()
+    other = rng.uniform(0.0, 1.0, 3)
+    if kind == 1:  # stripes
+        angle = rng.uniform(0, math.pi)
+        phase = np.sin(rng.uniform(0.6, 1.5) * (xx * math.cos(angle) + yy * math.sin(angle)))
+        t = (phase > 0)[..., None]
+    else:  # checker
+        step = int(rng.integers(2, 5))
+        t = (((yy // step) + (xx // step)) % 2 == 0)[..., None]
+    return np.where(t, colour, 0.5 * (colour + other))
+
+
+def _shape_region(
+    rng: np.random.Generator, cls: int, yy: np.ndarray, xx: np.ndarray, n: int
+) -> np.ndarray:
+    r = rng.uniform(n / 8, n / 4)
+    cy, cx = rng.uniform(r * 0.5, n - r * 0.5, 2)
+    angle = rng.uniform(0, 2 * math.pi)
+    dy, dx = yy - cy, xx - cx
+    u = dx * math.cos(angle) + dy * math.sin(angle)
+    v = -dx * math.sin(angle) + dy * math.cos(angle)
+    dist = np.hypot(dy, dx)
+    name = SHAPES_CLASSES[cls]
+    if name == "disc":
+        return dist <= r
+    if name == "square":
+        return (np.abs(u) <= 0.8 * r) & (np.abs(v) <= 0.8 * r)
+    if name == "ring":
+        return (dist <= r) & (dist >= 0.55 * r)
+    # triangle: inside all three half-planes of an equilateral triangle of circumradius r
+    inside = np.ones_like(u, dtype=bool)
+    for k in range(3):
+        a = angle + k * 2 * math.pi / 3
+        inside &= (dx * math.cos(a) + dy * math.sin(a)) <= r / 2
+    return inside
+
+
+class ShapesDataset(Dataset):
+    """The procedural ``shapes`` segmentation set; ``split`` selects a disjoint seed stream."""
+
+    SPLIT_OFFSETS = {"train": 0, "val": 1_000_003, "test": 2_000_003}
+
+    def __init__(self, split: str = "train", length: int = 512, size: int = 32, seed: int = 0):
+        if split not in self.SPLIT_OFFSETS:
+            raise InputError(f"shapes has no split {split!r}", hint="use train, val or test")
+        self.config = ShapesConfig(size=size, seed=seed)
+        self.offset = self.SPLIT_OFFSETS[split]
+        self.length = length
+        self.classes = SHAPES_CLASSES
+
+    def __len__(self) -> int:
+        return self.length
+
+    def __getitem__(self, index: int) -> tuple[torch.Tensor, torch.Tensor]:
+        image, mask = render_shapes(self.offset + index, self.config)
+        return to_hardware_range(image), torch.from_numpy(mask.astype(np.int64))
+
+
+# ---- files on disk: VOC layout and plain folders --------------------------------------------
+
+
+def _read_image(path: Path, size: int | None) -> np.ndarray:
+    try:
+        with Image.open(path) as im:
+            im = im.convert("RGB")
+            if size:
+                im = im.resize((size, size), Image.Resampling.BILINEAR)
+            return np.asarray(im, dtype=np.float64) / 255.0
+    except (OSError, UnidentifiedImageError, ValueError) as exc:
+        raise InputError(f"cannot read image: {exc}", where=str(path)) from None
+
+
+def _read_mask(path: Path, size: int | None) -> np.ndarray:
+    """Index mask from a palette ('P') or greyscale PNG; resized with nearest neighbour."""
+    try:
+        with Image.open(path) as im:
+            if im.mode not in ("P", "L"):
+                raise InputError(
+                    f"mask must be a palette or greyscale PNG, not mode {im.mode}",
+                    where=str(path),
+                    hint="VOC SegmentationClass masks are palette PNGs holding class indices",
+                )
+            if size:
+                im = im.resize((size, size), Image.Resampling.NEAREST)
+            return np.asarray(im, dtype=np.int64)
+    except (OSError, UnidentifiedImageError, ValueError) as exc:
+        raise InputError(f"cannot read mask: {exc}", where=str(path)) from None
+
+
+class _FilePairs(Dataset):
+    """(image, mask) file pairs, resized to ``size`` and checked against ``num_classes``."""
+
+    def __init__(self, pairs: list[tuple[Path, Path]], size: int | None, num_classes: int):
+        self.pairs = pairs
+        self.size = size
+        self.num_classes = num_classes
+
+    def __len__(self) -> int:
+        return len(self.pairs)
+
+    def __getitem__(self, index: int) -> tuple[torch.Tensor, torch.Tensor]:
+        image_path, mask_path = self.pairs[index]
+        image = _read_image(image_path, self.size)
+        mask = _read_mask(mask_path, self.size)
+        bad = (mask != VOID) & (mask >= self.num_classes)
+        if bad.any():
+            raise InputError(
+                f"mask holds class {int(mask[bad].max())} but the model has "
+                f"{self.num_classes} classes",
+                where=str(mask_path),
+                hint="check --num-classes / the model's output channels",
+            )
+        return to_hardware_range(image), torch.from_numpy(mask)
+
+
+def voc_dataset(root: Path, split: str, size: int | None, num_classes: int = 21) -> _FilePairs:
+    """Pascal VOC 2012 layout: ImageSets/Segmentation/<split>.txt, JPEGImages, SegmentationClass."""
+    root = Path(root)
+    if not root.is_dir():
+        raise InputError("dataset directory does not exist", where=str(root))
+    listing = root / "ImageSets" / "Segmentation" / f"{split}.txt"
+    if not listing.is_file():
+        raise InputError(
+            f"not a VOC tree: split file {listing.relative_to(root)} is missing",
+            where=str(root),
+            hint="--data must point at VOC2012/ (with ImageSets, JPEGImages, SegmentationClass)",
+        )
+    pairs = []
+    for lineno, line in enumerate(listing.read_text().splitlines(), 1):
+        name = line.strip()
+        if not name:
+            continue
+        image = root / "JPEGImages" / f"{name}.jpg"
+        mask = root / "SegmentationClass" / f"{name}.png"
+        for path in (image, mask):
+            if not path.is_file():
+                raise InputError(f"{path.name} listed but missing", where=f"{listing}:{lineno}")
+        pairs.append((image, mask))
+    return _FilePairs(pairs, size, num_classes)
+
+
+def folder_dataset(root: Path, split: str, size: int | None, num_classes: int) -> _FilePairs:
+    """``root[/split]/images/*`` with masks of the same stem in ``root[/split]/masks/*.png``."""
+    root = Path(root)
+    base = root / split if (root / split / "images").is_dir() else root
+    images_dir, masks_dir = base / "images", base / "masks"
+    for d in (images_dir, masks_dir):
+        if not d.is_dir():
+            raise InputError(
+                f"folder dataset needs {d.name}/", where=str(base), hint="layout: images/, masks/"
+            )
+    pairs = []
+    for image in sorted(images_dir.iterdir()):
+        if image.suffix.lower() not in IMAGE_SUFFIXES:
+            continue
+        mask = masks_dir / f"{image.stem}.png"
+        if not mask.is_file():
+            raise InputError(f"no mask {mask.name} for this image", where=str(image))
+        pairs.append((image, mask))
+    if not pairs:
+        raise InputError("no images found", where=str(images_dir))
+    return _FilePairs(pairs, size, num_classes)
+
+
+def make_dataset(
+    name: str,
+    split: str,
+    *,
+    data: Path | None = None,
+    size: int = 32,
+    num_classes: int | None = None,
+    length: int = 512,
+    seed: int = 0,
+) -> Dataset:
+    """Build a dataset by name (``shapes``, ``voc``, ``folder``)."""
+    if name == "shapes":
+        if num_classes is not None and num_classes != len(SHAPES_CLASSES):
+            raise InputError(
+                f"the model has {num_classes} classes but shapes has {len(SHAPES_CLASSES)}",
+                hint="build the model with 5 output classes",
+            )
+        return ShapesDataset(split, length=length, size=size, seed=seed)
+    if data is None:
+        raise InputError(f"dataset {name!r} needs --data DIR")
+    if name == "voc":
+        if num_classes is not None and num_classes != len(VOC_CLASSES):
+            raise InputError(f"the model has {num_classes} classes but VOC has 21")
+        return voc_dataset(data, split, size)
+    if name == "folder":
+        return folder_dataset(data, split, size, num_classes or 256)
+    raise InputError(f"unknown dataset {name!r}", hint="choose shapes, voc or folder")

@@ -1,0 +1,72 @@
+"""Multi-process training on torch.distributed (launched by ``torchrun``).
+
+Without ``torchrun`` (no WORLD_SIZE in the environment) everything degrades to one process.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import torch
+import torch.distributed as dist
+from torch import nn
+from torch.utils.data import Dataset, DistributedSampler
+
+
+@dataclass(frozen=True)
+class DistContext:
+    """Rank and world size of this process; ``wrap`` and ``mean`` are no-ops for one process."""
+
+    rank: int = 0
+    world_size: int = 1
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+    def wrap(self, model: nn.Module) -> nn.Module:
+        if self.world_size == 1:
+            return model
+        return nn.parallel.DistributedDataParallel(model)
+
+    def mean(self, value: float) -> float:
+        if self.world_size == 1:
+            return value
+        t = torch.tensor([value], dtype=torch.float64)
+        dist.all_reduce(t)
+        return float(t[0]) / self.world_size
+
+
+def init_from_env() -> DistContext:
+    """Join the process group torchrun describes (gloo on CPU, nccl with CUDA)."""
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    if world <= 1:
+        return DistContext()
+    if not dist.is_initialized():
+        dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
+    return DistContext(rank=dist.get_rank(), world_size=dist.get_world_size())
+
+
+def context() -> DistContext:
+    """The current process's context (single process unless a group is initialized)."""
+    if dist.is_available() and dist.is_initialized():
+        return DistContext(rank=dist.get_rank(), world_size=dist.get_world_size())
+    return DistContext()
+
+
+def sampler_for(dataset: Dataset, *, shuffle: bool, seed: int, epoch: int):
+    """A DistributedSampler set to ``epoch`` when distributed, else None."""
+    ctx = context()
+    if ctx.world_size == 1:
+        return None
+    sampler = DistributedSampler(
+        dataset, num_replicas=ctx.world_size, rank=ctx.rank, shuffle=shuffle, seed=seed
+    )
+    sampler.set_epoch(epoch)
+    return sampler
+
+
+def shutdown() -> None:
+    if dist.is_available() and dist.is_initialized():
+        dist.destroy_process_group()

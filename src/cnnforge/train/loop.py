@@ -1,0 +1,278 @@
+"""The training loop: a float phase, then quantization-aware training from ``start_epoch``.
+
+Deterministic by construction: each epoch re-seeds torch with ``seed + epoch`` and shuffles with
+a generator seeded the same way, so a run resumed from ``last.pth`` continues with exactly the
+losses the uninterrupted run would have had. Under ``torchrun`` the loop uses
+DistributedDataParallel (gloo on CPU, nccl on GPU) with a DistributedSampler; only rank 0 writes
+checkpoints and logs. Checkpoints load with ``torch.load(..., weights_only=True)``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+from torch.utils.data import DataLoader, Dataset
+
+from cnnforge.errors import InputError
+from cnnforge.train import distributed as dist_utils
+from cnnforge.train.datasets import VOID, fold, unfold
+from cnnforge.train.metrics import confusion_matrix, segmentation_scores
+from cnnforge.train.qat import QatHooks
+
+CHECKPOINT_FORMAT = "cnnforge-train/1"
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Everything that determines a training run (saved in every checkpoint)."""
+
+    epochs: int = 10
+    batch_size: int = 32
+    lr: float = 3e-3
+    optimizer: str = "adam"  # adam | sgd | adamw
+    momentum: float = 0.9
+    weight_decay: float = 0.0
+    schedule: str = "cosine"  # cosine | step | none
+    step_size: int = 10
+    gamma: float = 0.5
+    seed: int = 0
+    fold: int = 1  # space-to-depth factor of the input (vendor U-Net: 4)
+    num_classes: int = 5
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class EpochRecord:
+    epoch: int
+    phase: str  # "float" or "qat"
+    train_loss: float
+    val_loss: float
+    pixel_accuracy: float
+    miou: float
+    lr: float
+
+
+def make_optimizer(model: nn.Module, config: TrainConfig) -> torch.optim.Optimizer:
+    params = [p for p in model.parameters() if p.requires_grad]
+    if config.optimizer == "sgd":
+        return torch.optim.SGD(
+            params, lr=config.lr, momentum=config.momentum, weight_decay=config.weight_decay
+        )
+    if config.optimizer == "adamw":
+        return torch.optim.AdamW(params, lr=config.lr, weight_decay=config.weight_decay)
+    if config.optimizer == "adam":
+        return torch.optim.Adam(params, lr=config.lr, weight_decay=config.weight_decay)
+    raise InputError(f"unknown optimizer {config.optimizer!r}", hint="adam, adamw or sgd")
+
+
+def make_scheduler(optimizer: torch.optim.Optimizer, config: TrainConfig):
+    if config.schedule == "cosine":
+        return torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max=max(config.epochs, 1))
+    if config.schedule == "step":
+        return torch.optim.lr_scheduler.StepLR(optimizer, config.step_size, config.gamma)
+    if config.schedule == "none":
+        return torch.optim.lr_scheduler.LambdaLR(optimizer, lambda _: 1.0)
+    raise InputError(f"unknown schedule {config.schedule!r}", hint="cosine, step or none")
+
+
+def model_inputs(x: torch.Tensor, config: TrainConfig) -> torch.Tensor:
+    """Hardware-range integers -> the float inputs the model trains on (x / 128, folded)."""
+    return fold(x.to(torch.float32) / 128.0, config.fold)
+
+
+def model_logits(model: nn.Module, x: torch.Tensor, config: TrainConfig) -> torch.Tensor:
+    """Per-pixel logits at the mask's resolution (folded outputs are unfolded)."""
+    return unfold(model(model_inputs(x, config)), config.fold)
+
+
+def _loader(dataset: Dataset, config: TrainConfig, epoch: int, shuffle: bool) -> DataLoader:
+    sampler = dist_utils.sampler_for(dataset, shuffle=shuffle, seed=config.seed, epoch=epoch)
+    generator = torch.Generator().manual_seed(config.seed + epoch)
+    return DataLoader(
+        dataset,
+        batch_size=config.batch_size,
+        shuffle=shuffle and sampler is None,
+        sampler=sampler,
+        generator=generator,
+        num_workers=0,
+    )
+
+
+def evaluate_segmentation(
+    predict: Callable[[torch.Tensor], torch.Tensor],
+    dataset: Dataset,
+    num_classes: int,
+    batch_size: int = 64,
+) -> tuple[float, Any]:
+    """Run ``predict`` (ints in -> logits out) over ``dataset``; return (loss, scores)."""
+    loss_fn = nn.CrossEntropyLoss(ignore_index=VOID, reduction="sum")
+    cm = None
+    total_loss, pixels = 0.0, 0
+    for x, mask in DataLoader(dataset, batch_size=batch_size, shuffle=False):
+        logits = predict(x).to(torch.float64)
+        total_loss += float(loss_fn(logits, mask))
+        pixels += int((mask != VOID).sum())
+        batch_cm = confusion_matrix(logits.argmax(dim=1), mask, num_classes)
+        cm = batch_cm if cm is None else cm + batch_cm
+    return total_loss / max(pixels, 1), segmentation_scores(cm)
+
+
+def save_checkpoint(path: Path, payload: dict[str, Any]) -> None:
+    tmp = path.with_suffix(".tmp")
+    torch.save(payload, tmp)
+    tmp.replace(path)
+
+
+def load_checkpoint(path: Path) -> dict[str, Any]:
+    """A training checkpoint, loaded safely; InputError names the file when it is not one."""
+    if not Path(path).is_file():
+        raise InputError("checkpoint file does not exist", where=str(path))
+    try:
+        payload = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as exc:  # corrupt or foreign pickle
+        raise InputError(f"cannot load checkpoint: {exc}", where=str(path)) from None
+    if not isinstance(payload, dict) or payload.get("format") != CHECKPOINT_FORMAT:
+        raise InputError(
+            f"not a cnnforge training checkpoint ({CHECKPOINT_FORMAT})", where=str(path)
+        )
+    return payload
+
+
+class Trainer:
+    """Trains ``model`` on ``train_set``, validating on ``val_set``, writing to ``out_dir``."""
+
+    def __init__(
+        self,
+        model: nn.Module,
+        train_set: Dataset,
+        val_set: Dataset,
+        config: TrainConfig,
+        out_dir: Path,
+        qat: QatHooks | None = None,
+        model_spec: dict[str, Any] | None = None,
+        on_epoch: Callable[[EpochRecord], None] | None = None,
+    ) -> None:
+        self.model = model
+        self.train_set, self.val_set = train_set, val_set
+        self.config = config
+        self.out_dir = Path(out_dir)
+        self.qat = qat or QatHooks(None)
+        self.model_spec = model_spec or {}
+        self.on_epoch = on_epoch
+        self.history: list[EpochRecord] = []
+        self.best_miou = -math.inf
+        self.start_epoch = 0
+        self.ctx = dist_utils.context()
+        self.optimizer = make_optimizer(model, config)
+        self.scheduler = make_scheduler(self.optimizer, config)
+
+    # ---- state ---------------------------------------------------------------------------
+
+    def resume(self, path: Path) -> None:
+        """Continue from a ``last.pth``: weights, QAT state, optimizer, schedule, history."""
+        payload = load_checkpoint(path)
+        if payload["qat_active"]:
+            self.qat.activate(self.model)
+            self.optimizer = make_optimizer(self.model, self.config)
+            self.scheduler = make_scheduler(self.optimizer, self.config)
+        self.model.load_state_dict(payload["state_dict"])
+        self.optimizer.load_state_dict(payload["optimizer"])
+        self.scheduler.load_state_dict(payload["scheduler"])
+        self.start_epoch = int(payload["epoch"]) + 1
+        self.best_miou = float(payload["best_miou"])
+        self.history = [EpochRecord(**r) for r in payload["history"]]
+
+    def _payload(self, epoch: int) -> dict[str, Any]:
+        return {
+            "format": CHECKPOINT_FORMAT,
+            "epoch": epoch,
+            "state_dict": self.model.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "scheduler": self.scheduler.state_dict(),
+            "qat_active": self.qat.active,
+            "best_miou": self.best_miou,
+            "history": [asdict(r) for r in self.history],
+            "config": json.dumps(asdict(self.config), sort_keys=True),
+            "model": json.dumps(self.model_spec, sort_keys=True),
+        }
+
+    # ---- the loop ------------------------------------------------------------------------
+
+    def fit(self) -> list[EpochRecord]:
+        """Run the remaining epochs; returns the full history."""
+        torch.use_deterministic_algorithms(True, warn_only=True)
+        for epoch in range(self.start_epoch, self.config.epochs):
+            if self.qat.should_activate(epoch):
+                self.qat.activate(self.model)
+                self._rebuild_optimizer(epoch)
+            train_loss = self._train_epoch(epoch)
+            record = self._validate(epoch, train_loss)
+            self.history.append(record)
+            self._write(epoch, record)
+            if self.on_epoch and self.ctx.is_main:
+                self.on_epoch(record)
+        return self.history
+
+    def _rebuild_optimizer(self, epoch: int) -> None:
+        """QAT adds parameters (shifts) and changes the weights' meaning: a fresh optimizer."""
+        self.optimizer = make_optimizer(self.model, self.config)
+        self.scheduler = make_scheduler(self.optimizer, self.config)
+        for _ in range(epoch):
+            self.scheduler.step()
+
+    def _train_epoch(self, epoch: int) -> float:
+        torch.manual_seed(self.config.seed + epoch)
+        net = self.ctx.wrap(self.model)
+        net.train()
+        loss_fn = nn.CrossEntropyLoss(ignore_index=VOID)
+        total, batches = 0.0, 0
+        for x, mask in _loader(self.train_set, self.config, epoch, shuffle=True):
+            self.optimizer.zero_grad(set_to_none=True)
+            loss = loss_fn(model_logits(net, x, self.config), mask)
+            loss.backward()
+            self.optimizer.step()
+            total += float(loss.detach())
+            batches += 1
+        self.scheduler.step()
+        return self.ctx.mean(total / max(batches, 1))
+
+    def _validate(self, epoch: int, train_loss: float) -> EpochRecord:
+        self.model.eval()
+        with torch.no_grad():
+            val_loss, scores = evaluate_segmentation(
+                lambda x: model_logits(self.model, x, self.config),
+                self.val_set,
+                self.config.num_classes,
+                self.config.batch_size,
+            )
+        return EpochRecord(
+            epoch=epoch,
+            phase="qat" if self.qat.active else "float",
+            train_loss=train_loss,
+            val_loss=val_loss,
+            pixel_accuracy=scores.pixel_accuracy,
+            miou=scores.miou,
+            lr=float(self.optimizer.param_groups[0]["lr"]),
+        )
+
+    def _write(self, epoch: int, record: EpochRecord) -> None:
+        """Rank 0 only: last.pth every epoch, best.pth on a new best mIoU, a JSON-lines log."""
+        improved = record.miou > self.best_miou
+        if improved:
+            self.best_miou = record.miou
+        if not self.ctx.is_main:
+            return
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        payload = self._payload(epoch)
+        save_checkpoint(self.out_dir / "last.pth", payload)
+        if improved:
+            save_checkpoint(self.out_dir / "best.pth", payload)
+        with open(self.out_dir / "train.log", "a") as log:
+            log.write(json.dumps({"rank": self.ctx.rank, **asdict(record)}) + "\n")

@@ -1,0 +1,67 @@
+"""Classification and segmentation metrics from an accumulated confusion matrix.
+
+Segmentation ignores the void label (255 in VOC). IoU and Dice of a class absent from both the
+prediction and the ground truth are undefined and left out of the means (NaN per class).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from cnnforge.train.datasets import VOID
+
+
+def confusion_matrix(
+    pred: torch.Tensor, target: torch.Tensor, num_classes: int, ignore_index: int = VOID
+) -> np.ndarray:
+    """``cm[t, p]`` = number of pixels (or samples) of true class t predicted as p."""
+    pred = pred.reshape(-1).to(torch.int64)
+    target = target.reshape(-1).to(torch.int64)
+    keep = target != ignore_index
+    pred, target = pred[keep], target[keep]
+    idx = target * num_classes + pred.clamp(0, num_classes - 1)
+    counts = torch.bincount(idx, minlength=num_classes * num_classes)
+    return counts.reshape(num_classes, num_classes).numpy().astype(np.int64)
+
+
+@dataclass(frozen=True)
+class SegmentationScores:
+    """Pixel accuracy, per-class IoU and Dice, and their means over the defined classes."""
+
+    pixel_accuracy: float
+    iou: tuple[float, ...]
+    dice: tuple[float, ...]
+    miou: float
+    mean_dice: float
+
+
+def segmentation_scores(cm: np.ndarray) -> SegmentationScores:
+    """Scores from a confusion matrix (rows = truth, columns = prediction)."""
+    cm = cm.astype(np.float64)
+    tp = np.diag(cm)
+    fp = cm.sum(axis=0) - tp
+    fn = cm.sum(axis=1) - tp
+    total = cm.sum()
+    with np.errstate(invalid="ignore", divide="ignore"):
+        iou = np.where(tp + fp + fn > 0, tp / (tp + fp + fn), np.nan)
+        dice = np.where(tp + fp + fn > 0, 2 * tp / (2 * tp + fp + fn), np.nan)
+    return SegmentationScores(
+        pixel_accuracy=float(tp.sum() / total) if total else float("nan"),
+        iou=tuple(float(v) for v in iou),
+        dice=tuple(float(v) for v in dice),
+        miou=float(np.nanmean(iou)) if np.isfinite(iou).any() else float("nan"),
+        mean_dice=float(np.nanmean(dice)) if np.isfinite(dice).any() else float("nan"),
+    )
+
+
+def topk_accuracy(logits: torch.Tensor, target: torch.Tensor, ks: tuple[int, ...] = (1, 5)):
+    """Fraction of samples whose true class is among the k highest logits, for each k."""
+    out = {}
+    for k in ks:
+        k_eff = min(k, logits.shape[1])
+        top = logits.topk(k_eff, dim=1).indices
+        out[k] = float((top == target.unsqueeze(1)).any(dim=1).double().mean())
+    return out
