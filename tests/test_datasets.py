@@ -104,7 +104,7 @@ def test_corrupt_image_and_class_mismatch(tmp_path):
     root = _voc_tree(tmp_path / "VOC", {"train": ["a", "b"]})
     (root / "JPEGImages" / "a.jpg").write_bytes(b"not a jpeg")
     ds = voc_dataset(root, "train", None)
-    with pytest.raises(InputError, match="a.jpg"):
+    with pytest.raises(InputError, match=r"a\.jpg"):
         ds[0]
     small = voc_dataset(root, "train", None, num_classes=5)
     with pytest.raises(InputError, match="class 15"):

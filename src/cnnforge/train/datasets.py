@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from pathlib import Path
+from typing import ClassVar
 
 import numpy as np
 import torch
@@ -128,7 +129,7 @@ def _shape_region(
 class ShapesDataset(Dataset):
     """The procedural ``shapes`` segmentation set; ``split`` selects a disjoint seed stream."""
 
-    SPLIT_OFFSETS = {"train": 0, "val": 1_000_003, "test": 2_000_003}
+    SPLIT_OFFSETS: ClassVar[dict[str, int]] = {"train": 0, "val": 1_000_003, "test": 2_000_003}
 
     def __init__(self, split: str = "train", length: int = 512, size: int = 32, seed: int = 0):
         if split not in self.SPLIT_OFFSETS:
