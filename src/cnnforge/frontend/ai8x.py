@@ -1,0 +1,299 @@
+"""Import a vendor network YAML + quantized checkpoint as a hardware ``Network`` and its ``Plan``.
+
+The YAML gives the layer structure and the placement (processors, offsets, gaps), the checkpoint
+the integer weights, paired positionally like the vendor tool does
+(../shared/spec/checkpoint-format.md §5). The input size comes from the sample input, as in the
+vendor tool (network-yaml.md §4 "Dimensions"). Every inconsistency is a ``ConfigError`` naming
+the YAML file and line. See docs/ai8x-format.md for what cnnforge reads differently.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from cnnforge.errors import ConfigError
+from cnnforge.frontend.ai8x_checkpoint import CheckpointData, CheckpointLayer, read_checkpoint
+from cnnforge.frontend.ai8x_layers import LayerContext, build_layer, processors_per_pass
+from cnnforge.frontend.ai8x_yaml import YamlConfig, YamlLayer, read_yaml_config
+from cnnforge.ir import INPUT, Layer, Network, Op
+from cnnforge.plan.model import Placement, Plan
+
+
+@dataclass(frozen=True)
+class Ai8xModel:
+    """An imported vendor pair: the network, its placement and the file-level metadata."""
+
+    network: Network
+    plan: Plan
+    arch: str
+    dataset: str
+    epoch: int | None = None
+    modules: tuple[tuple[str, str], ...] = ()  # (layer name, checkpoint module path)
+    extras: dict[str, Any] = field(default_factory=dict)
+
+
+def load_ai8x(
+    yaml_path: Path | str,
+    checkpoint_path: Path | str,
+    input_shape: tuple[int, ...] | None = None,
+    **options: Any,
+) -> tuple[Network, Plan]:
+    """The vendor pair as ``(Network, Plan)``; options as for ``read_ai8x``."""
+    model = read_ai8x(yaml_path, checkpoint_path, input_shape, **options)
+    return model.network, model.plan
+
+
+def read_ai8x(
+    yaml_path: Path | str,
+    checkpoint_path: Path | str,
+    input_shape: tuple[int, ...] | None = None,
+    *,
+    device: str = "MAX78000",
+    overlap_data: bool = False,
+) -> Ai8xModel:
+    """Import a vendor YAML + ``-q`` checkpoint (input shape: given, else the sample input).
+
+    ``overlap_data`` marks the plan as relying on the vendor's ``--overlap-data``.
+    """
+    cfg = read_yaml_config(yaml_path)
+    ckpt = read_checkpoint(checkpoint_path)
+    _check_arch(cfg, ckpt)
+    pairs = _pair(cfg, ckpt)
+    shape = _input_shape(cfg, input_shape)
+    names = _layer_names(cfg)
+    layers: list[Layer] = []
+    shapes: dict[str, tuple[int, ...]] = {INPUT: shape}
+    binary = _binary_weights(device)
+    for y, ck in zip(cfg.layers, pairs, strict=True):
+        inputs = _inputs(cfg, y, names)
+        ctx = LayerContext(
+            cfg.path, names[y.index], inputs, tuple(shapes[n] for n in inputs), binary
+        )
+        layer = build_layer(y, ck, ctx)
+        shapes[layer.name] = layer.out_shape
+        layers.append(layer)
+    outputs = tuple(names[y.index] for y in cfg.layers if y.output or y is cfg.layers[-1])
+    network = Network(name=cfg.arch, input_shape=shape, layers=tuple(layers), outputs=outputs)
+    plan = _plan(cfg, network, device, overlap_data)
+    modules = tuple(
+        (names[y.index], ck.module) for y, ck in zip(cfg.layers, pairs, strict=True) if ck
+    )
+    return Ai8xModel(network, plan, cfg.arch, cfg.dataset, ckpt.epoch, modules, ckpt.extras)
+
+
+def _binary_weights(device: str) -> bool:
+    """Whether the device reads all-+-1 weights as binary (arithmetic.md R1.2)."""
+    try:
+        from cnnforge.devices import get_device
+    except ImportError:  # NOTE: devices is written in parallel; without it, no auto-binary.
+        return False
+    return bool(getattr(get_device(device), "binary_weights", False))
+
+
+def _check_arch(cfg: YamlConfig, ckpt: CheckpointData) -> None:
+    if ckpt.arch is not None and ckpt.arch.lower() != cfg.arch.lower():
+        raise ConfigError(
+            f"`arch` {cfg.arch!r} does not match the checkpoint's arch {ckpt.arch!r}",
+            where=f"{cfg.path}:{cfg.arch_line}",
+            hint=f"is {ckpt.path} the checkpoint of this network?",
+        )
+
+
+def _pair(cfg: YamlConfig, ckpt: CheckpointData) -> list[CheckpointLayer | None]:
+    """Positional pairing: the k-th weight key goes to the k-th weight-owning YAML layer (§5)."""
+    owners = [y for y in cfg.layers if y.op is not Op.PASSTHROUGH]
+    if len(owners) != len(ckpt.layers):
+        first = owners[len(ckpt.layers)] if len(owners) > len(ckpt.layers) else None
+        where = f"{cfg.path}:{first.line}" if first else ckpt.path
+        extra = ckpt.layers[len(owners)].weight_key if first is None else ""
+        raise ConfigError(
+            f"the YAML has {len(owners)} layers with weights but the checkpoint has "
+            f"{len(ckpt.layers)}"
+            + (f" (first unused: `{extra}`)" if extra else "")
+            + (f"; {first.label()} gets none" if first else ""),
+            where=where,
+            hint="the YAML and the checkpoint must describe the same network, in the same order",
+        )
+    weights = iter(ckpt.layers)
+    return [None if y.op is Op.PASSTHROUGH else next(weights) for y in cfg.layers]
+
+
+def _layer_names(cfg: YamlConfig) -> dict[int, str]:
+    """YAML `name`, else ``layerN``; unique."""
+    names = {y.index: y.name or f"layer{y.index}" for y in cfg.layers}
+    seen: dict[str, int] = {}
+    for y in cfg.layers:
+        name = names[y.index]
+        if name in seen:
+            raise ConfigError(
+                f"{y.label()}: the name {name!r} is also the default name of layer {seen[name]}",
+                where=f"{cfg.path}:{y.line_of('name')}",
+                hint="choose another `name`",
+            )
+        seen[name] = y.index
+    return names
+
+
+def _inputs(cfg: YamlConfig, y: YamlLayer, names: dict[int, str]) -> tuple[str, ...]:
+    """The producers read by ``y``: `in_sequences`, else the layer before it (or the input)."""
+    if y.in_sequences is None:
+        return (INPUT,) if y.index == 0 else (names[y.index - 1],)
+    by_name = {n: i for i, n in names.items()}
+    out = []
+    for ref in y.in_sequences:
+        if ref == -1 or (isinstance(ref, str) and ref.lower() == "input"):
+            out.append(INPUT)
+            continue
+        index = ref if isinstance(ref, int) else by_name.get(ref)
+        if index is None or not 0 <= index < y.index:
+            raise ConfigError(
+                f"{y.label()}: `in_sequences` entry {ref!r} is not an earlier layer",
+                where=f"{cfg.path}:{y.line_of('in_sequences')}",
+                hint="use the number or name of a layer before this one, or -1 for the input",
+            )
+        out.append(names[index])
+    return tuple(out)
+
+
+# ---- input shape ---------------------------------------------------------------------------
+
+
+def sample_path(yaml_path: Path | str, dataset: str) -> Path | None:
+    """The vendor's default sample input ``sample_<dataset>.npy`` near the YAML, if any."""
+    base = Path(yaml_path).resolve().parent
+    name = f"sample_{dataset.lower()}.npy"
+    for folder in (base, base.parent / "samples", base.parent / "tests", base / "samples"):
+        if (folder / name).is_file():
+            return folder / name
+    return None
+
+
+def _input_shape(cfg: YamlConfig, given: tuple[int, ...] | None) -> tuple[int, ...]:
+    if given is None:
+        sample = sample_path(cfg.path, cfg.dataset)
+        if sample is None:
+            raise ConfigError(
+                f"no input size: sample_{cfg.dataset.lower()}.npy not found near the YAML",
+                where=cfg.path,
+                hint="give the input shape (--input-shape C,H,W) or the sample input",
+            )
+        try:
+            given = tuple(np.load(sample, mmap_mode="r", allow_pickle=False).shape)
+        except (OSError, ValueError) as exc:
+            raise ConfigError(f"cannot read the sample input: {exc}", where=str(sample)) from None
+    shape = tuple(int(n) for n in given)
+    if len(shape) not in (2, 3) or any(n <= 0 for n in shape):
+        raise ConfigError(
+            f"input shape {list(shape)} must be C,H,W or C,L with positive sizes", where=cfg.path
+        )
+    return shape
+
+
+# ---- plan ----------------------------------------------------------------------------------
+
+
+def _plan(cfg: YamlConfig, network: Network, device: str, overlap: bool) -> Plan:
+    """Placements from the YAML with the vendor's defaults (network-yaml.md §3.2, §4)."""
+    data_format = _data_format(cfg)
+    placements = []
+    notes = []
+    prev_out = 0
+    for i, (y, layer) in enumerate(zip(cfg.layers, network.layers, strict=True)):
+        _check_processors(cfg, y, network, layer, data_format if i == 0 else "HWC")
+        out_map = _check_output_map(cfg, y, layer, _output_map(cfg, y, i))
+        if y.out_offset is None:
+            notes.append(f"{y.label()}: `out_offset` defaults to 0")
+        if y.pool_kind is not None and not y.pool_stride:
+            notes.append(f"{y.label()}: pool stride defaults to 1")
+        in_offset = prev_out if y.in_offset is None else y.in_offset
+        out_offset = y.out_offset or 0
+        for key, value in (("in_offset", in_offset), ("out_offset", out_offset)):
+            if value % 4:
+                raise ConfigError(
+                    f"{y.label()}: `{key}` {value:#x} is not a multiple of 4",
+                    where=f"{cfg.path}:{y.line_of(key)}",
+                    hint="offsets address 32-bit words",
+                )
+        placements.append(
+            Placement(
+                layer=layer.name,
+                in_processors=y.processors,
+                out_processors=out_map,
+                in_offset=in_offset,
+                out_offset=out_offset,
+                write_gap=y.write_gap,
+                bias_quadrant=y.bias_group,
+            )
+        )
+        prev_out = out_offset
+    return Plan(device, data_format, tuple(placements), allow_overlap=overlap, notes=tuple(notes))
+
+
+def _data_format(cfg: YamlConfig) -> str:
+    for y in cfg.layers[1:]:
+        if y.data_format is not None:
+            raise ConfigError(
+                f"{y.label()}: `data_format` can only be set on the first layer",
+                where=f"{cfg.path}:{y.line_of('data_format')}",
+            )
+    return cfg.layers[0].data_format or "HWC"
+
+
+def _output_map(cfg: YamlConfig, y: YamlLayer, i: int) -> int:
+    """`output_processors`, else the next layer's `processors`; the final layer: `output_map`."""
+    if i == len(cfg.layers) - 1:
+        if cfg.output_map is not None:
+            return cfg.output_map
+        if y.output_processors is not None:
+            return y.output_processors
+        return 0  # filled in by _check_output_map: packed from processor 0
+    if y.output_processors is not None:
+        return y.output_processors
+    return cfg.layers[i + 1].processors
+
+
+def _in_channels(network: Network, layer: Layer) -> int:
+    shapes = network.input_shapes(layer)
+    return shapes[0][0] if layer.eltwise is not None else sum(s[0] for s in shapes)
+
+
+def _check_processors(cfg: YamlConfig, y: YamlLayer, net: Network, layer: Layer, fmt: str) -> None:
+    channels = _in_channels(net, layer)
+    need = processors_per_pass(channels)
+    have = y.processors.bit_count()
+    where = f"{cfg.path}:{y.line_of('processors')}"
+    if have != need:
+        passes = -(-channels // 64)
+        raise ConfigError(
+            f"{y.label()}: {channels} input channels use {passes} pass(es) of {need} processors, "
+            f"but `processors` {y.processors:#018x} has {have}",
+            where=where,
+            hint=f"enable exactly {need} processors",
+        )
+    if fmt == "CHW" and any(((y.processors >> (4 * k)) & 0xF).bit_count() > 1 for k in range(16)):
+        raise ConfigError(
+            f"{y.label()}: CHW input, but several channels share a memory instance "
+            f"(`processors` {y.processors:#018x})",
+            where=where,
+            hint="use at most one processor of each group of four (e.g. 0x111 for 3 channels)",
+        )
+
+
+def _check_output_map(cfg: YamlConfig, y: YamlLayer, layer: Layer, out_map: int) -> int:
+    need = processors_per_pass(layer.out_shape[0])
+    if out_map == 0:
+        return (1 << need) - 1
+    have = out_map.bit_count()
+    if have != need:
+        channels = layer.out_shape[0]
+        raise ConfigError(
+            f"{y.label()}: {channels} output channels use {-(-channels // 64)} pass(es) of "
+            f"{need} processors, but the output map {out_map:#018x} has {have}",
+            where=f"{cfg.path}:{y.line_of('output_processors')}",
+            hint=f"set `output_processors` (or the next layer's `processors`) to {need} processors",
+        )
+    return out_map

@@ -1,0 +1,430 @@
+"""One vendor YAML layer plus its paired checkpoint weights -> one hardware IR ``Layer``.
+
+Applies the vendor tool's defaults and geometry (../shared/spec/network-yaml.md §3-§5) and the
+integer semantics of the checkpoint (checkpoint-format.md §4.3, §5; arithmetic.md R1.6, R2.1):
+weights as stored, bias ``floor(stored / 2^(weight_bits-1))``, shift from the YAML or checkpoint.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from cnnforge.arithmetic import SHIFT_MAX, SHIFT_MIN, implicit_shift, weight_range
+from cnnforge.errors import ConfigError
+from cnnforge.frontend.ai8x_checkpoint import CheckpointLayer
+from cnnforge.frontend.ai8x_yaml import YamlLayer
+from cnnforge.ir import BINARY_BITS, Activation, Layer, Op, Pooling, Quantized
+
+MAX_PROCESSORS = 64  # processors per pass (devices.md §1)
+
+
+@dataclass(frozen=True)
+class LayerContext:
+    """What the builder needs besides the YAML layer: file, inputs and their shapes."""
+
+    path: str
+    name: str
+    inputs: tuple[str, ...]
+    in_shapes: tuple[tuple[int, ...], ...]
+    binary_weights: bool = False  # the device auto-detects +-1 weights as binary (R1.2)
+
+
+def processors_per_pass(channels: int) -> int:
+    """Processors used per pass for ``channels`` channels (network-yaml.md §4 "Passes")."""
+    passes = math.ceil(channels / MAX_PROCESSORS)
+    per = math.ceil(channels / passes)
+    return per + (-per) % 4 if channels > MAX_PROCESSORS else per
+
+
+def _fail(y: YamlLayer, ctx: LayerContext, what: str, key: str = "", hint: str | None = None):
+    where = f"{ctx.path}:{y.line_of(key) if key else y.line}"
+    raise ConfigError(f"{y.label()}: {what}", where=where, hint=hint)
+
+
+def build_layer(y: YamlLayer, ck: CheckpointLayer | None, ctx: LayerContext) -> Layer:
+    """The hardware ``Layer`` for YAML layer ``y`` (``ck``: its weights, None if weightless)."""
+    channels, dims = _input_geometry(y, ctx)
+    pool = _pooling(y, ctx, dims)
+    pooled = pool.output_dims(dims) if pool else dims
+    if any(n <= 0 for n in pooled):
+        _fail(y, ctx, f"pooling gives a zero dimension ({list(dims)} -> {list(pooled)})", "")
+    if y.op is Op.PASSTHROUGH:
+        layer = _passthrough(y, ctx, channels, pooled)
+    else:
+        assert ck is not None
+        layer = _weight_layer(y, ck, ctx, channels, pooled)
+    return _common(layer, y, ctx, pool)
+
+
+def _input_geometry(y: YamlLayer, ctx: LayerContext) -> tuple[int, tuple[int, ...]]:
+    """Channels seen by the layer (sum for a concatenation, one operand's for element-wise)."""
+    dims = ctx.in_shapes[0][1:]
+    for shape in ctx.in_shapes[1:]:
+        if shape[1:] != dims:
+            _fail(
+                y,
+                ctx,
+                f"inputs of different sizes cannot be combined ({list(dims)} vs {list(shape[1:])})",
+                "in_sequences",
+            )
+    if y.in_dim is not None and tuple(y.in_dim) not in (dims, dims[:1]):
+        _fail(
+            y,
+            ctx,
+            f"`in_dim` {list(y.in_dim)} differs from the input size {list(dims)}",
+            "in_dim",
+            "cnnforge does not support reshaping with `in_dim`",
+        )
+    chans = [s[0] for s in ctx.in_shapes]
+    if y.eltwise is not None:
+        if len(chans) != y.operands:
+            _fail(
+                y,
+                ctx,
+                f"{y.operands} operands but {len(chans)} inputs",
+                "in_sequences",
+                "list one `in_sequences` entry per operand",
+            )
+        if len(set(chans)) != 1:
+            _fail(
+                y,
+                ctx,
+                f"element-wise operands with different channel counts {chans}",
+                "in_sequences",
+            )
+        return chans[0], dims
+    return sum(chans), dims
+
+
+def _pooling(y: YamlLayer, ctx: LayerContext, dims: tuple[int, ...]) -> Pooling | None:
+    if y.pool_kind is None:
+        for key in ("pool_stride", "pool_dilation"):
+            if getattr(y, key):
+                _fail(y, ctx, f"`{key}` without `max_pool`/`avg_pool`", key)
+        if not y.pool_first:
+            _fail(y, ctx, "`pool_first: false` needs pooling", "pool_first")
+        return None
+    n = len(dims)
+    size = _axes(y.pool_size, n, y, ctx, "max_pool" if y.pool_kind.value == "max" else "avg_pool")
+    stride = _axes(y.pool_stride or (1,), n, y, ctx, "pool_stride")
+    if len(set(stride)) != 1:
+        _fail(y, ctx, f"non-square pooling stride {list(stride)}", "pool_stride")
+    dilation = _axes(y.pool_dilation or (1,), n, y, ctx, "pool_dilation")
+    if any(d != 1 for d in dilation):
+        _fail(y, ctx, "pool dilation is not supported by cnnforge's importer", "pool_dilation")
+    if not y.pool_first and (y.eltwise is None or y.operands > 2):
+        _fail(y, ctx, "`pool_first: false` needs an element-wise op of 2 operands", "pool_first")
+    return Pooling(kind=y.pool_kind, size=size, stride=stride)
+
+
+def _axes(values: tuple[int, ...], n: int, y: YamlLayer, ctx: LayerContext, key: str):
+    if len(values) == 1:
+        return values * n
+    if len(values) != n:
+        _fail(y, ctx, f"`{key}` has {len(values)} values for {n}-D data", key)
+    return tuple(values)
+
+
+def _passthrough(y: YamlLayer, ctx: LayerContext, channels: int, dims: tuple[int, ...]) -> Layer:
+    """A weightless layer: copy, pool-only or element-wise (network-yaml.md §5 "Passthrough")."""
+    checks = (
+        (
+            y.activation is not Activation.NONE,
+            "a passthrough layer cannot have an activation",
+            "activate",
+        ),
+        (bool(y.pad), "a passthrough layer cannot pad", "pad"),
+        (bool(y.output_shift), "`output_shift` must be 0 on a passthrough layer", "output_shift"),
+        (y.wide, "a passthrough layer must have `output_width: 8`", "output_width"),
+        (y.flatten, "`flatten` needs a linear layer", "flatten"),
+        (
+            y.kernel_size not in (None, (1, 1), (1,)),
+            "a passthrough layer has a 1x1 kernel",
+            "kernel_size",
+        ),
+        (
+            y.quantization is not None,
+            "a passthrough layer has no weights to quantize",
+            "quantization",
+        ),
+    )
+    for bad, what, key in checks:
+        if bad:
+            _fail(y, ctx, what, key)
+    return Layer(
+        name=ctx.name,
+        op=Op.PASSTHROUGH,
+        inputs=ctx.inputs,
+        out_shape=(channels, *dims),
+        in_channels=channels,
+        out_channels=channels,
+        kernel_size=(1,) * len(dims),
+        stride=(1,) * len(dims),
+        padding=(0,) * len(dims),
+        dilation=(1,) * len(dims),
+    )
+
+
+def _weight_layer(
+    y: YamlLayer, ck: CheckpointLayer, ctx: LayerContext, channels: int, dims: tuple[int, ...]
+) -> Layer:
+    if y.op is Op.LINEAR:
+        geometry = _linear(y, ck, ctx, channels, dims)
+    elif y.op is Op.CONVTRANSPOSE2D:
+        geometry = _convtranspose(y, ck, ctx, channels, dims)
+    else:
+        geometry = _conv(y, ck, ctx, channels, dims)
+    quant = _quantized(y, ck, ctx)
+    weight, bias = _float_params(quant, y.wide)
+    return Layer(
+        name=ctx.name, op=y.op, inputs=ctx.inputs, weight=weight, bias=bias, quant=quant, **geometry
+    )
+
+
+def _check_in_channels(y, ck, ctx, expected: int, actual: int) -> None:
+    if expected != actual:
+        _fail(
+            y,
+            ctx,
+            f"the checkpoint's `{ck.weight_key}` {list(ck.weight.shape)} takes {actual} input "
+            f"channels, but the layer's input has {expected}",
+            "in_sequences",
+            "the YAML and the checkpoint do not describe the same network (check the layer order)",
+        )
+
+
+def _kernel_check(y: YamlLayer, ck: CheckpointLayer, ctx: LayerContext, kernel: tuple) -> None:
+    if y.kernel_size is None:
+        return
+    given = y.kernel_size * len(kernel) if len(y.kernel_size) == 1 else y.kernel_size
+    if tuple(given) != tuple(kernel):
+        text = "x".join(map(str, kernel))
+        _fail(
+            y,
+            ctx,
+            f"`kernel_size` {'x'.join(map(str, given))} does not match the checkpoint's "
+            f"`{ck.weight_key}` ({text})",
+            "kernel_size",
+            f"set `kernel_size: {text}`",
+        )
+
+
+def _conv(y, ck, ctx, channels: int, dims: tuple[int, ...]) -> dict:
+    """Conv1d/Conv2d geometry (arithmetic.md R2.5, R2.6)."""
+    n = 1 if y.op is Op.CONV1D else 2
+    if ck.weight.ndim != n + 2 or len(dims) != n:
+        _fail(
+            y,
+            ctx,
+            f"{y.op.value} needs {n}-D data and {n + 2}-D weights; got input "
+            f"{list(dims)} and `{ck.weight_key}` {list(ck.weight.shape)}",
+            "operation",
+        )
+    kernel = tuple(int(k) for k in ck.weight.shape[2:])
+    _kernel_check(y, ck, ctx, kernel)
+    pad = 1 if y.pad is None else y.pad
+    dil = y.dilation
+    if n == 2 and (kernel not in ((1, 1), (3, 3)) or dil != 1):
+        _fail(
+            y,
+            ctx,
+            f"conv2d supports 1x1 and 3x3 kernels without dilation, not {kernel}",
+            "kernel_size",
+        )
+    if pad >= kernel[0] or pad > (3 if n == 1 else 2):
+        _fail(y, ctx, f"pad {pad} must be smaller than the kernel ({kernel[0]}) and <= 2", "pad")
+    if any(s != 1 for s in y.stride):
+        _fail(y, ctx, "convolutions support stride 1 only", "stride")
+    groups = y.groups
+    in_ch = int(ck.weight.shape[1]) * groups
+    _check_in_channels(y, ck, ctx, channels, in_ch)
+    out = tuple(d + 2 * pad - dil * (kernel[0] - 1) for d in dims)
+    if any(o <= 0 for o in out):
+        _fail(y, ctx, f"the output would have a zero dimension ({list(out)})", "pad")
+    return dict(
+        out_shape=(int(ck.weight.shape[0]), *out),
+        in_channels=in_ch,
+        out_channels=int(ck.weight.shape[0]),
+        kernel_size=kernel,
+        stride=(1,) * n,
+        padding=(pad,) * n,
+        dilation=(dil,) * n,
+        groups=groups,
+    )
+
+
+def _convtranspose(y, ck, ctx, channels: int, dims: tuple[int, ...]) -> dict:
+    """ConvTranspose2d geometry: 3x3, stride 2, output_padding 1 (arithmetic.md R2.7)."""
+    if ck.weight.ndim != 4 or len(dims) != 2:
+        _fail(
+            y,
+            ctx,
+            f"convtranspose2d needs 2-D data and 4-D weights, got `{ck.weight_key}` "
+            f"{list(ck.weight.shape)}",
+            "operation",
+        )
+    kernel = tuple(int(k) for k in ck.weight.shape[2:])
+    _kernel_check(y, ck, ctx, kernel)
+    pad = 1 if y.pad is None else y.pad
+    opad = 1 if y.output_pad is None else y.output_pad
+    if kernel != (3, 3) or opad != 1 or pad > 2 or any(s != 2 for s in y.stride):
+        _fail(
+            y,
+            ctx,
+            "convtranspose2d supports 3x3, stride 2, output_pad 1, pad 0..2 only",
+            "kernel_size",
+        )
+    groups = y.groups
+    in_ch = int(ck.weight.shape[0])
+    out_ch = int(ck.weight.shape[1]) * groups
+    _check_in_channels(y, ck, ctx, channels, in_ch)
+    out = tuple((d - 1) * 2 - 2 * pad + 2 + opad + 1 for d in dims)
+    return dict(
+        out_shape=(out_ch, *out),
+        in_channels=in_ch,
+        out_channels=out_ch,
+        kernel_size=kernel,
+        stride=(2, 2),
+        padding=(pad, pad),
+        dilation=(1, 1),
+        output_padding=(opad, opad),
+        groups=groups,
+    )
+
+
+def _linear(y, ck, ctx, channels: int, dims: tuple[int, ...]) -> dict:
+    """Linear on 1x1 data, or on a flattened C x H x W input (arithmetic.md R2.8, R5.1)."""
+    if ck.weight.ndim != 2:
+        _fail(
+            y,
+            ctx,
+            f"a linear layer needs 2-D weights, not `{ck.weight_key}` {list(ck.weight.shape)}",
+            "operation",
+        )
+    if y.kernel_size not in (None, (1, 1), (1,)):
+        _fail(y, ctx, "a linear layer has no `kernel_size`", "kernel_size")
+    if y.pad:
+        _fail(y, ctx, "a linear layer cannot pad", "pad")
+    pixels = math.prod(dims)
+    if y.flatten and y.pool_kind is not None:
+        _fail(y, ctx, "`flatten` is not compatible with pooling", "flatten")
+    if y.flatten and pixels > 256:
+        _fail(y, ctx, f"`flatten` needs at most 256 pixels per channel, not {pixels}", "flatten")
+    if not y.flatten and pixels != 1:
+        _fail(
+            y,
+            ctx,
+            f"a linear layer needs 1x1 data, not {list(dims)}",
+            "flatten",
+            "add `flatten: true`",
+        )
+    in_ch = int(ck.weight.shape[1])
+    _check_in_channels(y, ck, ctx, channels * pixels, in_ch)
+    out_ch = int(ck.weight.shape[0])
+    return dict(
+        out_shape=(out_ch,),
+        in_channels=in_ch,
+        out_channels=out_ch,
+        kernel_size=(1, 1),
+        stride=(1, 1),
+        padding=(0, 0),
+        dilation=(1, 1),
+        flatten=y.flatten,
+    )
+
+
+def _weight_bits(y: YamlLayer, ck: CheckpointLayer, ctx: LayerContext) -> int:
+    """YAML `quantization`, else checkpoint bits; all-zero -> 1, all +-1 -> binary (§5.9)."""
+    if y.quantization is not None:
+        bits = y.quantization
+    elif not np.any(ck.weight):
+        bits = 1
+    elif ctx.binary_weights and np.all(np.abs(ck.weight) == 1):
+        bits = BINARY_BITS
+    else:
+        bits = ck.weight_bits or 8
+    if bits not in (1, 2, 4, 8, BINARY_BITS):
+        _fail(y, ctx, f"`{ck.module}.weight_bits` {bits} is not 1, 2, 4 or 8", "quantization")
+    lo, hi = weight_range(bits)
+    bad = ck.weight[
+        (ck.weight < lo) | (ck.weight > hi) | ((bits == BINARY_BITS) & (ck.weight == 0))
+    ]
+    if bad.size:
+        _fail(
+            y,
+            ctx,
+            f"`{ck.weight_key}` holds {int(bad[0])}, outside the {bits}-bit range [{lo}, {hi}]",
+            "quantization",
+        )
+    return bits
+
+
+def _quantized(y: YamlLayer, ck: CheckpointLayer, ctx: LayerContext) -> Quantized:
+    bits = _weight_bits(y, ck, ctx)
+    bias = None
+    if ck.bias is not None:
+        if ck.bias.shape != (int(ck.weight.shape[1 if y.op is Op.CONVTRANSPOSE2D else 0]),):
+            _fail(
+                y,
+                ctx,
+                f"`{ck.module}` bias of shape {list(ck.bias.shape)} does not match its weights",
+            )
+        divisor = 2.0 ** ((ck.weight_bits or 8) - 1)  # R1.6: the checkpoint's bits
+        bias = np.floor(ck.bias / divisor).astype(np.int64)
+        if bias.size and (bias.min() < -128 or bias.max() > 127):
+            _fail(
+                y,
+                ctx,
+                f"`{ck.module}` bias {int(bias.min())}..{int(bias.max())} does not fit "
+                "the 8-bit bias memory [-128, 127]",
+            )
+    shift = ck.output_shift if y.output_shift is None else y.output_shift
+    total = shift + implicit_shift(bits)
+    if not y.wide and not SHIFT_MIN <= total <= SHIFT_MAX:
+        _fail(
+            y,
+            ctx,
+            f"output shift {shift} + {implicit_shift(bits)} (implicit) = {total} is "
+            f"outside [{SHIFT_MIN}, {SHIFT_MAX}]",
+            "output_shift",
+        )
+    return Quantized(weight_bits=bits, weights=ck.weight, bias=bias, output_shift=shift)
+
+
+def _float_params(q: Quantized, wide: bool) -> tuple[np.ndarray, np.ndarray | None]:
+    """Float weights with the same meaning (arithmetic.md R6.2): w * 2^(shift + 1 - |bits|)."""
+    scale = 2.0 ** ((0 if wide else q.output_shift) + 1 - abs(q.weight_bits))
+    weight = (q.weights * scale).astype(np.float32)
+    bias = None if q.bias is None else (q.bias * scale).astype(np.float32)
+    return weight, bias
+
+
+def _common(layer: Layer, y: YamlLayer, ctx: LayerContext, pool: Pooling | None) -> Layer:
+    """Fields every layer kind shares: pooling, element-wise op, activation, width."""
+    if y.wide and y.activation is not Activation.NONE:
+        _fail(y, ctx, "`output_width: 32` needs `activate: None`", "output_width")
+    if y.groups != 1 and (y.op is Op.LINEAR or layer.in_channels != layer.out_channels):
+        _fail(y, ctx, "`groups` > 1 needs a depthwise convolution (groups = in = out)", "groups")
+    if y.in_channels not in (None, layer.in_channels) or y.out_channels not in (
+        None,
+        layer.out_channels,
+    ):
+        _fail(
+            y,
+            ctx,
+            f"`in_channels`/`out_channels` differ from the derived {layer.in_channels}"
+            f"/{layer.out_channels}",
+            "in_channels",
+        )
+    return replace(
+        layer,
+        module_path=f"{ctx.path}:{y.line}",
+        pool=pool,
+        eltwise=y.eltwise,
+        pool_first=y.pool_first,
+        activation=y.activation,
+        wide=y.wide,
+    )

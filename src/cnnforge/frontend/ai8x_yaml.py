@@ -1,0 +1,512 @@
+"""Reading a vendor (ai8x-synthesis) network YAML into validated per-layer records.
+
+The file is parsed with a safe loader that rejects duplicate keys and remembers the line of every
+mapping and key, so each error names ``file:line`` (../shared/spec/network-yaml.md §1). Keys and
+values are checked per network-yaml.md §2-§3; what needs the checkpoint (channels, shapes) is
+checked later by ``frontend.ai8x``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from cnnforge.errors import ConfigError
+from cnnforge.ir import BINARY_BITS, Activation, EltwiseOp, Op, PoolKind
+
+# network-yaml.md §2: global keys. Known but not supported by cnnforge: the values of the dict.
+GLOBAL_KEYS = frozenset({"arch", "dataset", "layers", "output_map", "unload"})
+GLOBAL_UNSUPPORTED = {
+    "data_buffer": "rolling data buffers (TCN networks)",
+    "snoop": "data snooping",
+    "bias": "built-in test data (arch: test)",
+    "weights": "built-in test data (arch: test)",
+}
+
+# network-yaml.md §3: canonical key -> aliases (only one spelling may be given).
+ALIASES = {
+    "operation": ("operation", "op", "operator", "convolution"),
+    "activate": ("activate", "activation"),
+    "conv_groups": ("conv_groups", "groups"),
+    "read_gap": ("read_gap", "in_skip"),
+    "bias_group": ("bias_group", "bias_quadrant"),
+}
+LAYER_KEYS = frozenset(
+    {
+        "processors",
+        "output_processors",
+        "eltwise",
+        "operands",
+        "pool_first",
+        "kernel_size",
+        "pad",
+        "stride",
+        "output_pad",
+        "dilation",
+        "quantization",
+        "output_shift",
+        "output_width",
+        "data_format",
+        "flatten",
+        "in_offset",
+        "out_offset",
+        "in_sequences",
+        "write_gap",
+        "in_channels",
+        "out_channels",
+        "in_dim",
+        "output",
+        "name",
+        "sequence",
+        "next_sequence",
+        "max_pool",
+        "avg_pool",
+        "pool_stride",
+        "pool_dilation",
+        "calcx4",
+        "readahead",
+        "tcalc",
+        "bypass",
+        "in_crop",
+        "in_channel_skip",
+        "streaming",
+        "simulated_sequence",
+        "snoop_sequence",
+        "weight_source",
+        "buffer_shift",
+        "buffer_insert",
+    }
+) | frozenset(a for names in ALIASES.values() for a in names)
+# Keys the vendor accepts whose behaviour cnnforge does not model (yet): error, not silence.
+LAYER_UNSUPPORTED = {
+    "bypass": "kernel bypass",
+    "in_crop": "input cropping",
+    "in_channel_skip": "input channel skipping",
+    "streaming": "streaming mode",
+    "read_gap": "read gaps",
+    "simulated_sequence": "partial simulation",
+    "snoop_sequence": "data snooping",
+    "weight_source": "shared weights",
+    "buffer_shift": "data buffers",
+    "buffer_insert": "data buffers",
+}
+# MAX78002 speed-ups that do not change results: accepted and ignored.
+LAYER_IGNORED = frozenset({"calcx4", "readahead", "tcalc"})
+
+OPERATIONS = {
+    "conv2d": (Op.CONV2D, None),
+    "conv1d": (Op.CONV1D, None),
+    "convtranspose2d": (Op.CONVTRANSPOSE2D, None),
+    "none": (Op.PASSTHROUGH, None),
+    "passthrough": (Op.PASSTHROUGH, None),
+    "linear": (Op.LINEAR, None),
+    "fc": (Op.LINEAR, None),
+    "mlp": (Op.LINEAR, None),
+    "add": (Op.PASSTHROUGH, EltwiseOp.ADD),
+    "sub": (Op.PASSTHROUGH, EltwiseOp.SUB),
+    "or": (Op.PASSTHROUGH, EltwiseOp.OR),
+    "bitwiseor": (Op.PASSTHROUGH, EltwiseOp.OR),
+    "bitwise_or": (Op.PASSTHROUGH, EltwiseOp.OR),
+    "xor": (Op.PASSTHROUGH, EltwiseOp.XOR),
+    "bitwisexor": (Op.PASSTHROUGH, EltwiseOp.XOR),
+    "bitwise_xor": (Op.PASSTHROUGH, EltwiseOp.XOR),
+}
+ELTWISE = {"add": EltwiseOp.ADD, "sub": EltwiseOp.SUB, "or": EltwiseOp.OR, "xor": EltwiseOp.XOR}
+ACTIVATIONS = {"relu": Activation.RELU, "abs": Activation.ABS, "none": Activation.NONE}
+QUANTIZATION = {1: 1, 2: 2, 4: 4, 8: 8, "bin": BINARY_BITS, "binary": BINARY_BITS}
+DATA_FORMATS = {"hwc": "HWC", "little": "HWC", "chw": "CHW", "big": "CHW"}
+MAX_MASK = (1 << 64) - 1
+
+
+@dataclass(frozen=True)
+class YamlLayer:
+    """One YAML layer with aliases resolved and values checked (defaults not yet applied)."""
+
+    index: int  # position in the (sequence-ordered) layer list, as in the vendor's messages
+    line: int  # line of the layer's mapping in the file
+    name: str | None
+    op: Op
+    eltwise: EltwiseOp | None
+    operands: int  # 1 without an element-wise operation
+    pool_kind: PoolKind | None
+    pool_size: tuple[int, ...]  # as written: one value (square) or two
+    pool_stride: tuple[int, ...]
+    pool_dilation: tuple[int, ...]
+    pool_first: bool
+    activation: Activation
+    kernel_size: tuple[int, ...] | None  # None: the operation's default
+    pad: int | None
+    stride: tuple[int, ...]
+    output_pad: int | None
+    dilation: int
+    groups: int
+    quantization: int | None
+    output_shift: int | None
+    wide: bool
+    data_format: str | None
+    flatten: bool
+    processors: int
+    output_processors: int | None
+    in_offset: int | None
+    out_offset: int | None
+    in_sequences: tuple[int | str, ...] | None  # raw references, resolved by frontend.ai8x
+    write_gap: int
+    in_channels: int | None
+    out_channels: int | None
+    in_dim: tuple[int, ...] | None
+    bias_group: int | None
+    output: bool
+    key_lines: tuple[tuple[str, int], ...] = ()
+
+    def line_of(self, key: str) -> int:
+        """The line of ``key`` in this layer (the layer's line when the key is absent)."""
+        return dict(self.key_lines).get(key, self.line)
+
+    def label(self) -> str:
+        return f"layer {self.index}" + (f" ({self.name})" if self.name else "")
+
+
+@dataclass(frozen=True)
+class YamlConfig:
+    """The whole file: global keys and the layers in execution order."""
+
+    path: str
+    arch: str
+    dataset: str
+    layers: tuple[YamlLayer, ...]
+    output_map: int | None = None
+    arch_line: int = 1
+
+
+# ---- safe loading with line numbers ---------------------------------------------------------
+
+
+class _Map(dict):
+    """A YAML mapping that remembers its own line and the line of each key."""
+
+    line: int = 0
+    key_lines: dict[Any, int]
+
+
+class _Loader(yaml.SafeLoader):
+    """Safe loader: duplicate keys are errors, mappings carry line numbers."""
+
+    filename = "<yaml>"
+
+
+def _construct_map(loader: _Loader, node: yaml.MappingNode) -> Any:
+    loader.flatten_mapping(node)
+    data = _Map()
+    data.line = node.start_mark.line + 1
+    data.key_lines = {}
+    yield data
+    for key_node, value_node in node.value:
+        key = loader.construct_object(key_node, deep=True)
+        where = f"{loader.filename}:{key_node.start_mark.line + 1}"
+        try:
+            hash(key)
+        except TypeError:
+            raise ConfigError("a mapping key must be a plain value", where=where) from None
+        if key in data:
+            raise ConfigError(
+                f"duplicate key {key!r}", where=where, hint="each key may appear once per mapping"
+            )
+        data[key] = loader.construct_object(value_node, deep=True)
+        data.key_lines[key] = key_node.start_mark.line + 1
+
+
+_Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_map)
+
+
+def load_yaml_text(text: str, filename: str) -> Any:
+    """Parse YAML safely; syntax errors and duplicate keys become ``ConfigError`` at file:line."""
+    loader = _Loader(text)
+    loader.filename = filename
+    try:
+        return loader.get_single_data()
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        where = f"{filename}:{mark.line + 1}" if mark else filename
+        what = " ".join(str(exc.problem or exc.context or "syntax error").split())
+        raise ConfigError(f"YAML syntax error: {what}", where=where) from None
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"YAML error: {exc}", where=filename) from None
+    finally:
+        loader.dispose()
+
+
+# ---- global structure -------------------------------------------------------------------------
+
+
+def read_yaml_config(path: Path | str) -> YamlConfig:
+    """Read and check a vendor network YAML (network-yaml.md §1-§3)."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"cannot read the YAML file: {exc.strerror}", where=str(path)) from None
+    except UnicodeDecodeError:
+        raise ConfigError("the YAML file is not UTF-8 text", where=str(path)) from None
+    doc = load_yaml_text(text, str(path))
+    if not isinstance(doc, _Map):
+        raise ConfigError("a network YAML must be a mapping of keys", where=f"{path}:1")
+    _check_global_keys(doc, str(path))
+    raw_layers = doc["layers"]
+    if not isinstance(raw_layers, list) or not raw_layers:
+        line = doc.key_lines["layers"]
+        raise ConfigError("`layers` must be a non-empty list", where=f"{path}:{line}")
+    ordered = _sequence_order(raw_layers, str(path), doc.key_lines["layers"])
+    layers = tuple(_parse_layer(raw, i, str(path)) for i, raw in enumerate(ordered))
+    _check_names(layers, str(path))
+    output_map = None
+    if "output_map" in doc:
+        output_map = _mask(doc["output_map"], "output_map", f"{path}:{doc.key_lines['output_map']}")
+    return YamlConfig(
+        path=str(path),
+        arch=_string(doc, "arch", str(path)),
+        dataset=_string(doc, "dataset", str(path)),
+        layers=layers,
+        output_map=output_map,
+        arch_line=doc.key_lines["arch"],
+    )
+
+
+def _check_global_keys(doc: _Map, path: str) -> None:
+    for key in doc:
+        where = f"{path}:{doc.key_lines[key]}"
+        if key in GLOBAL_UNSUPPORTED:
+            raise ConfigError(
+                f"global key `{key}` ({GLOBAL_UNSUPPORTED[key]}) is not supported by cnnforge",
+                where=where,
+            )
+        if key not in GLOBAL_KEYS:
+            raise ConfigError(
+                f"unknown global key {key!r}",
+                where=where,
+                hint="allowed: " + ", ".join(sorted(GLOBAL_KEYS)),
+            )
+    missing = [k for k in ("arch", "dataset", "layers") if k not in doc]
+    if missing:
+        raise ConfigError(
+            "missing required key(s): " + ", ".join(f"`{k}`" for k in missing), where=f"{path}:1"
+        )
+
+
+def _string(doc: _Map, key: str, path: str) -> str:
+    value = doc[key]
+    if not isinstance(value, str | int) or isinstance(value, bool) or str(value) == "":
+        raise ConfigError(f"`{key}` must be a name", where=f"{path}:{doc.key_lines[key]}")
+    return str(value)
+
+
+def _sequence_order(raw_layers: list[Any], path: str, line: int) -> list[_Map]:
+    """Apply `sequence` keys: explicit positions (gaps compacted), others keep their order."""
+    for i, raw in enumerate(raw_layers):
+        if not isinstance(raw, _Map):
+            raise ConfigError(f"layer {i} must be a mapping of keys", where=f"{path}:{line}")
+    if not any("sequence" in raw for raw in raw_layers):
+        return list(raw_layers)
+    placed: dict[int, _Map] = {}
+    for i, raw in enumerate(raw_layers):
+        where = f"{path}:{raw.key_lines.get('sequence', raw.line)}"
+        seq = raw.get("sequence", i)
+        if not _is_int(seq) or seq < 0:
+            raise ConfigError(f"layer {i}: `sequence` must be an integer >= 0", where=where)
+        if seq in placed:
+            raise ConfigError(f"layer {i}: sequence {seq} was already specified", where=where)
+        placed[seq] = raw
+    return [placed[k] for k in sorted(placed)]
+
+
+def _check_names(layers: tuple[YamlLayer, ...], path: str) -> None:
+    seen: set[str] = set()
+    for layer in layers:
+        if layer.name is None:
+            continue
+        where = f"{path}:{layer.line_of('name')}"
+        if layer.name.lower() in ("stop", "input"):
+            raise ConfigError(f"{layer.label()}: the name {layer.name!r} is reserved", where=where)
+        if layer.name in seen:
+            raise ConfigError(
+                f"{layer.label()}: the name {layer.name!r} is used twice", where=where
+            )
+        seen.add(layer.name)
+
+
+# ---- value parsers ----------------------------------------------------------------------------
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _mask(value: Any, key: str, where: str) -> int:
+    """A 64-bit processor mask: an integer or a string in which `.` and `_` are ignored."""
+    mask = value
+    if isinstance(value, str):
+        text = value.replace(".", "").replace("_", "").strip().lower()
+        try:
+            mask = int(text, 0)
+        except ValueError:
+            mask = None
+    if not _is_int(mask) or not 1 <= mask <= MAX_MASK:
+        raise ConfigError(
+            f"`{key}` {value!r} is not a processor mask",
+            where=where,
+            hint="a 64-bit mask from 0x1 to 0xffffffffffffffff (bit p = processor p)",
+        )
+    return mask
+
+
+def _int(value: Any, key: str, where: str, lo: int | None = None, hi: int | None = None) -> int:
+    if not _is_int(value) or (lo is not None and value < lo) or (hi is not None and value > hi):
+        rng = f" in [{lo}, {hi}]" if hi is not None else (f" >= {lo}" if lo is not None else "")
+        raise ConfigError(f"`{key}` must be an integer{rng}, not {value!r}", where=where)
+    return value
+
+
+def _bool(value: Any, key: str, where: str) -> bool:
+    if not isinstance(value, bool):
+        raise ConfigError(f"`{key}` must be true or false, not {value!r}", where=where)
+    return value
+
+
+def _choice(value: Any, key: str, where: str, choices: dict[Any, Any]) -> Any:
+    probe = value.lower() if isinstance(value, str) else value
+    if isinstance(probe, bool) or probe not in choices:
+        allowed = ", ".join(str(c) for c in choices)
+        raise ConfigError(
+            f"unknown value {value!r} for `{key}`", where=where, hint=f"use {allowed}"
+        )
+    return choices[probe]
+
+
+def _ints(value: Any, key: str, where: str, lo: int, hi: int) -> tuple[int, ...]:
+    """An int or a list of one or two ints, each in [lo, hi]."""
+    items = value if isinstance(value, list) else [value]
+    if not 1 <= len(items) <= 2:
+        raise ConfigError(f"`{key}` must be an integer or a list of two", where=where)
+    return tuple(_int(v, key, where, lo, hi) for v in items)
+
+
+def _kernel(value: Any, where: str) -> tuple[int, ...]:
+    """`3x3`, `1x1` or an integer (conv1d length; a square 2-D kernel)."""
+    if _is_int(value):
+        return (_int(value, "kernel_size", where, 1, 9),)
+    if isinstance(value, str):
+        parts = value.lower().split("x")
+        if all(p.strip().isdigit() for p in parts) and len(parts) in (1, 2):
+            return tuple(int(p) for p in parts)
+    raise ConfigError(f"unsupported value {value!r} for `kernel_size`", where=where)
+
+
+def _sequences(value: Any, where: str) -> tuple[int | str, ...]:
+    items = value if isinstance(value, list) else [value]
+    if not items or len(items) > 16:
+        raise ConfigError("`in_sequences` must name 1 to 16 layers", where=where)
+    for item in items:
+        if not (_is_int(item) or isinstance(item, str)):
+            raise ConfigError(f"`in_sequences` entry {item!r} is not a layer", where=where)
+    return tuple(items)
+
+
+# ---- one layer ---------------------------------------------------------------------------------
+
+
+def _canonical(raw: _Map, index: int, path: str) -> dict[str, tuple[Any, int]]:
+    """Resolve aliases; reject unknown, unsupported and duplicated keys. Values keep their line."""
+    out: dict[str, tuple[Any, int]] = {}
+    for key, value in raw.items():
+        where = f"{path}:{raw.key_lines[key]}"
+        if key not in LAYER_KEYS:
+            raise ConfigError(
+                f"layer {index}: unknown key {key!r}",
+                where=where,
+                hint="see network-yaml.md §3 for the keys of a layer",
+            )
+        canon = next((c for c, names in ALIASES.items() if key in names), key)
+        if canon in out:
+            raise ConfigError(f"layer {index}: `{key}` given twice (aliases)", where=where)
+        if canon in LAYER_UNSUPPORTED:
+            raise ConfigError(
+                f"layer {index}: `{key}` ({LAYER_UNSUPPORTED[canon]}) is not supported by cnnforge",
+                where=where,
+            )
+        if canon not in LAYER_IGNORED:
+            out[canon] = (value, raw.key_lines[key])
+    return out
+
+
+def _parse_layer(raw: _Map, index: int, path: str) -> YamlLayer:
+    """Check one layer's keys and values (network-yaml.md §3)."""
+    keys = _canonical(raw, index, path)
+
+    def get(key: str, parse: Any, default: Any = None, *args: Any) -> Any:
+        if key not in keys:
+            return default
+        value, line = keys[key]
+        return parse(value, key, f"{path}:{line}", *args)
+
+    if "processors" not in keys:
+        raise ConfigError(f"layer {index}: `processors` is missing", where=f"{path}:{raw.line}")
+    op, eltwise = get("operation", _choice, (Op.CONV2D, None), OPERATIONS)
+    if "eltwise" in keys:
+        if eltwise is not None:
+            raise ConfigError(
+                f"layer {index}: `eltwise` with an element-wise operation",
+                where=f"{path}:{keys['eltwise'][1]}",
+            )
+        eltwise = get("eltwise", _choice, None, ELTWISE)
+    pool_kind, pool_size = _pool(keys, index, path)
+    name = get("name", lambda v, k, w: str(v))
+    return YamlLayer(
+        index=index,
+        line=raw.line,
+        name=name,
+        op=op,
+        eltwise=eltwise,
+        operands=get("operands", _int, 2, 2, 16) if eltwise else 1,
+        pool_kind=pool_kind,
+        pool_size=pool_size,
+        pool_stride=get("pool_stride", _ints, (), 1, 16),
+        pool_dilation=get("pool_dilation", _ints, (), 1, 16),
+        pool_first=get("pool_first", _bool, True),
+        activation=get("activate", _choice, Activation.NONE, ACTIVATIONS),
+        kernel_size=get("kernel_size", lambda v, k, w: _kernel(v, w)),
+        pad=get("pad", _int, None, 0, 3),
+        stride=get("stride", _ints, (), 1, 16),
+        output_pad=get("output_pad", _int, None, 0, 2),
+        dilation=get("dilation", _int, 1, 1, 2047),
+        groups=get("conv_groups", _int, 1, 1, 1024),
+        quantization=get("quantization", _choice, None, QUANTIZATION),
+        output_shift=get("output_shift", _int, None, -32, 32),
+        wide=get("output_width", _choice, 8, {8: 8, 32: 32}) == 32,
+        data_format=get("data_format", _choice, None, DATA_FORMATS),
+        flatten=get("flatten", _bool, False),
+        processors=get("processors", _mask),
+        output_processors=get("output_processors", _mask),
+        in_offset=get("in_offset", _int, None, 0),
+        out_offset=get("out_offset", _int, None, 0),
+        in_sequences=get("in_sequences", lambda v, k, w: _sequences(v, w)),
+        write_gap=get("write_gap", _int, 0, 0, 15),
+        in_channels=get("in_channels", _int, None, 1, 2048),
+        out_channels=get("out_channels", _int, None, 1, 2048),
+        in_dim=get("in_dim", _ints, None, 1, 2048),
+        bias_group=get("bias_group", _int, None, 0, 3),
+        output=get("output", _bool, False),
+        key_lines=tuple((k, line) for k, (_, line) in keys.items()),
+    )
+
+
+def _pool(keys: dict[str, tuple[Any, int]], index: int, path: str) -> tuple[Any, tuple]:
+    if "max_pool" in keys and "avg_pool" in keys:
+        line = keys["avg_pool"][1]
+        raise ConfigError(f"layer {index}: both `max_pool` and `avg_pool`", where=f"{path}:{line}")
+    for key, kind in (("max_pool", PoolKind.MAX), ("avg_pool", PoolKind.AVG)):
+        if key in keys:
+            value, line = keys[key]
+            return kind, _ints(value, key, f"{path}:{line}", 1, 16)
+    return None, ()
