@@ -1,0 +1,192 @@
+"""Finding, building and loading a user's PyTorch model: ``file.py:Name``, ``pkg.mod:Name``, names.
+
+A model is named as ``path/to/file.py:Name`` (a ``nn.Module`` class or a factory function),
+``package.module:Name`` or a short name registered in ``cnnforge.models``. Checkpoints load with
+``torch.load(..., weights_only=True)`` only, as a bare state_dict or a dict holding
+``state_dict``; keys saved from DistributedDataParallel (``module.`` prefix) are accepted.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import importlib.util
+import sys
+import traceback
+from collections.abc import Mapping
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import torch
+from torch import nn
+
+from cnnforge import models
+from cnnforge.errors import InputError, ModelError
+
+#: At most this many keys are named in a checkpoint mismatch message.
+MAX_KEYS_SHOWN = 5
+
+
+def load_model(
+    spec: str, model_args: Mapping[str, Any] | None = None, checkpoint: Path | None = None
+) -> nn.Module:
+    """Build the model named by ``spec`` with ``model_args`` and load ``checkpoint`` if given."""
+    model_args = dict(model_args or {})
+    factory, where = _resolve(spec)
+    model = _construct(factory, model_args, where)
+    if checkpoint is not None:
+        load_checkpoint(model, Path(checkpoint))
+    return model
+
+
+def _resolve(spec: str) -> tuple[Any, str]:
+    """The class/factory named by ``spec`` and a ``where`` text for messages."""
+    head, sep, name = spec.rpartition(":")
+    if not sep or len(head) <= 1:  # no colon (or a Windows drive letter only): a short name
+        if spec.endswith(".py") or "/" in spec:
+            raise InputError(
+                f"model {spec!r} does not name a class or function",
+                hint=f"write {spec}:ClassName",
+            )
+        return (lambda **kw: models.build_model(spec, **kw)), spec
+    if not name.isidentifier():
+        raise InputError(f"{name!r} is not a Python name", where=spec, hint="write file.py:Name")
+    module = _import_file(Path(head)) if head.endswith(".py") else _import_module(head)
+    factory = getattr(module, name, None)
+    if factory is None or not callable(factory):
+        found = sorted(
+            k for k, v in vars(module).items() if isinstance(v, type) and issubclass(v, nn.Module)
+        )
+        raise InputError(
+            f"{head} has no class or function {name!r}",
+            where=head,
+            hint=f"nn.Module classes there: {', '.join(found) or 'none'}",
+        )
+    return factory, f"{head}:{name}"
+
+
+def _import_file(path: Path) -> ModuleType:
+    """Execute a user's model file as a module of its own (registered under a unique name)."""
+    if not path.is_file():
+        raise InputError(f"no such model file {path}", where=str(path), hint="check the path")
+    digest = hashlib.sha1(str(path.resolve()).encode()).hexdigest()[:12]
+    mod_name = f"cnnforge_user_{path.stem}_{digest}"
+    spec = importlib.util.spec_from_file_location(mod_name, path)
+    if spec is None or spec.loader is None:
+        raise InputError(f"cannot import {path}", where=str(path), hint="is it a Python file?")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[mod_name] = module  # dataclasses and pickling look modules up here
+    try:
+        spec.loader.exec_module(module)
+    except Exception as exc:
+        sys.modules.pop(mod_name, None)
+        raise ModelError(
+            f"importing the model file failed: {type(exc).__name__}: {exc}",
+            where=user_frame(exc) or str(path),
+            hint="fix the error in the model file",
+        ) from None
+    return module
+
+
+def _import_module(name: str) -> ModuleType:
+    try:
+        return importlib.import_module(name)
+    except ImportError as exc:
+        raise InputError(
+            f"cannot import module {name!r}: {exc}",
+            where=name,
+            hint="for a file write path/to/file.py:Name; a module must be importable",
+        ) from None
+    except Exception as exc:
+        raise ModelError(
+            f"importing {name} failed: {type(exc).__name__}: {exc}", where=user_frame(exc) or name
+        ) from None
+
+
+def _construct(factory: Any, model_args: dict[str, Any], where: str) -> nn.Module:
+    try:
+        model = factory(**model_args)
+    except InputError:
+        raise
+    except Exception as exc:
+        args = ", ".join(f"{k}={v!r}" for k, v in model_args.items())
+        raise ModelError(
+            f"building the model with ({args}) failed: {type(exc).__name__}: {exc}",
+            where=user_frame(exc) or where,
+            hint="check the --model-arg names and values",
+        ) from None
+    if not isinstance(model, nn.Module):
+        raise ModelError(
+            f"{where} returned {type(model).__name__}, not a torch.nn.Module",
+            where=where,
+            hint="name an nn.Module class or a function returning one",
+        )
+    return model
+
+
+def read_state_dict(path: Path) -> dict[str, torch.Tensor]:
+    """The state_dict in a checkpoint file (weights_only load; ``module.`` prefixes stripped)."""
+    if not path.is_file():
+        raise InputError(f"no such checkpoint {path}", where=str(path))
+    try:
+        obj = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise ModelError(
+            f"cannot load checkpoint: {first}",
+            where=str(path),
+            hint="only weights-only checkpoints (tensors and plain containers) are accepted",
+        ) from None
+    if isinstance(obj, Mapping) and isinstance(obj.get("state_dict"), Mapping):
+        obj = obj["state_dict"]
+    if not isinstance(obj, Mapping) or not all(isinstance(v, torch.Tensor) for v in obj.values()):
+        raise ModelError(
+            "checkpoint holds no state_dict of tensors",
+            where=str(path),
+            hint="save model.state_dict() or {'state_dict': model.state_dict()}",
+        )
+    if obj and all(str(k).startswith("module.") for k in obj):
+        obj = {str(k)[len("module.") :]: v for k, v in obj.items()}
+    return dict(obj)
+
+
+def load_checkpoint(model: nn.Module, path: Path) -> None:
+    """Load ``path`` into ``model``; ModelError naming missing/unexpected/mis-shaped keys."""
+    state = read_state_dict(path)
+    expected = model.state_dict()
+    missing = [k for k in expected if k not in state]
+    unexpected = [k for k in state if k not in expected]
+    shaped = [
+        f"{k} {tuple(state[k].shape)} vs model {tuple(v.shape)}"
+        for k, v in expected.items()
+        if k in state and state[k].shape != v.shape
+    ]
+    problems = [
+        f"{label}: {_some(keys)}"
+        for label, keys in (("missing", missing), ("unexpected", unexpected), ("shape", shaped))
+        if keys
+    ]
+    if problems:
+        raise ModelError(
+            "checkpoint does not match the model; " + "; ".join(problems),
+            where=str(path),
+            hint="is it the checkpoint of this model with these --model-arg values?",
+        )
+    model.load_state_dict(state, strict=True)
+
+
+def _some(keys: list[str]) -> str:
+    shown = ", ".join(keys[:MAX_KEYS_SHOWN])
+    more = len(keys) - MAX_KEYS_SHOWN
+    return f"{shown} (+{more} more)" if more > 0 else shown
+
+
+def user_frame(exc: BaseException) -> str | None:
+    """``file.py:line`` of the innermost traceback frame outside torch and cnnforge, if any."""
+    skip = (str(Path(torch.__file__).parent), str(Path(__file__).parents[1]))
+    found = None
+    for frame in traceback.extract_tb(exc.__traceback__):
+        if not frame.filename.startswith(skip) and not frame.filename.startswith("<"):
+            found = f"{frame.filename}:{frame.lineno}"
+    return found

@@ -1,0 +1,212 @@
+"""PyTorch frontend: torch.fx tracing + shape propagation -> a model-level ``Network``.
+
+``trace(module, (3, 64, 64))`` symbolically traces the module (modules with a
+``cnnforge_layer`` method and standard ``torch.nn`` layers stay leaves), runs the graph once on a
+zero batch of one to learn every tensor's shape, then maps each node to a ``Layer`` following
+docs/internal-apis.md. Layers are named after their PyTorch module path (the fx node name for
+functions) so that every later message can point at the user's code. Untraceable models,
+unsupported operations and input shapes the model cannot take raise one-line cnnforge errors.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import torch
+import torch.fx as fx
+from torch import nn
+
+from cnnforge.errors import InputError, ModelError
+from cnnforge.frontend.fx_functions import METHOD_MAPPERS, function_mapper
+from cnnforge.frontend.fx_modules import NodeInfo, map_module
+from cnnforge.frontend.loading import load_model, user_frame
+from cnnforge.ir import INPUT, Layer, Network
+
+__all__ = ["load_model", "trace", "trace_graph"]
+
+
+class _Tracer(fx.Tracer):
+    """Keeps cnnforge.nn QAT modules (anything with ``cnnforge_layer``) as leaves."""
+
+    def is_leaf_module(self, m: nn.Module, module_qualified_name: str) -> bool:
+        return hasattr(m, "cnnforge_layer") or super().is_leaf_module(m, module_qualified_name)
+
+
+def trace_graph(module: nn.Module) -> fx.GraphModule:
+    """Symbolically trace ``module``; ModelError naming the user's file:line when fx cannot."""
+    try:
+        graph = _Tracer().trace(module)
+    except Exception as exc:
+        raise ModelError(
+            f"torch.fx cannot trace {type(module).__name__}: {_first_line(exc)}",
+            where=user_frame(exc) or type(module).__name__,
+            hint="remove data-dependent control flow (if/for on tensor values) from forward()",
+        ) from None
+    return fx.GraphModule(module, graph, type(module).__name__)
+
+
+class _ShapeRecorder(fx.Interpreter):
+    """Runs the graph once, keeping each node's value and concrete arguments."""
+
+    def __init__(self, gm: fx.GraphModule) -> None:
+        super().__init__(gm)
+        self.values: dict[fx.Node, Any] = {}
+        self.args: dict[fx.Node, tuple[tuple[Any, ...], dict[str, Any]]] = {}
+
+    def run_node(self, n: fx.Node) -> Any:
+        args, kwargs = self.fetch_args_kwargs_from_env(n)
+        self.args[n] = (args, kwargs)
+        try:
+            value = super().run_node(n)
+        except Exception as exc:
+            raise InputError(
+                f"shape propagation fails at {_describe(n)}: {_first_line(exc)}",
+                where=_module_path(n),
+                hint="check --input-shape (C,H,W or C,L) against what the model expects",
+            ) from None
+        self.values[n] = value
+        return value
+
+
+def trace(module: nn.Module, input_shape: Sequence[int], name: str | None = None) -> Network:
+    """Trace ``module`` on an input of ``input_shape`` (C,H,W or C,L) into a float Network."""
+    input_shape = tuple(int(n) for n in input_shape)
+    if len(input_shape) not in (2, 3) or min(input_shape) <= 0:
+        raise InputError(f"input shape {input_shape} must be C,H,W or C,L with positive sizes")
+    gm = trace_graph(module)
+    recorder = _ShapeRecorder(gm)
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    if len(placeholders) != 1:
+        raise ModelError(
+            f"forward() takes {len(placeholders)} inputs",
+            where=type(module).__name__,
+            hint="cnnforge compiles models with exactly one input tensor",
+        )
+    was_training = [m.training for m in gm.modules()]
+    gm.eval()
+    try:
+        with torch.no_grad():
+            recorder.run(torch.zeros((1, *input_shape)))
+    finally:
+        for m, flag in zip(gm.modules(), was_training, strict=True):
+            m.training = flag
+    return _Builder(gm, recorder).network(name or type(module).__name__, input_shape)
+
+
+class _Builder:
+    """Walks the traced graph in order and maps each node to a Layer (or an alias)."""
+
+    def __init__(self, gm: fx.GraphModule, recorder: _ShapeRecorder) -> None:
+        self.gm = gm
+        self.modules = dict(gm.named_modules())
+        self.rec = recorder
+        self.alias: dict[fx.Node, str] = {}  # tensor node -> layer name (or INPUT)
+        self.used: set[str] = {INPUT}
+        self.layers: list[Layer] = []
+
+    def network(self, name: str, input_shape: tuple[int, ...]) -> Network:
+        outputs: tuple[str, ...] = ()
+        for node in self.gm.graph.nodes:
+            if node.op == "placeholder":
+                self.alias[node] = INPUT
+            elif node.op == "output":
+                outputs = self._outputs(node)
+            elif isinstance(self.rec.values.get(node), torch.Tensor):
+                self._map(node)
+        return Network(name, input_shape, tuple(self.layers), outputs=outputs)
+
+    def _outputs(self, node: fx.Node) -> tuple[str, ...]:
+        names = []
+        for n in _tensor_nodes(node.args):
+            if n not in self.alias:
+                raise self._fail(n, "network output is not a feature map")
+            names.append(self.alias[n])
+        if not names:
+            raise ModelError("forward() returns no tensor", where=type(self.gm).__name__)
+        return tuple(dict.fromkeys(names))
+
+    def _map(self, node: fx.Node) -> None:
+        info = self._info(node)
+        if node.op == "call_module":
+            layer = map_module(self.modules[node.target], info)
+        elif node.op == "call_function" and (fn := function_mapper(node.target)) is not None:
+            layer = fn(info, *self.rec.args[node])
+        elif node.op == "call_method" and node.target in METHOD_MAPPERS:
+            layer = METHOD_MAPPERS[node.target](info, *self.rec.args[node])
+        else:
+            raise self._fail(node, f"{_describe(node)} is not supported")
+        if layer is None:
+            self.alias[node] = info.inputs[0]
+            return
+        self.used.add(layer.name)
+        self.layers.append(layer)
+        self.alias[node] = layer.name
+
+    def _info(self, node: fx.Node) -> NodeInfo:
+        inputs = []
+        for n in _tensor_nodes((node.args, node.kwargs)):
+            if n not in self.alias:
+                raise self._fail(n, f"{_describe(n)} feeds {_describe(node)}: not supported")
+            inputs.append(self.alias[n])
+        if not inputs:
+            raise self._fail(node, f"{_describe(node)} creates a tensor from no input")
+        return NodeInfo(
+            name=self._unique(node.target if node.op == "call_module" else node.name),
+            module_path=_module_path(node),
+            inputs=tuple(inputs),
+            in_shapes=tuple(self._shape_of(n) for n in _tensor_nodes((node.args, node.kwargs))),
+            out_shape=self._shape_of(node),
+        )
+
+    def _shape_of(self, node: fx.Node) -> tuple[int, ...]:
+        shape = tuple(self.rec.values[node].shape)
+        if len(shape) < 2 or shape[0] != 1:
+            raise self._fail(node, f"{_describe(node)} gives shape {shape}: batch dim lost")
+        return shape[1:]
+
+    def _unique(self, name: str) -> str:
+        candidate, i = name, 0
+        while candidate in self.used:
+            i += 1
+            candidate = f"{name}_{i}"
+        return candidate
+
+    def _fail(self, node: fx.Node, what: str) -> ModelError:
+        return ModelError(
+            what,
+            where=_module_path(node),
+            hint="rewrite that part with supported layers (see `cnnforge analyze --help`)",
+        )
+
+
+def _tensor_nodes(args: Any) -> Iterator[fx.Node]:
+    """The fx nodes among (nested) arguments, in argument order, without duplicates."""
+    found: list[fx.Node] = []
+    fx.node.map_arg(args, lambda n: found.append(n) or n)
+    return iter(dict.fromkeys(found))
+
+
+def _module_path(node: fx.Node) -> str:
+    """The PyTorch module path of a node (``enc1.0``), or ``scope/function`` for functions."""
+    if node.op == "call_module":
+        return str(node.target)
+    stack = node.meta.get("nn_module_stack") or {}
+    scope = next(reversed(stack), "") if stack else ""
+    return f"{scope}/{node.name}" if scope else node.name
+
+
+def _describe(node: fx.Node) -> str:
+    target = node.target
+    if node.op == "call_function":
+        target = getattr(target, "__name__", str(target))
+    elif node.op == "call_method":
+        target = f"Tensor.{target}"
+    elif node.op == "get_attr":
+        target = f"attribute {target}"
+    return f"{node.op.replace('_', ' ')} {target}" if node.op != "call_module" else str(target)
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
