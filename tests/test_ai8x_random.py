@@ -68,11 +68,13 @@ class Builder:
         b = self.rng.integers(lo, hi + 1, size=(cout,), dtype=np.int64) if bias else None
         return Q(weight_bits=bits, weights=weights, bias=b, output_shift=shift)
 
-    def add(self, layer: Layer, *, out_first: int = 0, gap: int = 0, offsets=(0, 0)) -> str:
+    def add(
+        self, layer: Layer, *, in_first: int = 0, out_first: int = 0, gap: int = 0, offsets=(0, 0)
+    ) -> str:
         """Append ``layer`` with packed processors (input operands counted once)."""
         shapes = [self.shape(n) for n in layer.inputs]
         cin = shapes[0][0] if layer.eltwise is not None else sum(s[0] for s in shapes)
-        in_map = packed(processors_per_pass(cin))
+        in_map = packed(processors_per_pass(cin), in_first)
         if not self.layers and len(self.input_shape) == 3 and self.chw:
             in_map = sum(1 << (4 * k) for k in range(cin))
         out_map = packed(processors_per_pass(layer.out_shape[0]), out_first)

@@ -99,7 +99,7 @@ def _dump(data: Any) -> str:
 def _summary(network: Network, layer: Layer) -> str:
     ins = " x ".join(str(n) for n in network.input_shapes(layer)[0])
     outs = " x ".join(str(n) for n in layer.out_shape)
-    return f"{layer.label()}, {ins} -> {outs}"
+    return f"{_operation(layer)}, {ins} -> {outs}"
 
 
 def _check(network: Network, plan: Plan) -> None:
