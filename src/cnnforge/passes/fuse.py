@@ -1,0 +1,251 @@
+"""Fusion: a model-level network (one layer per PyTorch op) -> hardware layers.
+
+The accelerator runs ``pool -> element-wise -> main op -> activation`` as ONE layer
+(../shared/spec/network-yaml.md §1, arithmetic.md §3-§5). This pass folds the model-level
+``pool``, ``activation``, ``eltwise``, ``concat`` and ``flatten`` layers into their neighbours:
+
+- an activation right after a conv/linear becomes that layer's activation when it is exact
+  under the hardware's output clamp to [-1, 127/128] (arithmetic.md R1.1, R2.3), see
+  ``hardware_activation``;
+- Flatten followed by Linear becomes a linear layer with ``flatten``; a Flatten of 1-D data
+  vanishes;
+- nested element-wise ops of one kind merge into one N-operand op (R4.2: a left fold with a
+  single saturation, so the merged op is at least as exact);
+- a pool followed by a conv/transposed conv/linear/passthrough becomes that layer's input pooling
+  (R3.1); an element-wise op followed by a conv2d is fused "in flight" (R4.1), with
+  ``pool_first=False`` when the conv already pools (R4.3, at most 2 operands);
+- a concatenation becomes the multiple inputs of its consumer;
+- what is left of pool / element-wise / concat becomes a passthrough layer.
+
+Requires: a topologically ordered network, BatchNorm already folded (``fold_bn``). Guarantees:
+a layer is only absorbed when its output has no other reader and is not a network output, so
+the network computes the same function (up to the documented activation clamp). Declines
+silently where no exact fusion exists; ``passes.check`` reports what remains.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from cnnforge.arithmetic import ACT_MAX, ACT_MIN, ACT_SCALE
+from cnnforge.ir import HARDWARE_ELTWISE, WEIGHT_OPS, Activation, EltwiseOp, Layer, Network, Op
+from cnnforge.passes.rewrites import (
+    Rewrite,
+    absorb_into_consumer,
+    absorb_into_producer,
+    apply_rules,
+    record,
+    remove_layer,
+    sole_consumer,
+)
+
+OUT_MIN = ACT_MIN / ACT_SCALE  # -1.0: the 8-bit output clamp (arithmetic.md R1.1)
+OUT_MAX = ACT_MAX / ACT_SCALE  # 127/128
+
+POOL_TARGETS = frozenset({Op.CONV1D, Op.CONV2D, Op.CONVTRANSPOSE2D, Op.LINEAR, Op.PASSTHROUGH})
+CONCAT_TARGETS = POOL_TARGETS
+MAX_POOL_LAST_OPERANDS = 2  # pool after element-wise: at most 2 operands (devices.md §1)
+SINGLE_PASS_CHANNELS = 64  # in-flight element-wise with one pass is legal on every device
+
+
+def hardware_activation(layer: Layer) -> Activation | None:
+    """The hardware activation equal to a model-level one after the output clamp, or None.
+
+    Exact cases (the 8-bit output is clamped to [-1, 127/128] after the activation, R2.3):
+    ReLU -> ReLU; Abs -> Abs; ReLU6 -> ReLU (6 > 127/128); Hardtanh(lo, hi) -> None when
+    lo <= -1 and hi >= 127/128, -> ReLU when lo == 0 and hi >= 127/128. LeakyReLU, Sigmoid, Tanh
+    and other Hardtanh ranges have no exact hardware form (None).
+    """
+    act = layer.activation
+    if act in (Activation.RELU, Activation.ABS, Activation.NONE):
+        return act
+    if act is Activation.RELU6:
+        return Activation.RELU
+    if act is Activation.HARDTANH and len(layer.activation_params) == 2:
+        lo, hi = layer.activation_params
+        if hi >= OUT_MAX and lo <= OUT_MIN:
+            return Activation.NONE
+        if hi >= OUT_MAX and lo == 0:
+            return Activation.RELU
+    return None
+
+
+def _only_input_is(layer: Layer, name: str) -> bool:
+    return layer.inputs == (name,)
+
+
+# ---- rules: each looks at one layer and returns (network, record) or None -----------------
+
+
+def fuse_activation(network: Network, layer: Layer) -> tuple[Network, Rewrite] | None:
+    """ACTIVATION after a conv/linear without activation -> that layer's activation."""
+    if layer.op is not Op.ACTIVATION or len(layer.inputs) != 1:
+        return None
+    act = hardware_activation(layer)
+    producer = _layer_or_none(network, layer.inputs[0])
+    if act is None or producer is None or producer.op not in WEIGHT_OPS:
+        return None
+    if producer.activation is not Activation.NONE or producer.wide:
+        return None
+    if sole_consumer(network, producer.name) is not layer:
+        return None
+    fused = replace(producer, activation=act)
+    detail = f"{layer.label()} ({layer.module_path or layer.name}) fused as activation {act.value}"
+    return absorb_into_producer(network, layer, fused), record(producer, "fuse-activation", detail)
+
+
+def drop_flat_flatten(network: Network, layer: Layer) -> tuple[Network, Rewrite] | None:
+    """FLATTEN of data that is already 1-D ((C,) shape) is the identity: remove it."""
+    if layer.op is not Op.FLATTEN or len(layer.inputs) != 1:
+        return None
+    if len(network.shape_of(layer.inputs[0])) != 1:
+        return None
+    rec = record(layer, "drop-flatten", "flatten of 1-D data is the identity")
+    return remove_layer(network, layer.name, layer.inputs[0]), rec
+
+
+def fuse_flatten(network: Network, layer: Layer) -> tuple[Network, Rewrite] | None:
+    """FLATTEN followed by LINEAR -> a linear layer with ``flatten`` (arithmetic.md R5.1)."""
+    if layer.op is not Op.FLATTEN or len(layer.inputs) != 1:
+        return None
+    consumer = sole_consumer(network, layer.name)
+    if consumer is None or consumer.op is not Op.LINEAR or consumer.flatten:
+        return None
+    if consumer.pool is not None or not _only_input_is(consumer, layer.name):
+        return None
+    fused = replace(consumer, flatten=True, inputs=layer.inputs)
+    rec = record(consumer, "fuse-flatten", f"flatten ({layer.name}) fused into the linear layer")
+    return absorb_into_consumer(network, layer, fused), rec
+
+
+def merge_eltwise(network: Network, layer: Layer) -> tuple[Network, Rewrite] | None:
+    """op(op(a, b), c) -> op(a, b, c) for add/or/xor (any position) and sub (first operand)."""
+    if layer.op is not Op.ELTWISE or layer.eltwise not in HARDWARE_ELTWISE:
+        return None
+    for i, name in enumerate(layer.inputs):
+        inner = _layer_or_none(network, name)
+        if inner is None or inner.op is not Op.ELTWISE or inner.eltwise is not layer.eltwise:
+            continue
+        if inner.pool is not None or (layer.eltwise is EltwiseOp.SUB and i != 0):
+            continue
+        if sole_consumer(network, inner.name) is not layer:
+            continue
+        inputs = layer.inputs[:i] + inner.inputs + layer.inputs[i + 1 :]
+        merged = replace(layer, inputs=inputs)
+        detail = f"nested {layer.eltwise.value} ({inner.name}) merged: {len(inputs)} operands"
+        return absorb_into_consumer(network, inner, merged), record(layer, "merge-eltwise", detail)
+    return None
+
+
+def fuse_pool(network: Network, layer: Layer) -> tuple[Network, Rewrite] | None:
+    """POOL followed by a conv/linear/passthrough -> that layer's input pooling (R3.1)."""
+    if layer.op is not Op.POOL or layer.pool is None or len(layer.inputs) != 1:
+        return None
+    if any(layer.padding):
+        return None  # the hardware pools without padding: the checker reports it
+    consumer = sole_consumer(network, layer.name)
+    if consumer is None or consumer.op not in POOL_TARGETS or consumer.pool is not None:
+        return None
+    if consumer.flatten or not _only_input_is(consumer, layer.name):
+        return None  # flatten cannot pool (R5.1); pooling would also pool the other inputs
+    fused = replace(consumer, pool=layer.pool, inputs=layer.inputs)
+    detail = f"{layer.label()} ({layer.module_path or layer.name}) fused as input pooling"
+    return absorb_into_consumer(network, layer, fused), record(consumer, "fuse-pool", detail)
+
+
+def fuse_eltwise(network: Network, layer: Layer) -> tuple[Network, Rewrite] | None:
+    """ELTWISE followed by a conv2d -> element-wise "in flight" in the conv (R4.1, R4.3)."""
+    if layer.op is not Op.ELTWISE or layer.eltwise not in HARDWARE_ELTWISE:
+        return None
+    if layer.pool is not None or layer.out_shape[0] > SINGLE_PASS_CHANNELS:
+        return None  # multi-pass in-flight element-wise is device-specific: keep it plain
+    consumer = sole_consumer(network, layer.name)
+    if consumer is None or consumer.op is not Op.CONV2D or consumer.eltwise is not None:
+        return None
+    if not _only_input_is(consumer, layer.name):
+        return None
+    pool_first = consumer.pool is None
+    if not pool_first and len(layer.inputs) > MAX_POOL_LAST_OPERANDS:
+        return None
+    fused = replace(consumer, eltwise=layer.eltwise, inputs=layer.inputs, pool_first=pool_first)
+    detail = f"{layer.eltwise.value} of {len(layer.inputs)} ({layer.name}) fused in flight"
+    if not pool_first:
+        detail += ", pooling after it (pool_first: false)"
+    return absorb_into_consumer(network, layer, fused), record(consumer, "fuse-eltwise", detail)
+
+
+def fuse_concat(network: Network, layer: Layer) -> tuple[Network, Rewrite] | None:
+    """CONCAT followed by a conv/linear/passthrough -> that layer's several inputs."""
+    if layer.op is not Op.CONCAT:
+        return None
+    consumer = sole_consumer(network, layer.name)
+    if consumer is None or consumer.op not in CONCAT_TARGETS or consumer.eltwise is not None:
+        return None
+    if consumer.flatten or not _only_input_is(consumer, layer.name):
+        return None
+    fused = replace(consumer, inputs=layer.inputs)
+    detail = f"concatenation of {', '.join(layer.inputs)} read as {len(layer.inputs)} inputs"
+    return absorb_into_consumer(network, layer, fused), record(consumer, "fuse-concat", detail)
+
+
+def to_passthrough(network: Network, layer: Layer) -> tuple[Network, Rewrite] | None:
+    """A pool, hardware element-wise op or concatenation left alone -> a passthrough layer."""
+    if layer.op is Op.POOL and layer.pool is not None and not any(layer.padding):
+        what = f"{layer.label()} without a following conv"
+    elif layer.op is Op.ELTWISE and layer.eltwise in HARDWARE_ELTWISE:
+        what = f"{layer.eltwise.value} of {len(layer.inputs)} operands"
+    elif layer.op is Op.CONCAT:
+        what = f"concatenation of {len(layer.inputs)} inputs"
+    else:
+        return None
+    ndim = len(layer.out_shape) - 1
+    channels = layer.out_shape[0]
+    passthrough = replace(
+        layer,
+        op=Op.PASSTHROUGH,
+        in_channels=channels,
+        out_channels=channels,
+        kernel_size=(1,) * ndim,
+        stride=(1,) * ndim,
+        padding=(0,) * ndim,
+        dilation=(1,) * ndim,
+    )
+    rec = record(layer, "passthrough", f"{what} becomes a passthrough layer")
+    return _replace(network, passthrough), rec
+
+
+def _replace(network: Network, layer: Layer) -> Network:
+    return network.with_layers(layer if x.name == layer.name else x for x in network.layers)
+
+
+def _layer_or_none(network: Network, name: str) -> Layer | None:
+    try:
+        return network.layer(name)
+    except KeyError:
+        return None
+
+
+#: The fusion steps, in the order they are tried (each runs to a fixpoint before the next).
+FUSION_STEPS = (
+    ("activations", (fuse_activation,)),
+    ("flatten", (drop_flat_flatten, fuse_flatten)),
+    ("element-wise chains", (merge_eltwise,)),
+    ("pooling", (fuse_pool,)),
+    ("element-wise in flight", (fuse_eltwise,)),
+    ("concatenation", (fuse_concat,)),
+    ("passthrough", (to_passthrough,)),
+)
+
+
+def fuse_with_log(network: Network) -> tuple[Network, tuple[Rewrite, ...]]:
+    """``fuse`` that also returns the list of fusions it made, in the order made."""
+    log: list[Rewrite] = []
+    for _name, rules in FUSION_STEPS:
+        network, records = apply_rules(network, rules)
+        log.extend(records)
+    return network, tuple(log)
+
+
+def fuse(network: Network) -> Network:
+    """Fuse model-level layers into hardware layers (see the module docstring)."""
+    return fuse_with_log(network)[0]

@@ -1,0 +1,52 @@
+"""Shape arithmetic of one layer, shared by the verifier, the legalizer and the checker.
+
+PyTorch conventions (padding per side); pooling per arithmetic.md R3.2/R3.3 (no padding, partial
+windows dropped); concatenation sums channels, element-wise keeps one operand's.
+"""
+
+from __future__ import annotations
+
+import math
+
+from cnnforge.ir import Layer, Network, Op
+
+
+def pooled_dims(network: Network, layer: Layer) -> tuple[int, ...]:
+    """Spatial size the layer's main op sees: its first input, after the layer's pooling."""
+    dims = network.input_shapes(layer)[0][1:]
+    return layer.pool.output_dims(dims) if layer.pool is not None else dims
+
+
+def input_channels(network: Network, layer: Layer) -> int:
+    """Channels entering the main op: one operand's (element-wise) or the sum (concatenation)."""
+    chans = [shape[0] for shape in network.input_shapes(layer)]
+    return chans[0] if layer.eltwise is not None else sum(chans)
+
+
+def conv_out_dims(layer: Layer, dims: tuple[int, ...]) -> tuple[int, ...]:
+    """Output size of a (transposed) convolution on ``dims`` (PyTorch formulas)."""
+    dil = layer.dilation or (1,) * len(dims)
+    geo = zip(dims, layer.kernel_size, layer.stride, layer.padding, dil, strict=True)
+    if layer.op is Op.CONVTRANSPOSE2D:
+        opad = layer.output_padding or (0,) * len(dims)
+        return tuple(
+            (n - 1) * s - 2 * p + d * (k - 1) + o + 1
+            for (n, k, s, p, d), o in zip(geo, opad, strict=True)
+        )
+    return tuple((n + 2 * p - d * (k - 1) - 1) // s + 1 for n, k, s, p, d in geo)
+
+
+def expected_out_shape(network: Network, layer: Layer) -> tuple[int, ...] | None:
+    """The output shape a hardware layer must have, or None for model-level layers."""
+    if layer.op is Op.LINEAR:
+        return (layer.out_channels,)
+    dims = pooled_dims(network, layer)
+    if layer.op is Op.PASSTHROUGH:
+        return (input_channels(network, layer), *dims)
+    if layer.op in (Op.CONV1D, Op.CONV2D, Op.CONVTRANSPOSE2D):
+        return (layer.out_channels, *conv_out_dims(layer, dims))
+    return None
+
+
+def flattened_size(shape: tuple[int, ...]) -> int:
+    return math.prod(shape)

@@ -1,0 +1,219 @@
+"""Exact legal rewrites: hardware layers the device cannot run -> equivalent ones it can.
+
+Every rule here computes exactly the same function on every input (float and integer), and is
+tested numerically on random weights (tests/test_legalize.py):
+
+- ``convtranspose-k2``: ConvTranspose2d k=2, s=2, p=0 -> k=3, s=2, p=1, output_padding=1 with
+  ``w3[:, :, 1:3, 1:3] = w2`` (unet-walkthrough.md §1.1.3). Proof: PyTorch's transposed conv
+  gives ``y[o] = sum_i x[i] w[o + p - s*i]``; for o = 2i + a (a in {0, 1}) the k=2 layer uses
+  ``w2[a]`` and the k=3, p=1 layer uses ``w3[a + 1]``, and both outputs have 2H rows.
+- ``conv-k2-to-k3``: Conv2d k=2 (pad p, stride s > 1) -> 3x3 with ``w3[..., 1:3, 1:3] = w2`` and
+  pad p + 1: the 3x3 output equals the 2x2 output with one extra last row/column, which the
+  stride drops exactly when (H + 2p - 1) is not a multiple of s (e.g. s=2 on even sizes).
+- ``kernel-embed-3x3``: Conv2d 1x1 with padding, 1x3 or 3x1 -> 3x3 with the kernel in the centre
+  and each pad grown by the same offset ((3 - k) / 2): same output size, same sums.
+- ``stride-to-pool``: Conv1d/Conv2d stride s > 1 -> stride 1 followed by 1x1 pooling with stride
+  s on the next layer (or on a new passthrough layer). Subsampling keeps rows 0, s, 2s...
+  (arithmetic.md R3.3), ceil((n + 1) / s) = floor(n / s) + 1 of them: the strided output.
+- ``linear-1x1-flatten``: a linear layer flattening 1x1 data needs no flatten (R5.1 on 1x1 data
+  is the identity).
+
+Requires hardware layers (run after ``fuse``). Each rule declines where it is not exact; the
+checker reports what is still illegal.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from cnnforge.ir import Layer, Network, Op, Pooling, PoolKind
+from cnnforge.passes.geometry import pooled_dims
+from cnnforge.passes.rewrites import (
+    Rewrite,
+    apply_rules,
+    insert_after,
+    record,
+    replace_layer,
+    sole_consumer,
+    unique_name,
+)
+
+if TYPE_CHECKING:
+    from cnnforge.devices import Device
+
+SUBSAMPLE_TARGETS = frozenset({Op.CONV1D, Op.CONV2D, Op.CONVTRANSPOSE2D, Op.PASSTHROUGH})
+MAX_SUBSAMPLE_STRIDE = 16  # pool stride range 1..16 (devices.md §1)
+
+
+def _embed(weight: np.ndarray, rows: slice, cols: slice) -> np.ndarray:
+    """A (..., 3, 3) zero kernel with ``weight`` at ``[..., rows, cols]``."""
+    out = np.zeros((*weight.shape[:2], 3, 3), dtype=weight.dtype)
+    out[:, :, rows, cols] = weight
+    return out
+
+
+def convtranspose_k2(network: Network, layer: Layer) -> tuple[Network, Rewrite] | None:
+    """ConvTranspose2d k=2 s=2 p=0 -> k=3 s=2 p=1 output_padding=1, 2x2 kernel at [1:3, 1:3]."""
+    if layer.op is not Op.CONVTRANSPOSE2D or layer.kernel_size != (2, 2):
+        return None
+    if layer.stride != (2, 2) or any(layer.padding) or any(layer.output_padding):
+        return None
+    if any(d != 1 for d in layer.dilation or (1, 1)) or layer.weight is None:
+        return None
+    new = replace(
+        layer,
+        kernel_size=(3, 3),
+        padding=(1, 1),
+        output_padding=(1, 1),
+        dilation=(1, 1),
+        weight=_embed(layer.weight, slice(1, 3), slice(1, 3)),
+    )
+    detail = (
+        "ConvTranspose2d k=2 s=2 p=0 -> k=3 s=2 p=1 output_padding=1, "
+        "2x2 kernel embedded at [1:3, 1:3] (exact)"
+    )
+    return replace_layer(network, new), record(layer, "convtranspose-k2", detail)
+
+
+def conv_k2_to_k3(network: Network, layer: Layer) -> tuple[Network, Rewrite] | None:
+    """Conv2d 2x2 with stride s > 1 -> 3x3 (kernel at [1:3, 1:3], pad + 1) when s drops the
+    extra last row and column, i.e. (H + 2p - 1) % s != 0 on both axes."""
+    if layer.op is not Op.CONV2D or layer.kernel_size != (2, 2) or layer.weight is None:
+        return None
+    if any(d != 1 for d in layer.dilation or (1, 1)):
+        return None
+    dims = pooled_dims(network, layer)
+    for n, p, s in zip(dims, layer.padding, layer.stride, strict=True):
+        if s < 2 or (n + 2 * p - 1) % s == 0:
+            return None
+    new = replace(
+        layer,
+        kernel_size=(3, 3),
+        padding=tuple(p + 1 for p in layer.padding),
+        weight=_embed(layer.weight, slice(1, 3), slice(1, 3)),
+    )
+    detail = (
+        f"Conv2d 2x2 pad {_fmt(layer.padding)} stride {_fmt(layer.stride)} -> 3x3 pad "
+        f"{_fmt(new.padding)}, kernel at [1:3, 1:3]; the stride drops the extra row/column"
+    )
+    return replace_layer(network, new), record(layer, "conv-k2-to-k3", detail)
+
+
+def kernel_embed_3x3(network: Network, layer: Layer) -> tuple[Network, Rewrite] | None:
+    """Conv2d 1x1 with padding, 1x3 or 3x1 -> centred 3x3, each pad grown by (3 - k) / 2."""
+    if layer.op is not Op.CONV2D or layer.weight is None:
+        return None
+    k = layer.kernel_size
+    if k not in ((1, 3), (3, 1), (1, 1)) or (k == (1, 1) and not any(layer.padding)):
+        return None
+    if any(d != 1 for d in layer.dilation or (1, 1)):
+        return None
+    oh, ow = (3 - k[0]) // 2, (3 - k[1]) // 2
+    padding = (layer.padding[0] + oh, layer.padding[1] + ow)
+    if max(padding) > 2:
+        return None
+    weight = _embed(layer.weight, slice(oh, oh + k[0]), slice(ow, ow + k[1]))
+    new = replace(layer, kernel_size=(3, 3), padding=padding, weight=weight)
+    detail = (
+        f"Conv2d {k[0]}x{k[1]} pad {_fmt(layer.padding)} -> 3x3 pad {_fmt(padding)} "
+        "with the kernel in the centre (exact)"
+    )
+    return replace_layer(network, new), record(layer, "kernel-embed-3x3", detail)
+
+
+def stride_to_pool(network: Network, layer: Layer) -> tuple[Network, Rewrite] | None:
+    """Conv stride s > 1 -> stride 1, then 1x1 pooling of stride s on the next layer (R3.3)."""
+    if layer.op not in (Op.CONV1D, Op.CONV2D) or not layer.stride:
+        return None
+    s = layer.stride[0]
+    if s == 1 or any(t != s for t in layer.stride) or s > MAX_SUBSAMPLE_STRIDE:
+        return None
+    dims = pooled_dims(network, layer)
+    full = tuple(
+        n + 2 * p - d * (k - 1)
+        for n, p, d, k in zip(
+            dims, layer.padding, layer.dilation or (1,) * len(dims), layer.kernel_size, strict=True
+        )
+    )
+    conv = replace(layer, stride=(1,) * len(dims), out_shape=(layer.out_shape[0], *full))
+    sub = Pooling(kind=PoolKind.MAX, size=(1,) * len(dims), stride=(s,) * len(dims))
+    network = replace_layer(network, conv)
+    consumer = sole_consumer(network, layer.name)
+    if _can_take_subsampling(consumer, layer.name):
+        network = replace_layer(network, replace(consumer, pool=sub))
+        where = f"on the next layer {consumer.name}"
+    else:
+        network, where = _insert_subsample(network, conv, sub, layer.out_shape)
+    detail = f"stride {s} -> stride 1 + 1x1 pooling with stride {s} {where} (exact subsampling)"
+    return network, record(layer, "stride-to-pool", detail)
+
+
+def _can_take_subsampling(consumer: Layer | None, name: str) -> bool:
+    if consumer is None or consumer.op not in SUBSAMPLE_TARGETS:
+        return False
+    return consumer.pool is None and consumer.inputs == (name,) and consumer.eltwise is None
+
+
+def _insert_subsample(
+    network: Network, conv: Layer, sub: Pooling, out_shape: tuple[int, ...]
+) -> tuple[Network, str]:
+    ndim = len(out_shape) - 1
+    name = unique_name(network, f"{conv.name}.subsample")
+    passthrough = Layer(
+        name=name,
+        op=Op.PASSTHROUGH,
+        inputs=(conv.name,),
+        out_shape=out_shape,
+        module_path=conv.module_path,
+        in_channels=out_shape[0],
+        out_channels=out_shape[0],
+        kernel_size=(1,) * ndim,
+        stride=(1,) * ndim,
+        padding=(0,) * ndim,
+        dilation=(1,) * ndim,
+        pool=sub,
+    )
+    readers = [x.name for x in network.consumers(conv.name)]
+    return insert_after(network, conv.name, passthrough, readers), f"on a new passthrough {name}"
+
+
+def linear_1x1_flatten(network: Network, layer: Layer) -> tuple[Network, Rewrite] | None:
+    """A linear layer that flattens 1x1 data: flattening is the identity, drop it."""
+    if layer.op is not Op.LINEAR or not layer.flatten:
+        return None
+    shape = network.input_shapes(layer)[0]
+    if len(shape) < 2 or any(n != 1 for n in shape[1:]):
+        return None
+    new = replace(layer, flatten=False)
+    detail = "linear on 1x1 data runs as a 1x1 convolution without flatten"
+    return replace_layer(network, new), record(layer, "linear-1x1-flatten", detail)
+
+
+def _fmt(values: tuple[int, ...]) -> str:
+    return "x".join(str(v) for v in values) if len(set(values)) > 1 else str(values[0])
+
+
+#: The legalization rules, in the order they are tried.
+LEGAL_RULES = (
+    convtranspose_k2,
+    conv_k2_to_k3,
+    kernel_embed_3x3,
+    stride_to_pool,
+    linear_1x1_flatten,
+)
+
+
+def legalize_with_log(
+    network: Network, device: Device | None = None
+) -> tuple[Network, tuple[Rewrite, ...]]:
+    """``legalize`` that also returns the rewrites it made, in the order made."""
+    del device  # every rule is needed on both MAX7800x devices (devices.md §1 geometry rows)
+    return apply_rules(network, LEGAL_RULES)
+
+
+def legalize(network: Network, device: Device | None = None) -> Network:
+    """Apply the exact rewrites of the module docstring until none applies."""
+    return legalize_with_log(network, device)[0]

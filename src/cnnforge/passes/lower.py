@@ -1,0 +1,82 @@
+"""From a model-level network to hardware layers: fold BatchNorm -> fuse -> legalize.
+
+``lower_to_hardware`` is the recipe the rest of cnnforge calls (quantization, planning, compile,
+check); ``LOWERING_STEPS`` spells it out as named steps, each a function
+``(Network, Device | None) -> (Network, rewrites)``. Every change is returned as a ``Rewrite``
+so that ``cnnforge check`` can show what was done to the user's model.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from cnnforge.ir import Network, Op
+from cnnforge.passes.fuse import fuse_with_log
+from cnnforge.passes.legalize import legalize_with_log
+from cnnforge.passes.rewrites import Rewrite
+
+if TYPE_CHECKING:
+    from cnnforge.devices import Device
+
+Step = Callable[[Network, "Device | None"], "tuple[Network, tuple[Rewrite, ...]]"]
+
+
+@dataclass(frozen=True)
+class Lowered:
+    """The lowered network and every rewrite made on the way, in order."""
+
+    network: Network
+    rewrites: tuple[Rewrite, ...]
+
+
+def fold_batchnorm_step(network: Network, device: Device | None) -> tuple[Network, tuple]:
+    """Fold every BatchNorm into the layer before it (passes/fold_bn.py), logging each fold."""
+    del device
+    before = [x for x in network.layers if x.op is Op.BATCHNORM]
+    if not before:
+        return network, ()
+    from cnnforge.passes.fold_bn import fold_batchnorm  # engineer B2's pass
+
+    folded = fold_batchnorm(network)
+    left = {x.name for x in folded.layers if x.op is Op.BATCHNORM}
+    by_name = {x.name: x for x in network.layers}
+    records = []
+    for bn in before:
+        if bn.name in left:
+            continue
+        target = by_name.get(bn.inputs[0])
+        layer = target.name if target is not None else bn.name
+        path = (target.module_path if target is not None else "") or bn.module_path or layer
+        detail = f"BatchNorm {bn.module_path or bn.name} folded into the weights and bias"
+        records.append(Rewrite(layer, path, "fold-batchnorm", detail))
+    return folded, tuple(records)
+
+
+def fuse_step(network: Network, device: Device | None) -> tuple[Network, tuple]:
+    """Fuse pooling, activations, element-wise ops, concatenation and flatten (passes/fuse.py)."""
+    del device
+    return fuse_with_log(network)
+
+
+def legalize_step(network: Network, device: Device | None) -> tuple[Network, tuple]:
+    """Apply the exact legal rewrites (passes/legalize.py)."""
+    return legalize_with_log(network, device)
+
+
+#: The lowering recipe, in order.
+LOWERING_STEPS: tuple[tuple[str, Step], ...] = (
+    ("fold batchnorm", fold_batchnorm_step),
+    ("fuse", fuse_step),
+    ("legalize", legalize_step),
+)
+
+
+def lower_to_hardware(network: Network, device: Device | None = None) -> Lowered:
+    """Run ``LOWERING_STEPS``; the result may still break device limits (see passes.check)."""
+    log: list[Rewrite] = []
+    for _name, step in LOWERING_STEPS:
+        network, records = step(network, device)
+        log.extend(records)
+    return Lowered(network, tuple(log))

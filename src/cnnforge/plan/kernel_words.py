@@ -1,0 +1,150 @@
+"""Kernel (weight) memory a layer needs: 72-bit words per processor, by the packing rules.
+
+devices.md §3 (the vendor's izer/kernels.py): a layer's kernels live in the processors of its
+input mask; each input processor stores ``kc`` kernels, one per (output slot, output pass, input
+pass); with b-bit weights q = 8 // b output channels share one byte, and a kernel of ``ksize``
+weights packs into 72-bit words as
+
+    L = ceil((kc * ksize * b + (kc mod q) * ksize * (q - 1)) / 72)        words per processor
+
+Output slots S = last - first + 1 output processors (first rounded down to a multiple of 4 when
+the output has several passes); with a packed output mask (no plan yet) S = processors per pass.
+Flatten + linear: every input processor holds H*W*E_in 1x1 weights per output channel.
+Depthwise (groups = in = out): one kernel per pass per processor.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from cnnforge.ir import BINARY_BITS, Layer, Network
+
+if TYPE_CHECKING:
+    from cnnforge.devices import Device
+
+KERNEL_WORD_BITS = 72  # one kernel-memory word (devices.md §3)
+PROCESSORS = 64  # processors per pass on every MAX7800x (devices.md §1 "Processors")
+PASS_ALIGN = 4  # processors per data-memory instance: multi-pass rounding (network-yaml.md §4)
+
+
+def passes(channels: int, processors: int = PROCESSORS) -> int:
+    """Passes needed for ``channels`` channels (network-yaml.md §4 "Passes")."""
+    return max(1, math.ceil(channels / processors))
+
+
+def processors_per_pass(channels: int, processors: int = PROCESSORS) -> int:
+    """Processors per pass: ceil(C / passes), rounded up to a multiple of 4 when C > 64."""
+    n = passes(channels, processors)
+    per = math.ceil(channels / n)
+    return min(processors, per + (-per) % PASS_ALIGN) if n > 1 else per
+
+
+def packed_words(kernels: int, ksize: int, weight_bits: int) -> int:
+    """72-bit words for ``kernels`` kernels of ``ksize`` b-bit weights (vendor formula, §3)."""
+    bits = abs(weight_bits) if weight_bits != BINARY_BITS else 1
+    q = 8 // bits
+    pad = (kernels % q) * ksize * (q - 1)
+    return math.ceil((kernels * ksize * bits + pad) / KERNEL_WORD_BITS)
+
+
+@dataclass(frozen=True)
+class KernelNeed:
+    """Kernel memory of one layer: ``words`` on each of ``processors`` input processors."""
+
+    layer: str
+    module_path: str
+    weight_bits: int
+    processors: int  # input processors per pass that hold the kernels
+    kernels: int  # kernels per processor (kc)
+    ksize: int  # weights per kernel
+    words: int  # 72-bit words per processor (L)
+
+    @property
+    def total_words(self) -> int:
+        return self.words * self.processors
+
+
+def _processors(device: Device | None) -> int:
+    return int(getattr(device, "processors", PROCESSORS)) if device is not None else PROCESSORS
+
+
+def layer_kernel_need(
+    layer: Layer,
+    device: Device | None = None,
+    weight_bits: int | None = None,
+    in_shape: tuple[int, ...] | None = None,
+    out_slots: int | None = None,
+) -> KernelNeed | None:
+    """The ``KernelNeed`` of a weight layer (None for weightless layers).
+
+    ``in_shape`` is the (C, H, W...) shape entering the main op (needed for flatten);
+    ``out_slots`` the output-processor span S of a placed layer (default: packed mask).
+    """
+    if not layer.has_weights:
+        return None
+    procs = _processors(device)
+    bits = weight_bits or (layer.quant.weight_bits if layer.quant is not None else 8)
+    cin, cout = layer.in_channels, layer.out_channels
+    ksize = math.prod(layer.kernel_size) if layer.kernel_size else 1
+    if layer.flatten:
+        if in_shape is None:
+            raise ValueError(f"layer {layer.name}: flatten needs the input shape")
+        cin = in_shape[0]
+        ksize = 1
+    e_in, e_out = passes(cin, procs), passes(cout, procs)
+    slots = out_slots or processors_per_pass(cout, procs)
+    if layer.groups > 1:
+        kc = e_in
+    elif layer.flatten:
+        pixels = math.prod(in_shape[1:]) if in_shape else 1
+        kc = (slots * e_out - (e_out * processors_per_pass(cout, procs) - cout)) * pixels * e_in
+    else:
+        kc = slots * e_out * e_in
+    return KernelNeed(
+        layer=layer.name,
+        module_path=layer.module_path or layer.name,
+        weight_bits=bits,
+        processors=processors_per_pass(cin, procs),
+        kernels=kc,
+        ksize=ksize,
+        words=packed_words(kc, ksize, bits),
+    )
+
+
+def layer_kernel_words(
+    layer: Layer,
+    device: Device | None = None,
+    weight_bits: int | None = None,
+    in_shape: tuple[int, ...] | None = None,
+    out_slots: int | None = None,
+) -> int:
+    """72-bit kernel-memory words per input processor of ``layer`` (0 for weightless layers)."""
+    need = layer_kernel_need(layer, device, weight_bits, in_shape, out_slots)
+    return need.words if need is not None else 0
+
+
+def main_input_shape(network: Network, layer: Layer) -> tuple[int, ...]:
+    """(C, dims...) entering the layer's main op: after pooling, concatenation/element-wise."""
+    shapes = network.input_shapes(layer)
+    dims = shapes[0][1:]
+    if layer.pool is not None:
+        dims = layer.pool.output_dims(dims)
+    channels = shapes[0][0] if layer.eltwise is not None else sum(s[0] for s in shapes)
+    return (channels, *dims)
+
+
+def network_kernel_needs(
+    network: Network,
+    device: Device | None = None,
+    weight_bits: int | dict[str, int] | None = None,
+) -> tuple[KernelNeed, ...]:
+    """``KernelNeed`` of every weight layer, in model order (``weight_bits``: one or per layer)."""
+    needs = []
+    for layer in network.layers:
+        bits = weight_bits.get(layer.name) if isinstance(weight_bits, dict) else weight_bits
+        need = layer_kernel_need(layer, device, bits, main_input_shape(network, layer))
+        if need is not None:
+            needs.append(need)
+    return tuple(needs)

@@ -1,0 +1,197 @@
+"""Fusion (passes/fuse.py): hand-built model-level networks -> the exact expected hardware layers,
+and the same float outputs before and after."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from cnnforge.ir import Activation, EltwiseOp, Layer, Network, Op, Pooling, PoolKind
+from cnnforge.passes.fuse import fuse, fuse_with_log, hardware_activation
+from cnnforge.passes.verify import verify
+from test_fuse_reference import act, combine, conv2d, maxpool, run
+
+
+def _same_outputs(a: Network, b: Network, shape=(2, 3, 8, 8), clamp: bool = False) -> None:
+    x = torch.from_numpy(np.random.default_rng(1).standard_normal(shape))
+    ya, yb = run(a, x), run(b, x)
+    assert len(ya) == len(yb)
+    for u, v in zip(ya.values(), yb.values(), strict=True):
+        if clamp:  # the hardware's 8-bit output range (arithmetic.md R1.1)
+            u, v = u.clamp(-1, 127 / 128), v.clamp(-1, 127 / 128)
+        torch.testing.assert_close(u, v, rtol=1e-5, atol=1e-9)
+
+
+def test_conv_relu_pool_conv_becomes_two_layers() -> None:
+    c1 = conv2d("c1", "input", (3, 8, 8), 4)
+    layers = (
+        c1,
+        act("r1", "c1", c1.out_shape),
+        maxpool("p1", "r1", c1.out_shape),
+        conv2d("c2", "p1", (4, 4, 4), 5, seed=1),
+        act("r2", "c2", (5, 4, 4), Activation.ABS),
+    )
+    net = Network("n", (3, 8, 8), layers)
+    verify(net)
+    fused, log = fuse_with_log(net)
+    verify(fused)
+    assert [x.name for x in fused] == ["c1", "c2"]
+    assert fused.layer("c1").activation is Activation.RELU
+    c2 = fused.layer("c2")
+    assert c2.inputs == ("c1",) and c2.pool == Pooling(PoolKind.MAX, (2, 2), (2, 2))
+    assert c2.activation is Activation.ABS and fused.outputs == ("c2",)
+    assert [r.rule for r in log] == ["fuse-activation", "fuse-activation", "fuse-pool"]
+    _same_outputs(net, fused)
+
+
+def test_no_fusion_when_the_intermediate_has_other_readers() -> None:
+    c1 = conv2d("c1", "input", (3, 8, 8), 4)
+    layers = (
+        c1,
+        act("r1", "c1", c1.out_shape),
+        conv2d("c2", "c1", (4, 8, 8), 4, seed=1),  # reads the conv before the ReLU
+        combine("sum", Op.ELTWISE, ("r1", "c2"), c1.out_shape, EltwiseOp.ADD),
+    )
+    net = Network("n", (3, 8, 8), layers)
+    fused = fuse(net)
+    verify(fused)
+    assert fused.layer("r1").op is Op.ACTIVATION  # left for the checker to report
+    assert fused.layer("sum").op is Op.PASSTHROUGH
+    _same_outputs(net, fused)
+
+
+def test_relu6_and_hardtanh_exact_only_under_the_clamp() -> None:
+    for kind, params, expected in (
+        (Activation.RELU6, (), Activation.RELU),
+        (Activation.HARDTANH, (0.0, 1.0), Activation.RELU),
+        (Activation.HARDTANH, (-1.0, 1.0), Activation.NONE),
+        (Activation.HARDTANH, (-0.5, 0.5), None),
+        (Activation.LEAKYRELU, (0.1,), None),
+        (Activation.SIGMOID, (), None),
+    ):
+        layer = act("a", "c", (1, 1, 1), kind, params)
+        assert hardware_activation(layer) is expected
+    c1 = conv2d("c1", "input", (3, 8, 8), 4)
+    net = Network("n", (3, 8, 8), (c1, act("r", "c1", c1.out_shape, Activation.RELU6)))
+    fused = fuse(net)
+    assert len(fused) == 1 and fused.layers[0].activation is Activation.RELU
+    _same_outputs(net, fused, clamp=True)
+
+
+def test_unsupported_activation_stays_model_level() -> None:
+    c1 = conv2d("c1", "input", (3, 8, 8), 4)
+    net = Network("n", (3, 8, 8), (c1, act("s", "c1", c1.out_shape, Activation.SIGMOID)))
+    fused = fuse(net)
+    assert [x.op for x in fused] == [Op.CONV2D, Op.ACTIVATION]
+
+
+def test_residual_add_fuses_in_flight_and_chains_merge() -> None:
+    c1 = conv2d("c1", "input", (3, 8, 8), 4)
+    c2 = conv2d("c2", "c1", (4, 8, 8), 4, seed=1)
+    c3 = conv2d("c3", "c1", (4, 8, 8), 4, seed=2)
+    layers = (
+        c1,
+        c2,
+        c3,
+        combine("a1", Op.ELTWISE, ("c1", "c2"), c1.out_shape, EltwiseOp.ADD),
+        combine("a2", Op.ELTWISE, ("a1", "c3"), c1.out_shape, EltwiseOp.ADD),
+        conv2d("c4", "a2", (4, 8, 8), 6, seed=3),
+    )
+    net = Network("n", (3, 8, 8), layers)
+    fused, log = fuse_with_log(net)
+    verify(fused)
+    c4 = fused.layer("c4")
+    assert c4.eltwise is EltwiseOp.ADD and c4.inputs == ("c1", "c2", "c3") and c4.pool_first
+    assert [r.rule for r in log] == ["merge-eltwise", "fuse-eltwise"]
+    _same_outputs(net, fused)
+
+
+def test_add_then_pool_then_conv_is_pool_after_eltwise() -> None:
+    c1 = conv2d("c1", "input", (3, 8, 8), 4)
+    c2 = conv2d("c2", "input", (3, 8, 8), 4, seed=1)
+    layers = (
+        c1,
+        c2,
+        combine("sub", Op.ELTWISE, ("c1", "c2"), c1.out_shape, EltwiseOp.SUB),
+        maxpool("p", "sub", c1.out_shape),
+        conv2d("c3", "p", (4, 4, 4), 3, seed=2),
+    )
+    net = Network("n", (3, 8, 8), layers)
+    fused = fuse(net)
+    verify(fused)
+    c3 = fused.layer("c3")
+    assert c3.eltwise is EltwiseOp.SUB and not c3.pool_first and c3.pool is not None
+    _same_outputs(net, fused)
+
+
+def test_concat_becomes_inputs_and_lonely_pool_a_passthrough() -> None:
+    c1 = conv2d("c1", "input", (3, 8, 8), 4)
+    c2 = conv2d("c2", "input", (3, 8, 8), 8, seed=1)
+    layers = (
+        c1,
+        c2,
+        combine("cat", Op.CONCAT, ("c1", "c2"), (12, 8, 8)),
+        conv2d("c3", "cat", (12, 8, 8), 4, k=1, pad=0, seed=2),
+        maxpool("p", "c3", (4, 8, 8)),
+    )
+    net = Network("n", (3, 8, 8), layers)
+    fused = fuse(net)
+    verify(fused)
+    assert fused.layer("c3").inputs == ("c1", "c2")
+    p = fused.layer("p")
+    assert p.op is Op.PASSTHROUGH and p.pool is not None and p.kernel_size == (1, 1)
+    assert fused.is_hardware
+    _same_outputs(net, fused)
+
+
+def test_concat_read_twice_becomes_a_passthrough() -> None:
+    c1 = conv2d("c1", "input", (3, 8, 8), 4)
+    layers = (
+        c1,
+        combine("cat", Op.CONCAT, ("input", "c1"), (7, 8, 8)),
+        conv2d("c2", "cat", (7, 8, 8), 4, seed=1),
+        conv2d("c3", "cat", (7, 8, 8), 4, seed=2),
+    )
+    net = Network("n", (3, 8, 8), layers, outputs=("c2", "c3"))
+    fused = fuse(net)
+    verify(fused)
+    assert fused.layer("cat").op is Op.PASSTHROUGH
+    _same_outputs(net, fused)
+
+
+def test_flatten_linear() -> None:
+    c1 = conv2d("c1", "input", (3, 8, 8), 4)
+    rng = np.random.default_rng(5)
+    layers = (
+        c1,
+        maxpool("p", "c1", c1.out_shape),
+        Layer("flat", Op.FLATTEN, inputs=("p",), out_shape=(64,), module_path="flat"),
+        Layer(
+            "fc",
+            Op.LINEAR,
+            inputs=("flat",),
+            out_shape=(10,),
+            module_path="fc",
+            in_channels=64,
+            out_channels=10,
+            weight=rng.standard_normal((10, 64)).astype(np.float32),
+            bias=rng.standard_normal(10).astype(np.float32),
+        ),
+        Layer("flat2", Op.FLATTEN, inputs=("fc",), out_shape=(10,), module_path="flat2"),
+    )
+    net = Network("n", (3, 8, 8), layers)
+    fused = fuse(net)
+    verify(fused)
+    assert [x.name for x in fused] == ["c1", "p", "fc"]
+    assert fused.layer("fc").flatten and fused.layer("fc").inputs == ("p",)
+    assert fused.layer("p").op is Op.PASSTHROUGH  # flatten cannot pool (arithmetic.md R5.1)
+    assert fused.outputs == ("fc",)
+    _same_outputs(net, fused)
+
+
+def test_output_layer_is_never_absorbed() -> None:
+    c1 = conv2d("c1", "input", (3, 8, 8), 4)
+    r1 = act("r1", "c1", c1.out_shape)
+    net = Network("n", (3, 8, 8), (c1, r1), outputs=("c1", "r1"))
+    fused = fuse(net)
+    assert [x.name for x in fused] == ["c1", "r1"]
