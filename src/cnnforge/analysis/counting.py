@@ -1,0 +1,127 @@
+"""Per-layer parameter counts, MACs (true or thop-style) and memory sizes.
+
+True MACs (multiply-accumulates, batch 1): conv = out_elements x (in_channels / groups) x kernel
+area; transposed conv = in_elements x (out_channels / groups) x kernel area; linear = in x out;
+pooling, activations, BatchNorm and element-wise ops are not MACs.
+
+``count="thop"`` reproduces thop 0.1.x (``thop.profile``): every conv, transposed ones included,
+= out_elements x (in_channels / groups) x kernel area; linear = in x out; BatchNorm = 2 x
+elements, doubled when affine; AvgPool = out_elements; adaptive average pooling = (window + 1) x
+out_elements; Upsample = out_elements x (1 nearest, 5 linear, 11 bilinear, 259 bicubic);
+everything else 0. thop counts only ``nn.Module`` leaves, while the IR does not record whether a
+layer came from a module or a function, so functional ``F.avg_pool2d``/``F.interpolate`` are
+counted here like their modules, and a pool whose window covers its whole input is counted as
+adaptive (``AdaptiveAvgPool2d(1)``, the usual global pooling).
+"""
+
+from __future__ import annotations
+
+import math
+
+from cnnforge.ir import BINARY_BITS, Layer, Op, PoolKind
+
+COUNT_MODES = ("true", "thop")
+
+#: thop 0.1.x ``calculate_upsample`` operations per output element.
+THOP_UPSAMPLE_OPS = {"nearest": 1, "linear": 5, "bilinear": 11, "bicubic": 259}
+
+
+def weight_and_bias_sizes(layer: Layer) -> tuple[int, int]:
+    """Number of weights and of biases (float arrays, else quantized ones, else geometry)."""
+    weight = layer.weight if layer.weight is not None else getattr(layer.quant, "weights", None)
+    bias = layer.bias if layer.bias is not None else getattr(layer.quant, "bias", None)
+    if weight is not None:
+        n_weights = int(weight.size)
+    elif layer.op is Op.LINEAR:
+        n_weights = layer.in_channels * layer.out_channels
+    else:
+        k = math.prod(layer.kernel_size or (1,))
+        n_weights = layer.in_channels * layer.out_channels * k // max(layer.groups, 1)
+    return n_weights, 0 if bias is None else int(bias.size)
+
+
+def layer_params(layer: Layer) -> int:
+    """Trainable parameters: weights + bias; BatchNorm's affine gamma/beta (statistics excluded)."""
+    if layer.has_weights:
+        return sum(weight_and_bias_sizes(layer))
+    if layer.op is Op.BATCHNORM and layer.batchnorm is not None:
+        bn = layer.batchnorm
+        return sum(0 if a is None else int(a.size) for a in (bn.weight, bn.bias))
+    return 0
+
+
+def pooled_shape(layer: Layer, in_shape: tuple[int, ...]) -> tuple[int, ...]:
+    """The main op's input shape: ``in_shape`` after a hardware layer's input pooling."""
+    if layer.pool is None or layer.op is Op.POOL or len(in_shape) < 2:
+        return in_shape
+    return (in_shape[0], *layer.pool.output_dims(tuple(in_shape[1:])))
+
+
+def layer_macs(layer: Layer, in_shape: tuple[int, ...], count: str = "true") -> int:
+    """MACs of one layer for batch 1; ``in_shape`` is its (first) input's shape."""
+    out = math.prod(layer.out_shape) if layer.out_shape else 0
+    kernel = math.prod(layer.kernel_size or (1,))
+    groups = max(layer.groups, 1)
+    op = layer.op
+    if op in (Op.CONV1D, Op.CONV2D) or (op is Op.CONVTRANSPOSE2D and count == "thop"):
+        main = out * (layer.in_channels // groups) * kernel
+    elif op is Op.CONVTRANSPOSE2D:
+        spatial = math.prod(pooled_shape(layer, in_shape)[1:])
+        main = layer.in_channels * spatial * (layer.out_channels // groups) * kernel
+    elif op is Op.LINEAR:
+        main = layer.in_channels * layer.out_channels
+    else:
+        main = 0
+    return main + (_thop_extra(layer, in_shape) if count == "thop" else 0)
+
+
+def _thop_extra(layer: Layer, in_shape: tuple[int, ...]) -> int:
+    """thop's counts for what true MACs ignore: BatchNorm, average pooling, upsampling."""
+    out = math.prod(layer.out_shape) if layer.out_shape else 0
+    if layer.op is Op.BATCHNORM and layer.batchnorm is not None:
+        affine = layer.batchnorm.weight is not None
+        return 2 * math.prod(in_shape) * (2 if affine else 1)
+    if layer.op is Op.UPSAMPLE:
+        return out * THOP_UPSAMPLE_OPS.get(layer.upsample_mode, 0)
+    pool = layer.pool
+    if pool is None or pool.kind is not PoolKind.AVG:
+        return 0
+    pooled = pooled_shape(layer, in_shape) if layer.op is not Op.POOL else layer.out_shape
+    elements = math.prod(pooled)
+    if tuple(pool.size) == tuple(in_shape[1:]) and not any(layer.padding):
+        return (math.prod(pool.size) + 1) * elements  # global pooling: thop's adaptive rule
+    return elements
+
+
+def int8_layout_bytes(shape: tuple[int, ...], wide: bool = False) -> int:
+    """Bytes of a tensor in the accelerator's HWC data memory (devices.md §2, network-yaml.md §4).
+
+    Each pixel holds one 32-bit word per pass and per group of 4 processors (unused byte lanes
+    count); passes = ceil(C / 64), processors per pass = ceil(C / passes), rounded up to a
+    multiple of 4 above 64 channels. A 32-bit (wide) output takes 4 bytes per channel.
+    """
+    if not shape:
+        return 0
+    channels, pixels = shape[0], math.prod(shape[1:])
+    passes = math.ceil(channels / 64)
+    per_pass = math.ceil(channels / passes)
+    words = passes * math.ceil(per_pass / 4)
+    return pixels * words * 4 * (4 if wide else 1)
+
+
+def float32_bytes(shape: tuple[int, ...]) -> int:
+    """Bytes of a float32 tensor."""
+    return 4 * math.prod(shape) if shape else 0
+
+
+def param_bytes_at(layer: Layer, weight_bits: int) -> int:
+    """Parameter bytes on the device: weights at ``weight_bits`` (-1: binary), bias 1 byte each.
+
+    BatchNorm takes no device memory: it is folded into the preceding convolution.
+    """
+    if not layer.has_weights:
+        return 0
+    bits = layer.quant.weight_bits if layer.quant is not None else weight_bits
+    n_weights, n_bias = weight_and_bias_sizes(layer)
+    per_weight = 1 if bits == BINARY_BITS else abs(bits)
+    return math.ceil(n_weights * per_weight / 8) + n_bias

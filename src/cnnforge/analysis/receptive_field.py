@@ -1,0 +1,120 @@
+"""Receptive fields in the MatConvNet convention, per spatial axis, exact (fractions).
+
+For every tensor: ``size`` = the extent of the network-input window one output pixel sees,
+``stride`` = the distance between neighbouring output pixels' windows (input pixels), ``offset``
+= the centre of the first output pixel's window in 1-based input coordinates. A 3x3 pad-1 conv
+gives (3, 1, 1); a following 2x2 stride-2 pool gives (4, 2, 1.5).
+
+Each operator has its own field (f, t, c) in its input's coordinates; composition is
+``size = size_in + (f - 1) * stride_in``, ``stride = stride_in * t``,
+``offset = offset_in + (c - 1) * stride_in``. For a transposed convolution (upsampling by s,
+crop p, effective kernel k) MatConvNet's rule gives ``f = (k - 1)/s + 1``, ``t = 1/s``,
+``c = (2p - k + 1)/(2s) + 1``. Nearest upsampling by s sees one input pixel (f = 1), other
+modes two (f = 2), with the same t and c as a transposed conv with k = s. Where several tensors
+meet (concat, element-wise), the largest field is kept, axis by axis.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fractions import Fraction
+
+from cnnforge.ir import Layer, Op, Pooling
+
+
+@dataclass(frozen=True)
+class ReceptiveField:
+    """Field of a tensor w.r.t. the network input; ``grid`` = the spatial size it describes."""
+
+    size: tuple[Fraction, ...]
+    stride: tuple[Fraction, ...]
+    offset: tuple[Fraction, ...]
+    grid: tuple[int, ...]
+
+    @classmethod
+    def identity(cls, grid: tuple[int, ...]) -> ReceptiveField:
+        """The network input: every pixel sees itself."""
+        one = (Fraction(1),) * len(grid)
+        return cls(one, one, one, grid)
+
+    def then(self, own: tuple[tuple[Fraction, Fraction, Fraction], ...], grid: tuple[int, ...]):
+        """Compose with an operator whose own field per axis is (f, t, c)."""
+        size, stride, offset = [], [], []
+        for (f, t, c), r, j, o in zip(own, self.size, self.stride, self.offset, strict=True):
+            size.append(r + (f - 1) * j)
+            stride.append(j * t)
+            offset.append(o + (c - 1) * j)
+        return ReceptiveField(tuple(size), tuple(stride), tuple(offset), grid)
+
+
+def _conv_own(k: int, s: int, p: int, d: int) -> tuple[Fraction, Fraction, Fraction]:
+    keff = d * (k - 1) + 1
+    return Fraction(keff), Fraction(s), 1 + Fraction(keff - 1, 2) - p
+
+
+def _transposed_own(k: int, s: int, p: int, d: int) -> tuple[Fraction, Fraction, Fraction]:
+    keff = d * (k - 1) + 1
+    return Fraction(keff - 1, s) + 1, Fraction(1, s), Fraction(2 * p - keff + 1, 2 * s) + 1
+
+
+def _pool_own(pool: Pooling, padding: tuple[int, ...]) -> tuple:
+    pads = padding or (0,) * len(pool.size)
+    return tuple(
+        _conv_own(k, s, p, d)
+        for k, s, p, d in zip(pool.size, pool.stride, pads, pool.dilation_or_ones(), strict=True)
+    )
+
+
+def _geometry(layer: Layer, n: int) -> tuple[tuple[int, ...], ...]:
+    """kernel, stride, padding, dilation of the main op, defaulted to ones/zeros."""
+    ones = (1,) * n
+    return (
+        layer.kernel_size or ones,
+        layer.stride or ones,
+        layer.padding or (0,) * n,
+        layer.dilation or ones,
+    )
+
+
+def merge(fields: list[ReceptiveField]) -> ReceptiveField:
+    """The largest field per axis among tensors that meet (ties: the first)."""
+    if len(fields) == 1:
+        return fields[0]
+    axes = []
+    for axis in range(len(fields[0].size)):
+        best = max(fields, key=lambda rf: rf.size[axis])
+        axes.append((best.size[axis], best.stride[axis], best.offset[axis]))
+    size, stride, offset = zip(*axes, strict=True)
+    return ReceptiveField(tuple(size), tuple(stride), tuple(offset), fields[0].grid)
+
+
+def layer_field(layer: Layer, inputs: list[ReceptiveField]) -> ReceptiveField:
+    """The receptive field of ``layer``'s output, from those of its inputs."""
+    rf = merge(inputs)
+    n = len(rf.size)
+    grid = tuple(layer.out_shape[1:])
+    if len(grid) != n:  # flat output: keep the grid a later Linear will see whole
+        grid = (1,) * n if layer.op is Op.LINEAR else rf.grid
+    if layer.pool is not None and layer.op is not Op.POOL:  # hardware layer: input pooling first
+        pooled = layer.pool.output_dims(rf.grid) if len(rf.grid) == n else rf.grid
+        rf = rf.then(_pool_own(layer.pool, ()), pooled)
+    op = layer.op
+    if op is Op.POOL and layer.pool is not None:
+        return rf.then(_pool_own(layer.pool, layer.padding), grid)
+    if op in (Op.CONV1D, Op.CONV2D) and len(layer.kernel_size) == n:
+        return rf.then(tuple(_conv_own(*g) for g in zip(*_geometry(layer, n), strict=True)), grid)
+    if op is Op.CONVTRANSPOSE2D and len(layer.kernel_size) == n:
+        geometry = zip(*_geometry(layer, n), strict=True)
+        return rf.then(tuple(_transposed_own(*g) for g in geometry), grid)
+    if op is Op.UPSAMPLE and len(layer.scale_factor) == n:
+        f = Fraction(1) if layer.upsample_mode == "nearest" else Fraction(2)
+        own = tuple((f, Fraction(1, s), Fraction(s + 1, 2 * s)) for s in layer.scale_factor)
+        return rf.then(own, grid)
+    if op is Op.LINEAR or layer.flatten:
+        return _whole(rf, grid)
+    return ReceptiveField(rf.size, rf.stride, rf.offset, grid)
+
+
+def _whole(rf: ReceptiveField, grid: tuple[int, ...]) -> ReceptiveField:
+    """A layer that sees its whole (spatial) input: a kernel as large as the input grid."""
+    return rf.then(tuple((Fraction(g), Fraction(1), Fraction(g + 1, 2)) for g in rf.grid), grid)
