@@ -238,3 +238,98 @@ def test_foreign_global_is_refused(tmp_path):
     yaml_path.write_text("arch: x\ndataset: d\nlayers:\n  - processors: 1\n")
     with pytest.raises(ConfigError, match="Fraction"):
         load_ai8x(yaml_path, ckpt, (1, 8, 8))
+
+
+def test_imported_networks_pass_the_ir_verifier(ai8x_data):
+    from cnnforge.passes.verify import verify
+
+    for key in PAIRS:
+        verify(load_ai8x(*pair(ai8x_data, key), UNET_SHAPE if key != "mnist" else None)[0])
+
+
+def test_string_masks_and_output_map(ai8x_data, tmp_path):
+    edit = sub("processors: 0xfffffffffffffff0\n    op: conv2d\n  - max_pool", "processors: "
+               "'0xffff.ffff.ffff.fff0'\n    op: conv2d\n  - max_pool", 1)  # fmt: skip
+    yaml_path, ckpt = _copy(ai8x_data, tmp_path, "mnist", edit)
+    yaml_path.write_text(yaml_path.read_text().replace("layers:", "output_map: 0x3ff0\nlayers:"))
+    _, plan = load_ai8x(yaml_path, ckpt)
+    assert plan.placements[1].in_processors == 0xFFFFFFFFFFFFFFF0
+    assert plan.placements[-1].out_processors == 0x3FF0
+
+
+def test_sequence_reorders_layers(tmp_path):
+    import torch
+
+    state = {
+        "a.op.weight": torch.ones(4, 2, 1, 1),
+        "b.op.weight": torch.ones(2, 4, 1, 1),
+    }
+    torch.save({"state_dict": state, "arch": "x", "epoch": 1}, tmp_path / "s.pth.tar")
+    text = (
+        "arch: x\ndataset: d\nlayers:\n"
+        "  - {sequence: 5, name: b, processors: 0xf, kernel_size: 1x1, pad: 0, out_offset: 0}\n"
+        "  - {sequence: 2, name: a, processors: 0x3, kernel_size: 1x1, pad: 0, out_offset: 0}\n"
+    )
+    (tmp_path / "s.yaml").write_text(text)
+    net, _ = load_ai8x(tmp_path / "s.yaml", tmp_path / "s.pth.tar", (2, 4, 4))
+    assert [layer.name for layer in net] == ["a", "b"] and net.layers[1].inputs == ("a",)
+    (tmp_path / "s.yaml").write_text(text.replace("sequence: 2", "sequence: 5"))
+    with pytest.raises(ConfigError, match=r"s\.yaml:5: layer 1: sequence 5 was already"):
+        load_ai8x(tmp_path / "s.yaml", tmp_path / "s.pth.tar", (2, 4, 4))
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "message"),
+    [
+        (
+            "op: mlp",
+            "op: mlp\n    next_sequence: 0",
+            "`next_sequence` 0 changes the execution order",
+        ),
+        ("pad: 2", "pad: 2\n    operands: 2", "`operands` without an element-wise operation"),
+        ("pad: 2", "pad: 2\n    dilation: 2", "without dilation"),
+        ("pad: 2", "pad: 2\n    streaming: true", "`streaming` (streaming mode) is not supported"),
+        ("pad: 2", "pad: 2\n    in_sequences: [3]", "entry 3 is not an earlier layer"),
+        ("pad: 2", "pad: 2\n    output_shift: 20", "= 20 is outside [-15, 15]"),
+        ("pad: 2", "pad: 2\n    quantization: 4", "outside the 4-bit range"),
+        ("activate: ReLU", "activate: Sigmoid", "unknown value 'Sigmoid' for `activate`"),
+        ("out_offset: 0\n", "out_offset: 0x2002\n", "`out_offset` 0x2002 is not a multiple of 4"),
+        ("pad: 2", "pad: 2\n    operation: conv2d", "`op` given twice"),
+        ("pad: 2", "pad: 3", "pad 3 must be smaller than the kernel"),
+        (
+            "max_pool: 2\n    pool_stride: 2\n    pad: 2",
+            "pad: 2",
+            "takes 192 input channels, but the layer's input has 588",
+        ),
+        ("avg_pool: 2\n", "avg_pool: 2\n    max_pool: 2\n", "both `max_pool` and `avg_pool`"),
+        ("op: mlp", "op: mlp\n    name: input", "the name 'input' is reserved"),
+        ("output_width: 32", "output_width: 32\n    output_processors: 0x3", "has 2"),
+        ("op: mlp", "op: conv2d", "conv2d needs 2-D data and 4-D weights"),
+    ],
+)
+def test_bad_layer_values(ai8x_data, tmp_path, old, new, message):
+    assert message in _error(ai8x_data, tmp_path, "mnist", sub(old, new, 1))
+
+
+def test_bad_checkpoints(ai8x_data, tmp_path):
+    import torch
+
+    yaml_path, _ = pair(ai8x_data, "mnist")
+    broken = tmp_path / "broken.pth.tar"
+    broken.write_bytes(b"not a zip file")
+    with pytest.raises(ConfigError, match=r"not a PyTorch checkpoint|cannot load"):
+        load_ai8x(yaml_path, broken)
+    with pytest.raises(ConfigError, match="checkpoint file not found"):
+        load_ai8x(yaml_path, tmp_path / "missing.pth.tar")
+    state = {"c.op.weight": torch.ones(4, 1, 3, 3), "c.bn.weight": torch.ones(4)}
+    torch.save({"state_dict": state}, tmp_path / "bn.pth.tar")
+    with pytest.raises(ConfigError, match="batch-norm"):
+        load_ai8x(yaml_path, tmp_path / "bn.pth.tar")
+    state = {"c.op.weight": torch.ones(4, 1, 3, 3), "c.op.bias": torch.full((4,), 128.0 * 200)}
+    torch.save({"state_dict": state}, tmp_path / "bias.pth.tar")
+    (tmp_path / "b.yaml").write_text("arch: x\ndataset: d\nlayers:\n  - processors: 1\n")
+    with pytest.raises(ConfigError, match=r"bias 200\.\.200 does not fit"):
+        load_ai8x(tmp_path / "b.yaml", tmp_path / "bias.pth.tar", (1, 4, 4))
+    torch.save({"weights": state}, tmp_path / "nostate.pth.tar")
+    with pytest.raises(ConfigError, match="no `state_dict`"):
+        load_ai8x(tmp_path / "b.yaml", tmp_path / "nostate.pth.tar", (1, 4, 4))

@@ -20,6 +20,7 @@ from cnnforge.frontend.ai8x import read_ai8x
 from cnnforge.frontend.ai8x_layers import processors_per_pass
 from cnnforge.ir import INPUT, Activation, EltwiseOp, Layer, Network, Op, Pooling, PoolKind
 from cnnforge.ir import Quantized as Q
+from cnnforge.passes.verify import verify
 from cnnforge.plan.model import Placement, Plan
 
 SEMANTIC_FIELDS = (
@@ -311,6 +312,7 @@ def test_random_networks_roundtrip(tmp_path_factory, case):
     write_yaml(network, plan, tmp / "n.yaml")
     write_checkpoint(network, tmp / "n.pth.tar")
     again = read_ai8x(tmp / "n.yaml", tmp / "n.pth.tar", network.input_shape)
+    verify(again.network)
     assert [layer.name for layer in again.network] == [layer.name for layer in network]
     assert semantic_differences(network, again.network) == []
     assert again.plan.placements == plan.placements

@@ -69,6 +69,7 @@ def read_ai8x(
     shapes: dict[str, tuple[int, ...]] = {INPUT: shape}
     binary = _binary_weights(device)
     for y, ck in zip(cfg.layers, pairs, strict=True):
+        _check_next_sequence(cfg, y, names)
         inputs = _inputs(cfg, y, names)
         ctx = LayerContext(
             cfg.path, names[y.index], inputs, tuple(shapes[n] for n in inputs), binary
@@ -136,6 +137,22 @@ def _layer_names(cfg: YamlConfig) -> dict[int, str]:
             )
         seen[name] = y.index
     return names
+
+
+def _check_next_sequence(cfg: YamlConfig, y: YamlLayer, names: dict[int, str]) -> None:
+    """Only sequential execution is supported: `next_sequence` may name the next layer only."""
+    ref = y.next_sequence
+    if ref is None:
+        return
+    last = y.index == len(cfg.layers) - 1
+    text = str(ref).lower()
+    if (last and text == "stop") or (not last and ref in (y.index + 1, names[y.index + 1])):
+        return
+    raise ConfigError(
+        f"{y.label()}: `next_sequence` {ref!r} changes the execution order",
+        where=f"{cfg.path}:{y.line_of('next_sequence')}",
+        hint="cnnforge runs layers in list order; reorder the layers (or use `sequence`)",
+    )
 
 
 def _inputs(cfg: YamlConfig, y: YamlLayer, names: dict[int, str]) -> tuple[str, ...]:

@@ -404,6 +404,22 @@ def _float_params(q: Quantized, wide: bool) -> tuple[np.ndarray, np.ndarray | No
 
 def _common(layer: Layer, y: YamlLayer, ctx: LayerContext, pool: Pooling | None) -> Layer:
     """Fields every layer kind shares: pooling, element-wise op, activation, width."""
+    for bad, what, key in (
+        (y.dilation != 1 and y.op is not Op.CONV1D, "`dilation` > 1 needs conv1d", "dilation"),
+        (
+            y.output_pad is not None and y.op is not Op.CONVTRANSPOSE2D,
+            "`output_pad` needs convtranspose2d",
+            "output_pad",
+        ),
+        (y.flatten and y.op is not Op.LINEAR, "`flatten` needs a linear layer", "flatten"),
+        (
+            bool(y.stride) and y.op not in (Op.CONV2D, Op.CONV1D, Op.CONVTRANSPOSE2D),
+            "`stride` needs a convolution",
+            "stride",
+        ),
+    ):
+        if bad:
+            _fail(y, ctx, what, key)
     if y.wide and y.activation is not Activation.NONE:
         _fail(y, ctx, "`output_width: 32` needs `activate: None`", "output_width")
     if y.groups != 1 and (y.op is Op.LINEAR or layer.in_channels != layer.out_channels):

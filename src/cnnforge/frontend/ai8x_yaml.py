@@ -159,6 +159,7 @@ class YamlLayer:
     in_dim: tuple[int, ...] | None
     bias_group: int | None
     output: bool
+    next_sequence: int | str | None = None  # raw; only "the next layer" is supported
     key_lines: tuple[tuple[str, int], ...] = ()
 
     def line_of(self, key: str) -> int:
@@ -413,6 +414,12 @@ def _sequences(value: Any, where: str) -> tuple[int | str, ...]:
     return tuple(items)
 
 
+def _reference(value: Any, key: str, where: str) -> int | str:
+    if not (_is_int(value) or isinstance(value, str)):
+        raise ConfigError(f"`{key}` {value!r} is not a layer number or name", where=where)
+    return value
+
+
 # ---- one layer ---------------------------------------------------------------------------------
 
 
@@ -460,6 +467,11 @@ def _parse_layer(raw: _Map, index: int, path: str) -> YamlLayer:
                 where=f"{path}:{keys['eltwise'][1]}",
             )
         eltwise = get("eltwise", _choice, None, ELTWISE)
+    if "operands" in keys and eltwise is None:
+        line = keys["operands"][1]
+        raise ConfigError(
+            f"layer {index}: `operands` without an element-wise operation", where=f"{path}:{line}"
+        )
     pool_kind, pool_size = _pool(keys, index, path)
     name = get("name", lambda v, k, w: str(v))
     return YamlLayer(
@@ -497,6 +509,7 @@ def _parse_layer(raw: _Map, index: int, path: str) -> YamlLayer:
         in_dim=get("in_dim", _ints, None, 1, 2048),
         bias_group=get("bias_group", _int, None, 0, 3),
         output=get("output", _bool, False),
+        next_sequence=get("next_sequence", _reference),
         key_lines=tuple((k, line) for k, (_, line) in keys.items()),
     )
 
