@@ -1,1 +1,2 @@
 """Imports every command module so that each registers itself on the app (one line each)."""
+from cnnforge.cli import analyze  # noqa: F401
