@@ -333,3 +333,20 @@ def test_bad_checkpoints(ai8x_data, tmp_path):
     torch.save({"weights": state}, tmp_path / "nostate.pth.tar")
     with pytest.raises(ConfigError, match="no `state_dict`"):
         load_ai8x(tmp_path / "b.yaml", tmp_path / "nostate.pth.tar", (1, 4, 4))
+
+
+def test_network_for_cli_sources(ai8x_data):
+    from cnnforge.errors import InputError
+    from cnnforge.frontend.ai8x import network_for_cli
+
+    yaml_path, ckpt = pair(ai8x_data, "mnist")
+    assert network_for_cli("unet-voc", (3, 64, 64), None, None) is None
+    assert network_for_cli(None, None, yaml_path, ckpt).name == "ai85net5"
+    for args, message in [
+        ((None, None, None, None), "no network given"),
+        (("m", None, None, None), "MODEL needs --input-shape"),
+        ((None, None, yaml_path, None), "must be given together"),
+        (("m", None, yaml_path, ckpt), "not both"),
+    ]:
+        with pytest.raises(InputError, match=message):
+            network_for_cli(*args)
