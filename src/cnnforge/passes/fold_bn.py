@@ -1,0 +1,113 @@
+"""Fold BatchNorm layers into the convolution or linear layer that produces their input.
+
+Plain PyTorch (eval-mode) semantics: ``y = gamma * (x - mu) / sqrt(var + eps) + beta``, with
+gamma = 1 and beta = 0 for a non-affine BatchNorm. Folding a BN that follows ``z = w * x + b``
+gives, per output channel ``o`` with ``a_o = gamma_o / sqrt(var_o + eps)``::
+
+    w'[o] = w[o] * a_o          b'[o] = (b[o] - mu_o) * a_o + beta_o     (b = 0 if absent)
+
+The vendor's QAT modules apply ``bn(y) / 4`` (arithmetic.md R6.5); ``fold_bn_arrays`` takes
+``divisor=4`` for that. Arithmetic is done in float64 and the result is cast back to the dtype of
+the original weight (so a float64 network folds exactly to ~1e-15 relative, a float32 one to
+float32 rounding).
+
+Requires: a topologically ordered model-level network. Guarantees: every folded BATCHNORM is gone,
+its consumers (and ``network.outputs``) now name the producing layer, which keeps its own name.
+Declines (leaves the BATCHNORM in place, for fusion/the checker to report) when the producer is
+not a float conv/linear layer, is already quantized, applies something after its sum that BN
+would have to see through (a fused activation, wide output), is a network output itself, or has
+consumers other than this BN.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from cnnforge.ir import INPUT, WEIGHT_OPS, Activation, BatchNormParams, Layer, Network, Op
+
+
+def fold_batchnorm(network: Network) -> Network:
+    """Return ``network`` with every foldable BATCHNORM merged into its producer."""
+    for bn in network.layers:
+        if bn.op is Op.BATCHNORM and _producer_if_foldable(network, bn) is not None:
+            return fold_batchnorm(_fold_one(network, bn))
+    return network
+
+
+def _producer_if_foldable(network: Network, bn: Layer) -> Layer | None:
+    if len(bn.inputs) != 1 or bn.inputs[0] == INPUT or bn.batchnorm is None:
+        return None
+    producer = network.layer(bn.inputs[0])
+    if producer.op not in WEIGHT_OPS or producer.weight is None or producer.quant is not None:
+        return None
+    if producer.activation is not Activation.NONE or producer.wide:
+        return None
+    if producer.name in network.outputs:
+        return None
+    if [c.name for c in network.consumers(producer.name)] != [bn.name]:
+        return None
+    return producer
+
+
+def _fold_one(network: Network, bn: Layer) -> Network:
+    producer = network.layer(bn.inputs[0])
+    assert bn.batchnorm is not None and producer.weight is not None
+    weight, bias = fold_bn_arrays(
+        producer.weight,
+        producer.bias,
+        bn.batchnorm,
+        out_axis=_out_axis(producer),
+        groups=producer.groups if producer.op is Op.CONVTRANSPOSE2D else 1,
+    )
+    folded = dataclasses.replace(producer, weight=weight, bias=bias)
+    layers = []
+    for layer in network.layers:
+        if layer.name == bn.name:
+            continue
+        if layer.name == producer.name:
+            layer = folded
+        elif bn.name in layer.inputs:
+            inputs = tuple(producer.name if n == bn.name else n for n in layer.inputs)
+            layer = dataclasses.replace(layer, inputs=inputs)
+        layers.append(layer)
+    outputs = tuple(producer.name if n == bn.name else n for n in network.outputs)
+    return network.with_layers(layers, outputs=outputs)
+
+
+def _out_axis(layer: Layer) -> int:
+    """Axis of the output channels in the PyTorch weight layout."""
+    return 1 if layer.op is Op.CONVTRANSPOSE2D else 0
+
+
+def fold_bn_arrays(
+    weight: np.ndarray,
+    bias: np.ndarray | None,
+    bn: BatchNormParams,
+    *,
+    out_axis: int = 0,
+    groups: int = 1,
+    divisor: float = 1.0,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Folded (weight, bias) for ``bn(w * x + b) / divisor`` (float64 math, input dtype out).
+
+    ``out_axis`` is 0 for conv/linear weights and 1 for ConvTranspose2d ``(in, out/g, ...)``,
+    where output channel ``o`` of group ``g`` is ``g * (out/g) + j``: ``groups`` says how many.
+    """
+    mean = np.asarray(bn.running_mean, dtype=np.float64)
+    var = np.asarray(bn.running_var, dtype=np.float64)
+    gamma = np.ones_like(mean) if bn.weight is None else np.asarray(bn.weight, np.float64)
+    beta = np.zeros_like(mean) if bn.bias is None else np.asarray(bn.bias, np.float64)
+    scale = gamma / np.sqrt(var + float(bn.eps)) / divisor
+    w = np.asarray(weight, dtype=np.float64)
+    b = np.zeros_like(mean) if bias is None else np.asarray(bias, dtype=np.float64)
+    if out_axis == 0:
+        w_folded = w * scale.reshape((-1,) + (1,) * (w.ndim - 1))
+    else:
+        grouped = w.reshape((groups, w.shape[0] // groups, *w.shape[1:]))
+        shape = (groups, 1, w.shape[1]) + (1,) * (w.ndim - 2)
+        w_folded = (grouped * scale.reshape(shape)).reshape(w.shape)
+    b_folded = (b - mean) * scale + beta / divisor
+    dtype = np.asarray(weight).dtype
+    return w_folded.astype(dtype), b_folded.astype(dtype)
