@@ -50,7 +50,7 @@ def to_numpy(tensor: torch.Tensor | None) -> np.ndarray | None:
     """A float32 numpy copy of a parameter (the IR's arrays never alias torch storage)."""
     if tensor is None:
         return None
-    return np.array(tensor.detach().cpu(), dtype=np.float32, copy=True)
+    return tensor.detach().cpu().numpy().astype(np.float32, copy=True)
 
 
 def ntuple(value: object, n: int) -> tuple[int, ...]:

@@ -10,7 +10,8 @@ unsupported operations and input shapes the model cannot take raise one-line cnn
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections import OrderedDict
+from collections.abc import Sequence
 from typing import Any
 
 import torch
@@ -34,9 +35,16 @@ class _Tracer(fx.Tracer):
 
 
 def trace_graph(module: nn.Module) -> fx.GraphModule:
-    """Symbolically trace ``module``; ModelError naming the user's file:line when fx cannot."""
+    """Symbolically trace ``module``; ModelError naming the user's file:line when fx cannot.
+
+    A bare leaf (``trace(nn.Conv2d(...))``) is wrapped so that it is mapped like a submodule,
+    named after its class (``conv2d``).
+    """
+    tracer = _Tracer()
+    if tracer.is_leaf_module(module, ""):
+        module = nn.Sequential(OrderedDict([(type(module).__name__.lower(), module)]))
     try:
-        graph = _Tracer().trace(module)
+        graph = tracer.trace(module)
     except Exception as exc:
         raise ModelError(
             f"torch.fx cannot trace {type(module).__name__}: {_first_line(exc)}",
@@ -118,7 +126,7 @@ class _Builder:
 
     def _outputs(self, node: fx.Node) -> tuple[str, ...]:
         names = []
-        for n in _tensor_nodes(node.args):
+        for n in self._tensor_args(node):
             if n not in self.alias:
                 raise self._fail(n, "network output is not a feature map")
             names.append(self.alias[n])
@@ -144,20 +152,26 @@ class _Builder:
         self.alias[node] = layer.name
 
     def _info(self, node: fx.Node) -> NodeInfo:
-        inputs = []
-        for n in _tensor_nodes((node.args, node.kwargs)):
+        sources = self._tensor_args(node)
+        for n in sources:
             if n not in self.alias:
                 raise self._fail(n, f"{_describe(n)} feeds {_describe(node)}: not supported")
-            inputs.append(self.alias[n])
-        if not inputs:
+        if not sources:
             raise self._fail(node, f"{_describe(node)} creates a tensor from no input")
         return NodeInfo(
             name=self._unique(node.target if node.op == "call_module" else node.name),
             module_path=_module_path(node),
-            inputs=tuple(inputs),
-            in_shapes=tuple(self._shape_of(n) for n in _tensor_nodes((node.args, node.kwargs))),
+            inputs=tuple(self.alias[n] for n in sources),
+            in_shapes=tuple(self._shape_of(n) for n in sources),
             out_shape=self._shape_of(node),
         )
+
+    def _tensor_args(self, node: fx.Node) -> list[fx.Node]:
+        """The argument nodes whose values are tensors (not sizes), in argument order."""
+        found: list[fx.Node] = []
+        fx.node.map_arg((node.args, node.kwargs), lambda n: found.append(n) or n)
+        values = self.rec.values
+        return [n for n in dict.fromkeys(found) if isinstance(values.get(n), torch.Tensor)]
 
     def _shape_of(self, node: fx.Node) -> tuple[int, ...]:
         shape = tuple(self.rec.values[node].shape)
@@ -178,13 +192,6 @@ class _Builder:
             where=_module_path(node),
             hint="rewrite that part with supported layers (see `cnnforge analyze --help`)",
         )
-
-
-def _tensor_nodes(args: Any) -> Iterator[fx.Node]:
-    """The fx nodes among (nested) arguments, in argument order, without duplicates."""
-    found: list[fx.Node] = []
-    fx.node.map_arg(args, lambda n: found.append(n) or n)
-    return iter(dict.fromkeys(found))
 
 
 def _module_path(node: fx.Node) -> str:
