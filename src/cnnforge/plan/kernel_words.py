@@ -148,3 +148,44 @@ def network_kernel_needs(
         if need is not None:
             needs.append(need)
     return tuple(needs)
+
+
+# ---- the device side: capacity per processor ----------------------------------------------
+
+
+@dataclass(frozen=True)
+class KernelCapacity:
+    """72-bit kernel words of every processor of a device, and the allocator's alignment."""
+
+    per_processor: tuple[int, ...]
+    start_align: int = PASS_ALIGN
+
+    @property
+    def total_words(self) -> int:
+        return sum(self.per_processor)
+
+    def best_for(self, processors: int) -> int:
+        """Largest per-processor room a layer on ``processors`` processors can have."""
+        ranked = sorted(self.per_processor, reverse=True)
+        return ranked[min(processors, len(ranked)) - 1]
+
+
+def kernel_capacity(device: Device) -> KernelCapacity:
+    """The device's kernel memory (devices.md §1 "Weight memory per proc", §3)."""
+    large = set(device.kernel_large_processors)
+    words = tuple(
+        device.kernel_words_large if p in large else device.kernel_words_small
+        for p in range(device.processors)
+    )
+    return KernelCapacity(words, device.kernel_start_align)
+
+
+def device_weight_bits(device: Device) -> tuple[int, ...]:
+    """Weight widths the device stores (devices.md §1 "Weight widths"), widest first."""
+    return tuple(sorted(device.weight_bits, reverse=True))
+
+
+def aligned_words(need: KernelNeed, align: int = PASS_ALIGN) -> int:
+    """A layer's words on all its processors, each column count rounded up to the 4-word start
+    alignment of the allocator: a budget with room for a placement."""
+    return (need.words + (-need.words) % align) * need.processors
