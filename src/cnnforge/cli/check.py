@@ -1,0 +1,113 @@
+"""``cnnforge check``: will this model run on the device? Rewrites made, widths, all violations.
+
+Exit status 0 when the network fits, 1 when it does not, 2 for bad input (the CLI's error path).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import typer
+from rich.table import Table
+
+from cnnforge.cli import app
+from cnnforge.cli.common import console, parse_model_args, parse_shape
+from cnnforge.errors import InputError
+from cnnforge.frontend import load_network
+from cnnforge.outputs import atomic_output_file
+from cnnforge.passes.check import CheckReport, check_report
+
+
+def parse_weight_bits(text: str) -> int | str:
+    """``8``/``4``/``2``/``1`` or ``auto`` (``-1``/``binary`` for binary weights)."""
+    low = text.strip().lower()
+    if low == "auto":
+        return "auto"
+    if low in ("binary", "bin"):
+        return -1
+    if low in ("8", "4", "2", "1", "-1"):
+        return int(low)
+    raise InputError(f"--weight-bits {text!r} is not 8, 4, 2, 1, binary or auto")
+
+
+@app.command("check")
+def check(
+    model: str = typer.Argument(
+        ..., help="path/to/file.py:Name, package.module:Name, or a short name (unet-voc)."
+    ),
+    device: str = typer.Option("MAX78000", "--device", "-d", help="MAX78000 or MAX78002."),
+    input_shape: str = typer.Option(
+        ..., "--input-shape", "-i", help="Input shape without batch: C,H,W (or C,L for 1-D)."
+    ),
+    weight_bits: str = typer.Option(
+        "8", "--weight-bits", help="Weight width for all layers (8, 4, 2, 1) or 'auto'."
+    ),
+    model_arg: list[str] = typer.Option(
+        None, "--model-arg", help="Constructor argument key=value (repeatable)."
+    ),
+    checkpoint: Path = typer.Option(
+        None, "--checkpoint", help="state_dict to load (weights-only .pth/.pt)."
+    ),
+    json_out: str = typer.Option(None, "--json", help="Write the report as JSON to FILE or '-'."),
+) -> None:
+    """List the exact rewrites applied and ALL device violations; exit 1 if it does not fit."""
+    from cnnforge.devices import get_device
+
+    dev = get_device(device)
+    bits = parse_weight_bits(weight_bits)
+    shape = parse_shape(input_shape)
+    network = load_network(model, shape, parse_model_args(model_arg), checkpoint)
+    report = check_report(network, dev, bits)
+    emit_report(report, json_out)
+    raise typer.Exit(0 if report.fits else 1)
+
+
+def emit_report(report: CheckReport, json_out: str | None) -> None:
+    """Print the report's tables (unless JSON goes to stdout) and write the JSON if asked."""
+    if json_out is not None:
+        text = json.dumps(report.to_dict(), indent=1) + "\n"
+        if json_out == "-":
+            typer.echo(text, nl=False)
+            return
+        with atomic_output_file(Path(json_out)) as tmp:
+            tmp.write_text(text, encoding="utf-8")
+    print_report(report)
+
+
+def print_report(report: CheckReport) -> None:
+    """Rewrites, weight widths and violations as rich tables, then a one-line verdict."""
+    if report.rewrites:
+        table = Table(title="Rewrites applied (exact)", title_justify="left")
+        for col in ("layer", "module", "rule", "detail"):
+            table.add_column(col)
+        for r in report.rewrites:
+            table.add_row(r.layer, r.module_path, r.rule, r.detail)
+        console.print(table)
+    _print_widths(report)
+    if report.violations:
+        table = Table(title="Violations (model order)", title_justify="left")
+        for col in ("layer", "module", "rule", "actual", "limit", "hint"):
+            table.add_column(col, overflow="fold")
+        for v in report.violations:
+            table.add_row(v.layer, v.module_path, v.rule, v.actual, v.limit, v.hint)
+        console.print(table)
+    verdict = "[green]fits[/green]" if report.fits else "[red]does not fit[/red]"
+    console.print(
+        f"{report.network.name} on {report.device}: {verdict} — {len(report.network)} hardware "
+        f"layers, kernel memory {report.kernel_words}/{report.kernel_capacity_words} words, "
+        f"{len(report.violations)} violation(s)"
+    )
+
+
+def _print_widths(report: CheckReport) -> None:
+    widths = sorted(set(report.weight_bits.values()), reverse=True)
+    if len(widths) <= 1:
+        console.print(f"weight bits: {widths[0] if widths else '-'} ({report.weight_mode})")
+        return
+    table = Table(title=f"Weight widths ({report.weight_mode})", title_justify="left")
+    for col in ("layer", "module", "bits", "processors", "words/processor"):
+        table.add_column(col)
+    for n in report.kernel_needs:
+        table.add_row(n.layer, n.module_path, str(n.weight_bits), str(n.processors), str(n.words))
+    console.print(table)
