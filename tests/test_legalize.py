@@ -174,3 +174,25 @@ def test_legal_network_is_unchanged() -> None:
     net = Network("n", (3, 8, 8), (c1, replace(conv2d("c2", "c1", (4, 8, 8), 4), module_path="x")))
     new, log = legalize_with_log(net)
     assert log == () and new.layers == net.layers
+
+
+@SMALL
+@given(c=st.integers(1, 5), h=st.integers(1, 6), w=st.integers(1, 6))
+def test_nearest_upsample_becomes_identity_transposed_conv(c, h, w) -> None:
+    up = Layer(
+        "up",
+        Op.UPSAMPLE,
+        inputs=("input",),
+        out_shape=(c, 2 * h, 2 * w),
+        module_path="up",
+        scale_factor=(2, 2),
+        upsample_mode="nearest",
+    )
+    net = Network("n", (c, h, w), (up,))
+    new, log = legalize_with_log(net)
+    verify(new)
+    assert new.layer("up").op is Op.CONVTRANSPOSE2D and [r.rule for r in log] == [
+        "upsample-nearest"
+    ]
+    x = _x((2, c, h, w))
+    assert torch.equal(run(new, x)["up"], run(net, x)["up"])  # exact: x * 1.0 + zeros

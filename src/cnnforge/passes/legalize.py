@@ -15,6 +15,8 @@ tested numerically on random weights (tests/test_legalize.py):
 - ``stride-to-pool``: Conv1d/Conv2d stride s > 1 -> stride 1 followed by 1x1 pooling with stride
   s on the next layer (or on a new passthrough layer). Subsampling keeps rows 0, s, 2s...
   (arithmetic.md R3.3), ceil((n + 1) / s) = floor(n / s) + 1 of them: the strided output.
+- ``upsample-nearest``: nearest 2x upsampling -> the transposed conv above with identity 2x2
+  kernels (each output pixel copies its source pixel; exact).
 - ``linear-1x1-flatten``: a linear layer flattening 1x1 data needs no flatten (R5.1 on 1x1 data
   is the identity).
 
@@ -192,12 +194,45 @@ def linear_1x1_flatten(network: Network, layer: Layer) -> tuple[Network, Rewrite
     return replace_layer(network, new), record(layer, "linear-1x1-flatten", detail)
 
 
+def upsample_nearest(network: Network, layer: Layer) -> tuple[Network, Rewrite] | None:
+    """Nearest 2x upsampling -> ConvTranspose2d k=3 s=2 p=1 output_padding=1 whose kernel is the
+    identity on [1:3, 1:3]: each input pixel lands on its 2x2 block, exactly (x * 1.0)."""
+    if layer.op is not Op.UPSAMPLE or layer.upsample_mode != "nearest":
+        return None
+    if tuple(layer.scale_factor) != (2, 2) or len(layer.out_shape) != 3:
+        return None
+    c = layer.out_shape[0]
+    weight = np.zeros((c, c, 3, 3), dtype=np.float32)
+    weight[np.arange(c), np.arange(c), 1:3, 1:3] = 1.0
+    new = replace(
+        layer,
+        op=Op.CONVTRANSPOSE2D,
+        in_channels=c,
+        out_channels=c,
+        kernel_size=(3, 3),
+        stride=(2, 2),
+        padding=(1, 1),
+        output_padding=(1, 1),
+        dilation=(1, 1),
+        weight=weight,
+        bias=None,
+        scale_factor=(),
+        upsample_mode="",
+    )
+    detail = (
+        "nearest 2x upsampling -> ConvTranspose2d k=3 s=2 p=1 output_padding=1 with identity "
+        f"2x2 kernels ({c}x{c} kernels of kernel memory)"
+    )
+    return replace_layer(network, new), record(layer, "upsample-nearest", detail)
+
+
 def _fmt(values: tuple[int, ...]) -> str:
     return "x".join(str(v) for v in values) if len(set(values)) > 1 else str(values[0])
 
 
 #: The legalization rules, in the order they are tried.
 LEGAL_RULES = (
+    upsample_nearest,
     convtranspose_k2,
     conv_k2_to_k3,
     kernel_embed_3x3,
