@@ -116,3 +116,17 @@ def shift_for_max(max_abs: float, weight_bits: int) -> int:
     lo = SHIFT_MIN - implicit_shift(weight_bits)
     hi = SHIFT_MAX - implicit_shift(weight_bits)
     return max(lo, min(hi, shift))
+
+
+def quantize_weights(w: torch.Tensor, weight_bits: int, output_shift: int) -> torch.Tensor:
+    """Integer weights (or bias) for a layer of ``output_shift``: R6.3 step 3 / R6.6.
+
+    ``clip(floor(w * 2^(b-1) * 2^-output_shift + 0.5), lo, hi)`` computed in float64 (the power
+    of two scaling is exact), int64 result. Binary layers (MAX78002) take the sign, 0 -> +1.
+    """
+    w64 = w.detach().to(torch.float64)
+    if weight_bits == BINARY_BITS:
+        return torch.where(w64 < 0, -1, 1).to(torch.int64)
+    scaled = torch.floor(w64 * 2.0 ** (weight_bits - 1 - output_shift) + 0.5)
+    lo, hi = weight_range(weight_bits)
+    return torch.clamp(scaled, lo, hi).to(torch.int64)

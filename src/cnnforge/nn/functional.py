@@ -1,0 +1,152 @@
+"""Building blocks of the QAT modules: straight-through estimators, pooling in float, QAT and
+exact-integer form, and the weight/shift quantization shared by QAT and quantized evaluation.
+
+The integer rules themselves (rounding, shift, saturation, average division, weight rounding) are
+called from ``cnnforge.arithmetic``; this module only arranges tensors around them.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+from cnnforge.arithmetic import (
+    ACT_MAX,
+    ACT_MIN,
+    ACT_SCALE,
+    avgpool_divide,
+    quantize_activation_float,
+    quantize_weights,
+    shift_for_max,
+)
+from cnnforge.ir import Pooling, PoolKind
+
+
+def ste(x: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
+    """Value ``q``, gradient of ``x`` (straight-through estimator, R6.3)."""
+    return x + (q.to(x.dtype) - x).detach()
+
+
+def clamp_activation(y: torch.Tensor) -> torch.Tensor:
+    """The [-1, 127/128] clamp every non-wide layer output has, also in float (R6.3 step 9)."""
+    return torch.clamp(y, ACT_MIN / ACT_SCALE, ACT_MAX / ACT_SCALE)
+
+
+def quantize_output_ste(y: torch.Tensor, wide: bool) -> torch.Tensor:
+    """QAT activation quantization floor(128 y + 0.5)/128 with a straight-through gradient."""
+    q = quantize_activation_float(y.detach(), wide=wide)
+    return ste(y, q) if wide else clamp_activation(ste(y, q))
+
+
+def to_int(x: torch.Tensor) -> torch.Tensor:
+    """``x_int`` from ``x = x_int / 128`` (exact for such inputs), int64."""
+    return torch.round(x.detach().to(torch.float64) * ACT_SCALE).to(torch.int64)
+
+
+# ---- parameters ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class IntParams:
+    """Integer weights/bias and the checkpoint ``output_shift`` of one layer (R6.3 steps 2-3)."""
+
+    weight_bits: int
+    weight: torch.Tensor  # int64, PyTorch layout
+    bias: torch.Tensor | None  # int64, the bias-memory values (R1.5)
+    output_shift: int
+
+
+def choose_shift(
+    weight: torch.Tensor, bias: torch.Tensor | None, bits: int, quantile: float
+) -> int:
+    """Output shift from the ``quantile`` of |[w; b]| (R6.3 step 2; torch.quantile, D6)."""
+    params = weight.detach().abs().flatten().to(torch.float64)
+    if bias is not None:
+        params = torch.cat([params, bias.detach().abs().to(torch.float64)])
+    if quantile >= 1.0 or params.numel() > 1 << 24:
+        level = float(params.max())
+    else:
+        level = float(torch.quantile(params, quantile))
+    return shift_for_max(level, bits)
+
+
+def int_params(
+    weight: torch.Tensor, bias: torch.Tensor | None, bits: int, quantile: float = 1.0
+) -> IntParams:
+    """Quantize float parameters: shift from ``choose_shift``, integers by R6.3 step 3."""
+    shift = choose_shift(weight, bias, bits, quantile)
+    w_int = quantize_weights(weight, bits, shift)
+    b_int = None if bias is None else quantize_weights(bias, bits, shift)
+    return IntParams(bits, w_int, b_int, shift)
+
+
+def effective(values: torch.Tensor, q: torch.Tensor, bits: int, shift: int) -> torch.Tensor:
+    """QAT weight ``q / 2^(b-1)`` (shift excluded) with a straight-through gradient."""
+    scaled = values * 2.0**-shift
+    return ste(scaled, q.to(values.dtype) / 2.0 ** (abs(bits) - 1))
+
+
+# ---- pooling --------------------------------------------------------------------------------
+
+
+def make_pooling(
+    kind: str | None,
+    size: int | tuple[int, ...],
+    stride: int | tuple[int, ...] | None,
+    dilation: int | tuple[int, ...],
+    ndim: int,
+) -> Pooling | None:
+    """A ``Pooling`` from module arguments (stride defaults to the size), or None."""
+    if kind is None:
+        return None
+    sizes = _tuple(size, ndim)
+    strides = sizes if stride is None else _tuple(stride, ndim)
+    dilations = _tuple(dilation, ndim)
+    if any(d != 1 for d in dilations) and (kind != "max" or ndim != 2 or set(sizes) != {2}):
+        raise ValueError("pool dilation needs 2-D max pooling with size 2 (arithmetic.md D4)")
+    return Pooling(
+        PoolKind(kind), sizes, strides, dilations if any(d != 1 for d in dilations) else ()
+    )
+
+
+def _tuple(value: int | tuple[int, ...], ndim: int) -> tuple[int, ...]:
+    return (value,) * ndim if isinstance(value, int) else tuple(value)
+
+
+def _as_2d(x: torch.Tensor, pool: Pooling) -> tuple[torch.Tensor, tuple, tuple, tuple]:
+    """1-D data and pooling viewed as 2-D with a height of 1."""
+    if len(pool.size) == 2:
+        return x, pool.size, pool.stride, pool.dilation_or_ones()
+    return x.unsqueeze(-2), (1, *pool.size), (1, *pool.stride), (1, *pool.dilation_or_ones())
+
+
+def pool_float(x: torch.Tensor, pool: Pooling, qat: bool, rounding: bool) -> torch.Tensor:
+    """Float pooling; in QAT the average is re-quantized as the hardware does (R3.5/R3.6)."""
+    x2, size, stride, dil = _as_2d(x, pool)
+    if pool.kind is PoolKind.MAX:
+        y = F.max_pool2d(x2, size, stride, dilation=dil)
+    else:
+        y = F.avg_pool2d(x2, size, stride)
+        if qat:
+            y = ste(y, _round_avg(y.detach(), rounding and len(pool.size) == 2))
+    return y if len(pool.size) == 2 else y.squeeze(-2)
+
+
+def _round_avg(y: torch.Tensor, rounding: bool) -> torch.Tensor:
+    scaled = y * ACT_SCALE
+    q = torch.sign(scaled) * torch.floor(scaled.abs() + (0.5 if rounding else 0.0))
+    return torch.clamp(q, ACT_MIN, ACT_MAX) / ACT_SCALE
+
+
+def pool_int(x: torch.Tensor, pool: Pooling, rounding: bool) -> torch.Tensor:
+    """Exact integer pooling of int64 data (R3.2-R3.7; 1-D average always truncates, R3.7)."""
+    x2, size, stride, dil = _as_2d(x.to(torch.float64), pool)
+    if pool.kind is PoolKind.MAX:
+        y = F.max_pool2d(x2, size, stride, dilation=dil).to(torch.int64)
+    else:
+        total = F.avg_pool2d(x2, size, stride, divisor_override=1).to(torch.int64)
+        y = avgpool_divide(total, math.prod(size), rounding and len(pool.size) == 2)
+    return y if len(pool.size) == 2 else y.squeeze(-2)

@@ -1,0 +1,441 @@
+"""QAT weight layers: Conv1d, Conv2d, ConvTranspose2d and Linear with the hardware's fused stages.
+
+Each module is one hardware layer (ir.py): optional input pooling -> the weight op -> optional
+BatchNorm (float phase only, vendor ``bn(y)/4``, folded by ``enable_qat``; arithmetic.md R6.5) ->
+activation none/relu/abs -> 8-bit output (or 32-bit ``wide``). Three stages, kept in the buffer
+``stage`` so that checkpoints resume in the right one:
+
+- ``FLOAT`` (0): float training, outputs clamped to [-1, 127/128] (R6.3 step 9).
+- ``QAT`` (1): weight quantization with the shift from |[w; b]| (R6.3 steps 2-3), activation
+  quantization, straight-through gradients; the training order of R6.3 (activation first).
+- ``QUANTIZED`` (2): quantized evaluation in exact integers in the hardware order of R2.3
+  (round and saturate, then the activation). For any ``x_int`` in [-128, 127]::
+
+      module(x_int / 128) * 128 == sim(layer, x_int)                      (8-bit output)
+      module(x_int / 128) * 128 == sim(layer, x_int) * 2^(output_shift + 1 - bits)   (wide)
+
+  where ``layer = module.cnnforge_layer(...)`` and ``sim`` is ``cnnforge.sim.simulate`` (wide
+  outputs come back as float64 so that the identity is exact).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from enum import IntEnum
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from cnnforge.arithmetic import ACT_SCALE, BIAS_SHIFT, finish_output
+from cnnforge.ir import INPUT, Activation, BatchNormParams, Layer, Op, Pooling, Quantized
+from cnnforge.nn.functional import (
+    IntParams,
+    clamp_activation,
+    effective,
+    int_params,
+    make_pooling,
+    pool_float,
+    pool_int,
+    quantize_output_ste,
+    to_int,
+)
+from cnnforge.passes.fold_bn import fold_bn_arrays
+
+BN_DIVISOR = 4.0  # the vendor's bn(y)/4 (arithmetic.md R6.5)
+
+
+class Stage(IntEnum):
+    """Training stage of a QAT module (see the module docstring)."""
+
+    FLOAT = 0
+    QAT = 1
+    QUANTIZED = 2
+
+
+class QATModule(nn.Module):
+    """What every cnnforge.nn module shares: the stage, weight bits, shift quantile, pool mode."""
+
+    def __init__(self, weight_bits: int | None = None) -> None:
+        super().__init__()
+        self.weight_bits = weight_bits  # None: the policy's default (nn.policy)
+        self.shift_quantile = 1.0
+        self.avg_pool_rounding = False  # must match Network.avg_pool_rounding (R3.6)
+        self.register_buffer("stage", torch.tensor(int(Stage.FLOAT)))
+
+    @property
+    def current_stage(self) -> Stage:
+        return Stage(int(self.stage))
+
+    def set_stage(self, stage: Stage) -> None:
+        """Switch stage (``enable_qat`` / ``set_quantized_eval`` call this)."""
+        self.stage.fill_(int(stage))
+
+
+class _WeightLayer(QATModule):
+    """Shared forward/export of the weight layers; subclasses set ``op`` and ``_apply_op``."""
+
+    op: Op
+    ndim: int
+
+    def _init_stages(
+        self,
+        out_channels: int,
+        pool: Pooling | None,
+        activation: str,
+        wide: bool,
+        batchnorm: bool,
+    ) -> None:
+        self.pool = pool
+        self.activation = Activation(activation)
+        if self.activation not in (Activation.NONE, Activation.RELU, Activation.ABS):
+            raise ValueError(f"activation {activation!r}: the hardware has none, relu, abs")
+        if wide and self.activation is not Activation.NONE:
+            raise ValueError("a wide (32-bit) output cannot have an activation (R2.4)")
+        self.wide = wide
+        bn_cls = nn.BatchNorm1d if self.ndim != 2 else nn.BatchNorm2d
+        self.bn = bn_cls(out_channels) if batchnorm else None
+        self.register_buffer("bn_folded", torch.tensor(False))
+
+    # -- parameters ---------------------------------------------------------------------------
+
+    def _bn_active(self) -> bool:
+        return self.bn is not None and not bool(self.bn_folded)
+
+    def fold_bn(self) -> None:
+        """Fold the float-phase BatchNorm (``bn(y)/4``) into weight and bias; idempotent."""
+        if not self._bn_active():
+            return
+        w, b = self._folded_numpy()
+        with torch.no_grad():
+            self.weight.copy_(torch.from_numpy(w))
+            self.bias.copy_(torch.from_numpy(b))  # batchnorm=True implies a bias (R6.5)
+            self.bn_folded.fill_(True)
+
+    def _folded_numpy(self) -> tuple[np.ndarray, np.ndarray | None]:
+        w = self.weight.detach().cpu().numpy()
+        b = None if self.bias is None else self.bias.detach().cpu().numpy()
+        if not self._bn_active():
+            return w, b
+        bn = self.bn
+        params = BatchNormParams(
+            running_mean=bn.running_mean.cpu().numpy(),
+            running_var=bn.running_var.cpu().numpy(),
+            eps=bn.eps,
+            weight=None if bn.weight is None else bn.weight.detach().cpu().numpy(),
+            bias=None if bn.bias is None else bn.bias.detach().cpu().numpy(),
+        )
+        out_axis = 1 if self.op is Op.CONVTRANSPOSE2D else 0
+        groups = getattr(self, "groups", 1) if out_axis == 1 else 1
+        return fold_bn_arrays(w, b, params, out_axis=out_axis, groups=groups, divisor=BN_DIVISOR)
+
+    def bits(self) -> int:
+        return 8 if self.weight_bits is None else self.weight_bits
+
+    def quantized_params(self) -> IntParams:
+        """Integer weights, bias and output shift as the hardware gets them (R6.3, R6.6)."""
+        return int_params(self.weight, self.bias, self.bits(), self.shift_quantile)
+
+    # -- forward --------------------------------------------------------------------------------
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        stage = self.current_stage
+        if stage is Stage.QUANTIZED:
+            return self._forward_int(x)
+        if self.pool is not None:
+            x = pool_float(x, self.pool, stage is Stage.QAT, self.avg_pool_rounding)
+        x = self._prepare(x)
+        if stage is Stage.FLOAT:
+            y = self._apply_op(x, self.weight, self.bias)
+            if self._bn_active():
+                y = self.bn(y) / BN_DIVISOR
+            return self._activate(y) if self.wide else clamp_activation(self._activate(y))
+        return self._forward_qat(x)
+
+    def _forward_qat(self, x: torch.Tensor) -> torch.Tensor:
+        q = self.quantized_params()
+        w = effective(self.weight, q.weight, q.weight_bits, q.output_shift)
+        b = None if q.bias is None else effective(self.bias, q.bias, q.weight_bits, q.output_shift)
+        y = self._apply_op(x, w, b) * 2.0**q.output_shift
+        return quantize_output_ste(self._activate(y), self.wide)
+
+    def _activate(self, y: torch.Tensor) -> torch.Tensor:
+        if self.activation is Activation.RELU:
+            return F.relu(y)
+        if self.activation is Activation.ABS:
+            return y.abs()
+        return y
+
+    def _prepare(self, x: torch.Tensor) -> torch.Tensor:
+        return x
+
+    @torch.no_grad()
+    def _forward_int(self, x: torch.Tensor) -> torch.Tensor:
+        """Hardware arithmetic on x_int = 128 x (R2.3/R2.4, pooling R3)."""
+        xi = to_int(x)
+        if self.pool is not None:
+            xi = pool_int(xi, self.pool, self.avg_pool_rounding)
+        xi = self._prepare(xi)
+        q = self.quantized_params()
+        acc = self._apply_op(xi.double(), q.weight.double(), None).round().to(torch.int64)
+        if q.bias is not None:
+            shape = (1, -1) + (1,) * (acc.dim() - 2)
+            acc = acc + (q.bias << BIAS_SHIFT).reshape(shape)
+        total = q.output_shift + 8 - abs(q.weight_bits)
+        y = finish_output(acc, total, self.activation, self.wide)
+        if self.wide:
+            return y.double() * 2.0 ** (q.output_shift + 1 - abs(q.weight_bits)) / ACT_SCALE
+        return y.to(x.dtype) / ACT_SCALE
+
+    # -- export ---------------------------------------------------------------------------------
+
+    def cnnforge_layer(
+        self,
+        name: str,
+        inputs: tuple[str, ...] = (INPUT,),
+        in_shapes: tuple[tuple[int, ...], ...] = (),
+        out_shape: tuple[int, ...] = (),
+    ) -> Layer:
+        """This module as one hardware Layer; ``quant`` filled from the QAT stage on.
+
+        Float weights follow the importer's convention: ``w_int * 2^(output_shift + 1 - bits)``
+        once quantized, the BN-folded float weights before.
+        """
+        layer = Layer(
+            name=name,
+            op=self.op,
+            inputs=tuple(inputs),
+            out_shape=tuple(out_shape),
+            pool=self.pool,
+            activation=self.activation,
+            wide=self.wide,
+            **self._geometry(),
+        )
+        if self.current_stage is Stage.FLOAT:
+            w, b = self._folded_numpy()
+            return dataclasses.replace(layer, weight=w, bias=b)
+        q = self.quantized_params()
+        scale = 2.0 ** (q.output_shift + 1 - abs(q.weight_bits))
+        bias = None if q.bias is None else q.bias.numpy()
+        return dataclasses.replace(
+            layer,
+            weight=(q.weight.numpy() * scale).astype(np.float32),
+            bias=None if bias is None else (bias * scale).astype(np.float32),
+            quant=Quantized(q.weight_bits, q.weight.numpy(), bias, q.output_shift),
+        )
+
+
+class _Conv(_WeightLayer):
+    """Shared constructor of the convolutions."""
+
+    def _setup(
+        self, conv: nn.Module, pool: Pooling | None, activation: str, wide: bool, batchnorm: bool
+    ) -> None:
+        self.weight = conv.weight
+        self.bias = conv.bias
+        self.stride, self.padding, self.dilation = conv.stride, conv.padding, conv.dilation
+        self.groups = conv.groups
+        self.in_channels, self.out_channels = conv.in_channels, conv.out_channels
+        self.kernel_size = conv.kernel_size
+        self._init_stages(conv.out_channels, pool, activation, wide, batchnorm)
+
+    def _geometry(self) -> dict:
+        return dict(
+            in_channels=self.in_channels,
+            out_channels=self.out_channels,
+            kernel_size=tuple(self.kernel_size),
+            stride=tuple(self.stride),
+            padding=tuple(self.padding),
+            dilation=tuple(self.dilation),
+            groups=self.groups,
+        )
+
+
+class Conv2d(_Conv):
+    """QAT Conv2d with optional input pooling, BatchNorm (float phase), relu/abs, wide output.
+
+    ``pool``: None, "max" or "avg" with ``pool_size``/``pool_stride``/``pool_dilation``.
+    """
+
+    op = Op.CONV2D
+    ndim = 2
+
+    def __init__(
+        self,
+        in_channels: int,
+        out_channels: int,
+        kernel_size: int | tuple[int, int] = 3,
+        stride: int = 1,
+        padding: int = 1,
+        dilation: int = 1,
+        groups: int = 1,
+        bias: bool = True,
+        *,
+        pool: str | None = None,
+        pool_size: int | tuple[int, int] = 2,
+        pool_stride: int | tuple[int, int] | None = None,
+        pool_dilation: int = 1,
+        activation: str = "none",
+        wide: bool = False,
+        batchnorm: bool = False,
+        weight_bits: int | None = None,
+    ) -> None:
+        super().__init__(weight_bits)
+        conv = nn.Conv2d(
+            in_channels,
+            out_channels,
+            kernel_size,
+            stride,
+            padding,
+            dilation,
+            groups,
+            bias or batchnorm,
+        )
+        self._setup(
+            conv,
+            make_pooling(pool, pool_size, pool_stride, pool_dilation, 2),
+            activation,
+            wide,
+            batchnorm,
+        )
+
+    def _apply_op(self, x, w, b):
+        return F.conv2d(x, w, b, self.stride, self.padding, self.dilation, self.groups)
+
+
+class Conv1d(_Conv):
+    """QAT Conv1d (same options as Conv2d, pooling 1-D without dilation, R3.7)."""
+
+    op = Op.CONV1D
+    ndim = 1
+
+    def __init__(
+        self,
+        in_channels: int,
+        out_channels: int,
+        kernel_size: int = 3,
+        stride: int = 1,
+        padding: int = 1,
+        dilation: int = 1,
+        groups: int = 1,
+        bias: bool = True,
+        *,
+        pool: str | None = None,
+        pool_size: int = 2,
+        pool_stride: int | None = None,
+        activation: str = "none",
+        wide: bool = False,
+        batchnorm: bool = False,
+        weight_bits: int | None = None,
+    ) -> None:
+        super().__init__(weight_bits)
+        conv = nn.Conv1d(
+            in_channels,
+            out_channels,
+            kernel_size,
+            stride,
+            padding,
+            dilation,
+            groups,
+            bias or batchnorm,
+        )
+        self._setup(
+            conv, make_pooling(pool, pool_size, pool_stride, 1, 1), activation, wide, batchnorm
+        )
+
+    def _apply_op(self, x, w, b):
+        return F.conv1d(x, w, b, self.stride, self.padding, self.dilation, self.groups)
+
+
+class ConvTranspose2d(_Conv):
+    """QAT ConvTranspose2d (hardware: 3x3, stride 2, output_padding 1; R2.7)."""
+
+    op = Op.CONVTRANSPOSE2D
+    ndim = 2
+
+    def __init__(
+        self,
+        in_channels: int,
+        out_channels: int,
+        kernel_size: int = 3,
+        stride: int = 2,
+        padding: int = 1,
+        output_padding: int = 1,
+        groups: int = 1,
+        bias: bool = True,
+        *,
+        pool: str | None = None,
+        pool_size: int | tuple[int, int] = 2,
+        pool_stride: int | tuple[int, int] | None = None,
+        activation: str = "none",
+        wide: bool = False,
+        batchnorm: bool = False,
+        weight_bits: int | None = None,
+    ) -> None:
+        super().__init__(weight_bits)
+        conv = nn.ConvTranspose2d(
+            in_channels,
+            out_channels,
+            kernel_size,
+            stride,
+            padding,
+            output_padding,
+            groups,
+            bias or batchnorm,
+        )
+        self.output_padding = conv.output_padding
+        self._setup(
+            conv, make_pooling(pool, pool_size, pool_stride, 1, 2), activation, wide, batchnorm
+        )
+
+    def _apply_op(self, x, w, b):
+        return F.conv_transpose2d(
+            x, w, b, self.stride, self.padding, self.output_padding, self.groups, self.dilation
+        )
+
+    def _geometry(self) -> dict:
+        return dict(super()._geometry(), output_padding=tuple(self.output_padding))
+
+
+class Linear(_WeightLayer):
+    """QAT Linear; ``flatten=True`` flattens C x H x W input channel-major first (R5.1)."""
+
+    op = Op.LINEAR
+    ndim = 1
+
+    def __init__(
+        self,
+        in_features: int,
+        out_features: int,
+        bias: bool = True,
+        *,
+        flatten: bool = False,
+        activation: str = "none",
+        wide: bool = False,
+        batchnorm: bool = False,
+        weight_bits: int | None = None,
+    ) -> None:
+        super().__init__(weight_bits)
+        linear = nn.Linear(in_features, out_features, bias or batchnorm)
+        self.weight, self.bias = linear.weight, linear.bias
+        self.in_features, self.out_features = in_features, out_features
+        self.flatten = flatten
+        self._init_stages(out_features, None, activation, wide, batchnorm)
+
+    def _prepare(self, x: torch.Tensor) -> torch.Tensor:
+        return x.flatten(1) if self.flatten else x
+
+    def _apply_op(self, x, w, b):
+        return F.linear(x, w, b)
+
+    def _geometry(self) -> dict:
+        return dict(
+            in_channels=self.in_features,
+            out_channels=self.out_features,
+            kernel_size=(1, 1),
+            stride=(1, 1),
+            padding=(0, 0),
+            dilation=(1, 1),
+            flatten=self.flatten,
+        )
