@@ -195,3 +195,24 @@ def test_output_layer_is_never_absorbed() -> None:
     net = Network("n", (3, 8, 8), (c1, r1), outputs=("c1", "r1"))
     fused = fuse(net)
     assert [x.name for x in fused] == ["c1", "r1"]
+
+
+def test_residual_add_relu_becomes_identity_conv() -> None:
+    c1 = conv2d("c1", "input", (3, 8, 8), 4)
+    c2 = conv2d("c2", "c1", (4, 8, 8), 4, seed=1)
+    layers = (
+        c1,
+        c2,
+        combine("add", Op.ELTWISE, ("c2", "c1"), c1.out_shape, EltwiseOp.ADD),
+        act("relu", "add", c1.out_shape),
+        conv2d("c3", "relu", (4, 8, 8), 2, seed=2),
+    )
+    net = Network("n", (3, 8, 8), layers)
+    fused, log = fuse_with_log(net)
+    verify(fused)
+    relu = fused.layer("relu")
+    assert relu.op is Op.CONV2D and relu.kernel_size == (1, 1) and relu.eltwise is EltwiseOp.ADD
+    assert relu.inputs == ("c2", "c1") and relu.activation is Activation.RELU
+    assert relu.module_path == "add" and fused.is_hardware
+    assert "eltwise-activation" in [r.rule for r in log]
+    _same_outputs(net, fused)

@@ -14,6 +14,8 @@ The accelerator runs ``pool -> element-wise -> main op -> activation`` as ONE la
 - a pool followed by a conv/transposed conv/linear/passthrough becomes that layer's input pooling
   (R3.1); an element-wise op followed by a conv2d is fused "in flight" (R4.1), with
   ``pool_first=False`` when the conv already pools (R4.3, at most 2 operands);
+- an element-wise op followed by ReLU/Abs becomes an identity 1x1 conv carrying both (a
+  passthrough layer cannot activate);
 - a concatenation becomes the multiple inputs of its consumer;
 - what is left of pool / element-wise / concat becomes a passthrough layer.
 
@@ -26,6 +28,8 @@ silently where no exact fusion exists; ``passes.check`` reports what remains.
 from __future__ import annotations
 
 from dataclasses import replace
+
+import numpy as np
 
 from cnnforge.arithmetic import ACT_MAX, ACT_MIN, ACT_SCALE
 from cnnforge.ir import HARDWARE_ELTWISE, WEIGHT_OPS, Activation, EltwiseOp, Layer, Network, Op
@@ -137,6 +141,49 @@ def merge_eltwise(network: Network, layer: Layer) -> tuple[Network, Rewrite] | N
     return None
 
 
+def eltwise_activation(network: Network, layer: Layer) -> tuple[Network, Rewrite] | None:
+    """op(a, b, ...) -> ReLU/Abs: a passthrough cannot activate, so the pair becomes a 1x1
+    conv2d with identity weights carrying the element-wise op in flight and the activation
+    (exact in float; 8-bit weights 64 with output shift 1 make it exact in integers too, as the
+    vendor's "fake passthrough", network-yaml.md §8)."""
+    if layer.op is not Op.ACTIVATION or len(layer.inputs) != 1:
+        return None
+    act = hardware_activation(layer)
+    inner = _layer_or_none(network, layer.inputs[0])
+    if act in (None, Activation.NONE) or inner is None or inner.op is not Op.ELTWISE:
+        return None
+    if inner.eltwise not in HARDWARE_ELTWISE or len(inner.out_shape) != 3:
+        return None
+    if inner.out_shape[0] > SINGLE_PASS_CHANNELS or sole_consumer(network, inner.name) is not layer:
+        return None
+    c = inner.out_shape[0]
+    weight = np.zeros((c, c, 1, 1), dtype=np.float32)
+    weight[np.arange(c), np.arange(c), 0, 0] = 1.0
+    conv = replace(
+        layer,
+        op=Op.CONV2D,
+        inputs=inner.inputs,
+        module_path=inner.module_path or layer.module_path,
+        in_channels=c,
+        out_channels=c,
+        kernel_size=(1, 1),
+        stride=(1, 1),
+        padding=(0, 0),
+        dilation=(1, 1),
+        eltwise=inner.eltwise,
+        activation=act,
+        activation_params=(),
+        weight=weight,
+        bias=None,
+    )
+    detail = (
+        f"{inner.eltwise.value} ({inner.name}) then {layer.label()}: an identity 1x1 conv "
+        f"with the {inner.eltwise.value} in flight and activation {act.value}"
+    )
+    network = absorb_into_consumer(network, inner, conv)
+    return network, record(conv, "eltwise-activation", detail)
+
+
 def fuse_pool(network: Network, layer: Layer) -> tuple[Network, Rewrite] | None:
     """POOL followed by a conv/linear/passthrough -> that layer's input pooling (R3.1)."""
     if layer.op is not Op.POOL or layer.pool is None or len(layer.inputs) != 1:
@@ -230,6 +277,7 @@ FUSION_STEPS = (
     ("activations", (fuse_activation,)),
     ("flatten", (drop_flat_flatten, fuse_flatten)),
     ("element-wise chains", (merge_eltwise,)),
+    ("element-wise + activation", (eltwise_activation,)),
     ("pooling", (fuse_pool,)),
     ("element-wise in flight", (fuse_eltwise,)),
     ("concatenation", (fuse_concat,)),
