@@ -1,0 +1,134 @@
+"""``cnnforge analyze`` end to end: output, JSON/Markdown files, and one-line errors (exit 2)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+import torch
+
+from cnnforge.cli import main
+
+MODELS = """
+import torch
+from torch import nn
+
+class Tiny(nn.Module):
+    def __init__(self, width=4):
+        super().__init__()
+        self.conv = nn.Conv2d(3, width, 3, padding=1)
+        self.pool = nn.MaxPool2d(2)
+
+    def forward(self, x):
+        return self.pool(torch.relu(self.conv(x)))
+
+class Branchy(nn.Module):
+    def forward(self, x):
+        if x.mean() > 0:
+            return x
+        return x + x
+"""
+
+
+@pytest.fixture
+def models_py(tmp_path: Path) -> Path:
+    path = tmp_path / "models.py"
+    path.write_text(textwrap.dedent(MODELS))
+    return path
+
+
+def run_cli(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    """Run ``cnnforge`` in-process: (exit status, stdout, stderr)."""
+    with pytest.raises(SystemExit) as exit_info:
+        main(args)
+    out, err = capsys.readouterr()
+    return int(exit_info.value.code or 0), out, err
+
+
+def test_analyze_prints_the_seed_figures(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run_cli(["analyze", "unet-voc", "--input-shape", "3,64,64"], capsys)
+    assert code == 0
+    assert "parameters: 486,613" in out and "MACs: 48,496,640" in out
+    code, out, _ = run_cli(["analyze", "unet-voc", "-i", "3,64,64", "--count", "thop"], capsys)
+    assert "MACs (thop count): 55,787,520" in out
+
+
+def test_json_and_markdown_files(
+    models_py: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    js, md = tmp_path / "a.json", tmp_path / "a.md"
+    args = ["analyze", f"{models_py}:Tiny", "-i", "3,8,8", "--model-arg", "width=2"]
+    code, out, _ = run_cli([*args, "--json", str(js), "--markdown", str(md)], capsys)
+    assert code == 0 and "parameters: 56" in out
+    doc = json.loads(js.read_text())
+    assert doc["schema"] == "cnnforge-analysis/1" and doc["count"] == "true"
+    assert [row["name"] for row in doc["layers"]] == ["conv", "relu", "pool"]
+    pool = doc["layers"][2]
+    assert (pool["rf_size"], pool["rf_stride"], pool["rf_offset"]) == ([4, 4], [2, 2], [1.5, 1.5])
+    assert pool["out_shape"] == [2, 4, 4] and pool["act_bytes_int8"] == 4 * 16
+    assert doc["totals"]["params"] == 56 and doc["totals"]["macs"] == 2 * 64 * 27
+    assert md.read_text().startswith("# Tiny (input 3x8x8)")
+
+
+def test_json_to_stdout_is_only_json(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run_cli(["analyze", "unet-voc", "-i", "3,64,64", "--json", "-"], capsys)
+    assert code == 0 and json.loads(out)["totals"]["params"] == 486_613
+
+
+def test_checkpoint_option(
+    models_py: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    state = {"conv.weight": torch.zeros(4, 3, 3, 3), "conv.bias": torch.zeros(4)}
+    torch.save({"state_dict": state}, tmp_path / "ok.pth")
+    args = ["analyze", f"{models_py}:Tiny", "-i", "3,8,8", "--checkpoint", str(tmp_path / "ok.pth")]
+    assert run_cli(args, capsys)[0] == 0
+
+
+def bad_inputs(models_py: Path, tmp_path: Path) -> dict[str, tuple[list[str], str]]:
+    """Each bad input: (arguments, text the one-line message must contain)."""
+    torch.save({"conv.weight": torch.zeros(5, 3, 3, 3)}, tmp_path / "bad.pth")
+    tiny = f"{models_py}:Tiny"
+    return {
+        "missing file": (["nowhere/model.py:Net", "-i", "3,8,8"], "no such model file"),
+        "unknown name": (["unet-xyz", "-i", "3,8,8"], "unknown model name 'unet-xyz'"),
+        "untraceable": ([f"{models_py}:Branchy", "-i", "3,8,8"], f"{models_py}:16"),
+        "wrong shape": ([tiny, "-i", "4,8,8"], "conv: shape propagation fails at conv"),
+        "bad shape text": ([tiny, "-i", "3,eight,8"], "is not a list of integers"),
+        "checkpoint": (
+            [tiny, "-i", "3,8,8", "--checkpoint", str(tmp_path / "bad.pth")],
+            "bad.pth: checkpoint does not match the model; missing: conv.bias",
+        ),
+        "count": ([tiny, "-i", "3,8,8", "--count", "flops"], "unknown count mode"),
+    }
+
+
+@pytest.mark.parametrize(
+    "case",
+    ["missing file", "unknown name", "untraceable", "wrong shape", "bad shape text", "checkpoint",
+     "count"],
+)  # fmt: skip
+def test_bad_input_is_one_line_exit_2(
+    case: str, models_py: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    args, text = bad_inputs(models_py, tmp_path)[case]
+    out_json = tmp_path / "never.json"
+    code, out, err = run_cli(["analyze", *args, "--json", str(out_json)], capsys)
+    assert code == 2
+    assert err.count("\n") == 1 and err.startswith("error: ") and text in err
+    assert "Traceback" not in out + err and not out_json.exists()
+
+
+def test_subprocess_error_has_no_traceback(models_py: Path) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "cnnforge", "analyze", f"{models_py}:Branchy", "-i", "3,8,8"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr
+    assert "torch.fx cannot trace Branchy" in proc.stderr
