@@ -1,0 +1,71 @@
+"""Build the generated C with the host compiler and run its known-answer self-test."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from cnnforge.errors import EmitError
+
+#: The flags the acceptance criteria name (issue #6).
+STRICT_CFLAGS = ("-std=c99", "-Wall", "-Wextra", "-Werror", "-pedantic", "-O2")
+SANITIZE_CFLAGS = ("-g", "-fsanitize=address,undefined", "-fno-sanitize-recover=all")
+SOURCES = ("main.c", "cnn.c", "cnn_kernels.c")
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """The self-test's verdict and its output line(s)."""
+
+    passed: bool
+    output: str
+    returncode: int
+
+
+def find_cc(cc: str = "cc") -> str:
+    """Path of the C compiler, or EmitError with a hint."""
+    path = shutil.which(cc)
+    if path is None:
+        raise EmitError(f"C compiler {cc!r} not found", hint="install a C compiler or omit --run")
+    return path
+
+
+def compile_c(
+    c_dir: Path,
+    exe: Path,
+    *,
+    sources: tuple[str, ...] = SOURCES,
+    extra: tuple[str, ...] = (),
+    cc: str = "cc",
+) -> None:
+    """Compile ``sources`` of ``c_dir`` with the strict flags into ``exe``; EmitError on failure."""
+    cmd = [find_cc(cc), *STRICT_CFLAGS, *extra, "-o", str(exe), *sources]
+    proc = subprocess.run(cmd, cwd=c_dir, capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        first = (proc.stderr.strip().splitlines() or ["(no output)"])[0]
+        raise EmitError(f"the generated C does not compile: {first}", where=str(c_dir))
+
+
+def run_exe(exe: Path, args: tuple[str, ...] = (), *, timeout: float = 600.0) -> RunResult:
+    """Run a self-test executable; PASS means exit status 0 and a PASS line."""
+    proc = subprocess.run(
+        [str(exe), *args], capture_output=True, text=True, timeout=timeout, check=False
+    )
+    text = (proc.stdout + proc.stderr).strip()
+    passed = proc.returncode == 0 and text.startswith("PASS")
+    return RunResult(passed, text, proc.returncode)
+
+
+def build_and_run(
+    c_dir: Path, *, sanitize: bool = False, build_dir: Path | None = None, cc: str = "cc"
+) -> RunResult:
+    """Compile the project in ``c_dir`` (optionally with sanitizers) and run its self-test.
+
+    The executable goes to ``build_dir`` (default ``c_dir``).
+    """
+    c_dir = Path(c_dir)
+    exe = Path(build_dir or c_dir) / ("cnn_test_asan" if sanitize else "cnn_test")
+    compile_c(c_dir, exe.resolve(), extra=SANITIZE_CFLAGS if sanitize else (), cc=cc)
+    return run_exe(exe.resolve())
