@@ -1,0 +1,371 @@
+"""The MAX78000 and MAX78002 CNN accelerators as data: frozen records of numbers.
+
+Every number a later stage needs (checker, planner, latency model, simulator, emitters) lives in
+one ``Device`` record; code asks the device (``device.max_layers``, ``device.supports_op(op)``,
+``device.kernel_words(p)``) and never branches on a device name. Each field cites its section
+of ../shared/spec/devices.md (§1 is the side-by-side table, §8 the machine-readable copy).
+Fields equal on both parts carry their value as the default; the two instances below give the
+rest. Where the manual and the vendor tool disagree the tool's value is used (devices.md §9).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from cnnforge.errors import InputError
+from cnnforge.ir import BINARY_BITS, HARDWARE_ELTWISE, HARDWARE_OPS, EltwiseOp, Op
+
+
+@dataclass(frozen=True)
+class Device:
+    """One CNN accelerator: processors, memories, per-op limits, clocks (devices.md §1-§8)."""
+
+    # ---- identity (§1 "Die name / izer device code") ----------------------------------------
+    name: str
+    die: str
+    izer_device: int
+    # ---- data memory (§1, §2, §8 `data`) -----------------------------------------------------
+    instance_bytes: int  # bytes per data-memory instance (32 KiB / 80 KiB)
+    bank_bytes: int  # physical bank inside an instance (MAX78002 read-ahead: 16 KiB)
+    pingpong_half: int  # conventional ping-pong offset (§1 "Conventional ping-pong half")
+    data_base_addr: int  # AHB address of data SRAM (§1)
+    data_quadrant_stride: int
+    data_instance_stride: int
+    max_pixels_hwc: int  # per channel, HWC, one pass, not streaming (§1 "Max pixels")
+    max_pixels_chw: int  # per channel, CHW input layer (§1 "Max pixels")
+    # ---- kernel (weight) memory (§1 "Weight memory per proc", §3, §8 `kernels`) -------------
+    kernel_words_large: int  # 72-bit words of processors 0/16/32/48
+    kernel_words_small: int  # 72-bit words of the other processors
+    kernel_banks_large: tuple[int, ...]  # physical banks of a large processor (depthwise: one)
+    kernel_banks_small: tuple[int, ...]
+    kernel_base_addr: int  # §1 "Kernel address"
+    kernel_quadrant_stride: int
+    kernel_processor_stride: int
+    # ---- bias memory (§1, §4, §8 `bias`) ------------------------------------------------------
+    bias_entries_per_quadrant: int  # 8-bit entries (512 / 2048)
+    bias_base_addr: int
+    bias_quadrant_stride: int
+    bias_flatten_first: bool  # MAX78000 allocator places flatten layers first (§4)
+    tram_entries_per_processor: int  # row cache, 16-bit entries (§1 "TRAM")
+    # ---- layers and dims (§1, §8 `layers`, `dims`) --------------------------------------------
+    max_layers: int  # hardware layer slots (32 / 128)
+    max_start_layer: int  # 0: must start at layer 0 (§1 "Start at layer other than 0")
+    link_layers: bool  # `next_sequence` branching (§1)
+    max_row_col: int  # manual value (§1 "Max rows or columns", §9)
+    izer_max_row_col: int  # what the vendor tool accepts (§9)
+    count_bits: int  # row/col register width: rows + 2*pad <= 2^bits (§1)
+    # ---- per-op limits that differ (§1, §8) ---------------------------------------------------
+    conv1d_dilation_max: int  # §1 "Conv dilation" (1023 / 2047)
+    conv1d_multipass_pad: bool  # MAX78002: padded Conv1d with > 64 in-channels rejected (§1)
+    depthwise: bool  # groups = in = out allowed (§1 "Groups", §8 `groups`)
+    pool_dilation_max: int  # §1 "Pool dilation" (1 / 16; max pooling only)
+    passthrough_pool_max_passes: int  # pool-only layer passes unless pooled to 1x1 (§1)
+    eltwise_multipass_plain_only: bool  # MAX78000: > 1 pass needs an eltwise-only layer (§1)
+    eltwise_multipass_conv_bias: bool  # in-flight eltwise + conv + multipass + bias allowed (§1)
+    write_ptr_inc_bits: int  # out_passes * (write_gap + 1) <= 2^bits (§1 `write_gap`, §7)
+    read_gap: bool  # `read_gap` supported (§1)
+    binary_weights: bool  # MAX78002 binary -1/+1 weights (§1 "Weight widths", arithmetic R1.2)
+    # ---- streaming (§1 "Streaming specifics", §8 `streaming`) ---------------------------------
+    streaming_final_layer_needs_pad: bool
+    streaming_bias_reliable: bool
+    streaming_passthrough_allowed: bool
+    streaming_delta2_bits: int
+    # ---- clocks (§1 "CNN clock", §5, §8 `clock`) ----------------------------------------------
+    cnn_clock_mhz: float  # default CNN clock (50 / 200 MHz)
+    clock_source: str  # "apb" or "pll"
+    ipo_mhz: float
+    apb_mhz: float
+    pll_mhz: float | None
+    pipeline: bool  # pipeline on by default
+    has_latency_model: bool  # the vendor's cycle model exists only for MAX78000 (§5)
+
+    # ---- equal on both parts ----------------------------------------------------------------
+    processors: int = 64  # §1 "Processors"
+    quadrants: int = 4  # §1 "Quadrants x procs per quadrant"
+    processors_per_quadrant: int = 16
+    processors_per_instance: int = 4  # §1 "Procs sharing one data-memory instance"
+    data_instances: int = 16  # §1 "Data-memory instances"
+    offset_align: int = 4  # in/out offsets are word addresses (§6 "Offsets")
+    kernel_word_bits: int = 72  # one 8-bit 3x3 kernel per word (§3)
+    kernel_large_processors: tuple[int, ...] = (0, 16, 32, 48)  # §1, §8 `kernels`
+    kernel_start_align: int = 4  # a layer's start column is a multiple of 4 (§3 "Placement")
+    bias_bits: int = 8  # §4 "Bias is always 8-bit"
+    bias_entry_stride: int = 4  # bytes per bias entry on the bus (§1 "Bias address")
+    max_streaming_layers: int = 8  # §1 "Max streaming layers"
+    max_channels: int = 1024  # §1 "Max channels in or out per layer" (tool value, §9)
+    max_passes: int = 16  # §1 "Max passes"
+    pass_channels: int = 64  # channels per pass = processors (§2: E = ceil(C / 64))
+    pass_align: int = 4  # T rounded up to a multiple of 4 when C > 64 (§2)
+    frame_limit: int = 1 << 21  # H*W*passes < 2^21 (§1 "Frame limit")
+    conv2d_kernels: tuple[tuple[int, int], ...] = ((1, 1), (3, 3))  # §1 "Conv2d kernel"
+    conv1d_kernel_range: tuple[int, int] = (1, 9)  # §1 "Conv1d kernel length"
+    conv_stride: int = 1  # §1 "Conv stride" (Conv1d, Conv2d)
+    conv_pads: tuple[int, ...] = (0, 1, 2)  # §1 "Conv padding"; pad < kernel size
+    conv2d_dilation_max: int = 1  # tool value; the manual's 16 is rejected by izer (§9)
+    conv1d_long_dilation_taps: int = 9  # (k-1)*d >= 9 -> emulated dilation rules (§7)
+    conv1d_emulated_dilation_kernel_max: int = 3  # §8 `conv1d`
+    conv1d_emulated_dilation_pad_max: int = 0
+    convtranspose2d_kernel: tuple[int, int] = (3, 3)  # §1 "ConvTranspose2d"
+    convtranspose2d_stride: int = 2
+    convtranspose2d_output_padding: int = 1
+    convtranspose2d_pads: tuple[int, ...] = (0, 1, 2)  # hardware pad k-1-p; PyTorch p alike
+    pool_size_range: tuple[int, int] = (1, 16)  # §1 "Pool kernel", per dim
+    pool_stride_range: tuple[int, int] = (1, 16)  # §1 "Pool stride"
+    pool_square_stride: bool = True  # same stride in both dims (§1)
+    eltwise_ops: frozenset[EltwiseOp] = HARDWARE_ELTWISE  # §1 "Element-wise ops / operands"
+    eltwise_operands_range: tuple[int, int] = (2, 16)
+    pool_after_eltwise_operands: int = 2  # `pool_first: false` operand limit (§1)
+    output_widths: tuple[int, ...] = (8, 32)  # §1 "Bias / data / accumulator", §8 `output`
+    shift_range: tuple[int, int] = (-15, 15)  # total output shift (§1 "Output shift")
+    flatten_max_chw: int = 16384  # §1 "Flatten"
+    flatten_max_hw: int = 256
+    linear_max_in: int = 1024  # §1 "Linear layer"
+    linear_max_out: int = 1024
+    weight_bits: tuple[int, ...] = (8, 4, 2, 1)  # §1 "Weight widths" (binary: binary_weights)
+    fifo_count: int = 4  # §1 "Standard FIFOs"
+    fifo_max_hwc_channels: int = 16
+    fifo_max_chw_channels: int = 4
+    fifo_hwc_mask: int = 0x000F000F000F000F  # §8 `fifo`
+    fifo_chw_mask: int = 0x0001000100010001
+    fast_fifo_max_hwc_channels: int = 4  # §1 "Fast FIFO (RISC-V only)"
+    fast_fifo_max_chw_channels: int = 1
+    streaming_one_by_one_as_3x3: bool = True  # §8 `streaming`
+    clock_dividers: tuple[int, ...] = (1, 2, 4, 8, 16)  # §1 "CNN clock divider"
+    max_no_pipeline_mhz: float = 50.0  # above this per divided clock the pipeline is needed
+    latency_start_cycles: int = 1  # §5: network cycles = 1 (start) + sum over layers
+    latency_streaming_factor: tuple[int, int, int] = (15, 9, 10)  # §5: (15*layer + 9) // 10
+
+    # ---- derived numbers ---------------------------------------------------------------------
+
+    @property
+    def instance_words(self) -> int:
+        """32-bit words per data-memory instance (§1 "Data memory per instance")."""
+        return self.instance_bytes // 4
+
+    @property
+    def bytes_per_processor(self) -> int:
+        """One processor's byte lane of its instance (§1 "Data memory per processor")."""
+        return self.instance_bytes // self.processors_per_instance
+
+    @property
+    def data_total_bytes(self) -> int:
+        """All data memory (§1 "Data memory total")."""
+        return self.instance_bytes * self.data_instances
+
+    @property
+    def kernel_total_words(self) -> int:
+        """All 72-bit kernel words (§1 "Weight memory total")."""
+        return sum(self.kernel_words(p) for p in range(self.processors))
+
+    @property
+    def bias_total_entries(self) -> int:
+        """All bias entries of the device (§1 "Bias memory total")."""
+        return self.bias_entries_per_quadrant * self.quadrants
+
+    @property
+    def pool_passthrough_max_passes(self) -> int:
+        """Alias of ``passthrough_pool_max_passes`` (the name plan/resources.py asks for)."""
+        return self.passthrough_pool_max_passes
+
+    @property
+    def clock_hz(self) -> float:
+        """Default CNN clock in Hz (§5: time = cycles / CNN clock)."""
+        return self.cnn_clock_mhz * 1e6
+
+    # ---- questions -----------------------------------------------------------------------------
+
+    def kernel_words(self, processor: int) -> int:
+        """72-bit kernel words of one processor (§1 "Weight memory per proc")."""
+        self._check_processor(processor)
+        if processor in self.kernel_large_processors:
+            return self.kernel_words_large
+        return self.kernel_words_small
+
+    def kernel_banks(self, processor: int) -> tuple[int, ...]:
+        """Physical kernel banks of one processor (§1 "Weight memory physical split")."""
+        self._check_processor(processor)
+        if processor in self.kernel_large_processors:
+            return self.kernel_banks_large
+        return self.kernel_banks_small
+
+    def quadrant_of(self, processor: int) -> int:
+        """Quadrant of a processor (§6: quadrant = p // 16)."""
+        self._check_processor(processor)
+        return processor // self.processors_per_quadrant
+
+    def instance_of(self, processor: int) -> int:
+        """Data-memory instance of a processor (§6: instance = p // 4)."""
+        self._check_processor(processor)
+        return processor // self.processors_per_instance
+
+    def supports_op(self, op: Op | str) -> bool:
+        """True for the hardware operations (conv1d/2d, convtranspose2d, linear, passthrough)."""
+        try:
+            return Op(op) in HARDWARE_OPS
+        except ValueError:
+            return False
+
+    def supports_eltwise(self, op: EltwiseOp | str) -> bool:
+        """True for add/sub/or/xor (§1 "Element-wise ops / operands")."""
+        try:
+            return EltwiseOp(op) in self.eltwise_ops
+        except ValueError:
+            return False
+
+    def supports_groups(self, groups: int, in_channels: int, out_channels: int) -> bool:
+        """Groups 1, or depthwise (groups = in = out) where the device has it (§1 "Groups")."""
+        if groups == 1:
+            return True
+        return self.depthwise and groups == in_channels == out_channels
+
+    def weight_bits_allowed(self, bits: int) -> bool:
+        """True if the device stores ``bits``-bit weights; ``BINARY_BITS`` for -1/+1 (R1.2)."""
+        if bits == BINARY_BITS:
+            return self.binary_weights
+        return bits in self.weight_bits
+
+    @property
+    def allowed_weight_bits(self) -> tuple[int, ...]:
+        """All weight width codes of the device, widest first, binary (-1) last."""
+        return self.weight_bits + ((BINARY_BITS,) if self.binary_weights else ())
+
+    def shift_allowed(self, total_shift: int) -> bool:
+        """Total output shift (with the implicit 8 - |bits|) in range (§1 "Output shift")."""
+        lo, hi = self.shift_range
+        return lo <= total_shift <= hi
+
+    def write_gap_allowed(self, out_passes: int, write_gap: int) -> bool:
+        """out_passes * (write_gap + 1) <= 2^write_ptr_inc_bits (§1 `write_gap`, §7)."""
+        return out_passes * (write_gap + 1) <= 1 << self.write_ptr_inc_bits
+
+    def passes(self, channels: int) -> int:
+        """Multi-pass count E = ceil(C / 64) (§2)."""
+        return max(1, -(-channels // self.pass_channels))
+
+    def _check_processor(self, processor: int) -> None:
+        if not 0 <= processor < self.processors:
+            raise InputError(
+                f"processor {processor} does not exist on {self.name}",
+                hint=f"processors are 0..{self.processors - 1}",
+            )
+
+
+MAX78000 = Device(
+    name="MAX78000",
+    die="AI85",
+    izer_device=85,
+    instance_bytes=32768,  # §1 "Data memory per instance": 32 KiB
+    bank_bytes=32768,  # §8 `data.bank_bytes`
+    pingpong_half=0x4000,
+    data_base_addr=0x50400000,  # §1 "Data SRAM address"
+    data_quadrant_stride=0x400000,
+    data_instance_stride=0x8000,
+    max_pixels_hwc=8192,  # §1 "Max pixels per channel"
+    max_pixels_chw=32768,
+    kernel_words_large=768,  # §1 "Weight memory per proc": 768 for every proc
+    kernel_words_small=768,
+    kernel_banks_large=(768,),  # §1 "Weight memory physical split": 1 x 768
+    kernel_banks_small=(768,),
+    kernel_base_addr=0x50180000,  # §1 "Kernel address"
+    kernel_quadrant_stride=0x400000,
+    kernel_processor_stride=0x4000,
+    bias_entries_per_quadrant=512,  # §1 "Bias memory per quadrant"
+    bias_base_addr=0x50108000,  # §1 "Bias address"
+    bias_quadrant_stride=0x400000,
+    bias_flatten_first=True,  # §4 "on MAX78000 flatten layers are placed first"
+    tram_entries_per_processor=3072,  # §1 "TRAM"
+    max_layers=32,  # §1 "Max layers"
+    max_start_layer=0,  # §1 "Start at layer other than 0": no
+    link_layers=False,
+    max_row_col=1023,  # §1 "Max rows or columns" (manual)
+    izer_max_row_col=1024,
+    count_bits=10,  # §1 "Row/col register width"
+    conv1d_dilation_max=1023,  # §1 "Conv dilation"
+    conv1d_multipass_pad=True,  # §8 `conv1d.multipass_pad_allowed`
+    depthwise=False,  # §1 "Groups": 1 only
+    pool_dilation_max=1,  # §1 "Pool dilation"
+    passthrough_pool_max_passes=1,  # §1 "Pool-only (passthrough) layer with > 1 pass"
+    eltwise_multipass_plain_only=True,  # §1 "Element-wise with multi-pass"
+    eltwise_multipass_conv_bias=True,
+    write_ptr_inc_bits=4,  # §1 `write_gap`: <= 16
+    read_gap=False,  # §1 `read_gap`
+    binary_weights=False,  # §1 "Weight widths"
+    streaming_final_layer_needs_pad=True,  # §1 "Streaming specifics"
+    streaming_bias_reliable=False,
+    streaming_passthrough_allowed=True,
+    streaming_delta2_bits=12,  # §7 "stream delta2 < 2^12"
+    cnn_clock_mhz=50.0,  # §1 "CNN clock default": PCLK 50 MHz
+    clock_source="apb",
+    ipo_mhz=100.0,
+    apb_mhz=50.0,
+    pll_mhz=None,
+    pipeline=False,
+    has_latency_model=True,  # §1 "Latency estimate in izer": yes
+)
+
+MAX78002 = Device(
+    name="MAX78002",
+    die="AI87",
+    izer_device=87,
+    instance_bytes=81920,  # §1 "Data memory per instance": 80 KiB
+    bank_bytes=16384,  # §8 `data.bank_bytes` (read-ahead banks, §6)
+    pingpong_half=0xA000,
+    data_base_addr=0x51800000,
+    data_quadrant_stride=0x1000000,
+    data_instance_stride=0x20000,
+    max_pixels_hwc=20480,
+    max_pixels_chw=81920,
+    kernel_words_large=5120,  # §1: 5120 for procs 0,16,32,48
+    kernel_words_small=4096,  # §1: 4096 for the others
+    kernel_banks_large=(1024, 1024, 1024, 1024, 256, 256, 256, 256),  # §1, §8
+    kernel_banks_small=(1024, 1024, 1024, 1024),
+    kernel_base_addr=0x51400000,
+    kernel_quadrant_stride=0x1000000,
+    kernel_processor_stride=0x20000,
+    bias_entries_per_quadrant=2048,  # §1: 4 x 512
+    bias_base_addr=0x51180000,
+    bias_quadrant_stride=0x1000000,
+    bias_flatten_first=False,
+    tram_entries_per_processor=12288,
+    max_layers=128,
+    max_start_layer=127,
+    link_layers=True,
+    max_row_col=2047,
+    izer_max_row_col=2048,
+    count_bits=11,
+    conv1d_dilation_max=2047,
+    conv1d_multipass_pad=False,  # §1 "Conv padding": Conv1d with > 64 in-channels: pad 0
+    depthwise=True,
+    pool_dilation_max=16,
+    passthrough_pool_max_passes=65536,
+    eltwise_multipass_plain_only=False,
+    eltwise_multipass_conv_bias=False,  # §1: except in-flight eltwise + conv + multipass + bias
+    write_ptr_inc_bits=8,  # §1 `write_gap`: <= 256
+    read_gap=True,
+    binary_weights=True,
+    streaming_final_layer_needs_pad=False,
+    streaming_bias_reliable=True,
+    streaming_passthrough_allowed=False,
+    streaming_delta2_bits=14,
+    cnn_clock_mhz=200.0,  # §1 "CNN clock default": PLL 200 MHz, pipeline on
+    clock_source="pll",
+    ipo_mhz=120.0,
+    apb_mhz=60.0,
+    pll_mhz=200.0,
+    pipeline=True,
+    has_latency_model=False,  # §1 "Latency estimate in izer": none
+)
+
+#: Every device cnnforge targets, in a stable order.
+DEVICES: tuple[Device, ...] = (MAX78000, MAX78002)
+
+
+def get_device(name: str | Device) -> Device:
+    """The device called ``name`` (case-insensitive; a ``Device`` is returned as is)."""
+    if isinstance(name, Device):
+        return name
+    for device in DEVICES:
+        if str(name).strip().upper() in (device.name, device.die):
+            return device
+    known = ", ".join(d.name for d in DEVICES)
+    raise InputError(f"unknown device {name!r}", hint=f"choose one of {known}")
