@@ -353,3 +353,28 @@ def test_unsupported_functions() -> None:
         trace(Scaled(), (2, 4, 4))
     with pytest.raises(ModelError, match="getitem is not supported"):
         trace(Sliced(), (2, 4, 4))
+
+
+def test_cnnforge_nn_modules_trace_to_hardware_layers() -> None:
+    qnn = pytest.importorskip("cnnforge.nn")
+
+    class Qat(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.a = qnn.Conv2d(3, 8, 3, padding=1, activation="relu")
+            self.b = qnn.Conv2d(8, 8, 3, padding=1, pool="max", pool_stride=2, activation="relu")
+            self.add = qnn.Add()
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            b = self.b(self.a(x))
+            return self.add(b, torch.relu(b))
+
+    net = trace(Qat(), (3, 16, 16))
+    assert [(layer.name, layer.op) for layer in net] == [
+        ("a", Op.CONV2D),
+        ("b", Op.CONV2D),
+        ("relu", Op.ACTIVATION),
+        ("add", Op.PASSTHROUGH),
+    ]
+    assert net.layer("b").pool.size == (2, 2) and net.layer("b").out_shape == (8, 8, 8)
+    assert net.layer("add").inputs == ("b", "relu") and net.layer("add").module_path == "add"
