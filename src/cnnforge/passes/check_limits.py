@@ -9,8 +9,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator
 
-from cnnforge.arithmetic import SHIFT_MAX, SHIFT_MIN
-from cnnforge.ir import BINARY_BITS, HARDWARE_ELTWISE, INPUT, Activation, Layer, Op, PoolKind
+from cnnforge.ir import HARDWARE_ELTWISE, INPUT, Activation, Layer, Op, PoolKind
 from cnnforge.passes.check_rules import Context, LayerRule, Violation, _fmt
 from cnnforge.passes.geometry import input_channels, pooled_dims
 from cnnforge.plan.kernel_words import passes
@@ -223,16 +222,15 @@ def quantization(ctx: Context, layer: Layer) -> Iterator[Violation]:
     q = layer.quant
     if q is None:
         return
-    allowed = ctx.device.weight_bits
-    if q.weight_bits not in allowed and not (
-        q.weight_bits == BINARY_BITS and ctx.device.binary_weights
-    ):
-        hint = "use 8, 4, 2 or 1-bit weights" + ctx.other_device(lambda d: d.binary_weights)
-        yield ctx.violation(layer, "weight-bits", q.weight_bits, _fmt(allowed), hint)
-    if not layer.wide and not SHIFT_MIN <= q.total_shift <= SHIFT_MAX:
-        yield ctx.violation(
-            layer, "output-shift", q.total_shift, f"{SHIFT_MIN}..{SHIFT_MAX}", "requantize"
+    dev = ctx.device
+    if not dev.weight_bits_allowed(q.weight_bits):
+        hint = "use 8, 4, 2 or 1-bit weights" + ctx.other_device(
+            lambda d: d.weight_bits_allowed(q.weight_bits)
         )
+        yield ctx.violation(layer, "weight-bits", q.weight_bits, _fmt(dev.weight_bits), hint)
+    if not layer.wide and not dev.shift_allowed(q.total_shift):
+        lo, hi = dev.shift_range
+        yield ctx.violation(layer, "output-shift", q.total_shift, f"{lo}..{hi}", "requantize")
     if layer.op is Op.PASSTHROUGH and q.output_shift:
         yield ctx.violation(layer, "output-shift", q.output_shift, 0, "passthrough: shift 0")
 

@@ -9,8 +9,9 @@ lose precision -- with the first and the last weight layer kept at 8 bits as lon
 layer can still be narrowed (they are the most sensitive to quantization in practice). Ties go
 to the later layer (deeper layers have more redundancy).
 
-The budget is the device's total kernel words, each layer's need rounded up to the 4-word start
-alignment of the kernel allocator (devices.md §3), so that a placement has room to exist.
+The budget: the device's total kernel words, each layer's need rounded up to the 4-word start
+alignment of the kernel allocator (devices.md §3), AND a simple kernel map must exist
+(``plan.kernel_words.skyline_fits``), so that the planner has room to place the layers.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from cnnforge.plan.kernel_words import (
     device_weight_bits,
     kernel_capacity,
     network_kernel_needs,
+    skyline_fits,
 )
 
 if TYPE_CHECKING:
@@ -93,11 +95,12 @@ def choose_weight_bits(
     ``fits`` is False when even the narrowest widths do not fit; ``bits`` is then the narrowest.
     """
     allowed = tuple(sorted({b for b in (allowed or device_weight_bits(device)) if b > 0}))
-    budget = kernel_capacity(device).total_words
+    capacity = kernel_capacity(device)
+    budget = capacity.total_words
     bits = {n.layer: max(allowed) for n in network_kernel_needs(network, device)}
     while True:
         needs = network_kernel_needs(network, device, bits)
-        if sum(aligned_words(n) for n in needs) <= budget:
+        if sum(aligned_words(n) for n in needs) <= budget and skyline_fits(needs, capacity):
             return WeightChoice(dict(bits), needs, budget, True)
         name = _pick(network, device, bits, allowed)
         if name is None:

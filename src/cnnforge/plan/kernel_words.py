@@ -67,7 +67,7 @@ class KernelNeed:
 
 
 def _processors(device: Device | None) -> int:
-    return int(getattr(device, "processors", PROCESSORS)) if device is not None else PROCESSORS
+    return device.pass_channels if device is not None else PROCESSORS
 
 
 def layer_kernel_need(
@@ -172,20 +172,45 @@ class KernelCapacity:
 
 def kernel_capacity(device: Device) -> KernelCapacity:
     """The device's kernel memory (devices.md §1 "Weight memory per proc", §3)."""
-    large = set(device.kernel_large_processors)
-    words = tuple(
-        device.kernel_words_large if p in large else device.kernel_words_small
-        for p in range(device.processors)
-    )
+    words = tuple(device.kernel_words(p) for p in range(device.processors))
     return KernelCapacity(words, device.kernel_start_align)
 
 
 def device_weight_bits(device: Device) -> tuple[int, ...]:
     """Weight widths the device stores (devices.md §1 "Weight widths"), widest first."""
-    return tuple(sorted(device.weight_bits, reverse=True))
+    return tuple(b for b in device.allowed_weight_bits if b > 0)
 
 
 def aligned_words(need: KernelNeed, align: int = PASS_ALIGN) -> int:
     """A layer's words on all its processors, each column count rounded up to the 4-word start
     alignment of the allocator: a budget with room for a placement."""
     return (need.words + (-need.words) % align) * need.processors
+
+
+def skyline_fits(needs: tuple[KernelNeed, ...], capacity: KernelCapacity) -> bool:
+    """Whether a simple placement of every layer's kernels exists (a sufficient test).
+
+    Layers, widest first, each take the window of ``processors`` adjacent processors whose
+    highest used column (rounded up to the start alignment) is lowest, as the vendor's
+    allocator needs one start column for all processors of a layer (devices.md §3). True means
+    such a kernel map exists; False means this greedy did not find one (the exact total may
+    still fit; the planner decides).
+    """
+    heights = [0] * len(capacity.per_processor)
+    align = capacity.start_align
+    for need in sorted(needs, key=lambda n: (-n.processors, -n.words)):
+        width = need.processors
+        best: tuple[int, int] | None = None
+        for start in range(len(heights) - width + 1):
+            window = range(start, start + width)
+            base = max(heights[p] for p in window)
+            base += (-base) % align
+            fits = all(base + need.words <= capacity.per_processor[p] for p in window)
+            if fits and (best is None or base < best[0]):
+                best = (base, start)
+        if best is None:
+            return False
+        base, start = best
+        for p in range(start, start + width):
+            heights[p] = base + need.words
+    return True
