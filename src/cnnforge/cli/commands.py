@@ -1,2 +1,3 @@
 """Imports every command module so that each registers itself on the app (one line each)."""
 from cnnforge.cli import analyze  # noqa: F401
+from cnnforge.cli import check  # noqa: F401
