@@ -1,0 +1,152 @@
+"""Which tensors must be laid out together, and the copy layers needed when they cannot be.
+
+A multi-input layer reads its inputs as one tensor (../shared/spec/devices.md §2, §6):
+
+- a concatenation of at most 64 channels reads its parts on *adjacent* processor ranges at one
+  offset, in argument order (``ADJACENT``);
+- an element-wise layer, or a concatenation above 64 channels, reads its parts *interleaved*
+  word by word: every part on the same processors, written with ``write_gap = parts - 1`` at
+  ``offset + 4*i`` (``INTERLEAVED``; unet-walkthrough.md §1.1.4).
+
+Every tensor belongs to exactly one ``Group`` (``SINGLE`` when no multi-input layer constrains
+it). A tensor that a group cannot use where it is (the network input, a tensor already claimed
+by another group, an interleaved part that another layer also reads plainly, a network output)
+is copied by a passthrough layer inserted right before the consumer — the vendor's ``pt`` layer
+of the large U-Net (unet-walkthrough.md §2). This is decided for the whole graph before any
+processor is chosen, so consumer constraints reach the producers.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from enum import StrEnum
+
+from cnnforge.errors import PlanError
+from cnnforge.ir import INPUT, Layer, Network, Op
+from cnnforge.plan.kernel_words import passes, processors_per_pass
+
+MAX_ADJACENT_CHANNELS = 64  # one pass (devices.md §2 "Concatenation")
+COPY_TAG = "copy"  # module_path prefix of the passthrough copies the planner inserts
+
+
+class GroupKind(StrEnum):
+    SINGLE = "single"
+    ADJACENT = "adjacent"
+    INTERLEAVED = "interleaved"
+
+
+@dataclass(frozen=True)
+class Group:
+    """Tensors laid out together: ``parts`` in processor (adjacent) or word (interleaved) order."""
+
+    kind: GroupKind
+    parts: tuple[str, ...]
+    consumer: str = ""  # the multi-input layer that needs this layout
+
+    @property
+    def gap(self) -> int:
+        """``write_gap`` of every part (devices.md §2)."""
+        return len(self.parts) - 1 if self.kind is GroupKind.INTERLEAVED else 0
+
+
+def group_kind(network: Network, layer: Layer) -> GroupKind:
+    """How ``layer`` reads its inputs."""
+    if len(layer.inputs) == 1:
+        return GroupKind.SINGLE
+    if layer.eltwise is not None:
+        return GroupKind.INTERLEAVED
+    total = sum(s[0] for s in network.input_shapes(layer))
+    return GroupKind.ADJACENT if total <= MAX_ADJACENT_CHANNELS else GroupKind.INTERLEAVED
+
+
+def is_copy(layer: Layer) -> bool:
+    """True for a passthrough copy inserted by the planner."""
+    return layer.op is Op.PASSTHROUGH and layer.module_path.startswith(COPY_TAG)
+
+
+def form_groups(network: Network) -> tuple[Network, tuple[Group, ...]]:
+    """Insert the copies the layout needs and group every tensor (see the module docstring)."""
+    claimed: dict[str, int] = {}
+    groups: list[Group] = []
+    layers: list[Layer] = []
+    names = {layer.name for layer in network.layers} | {INPUT}
+    for layer in network.layers:
+        kind = group_kind(network, layer)
+        if kind is GroupKind.SINGLE:
+            layers.append(layer)
+            continue
+        _check_interleave(network, layer, kind)
+        parts: list[str] = []
+        for name in layer.inputs:
+            if _must_copy(network, layer, kind, name, claimed, parts):
+                copy = _copy_layer(network, name, layer, names)
+                names.add(copy.name)
+                layers.append(copy)
+                name = copy.name
+            claimed[name] = len(groups)
+            parts.append(name)
+        groups.append(Group(kind, tuple(parts), layer.name))
+        layers.append(dataclasses.replace(layer, inputs=tuple(parts)))
+    out = network.with_layers(layers)
+    singles = [Group(GroupKind.SINGLE, (n,)) for n in (INPUT, *(x.name for x in out.layers))]
+    return out, tuple(groups) + tuple(g for g in singles if g.parts[0] not in claimed)
+
+
+def _must_copy(
+    network: Network,
+    layer: Layer,
+    kind: GroupKind,
+    name: str,
+    claimed: dict[str, int],
+    parts: list[str],
+) -> bool:
+    if name == INPUT or name in claimed or name in parts:
+        return True
+    if kind is GroupKind.ADJACENT:
+        return False
+    readers = [x for x in network.layers if name in x.inputs]
+    producer = network.layer(name)
+    return len(readers) > 1 or name in network.outputs or producer.wide
+
+
+def _check_interleave(network: Network, layer: Layer, kind: GroupKind) -> None:
+    """Interleaved parts must each fill whole single passes on the same processors."""
+    if kind is not GroupKind.INTERLEAVED or layer.eltwise is not None:
+        return
+    channels = [s[0] for s in network.input_shapes(layer)]
+    total = sum(channels)
+    if len(set(channels)) == 1 and (
+        passes(total) == len(channels) and processors_per_pass(total) == channels[0]
+    ):
+        return
+    raise PlanError(
+        f"a concatenation of {channels} channels (above 64 in all) must be interleaved word by "
+        "word, which needs equal parts that each fill one pass",
+        where=f"layer {layer.name} ({layer.module_path or layer.name})",
+        hint="concatenate parts of equal channel counts (a multiple of 4, at most 64 each)",
+    )
+
+
+def _copy_layer(network: Network, name: str, consumer: Layer, taken: set[str]) -> Layer:
+    """A passthrough copy of ``name`` for ``consumer`` (no activation, shift 0, 8-bit)."""
+    shape = network.shape_of(name)
+    base = f"{consumer.name}_{'in' if name == INPUT else name}_copy".replace(".", "_")
+    new, k = base, 1
+    while new in taken:
+        k += 1
+        new = f"{base}{k}"
+    ones = (1,) * (len(shape) - 1)
+    return Layer(
+        name=new,
+        op=Op.PASSTHROUGH,
+        inputs=(name,),
+        out_shape=shape,
+        module_path=f"{COPY_TAG} of {name} for {consumer.name}",
+        in_channels=shape[0],
+        out_channels=shape[0],
+        kernel_size=ones,
+        stride=ones,
+        padding=(0,) * len(ones),
+        dilation=ones,
+    )

@@ -1,0 +1,193 @@
+"""Kernel-memory column map and bias-memory groups (devices.md §3, §4).
+
+Kernels: a layer keeps ``L`` 72-bit words (plan/kernel_words.py) in every processor of its
+input mask, all from one start column that is a multiple of 4; like the vendor's allocator
+the lowest free start wins; MAX78002 depthwise kernels stay inside one physical bank. Layers
+with identical quantized weights on the same processors share their columns (the vendor's
+``weight_source``). Bias: every layer's values sit contiguously in one quadrant's bias memory,
+first-fit decreasing into the least-filled quadrant the network uses (flatten layers first on
+devices that need it).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+
+import numpy as np
+
+from cnnforge.errors import PlanError
+from cnnforge.ir import Layer, Network
+from cnnforge.plan.kernel_words import layer_kernel_words as _words
+from cnnforge.plan.kernel_words import main_input_shape, passes, processors_per_pass
+from cnnforge.plan.resources import PER_QUADRANT, PROCESSORS, Resources
+
+COLUMN_ALIGN = 4  # devices.md §3 "the start is a multiple of 4"
+QUADRANTS = PROCESSORS // PER_QUADRANT
+
+
+def output_slots(out_mask: int, out_passes: int) -> int:
+    """S of devices.md §3 incl. the filler kernels of a mask not starting at a multiple of 4."""
+    first = (out_mask & -out_mask).bit_length() - 1
+    last = out_mask.bit_length() - 1
+    return last - (first - first % 4) + 1 if out_passes >= 1 else 1
+
+
+def kernel_words_placed(
+    network: Network, layer: Layer, out_mask: int, res: Resources | None = None
+) -> int:
+    """72-bit words per input processor of a placed weight layer (0 without weights)."""
+    if not layer.has_weights:
+        return 0
+    slots = output_slots(out_mask, passes(layer.out_shape[0]))
+    return _words(layer, None, in_shape=main_input_shape(network, layer), out_slots=slots)
+
+
+def kernels_per_processor(network: Network, layer: Layer, out_mask: int) -> int:
+    """kc of devices.md §3: kernels per input processor (S * E_out * E_in [* pixels])."""
+    shape = main_input_shape(network, layer)
+    e_in, e_out = passes(shape[0]), passes(layer.out_shape[0])
+    if layer.op.value == "passthrough":
+        return 0
+    slots = output_slots(out_mask, e_out)
+    if layer.groups > 1:
+        return e_in
+    pixels = int(np.prod(shape[1:])) if layer.flatten and len(shape) > 1 else 1
+    if layer.flatten:
+        cout = layer.out_shape[0]
+        return (slots * e_out - (e_out * processors_per_pass(cout) - cout)) * pixels * e_in
+    return slots * e_out * e_in
+
+
+def _bank_edges(res: Resources, processor: int) -> set[int]:
+    edges, pos = set(), 0
+    for size in res.kernel_banks(processor):
+        pos += size
+        edges.add(pos)
+    return edges
+
+
+def _weights_key(layer: Layer, in_mask: int, out_mask: int, words: int) -> str | None:
+    q = layer.quant
+    if q is None:
+        return None
+    w = np.ascontiguousarray(q.weights)
+    digest = hashlib.sha256(w.tobytes() + str(w.shape).encode()).hexdigest()
+    return f"{q.weight_bits}:{digest}:{in_mask}:{out_mask}:{words}"
+
+
+@dataclass(frozen=True)
+class KernelSlot:
+    layer: str
+    start: int
+    words: int
+
+
+def assign_kernels(
+    network: Network, masks: dict[str, tuple[int, int]], res: Resources
+) -> dict[str, KernelSlot]:
+    """``{layer: KernelSlot}`` for every weight layer; ``masks`` is {layer: (in, out)}."""
+    cap = np.array([res.kernel_capacity(p) for p in range(PROCESSORS)])
+    used = np.zeros((PROCESSORS, int(cap.max())), dtype=bool)
+    for p in range(PROCESSORS):
+        used[p, cap[p] :] = True
+    out: dict[str, KernelSlot] = {}
+    shared: dict[str, int] = {}
+    for layer in network.layers:
+        if not layer.has_weights:
+            continue
+        in_mask, out_mask = masks[layer.name]
+        words = kernel_words_placed(network, layer, out_mask, res)
+        key = _weights_key(layer, in_mask, out_mask, words)
+        if key is not None and key in shared:
+            out[layer.name] = KernelSlot(layer.name, shared[key], words)
+            continue
+        procs = [p for p in range(PROCESSORS) if in_mask >> p & 1]
+        start = _lowest_start(used, procs, words, res if layer.groups > 1 else None)
+        if start is None:
+            raise _kernel_error(layer, procs, words, used)
+        used[procs, start : start + words] = True
+        out[layer.name] = KernelSlot(layer.name, start, words)
+        if key is not None:
+            shared[key] = start
+    return out
+
+
+def _lowest_start(
+    used: np.ndarray, procs: list[int], words: int, banks: Resources | None
+) -> int | None:
+    busy = used[procs].any(axis=0)
+    run = np.concatenate(([0], np.cumsum(busy)))
+    for start in range(0, busy.size - words + 1, COLUMN_ALIGN):
+        if run[start + words] - run[start]:
+            continue
+        if banks is not None and any(
+            start < edge < start + words for p in procs for edge in _bank_edges(banks, p)
+        ):
+            continue
+        return start
+    return None
+
+
+def _kernel_error(layer: Layer, procs: list[int], words: int, used: np.ndarray) -> PlanError:
+    busy = used[procs].any(axis=0)
+    free, best = 0, 0
+    for b in busy:
+        free = 0 if b else free + 1
+        best = max(best, free)
+    return PlanError(
+        f"kernel memory exhausted: needs {words} words of 72 bits on each of processors "
+        f"{procs[0]}-{procs[-1]}, the largest free run there is {best} "
+        f"(short by {words - best} words per processor)",
+        where=f"layer {layer.name} ({layer.module_path or layer.name})",
+        hint="use lower weight bits on the largest layers (--weight-bits auto), fewer "
+        "channels, or a device with more kernel memory (MAX78002)",
+    )
+
+
+def has_bias(layer: Layer) -> bool:
+    """True when the layer stores bias values (quantized bias, else float bias)."""
+    if layer.quant is not None:
+        return layer.quant.bias is not None
+    return layer.bias is not None
+
+
+def bias_length(layer: Layer, out_mask: int) -> int:
+    """Bias entries of a layer: Cout + (first output processor mod 4) * E_out (devices.md §4)."""
+    first = (out_mask & -out_mask).bit_length() - 1
+    return layer.out_shape[0] + (first % 4) * passes(layer.out_shape[0])
+
+
+def assign_bias(
+    network: Network, masks: dict[str, tuple[int, int]], res: Resources
+) -> dict[str, tuple[int, int]]:
+    """``{layer: (quadrant, first entry)}`` for every layer with bias (devices.md §4)."""
+    used_quadrants = set()
+    for in_mask, out_mask in masks.values():
+        for q in range(QUADRANTS):
+            if (in_mask | out_mask) >> (PER_QUADRANT * q) & 0xFFFF:
+                used_quadrants.add(q)
+    quadrants = sorted(used_quadrants) or [0]
+    todo = [x for x in network.layers if x.has_weights and has_bias(x)]
+    todo.sort(
+        key=lambda x: (
+            not (res.flatten_bias_first and x.flatten),
+            -bias_length(x, masks[x.name][1]),
+        )
+    )
+    fill = dict.fromkeys(quadrants, 0)
+    out: dict[str, tuple[int, int]] = {}
+    for layer in todo:
+        n = bias_length(layer, masks[layer.name][1])
+        q = min(quadrants, key=lambda k: (fill[k], k))
+        if fill[q] + n > res.bias_entries:
+            raise PlanError(
+                f"bias memory exhausted: {n} values do not fit; the least-filled quadrant "
+                f"{q} has {res.bias_entries - fill[q]} of {res.bias_entries} entries left "
+                f"(short by {fill[q] + n - res.bias_entries})",
+                where=f"layer {layer.name} ({layer.module_path or layer.name})",
+                hint="use processors in more quadrants, fewer output channels, or MAX78002",
+            )
+        out[layer.name] = (q, fill[q])
+        fill[q] += n
+    return out

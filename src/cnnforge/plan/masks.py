@@ -1,0 +1,237 @@
+"""Processor masks: which processors (hence data-memory instances and byte lanes) hold a tensor.
+
+Every group of tensors (plan/groups.py) is one unit on a contiguous processor range starting at
+a multiple of 4 (devices.md §6: masks that start at a multiple of 4 waste no kernels and suit
+sub-8-bit weights). Units are placed in the order they are born; each takes the start that
+keeps the busiest resource it touches least loaded: data-memory words of the instances it
+occupies while it lives, and kernel words of the processors whose kernels its readers keep
+(a layer's kernels live in its input processors, devices.md §3). A passthrough layer's output
+must sit on its input's processors (devices.md §6 "Passthrough"), so those parts are pinned.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from cnnforge.errors import PlanError
+from cnnforge.ir import INPUT, Network, Op
+from cnnforge.plan.groups import Group, GroupKind, is_copy
+from cnnforge.plan.kernel_words import layer_kernel_words, main_input_shape
+from cnnforge.plan.liveness import TensorGeometry, tensor_geometry
+from cnnforge.plan.resources import PER_INSTANCE, PROCESSORS, Resources
+
+ALIGN = 4  # unit starts are multiples of 4 processors (devices.md §6)
+CHW_MAX_CHANNELS = 16  # one channel per data-memory instance (devices.md §2 "CHW")
+
+
+@dataclass(frozen=True)
+class Unit:
+    """A group with its parts' processor offsets inside the unit and its lifetime."""
+
+    group: Group
+    offsets: tuple[int, ...]  # first processor of each part, relative to the unit start
+    widths: tuple[int, ...]  # processors of each part
+    width: int
+    birth: int
+    death: int
+
+
+def make_unit(network: Network, group: Group, live: dict[str, tuple[int, int]]) -> Unit:
+    """The unit of ``group``: adjacent parts side by side, interleaved parts on one range."""
+    widths = tuple(tensor_geometry(network, p).processors for p in group.parts)
+    if group.kind is GroupKind.ADJACENT:
+        offsets = tuple(sum(widths[:i]) for i in range(len(widths)))
+        width = sum(widths)
+    else:
+        offsets = (0,) * len(widths)
+        width = max(widths)
+    return Unit(
+        group=group,
+        offsets=offsets,
+        widths=widths,
+        width=width,
+        birth=min(live[p][0] for p in group.parts),
+        death=max(live[p][1] for p in group.parts),
+    )
+
+
+def range_mask(start: int, width: int) -> int:
+    """``width`` processors from ``start``."""
+    return ((1 << width) - 1) << start
+
+
+def instances_of(mask: int) -> int:
+    """16-bit mask of the data-memory instances a processor mask touches."""
+    out = 0
+    for k in range(PROCESSORS // PER_INSTANCE):
+        if (mask >> (PER_INSTANCE * k)) & 0xF:
+            out |= 1 << k
+    return out
+
+
+def choose_data_format(network: Network, res: Resources) -> str:
+    """CHW when the input is too large for HWC and CHW can carry it, else HWC (devices.md §2)."""
+    geo = tensor_geometry(network, INPUT)
+    readers = [i for i, x in enumerate(network.layers) if INPUT in x.inputs]
+    hwc_bytes = 4 * geo.pixels * geo.passes
+    chw_ok = (
+        readers == [0]
+        and network.layers[0].inputs == (INPUT,)
+        and geo.channels <= CHW_MAX_CHANNELS
+        and geo.pixels <= res.instance_bytes
+    )
+    return "CHW" if chw_ok and hwc_bytes > res.instance_bytes else "HWC"
+
+
+def chw_mask(channels: int) -> int:
+    """CHW input: channel c on processor 4c (one per instance, devices.md §6)."""
+    return sum(1 << (PER_INSTANCE * c) for c in range(channels))
+
+
+class _Loads:
+    """Running estimates of data words per (instance, time) and kernel words per processor."""
+
+    def __init__(self, network: Network, res: Resources) -> None:
+        steps = len(network.layers) + 2
+        self.data = np.zeros((PROCESSORS // PER_INSTANCE, steps), dtype=np.int64)
+        self.kern = np.zeros(PROCESSORS, dtype=np.int64)
+        self.cap = np.array([res.kernel_capacity(p) for p in range(PROCESSORS)], dtype=np.int64)
+        self.words = res.instance_bytes // 4
+
+    def cost(self, spans: list[tuple[int, int, int, int]], kern: list[tuple[int, int]]) -> float:
+        """Worst relative load after adding ``spans`` (mask, birth, death, words) and kernels."""
+        worst = 0.0
+        for mask, birth, death, words in spans:
+            for k in _bits(instances_of(mask)):
+                peak = self.data[k, birth + 1 : death + 2].max(initial=0) + words
+                worst = max(worst, peak / self.words)
+        for mask, words in kern:
+            procs = list(_bits(mask))
+            worst = max(worst, float(((self.kern[procs] + words) / self.cap[procs]).max()))
+        return worst
+
+    def add(self, spans: list[tuple[int, int, int, int]], kern: list[tuple[int, int]]) -> None:
+        for mask, birth, death, words in spans:
+            for k in _bits(instances_of(mask)):
+                self.data[k, birth + 1 : death + 2] += words
+        for mask, words in kern:
+            self.kern[list(_bits(mask))] += words
+
+
+def _bits(mask: int):
+    p = 0
+    while mask:
+        if mask & 1:
+            yield p
+        mask >>= 1
+        p += 1
+
+
+def assign_masks(
+    network: Network,
+    groups: tuple[Group, ...],
+    live: dict[str, tuple[int, int]],
+    res: Resources,
+    data_format: str,
+) -> dict[str, int]:
+    """``{tensor: processor mask}`` for every tensor (see the module docstring)."""
+    units = sorted((make_unit(network, g, live) for g in groups), key=lambda u: u.birth)
+    readers = _kernel_readers(network, res)
+    loads = _Loads(network, res)
+    masks: dict[str, int] = {}
+    for unit in units:
+        if unit.group.parts == (INPUT,) and data_format == "CHW":
+            masks[INPUT] = chw_mask(tensor_geometry(network, INPUT).channels)
+            continue
+        start = _best_start(network, unit, masks, readers, loads, live)
+        spans, kern = _demand(network, unit, start, readers, live)
+        loads.add(spans, kern)
+        for part, off, width in zip(unit.group.parts, unit.offsets, unit.widths, strict=True):
+            masks[part] = range_mask(start + off, width)
+    return masks
+
+
+def _kernel_readers(network: Network, res: Resources) -> dict[str, list[int]]:
+    """Kernel words per input processor of every layer that reads a tensor, by tensor."""
+    out: dict[str, list[int]] = {}
+    for layer in network.layers:
+        if not layer.has_weights:
+            continue
+        words = layer_kernel_words(layer, None, in_shape=main_input_shape(network, layer))
+        key = layer.inputs[0] if len(layer.inputs) == 1 else "|".join(layer.inputs)
+        out.setdefault(key, []).append(words)
+    return out
+
+
+def _demand(
+    network: Network,
+    unit: Unit,
+    start: int,
+    readers: dict[str, list[int]],
+    live: dict[str, tuple[int, int]],
+) -> tuple[list[tuple[int, int, int, int]], list[tuple[int, int]]]:
+    spans, kern = [], []
+    for part, off, width in zip(unit.group.parts, unit.offsets, unit.widths, strict=True):
+        geo: TensorGeometry = tensor_geometry(network, part)
+        mask = range_mask(start + off, width)
+        spans.append((mask, live[part][0], live[part][1], geo.words))
+        kern.extend((mask, w) for w in readers.get(part, ()))
+    joined = "|".join(unit.group.parts)
+    kern.extend((range_mask(start, unit.width), w) for w in readers.get(joined, ()))
+    return spans, kern
+
+
+def _best_start(
+    network: Network,
+    unit: Unit,
+    masks: dict[str, int],
+    readers: dict[str, list[int]],
+    loads: _Loads,
+    live: dict[str, tuple[int, int]],
+) -> int:
+    pinned = _pinned_start(network, unit, masks)
+    if pinned is not None:
+        return pinned
+    best: tuple[float, int] | None = None
+    for start in range(0, PROCESSORS - unit.width + 1, ALIGN):
+        spans, kern = _demand(network, unit, start, readers, live)
+        cost = (round(loads.cost(spans, kern), 9), start)
+        if best is None or cost < best:
+            best = cost
+    if best is None:
+        raise PlanError(f"{unit.width} processors do not fit in {PROCESSORS}")
+    return best[1]
+
+
+def _pinned_start(network: Network, unit: Unit, masks: dict[str, int]) -> int | None:
+    """The start that puts a passthrough's output on its input processors, if any part needs it."""
+    for part, off in zip(unit.group.parts, unit.offsets, strict=True):
+        if part == INPUT:
+            continue
+        layer = network.layer(part)
+        if layer.op is not Op.PASSTHROUGH:
+            continue
+        in_mask = 0
+        for name in layer.inputs:
+            in_mask |= masks.get(name, 0)
+        if layer.eltwise is not None:
+            in_mask = masks.get(layer.inputs[0], 0)
+        if not in_mask:
+            continue
+        start = (in_mask & -in_mask).bit_length() - 1 - off
+        fits = start >= 0 and start + unit.width <= PROCESSORS and start % ALIGN == 0
+        if fits or not is_copy(layer):
+            if not fits:
+                raise PlanError(
+                    "a passthrough layer must write to the processors it reads, which its "
+                    "consumer's layout does not allow",
+                    where=f"layer {layer.name} ({layer.module_path or layer.name})",
+                    hint="move the pooling or element-wise operation into a convolution",
+                )
+            return start
+    return None
+
+
+__all__ = ["Unit", "assign_masks", "choose_data_format", "instances_of", "range_mask"]

@@ -1,0 +1,160 @@
+"""Data-memory offsets by liveness: no two live tensors share a word (devices.md §6).
+
+Each tensor is a rectangle: (set of instances) x [offset, offset + span) x [birth, death].
+Offsets are chosen per unit (plan/masks.py; all parts of a group share one base offset,
+interleaved part i sits at base + 4*i) so that rectangles live at the same time never
+intersect, keeping the highest address used low: units are placed largest first at the lowest
+offset where they fit ("greedy by size", the strategy of arena planners), with a first-fit in
+birth order as the fallback. Unlike ping-pong this reuses memory as soon as a tensor dies.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from cnnforge.errors import PlanError
+from cnnforge.ir import INPUT, Network
+from cnnforge.plan.groups import GroupKind
+from cnnforge.plan.liveness import tensor_geometry
+from cnnforge.plan.masks import Unit, instances_of
+from cnnforge.plan.resources import Resources
+
+
+@dataclass(frozen=True)
+class Rect:
+    """One tensor's footprint: instances (16-bit mask) x bytes x layer interval."""
+
+    tensor: str
+    instances: int
+    birth: int
+    death: int
+    span: int  # bytes from the unit's base offset
+
+    def conflicts(self, other: Rect, base: int, other_base: int) -> bool:
+        """True when both are live at once on a shared instance with overlapping bytes."""
+        return (
+            bool(self.instances & other.instances)
+            and self.birth <= other.death
+            and other.birth <= self.death
+            and base < other_base + other.span
+            and other_base < base + self.span
+        )
+
+
+def tensor_span(network: Network, name: str, data_format: str) -> int:
+    """Bytes a tensor occupies in each of its instances, without gaps (devices.md §2)."""
+    geo = tensor_geometry(network, name)
+    if name == INPUT and data_format == "CHW":
+        return 4 * -(-geo.pixels * geo.passes // 4)
+    return 4 * geo.words
+
+
+def unit_rects(
+    network: Network,
+    unit: Unit,
+    masks: dict[str, int],
+    live: dict[str, tuple[int, int]],
+    data_format: str,
+) -> tuple[Rect, ...]:
+    """The rectangles of a unit's parts, relative to its base offset."""
+    k = len(unit.group.parts) if unit.group.kind is GroupKind.INTERLEAVED else 1
+    return tuple(
+        Rect(
+            tensor=p,
+            instances=instances_of(masks[p]),
+            birth=live[p][0],
+            death=live[p][1],
+            span=tensor_span(network, p, data_format) * k,
+        )
+        for p in unit.group.parts
+    )
+
+
+def assign_offsets(
+    network: Network,
+    units: list[Unit],
+    masks: dict[str, int],
+    live: dict[str, tuple[int, int]],
+    res: Resources,
+    data_format: str,
+) -> dict[str, int]:
+    """``{tensor: out offset}`` (bytes); raises ``PlanError`` when no placement fits."""
+    rects = [unit_rects(network, u, masks, live, data_format) for u in units]
+    by_size = sorted(range(len(units)), key=lambda i: _size_key(rects[i], units[i]))
+    by_birth = sorted(range(len(units)), key=lambda i: (units[i].birth, i))
+    best: dict[int, int] | None = None
+    for order in (by_size, by_birth):
+        bases = _place(order, rects, res.instance_bytes)
+        if bases is not None and (best is None or _top(bases, rects) < _top(best, rects)):
+            best = bases
+    if best is None:
+        raise _exhausted(network, rects, res)
+    out: dict[str, int] = {}
+    for i, unit in enumerate(units):
+        step = 4 if unit.group.kind is GroupKind.INTERLEAVED else 0
+        for j, part in enumerate(unit.group.parts):
+            out[part] = best[i] + step * j
+    return out
+
+
+def _size_key(rects: tuple[Rect, ...], unit: Unit) -> tuple[int, int, int]:
+    span = max(r.span * bin(r.instances).count("1") for r in rects)
+    return (-span, -(unit.death - unit.birth), unit.birth)
+
+
+def _top(bases: dict[int, int], rects: list[tuple[Rect, ...]]) -> int:
+    return max(bases[i] + r.span for i in bases for r in rects[i])
+
+
+def _place(order: list[int], rects: list[tuple[Rect, ...]], limit: int) -> dict[int, int] | None:
+    placed: list[tuple[Rect, int]] = []
+    bases: dict[int, int] = {}
+    for i in order:
+        mine = rects[i]
+        near = [
+            (r, b)
+            for r, b in placed
+            if any(
+                m.instances & r.instances and m.birth <= r.death and r.birth <= m.death
+                for m in mine
+            )
+        ]
+        candidates = sorted({0, *(b + r.span for r, b in near)})
+        base = next((c for c in candidates if _fits(mine, c, near, limit)), None)
+        if base is None:
+            return None
+        bases[i] = base
+        placed.extend((m, base) for m in mine)
+    return bases
+
+
+def _fits(mine: tuple[Rect, ...], base: int, near: list[tuple[Rect, int]], limit: int) -> bool:
+    if any(base + m.span > limit for m in mine):
+        return False
+    return not any(m.conflicts(r, base, b) for m in mine for r, b in near)
+
+
+def _exhausted(network: Network, rects: list[tuple[Rect, ...]], res: Resources) -> PlanError:
+    """Which layer needs the most data memory in one instance, and by how much it is short."""
+    steps = range(-1, len(network.layers) + 1)
+    worst = (0, 0, 0)
+    for t in steps:
+        for k in range(16):
+            need = sum(
+                r.span
+                for rs in rects
+                for r in rs
+                if r.instances >> k & 1 and r.birth <= t <= r.death
+            )
+            worst = max(worst, (need, t, k))
+    need, t, k = worst
+    layer = network.layers[max(0, min(t, len(network.layers) - 1))]
+    short = max(0, need - res.instance_bytes)
+    return PlanError(
+        f"data memory exhausted on {res.name}: at layer {layer.name} the live tensors need "
+        f"{need} bytes in instance {k} of {res.instance_bytes}"
+        + (f" (short by {short} bytes)" if short else " (no arrangement without overlap found)"),
+        where=f"layer {layer.name} ({layer.module_path or layer.name})",
+        hint="reduce the input size or the channels, fold the input (space-to-depth), "
+        "or use a device with more data memory (MAX78002)",
+    )

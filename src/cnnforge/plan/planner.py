@@ -1,0 +1,134 @@
+"""The automatic planner: a hardware ``Network`` + a device -> (``Network``, ``Plan``).
+
+The recipe, each step a plain function of the previous results:
+
+1. ``form_groups``: decide for the whole graph which tensors are read together (concatenation
+   by adjacency, interleaving for element-wise operands and wide concatenations) and insert
+   passthrough copies where a tensor cannot be produced in place (plan/groups.py);
+2. ``live_intervals``: when each tensor is live (plan/liveness.py);
+3. ``choose_data_format`` and ``assign_masks``: input layout and processor masks
+   (plan/masks.py);
+4. ``assign_offsets``: data-memory offsets without overlap of live data (plan/memory.py);
+5. ``assign_kernels`` / ``assign_bias``: kernel columns and bias groups (plan/kernels.py);
+6. the vendor latency model per layer (plan/latency.py).
+
+Every plan it returns passes ``plan.validate.validate_plan`` (tests check this on random
+networks); when no plan fits, the ``PlanError`` names the resource, the layer and the shortfall.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from cnnforge.errors import PlanError
+from cnnforge.ir import INPUT, Layer, Network, Op
+from cnnforge.plan.groups import GroupKind, form_groups
+from cnnforge.plan.kernels import assign_bias, assign_kernels, kernels_per_processor
+from cnnforge.plan.latency import START_CYCLES, layer_cycles, layer_inputs
+from cnnforge.plan.liveness import layer_in_geometry, live_intervals
+from cnnforge.plan.masks import assign_masks, choose_data_format, make_unit
+from cnnforge.plan.memory import assign_offsets
+from cnnforge.plan.model import Placement, Plan
+from cnnforge.plan.resources import PER_QUADRANT, Resources, resources_of
+
+
+def plan_network(network: Network, device: Any) -> tuple[Network, Plan]:
+    """Place ``network`` (hardware layers, quantized or not) on ``device``.
+
+    Returns the network with any inserted copy layers and its ``Plan``.
+    """
+    res = resources_of(device)
+    _require_hardware(network)
+    network, groups = form_groups(network)
+    if len(network.layers) > res.max_layers:
+        raise PlanError(
+            f"{len(network.layers)} hardware layers (with copies) exceed the {res.max_layers} "
+            f"of {res.name}",
+            where=f"network {network.name}",
+            hint="merge layers, or use a device with more layers (MAX78002)",
+        )
+    live = live_intervals(network)
+    data_format = choose_data_format(network, res)
+    masks = assign_masks(network, groups, live, res, data_format)
+    units = [make_unit(network, g, live) for g in groups]
+    offsets = assign_offsets(network, units, masks, live, res, data_format)
+    gaps = {p: g.gap for g in groups for p in g.parts}
+    layer_masks = {x.name: (_in_mask(x, masks, groups), masks[x.name]) for x in network.layers}
+    kernels = assign_kernels(network, layer_masks, res)
+    bias = assign_bias(network, layer_masks, res)
+    placements = []
+    for layer in network.layers:
+        in_mask, out_mask = layer_masks[layer.name]
+        slot = kernels.get(layer.name)
+        quadrant, entry = bias.get(layer.name, (None, None))
+        place = Placement(
+            layer=layer.name,
+            in_processors=in_mask,
+            out_processors=out_mask,
+            in_offset=_in_offset(layer, offsets, groups),
+            out_offset=offsets[layer.name],
+            write_gap=gaps[layer.name],
+            kernel_start=slot.start if slot else None,
+            kernel_words=slot.words if slot else 0,
+            bias_quadrant=quadrant,
+            bias_offset=entry,
+        )
+        placements.append(dataclasses.replace(place, cycles=placed_cycles(network, layer, place)))
+    notes = (f"input data format {data_format}",)
+    return network, Plan(res.name, data_format, tuple(placements), notes=notes)
+
+
+def _require_hardware(network: Network) -> None:
+    for layer in network.layers:
+        if not layer.is_hardware:
+            raise PlanError(
+                f"model-level {layer.label()} layer left in the network",
+                where=f"layer {layer.name} ({layer.module_path or layer.name})",
+                hint="lower the network to hardware layers first (passes.lower)",
+            )
+
+
+def _group_of(name: str, groups) -> Any:
+    return next(g for g in groups if name in g.parts)
+
+
+def _in_mask(layer: Layer, masks: dict[str, int], groups) -> int:
+    """The processors a layer reads: its input, the union of adjacent parts, or one part."""
+    group = _group_of(layer.inputs[0], groups)
+    if len(layer.inputs) == 1 or group.kind is GroupKind.INTERLEAVED:
+        return masks[layer.inputs[0]]
+    mask = 0
+    for name in layer.inputs:
+        mask |= masks[name]
+    return mask
+
+
+def _in_offset(layer: Layer, offsets: dict[str, int], groups) -> int:
+    """A layer reads from its first input's offset (interleaved part 0 sits at the base)."""
+    return offsets[layer.inputs[0]]
+
+
+def placed_cycles(network: Network, layer: Layer, place: Placement) -> int:
+    """Estimated cycles of a placed layer by the vendor model (devices.md §5)."""
+    geo = layer_in_geometry(network, layer)
+    shape = network.input_shapes(layer)[0]
+    kc = kernels_per_processor(network, layer, place.out_processors)
+    words = 1
+    if layer.op is Op.PASSTHROUGH:
+        per_quadrant = max(
+            (place.out_processors >> (PER_QUADRANT * q) & 0xFFFF).bit_count() for q in range(4)
+        )
+        words = -(-per_quadrant * (4 if layer.wide else 1) // 4)
+    v = layer_inputs(
+        layer, (geo.channels, *shape[1:]), geo.passes, kc, words, place.kernel_start or 0
+    )
+    return layer_cycles(v)
+
+
+def plan_cycles(plan: Plan) -> int:
+    """Network cycles: the start cycle plus every layer's estimate (devices.md §5)."""
+    return START_CYCLES + sum(p.cycles or 0 for p in plan.placements)
+
+
+__all__ = ["INPUT", "Resources", "placed_cycles", "plan_cycles", "plan_network"]

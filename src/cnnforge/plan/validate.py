@@ -1,0 +1,310 @@
+"""An independent check of any plan, ours or imported: ``validate_plan`` -> a tuple of ``Issue``.
+
+It does not trust the planner. Static rules (devices.md §7: processor counts, offsets, bounds,
+write-pointer range, passthrough masks, kernel and bias capacity) are checked per layer; then
+the whole network is run at word level (plan/wordsim.py): every layer's reads and writes
+follow devices.md §2 addressing on a model of the 16 data-memory instances that records which
+tensor, channel and pixel each byte lane holds. A read that finds anything but the expected
+channel and pixel (wrong offset, wrong concatenation order, missing interleave, overwritten
+skip tensor) and a write over data still live are issues. ``allow_overlap`` accepts what the
+vendor's ``--overlap-data`` accepts: a layer writing over its own inputs that die with it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from cnnforge.errors import PlanError
+from cnnforge.ir import Layer, Network, Op
+from cnnforge.plan.kernel_words import passes, processors_per_pass
+from cnnforge.plan.kernels import (
+    COLUMN_ALIGN,
+    QUADRANTS,
+    bias_length,
+    has_bias,
+    kernel_words_placed,
+)
+from cnnforge.plan.liveness import layer_in_geometry, tensor_geometry
+from cnnforge.plan.model import Placement, Plan
+from cnnforge.plan.resources import PER_QUADRANT, PROCESSORS, Resources, resources_of
+
+
+@dataclass(frozen=True)
+class Issue:
+    """One broken rule: the layer, a short rule name and a sentence with the numbers."""
+
+    layer: str
+    rule: str
+    message: str
+
+    def one_line(self) -> str:
+        return f"layer {self.layer}: {self.message} [{self.rule}]"
+
+
+def validate_plan(
+    network: Network, plan: Plan, device: Any, allow_overlap: bool = False
+) -> tuple[Issue, ...]:
+    """Every rule ``plan`` breaks on ``device`` (empty when the plan is valid)."""
+    from cnnforge.plan.wordsim import simulate_words
+
+    res = resources_of(device)
+    issues = _structure(network, plan, res)
+    if issues:
+        return tuple(issues)
+    for i, (layer, place) in enumerate(zip(network.layers, plan.placements, strict=True)):
+        issues.extend(_layer_issues(network, plan, i, layer, place, res))
+    issues.extend(_kernel_issues(network, plan, res))
+    issues.extend(_bias_issues(network, plan, res))
+    if not issues or all(x.rule in ("kernel-memory", "bias-memory") for x in issues):
+        issues.extend(simulate_words(network, plan, res, allow_overlap))
+    return tuple(issues)
+
+
+def raise_on_issues(issues: tuple[Issue, ...], what: str = "the plan") -> None:
+    """Turn the first issue into a ``PlanError`` (the CLI's one line), counting the rest."""
+    if issues:
+        first = issues[0]
+        more = f" (and {len(issues) - 1} more issues)" if len(issues) > 1 else ""
+        raise PlanError(
+            f"{what} breaks a placement rule: {first.message} [{first.rule}]{more}",
+            where=f"layer {first.layer}",
+            hint="run `cnnforge plan --validate-only` to list every issue",
+        )
+
+
+def _structure(network: Network, plan: Plan, res: Resources) -> list[Issue]:
+    if len(plan.placements) != len(network.layers):
+        return [
+            Issue(
+                network.name,
+                "structure",
+                f"{len(plan.placements)} placements for {len(network.layers)} layers",
+            )
+        ]
+    out = [
+        Issue(layer.name, "structure", f"the placement is for {place.layer!r}")
+        for layer, place in zip(network.layers, plan.placements, strict=True)
+        if place.layer != layer.name
+    ]
+    if len(network.layers) > res.max_layers:
+        out.append(
+            Issue(
+                network.name,
+                "layer-count",
+                f"{len(network.layers)} layers exceed {res.max_layers} on {res.name}",
+            )
+        )
+    used = 0
+    for place in plan.placements:
+        used |= place.in_processors | place.out_processors
+    if not used & 0xFFFF:
+        out.append(Issue(network.name, "quadrant-0", "no layer uses quadrant 0 (processors 0-15)"))
+    return out
+
+
+def _layer_issues(
+    network: Network, plan: Plan, i: int, layer: Layer, place: Placement, res: Resources
+) -> list[Issue]:
+    out: list[Issue] = []
+    geo_in = layer_in_geometry(network, layer)
+    geo_out = tensor_geometry(network, layer.name)
+
+    def bad(rule: str, message: str) -> None:
+        out.append(Issue(layer.name, rule, message))
+
+    for key, mask, geo in (
+        ("processors", place.in_processors, geo_in),
+        ("output_processors", place.out_processors, geo_out),
+    ):
+        if not 0 < mask < 1 << PROCESSORS:
+            bad("mask-range", f"`{key}` {mask:#x} is not a non-zero 64-bit mask")
+        elif mask.bit_count() != geo.processors:
+            bad(
+                "processor-count",
+                f"{geo.channels} channels need {geo.processors} processors "
+                f"per pass ({geo.passes} pass(es)) but `{key}` {mask:#018x} has "
+                f"{mask.bit_count()}",
+            )
+    chw = i == 0 and plan.data_format == "CHW"
+    if chw and any((place.in_processors >> (4 * k) & 0xF).bit_count() > 1 for k in range(16)):
+        bad("chw-mask", f"CHW input needs one processor per instance, not {place.in_processors:#x}")
+    for key, off in (("in_offset", place.in_offset), ("out_offset", place.out_offset)):
+        if off < 0 or off % 4:
+            bad("offset-align", f"`{key}` {off:#x} is not a non-negative multiple of 4")
+    operands = len(layer.inputs) if layer.eltwise is not None else 1
+    in_bytes = geo_in.pixels * geo_in.passes * operands * (1 if chw else 4)
+    if place.in_offset + in_bytes > res.instance_bytes:
+        bad(
+            "input-bounds",
+            f"input of {in_bytes} bytes at {place.in_offset:#x} passes the "
+            f"instance end {res.instance_bytes:#x}",
+        )
+    out_bytes = out_span(geo_out.pixels, geo_out.passes, place.write_gap, layer.wide)
+    if place.out_offset + out_bytes > res.instance_bytes:
+        bad(
+            "output-bounds",
+            f"output of {out_bytes} bytes at {place.out_offset:#x} passes the "
+            f"instance end {res.instance_bytes:#x}",
+        )
+    if geo_out.passes * (place.write_gap + 1) > 1 << res.write_ptr_inc_bits:
+        bad(
+            "write-gap",
+            f"{geo_out.passes} output passes x (write_gap {place.write_gap} + 1) "
+            f"exceed {1 << res.write_ptr_inc_bits}",
+        )
+    if layer.op is Op.PASSTHROUGH and not passthrough_masks_ok(
+        place.in_processors, place.out_processors
+    ):
+        bad(
+            "passthrough-mask",
+            f"output map {place.out_processors:#018x} is not the input "
+            f"map {place.in_processors:#018x} packed per quadrant",
+        )
+    return out
+
+
+def out_span(pixels: int, out_passes: int, gap: int, wide: bool) -> int:
+    """Bytes from ``out_offset`` to the end of the last word written (devices.md §2)."""
+    if wide:
+        return 4 * ((pixels * out_passes - 1) * 4 * (gap + 1) + 4)
+    return 4 * ((pixels * out_passes - 1) * (gap + 1) + 1)
+
+
+def passthrough_masks_ok(in_mask: int, out_mask: int) -> bool:
+    """Per quadrant, the output bits are the input bits packed together (devices.md §6)."""
+    for q in range(QUADRANTS):
+        a = in_mask >> (PER_QUADRANT * q) & 0xFFFF
+        b = out_mask >> (PER_QUADRANT * q) & 0xFFFF
+        if a.bit_count() != b.bit_count():
+            return False
+        if b and (b >> ((b & -b).bit_length() - 1)) + 1 & (b >> ((b & -b).bit_length() - 1)):
+            return False
+    return True
+
+
+def _kernel_issues(network: Network, plan: Plan, res: Resources) -> list[Issue]:
+    """Kernel columns in range and never shared by two different layers (or allocatable)."""
+    out: list[Issue] = []
+    taken: dict[int, list[tuple[int, int, str]]] = {}
+    for layer, place in zip(network.layers, plan.placements, strict=True):
+        if not layer.has_weights:
+            continue
+        words = kernel_words_placed(network, layer, place.out_processors, res)
+        procs = [p for p in range(PROCESSORS) if place.in_processors >> p & 1]
+        start = place.kernel_start
+        if start is None:
+            start = _greedy_start(taken, procs, words, res)
+            if start is None:
+                out.append(
+                    Issue(
+                        layer.name,
+                        "kernel-memory",
+                        f"kernel memory exhausted: "
+                        f"{words} words per processor do not fit on {procs[0]}-"
+                        f"{procs[-1]}",
+                    )
+                )
+                continue
+        elif start % COLUMN_ALIGN:
+            out.append(
+                Issue(
+                    layer.name,
+                    "kernel-align",
+                    f"kernel start {start} is not a multiple of {COLUMN_ALIGN}",
+                )
+            )
+        over = [p for p in procs if start + words > res.kernel_capacity(p)]
+        if over:
+            out.append(
+                Issue(
+                    layer.name,
+                    "kernel-memory",
+                    f"columns {start}..{start + words} pass "
+                    f"the capacity of processor {over[0]} ({res.kernel_capacity(over[0])})",
+                )
+            )
+        out.extend(_kernel_clash(layer, procs, start, words, taken, plan))
+        for p in procs:
+            taken.setdefault(p, []).append((start, start + words, layer.name))
+    return out
+
+
+def _kernel_clash(layer, procs, start, words, taken, plan) -> list[Issue]:
+    for p in procs:
+        for a, b, other in taken.get(p, ()):
+            if a < start + words and start < b and not _same_kernels(plan, layer.name, other):
+                return [
+                    Issue(
+                        layer.name,
+                        "kernel-overlap",
+                        f"kernel columns {start}..{start + words}"
+                        f" of processor {p} overlap layer {other}'s {a}..{b}",
+                    )
+                ]
+    return []
+
+
+def _same_kernels(plan: Plan, a: str, b: str) -> bool:
+    pa, pb = plan.placement(a), plan.placement(b)
+    return (pa.kernel_start, pa.kernel_words, pa.in_processors) == (
+        pb.kernel_start,
+        pb.kernel_words,
+        pb.in_processors,
+    ) and pa.kernel_start is not None
+
+
+def _greedy_start(taken, procs, words, res: Resources) -> int | None:
+    """The vendor's allocator for plans without a kernel map: the lowest free aligned start."""
+    cap = min(res.kernel_capacity(p) for p in procs)
+    start = 0
+    while start + words <= cap:
+        clash = [
+            b for p in procs for a, b, _ in taken.get(p, ()) if a < start + words and start < b
+        ]
+        if not clash:
+            return start
+        start = max(clash) + (-max(clash)) % COLUMN_ALIGN
+    return None
+
+
+def _bias_issues(network: Network, plan: Plan, res: Resources) -> list[Issue]:
+    """Bias entries inside one quadrant, never shared; plans without offsets are allocated."""
+    out: list[Issue] = []
+    spans: list[list[tuple[int, int, str]]] = [[] for _ in range(QUADRANTS)]
+    fill = [0] * QUADRANTS
+    for layer, place in zip(network.layers, plan.placements, strict=True):
+        if not (layer.has_weights and has_bias(layer)):
+            continue
+        n = bias_length(layer, place.out_processors)
+        q = place.bias_quadrant
+        if q is None:
+            q = min(range(QUADRANTS), key=lambda k: (fill[k], k))
+        if not 0 <= q < QUADRANTS:
+            out.append(Issue(layer.name, "bias-group", f"bias quadrant {q} does not exist"))
+            continue
+        start = fill[q] if place.bias_offset is None else place.bias_offset
+        clash = [name for a, b, name in spans[q] if a < start + n and start < b]
+        if clash:
+            out.append(
+                Issue(
+                    layer.name,
+                    "bias-overlap",
+                    f"bias entries {start}..{start + n} of quadrant {q} overlap layer {clash[0]}'s",
+                )
+            )
+        if start + n > res.bias_entries:
+            out.append(
+                Issue(
+                    layer.name,
+                    "bias-memory",
+                    f"bias entries {start}..{start + n} pass "
+                    f"the {res.bias_entries} of quadrant {q}",
+                )
+            )
+        spans[q].append((start, start + n, layer.name))
+        fill[q] = max(fill[q], start + n)
+    return out
+
+
+__all__ = ["Issue", "passes", "processors_per_pass", "raise_on_issues", "validate_plan"]

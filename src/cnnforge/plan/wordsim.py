@@ -1,0 +1,218 @@
+"""Word-level run of a plan: what every byte lane of data memory holds, layer after layer.
+
+A model of the 16 data-memory instances as 64 byte lanes (processor p = instance p // 4, lane
+p % 4) of ``instance_bytes / 4`` words. Each lane records the tensor, channel and pixel written
+there. Layers run in order; each first reads (devices.md §2 input addressing: word
+``in_offset/4 + (pixel*E + pass)*K + operand``, channel ``pass*T + j`` on the j-th processor of
+the input mask) and every read must find the expected channel and pixel, then writes (output
+addressing: ``out_offset/4 + (pixel*E_out + pass)*(write_gap + 1)``; 32-bit output: one word per
+channel). A write touches whole words (the other lanes of the instance are written too), and
+may not land on data still live (plan/liveness.py) unless ``allow_overlap`` and the data is the
+layer's own input dying with it. The network input is loaded where the first layer reads it.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from cnnforge.ir import INPUT, Layer, Network
+from cnnforge.plan.liveness import layer_in_geometry, live_intervals, tensor_geometry
+from cnnforge.plan.model import Placement, Plan
+from cnnforge.plan.resources import PER_INSTANCE, PROCESSORS, Resources
+
+EMPTY = -1
+CHW_ANY = -2  # CHW input bytes: one channel per word, four pixels per word
+
+
+class _Memory:
+    """Tensor id, channel and pixel per (processor lane, word)."""
+
+    def __init__(self, words: int) -> None:
+        self.tid = np.full((PROCESSORS, words), EMPTY, dtype=np.int32)
+        self.ch = np.full((PROCESSORS, words), EMPTY, dtype=np.int32)
+        self.px = np.full((PROCESSORS, words), EMPTY, dtype=np.int32)
+        self.words = words
+
+
+def _procs(mask: int) -> np.ndarray:
+    return np.array([p for p in range(PROCESSORS) if mask >> p & 1], dtype=np.int64)
+
+
+def simulate_words(network: Network, plan: Plan, res: Resources, allow_overlap: bool) -> list:
+    """The issues found by running ``plan`` at word level (see the module docstring)."""
+    from cnnforge.plan.validate import Issue
+
+    names = [INPUT, *(x.name for x in network.layers)]
+    ids = {n: i for i, n in enumerate(names)}
+    live = live_intervals(network)
+    mem = _Memory(res.instance_bytes // 4)
+    issues: list[Issue] = []
+    first = network.layers[0]
+    place0 = plan.placements[0]
+    if first.inputs != (INPUT,):
+        issues.append(Issue(first.name, "input-load", "the first layer must read the input alone"))
+        return issues
+    chw = plan.data_format == "CHW"
+    load = Placement(INPUT, 0, place0.in_processors, 0, place0.in_offset)
+    issues += _write(mem, network, -1, INPUT, load, ids, live, names, allow_overlap, chw)
+    for i, (layer, place) in enumerate(zip(network.layers, plan.placements, strict=True)):
+        issues += _read(mem, network, layer, place, ids, names, chw and i == 0)
+        issues += _write(mem, network, i, layer.name, place, ids, live, names, allow_overlap)
+    return issues
+
+
+def _write_index(
+    offset: int, pixels: int, out_passes: int, gap: int, wide: bool, lane: int
+) -> list[np.ndarray]:
+    """Word indices of each pass of one processor's channel (devices.md §2 output rule)."""
+    pix = np.arange(pixels, dtype=np.int64)
+    if wide:
+        return [
+            offset // 4 + (pix * 4 * out_passes + 4 * e) * (gap + 1) + lane
+            for e in range(out_passes)
+        ]
+    return [offset // 4 + (pix * out_passes + e) * (gap + 1) for e in range(out_passes)]
+
+
+def _write(mem, network, index, name, place, ids, live, names, allow_overlap, chw=False) -> list:
+    from cnnforge.plan.validate import Issue
+
+    geo = tensor_geometry(network, name)
+    procs = _procs(place.out_processors)
+    t = len(procs)
+    words = []
+    for j, p in enumerate(procs):
+        if chw:
+            idx = [place.out_offset // 4 + np.arange(-(-geo.pixels * geo.passes // 4))]
+        else:
+            idx = _write_index(
+                place.out_offset,
+                geo.pixels,
+                geo.passes,
+                place.write_gap,
+                geo.wide,
+                int(p) % PER_INSTANCE,
+            )
+        for e, w in enumerate(idx):
+            words.append((int(p), j + e * t, w))
+    top = max(int(w.max()) for _, _, w in words)
+    where = name if name != INPUT else (network.layers[0].name)
+    if top >= mem.words:
+        return [Issue(where, "output-bounds", f"writes word {top:#x} past the instance end")]
+    issues = _overwrites(mem, network, index, name, words, ids, live, names, allow_overlap)
+    tid = ids[name]
+    for p, c, w in words:
+        base = p - p % PER_INSTANCE
+        lanes = slice(base, base + PER_INSTANCE)
+        mem.tid[lanes, w] = tid
+        mem.ch[lanes, w] = EMPTY if not geo.wide else (c if c < geo.channels else EMPTY)
+        mem.px[lanes, w] = EMPTY
+    for p, c, w in words:
+        mem.ch[p, w] = CHW_ANY if chw else (c if c < geo.channels else EMPTY)
+        mem.px[p, w] = CHW_ANY if chw else np.arange(w.size) % max(1, geo.pixels)
+        if geo.wide:
+            base = p - p % PER_INSTANCE
+            mem.ch[base : base + PER_INSTANCE, w] = c if c < geo.channels else EMPTY
+    return issues
+
+
+def _overwrites(mem, network, index, name, words, ids, live, names, allow_overlap) -> list:
+    from cnnforge.plan.validate import Issue
+
+    layer = network.layers[index] if index >= 0 else None
+    hit: set[int] = set()
+    for p, _, w in words:
+        base = p - p % PER_INSTANCE
+        hit.update(np.unique(mem.tid[base : base + PER_INSTANCE, w]).tolist())
+    hit.discard(EMPTY)
+    hit.discard(ids[name])
+    issues = []
+    for tid in sorted(hit):
+        other = names[tid]
+        if live[other][1] < index:
+            continue
+        own_input = layer is not None and other in layer.inputs and live[other][1] == index
+        if allow_overlap and own_input:
+            continue
+        what = "its own input" if own_input else "live data"
+        issues.append(
+            Issue(
+                layer.name if layer else INPUT,
+                "overwrite",
+                f"output overwrites {what}: tensor {other} (live until layer "
+                f"{_until(network, live[other][1])})",
+            )
+        )
+    return issues
+
+
+def _until(network: Network, index: int) -> str:
+    if index >= len(network.layers):
+        return "the end (network output)"
+    return network.layers[index].name
+
+
+def _read(mem, network: Network, layer: Layer, place: Placement, ids, names, chw: bool) -> list:
+    """Check every word the layer reads holds the expected (tensor, channel, pixel)."""
+    from cnnforge.plan.validate import Issue
+
+    geo = layer_in_geometry(network, layer)
+    procs = _procs(place.in_processors)
+    t, e_in = len(procs), geo.passes
+    operands = len(layer.inputs) if layer.eltwise is not None else 1
+    parts = [network.shape_of(n)[0] for n in layer.inputs]
+    pix = np.arange(geo.pixels, dtype=np.int64)
+    if chw:  # one byte per pixel and pass: whole words of each channel's instance
+        pix = np.arange(-(-geo.pixels * e_in // 4), dtype=np.int64)
+        e_in = 1
+    issues = []
+    for k in range(operands):
+        for e in range(e_in):
+            w = place.in_offset // 4 + (pix * e_in + e) * operands + k
+            if w.size and int(w.max()) >= mem.words:
+                return [Issue(layer.name, "input-bounds", "reads past the instance end")]
+            for j, p in enumerate(procs):
+                c = e * t + j
+                if c >= geo.channels:
+                    continue
+                src, ch = _source(layer, parts, k, c, operands)
+                bad = _mismatch(mem, int(p), w, ids[src], ch, chw)
+                if bad is not None:
+                    issues.append(
+                        Issue(layer.name, "read", _describe(bad, int(p), w, src, ch, names, mem))
+                    )
+                    return issues
+    return issues
+
+
+def _source(layer: Layer, parts: list[int], k: int, c: int, operands: int) -> tuple[str, int]:
+    if operands > 1:
+        return layer.inputs[k], c
+    for name, n in zip(layer.inputs, parts, strict=True):
+        if c < n:
+            return name, c
+        c -= n
+    return layer.inputs[-1], c
+
+
+def _mismatch(mem, p: int, w: np.ndarray, tid: int, ch: int, chw: bool) -> int | None:
+    ok = mem.tid[p, w] == tid
+    if not chw:
+        ok &= (mem.ch[p, w] == ch) & (mem.px[p, w] == np.arange(w.size))
+    if ok.all():
+        return None
+    return int(np.argmin(ok))
+
+
+def _describe(i: int, p: int, w: np.ndarray, src: str, ch: int, names, mem) -> str:
+    word = int(w[i])
+    tid = int(mem.tid[p, word])
+    found = (
+        "nothing"
+        if tid == EMPTY
+        else (f"channel {int(mem.ch[p, word])} pixel {int(mem.px[p, word])} of {names[tid]}")
+    )
+    return (
+        f"processor {p} word {word:#x} should hold channel {ch} pixel {i} of {src} "
+        f"but holds {found}"
+    )
