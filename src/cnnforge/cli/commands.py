@@ -1,3 +1,5 @@
 """Imports every command module so that each registers itself on the app (one line each)."""
 from cnnforge.cli import analyze  # noqa: F401
 from cnnforge.cli import check  # noqa: F401
+from cnnforge.cli import quantize  # noqa: F401
+from cnnforge.cli import simulate  # noqa: F401

@@ -1,0 +1,107 @@
+"""``cnnforge quantize``: PyTorch model + float checkpoint -> cnnforge quantized checkpoint."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import typer
+from rich.table import Table
+
+from cnnforge.cli import app
+from cnnforge.cli.common import console, parse_model_args, parse_shape
+from cnnforge.errors import InputError
+from cnnforge.ir import Network
+
+
+def parse_bits_option(values: list[str] | None) -> int | dict[str, int]:
+    """``["8"]`` -> 8; ``["4", "head=8"]`` -> ``{"*": 4, "head": 8}`` ("*": the default)."""
+    default, per_layer = 8, {}
+    for text in values or []:
+        name, sep, raw = text.rpartition("=")
+        try:
+            bits = int(raw)
+        except ValueError:
+            raise InputError(f"--weight-bits {text!r} is not BITS or LAYER=BITS") from None
+        if sep:
+            per_layer[name] = bits
+        else:
+            default = bits
+    if not per_layer:
+        return default
+    return {"*": default, **per_layer}
+
+
+def read_calibration(path: Path | None) -> np.ndarray | None:
+    """An int8-valued .npy (N,C,H,W or C,H,W) for activation scaling, or None."""
+    if path is None:
+        return None
+    from cnnforge.cli.simulate import read_input_array
+
+    return read_input_array(path, "--calibration")
+
+
+@app.command("quantize")
+def quantize(
+    model: str = typer.Argument(
+        ..., help="path/to/file.py:Name, package.module:Name, or a short name (unet-voc)."
+    ),
+    input_shape: str = typer.Option(
+        ..., "--input-shape", "-i", help="Input shape without batch: C,H,W (or C,L for 1-D)."
+    ),
+    output: Path = typer.Option(..., "--output", "-o", help="Quantized checkpoint to write."),
+    checkpoint: Path = typer.Option(
+        None, "--checkpoint", help="Float state_dict to load (weights-only .pth/.pt)."
+    ),
+    model_arg: list[str] = typer.Option(
+        None, "--model-arg", help="Constructor argument key=value (repeatable)."
+    ),
+    weight_bits: list[str] = typer.Option(
+        None, "--weight-bits", help="8, 4, 2 or 1 for all layers; LAYER=BITS per layer (repeat)."
+    ),
+    device: str = typer.Option("MAX78000", "--device", "-d", help="MAX78000 or MAX78002."),
+    clip: str = typer.Option("max", "--clip", help="Clipping: max, avgmax, stddev, scale."),
+    calibration: Path = typer.Option(
+        None, "--calibration", help="int8 .npy inputs (N,C,H,W) to fit activation scales."
+    ),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Replace an existing -o file."),
+) -> None:
+    """Trace, lower, quantize (PTQ; QAT modules keep their integers) and save."""
+    from cnnforge.devices import get_device
+    from cnnforge.quant.checkpoint import save_quantized
+    from cnnforge.quant.pipeline import quantize_model
+
+    dev = get_device(device)
+    bits = parse_bits_option(weight_bits)
+    if output.exists() and not overwrite:
+        raise InputError(f"{output} already exists", hint="pass --overwrite or choose another -o")
+    network = quantize_model(
+        model,
+        parse_shape(input_shape),
+        parse_model_args(model_arg),
+        checkpoint,
+        device=dev,
+        weight_bits=bits,
+        clip=clip,
+        calibration=read_calibration(calibration),
+    )
+    save_quantized(network, output)
+    console.print(summary_table(network))
+    console.print(f"wrote [bold]{output}[/bold]", highlight=False)
+
+
+def summary_table(network: Network) -> Table:
+    """One row per weight layer: name, op, weight bits, output shift."""
+    table = Table(title=f"{network.name}: quantized layers")
+    for column in ("layer", "op", "bits", "output_shift", "module"):
+        table.add_column(column)
+    for layer in network.layers:
+        if layer.quant is not None:
+            table.add_row(
+                layer.name,
+                layer.label(),
+                str(layer.quant.weight_bits),
+                str(layer.quant.output_shift),
+                layer.module_path,
+            )
+    return table

@@ -1,0 +1,182 @@
+"""``cnnforge simulate``: run a quantized network bit-exactly on int8 input from a .npy file.
+
+The network comes from ``resolve_network``: a cnnforge quantized checkpoint (``--network``, or
+``--checkpoint`` when it is one), or MODEL (+ float or QAT ``--checkpoint``) quantized on the fly.
+Other sources (vendor YAML + checkpoint) are added there.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+import typer
+
+from cnnforge.arithmetic import ACT_MAX, ACT_MIN
+from cnnforge.cli import app
+from cnnforge.cli.common import console, parse_model_args, parse_shape
+from cnnforge.errors import InputError
+from cnnforge.ir import Network
+from cnnforge.outputs import atomic_output_dir, atomic_output_file
+
+
+def read_input_array(path: Path, option: str = "--input") -> np.ndarray:
+    """An integer .npy of C,H,W / N,C,H,W (or C,L / N,C,L) values in [-128, 127], as int64."""
+    if not path.is_file():
+        raise InputError(f"{option} file not found", where=str(path))
+    try:
+        data = np.load(path, allow_pickle=False)
+    except (ValueError, OSError, EOFError) as exc:
+        raise InputError(f"{option} is not a readable .npy file: {exc}", where=str(path)) from None
+    if not isinstance(data, np.ndarray):
+        raise InputError(f"{option} must be one array (.npy), not an archive", where=str(path))
+    if data.dtype.kind not in "iu":
+        raise InputError(
+            f"{option} has dtype {data.dtype}, not integers",
+            where=str(path),
+            hint="save int8 values, e.g. np.save(path, x.astype(np.int8))",
+        )
+    if data.ndim not in (2, 3, 4) or data.size == 0:
+        raise InputError(
+            f"{option} has shape {data.shape}",
+            where=str(path),
+            hint="give C,H,W or N,C,H,W (C,L or N,C,L for 1-D)",
+        )
+    lo, hi = int(data.min()), int(data.max())
+    if lo < ACT_MIN or hi > ACT_MAX:
+        raise InputError(
+            f"{option} values span [{lo}, {hi}], outside [-128, 127]",
+            where=str(path),
+            hint="inputs are int8 (x_int = round(128 * x))",
+        )
+    return data.astype(np.int64)
+
+
+def resolve_network(
+    model: str | None,
+    input_shape: tuple[int, ...] | None,
+    checkpoint: Path | None,
+    network_path: Path | None,
+    *,
+    model_args: dict[str, object],
+    device: str,
+    weight_bits: int | dict[str, int],
+    clip: str,
+) -> Network:
+    """The quantized network to simulate, from exactly one source (see the module docstring)."""
+    from cnnforge.quant.checkpoint import is_quantized_checkpoint, load_quantized
+
+    if network_path is not None:
+        if model is not None or checkpoint is not None:
+            raise InputError("give --network alone, or MODEL with --checkpoint, not both")
+        return load_quantized(network_path)
+    if model is None:
+        raise InputError("no network given", hint="give MODEL [--checkpoint], or --network q.pth")
+    if checkpoint is not None and is_quantized_checkpoint(checkpoint):
+        return load_quantized(checkpoint)
+    if input_shape is None:
+        raise InputError("MODEL needs --input-shape", hint="e.g. --input-shape 3,64,64")
+    from cnnforge.devices import get_device
+    from cnnforge.quant.pipeline import quantize_model
+
+    return quantize_model(
+        model,
+        input_shape,
+        model_args,
+        checkpoint,
+        device=get_device(device),
+        weight_bits=weight_bits,
+        clip=clip,
+    )
+
+
+def batch_input(data: np.ndarray, network: Network, path: Path) -> tuple[np.ndarray, bool]:
+    """(N, ...) input and whether a batch axis was added; InputError on a shape mismatch."""
+    shape = tuple(network.input_shape)
+    if data.shape == shape:
+        return data[None], True
+    if data.shape[1:] == shape:
+        return data, False
+    raise InputError(
+        f"--input has shape {data.shape}, the network takes {shape}",
+        where=str(path),
+        hint="give C,H,W or N,C,H,W",
+    )
+
+
+def _file_name(layer: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", layer) + ".npy"
+
+
+@app.command("simulate")
+def simulate(
+    model: str = typer.Argument(
+        None, help="MODEL (file.py:Name, package.module:Name or a short name); omit with --network."
+    ),
+    input_path: Path = typer.Option(..., "--input", help="int8-valued .npy: C,H,W or N,C,H,W."),
+    output: Path = typer.Option(..., "--output", help=".npy for the output (.npz if several)."),
+    network_path: Path = typer.Option(None, "--network", help="cnnforge quantized checkpoint."),
+    checkpoint: Path = typer.Option(
+        None, "--checkpoint", help="With MODEL: float/QAT state_dict, or a quantized checkpoint."
+    ),
+    input_shape: str = typer.Option(
+        None, "--input-shape", "-i", help="With MODEL: C,H,W (default: from --input)."
+    ),
+    model_arg: list[str] = typer.Option(None, "--model-arg", help="Constructor key=value."),
+    layers_dir: Path = typer.Option(None, "--layers", help="Directory: one .npy per layer."),
+    device: str = typer.Option("MAX78000", "--device", "-d", help="MAX78000 or MAX78002."),
+    weight_bits: list[str] = typer.Option(None, "--weight-bits", help="PTQ width (MODEL only)."),
+    clip: str = typer.Option("max", "--clip", help="PTQ clipping (MODEL only)."),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Replace existing outputs."),
+) -> None:
+    """Simulate bit-exactly; write the output (and every layer's output with --layers)."""
+    from cnnforge.cli.quantize import parse_bits_option
+    from cnnforge.sim import simulate as run_sim
+
+    data = read_input_array(input_path)
+    shape = parse_shape(input_shape) if input_shape else _shape_from_data(data)
+    network = resolve_network(
+        model,
+        shape if model else None,
+        checkpoint,
+        network_path,
+        model_args=parse_model_args(model_arg),
+        device=device,
+        weight_bits=parse_bits_option(weight_bits),
+        clip=clip,
+    )
+    x, added = batch_input(data, network, input_path)
+    for target in (output, layers_dir):
+        if target is not None and target.exists() and not overwrite:
+            raise InputError(f"{target} already exists", hint="pass --overwrite")
+    result = run_sim(network, x, all_layers=layers_dir is not None)
+    outputs = {k: _unbatch(v, added) for k, v in result.outputs.items()}
+    write_outputs(outputs, output)
+    if layers_dir is not None:
+        with atomic_output_dir(layers_dir, overwrite=overwrite) as tmp:
+            for name, value in result.layers.items():
+                np.save(tmp / _file_name(name), _unbatch(value, added))
+    first = next(iter(outputs.values()))
+    console.print(
+        f"{network.name}: {len(network)} layers, output {first.shape} -> {output}", highlight=False
+    )
+
+
+def _shape_from_data(data: np.ndarray) -> tuple[int, ...]:
+    """Input shape without batch: C,H,W from 3-D or 4-D data, C,L from 2-D data."""
+    return tuple(data.shape[1:]) if data.ndim == 4 else tuple(data.shape)
+
+
+def _unbatch(value, added: bool) -> np.ndarray:
+    array = np.asarray(value.numpy() if hasattr(value, "numpy") else value, dtype=np.int64)
+    return array[0] if added else array
+
+
+def write_outputs(outputs: dict[str, np.ndarray], path: Path) -> None:
+    """One output -> .npy; several -> an .npz keyed by layer name."""
+    with atomic_output_file(path) as tmp, open(tmp, "wb") as fh:
+        if len(outputs) == 1:
+            np.save(fh, next(iter(outputs.values())))
+        else:
+            np.savez(fh, **outputs)
