@@ -12,6 +12,7 @@ from cnnforge.ir import BINARY_BITS, Layer, Op
 from cnnforge.plan.kernel_words import (
     layer_kernel_need,
     layer_kernel_words,
+    output_slots,
     packed_words,
     passes,
     processors_per_pass,
@@ -79,3 +80,30 @@ def test_depthwise_needs_one_kernel_per_pass() -> None:
 def test_weightless_layers_need_nothing() -> None:
     pt = Layer("p", Op.PASSTHROUGH, out_shape=(8, 4, 4), in_channels=8, out_channels=8)
     assert layer_kernel_need(pt) is None and layer_kernel_words(pt) == 0
+
+
+def test_output_slots_from_masks() -> None:
+    assert output_slots(0xFF, 8) == 8
+    assert output_slots(0xFF00000000000000, 8) == 8  # enc1 of the large U-Net: procs 56-63
+    assert output_slots(0b1011, 3) == 4  # holes cost kernels like real channels
+    assert output_slots(0x00FFFFFFFFFFFFFF, 112) == 56  # 2 passes on processors 0-55
+    assert output_slots(0x00FFFFFFFFFFFFE0, 104) == 52  # first 5 rounded down to 4
+
+
+def test_vendor_networks_with_their_plans(ai8x_data) -> None:
+    from cnnforge.frontend.ai8x import load_ai8x
+
+    net, plan = load_ai8x(
+        ai8x_data / "networks/camvid-unet-large-fakept.yaml",
+        ai8x_data / "trained/ai85-camvid-unet-large-fakept-q.pth.tar",
+        (48, 88, 88),
+        device="MAX78000",
+    )
+    words = {}
+    for layer in net:
+        p = plan.placement(layer.name)
+        slots = output_slots(p.out_processors, layer.out_channels)
+        words[layer.name] = layer_kernel_words(layer, out_slots=slots)
+    # network-yaml.md §8: the fake passthrough costs 7 words on each of its 56 processors
+    assert words["layer7"] == 7
+    assert words["layer6"] == 112 and words["layer8"] == 112  # 56 -> 112 and 112 -> 56

@@ -49,6 +49,18 @@ def packed_words(kernels: int, ksize: int, weight_bits: int) -> int:
     return math.ceil((kernels * ksize * bits + pad) / KERNEL_WORD_BITS)
 
 
+def output_slots(out_mask: int, out_channels: int, processors: int = PROCESSORS) -> int:
+    """Output slots S of a placed layer from its output-processor mask (devices.md §3): last -
+    first + 1, the first rounded down to a multiple of 4 when the output has several passes."""
+    if out_mask <= 0:
+        raise ValueError("an output mask needs at least one processor")
+    first = (out_mask & -out_mask).bit_length() - 1
+    last = out_mask.bit_length() - 1
+    if passes(out_channels, processors) > 1:
+        first -= first % PASS_ALIGN
+    return last - first + 1
+
+
 @dataclass(frozen=True)
 class KernelNeed:
     """Kernel memory of one layer: ``words`` on each of ``processors`` input processors."""
