@@ -135,8 +135,13 @@ def assign_masks(
     live: dict[str, tuple[int, int]],
     res: Resources,
     data_format: str,
+    policy: str = "low",
 ) -> dict[str, int]:
-    """``{tensor: processor mask}`` for every tensor (see the module docstring)."""
+    """``{tensor: processor mask}`` for every tensor (see the module docstring).
+
+    ``policy`` breaks ties between equally loaded starts: ``low`` (lowest start), ``high``,
+    or ``long-high`` (long-lived tensors such as U-Net skips high, the rest low).
+    """
     units = sorted((make_unit(network, g, live) for g in groups), key=lambda u: u.birth)
     readers = _kernel_readers(network, res)
     loads = _Loads(network, res)
@@ -145,7 +150,8 @@ def assign_masks(
         if unit.group.parts == (INPUT,) and data_format == "CHW":
             masks[INPUT] = chw_mask(tensor_geometry(network, INPUT).channels)
             continue
-        start = _best_start(network, unit, masks, readers, loads, live)
+        high = policy == "high" or (policy == "long-high" and unit.death - unit.birth > 2)
+        start = _best_start(network, unit, masks, readers, loads, live, high)
         spans, kern = _demand(network, unit, start, readers, live)
         loads.add(spans, kern)
         for part, off, width in zip(unit.group.parts, unit.offsets, unit.widths, strict=True):
@@ -190,6 +196,7 @@ def _best_start(
     readers: dict[str, list[int]],
     loads: _Loads,
     live: dict[str, tuple[int, int]],
+    high: bool,
 ) -> int:
     pinned = _pinned_start(network, unit, masks)
     if pinned is not None:
@@ -197,12 +204,12 @@ def _best_start(
     best: tuple[float, int] | None = None
     for start in range(0, PROCESSORS - unit.width + 1, ALIGN):
         spans, kern = _demand(network, unit, start, readers, live)
-        cost = (round(loads.cost(spans, kern), 9), start)
+        cost = (round(loads.cost(spans, kern), 9), -start if high else start)
         if best is None or cost < best:
             best = cost
     if best is None:
         raise PlanError(f"{unit.width} processors do not fit in {PROCESSORS}")
-    return best[1]
+    return abs(best[1])
 
 
 def _pinned_start(network: Network, unit: Unit, masks: dict[str, int]) -> int | None:

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from cnnforge.errors import PlanError
 from cnnforge.ir import INPUT, Network
 from cnnforge.plan.groups import GroupKind
+from cnnforge.plan.inplace import in_place_words
 from cnnforge.plan.liveness import tensor_geometry
 from cnnforge.plan.masks import Unit, instances_of
 from cnnforge.plan.resources import Resources
@@ -29,9 +30,15 @@ class Rect:
     birth: int
     death: int
     span: int  # bytes from the unit's base offset
+    partner: str = ""  # the input this tensor may overwrite in place (plan/inplace.py)
+    trail: int = 0  # bytes the output must start below that input
 
     def conflicts(self, other: Rect, base: int, other_base: int) -> bool:
         """True when both are live at once on a shared instance with overlapping bytes."""
+        if self.partner == other.tensor and other_base - base >= self.trail:
+            return False
+        if other.partner == self.tensor and base - other_base >= other.trail:
+            return False
         return (
             bool(self.instances & other.instances)
             and self.birth <= other.death
@@ -65,9 +72,26 @@ def unit_rects(
             birth=live[p][0],
             death=live[p][1],
             span=tensor_span(network, p, data_format) * k,
+            **(_in_place(network, p, live, data_format) if k == 1 else {}),
         )
         for p in unit.group.parts
     )
+
+
+def _in_place(
+    network: Network, name: str, live: dict[str, tuple[int, int]], data_format: str
+) -> dict[str, object]:
+    """The partner input a tensor may overwrite in place, and by how far it must trail it."""
+    if name == INPUT:
+        return {}
+    layer = network.layer(name)
+    words = in_place_words(network, layer)
+    source = layer.inputs[0]
+    if words is None or live[source][1] != live[name][0]:
+        return {}
+    if source == INPUT and data_format == "CHW":
+        return {}
+    return {"partner": source, "trail": 4 * words}
 
 
 def assign_offsets(
@@ -81,9 +105,12 @@ def assign_offsets(
     """``{tensor: out offset}`` (bytes); raises ``PlanError`` when no placement fits."""
     rects = [unit_rects(network, u, masks, live, data_format) for u in units]
     by_size = sorted(range(len(units)), key=lambda i: _size_key(rects[i], units[i]))
+    by_size_late = sorted(
+        range(len(units)), key=lambda i: (_size_key(rects[i], units[i])[0], -units[i].birth)
+    )
     by_birth = sorted(range(len(units)), key=lambda i: (units[i].birth, i))
     best: dict[int, int] | None = None
-    for order in (by_size, by_birth):
+    for order in (by_size, by_size_late, by_birth, by_birth[::-1]):
         bases = _place(order, rects, res.instance_bytes)
         if bases is not None and (best is None or _top(bases, rects) < _top(best, rects)):
             best = bases
@@ -119,13 +146,25 @@ def _place(order: list[int], rects: list[tuple[Rect, ...]], limit: int) -> dict[
                 for m in mine
             )
         ]
-        candidates = sorted({0, *(b + r.span for r, b in near)})
+        candidates = sorted(
+            c for c in {0, *_candidates(mine, near, limit)} if c >= 0 and c % 4 == 0
+        )
         base = next((c for c in candidates if _fits(mine, c, near, limit)), None)
         if base is None:
             return None
         bases[i] = base
         placed.extend((m, base) for m in mine)
     return bases
+
+
+def _candidates(mine: tuple[Rect, ...], near: list[tuple[Rect, int]], limit: int) -> set[int]:
+    """Ends of nearby tensors, the top of memory and in-place positions next to partners."""
+    out = {b + r.span for r, b in near}
+    out.update(limit - m.span for m in mine)
+    for m in mine:
+        out.update(b - m.trail for r, b in near if r.tensor == m.partner)
+        out.update(b + r.trail for r, b in near if r.partner == m.tensor)
+    return {c - c % 4 for c in out}
 
 
 def _fits(mine: tuple[Rect, ...], base: int, near: list[tuple[Rect, int]], limit: int) -> bool:

@@ -28,7 +28,7 @@ from cnnforge.plan.kernels import assign_bias, assign_kernels, kernels_per_proce
 from cnnforge.plan.latency import START_CYCLES, layer_cycles, layer_inputs
 from cnnforge.plan.liveness import layer_in_geometry, live_intervals
 from cnnforge.plan.masks import assign_masks, choose_data_format, make_unit
-from cnnforge.plan.memory import assign_offsets
+from cnnforge.plan.memory import assign_offsets, tensor_span
 from cnnforge.plan.model import Placement, Plan
 from cnnforge.plan.resources import PER_QUADRANT, Resources, resources_of
 
@@ -50,13 +50,16 @@ def plan_network(network: Network, device: Any) -> tuple[Network, Plan]:
         )
     live = live_intervals(network)
     data_format = choose_data_format(network, res)
-    masks = assign_masks(network, groups, live, res, data_format)
-    units = [make_unit(network, g, live) for g in groups]
-    offsets = assign_offsets(network, units, masks, live, res, data_format)
+    results, errors = [], []
+    for policy in MASK_POLICIES:
+        try:
+            results.append(_attempt(network, groups, live, res, data_format, policy))
+        except PlanError as exc:
+            errors.append(exc)
+    if not results:
+        raise errors[0]
+    layer_masks, offsets, kernels, bias = min(results, key=lambda r: r[0])[1:]
     gaps = {p: g.gap for g in groups for p in g.parts}
-    layer_masks = {x.name: (_in_mask(x, masks, groups), masks[x.name]) for x in network.layers}
-    kernels = assign_kernels(network, layer_masks, res)
-    bias = assign_bias(network, layer_masks, res)
     placements = []
     for layer in network.layers:
         in_mask, out_mask = layer_masks[layer.name]
@@ -77,6 +80,22 @@ def plan_network(network: Network, device: Any) -> tuple[Network, Plan]:
         placements.append(dataclasses.replace(place, cycles=placed_cycles(network, layer, place)))
     notes = (f"input data format {data_format}",)
     return network, Plan(res.name, data_format, tuple(placements), notes=notes)
+
+
+#: Tie-break policies of the mask assignment tried in turn; the lowest data-memory top wins.
+MASK_POLICIES = ("low", "long-high", "high")
+
+
+def _attempt(network, groups, live, res, data_format, policy) -> tuple:
+    """One full placement with one mask policy: (top address, masks, offsets, kernels, bias)."""
+    masks = assign_masks(network, groups, live, res, data_format, policy)
+    units = [make_unit(network, g, live) for g in groups]
+    offsets = assign_offsets(network, units, masks, live, res, data_format)
+    layer_masks = {x.name: (_in_mask(x, masks, groups), masks[x.name]) for x in network.layers}
+    kernels = assign_kernels(network, layer_masks, res)
+    bias = assign_bias(network, layer_masks, res)
+    top = max(offsets[n] + tensor_span(network, n, data_format) for n in offsets)
+    return top, layer_masks, offsets, kernels, bias
 
 
 def _require_hardware(network: Network) -> None:

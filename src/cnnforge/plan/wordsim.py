@@ -16,6 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from cnnforge.ir import INPUT, Layer, Network
+from cnnforge.plan.inplace import in_place_words
 from cnnforge.plan.liveness import layer_in_geometry, live_intervals, tensor_geometry
 from cnnforge.plan.model import Placement, Plan
 from cnnforge.plan.resources import PER_INSTANCE, PROCESSORS, Resources
@@ -99,7 +100,10 @@ def _write(mem, network, index, name, place, ids, live, names, allow_overlap, ch
     where = name if name != INPUT else (network.layers[0].name)
     if top >= mem.words:
         return [Issue(where, "output-bounds", f"writes word {top:#x} past the instance end")]
-    issues = _overwrites(mem, network, index, name, words, ids, live, names, allow_overlap)
+    proven = _proven_in_place(network, index, place)
+    issues = _overwrites(
+        mem, network, index, name, words, ids, live, names, allow_overlap or proven
+    )
     tid = ids[name]
     for p, c, w in words:
         base = p - p % PER_INSTANCE
@@ -114,6 +118,14 @@ def _write(mem, network, index, name, place, ids, live, names, allow_overlap, ch
             base = p - p % PER_INSTANCE
             mem.ch[base : base + PER_INSTANCE, w] = c if c < geo.channels else EMPTY
     return issues
+
+
+def _proven_in_place(network: Network, index: int, place: Placement) -> bool:
+    """True when the layer may overwrite its dying input (plan/inplace.py's proof holds)."""
+    if index < 0 or place.write_gap:
+        return False
+    words = in_place_words(network, network.layers[index])
+    return words is not None and place.in_offset - place.out_offset >= 4 * words
 
 
 def _overwrites(mem, network, index, name, words, ids, live, names, allow_overlap) -> list:

@@ -1,0 +1,62 @@
+"""Proven in-place layers: when a layer's output may overlap its own (dying) input.
+
+devices.md §6 forbids a layer's output to intersect its inputs "unless proven". The proof here:
+the hardware produces output pixels in raster order, and an input pixel is read no later than
+when the first output pixel that needs it is computed. So writing output pixel q is safe when
+every word written so far lies below the first word of the earliest input pixel any later
+output still needs. With single-pass 8-bit input and output (one word per pixel) that is
+
+    in_offset/4 - out_offset/4 >= max over q of ((q + 1) - first_needed(q + 1)) + margin
+
+where first_needed(q) is the smallest input pixel index read by outputs q, q+1, ... (suffix
+minimum over the window tops). The vendor's large U-Net relies on exactly this (its 3x3 dec0
+trails its input by 108 pixels where 89 are needed, unet-walkthrough.md / network-yaml.md §7.2).
+Only plain single-input convolutions and passthroughs without element-wise operands, without
+flatten, single pass in and out, 8-bit output, qualify.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from cnnforge.ir import Layer, Network, Op
+from cnnforge.plan.kernel_words import passes
+
+#: Extra words kept between the write and read fronts (pipeline slack; the proof needs 0).
+IN_PLACE_MARGIN_WORDS = 8
+
+_ELIGIBLE = frozenset({Op.CONV2D, Op.CONV1D, Op.PASSTHROUGH})
+
+
+def in_place_words(network: Network, layer: Layer) -> int | None:
+    """Words the output must start below the input to overlap it safely; None: never in place."""
+    if layer.op not in _ELIGIBLE or len(layer.inputs) != 1 or layer.eltwise is not None:
+        return None
+    if layer.flatten or layer.wide or layer.groups > 1:
+        return None
+    in_shape = network.shape_of(layer.inputs[0])
+    if passes(in_shape[0]) != 1 or passes(layer.out_shape[0]) != 1:
+        return None
+    first = _first_needed(layer, in_shape)
+    if first.size <= 1:
+        return IN_PLACE_MARGIN_WORDS
+    suffix = np.minimum.accumulate(first[::-1])[::-1]
+    q = np.arange(1, first.size)
+    return int((q - suffix[1:]).max()) + IN_PLACE_MARGIN_WORDS
+
+
+def _first_needed(layer: Layer, in_shape: tuple[int, ...]) -> np.ndarray:
+    """Per output pixel (raster order): the smallest input pixel index its window reads."""
+    dims = tuple(in_shape[1:]) or (1,)
+    out_dims = tuple(layer.out_shape[1:]) or (1,)
+    if len(dims) == 1:
+        dims, out_dims = (dims[0], 1), (out_dims[0], 1)
+    width = dims[1]
+    if layer.pool is not None:
+        strides = tuple(layer.pool.stride) + (1,) * (2 - len(layer.pool.stride))
+    else:
+        strides = (1, 1)
+    pads = tuple(layer.padding) + (0,) * (2 - len(layer.padding)) if layer.padding else (0, 0)
+    rows = np.maximum(np.arange(out_dims[0]) - pads[0], 0) * strides[0]
+    cols = np.maximum(np.arange(out_dims[1]) - pads[1], 0) * strides[1]
+    return (rows[:, None] * width + cols[None, :]).ravel()
