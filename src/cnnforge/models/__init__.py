@@ -17,12 +17,12 @@ ModelFactory = Callable[..., nn.Module]
 
 def registry() -> dict[str, tuple[ModelFactory, tuple[int, ...]]]:
     """Short name -> (class or factory, default input shape C,H,W)."""
-    from cnnforge.models import unet
+    from cnnforge.models import qat_unet, unet
 
     return {
         "unet-voc": (unet.UNetVOC, (3, 64, 64)),
         "unet-large": (unet.UNetLarge, (48, 88, 88)),
-        # Add one line per model family here, e.g. the QAT U-Net of models/qat_unet.py.
+        "qat-unet": (qat_unet.QatUNet, (3, 32, 32)),
     }
 
 

@@ -54,7 +54,7 @@ class ShapesConfig:
     """Parameters of the procedural ``shapes`` set; every image is a function of (seed, index)."""
 
     size: int = 32
-    max_objects: int = 3
+    max_objects: int = 4
     noise: float = 0.06
     seed: int = 0
 
@@ -104,7 +104,7 @@ def _texture(rng: np.random.Generator, yy: np.ndarray, xx: np.ndarray) -> np.nda
 def _shape_region(
     rng: np.random.Generator, cls: int, yy: np.ndarray, xx: np.ndarray, n: int
 ) -> np.ndarray:
-    r = rng.uniform(n / 8, n / 4)
+    r = rng.uniform(n / 6, n / 3.5)
     cy, cx = rng.uniform(r * 0.5, n - r * 0.5, 2)
     angle = rng.uniform(0, 2 * math.pi)
     dy, dx = yy - cy, xx - cx

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import math
+import warnings
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -224,8 +225,10 @@ class Trainer:
         """QAT adds parameters (shifts) and changes the weights' meaning: a fresh optimizer."""
         self.optimizer = make_optimizer(self.model, self.config)
         self.scheduler = make_scheduler(self.optimizer, self.config)
-        for _ in range(epoch):
-            self.scheduler.step()
+        with warnings.catch_warnings():  # stepping a fresh schedule forward, no optimizer step
+            warnings.simplefilter("ignore", UserWarning)
+            for _ in range(epoch):
+                self.scheduler.step()
 
     def _train_epoch(self, epoch: int) -> float:
         torch.manual_seed(self.config.seed + epoch)

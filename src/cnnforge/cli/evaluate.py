@@ -1,0 +1,64 @@
+"""``cnnforge evaluate``: float, QAT-eval and bit-exact simulation of one model, side by side."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+from rich.table import Table
+
+from cnnforge.cli import app
+from cnnforge.cli.common import console, parse_model_args
+from cnnforge.train.evaluate import Evaluation
+
+
+@app.command("evaluate")
+def evaluate(
+    model: str = typer.Argument(..., help="path/to/file.py:Name, package.module:Name or a name."),
+    checkpoint: Path = typer.Option(..., "--checkpoint", help="Trained weights (train's .pth)."),
+    dataset: str = typer.Option("shapes", "--dataset", help="shapes, voc or folder."),
+    data: Path = typer.Option(None, "--data", help="Dataset directory (voc, folder)."),
+    split: str = typer.Option("val", "--split", help="Split to evaluate (val, test, train)."),
+    model_arg: list[str] = typer.Option(None, "--model-arg", help="key=value (repeatable)."),
+    size: int = typer.Option(32, "--size", help="Image side length."),
+    fold: int = typer.Option(1, "--fold", help="Space-to-depth factor of the input."),
+    length: int = typer.Option(256, "--length", help="shapes: number of images."),
+    batch_size: int = typer.Option(64, "--batch-size"),
+    seed: int = typer.Option(0, "--seed", help="shapes: dataset seed."),
+) -> None:
+    """Score MODEL as float, as QAT-eval and bit-exact in the simulator, on the same images."""
+    from cnnforge.frontend.torch_fx import load_model
+    from cnnforge.train.datasets import make_dataset
+    from cnnforge.train.evaluate import evaluate_three_ways
+    from cnnforge.train.run import model_classes
+
+    net = load_model(model, parse_model_args(model_arg), checkpoint)
+    in_ch = next(int(m.in_channels) for m in net.modules() if hasattr(m, "in_channels"))
+    classes = model_classes(net, (in_ch * fold * fold, size // fold, size // fold), fold)
+    ds = make_dataset(
+        dataset, split, data=data, size=size, num_classes=classes, length=length, seed=seed
+    )
+    result = evaluate_three_ways(net, ds, classes, fold_factor=fold, batch_size=batch_size)
+    console.print(evaluation_table(result))
+    console.print(agreement_line(result), highlight=False)
+
+
+def evaluation_table(result: Evaluation) -> Table:
+    """One row per mode: pixel accuracy, mIoU and mean Dice in percent."""
+    table = Table(title=f"segmentation on {result.images} images")
+    for col in ("mode", "pixel acc %", "mIoU %", "mean Dice %"):
+        table.add_column(col, justify="right" if col != "mode" else "left")
+    for mode, s in result.scores.items():
+        table.add_row(
+            mode, f"{100 * s.pixel_accuracy:.2f}", f"{100 * s.miou:.2f}", f"{100 * s.mean_dice:.2f}"
+        )
+    return table
+
+
+def agreement_line(result: Evaluation) -> str:
+    if result.outputs_differing == 0:
+        return f"QAT-eval == bit-exact on all {result.outputs_compared:,} output values"
+    return (
+        f"QAT-eval and bit-exact differ on {result.outputs_differing:,} of "
+        f"{result.outputs_compared:,} output values"
+    )

@@ -1,0 +1,92 @@
+"""``cnnforge train``: float training then QAT, on one process or under ``torchrun`` (DDP)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+from rich.table import Table
+
+from cnnforge.cli import app
+from cnnforge.cli.common import console, parse_model_args
+from cnnforge.train.distributed import init_from_env, shutdown
+from cnnforge.train.loop import EpochRecord, TrainConfig
+from cnnforge.train.run import train_model
+
+
+@app.command("train")
+def train(
+    model: str = typer.Argument(..., help="path/to/file.py:Name, package.module:Name or a name."),
+    dataset: str = typer.Option("shapes", "--dataset", help="shapes, voc or folder."),
+    data: Path = typer.Option(None, "--data", help="Dataset directory (voc, folder)."),
+    out: Path = typer.Option(Path("runs/train"), "--out", "-o", help="Checkpoint directory."),
+    model_arg: list[str] = typer.Option(None, "--model-arg", help="key=value (repeatable)."),
+    size: int = typer.Option(32, "--size", help="Image side length the data is resized to."),
+    epochs: int = typer.Option(10, "--epochs"),
+    batch_size: int = typer.Option(16, "--batch-size"),
+    lr: float = typer.Option(1e-2, "--lr"),
+    optimizer: str = typer.Option("adam", "--optimizer", help="adam, adamw or sgd."),
+    schedule: str = typer.Option("cosine", "--schedule", help="cosine, step or none."),
+    weight_decay: float = typer.Option(0.0, "--weight-decay"),
+    seed: int = typer.Option(0, "--seed"),
+    fold: int = typer.Option(1, "--fold", help="Space-to-depth factor for the input."),
+    qat_policy: Path = typer.Option(
+        None, "--qat-policy", help="qat_policy.yaml (start_epoch, weight_bits, overrides)."
+    ),
+    no_qat: bool = typer.Option(False, "--no-qat", help="Float training only."),
+    train_length: int = typer.Option(1024, "--train-length", help="shapes: training images."),
+    val_length: int = typer.Option(256, "--val-length", help="shapes: validation images."),
+    resume: bool = typer.Option(False, "--resume", help="Continue from OUT/last.pth."),
+) -> None:
+    """Train MODEL on a segmentation dataset: float phase, then QAT from the start_epoch."""
+    ctx = init_from_env()
+    config = TrainConfig(
+        epochs=epochs,
+        batch_size=batch_size,
+        lr=lr,
+        optimizer=optimizer,
+        schedule=schedule,
+        weight_decay=weight_decay,
+        seed=seed,
+        fold=fold,
+    )
+    try:
+        history = train_model(
+            model,
+            parse_model_args(model_arg),
+            dataset=dataset,
+            data=data,
+            size=size,
+            config=config,
+            out_dir=out,
+            policy_path=qat_policy,
+            qat=not no_qat,
+            lengths=(train_length, val_length),
+            resume=resume,
+            on_epoch=_print_epoch if ctx.is_main else None,
+        )
+    finally:
+        shutdown()
+    if ctx.is_main and history:
+        best = max(history, key=lambda r: r.miou)
+        console.print(
+            f"best mIoU {best.miou:.4f} at epoch {best.epoch} ({best.phase}); "
+            f"checkpoints in {out}/ (last.pth, best.pth)",
+            highlight=False,
+        )
+
+
+def _print_epoch(record: EpochRecord) -> None:
+    table = Table(show_header=record.epoch == 0, box=None, pad_edge=False)
+    for col in ("epoch", "phase", "train loss", "val loss", "pixel acc", "mIoU", "lr"):
+        table.add_column(col, justify="right", width=10)
+    table.add_row(
+        str(record.epoch),
+        record.phase,
+        f"{record.train_loss:.4f}",
+        f"{record.val_loss:.4f}",
+        f"{record.pixel_accuracy:.4f}",
+        f"{record.miou:.4f}",
+        f"{record.lr:.2e}",
+    )
+    console.print(table)

@@ -1,0 +1,116 @@
+"""Training and evaluation as Python calls: what the train, evaluate and demo commands run."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from cnnforge.errors import InputError
+from cnnforge.train.datasets import make_dataset
+from cnnforge.train.loop import EpochRecord, TrainConfig, Trainer
+from cnnforge.train.qat import QatHooks
+
+
+def model_classes(model: nn.Module, input_shape: tuple[int, ...], fold: int = 1) -> int:
+    """Number of classes a segmentation model predicts (its output channels / fold^2)."""
+    with torch.no_grad():
+        was_training = model.training
+        model.eval()
+        out = model(torch.zeros(1, *input_shape))
+        model.train(was_training)
+    return int(out.shape[1]) // (fold * fold)
+
+
+def default_policy(epochs: int):
+    """QAT for the last third of the epochs at 8-bit weights (the vendor's usual schedule)."""
+    from cnnforge.nn import QATPolicy
+
+    return QATPolicy(start_epoch=max(1, (2 * epochs) // 3))
+
+
+@dataclass(frozen=True)
+class DataSpec:
+    """Which dataset, where, at which size; enough to rebuild the same splits anywhere."""
+
+    name: str = "shapes"
+    data: Path | None = None
+    size: int = 32
+    train_length: int = 1024
+    val_length: int = 256
+    seed: int = 0
+
+    def splits(self, num_classes: int):
+        common = dict(data=self.data, size=self.size, num_classes=num_classes, seed=self.seed)
+        train = make_dataset(self.name, "train", length=self.train_length, **common)
+        val = make_dataset(self.name, "val", length=self.val_length, **common)
+        return train, val
+
+
+def train_model(
+    spec: str,
+    model_args: dict[str, Any],
+    *,
+    dataset: str,
+    data: Path | None,
+    size: int,
+    config: TrainConfig,
+    out_dir: Path,
+    policy_path: Path | None = None,
+    qat: bool = True,
+    lengths: tuple[int, int] = (1024, 256),
+    resume: bool = False,
+    on_epoch: Callable[[EpochRecord], None] | None = None,
+) -> list[EpochRecord]:
+    """Build the model, the data and the trainer; train (or resume) and return the history."""
+    from cnnforge.frontend.torch_fx import load_model
+    from cnnforge.nn import load_policy
+
+    model = load_model(spec, model_args, None)
+    in_channels = _in_channels(model)
+    num_classes = model_classes(
+        model, (in_channels * config.fold**2, size // config.fold, size // config.fold), config.fold
+    )
+    data_spec = DataSpec(dataset, data, size, lengths[0], lengths[1], config.seed)
+    train_set, val_set = data_spec.splits(num_classes)
+    policy = None
+    if qat:
+        policy = load_policy(policy_path) if policy_path else default_policy(config.epochs)
+    trainer = Trainer(
+        model,
+        train_set,
+        val_set,
+        replace(config, num_classes=num_classes),
+        out_dir,
+        QatHooks(policy),
+        model_spec={"model": spec, "model_args": model_args, "data": _data_json(data_spec)},
+        on_epoch=on_epoch,
+    )
+    if resume:
+        last = Path(out_dir) / "last.pth"
+        if not last.is_file():
+            raise InputError("nothing to resume: no last.pth", where=str(out_dir))
+        trainer.resume(last)
+    return trainer.fit()
+
+
+def _in_channels(model: nn.Module) -> int:
+    for module in model.modules():
+        if hasattr(module, "in_channels"):
+            return int(module.in_channels)
+    raise InputError(f"cannot tell the input channels of {type(model).__name__}")
+
+
+def _data_json(spec: DataSpec) -> dict[str, Any]:
+    return {
+        "name": spec.name,
+        "data": None if spec.data is None else str(spec.data),
+        "size": spec.size,
+        "train_length": spec.train_length,
+        "val_length": spec.val_length,
+        "seed": spec.seed,
+    }
