@@ -3,3 +3,5 @@ from cnnforge.cli import analyze  # noqa: F401
 from cnnforge.cli import check  # noqa: F401
 from cnnforge.cli import quantize  # noqa: F401
 from cnnforge.cli import simulate  # noqa: F401
+from cnnforge.cli import train  # noqa: F401
+from cnnforge.cli import evaluate  # noqa: F401
