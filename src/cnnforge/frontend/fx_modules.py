@@ -50,7 +50,8 @@ def to_numpy(tensor: torch.Tensor | None) -> np.ndarray | None:
     """A float32 numpy copy of a parameter (the IR's arrays never alias torch storage)."""
     if tensor is None:
         return None
-    return tensor.detach().cpu().numpy().astype(np.float32, copy=True)
+    array = tensor.detach().cpu().numpy()
+    return array.copy() if array.dtype == np.float32 else array.astype(np.float32)
 
 
 def ntuple(value: object, n: int) -> tuple[int, ...]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Sequence
+from itertools import chain
 from typing import Any
 
 import torch
@@ -55,10 +56,15 @@ def trace_graph(module: nn.Module) -> fx.GraphModule:
 
 
 class _ShapeRecorder(fx.Interpreter):
-    """Runs the graph once, keeping each node's value and concrete arguments."""
+    """Runs the graph once, keeping each node's value and concrete arguments.
 
-    def __init__(self, gm: fx.GraphModule) -> None:
+    With ``meta=True`` every tensor lives on the meta device (shapes only, no arithmetic):
+    module calls see meta copies of their parameters through ``functional_call``.
+    """
+
+    def __init__(self, gm: fx.GraphModule, meta: bool) -> None:
         super().__init__(gm)
+        self.meta = meta
         self.values: dict[fx.Node, Any] = {}
         self.args: dict[fx.Node, tuple[tuple[Any, ...], dict[str, Any]]] = {}
 
@@ -68,6 +74,8 @@ class _ShapeRecorder(fx.Interpreter):
         try:
             value = super().run_node(n)
         except Exception as exc:
+            if self.meta:
+                raise _MetaFailed from exc
             raise InputError(
                 f"shape propagation fails at {_describe(n)}: {_first_line(exc)}",
                 where=_module_path(n),
@@ -76,6 +84,61 @@ class _ShapeRecorder(fx.Interpreter):
         self.values[n] = value
         return value
 
+    def call_module(self, target: Any, args: Any, kwargs: dict[str, Any]) -> Any:
+        if not self.meta:
+            return super().call_module(target, args, kwargs)
+        module = self.fetch_attr(target)
+        if isinstance(module, _SAME_SHAPE) and len(args) == 1 and not kwargs:
+            bn = isinstance(module, nn.modules.batchnorm._BatchNorm)
+            if not bn or args[0].shape[1] == module.num_features:
+                return args[0]  # shape-preserving: skip the (slow) meta kernels
+        tensors = chain(module.named_parameters(), module.named_buffers())
+        state = {name: t.to("meta") for name, t in tensors}
+        return torch.func.functional_call(module, state, tuple(args), dict(kwargs))
+
+    def get_attr(self, target: Any, args: Any, kwargs: dict[str, Any]) -> Any:
+        value = super().get_attr(target, args, kwargs)
+        return value.to("meta") if self.meta and isinstance(value, torch.Tensor) else value
+
+
+#: Leaf modules whose output has their input's shape (meta propagation shortcut).
+_SAME_SHAPE = (
+    nn.modules.batchnorm._BatchNorm,
+    nn.ReLU,
+    nn.ReLU6,
+    nn.Hardtanh,
+    nn.LeakyReLU,
+    nn.Sigmoid,
+    nn.Tanh,
+    nn.Dropout,
+    nn.Dropout1d,
+    nn.Dropout2d,
+    nn.Identity,
+)
+
+
+class _MetaFailed(Exception):
+    """Shape propagation on the meta device failed: retry with real tensors."""
+
+
+def _propagate(gm: fx.GraphModule, input_shape: tuple[int, ...]) -> _ShapeRecorder:
+    """Shapes of every node: on the meta device when possible, else by a real zero forward."""
+    was_training = [m.training for m in gm.modules()]
+    gm.eval()
+    try:
+        with torch.no_grad():
+            for meta in (True, False):
+                recorder = _ShapeRecorder(gm, meta)
+                try:
+                    recorder.run(torch.zeros((1, *input_shape), device="meta" if meta else None))
+                    return recorder
+                except _MetaFailed:
+                    continue
+    finally:
+        for m, flag in zip(gm.modules(), was_training, strict=True):
+            m.training = flag
+    raise AssertionError("unreachable: the real run returns or raises")
+
 
 def trace(module: nn.Module, input_shape: Sequence[int], name: str | None = None) -> Network:
     """Trace ``module`` on an input of ``input_shape`` (C,H,W or C,L) into a float Network."""
@@ -83,7 +146,6 @@ def trace(module: nn.Module, input_shape: Sequence[int], name: str | None = None
     if len(input_shape) not in (2, 3) or min(input_shape) <= 0:
         raise InputError(f"input shape {input_shape} must be C,H,W or C,L with positive sizes")
     gm = trace_graph(module)
-    recorder = _ShapeRecorder(gm)
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
     if len(placeholders) != 1:
         raise ModelError(
@@ -91,14 +153,7 @@ def trace(module: nn.Module, input_shape: Sequence[int], name: str | None = None
             where=type(module).__name__,
             hint="cnnforge compiles models with exactly one input tensor",
         )
-    was_training = [m.training for m in gm.modules()]
-    gm.eval()
-    try:
-        with torch.no_grad():
-            recorder.run(torch.zeros((1, *input_shape)))
-    finally:
-        for m, flag in zip(gm.modules(), was_training, strict=True):
-            m.training = flag
+    recorder = _propagate(gm, input_shape)
     return _Builder(gm, recorder).network(name or type(module).__name__, input_shape)
 
 
