@@ -34,8 +34,17 @@ def weight_range(weight_bits: int) -> tuple[int, int]:
 
 
 def round_shift(acc: torch.Tensor, total_shift: int) -> torch.Tensor:
-    """``floor(0.5 + acc * 2^s / 128)`` exactly, on int64 (R2.3; edge cases §8.1-8.3)."""
+    """``floor(0.5 + acc * 2^s / 128)`` exactly (R2.3; edge cases §8.1-8.3).
+
+    On int64 the integer form of R2.3. A float tensor of integer values is accepted too (the
+    fast simulator): scaling by a power of two is exact, so ``floor(acc * 2^(s-7) + 0.5)`` is
+    exact in float64 for |acc| < 2^52, and in float32 whenever |acc| + 2^(6-s) <= 2^24 (the sum
+    ``acc + 2^(k-1)`` is then a representable integer); for s > 7 a float32 result can be off
+    by one only beyond 2^23, which the int8 saturation that follows removes.
+    """
     k = BIAS_SHIFT - total_shift
+    if acc.is_floating_point():
+        return torch.floor(acc * (2.0**-k) + 0.5)
     if k > 0:
         # torch's >> on int64 is arithmetic (floors), unlike C's implementation-defined >>.
         return (acc + (1 << (k - 1))) >> k
@@ -45,6 +54,7 @@ def round_shift(acc: torch.Tensor, total_shift: int) -> torch.Tensor:
 
 
 def saturate(y: torch.Tensor, lo: int = ACT_MIN, hi: int = ACT_MAX) -> torch.Tensor:
+    """Clip to the int8 range (R2.3, R4.2); works on int64 and on integer-valued floats."""
     return torch.clamp(y, lo, hi)
 
 
@@ -69,7 +79,11 @@ def finish_output(
 
 
 def avgpool_divide(total: torch.Tensor, count: int, rounding: bool) -> torch.Tensor:
-    """Average of ``count`` int8 values from their int64 sum (R3.5 trunc / R3.6 half away)."""
+    """Average of ``count`` int8 values from their sum (R3.5 trunc / R3.6 half away; §8.7-8.8).
+
+    ``total`` is int64 or an integer-valued float (|sum| <= 256 * 128: exact, and floor
+    division of such floats is exact too).
+    """
     if rounding:
         # round half away from zero: sign(S) * floor((2|S| + n) / 2n)
         mag = (2 * total.abs() + count) // (2 * count)
@@ -79,7 +93,14 @@ def avgpool_divide(total: torch.Tensor, count: int, rounding: bool) -> torch.Ten
 
 
 def eltwise_fold(op: EltwiseOp, operands: list[torch.Tensor], wide: bool = False) -> torch.Tensor:
-    """Left fold in exact integers, one saturation at the end (R4.2); none if wide (R4.4)."""
+    """Left fold in exact integers, one saturation at the end (R4.2); none if wide (R4.4).
+
+    Integer-valued float operands are fine for add/sub (|sum| <= 16 * 128 is exact); or/xor act
+    on the two's-complement patterns, so floats are folded as int64 and converted back.
+    """
+    if op in (EltwiseOp.OR, EltwiseOp.XOR) and operands[0].is_floating_point():
+        ints = [x.to(torch.int64) for x in operands]
+        return eltwise_fold(op, ints, wide).to(operands[0].dtype)
     result = operands[0]
     for x in operands[1:]:
         if op is EltwiseOp.ADD:

@@ -1,0 +1,179 @@
+"""What the simulator refuses: inputs and layers it cannot run bit-exactly.
+
+Every refusal is a ``SimulationError`` naming the layer (and its module path or YAML line) with
+a hint, so ``cnnforge simulate`` prints one line and exits 2. Checked: the input's dtype, shape
+and int8 range (arithmetic.md R1.1); per layer, that it is a quantized hardware layer whose op,
+element-wise operator, activation, groups and weight width exist (on ``device`` when given,
+devices.md §1), whose integer weights and bias lie in their ranges (R1.2, R1.5), and whose total
+output shift is in [-15, 15] (R2.1).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from cnnforge.arithmetic import ACT_MAX, ACT_MIN, SHIFT_MAX, SHIFT_MIN, weight_range
+from cnnforge.devices import Device
+from cnnforge.errors import SimulationError
+from cnnforge.ir import (
+    BINARY_BITS,
+    HARDWARE_ACTIVATIONS,
+    HARDWARE_ELTWISE,
+    INPUT,
+    Activation,
+    Layer,
+    Network,
+)
+
+WEIGHT_WIDTHS = (8, 4, 2, 1, BINARY_BITS)  # what the arithmetic knows (R1.2)
+
+
+def _fail(layer: Layer, what: str, hint: str | None = None) -> SimulationError:
+    where = f"layer {layer.name}" + (f" ({layer.module_path})" if layer.module_path else "")
+    return SimulationError(what, where=where, hint=hint)
+
+
+def check_input(network: Network, x: object) -> tuple[torch.Tensor, bool]:
+    """The input as an int64 (N, C, ...) tensor and whether it came batched."""
+    if isinstance(x, np.ndarray):
+        x = torch.from_numpy(x)
+    if not isinstance(x, torch.Tensor):
+        raise SimulationError(f"input must be an array, not {type(x).__name__}")
+    if x.is_floating_point() or x.is_complex() or x.dtype == torch.bool:
+        raise SimulationError(
+            f"input dtype {str(x.dtype).replace('torch.', '')} is not an integer type",
+            hint="give int8 values in [-128, 127] (x_int = round(x * 128), arithmetic.md R6.1)",
+        )
+    shape = tuple(network.input_shape)
+    batched = tuple(x.shape[1:]) == shape and x.dim() == len(shape) + 1
+    if not batched and tuple(x.shape) != shape:
+        raise SimulationError(
+            f"input shape {tuple(x.shape)} does not match the network input {shape}",
+            hint=f"give {shape} or (N, {', '.join(map(str, shape))})",
+        )
+    x = x.to(torch.int64)
+    if not batched:
+        x = x.unsqueeze(0)
+    if x.numel() and (int(x.min()) < ACT_MIN or int(x.max()) > ACT_MAX):
+        raise SimulationError(
+            f"input values {int(x.min())}..{int(x.max())} leave the int8 range [-128, 127]",
+            hint="clip or rescale the input (arithmetic.md R1.1)",
+        )
+    return x.cpu(), batched
+
+
+def check_network(network: Network, device: Device | None = None) -> None:
+    """Raise ``SimulationError`` for the first layer the simulator cannot run."""
+    known = {INPUT}
+    for layer in network.layers:
+        missing = [n for n in layer.inputs if n not in known]
+        if missing:
+            raise _fail(layer, f"reads {missing[0]!r}, which is not an earlier layer")
+        check_layer(layer, device)
+        known.add(layer.name)
+    for name in network.outputs:
+        if name not in known:
+            raise SimulationError(f"network output {name!r} is not a layer", where=network.name)
+    _check_wide_consumers(network)
+
+
+def check_layer(layer: Layer, device: Device | None = None) -> None:
+    """One layer: hardware op, operators, activation and quantized parameters."""
+    if not layer.is_hardware:
+        raise _fail(
+            layer,
+            f"model-level op {layer.label()} cannot run on the accelerator",
+            "lower the network to hardware layers first (cnnforge.passes.lower)",
+        )
+    if device is not None and not device.supports_op(layer.op):
+        raise _fail(layer, f"{device.name} has no {layer.op.value} operation")
+    _check_eltwise(layer, device)
+    if layer.activation not in HARDWARE_ACTIVATIONS:
+        raise _fail(
+            layer,
+            f"activation {layer.activation.value} does not exist in hardware",
+            "use none, relu or abs",
+        )
+    if layer.wide and layer.activation is not Activation.NONE:
+        raise _fail(layer, "a 32-bit (wide) output cannot have an activation (R2.4)")
+    if layer.has_weights:
+        _check_quantized(layer, device)
+
+
+def _check_eltwise(layer: Layer, device: Device | None) -> None:
+    if layer.eltwise is None:
+        return
+    ok = layer.eltwise in HARDWARE_ELTWISE
+    if device is not None:
+        ok = ok and device.supports_eltwise(layer.eltwise)
+    if not ok:
+        raise _fail(
+            layer,
+            f"element-wise {layer.eltwise.value} is not a hardware operator",
+            "use add, sub, or, xor",
+        )
+    if not 2 <= len(layer.inputs) <= 16:
+        raise _fail(layer, f"element-wise op over {len(layer.inputs)} operands (2..16, R4.1)")
+
+
+def _check_quantized(layer: Layer, device: Device | None) -> None:
+    q = layer.quant
+    if q is None:
+        raise _fail(layer, "has float weights only", "quantize the network first")
+    bits = q.weight_bits
+    if bits not in WEIGHT_WIDTHS or (device is not None and not device.weight_bits_allowed(bits)):
+        allowed = device.allowed_weight_bits if device is not None else WEIGHT_WIDTHS
+        name = "binary" if bits == BINARY_BITS else f"{bits}-bit"
+        on = f" on {device.name}" if device is not None else ""
+        raise _fail(layer, f"{name} weights are not allowed{on}", f"use weight bits {allowed}")
+    if device is not None and not device.supports_groups(
+        layer.groups, layer.in_channels, layer.out_channels
+    ):
+        raise _fail(layer, f"groups={layer.groups} is not supported on {device.name}")
+    _check_values(layer, q.weights, *weight_range(bits), "weights", binary=bits == BINARY_BITS)
+    if q.bias is not None:
+        _check_values(layer, q.bias, ACT_MIN, ACT_MAX, "bias")
+    if not layer.wide and not SHIFT_MIN <= q.total_shift <= SHIFT_MAX:
+        raise _fail(
+            layer,
+            f"total output shift {q.total_shift} is outside [-15, 15] (R2.1)",
+            "requantize with a smaller output_shift",
+        )
+
+
+def _check_values(layer: Layer, values, lo: int, hi: int, what: str, binary=False) -> None:
+    arr = np.asarray(values)
+    if arr.size == 0:
+        return
+    if not np.issubdtype(arr.dtype, np.integer) and not np.array_equal(arr, np.round(arr)):
+        raise _fail(layer, f"quantized {what} are not integers")
+    if int(arr.min()) < lo or int(arr.max()) > hi or (binary and bool((arr == 0).any())):
+        span = "-1/+1" if binary else f"[{lo}, {hi}]"
+        raise _fail(
+            layer,
+            f"quantized {what} {int(arr.min())}..{int(arr.max())} leave the range {span}",
+            "requantize the layer (arithmetic.md R1.2, R1.5)",
+        )
+
+
+def _check_wide_consumers(network: Network) -> None:
+    wide = {layer.name for layer in network.layers if layer.wide}
+    for layer in network.layers:
+        for name in layer.inputs:
+            if name in wide:
+                raise _fail(
+                    layer,
+                    f"reads the 32-bit (wide) output of {name!r}",
+                    "only network outputs may be 32-bit (devices.md §1 'Wide output')",
+                )
+
+
+def check_shape(layer: Layer, y: torch.Tensor) -> None:
+    """The computed output must have the layer's recorded ``out_shape``."""
+    if layer.out_shape and tuple(y.shape[1:]) != tuple(layer.out_shape):
+        raise _fail(
+            layer,
+            f"computes shape {tuple(y.shape[1:])} but records out_shape {layer.out_shape}",
+            "the network's geometry is inconsistent",
+        )

@@ -1,0 +1,104 @@
+"""``simulate``: run a quantized hardware ``Network`` on an int8 input batch, bit-exactly.
+
+The network's layers run in order (ir.py: a topological order); each layer is
+``sim.ops.run_layer``. Values between layers are exact integers; the ``fast`` engine keeps them
+in float32 (int8 values) and computes sums of products with PyTorch's float convolutions where
+that is provably exact (``sim.exact``), the ``int64`` engine uses int64 throughout. Both give the
+same integers; outputs are returned as int64. Intermediate tensors are freed after their last
+reader unless every layer's output is asked for.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from cnnforge.devices import Device, get_device
+from cnnforge.errors import SimulationError
+from cnnforge.ir import INPUT, Layer, Network
+from cnnforge.sim.checks import check_input, check_network, check_shape
+from cnnforge.sim.ops import run_layer
+
+ENGINES = ("fast", "int64")
+
+
+@dataclass(frozen=True, eq=False)
+class SimResult:
+    """Outputs by name (int64, batch kept as given); every layer's output when asked for."""
+
+    outputs: dict[str, torch.Tensor]
+    layers: dict[str, torch.Tensor] | None = None
+
+
+def simulate(
+    network: Network,
+    x: torch.Tensor | np.ndarray,
+    *,
+    all_layers: bool = False,
+    device: Device | str | None = None,
+    engine: str = "fast",
+) -> SimResult:
+    """Run ``network`` on ``x`` ((N,) C, H, W or (N,) C, L; int8 values) as the chip would.
+
+    ``device`` (optional) also refuses ops and weight widths that device lacks. Raises
+    ``SimulationError`` naming the layer for anything the simulator cannot run.
+    """
+    if engine not in ENGINES:
+        raise SimulationError(f"unknown engine {engine!r}", hint=f"choose one of {ENGINES}")
+    dev = get_device(device) if device is not None else None
+    check_network(network, dev)
+    x64, batched = check_input(network, x)
+    values = {INPUT: x64 if engine == "int64" else x64.float()}
+    keep = set(network.outputs)
+    last_use = _last_use(network)
+    everything: dict[str, torch.Tensor] = {}
+    with torch.no_grad():
+        for i, layer in enumerate(network.layers):
+            y = _run(layer, [values[n] for n in layer.inputs], network, engine)
+            values[layer.name] = y
+            if all_layers:
+                everything[layer.name] = _as_int(y, batched)
+            for name in layer.inputs:
+                if last_use.get(name) == i and name not in keep:
+                    values.pop(name, None)
+    outputs = {name: _as_int(values[name], batched) for name in network.outputs}
+    return SimResult(outputs=outputs, layers=everything if all_layers else None)
+
+
+def _run(layer: Layer, xs: list[torch.Tensor], network: Network, engine: str) -> torch.Tensor:
+    params = _params(layer, engine) if layer.has_weights else None
+    try:
+        y = run_layer(layer, xs, params, network.avg_pool_rounding, engine)
+    except RuntimeError as exc:  # a geometry torch cannot run: the network is inconsistent
+        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise SimulationError(
+            f"cannot compute this layer: {first}",
+            where=f"layer {layer.name}",
+            hint="check the layer's shapes, kernel and padding",
+        ) from None
+    check_shape(layer, y)
+    return y
+
+
+def _params(layer: Layer, engine: str) -> tuple[torch.Tensor, torch.Tensor | None]:
+    q = layer.quant
+    assert q is not None
+    dtype = torch.int64 if engine == "int64" else torch.float32
+    w = torch.from_numpy(np.asarray(q.weights)).to(dtype)
+    bias = None if q.bias is None else torch.from_numpy(np.asarray(q.bias)).to(dtype)
+    return w, bias
+
+
+def _last_use(network: Network) -> dict[str, int]:
+    last: dict[str, int] = {}
+    for i, layer in enumerate(network.layers):
+        for name in layer.inputs:
+            last[name] = i
+    return last
+
+
+def _as_int(y: torch.Tensor, batched: bool) -> torch.Tensor:
+    y = y.to(torch.int64)
+    return y if batched else y[0]

@@ -1,0 +1,161 @@
+"""One small function per stage of a hardware layer, on batched integer-valued tensors.
+
+The stages run in the order of ir.py's hardware layer: input pooling (arithmetic.md §3) ->
+element-wise fold or concatenation (§4) -> main operation (§2, §5) -> output shift, rounding,
+saturation and activation (R2.3, R2.4). Tensors hold exact integers, as int64 (the ``int64``
+engine) or as float32/float64 (the ``fast`` engine, see ``sim.exact``); all integer semantics
+come from ``cnnforge.arithmetic``.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+
+from cnnforge.arithmetic import avgpool_divide, eltwise_fold, finish_output
+from cnnforge.ir import Layer, Op, Pooling, PoolKind
+from cnnforge.sim.exact import Geometry, accumulate
+
+# ---- pooling (arithmetic.md §3) ---------------------------------------------------------------
+
+
+def pool(x: torch.Tensor, pooling: Pooling, rounding: bool) -> torch.Tensor:
+    """Max or average pooling without padding, partial windows dropped (R3.1-R3.6).
+
+    1-D data follows the synthesizer's ``pool1d`` (R3.7, §8.9): average pooling always
+    truncates and max pooling ignores the dilation.
+    """
+    one_d = x.dim() == 3
+    x2 = x.unsqueeze(2) if one_d else x
+    size, stride = _two_d(pooling.size), _two_d(pooling.stride)
+    dilation = (1, 1) if one_d else _two_d(pooling.dilation_or_ones())
+    if size == (1, 1):
+        y = x2[:, :, :: stride[0], :: stride[1]]  # stride-only pooling: subsampling (R3.3)
+    elif pooling.kind is PoolKind.MAX:
+        y = _max_pool(x2, size, stride, dilation)
+    else:
+        total = _sum_pool(x2, size, stride)
+        y = avgpool_divide(total, math.prod(size), rounding and not one_d)
+    return y.squeeze(2) if one_d else y
+
+
+def _two_d(values: tuple[int, ...]) -> tuple[int, int]:
+    return (1, values[0]) if len(values) == 1 else (values[0], values[1])
+
+
+def _max_pool(x: torch.Tensor, size, stride, dilation) -> torch.Tensor:
+    if x.is_floating_point():
+        return F.max_pool2d(x, size, stride, 0, dilation)  # exact on int8 values (R3.4)
+    windows = _windows(x, size, stride, dilation)
+    out = windows[0]
+    for w in windows[1:]:
+        out = torch.maximum(out, w)
+    return out
+
+
+def _sum_pool(x: torch.Tensor, size, stride) -> torch.Tensor:
+    if x.is_floating_point():
+        # window sums of at most 256 int8 values (< 2^15) are exact in float32
+        return F.avg_pool2d(x, size, stride, 0, divisor_override=1)
+    return sum(_windows(x, size, stride, (1, 1)))
+
+
+def _windows(x: torch.Tensor, size, stride, dilation) -> list[torch.Tensor]:
+    """Strided views, one per window element (rows ``r*t + i*d``, R3.4)."""
+    h, w = x.shape[-2:]
+    oh = (h - dilation[0] * (size[0] - 1) - 1) // stride[0] + 1
+    ow = (w - dilation[1] * (size[1] - 1) - 1) // stride[1] + 1
+    views = []
+    for i in range(size[0]):
+        for j in range(size[1]):
+            r0, c0 = i * dilation[0], j * dilation[1]
+            rows = slice(r0, r0 + stride[0] * (oh - 1) + 1, stride[0])
+            cols = slice(c0, c0 + stride[1] * (ow - 1) + 1, stride[1])
+            views.append(x[:, :, rows, cols])
+    return views
+
+
+# ---- combining inputs (arithmetic.md §4, ir.Layer.is_concat) ----------------------------------
+
+
+def combine(layer: Layer, xs: list[torch.Tensor]) -> torch.Tensor:
+    """Element-wise fold (R4.2; unsaturated only for a standalone wide layer, R4.4), else the
+    channel concatenation of the inputs in order, else the one input."""
+    if layer.eltwise is not None:
+        standalone_wide = layer.wide and layer.op is Op.PASSTHROUGH
+        return eltwise_fold(layer.eltwise, xs, wide=standalone_wide)
+    if len(xs) > 1:
+        return torch.cat(xs, dim=1)
+    return xs[0]
+
+
+# ---- main operations (arithmetic.md §2, §5) ---------------------------------------------------
+
+
+def geometry(layer: Layer) -> Geometry:
+    """PyTorch-style geometry of a conv layer (defaults: stride 1, pad 0, dilation 1)."""
+    n = len(layer.kernel_size)
+    return Geometry(
+        stride=tuple(layer.stride) or (1,) * n,
+        padding=tuple(layer.padding) or (0,) * n,
+        dilation=tuple(layer.dilation) or (1,) * n,
+        output_padding=tuple(layer.output_padding) or (0,) * n,
+        groups=layer.groups,
+    )
+
+
+def conv1d(layer: Layer, x, w, bias, engine: str) -> torch.Tensor:
+    """Conv1d accumulator over length (R2.6)."""
+    return accumulate(Op.CONV1D, x, w, bias, geometry(layer), engine)
+
+
+def conv2d(layer: Layer, x, w, bias, engine: str) -> torch.Tensor:
+    """Conv2d accumulator, zero padding, dilation and depthwise groups (R2.5, §8.14)."""
+    return accumulate(Op.CONV2D, x, w, bias, geometry(layer), engine)
+
+
+def convtranspose2d(layer: Layer, x, w, bias, engine: str) -> torch.Tensor:
+    """ConvTranspose2d accumulator with PyTorch's (in, out/g, kh, kw) weights (R2.7)."""
+    return accumulate(Op.CONVTRANSPOSE2D, x, w, bias, geometry(layer), engine)
+
+
+def linear(layer: Layer, x, w, bias, engine: str) -> torch.Tensor:
+    """Linear on 1x1 data or on the flattened input, index c*H*W + h*W + w (R2.8, R5.1)."""
+    return accumulate(Op.LINEAR, x.reshape(x.shape[0], -1), w, bias, Geometry(), engine)
+
+
+WEIGHT_OPS = {
+    Op.CONV1D: conv1d,
+    Op.CONV2D: conv2d,
+    Op.CONVTRANSPOSE2D: convtranspose2d,
+    Op.LINEAR: linear,
+}
+
+
+def finish(layer: Layer, acc: torch.Tensor) -> torch.Tensor:
+    """Shift, round, saturate, activate; or the raw accumulator of a wide layer (R2.3, R2.4)."""
+    assert layer.quant is not None
+    return finish_output(acc, layer.quant.total_shift, layer.activation, layer.wide)
+
+
+def run_layer(
+    layer: Layer,
+    xs: list[torch.Tensor],
+    params: tuple[torch.Tensor, torch.Tensor | None] | None,
+    rounding: bool,
+    engine: str,
+) -> torch.Tensor:
+    """One hardware layer: pool -> combine (or combine -> pool) -> op -> finish (R4.3)."""
+    if layer.pool is not None and layer.pool_first:
+        xs = [pool(x, layer.pool, rounding) for x in xs]
+    x = combine(layer, xs)
+    if layer.pool is not None and not layer.pool_first:
+        x = pool(x, layer.pool, rounding)
+    if layer.op is Op.PASSTHROUGH:
+        return x
+    assert params is not None
+    w, bias = params
+    acc = WEIGHT_OPS[layer.op](layer, x, w, bias, engine)
+    return finish(layer, acc)
