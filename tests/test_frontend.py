@@ -378,3 +378,13 @@ def test_cnnforge_nn_modules_trace_to_hardware_layers() -> None:
     ]
     assert net.layer("b").pool.size == (2, 2) and net.layer("b").out_shape == (8, 8, 8)
     assert net.layer("add").inputs == ("b", "relu") and net.layer("add").module_path == "add"
+
+
+def test_shapes_fall_back_to_a_real_forward_when_meta_fails() -> None:
+    class NeedsValues(Leaf):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            scale = float(self.conv.weight.abs().max().item())  # impossible on the meta device
+            return self.conv(x) * (scale / scale)
+
+    net = trace(nn.Sequential(NeedsValues(), nn.ReLU()), (3, 4, 4))
+    assert [layer.out_shape for layer in net] == [(5, 4, 4), (5, 4, 4)]
