@@ -1,0 +1,210 @@
+"""``cnnforge quantize`` and ``cnnforge simulate``: round trip on a tiny model, bad input exits 2
+with one line and leaves no output behind."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from cnnforge.cli import main
+from cnnforge.quant.checkpoint import load_quantized
+
+TINY = """
+import torch
+from torch import nn
+
+
+class Tiny(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.c1 = nn.Conv2d(3, 4, 3, padding=1)
+        self.bn = nn.BatchNorm2d(4)
+        self.c2 = nn.Conv2d(4, 4, 3, padding=1)
+        self.c3 = nn.Conv2d(8, 2, 1)
+
+    def forward(self, x):
+        a = torch.relu(self.bn(self.c1(x)))
+        b = torch.relu(self.c2(nn.functional.max_pool2d(a, 2)))
+        b = nn.functional.interpolate(b, scale_factor=2)
+        return self.c3(torch.cat([a, b], 1))
+"""
+
+
+def run(argv: list[str], capsys) -> tuple[int, str, str]:
+    with pytest.raises(SystemExit) as info:
+        main(argv)
+    out, err = capsys.readouterr()
+    return int(info.value.code), out, err
+
+
+@pytest.fixture
+def tiny(tmp_path: Path) -> str:
+    (tmp_path / "tiny.py").write_text(TINY)
+    torch.manual_seed(0)
+    return f"{tmp_path / 'tiny.py'}:Tiny"
+
+
+@pytest.fixture
+def quantized(tiny: str, tmp_path: Path, capsys) -> Path:
+    out = tmp_path / "q.pth"
+    code, stdout, err = run(["quantize", tiny, "-i", "3,8,8", "-o", str(out)], capsys)
+    assert code == 0, err
+    assert "wrote" in stdout
+    return out
+
+
+def _input(tmp_path: Path, array: np.ndarray, name: str = "x.npy") -> Path:
+    path = tmp_path / name
+    np.save(path, array)
+    return path
+
+
+def test_quantize_writes_a_loadable_checkpoint(quantized: Path) -> None:
+    net = load_quantized(quantized)
+    assert net.is_quantized and net.is_hardware and net.input_shape == (3, 8, 8)
+
+
+def test_simulate_network_and_layers(quantized: Path, tmp_path: Path, capsys) -> None:
+    from cnnforge.sim import simulate
+
+    x = np.random.default_rng(0).integers(-128, 128, (2, 3, 8, 8)).astype(np.int8)
+    xin = _input(tmp_path, x)
+    y_path, layers = tmp_path / "y.npy", tmp_path / "layers"
+    argv = [
+        "simulate",
+        "--network",
+        str(quantized),
+        "--input",
+        str(xin),
+        "--output",
+        str(y_path),
+        "--layers",
+        str(layers),
+    ]
+    code, _, err = run(argv, capsys)
+    assert code == 0, err
+    net = load_quantized(quantized)
+    expected = simulate(net, torch.from_numpy(x.astype(np.int64))).outputs[net.outputs[0]]
+    np.testing.assert_array_equal(np.load(y_path), expected.numpy())
+    assert len(list(layers.glob("*.npy"))) == len(net)
+    code, _, err = run(argv, capsys)  # outputs exist now
+    assert code == 2 and "already exists" in err
+
+
+def test_simulate_single_image_and_model_source(
+    tiny: str, quantized: Path, tmp_path: Path, capsys
+) -> None:
+    x = np.random.default_rng(1).integers(-128, 128, (3, 8, 8))
+    xin = _input(tmp_path, x)
+    y1, y2 = tmp_path / "y1.npy", tmp_path / "y2.npy"
+    code, _, err = run(
+        [
+            "simulate",
+            tiny,
+            "--checkpoint",
+            str(quantized),
+            "--input",
+            str(xin),
+            "--output",
+            str(y1),
+        ],
+        capsys,
+    )
+    assert code == 0, err
+    assert np.load(y1).shape == (2, 8, 8)
+    code, _, err = run(
+        ["simulate", "--network", str(quantized), "--input", str(xin), "--output", str(y2)], capsys
+    )
+    assert code == 0, err
+    np.testing.assert_array_equal(np.load(y1), np.load(y2))
+
+
+@pytest.mark.parametrize(
+    ("array", "match"),
+    [
+        (np.zeros((3, 8, 8), np.float32), "dtype float32"),
+        (np.full((3, 8, 8), 128, np.int16), "outside [-128, 127]"),
+        (np.zeros((3, 4, 4), np.int8), "shape"),
+        (np.zeros((8,), np.int8), "shape"),
+    ],
+)
+def test_simulate_bad_input(quantized: Path, tmp_path: Path, capsys, array, match) -> None:
+    xin = _input(tmp_path, array)
+    y = tmp_path / "y.npy"
+    code, _, err = run(
+        ["simulate", "--network", str(quantized), "--input", str(xin), "--output", str(y)], capsys
+    )
+    assert code == 2 and match in err
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert not y.exists()
+
+
+def test_simulate_bad_sources(quantized: Path, tiny: str, tmp_path: Path, capsys) -> None:
+    xin = _input(tmp_path, np.zeros((3, 8, 8), np.int8))
+    y = str(tmp_path / "y.npy")
+    cases = [
+        (["--input", str(xin), "--output", y], "no network"),
+        (["--network", str(quantized), tiny, "--input", str(xin), "--output", y], "not both"),
+        (
+            ["--network", str(tmp_path / "none.pth"), "--input", str(xin), "--output", y],
+            "not found",
+        ),
+        (["--network", str(xin), "--input", str(xin), "--output", y], "cannot read"),
+        (
+            ["--network", str(quantized), "--input", str(tmp_path / "no.npy"), "--output", y],
+            "not found",
+        ),
+    ]
+    for args, match in cases:
+        code, _, err = run(["simulate", *args], capsys)
+        assert code == 2 and match in err, (args, err)
+        assert err.count("\n") == 1
+    assert not Path(y).exists()
+
+
+@pytest.mark.parametrize(
+    ("extra", "match"),
+    [
+        (["--weight-bits", "3"], "3-bit"),
+        (["--weight-bits", "eight"], "--weight-bits"),
+        (["--clip", "median"], "clip method"),
+        (["--device", "MAX99"], "MAX99"),
+        (["--checkpoint", "/nonexistent/float.pth"], "float.pth"),
+        (["--weight-bits", "nolayer=4"], "unknown layers"),
+    ],
+)
+def test_quantize_bad_input(tiny: str, tmp_path: Path, capsys, extra, match) -> None:
+    out = tmp_path / "q.pth"
+    code, _, err = run(["quantize", tiny, "-i", "3,8,8", "-o", str(out), *extra], capsys)
+    assert code == 2 and match in err, err
+    assert err.count("\n") == 1
+    assert not out.exists()
+
+
+def test_quantize_refuses_to_overwrite(quantized: Path, tiny: str, capsys) -> None:
+    before = quantized.read_bytes()
+    code, _, err = run(["quantize", tiny, "-i", "3,8,8", "-o", str(quantized)], capsys)
+    assert code == 2 and "already exists" in err
+    assert quantized.read_bytes() == before
+    code, _, err = run(
+        [
+            "quantize",
+            tiny,
+            "-i",
+            "3,8,8",
+            "-o",
+            str(quantized),
+            "--overwrite",
+            "--weight-bits",
+            "4",
+            "--weight-bits",
+            "c3=8",
+        ],
+        capsys,
+    )
+    assert code == 0, err
+    net = load_quantized(quantized)
+    assert net.layer("c3").quant.weight_bits == 8 and net.layer("c1").quant.weight_bits == 4
