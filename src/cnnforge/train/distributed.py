@@ -5,6 +5,7 @@ Without ``torchrun`` (no WORLD_SIZE in the environment) everything degrades to o
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass
 
@@ -70,3 +71,20 @@ def sampler_for(dataset: Dataset, *, shuffle: bool, seed: int, epoch: int):
 def shutdown() -> None:
     if dist.is_available() and dist.is_initialized():
         dist.destroy_process_group()
+
+
+def replay_batches(n: int, world: int, *, seed: int, epoch: int, batch: int) -> list[list[int]]:
+    """The global batches of a ``world``-process run (DistributedSampler order), for one process.
+
+    Rank r's k-th batch is ``perm[r::world][k*batch:(k+1)*batch]`` with the sampler's padded
+    permutation; DDP averages the ranks' gradients, which for equal batch sizes is the gradient
+    of their union. Training on these unions in one process therefore replays a DDP run.
+    """
+    g = torch.Generator()
+    g.manual_seed(seed + epoch)
+    perm = torch.randperm(n, generator=g).tolist()
+    total = math.ceil(n / world) * world
+    perm += perm[: total - n]
+    per_rank = [perm[r:total:world] for r in range(world)]
+    steps = math.ceil(len(per_rank[0]) / batch)
+    return [[i for p in per_rank for i in p[k * batch : (k + 1) * batch]] for k in range(steps)]

@@ -46,6 +46,7 @@ class TrainConfig:
     seed: int = 0
     fold: int = 1  # space-to-depth factor of the input (vendor U-Net: 4)
     num_classes: int = 5
+    replay_world_size: int = 1  # >1: one process replays a DDP run's batches (tests, checks)
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -94,6 +95,15 @@ def model_logits(model: nn.Module, x: torch.Tensor, config: TrainConfig) -> torc
 
 
 def _loader(dataset: Dataset, config: TrainConfig, epoch: int, shuffle: bool) -> DataLoader:
+    if config.replay_world_size > 1 and shuffle:
+        batches = dist_utils.replay_batches(
+            len(dataset),
+            config.replay_world_size,
+            seed=config.seed,
+            epoch=epoch,
+            batch=config.batch_size,
+        )
+        return DataLoader(dataset, batch_sampler=batches, num_workers=0)
     sampler = dist_utils.sampler_for(dataset, shuffle=shuffle, seed=config.seed, epoch=epoch)
     generator = torch.Generator().manual_seed(config.seed + epoch)
     return DataLoader(

@@ -70,6 +70,7 @@ def train_model(
     from cnnforge.frontend.torch_fx import load_model
     from cnnforge.nn import load_policy
 
+    torch.manual_seed(config.seed)  # the initial weights are part of a deterministic run
     model = load_model(spec, model_args, None)
     in_channels = _in_channels(model)
     num_classes = model_classes(
