@@ -1,0 +1,185 @@
+"""The float semantics of ANY ``Network``: model level, fused hardware layers, or a mix.
+
+Used to prove that rewrites (BN folding, fusion, legalization) preserve what the float model
+computes, and to collect activation ranges for quantization. No quantization happens here:
+weight layers use their float ``weight``/``bias``; a hardware layer runs its stages in the order
+of ir.py (pool -> element-wise or concatenation -> op -> activation; ``pool_first=False`` swaps
+the first two, arithmetic.md R4.3) and a wide output changes nothing. Model-level layers follow
+PyTorch: batchnorm in eval mode, activations, pools with their own padding, element-wise
+add/sub/mul, concatenation, flatten and upsampling.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from cnnforge.errors import SimulationError
+from cnnforge.ir import INPUT, Activation, EltwiseOp, Layer, Network, Op, Pooling, PoolKind
+
+
+def run_float(
+    network: Network, x: torch.Tensor | np.ndarray, *, all_layers: bool = False
+) -> dict[str, torch.Tensor]:
+    """Float outputs of ``network`` on ``x`` ((N,) C, ...), by name; every layer if asked.
+
+    A floating ``x`` keeps its dtype (weights are cast to it); an integer ``x`` runs in float64.
+    """
+    x = torch.as_tensor(x)
+    if not x.is_floating_point():
+        x = x.to(torch.float64)
+    batched = x.dim() == len(network.input_shape) + 1
+    if not batched and tuple(x.shape) != tuple(network.input_shape):
+        raise SimulationError(
+            f"input shape {tuple(x.shape)} does not match the network input "
+            f"{tuple(network.input_shape)}"
+        )
+    values = {INPUT: x if batched else x.unsqueeze(0)}
+    with torch.no_grad():
+        for layer in network.layers:
+            xs = [values[n] for n in layer.inputs]
+            y = _hardware(layer, xs) if layer.is_hardware else _model_level(layer, xs)
+            _check_shape(layer, y)
+            values[layer.name] = y
+    names = [layer.name for layer in network.layers] if all_layers else list(network.outputs)
+    return {n: values[n] if batched else values[n][0] for n in names}
+
+
+def _check_shape(layer: Layer, y: torch.Tensor) -> None:
+    if layer.out_shape and tuple(y.shape[1:]) != tuple(layer.out_shape):
+        raise SimulationError(
+            f"computes shape {tuple(y.shape[1:])} but records out_shape {layer.out_shape}",
+            where=f"layer {layer.name}",
+        )
+
+
+def _param(layer: Layer, value: np.ndarray | None, like: torch.Tensor) -> torch.Tensor | None:
+    if value is None:
+        return None
+    return torch.from_numpy(np.asarray(value)).to(like.dtype)
+
+
+# ---- stages ---------------------------------------------------------------------------------
+
+
+def pool_float(x: torch.Tensor, pool: Pooling, padding: tuple[int, ...] = ()) -> torch.Tensor:
+    """PyTorch max/avg pooling (floor mode, zero padding counted in averages)."""
+    nd = x.dim() - 2
+    pad = tuple(padding) or (0,) * nd
+    if pool.kind is PoolKind.MAX:
+        fn = F.max_pool1d if nd == 1 else F.max_pool2d
+        return fn(x, pool.size, pool.stride, pad, pool.dilation_or_ones())
+    fn = F.avg_pool1d if nd == 1 else F.avg_pool2d
+    return fn(x, pool.size, pool.stride, pad)
+
+
+def activate_float(x: torch.Tensor, activation: Activation, params=()) -> torch.Tensor:
+    """Every activation of the IR, PyTorch's definitions (hardtanh (min, max), leaky (slope,))."""
+    if activation is Activation.NONE:
+        return x
+    if activation is Activation.RELU:
+        return torch.relu(x)
+    if activation is Activation.ABS:
+        return torch.abs(x)
+    if activation is Activation.RELU6:
+        return torch.clamp(x, 0.0, 6.0)
+    if activation is Activation.HARDTANH:
+        lo, hi = params if params else (-1.0, 1.0)
+        return torch.clamp(x, lo, hi)
+    if activation is Activation.LEAKYRELU:
+        return F.leaky_relu(x, params[0] if params else 0.01)
+    if activation is Activation.SIGMOID:
+        return torch.sigmoid(x)
+    return torch.tanh(x)
+
+
+def eltwise_float(layer: Layer, xs: list[torch.Tensor]) -> torch.Tensor:
+    """Left fold of add/sub/mul (R4.2 without saturation); or/xor have no float meaning."""
+    out = xs[0]
+    for x in xs[1:]:
+        if layer.eltwise is EltwiseOp.ADD:
+            out = out + x
+        elif layer.eltwise is EltwiseOp.SUB:
+            out = out - x
+        elif layer.eltwise is EltwiseOp.MUL:
+            out = out * x
+        else:
+            raise SimulationError(
+                f"element-wise {layer.eltwise} has no float semantics",
+                where=f"layer {layer.name}",
+                hint="simulate the quantized network instead",
+            )
+    return out
+
+
+def main_op_float(layer: Layer, x: torch.Tensor) -> torch.Tensor:
+    """The conv/linear op with float weights (PyTorch layouts); passthrough is the identity."""
+    if layer.op is Op.PASSTHROUGH:
+        return x
+    w, b = _param(layer, layer.weight, x), _param(layer, layer.bias, x)
+    if w is None:
+        raise SimulationError(
+            "has no float weights", where=f"layer {layer.name}", hint="give the float model"
+        )
+    n = len(layer.kernel_size) or 1
+    stride = tuple(layer.stride) or (1,) * n
+    padding = tuple(layer.padding) or (0,) * n
+    dilation = tuple(layer.dilation) or (1,) * n
+    if layer.op is Op.CONV2D:
+        return F.conv2d(x, w, b, stride, padding, dilation, layer.groups)
+    if layer.op is Op.CONV1D:
+        return F.conv1d(x, w, b, stride, padding, dilation, layer.groups)
+    if layer.op is Op.CONVTRANSPOSE2D:
+        out_pad = tuple(layer.output_padding) or (0,) * n
+        return F.conv_transpose2d(x, w, b, stride, padding, out_pad, layer.groups, dilation)
+    if layer.flatten or all(d == 1 for d in x.shape[2:]):
+        x = x.reshape(x.shape[0], -1)
+    return F.linear(x, w, b)
+
+
+# ---- layers -----------------------------------------------------------------------------------
+
+
+def _hardware(layer: Layer, xs: list[torch.Tensor]) -> torch.Tensor:
+    if layer.pool is not None and layer.pool_first:
+        xs = [pool_float(x, layer.pool) for x in xs]
+    if layer.eltwise is not None:
+        x = eltwise_float(layer, xs)
+    else:
+        x = torch.cat(xs, dim=1) if len(xs) > 1 else xs[0]
+    if layer.pool is not None and not layer.pool_first:
+        x = pool_float(x, layer.pool)
+    if layer.flatten:
+        x = x.reshape(x.shape[0], -1)
+    return activate_float(main_op_float(layer, x), layer.activation, layer.activation_params)
+
+
+def _batchnorm(layer: Layer, x: torch.Tensor) -> torch.Tensor:
+    bn = layer.batchnorm
+    if bn is None:
+        raise SimulationError("batchnorm layer without statistics", where=f"layer {layer.name}")
+    mean, var = _param(layer, bn.running_mean, x), _param(layer, bn.running_var, x)
+    gamma, beta = _param(layer, bn.weight, x), _param(layer, bn.bias, x)
+    return F.batch_norm(x, mean, var, gamma, beta, training=False, eps=bn.eps)
+
+
+def _model_level(layer: Layer, xs: list[torch.Tensor]) -> torch.Tensor:
+    x = xs[0]
+    if layer.op is Op.BATCHNORM:
+        return _batchnorm(layer, x)
+    if layer.op is Op.ACTIVATION:
+        return activate_float(x, layer.activation, layer.activation_params)
+    if layer.op is Op.POOL:
+        assert layer.pool is not None
+        return pool_float(x, layer.pool, layer.padding)
+    if layer.op is Op.ELTWISE:
+        return eltwise_float(layer, xs)
+    if layer.op is Op.CONCAT:
+        return torch.cat(xs, dim=1)
+    if layer.op is Op.FLATTEN:
+        return x.reshape(x.shape[0], -1)
+    if layer.op is Op.UPSAMPLE:
+        scale = tuple(float(s) for s in layer.scale_factor)
+        return F.interpolate(x, scale_factor=scale, mode=layer.upsample_mode or "nearest")
+    raise SimulationError(f"no float semantics for op {layer.op}", where=f"layer {layer.name}")
