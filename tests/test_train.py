@@ -15,7 +15,7 @@ from cnnforge.models.qat_unet import QatUNet
 from cnnforge.nn import QATPolicy
 from cnnforge.train.datasets import ShapesDataset
 from cnnforge.train.distributed import replay_batches
-from cnnforge.train.loop import Trainer, TrainConfig, load_checkpoint
+from cnnforge.train.loop import TrainConfig, Trainer, load_checkpoint
 from cnnforge.train.qat import QatHooks
 
 TINY = dict(channels=(4, 8, 8, 8), batchnorm=True)
@@ -83,8 +83,9 @@ def test_torchrun_two_processes_equal_single_process_replay(tmp_path):
         "--val-length", "4", "--no-qat", "--lr", "1e-2",
     ]  # fmt: skip
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2",
-           "--master_port", "29533", "-m", "cnnforge", "train", *args, "-o", str(tmp_path / "ddp")]  # fmt: skip
+    launcher = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2"]
+    out = ["-o", str(tmp_path / "ddp")]
+    cmd = [*launcher, "--master_port", "29533", "-m", "cnnforge", "train", *args, *out]
     subprocess.run(cmd, check=True, env=env, capture_output=True, timeout=300)
     ddp = load_checkpoint(tmp_path / "ddp" / "last.pth")
     log = [json.loads(line) for line in (tmp_path / "ddp" / "train.log").read_text().splitlines()]
