@@ -38,6 +38,7 @@ from cnnforge.passes.rewrites import (
     absorb_into_consumer,
     absorb_into_producer,
     apply_rules,
+    passthrough_geometry,
     record,
     remove_layer,
     sole_consumer,
@@ -246,17 +247,7 @@ def to_passthrough(network: Network, layer: Layer) -> tuple[Network, Rewrite] | 
     else:
         return None
     ndim = len(layer.out_shape) - 1
-    channels = layer.out_shape[0]
-    passthrough = replace(
-        layer,
-        op=Op.PASSTHROUGH,
-        in_channels=channels,
-        out_channels=channels,
-        kernel_size=(1,) * ndim,
-        stride=(1,) * ndim,
-        padding=(0,) * ndim,
-        dilation=(1,) * ndim,
-    )
+    passthrough = replace(layer, **passthrough_geometry(layer.out_shape[0], ndim))
     rec = record(layer, "passthrough", f"{what} becomes a passthrough layer")
     return _replace(network, passthrough), rec
 

@@ -37,6 +37,7 @@ from cnnforge.passes.rewrites import (
     Rewrite,
     apply_rules,
     insert_after,
+    passthrough_geometry,
     record,
     replace_layer,
     sole_consumer,
@@ -166,17 +167,11 @@ def _insert_subsample(
     name = unique_name(network, f"{conv.name}.subsample")
     passthrough = Layer(
         name=name,
-        op=Op.PASSTHROUGH,
         inputs=(conv.name,),
         out_shape=out_shape,
         module_path=conv.module_path,
-        in_channels=out_shape[0],
-        out_channels=out_shape[0],
-        kernel_size=(1,) * ndim,
-        stride=(1,) * ndim,
-        padding=(0,) * ndim,
-        dilation=(1,) * ndim,
         pool=sub,
+        **passthrough_geometry(out_shape[0], ndim),
     )
     readers = [x.name for x in network.consumers(conv.name)]
     return insert_after(network, conv.name, passthrough, readers), f"on a new passthrough {name}"

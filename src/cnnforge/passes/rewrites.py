@@ -12,7 +12,7 @@ import dataclasses
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from cnnforge.ir import Layer, Network
+from cnnforge.ir import Layer, Network, Op
 
 
 @dataclass(frozen=True)
@@ -113,6 +113,19 @@ def insert_after(network: Network, anchor: str, new: Layer, readers: Iterable[st
             layers.append(new)
     outputs = tuple(new.name if n == anchor else n for n in network.outputs)
     return network.with_layers(layers, outputs=outputs)
+
+
+def passthrough_geometry(channels: int, ndim: int) -> dict[str, object]:
+    """The fields of a passthrough layer: in = out channels, 1x1 "kernel", stride 1, no pad."""
+    return dict(
+        op=Op.PASSTHROUGH,
+        in_channels=channels,
+        out_channels=channels,
+        kernel_size=(1,) * ndim,
+        stride=(1,) * ndim,
+        padding=(0,) * ndim,
+        dilation=(1,) * ndim,
+    )
 
 
 def unique_name(network: Network, base: str) -> str:
