@@ -93,11 +93,13 @@ def assign_kernels(
         used[p, cap[p] :] = True
     out: dict[str, KernelSlot] = {}
     shared: dict[str, int] = {}
-    for layer in network.layers:
-        if not layer.has_weights:
-            continue
+    todo = [x for x in network.layers if x.has_weights]
+    need = {x.name: kernel_words_placed(network, x, masks[x.name][1], res) for x in todo}
+    # Largest first (words x processors): fewer holes than layer order when memory is tight.
+    todo.sort(key=lambda x: -need[x.name] * masks[x.name][0].bit_count())
+    for layer in todo:
         in_mask, out_mask = masks[layer.name]
-        words = kernel_words_placed(network, layer, out_mask, res)
+        words = need[layer.name]
         key = _weights_key(layer, in_mask, out_mask, words)
         if key is not None and key in shared:
             out[layer.name] = KernelSlot(layer.name, shared[key], words)

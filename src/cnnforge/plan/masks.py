@@ -100,17 +100,20 @@ class _Loads:
         self.cap = np.array([res.kernel_capacity(p) for p in range(PROCESSORS)], dtype=np.int64)
         self.words = res.instance_bytes // 4
 
-    def cost(self, spans: list[tuple[int, int, int, int]], kern: list[tuple[int, int]]) -> float:
-        """Worst relative load after adding ``spans`` (mask, birth, death, words) and kernels."""
-        worst = 0.0
+    def cost(
+        self, spans: list[tuple[int, int, int, int]], kern: list[tuple[int, int]]
+    ) -> tuple[float, float, float]:
+        """Worst relative load after adding ``spans`` (mask, birth, death, words) and kernels:
+        (worst of both, worst kernel, worst data)."""
+        data = kernel = 0.0
         for mask, birth, death, words in spans:
             for k in _bits(instances_of(mask)):
                 peak = self.data[k, birth + 1 : death + 2].max(initial=0) + words
-                worst = max(worst, peak / self.words)
+                data = max(data, peak / self.words)
         for mask, words in kern:
             procs = list(_bits(mask))
-            worst = max(worst, float(((self.kern[procs] + words) / self.cap[procs]).max()))
-        return worst
+            kernel = max(kernel, float(((self.kern[procs] + words) / self.cap[procs]).max()))
+        return round(max(data, kernel), 9), round(kernel, 9), round(data, 9)
 
     def add(self, spans: list[tuple[int, int, int, int]], kern: list[tuple[int, int]]) -> None:
         for mask, birth, death, words in spans:
@@ -145,6 +148,9 @@ def assign_masks(
     units = sorted((make_unit(network, g, live) for g in groups), key=lambda u: u.birth)
     readers = _kernel_readers(network, res)
     loads = _Loads(network, res)
+    for unit in units:  # full-width units have no choice: their kernels load every processor
+        if unit.width == PROCESSORS:
+            loads.add([], _demand(network, unit, 0, readers, live)[1])
     masks: dict[str, int] = {}
     for unit in units:
         if unit.group.parts == (INPUT,) and data_format == "CHW":
@@ -153,7 +159,7 @@ def assign_masks(
         high = policy == "high" or (policy == "long-high" and unit.death - unit.birth > 2)
         start = _best_start(network, unit, masks, readers, loads, live, high)
         spans, kern = _demand(network, unit, start, readers, live)
-        loads.add(spans, kern)
+        loads.add(spans, [] if unit.width == PROCESSORS else kern)
         for part, off, width in zip(unit.group.parts, unit.offsets, unit.widths, strict=True):
             masks[part] = range_mask(start + off, width)
     return masks
@@ -166,6 +172,7 @@ def _kernel_readers(network: Network, res: Resources) -> dict[str, list[int]]:
         if not layer.has_weights:
             continue
         words = layer_kernel_words(layer, None, in_shape=main_input_shape(network, layer))
+        words += -words % 4  # starts are multiples of 4 (devices.md §3)
         key = layer.inputs[0] if len(layer.inputs) == 1 else "|".join(layer.inputs)
         out.setdefault(key, []).append(words)
     return out
@@ -201,15 +208,15 @@ def _best_start(
     pinned = _pinned_start(network, unit, masks)
     if pinned is not None:
         return pinned
-    best: tuple[float, int] | None = None
+    best: tuple[float, float, float, int] | None = None
     for start in range(0, PROCESSORS - unit.width + 1, ALIGN):
         spans, kern = _demand(network, unit, start, readers, live)
-        cost = (round(loads.cost(spans, kern), 9), -start if high else start)
+        cost = (*loads.cost(spans, kern), -start if high else start)
         if best is None or cost < best:
             best = cost
     if best is None:
         raise PlanError(f"{unit.width} processors do not fit in {PROCESSORS}")
-    return abs(best[1])
+    return abs(best[-1])
 
 
 def _pinned_start(network: Network, unit: Unit, masks: dict[str, int]) -> int | None:
