@@ -12,7 +12,6 @@ from collections.abc import Iterator
 from cnnforge.ir import HARDWARE_ELTWISE, INPUT, Activation, Layer, Op, PoolKind
 from cnnforge.passes.check_rules import Context, LayerRule, Violation, _fmt
 from cnnforge.passes.geometry import input_channels, pooled_dims
-from cnnforge.plan.kernel_words import passes
 
 WORD_BYTES = 4  # one data-memory word: 4 channels of one pixel (devices.md §2)
 WIDE_BYTES = 4  # a 32-bit output channel takes a word of its own
@@ -63,7 +62,7 @@ def dims(ctx: Context, layer: Layer) -> Iterator[Violation]:
         yield ctx.violation(
             layer, "dims", f"{padded} with padding", 1 << dev.count_bits, "reduce the resolution"
         )
-    frame = math.prod(layer.out_shape[1:]) * passes(layer.out_shape[0])
+    frame = math.prod(layer.out_shape[1:]) * dev.passes(layer.out_shape[0])
     if frame >= dev.frame_limit:
         yield ctx.violation(layer, "frame", frame, f"< {dev.frame_limit}", "reduce the size")
 
@@ -78,11 +77,11 @@ def data_memory(ctx: Context, layer: Layer) -> Iterator[Violation]:
     operands = len(layer.inputs) if layer.eltwise is not None else 1
     cin = input_channels(ctx.network, layer)
     pixels = math.prod(in_shape[1:])
-    need_in = pixels * passes(cin) * operands * WORD_BYTES
+    need_in = pixels * dev.passes(cin) * operands * WORD_BYTES
     if layer.inputs == (INPUT,):
-        need_in = min(need_in, pixels * passes(cin))  # CHW input: one byte per pixel
+        need_in = min(need_in, pixels * dev.passes(cin))  # CHW input: one byte per pixel
     width = WIDE_BYTES if layer.wide else 1
-    need_out = math.prod(layer.out_shape[1:]) * passes(layer.out_shape[0]) * WORD_BYTES * width
+    need_out = math.prod(layer.out_shape[1:]) * dev.passes(layer.out_shape[0]) * WORD_BYTES * width
     for what, need in (("input", need_in), ("output", need_out)):
         if need > limit:
             hint = "reduce the resolution or channels, or fold space into channels"
@@ -116,7 +115,7 @@ def pooling(ctx: Context, layer: Layer) -> Iterator[Violation]:
 def _passthrough_pool(ctx: Context, layer: Layer) -> Iterator[Violation]:
     if layer.op is not Op.PASSTHROUGH:
         return
-    n = passes(input_channels(ctx.network, layer))
+    n = ctx.device.passes(input_channels(ctx.network, layer))
     one_pixel = all(d == 1 for d in layer.out_shape[1:])
     limit = ctx.device.passthrough_pool_max_passes
     if n > limit and not one_pixel:
@@ -140,9 +139,7 @@ def eltwise(ctx: Context, layer: Layer) -> Iterator[Violation]:
         yield ctx.violation(
             layer, "operands", k, dev.pool_after_eltwise_operands, "pool the operands first"
         )
-    n = passes(
-        layer.out_shape[0] if layer.op is Op.PASSTHROUGH else input_channels(ctx.network, layer)
-    )
+    n = dev.passes(input_channels(ctx.network, layer))
     plain = layer.op is Op.PASSTHROUGH and layer.pool is None
     if n > 1 and dev.eltwise_multipass_plain_only and not plain and (k, n) != (2, 2):
         hint = "element-wise over more than 64 channels needs a layer of its own (no conv/pool)"

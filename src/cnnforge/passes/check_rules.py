@@ -18,7 +18,6 @@ from cnnforge.ir import (
     Op,
 )
 from cnnforge.passes.geometry import input_channels
-from cnnforge.plan.kernel_words import passes
 
 if TYPE_CHECKING:
     from cnnforge.devices import Device
@@ -168,7 +167,7 @@ def conv1d_geometry(ctx: Context, layer: Layer) -> Iterator[Violation]:
         hint = "add the operands in a passthrough layer before the Conv1d"
         yield ctx.violation(layer, "eltwise-conv1d", layer.eltwise.value, "none", hint)
     cin = input_channels(ctx.network, layer)
-    if not dev.conv1d_multipass_pad and any(layer.padding) and passes(cin) > 1:
+    if not dev.conv1d_multipass_pad and any(layer.padding) and dev.passes(cin) > 1:
         yield ctx.violation(
             layer, "pad", f"pad with {cin} input channels", "pad 0 above 64 channels", "pad 0"
         )
