@@ -132,3 +132,24 @@ def test_subprocess_error_has_no_traceback(models_py: Path) -> None:
     assert proc.returncode == 2 and proc.stdout == ""
     assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr
     assert "torch.fx cannot trace Branchy" in proc.stderr
+
+
+def test_vendor_yaml_and_checkpoint(ai8x_data: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The vendor's own count for the fakept U-Net: 282,220 parameters (checkpoint-format.md §6)."""
+    yaml = ai8x_data / "networks" / "camvid-unet-large-fakept.yaml"
+    ckpt = ai8x_data / "trained" / "ai85-camvid-unet-large-fakept-q.pth.tar"
+    args = ["analyze", "--ai8x-yaml", str(yaml), "--ai8x-checkpoint", str(ckpt), "--json", "-"]
+    code, out, _ = run_cli(args, capsys)
+    doc = json.loads(out)
+    assert code == 0 and doc["totals"]["params"] == 282_220
+    assert doc["totals"]["param_bytes_quantized"] == 282_220  # 8-bit weights + 8-bit biases
+    enc2 = doc["layers"][4]  # max pool 2/2 fused before the 3x3 conv: field 2 + 2 * 3 = 8
+    assert (enc2["rf_size"], enc2["rf_stride"], enc2["rf_offset"]) == ([8, 8], [2, 2], [1.5, 1.5])
+
+
+def test_model_and_vendor_yaml_are_exclusive(
+    ai8x_data: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    yaml = ai8x_data / "networks" / "mnist-chw-ai85.yaml"
+    code, _, err = run_cli(["analyze", "unet-voc", "--ai8x-yaml", str(yaml)], capsys)
+    assert code == 2 and err.count("\n") == 1

@@ -103,7 +103,7 @@ def to_table(a: Analysis) -> Table:
     table = Table(title=f"{a.network} (input {'x'.join(map(str, a.input_shape))})")
     for col in COLUMNS:
         numeric = col not in ("layer", "op", "output")
-        table.add_column(col, justify="right" if numeric else "left", no_wrap=True)
+        table.add_column(col, justify="right" if numeric else "left", overflow="fold")
     for s in a.layers:
         table.add_row(*_cells(s))
     return table

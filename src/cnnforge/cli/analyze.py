@@ -5,22 +5,27 @@ from __future__ import annotations
 from pathlib import Path
 
 import typer
+from rich.console import Console
 
 from cnnforge.analysis import analyze_network
 from cnnforge.analysis.render import to_json, to_markdown, to_table, totals_lines
 from cnnforge.cli import app
 from cnnforge.cli.common import console, parse_model_args, parse_shape
 from cnnforge.frontend import load_network
+from cnnforge.frontend.ai8x import network_for_cli
 from cnnforge.outputs import atomic_output_file
+
+#: Console width when stdout is not a terminal (the table is not folded).
+PIPE_WIDTH = 200
 
 
 @app.command("analyze")
 def analyze(
     model: str = typer.Argument(
-        ..., help="path/to/file.py:Name, package.module:Name, or a short name (unet-voc)."
+        None, help="path/to/file.py:Name, package.module:Name, or a short name (unet-voc)."
     ),
     input_shape: str = typer.Option(
-        ..., "--input-shape", "-i", help="Input shape without batch: C,H,W (or C,L for 1-D)."
+        None, "--input-shape", "-i", help="Input shape without batch: C,H,W (or C,L for 1-D)."
     ),
     model_arg: list[str] = typer.Option(
         None, "--model-arg", help="Constructor argument key=value (repeatable)."
@@ -40,17 +45,28 @@ def analyze(
     weight_bits: int = typer.Option(
         8, "--weight-bits", help="Weight width for the parameter memory (8, 4, 2, 1; -1 binary)."
     ),
+    ai8x_yaml: Path = typer.Option(
+        None, "--ai8x-yaml", help="Analyze a vendor network YAML (with --ai8x-checkpoint)."
+    ),
+    ai8x_checkpoint: Path = typer.Option(
+        None, "--ai8x-checkpoint", help="The vendor quantized checkpoint of --ai8x-yaml."
+    ),
 ) -> None:
     """Per-layer parameters, MACs, receptive field, activation and parameter memory, totals."""
-    network = load_network(model, parse_shape(input_shape), parse_model_args(model_arg), checkpoint)
+    shape = parse_shape(input_shape) if input_shape else None
+    network = network_for_cli(model, shape, ai8x_yaml, ai8x_checkpoint)
+    if network is None:
+        network = load_network(model, shape, parse_model_args(model_arg), checkpoint)
     result = analyze_network(network, count=count, weight_bits=weight_bits)
     _write(json_out, to_json(result))
     _write(markdown_out, to_markdown(result))
     if "-" in (json_out, markdown_out):
         return
-    console.print(to_table(result))
+    # Piped output is not cut to 80 columns: the full table, for files and other tools.
+    out = console if console.is_terminal else Console(width=PIPE_WIDTH)
+    out.print(to_table(result))
     for label, value in totals_lines(result):
-        console.print(f"[bold]{label}[/bold]: {value}", highlight=False)
+        out.print(f"[bold]{label}[/bold]: {value}", highlight=False)
 
 
 def _write(target: str | None, text: str) -> None:
