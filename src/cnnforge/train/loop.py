@@ -223,6 +223,7 @@ class Trainer:
             if self.qat.should_activate(epoch):
                 self.qat.activate(self.model)
                 self._rebuild_optimizer(epoch)
+                self.best_miou = -math.inf  # best.pth holds the best *quantization-aware* epoch
             train_loss = self._train_epoch(epoch)
             record = self._validate(epoch, train_loss)
             self.history.append(record)
@@ -276,7 +277,7 @@ class Trainer:
         )
 
     def _write(self, epoch: int, record: EpochRecord) -> None:
-        """Rank 0 only: last.pth every epoch, best.pth on a new best mIoU, a JSON-lines log."""
+        """Rank 0 only: last.pth (resumable) every epoch, best.pth on a new best mIoU, a log."""
         improved = record.miou > self.best_miou
         if improved:
             self.best_miou = record.miou
@@ -285,7 +286,8 @@ class Trainer:
         self.out_dir.mkdir(parents=True, exist_ok=True)
         payload = self._payload(epoch)
         save_checkpoint(self.out_dir / "last.pth", payload)
-        if improved:
-            save_checkpoint(self.out_dir / "best.pth", payload)
+        if improved:  # best.pth is for deployment: weights and metadata, no optimizer state
+            slim = {k: v for k, v in payload.items() if k not in ("optimizer", "scheduler")}
+            save_checkpoint(self.out_dir / "best.pth", slim)
         with open(self.out_dir / "train.log", "a") as log:
             log.write(json.dumps({"rank": self.ctx.rank, **asdict(record)}) + "\n")
