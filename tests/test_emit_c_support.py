@@ -10,9 +10,12 @@ relu/abs, output shifts on both sides of 7, 1/2/4/8-bit and binary weights, wide
 from __future__ import annotations
 
 import math
+import subprocess
+from pathlib import Path
 
 import numpy as np
 
+from cnnforge.emit.c.build import SANITIZE_CFLAGS, compile_c
 from cnnforge.ir import (
     BINARY_BITS,
     INPUT,
@@ -198,3 +201,33 @@ def test_random_networks_are_consistent() -> None:
         for layer in net.layers:
             for name in layer.inputs:
                 net.shape_of(name)
+
+
+def build_batch(
+    root: Path, projects: list[tuple[str, Path]], *, sanitize: bool = False
+) -> dict[str, str]:
+    """Compile many emitted projects (each with its own API prefix) into one executable.
+
+    ``projects``: (api prefix, directory). Each project's main.c is built with -DCNN_NO_MAIN;
+    a generated driver calls every ``<api>_selftest``. Returns {api: its PASS/FAIL line}.
+    """
+    decls = "".join(f"int {api}_selftest(void);\n" for api, _ in projects)
+    calls = "".join(f"    failures += {api}_selftest() != 0;\n" for api, _ in projects)
+    driver = root / "driver.c"
+    driver.write_text(
+        f"#include <stdio.h>\n{decls}int main(void)\n{{\n    int failures = 0;\n{calls}"
+        "    return failures != 0;\n}\n"
+    )
+    kernels = projects[0][1] / "cnn_kernels.c"
+    sources = [str(driver), str(kernels)]
+    for _, d in projects:  # one translation unit per project: its statics stay apart
+        (d / "unit.c").write_text('#include "cnn.c"\n#include "main.c"\n')
+        sources.append(str(d / "unit.c"))
+    exe = root / ("batch_asan" if sanitize else "batch")
+    extra = ("-DCNN_NO_MAIN", *(SANITIZE_CFLAGS if sanitize else ()))
+    compile_c(root, exe, sources=tuple(sources), extra=extra)
+    proc = subprocess.run([str(exe)], capture_output=True, text=True, timeout=600, check=False)
+    assert not proc.stderr.strip(), proc.stderr[-3000:]
+    lines = proc.stdout.strip().splitlines()
+    assert len(lines) == len(projects), proc.stdout[-3000:]
+    return {api: line for (api, _), line in zip(projects, lines, strict=True)}

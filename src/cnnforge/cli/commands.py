@@ -5,3 +5,5 @@ from cnnforge.cli import quantize  # noqa: F401
 from cnnforge.cli import simulate  # noqa: F401
 from cnnforge.cli import train  # noqa: F401
 from cnnforge.cli import evaluate  # noqa: F401
+from cnnforge.cli import compile  # noqa: F401
+from cnnforge.cli import diff  # noqa: F401

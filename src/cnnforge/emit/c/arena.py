@@ -56,9 +56,7 @@ def allocate(buffers: list[Buffer]) -> Arena:
     placed: list[int] = []
     for i in order:
         buf = buffers[i]
-        taken = [
-            (offsets[j], buffers[j].size) for j in placed if buffers[j].overlaps_in_time(buf)
-        ]
+        taken = [(offsets[j], buffers[j].size) for j in placed if buffers[j].overlaps_in_time(buf)]
         offsets[i] = _first_fit(buf.size, taken)
         placed.append(i)
     size = max((offsets[i] + buffers[i].size for i in range(len(buffers))), default=0)

@@ -109,7 +109,9 @@ def _pair(values: tuple[int, ...], default: int, one_d: bool) -> tuple[int, int]
 
 
 def _fail(layer: Layer, what: str, hint: str | None = None) -> EmitError:
-    return EmitError(what, where=f"layer {layer.name} ({layer.module_path or layer.name})", hint=hint)
+    return EmitError(
+        what, where=f"layer {layer.name} ({layer.module_path or layer.name})", hint=hint
+    )
 
 
 def _kind(layer: Layer) -> int:

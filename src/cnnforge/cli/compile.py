@@ -1,0 +1,102 @@
+"""``cnnforge compile``: model (or vendor pair) -> vendor files + portable C + report, verified."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from cnnforge.cli import app
+from cnnforge.cli.common import console, parse_model_args, parse_shape
+from cnnforge.errors import InputError
+
+
+def parse_weight_bits(text: str) -> int | str:
+    """``8|4|2|1|auto``."""
+    if text == "auto":
+        return text
+    try:
+        bits = int(text)
+    except ValueError:
+        bits = 0
+    if bits not in (8, 4, 2, 1):
+        raise InputError(f"--weight-bits {text!r}", hint="use 8, 4, 2, 1 or auto")
+    return bits
+
+
+@app.command("compile")
+def compile_command(
+    model: str = typer.Argument(
+        None, help="path/to/file.py:Name, package.module:Name or a short name (unet-voc)."
+    ),
+    output: Path = typer.Option(..., "--output", "-o", help="Output directory to create."),
+    device: str = typer.Option("MAX78000", "--device", "-d", help="MAX78000 or MAX78002."),
+    checkpoint: Path = typer.Option(
+        None, "--checkpoint", help="QAT state_dict or cnnforge quantized checkpoint."
+    ),
+    ptq: bool = typer.Option(False, "--ptq", help="Quantize float weights post-training."),
+    sample: Path = typer.Option(None, "--sample", help="int8-valued .npy: C,H,W (known answer)."),
+    input_shape: str = typer.Option(None, "--input-shape", "-i", help="C,H,W (or C,L)."),
+    model_arg: list[str] = typer.Option(None, "--model-arg", help="Constructor key=value."),
+    weight_bits: str = typer.Option("8", "--weight-bits", help="8, 4, 2, 1 or auto."),
+    ai8x_yaml: Path = typer.Option(None, "--ai8x-yaml", help="Vendor network YAML."),
+    ai8x_checkpoint: Path = typer.Option(None, "--ai8x-checkpoint", help="Vendor -q checkpoint."),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Replace an existing -o directory."),
+    run: bool = typer.Option(False, "--run", help="Build the C with cc and run its self-test."),
+    probe: bool = typer.Option(False, "--probe", help="Also dump every C layer into probe/."),
+    max_verify: int = typer.Option(
+        None, "--max-verify", min=0, help="Compare only N outputs one by one (checksum: all)."
+    ),
+    report: bool = typer.Option(True, "--report/--no-report", help="Write report.html."),
+) -> None:
+    """Compile for the accelerator; the self-test's known answer comes from the simulator."""
+    from cnnforge.pipeline import CompileOptions, compile_model, summary
+
+    options = CompileOptions(
+        output=output,
+        model=model,
+        device=device,
+        checkpoint=checkpoint,
+        ptq=ptq,
+        sample=sample,
+        input_shape=parse_shape(input_shape) if input_shape else None,
+        model_args=parse_model_args(model_arg),
+        weight_bits=parse_weight_bits(weight_bits),
+        ai8x_yaml=ai8x_yaml,
+        ai8x_checkpoint=ai8x_checkpoint,
+        overwrite=overwrite,
+        run=run,
+        probe=probe,
+        max_verify=max_verify,
+        report=report,
+    )
+    columns = (TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn())
+    with Progress(*columns, console=console, transient=True) as progress:
+        task = progress.add_task("compile", total=None)
+
+        def on_step(name: str, index: int, total: int) -> None:
+            progress.update(task, description=f"[{index + 1}/{total}] {name}", total=total,
+                            completed=index)  # fmt: skip
+
+        state = compile_model(options, on_step)
+    _print_summary(summary(state), output)
+
+
+def _print_summary(facts: dict, output: Path) -> None:
+    table = Table(title=f"cnnforge compile -> {output}", show_header=False)
+    table.add_column("what", style="bold")
+    table.add_column("value")
+    table.add_row("network", f"{facts['network']} on {facts['device']}, {facts['layers']} layers")
+    table.add_row("MACs", f"{facts['macs']:,}")
+    table.add_row("C arena", f"{facts['c_arena_bytes']:,} bytes")
+    table.add_row("known answer", f"{facts['outputs']:,} outputs, checksum {facts['checksum']}")
+    table.add_row(
+        "files", ", ".join(facts["files"][:8]) + (" ..." if len(facts["files"]) > 8 else "")
+    )
+    run = facts["selftest"]
+    table.add_row("self-test", "not run (pass --run)" if run is None else run["output"])
+    for note in facts["notes"]:
+        table.add_row("note", note)
+    console.print(table)

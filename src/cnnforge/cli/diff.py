@@ -1,0 +1,57 @@
+"""``cnnforge diff A B``: compare two sets of layer outputs; name the first layer that diverges.
+
+A and B: C probe directories (``compile --probe``), ``.npz`` archives (``sim_layers.npz``) or
+directories of ``.npy`` files (``simulate --layers``). Exit status 0 when every common layer is
+equal, 1 when one differs, 2 on bad input.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+from rich.table import Table
+
+from cnnforge.cli import app
+from cnnforge.cli.common import console
+
+
+@app.command("diff")
+def diff_command(
+    a: Path = typer.Argument(..., help="First set of layer outputs."),
+    b: Path = typer.Argument(..., help="Second set of layer outputs."),
+    tolerance: float = typer.Option(
+        0.0, "--tolerance", min=0.0, help="Allowed |a - b| (integers: keep 0; floats x128)."
+    ),
+    all_layers: bool = typer.Option(False, "--all", help="Show every layer, not only a summary."),
+) -> None:
+    """Compare layer by layer in A's order."""
+    from cnnforge.emit.c.probe import compare, read_layer_outputs
+
+    result = compare(read_layer_outputs(a), read_layer_outputs(b), tolerance)
+    table = Table(title=f"{a} vs {b}")
+    for col in ("layer", "shape", "differing", "max |a-b|", "first at", "a", "b"):
+        table.add_column(col)
+    first = result.first_divergence
+    for d in result.layers:
+        if all_layers or not d.equal or d is result.layers[-1]:
+            where = "" if d.first_index is None else str(d.first_index)
+            table.add_row(d.layer, "x".join(map(str, d.shape)), str(d.differing),
+                          f"{d.max_abs:g}", where, _fmt(d.a_value), _fmt(d.b_value))  # fmt: skip
+    console.print(table)
+    for label, names in (("only in A", result.only_a), ("only in B", result.only_b)):
+        if names:
+            console.print(f"{label}: {', '.join(names)}", markup=False)
+    if first is None:
+        console.print(f"all {len(result.layers)} common layers are equal", markup=False)
+        return
+    console.print(
+        f"first divergence: layer {first.layer} at {first.first_index}: "
+        f"{_fmt(first.a_value)} vs {_fmt(first.b_value)} ({first.differing} values differ)",
+        markup=False,
+    )
+    raise typer.Exit(1)
+
+
+def _fmt(value: float | None) -> str:
+    return "" if value is None else f"{value:g}"

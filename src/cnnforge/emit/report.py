@@ -1,0 +1,172 @@
+"""report.html: one self-contained page (inline PNG figures) describing a compile.
+
+Sections: summary, analysis table, device check (rewrites, violations), the plan (data memory
+map, kernel map, processor utilization), cycle estimate per layer, float vs quantized outputs on
+the sample (segmentation: the class masks side by side), the C build facts.
+"""
+
+from __future__ import annotations
+
+import math
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import jinja2
+import numpy as np
+
+from cnnforge.emit import report_figures as figs
+from cnnforge.ir import INPUT, Network
+from cnnforge.outputs import atomic_output_file
+
+WORD_BYTES = 4
+
+
+def _template() -> jinja2.Template:
+    text = resources.files("cnnforge.emit").joinpath("report.html.j2").read_text("utf-8")
+    env = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined)
+    return env.from_string(text)
+
+
+def _popcount(mask: int) -> int:
+    return bin(mask).count("1")
+
+
+def analysis_rows(network: Network) -> list[dict[str, Any]]:
+    """The analysis table (analysis.analyze_network) as plain rows."""
+    from cnnforge.analysis import analyze_network
+
+    result = analyze_network(network)
+    return [
+        {"name": s.name, "op": s.op, "shape": "x".join(map(str, s.out_shape)),
+         "params": s.params, "macs": s.macs, "bits": s.weight_bits or "",
+         "act": s.act_bytes_int8, "rf": "x".join(f"{float(v):g}" for v in s.rf_size)}
+        for s in result.layers
+    ]  # fmt: skip
+
+
+def plan_rows(network: Network, plan: Any) -> list[dict[str, Any]]:
+    """One row per placement: masks, offsets, kernels, bias, cycles."""
+    rows = []
+    for layer, p in zip(network.layers, plan.placements, strict=True):
+        rows.append({
+            "name": layer.name, "in_procs": _popcount(p.in_processors),
+            "out_procs": _popcount(p.out_processors), "in_mask": f"0x{p.in_processors:016x}",
+            "out_mask": f"0x{p.out_processors:016x}", "in_off": f"0x{p.in_offset:04x}",
+            "out_off": f"0x{p.out_offset:04x}", "kernel": _kernel_text(p),
+            "bias": "" if p.bias_quadrant is None else f"q{p.bias_quadrant}@{p.bias_offset}",
+            "cycles": p.cycles if p.cycles is not None else "",
+        })  # fmt: skip
+    return rows
+
+
+def _kernel_text(p: Any) -> str:
+    if p.kernel_start is None:
+        return ""
+    return f"{p.kernel_start}..{p.kernel_start + p.kernel_words - 1}"
+
+
+def memory_map(network: Network, plan: Any) -> str:
+    """Data memory (bytes per instance) over the layer order: where each output lives, when."""
+    from cnnforge.plan.liveness import live_intervals, tensor_geometry
+
+    live = live_intervals(network)
+    rects, top = [], 1
+    for i, (layer, p) in enumerate(zip(network.layers, plan.placements, strict=True)):
+        size = tensor_geometry(network, layer.name).words * WORD_BYTES
+        first, last = live[layer.name]
+        last = min(last, len(network.layers) - 1)
+        rects.append((first - 0.4, p.out_offset, last - first + 0.8, size, i))
+        top = max(top, p.out_offset + size)
+    limits = (-1.0, float(len(network.layers)), 0.0, float(top) * 1.05)
+    title = "data memory map (output tensors over their lifetime)"
+    return figs.rect_map(rects, "layer index", "byte offset in each instance", title, limits)
+
+
+def kernel_map(network: Network, plan: Any) -> str | None:
+    """Kernel memory: columns used by each layer on each processor."""
+    rects, top = [], 1
+    for i, p in enumerate(plan.placements):
+        if p.kernel_start is None or not p.kernel_words:
+            continue
+        for proc in range(64):
+            if p.in_processors >> proc & 1:
+                rects.append((proc, p.kernel_start, 1.0, p.kernel_words, i))
+        top = max(top, p.kernel_start + p.kernel_words)
+    if not rects:
+        return None
+    return figs.rect_map(rects, "processor", "kernel word", "kernel map", (0, 64, 0, top * 1.05))
+
+
+def output_figures(state: Any) -> list[dict[str, str]]:
+    """Float vs quantized for each network output the float model also produced."""
+    out = []
+    for name, quant in sorted(state.answer.items()):
+        fl = state.float_outputs.get(name)
+        if fl is None or fl.shape != quant.shape:
+            continue
+        spatial = quant.ndim == 3 and quant.shape[0] > 1 and math.prod(quant.shape[1:]) > 1
+        fig = figs.masks_figure(fl, quant) if spatial else figs.scatter_figure(fl, quant)
+        out.append({"name": name, "uri": fig})
+    return out
+
+
+def _plan_section(state: Any) -> dict[str, Any] | None:
+    plan, network = state.plan, state.network
+    if plan is None or network is None or len(plan.placements) != len(network.layers):
+        return None
+    rows = plan_rows(network, plan)
+    names = [r["name"] for r in rows]
+    util = [100.0 * r["in_procs"] / 64 for r in rows]
+    cycles = [float(r["cycles"] or 0) for r in rows]
+    return {
+        "device": plan.device, "data_format": plan.data_format, "rows": rows,
+        "memory_map": memory_map(network, plan), "kernel_map": kernel_map(network, plan),
+        "utilization": figs.bar_figure(names, util, "% of 64 processors", "input processors"),
+        "cycles": figs.bar_figure(names, cycles, "cycles", "cycle estimate per layer"),
+        "total_cycles": int(sum(cycles)),
+    }  # fmt: skip
+
+
+def report_context(state: Any) -> dict[str, Any]:
+    """Everything the template shows, from a pipeline ``CompileState``."""
+    from cnnforge.pipeline import summary
+
+    network = state.network
+    return {
+        "title": f"cnnforge report: {network.name}",
+        "summary": summary(state),
+        "input_shape": "x".join(map(str, network.input_shape)),
+        "analysis": analysis_rows(network),
+        "rewrites": [r.to_dict() for r in state.rewrites],
+        "violations": [v.to_dict() for v in state.violations],
+        "plan": _plan_section(state),
+        "outputs": output_figures(state),
+        "agreement": _agreement(state),
+        "inputs_of": {x.name: ", ".join(x.inputs) for x in network.layers},
+        "input_name": INPUT,
+    }
+
+
+def _agreement(state: Any) -> list[dict[str, Any]]:
+    rows = []
+    for name, quant in sorted(state.answer.items()):
+        fl = state.float_outputs.get(name)
+        if fl is None or fl.shape != quant.shape:
+            continue
+        err = np.abs(fl * 128.0 - quant)
+        row = {"name": name, "max": f"{float(err.max()):.2f}", "mean": f"{float(err.mean()):.3f}"}
+        if quant.ndim == 3 and quant.shape[0] > 1:
+            agree = (fl.argmax(axis=0) == quant.argmax(axis=0)).mean() * 100
+            row["argmax"] = f"{float(agree):.2f}%"
+        rows.append(row)
+    return rows
+
+
+def write_report(state: Any, path: Path) -> Path:
+    """Render report.html for a finished compile state (atomically)."""
+    html = _template().render(report_context(state))
+    with atomic_output_file(Path(path)) as tmp:
+        tmp.write_text(html, "utf-8")
+        tmp.chmod(0o644)  # mkstemp creates 0600; the report is meant to be shared
+    return Path(path)
