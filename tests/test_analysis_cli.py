@@ -75,7 +75,7 @@ def test_json_and_markdown_files(
 
 
 def test_json_to_stdout_is_only_json(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, _ = run_cli(["analyze", "unet-voc", "-i", "3,64,64", "--json", "-"], capsys)
+    code, out, _ = run_cli(["analyze", "unet-voc", "--json", "-"], capsys)  # default 3x64x64
     assert code == 0 and json.loads(out)["totals"]["params"] == 486_613
 
 

@@ -13,6 +13,7 @@ from cnnforge.cli import app
 from cnnforge.cli.common import console, parse_model_args, parse_shape
 from cnnforge.frontend import load_network
 from cnnforge.frontend.ai8x import network_for_cli
+from cnnforge.models import default_input_shape, model_names
 from cnnforge.outputs import atomic_output_file
 
 #: Console width when stdout is not a terminal (the table is not folded).
@@ -25,7 +26,10 @@ def analyze(
         None, help="path/to/file.py:Name, package.module:Name, or a short name (unet-voc)."
     ),
     input_shape: str = typer.Option(
-        None, "--input-shape", "-i", help="Input shape without batch: C,H,W (or C,L for 1-D)."
+        None,
+        "--input-shape",
+        "-i",
+        help="Input shape without batch: C,H,W (or C,L for 1-D); shipped models know theirs.",
     ),
     model_arg: list[str] = typer.Option(
         None, "--model-arg", help="Constructor argument key=value (repeatable)."
@@ -54,6 +58,8 @@ def analyze(
 ) -> None:
     """Per-layer parameters, MACs, receptive field, activation and parameter memory, totals."""
     shape = parse_shape(input_shape) if input_shape else None
+    if shape is None and model in model_names():  # a shipped model knows its input
+        shape = default_input_shape(model)
     network = network_for_cli(model, shape, ai8x_yaml, ai8x_checkpoint)
     if network is None:
         network = load_network(model, shape, parse_model_args(model_arg), checkpoint)
