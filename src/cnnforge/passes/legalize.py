@@ -58,13 +58,23 @@ def _embed(weight: np.ndarray, rows: slice, cols: slice) -> np.ndarray:
     return out
 
 
+def _embedded(layer: Layer, rows: slice, cols: slice) -> dict[str, object]:
+    """Float and (when quantized) integer weights of ``layer`` embedded in 3x3 kernels."""
+    out: dict[str, object] = {}
+    if layer.weight is not None:
+        out["weight"] = _embed(layer.weight, rows, cols)
+    if layer.quant is not None:
+        out["quant"] = replace(layer.quant, weights=_embed(layer.quant.weights, rows, cols))
+    return out
+
+
 def convtranspose_k2(network: Network, layer: Layer) -> tuple[Network, Rewrite] | None:
     """ConvTranspose2d k=2 s=2 p=0 -> k=3 s=2 p=1 output_padding=1, 2x2 kernel at [1:3, 1:3]."""
     if layer.op is not Op.CONVTRANSPOSE2D or layer.kernel_size != (2, 2):
         return None
     if layer.stride != (2, 2) or any(layer.padding) or any(layer.output_padding):
         return None
-    if any(d != 1 for d in layer.dilation or (1, 1)) or layer.weight is None:
+    if any(d != 1 for d in layer.dilation or (1, 1)) or not layer.has_weights:
         return None
     new = replace(
         layer,
@@ -72,7 +82,7 @@ def convtranspose_k2(network: Network, layer: Layer) -> tuple[Network, Rewrite] 
         padding=(1, 1),
         output_padding=(1, 1),
         dilation=(1, 1),
-        weight=_embed(layer.weight, slice(1, 3), slice(1, 3)),
+        **_embedded(layer, slice(1, 3), slice(1, 3)),
     )
     detail = (
         "ConvTranspose2d k=2 s=2 p=0 -> k=3 s=2 p=1 output_padding=1, "
@@ -84,7 +94,7 @@ def convtranspose_k2(network: Network, layer: Layer) -> tuple[Network, Rewrite] 
 def conv_k2_to_k3(network: Network, layer: Layer) -> tuple[Network, Rewrite] | None:
     """Conv2d 2x2 with stride s > 1 -> 3x3 (kernel at [1:3, 1:3], pad + 1) when s drops the
     extra last row and column, i.e. (H + 2p - 1) % s != 0 on both axes."""
-    if layer.op is not Op.CONV2D or layer.kernel_size != (2, 2) or layer.weight is None:
+    if layer.op is not Op.CONV2D or layer.kernel_size != (2, 2) or not layer.has_weights:
         return None
     if any(d != 1 for d in layer.dilation or (1, 1)):
         return None
@@ -96,7 +106,7 @@ def conv_k2_to_k3(network: Network, layer: Layer) -> tuple[Network, Rewrite] | N
         layer,
         kernel_size=(3, 3),
         padding=tuple(p + 1 for p in layer.padding),
-        weight=_embed(layer.weight, slice(1, 3), slice(1, 3)),
+        **_embedded(layer, slice(1, 3), slice(1, 3)),
     )
     detail = (
         f"Conv2d 2x2 pad {_fmt(layer.padding)} stride {_fmt(layer.stride)} -> 3x3 pad "
@@ -107,7 +117,7 @@ def conv_k2_to_k3(network: Network, layer: Layer) -> tuple[Network, Rewrite] | N
 
 def kernel_embed_3x3(network: Network, layer: Layer) -> tuple[Network, Rewrite] | None:
     """Conv2d 1x1 with padding, 1x3 or 3x1 -> centred 3x3, each pad grown by (3 - k) / 2."""
-    if layer.op is not Op.CONV2D or layer.weight is None:
+    if layer.op is not Op.CONV2D or not layer.has_weights:
         return None
     k = layer.kernel_size
     if k not in ((1, 3), (3, 1), (1, 1)) or (k == (1, 1) and not any(layer.padding)):
@@ -118,8 +128,8 @@ def kernel_embed_3x3(network: Network, layer: Layer) -> tuple[Network, Rewrite] 
     padding = (layer.padding[0] + oh, layer.padding[1] + ow)
     if max(padding) > 2:
         return None
-    weight = _embed(layer.weight, slice(oh, oh + k[0]), slice(ow, ow + k[1]))
-    new = replace(layer, kernel_size=(3, 3), padding=padding, weight=weight)
+    weights = _embedded(layer, slice(oh, oh + k[0]), slice(ow, ow + k[1]))
+    new = replace(layer, kernel_size=(3, 3), padding=padding, **weights)
     detail = (
         f"Conv2d {k[0]}x{k[1]} pad {_fmt(layer.padding)} -> 3x3 pad {_fmt(padding)} "
         "with the kernel in the centre (exact)"
