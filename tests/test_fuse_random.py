@@ -11,6 +11,7 @@ from torch import nn
 from cnnforge.frontend.torch_fx import trace
 from cnnforge.passes.lower import LOWERING_STEPS
 from cnnforge.passes.verify import verify
+from cnnforge.sim.float_eval import run_float
 from test_fuse_reference import run
 
 
@@ -104,3 +105,5 @@ def test_random_models_lower_exactly(blocks, c, seed) -> None:
         expected = model.double()(x)
     (got,) = run(net, x).values()
     torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-6)
+    (sim_float,) = run_float(net, x).values()
+    torch.testing.assert_close(sim_float, expected, rtol=1e-5, atol=1e-6)

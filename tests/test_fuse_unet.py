@@ -11,6 +11,7 @@ from cnnforge.ir import Op
 from cnnforge.models.unet import UNetLarge, UNetVOC
 from cnnforge.passes.lower import LOWERING_STEPS, lower_to_hardware
 from cnnforge.passes.verify import verify
+from cnnforge.sim.float_eval import run_float
 from test_fuse_reference import run
 
 
@@ -61,6 +62,8 @@ def test_unet_voc_lowered_float_equals_the_model(unet_voc) -> None:
     model.float()
     (got,) = run(hw, x).values()
     torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-6)
+    (sim_float,) = run_float(hw, x.double()).values()  # the simulator's float semantics agree
+    torch.testing.assert_close(sim_float, expected, rtol=1e-5, atol=1e-6)
 
 
 def test_unet_large_lowers_and_matches() -> None:
