@@ -388,3 +388,30 @@ def test_shapes_fall_back_to_a_real_forward_when_meta_fails() -> None:
 
     net = trace(nn.Sequential(NeedsValues(), nn.ReLU()), (3, 4, 4))
     assert [layer.out_shape for layer in net] == [(5, 4, 4), (5, 4, 4)]
+
+
+def test_optional_forward_arguments_are_traced_at_their_defaults() -> None:
+    class Masked(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.conv = nn.Conv2d(2, 2, 1)
+
+        def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+            if mask is not None:
+                x = x * mask
+            return self.conv(x)
+
+    assert [layer.name for layer in trace(Masked(), (2, 4, 4))] == ["conv"]
+
+
+def test_modules_returning_tuples_are_refused() -> None:
+    class Recurrent(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.lstm = nn.LSTM(4, 4)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.lstm(x)[0]
+
+    with pytest.raises(ModelError, match="lstm: module LSTM is not supported"):
+        trace(Recurrent(), (4, 4))

@@ -17,6 +17,13 @@ from torch import nn
 from cnnforge.errors import ModelError
 from cnnforge.ir import Activation, BatchNormParams, Layer, Op, Pooling, PoolKind
 
+#: What the frontend maps, for error hints.
+SUPPORTED_HINT = (
+    "supported: Conv1d/2d, ConvTranspose2d, Linear, BatchNorm, ReLU/ReLU6/Hardtanh/LeakyReLU/"
+    "Sigmoid/Tanh/abs, max/avg/adaptive pooling, torch.cat, +/-/*, flatten/view, "
+    "Upsample/interpolate, Dropout, Identity"
+)
+
 
 @dataclass(frozen=True)
 class NodeInfo:
@@ -263,8 +270,7 @@ def map_module(module: nn.Module, info: NodeInfo) -> Layer | None:
             return mapper(module, info)
     raise info.fail(
         f"module {type(module).__name__} is not supported",
-        hint="supported: conv, transposed conv, linear, batchnorm, relu/relu6/hardtanh/"
-        "leakyrelu/sigmoid/tanh, max/avg pooling, flatten, upsample, dropout, identity",
+        hint=SUPPORTED_HINT,
     )
 
 

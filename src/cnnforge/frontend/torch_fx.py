@@ -10,6 +10,7 @@ unsupported operations and input shapes the model cannot take raise one-line cnn
 
 from __future__ import annotations
 
+import inspect
 from collections import OrderedDict
 from collections.abc import Sequence
 from itertools import chain
@@ -21,7 +22,7 @@ from torch import nn
 
 from cnnforge.errors import InputError, ModelError
 from cnnforge.frontend.fx_functions import METHOD_MAPPERS, function_mapper
-from cnnforge.frontend.fx_modules import NodeInfo, map_module
+from cnnforge.frontend.fx_modules import SUPPORTED_HINT, NodeInfo, map_module
 from cnnforge.frontend.loading import load_model, user_frame
 from cnnforge.ir import INPUT, Layer, Network
 
@@ -45,7 +46,7 @@ def trace_graph(module: nn.Module) -> fx.GraphModule:
     if tracer.is_leaf_module(module, ""):
         module = nn.Sequential(OrderedDict([(type(module).__name__.lower(), module)]))
     try:
-        graph = tracer.trace(module)
+        graph = tracer.trace(module, concrete_args=_defaults(module) or None)
     except Exception as exc:
         raise ModelError(
             f"torch.fx cannot trace {type(module).__name__}: {_first_line(exc)}",
@@ -53,6 +54,15 @@ def trace_graph(module: nn.Module) -> fx.GraphModule:
             hint="remove data-dependent control flow (if/for on tensor values) from forward()",
         ) from None
     return fx.GraphModule(module, graph, type(module).__name__)
+
+
+def _defaults(module: nn.Module) -> dict[str, Any]:
+    """forward()'s parameters after the input that have defaults: traced at their defaults."""
+    try:
+        params = list(inspect.signature(module.forward).parameters.values())[1:]
+    except (TypeError, ValueError):
+        return {}
+    return {p.name: p.default for p in params if p.default is not inspect.Parameter.empty}
 
 
 class _ShapeRecorder(fx.Interpreter):
@@ -146,7 +156,7 @@ def trace(module: nn.Module, input_shape: Sequence[int], name: str | None = None
     if len(input_shape) not in (2, 3) or min(input_shape) <= 0:
         raise InputError(f"input shape {input_shape} must be C,H,W or C,L with positive sizes")
     gm = trace_graph(module)
-    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder" and not n.args]
     if len(placeholders) != 1:
         raise ModelError(
             f"forward() takes {len(placeholders)} inputs",
@@ -177,6 +187,9 @@ class _Builder:
                 outputs = self._outputs(node)
             elif isinstance(self.rec.values.get(node), torch.Tensor):
                 self._map(node)
+            elif node.op == "call_module":
+                kind = type(self.modules[node.target]).__name__
+                raise self._fail(node, f"module {kind} is not supported (output not one tensor)")
         return Network(name, input_shape, tuple(self.layers), outputs=outputs)
 
     def _outputs(self, node: fx.Node) -> tuple[str, ...]:
@@ -245,7 +258,7 @@ class _Builder:
         return ModelError(
             what,
             where=_module_path(node),
-            hint="rewrite that part with supported layers (see `cnnforge analyze --help`)",
+            hint=SUPPORTED_HINT,
         )
 
 
