@@ -107,3 +107,23 @@ def test_unmappable_op_names_module_and_op(model_file, capsys) -> None:
 def test_missing_model_exit_2(tmp_path, capsys) -> None:
     code, _, err = _run(["check", str(tmp_path / "nope.py:Net"), "-i", "3,8,8"], capsys)
     assert code == 2 and len(err.strip().splitlines()) == 1
+
+
+def test_vendor_pair_and_shipped_default_shape(ai8x_data, capsys) -> None:
+    args = [
+        "check",
+        "--ai8x-yaml",
+        str(ai8x_data / "networks/mnist-chw-ai85.yaml"),
+        "--ai8x-checkpoint",
+        str(ai8x_data / "trained/ai85-mnist-qat8-q.pth.tar"),
+        "-i",
+        "1,28,28",
+        "--json",
+        "-",
+    ]
+    code, out, _ = _run(args, capsys)
+    assert code == 0 and json.loads(out)["hardware_layers"] == 5
+    code, out, _ = _run(["check", "unet-large", "--json", "-"], capsys)  # 48x88x88 by default
+    assert code == 0 and json.loads(out)["fits"]
+    code, _, err = _run(["check", "unet-voc", "--ai8x-yaml", "x.yaml"], capsys)
+    assert code == 2 and len(err.strip().splitlines()) == 1

@@ -13,8 +13,11 @@ from rich.table import Table
 
 from cnnforge.cli import app
 from cnnforge.cli.common import console, parse_model_args, parse_shape
+from cnnforge.devices import get_device
 from cnnforge.errors import InputError
 from cnnforge.frontend import load_network
+from cnnforge.frontend.ai8x import network_for_cli
+from cnnforge.models import default_input_shape, model_names
 from cnnforge.outputs import atomic_output_file
 from cnnforge.passes.check import CheckReport, check_report
 
@@ -34,14 +37,20 @@ def parse_weight_bits(text: str) -> int | str:
 @app.command("check")
 def check(
     model: str = typer.Argument(
-        ..., help="path/to/file.py:Name, package.module:Name, or a short name (unet-voc)."
+        None, help="path/to/file.py:Name, package.module:Name, or a short name (unet-voc)."
     ),
     device: str = typer.Option("MAX78000", "--device", "-d", help="MAX78000 or MAX78002."),
     input_shape: str = typer.Option(
-        ..., "--input-shape", "-i", help="Input shape without batch: C,H,W (or C,L for 1-D)."
+        None,
+        "--input-shape",
+        "-i",
+        help="Input shape without batch: C,H,W (or C,L for 1-D); shipped models know theirs.",
     ),
     weight_bits: str = typer.Option(
-        "8", "--weight-bits", help="Weight width for all layers (8, 4, 2, 1) or 'auto'."
+        None,
+        "--weight-bits",
+        help="Weight width for all layers (8, 4, 2, 1) or 'auto'; default: the layers' own "
+        "(quantized/imported) or 8.",
     ),
     model_arg: list[str] = typer.Option(
         None, "--model-arg", help="Constructor argument key=value (repeatable)."
@@ -50,14 +59,22 @@ def check(
         None, "--checkpoint", help="state_dict to load (weights-only .pth/.pt)."
     ),
     json_out: str = typer.Option(None, "--json", help="Write the report as JSON to FILE or '-'."),
+    ai8x_yaml: Path = typer.Option(
+        None, "--ai8x-yaml", help="Check a vendor network YAML (with --ai8x-checkpoint)."
+    ),
+    ai8x_checkpoint: Path = typer.Option(
+        None, "--ai8x-checkpoint", help="The vendor quantized checkpoint of --ai8x-yaml."
+    ),
 ) -> None:
     """List the exact rewrites applied and ALL device violations; exit 1 if it does not fit."""
-    from cnnforge.devices import get_device
-
     dev = get_device(device)
-    bits = parse_weight_bits(weight_bits)
-    shape = parse_shape(input_shape)
-    network = load_network(model, shape, parse_model_args(model_arg), checkpoint)
+    bits = parse_weight_bits(weight_bits) if weight_bits else None
+    shape = parse_shape(input_shape) if input_shape else None
+    if shape is None and model in model_names():  # a shipped model knows its input
+        shape = default_input_shape(model)
+    network = network_for_cli(model, shape, ai8x_yaml, ai8x_checkpoint, device=dev.name)
+    if network is None:
+        network = load_network(model, shape, parse_model_args(model_arg), checkpoint)
     report = check_report(network, dev, bits)
     emit_report(report, json_out)
     raise typer.Exit(0 if report.fits else 1)
