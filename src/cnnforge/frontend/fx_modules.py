@@ -85,42 +85,36 @@ def conv_padding(module: nn.Module, info: NodeInfo, dims: int) -> tuple[int, ...
     return ntuple(padding, dims)
 
 
+def _conv_fields(module: nn.Module, info: NodeInfo, dims: int) -> dict[str, object]:
+    """The Layer fields common to convolutions and transposed convolutions."""
+    return {
+        "in_channels": module.in_channels,
+        "out_channels": module.out_channels,
+        "kernel_size": tuple(module.kernel_size),
+        "stride": tuple(module.stride),
+        "padding": conv_padding(module, info, dims),
+        "dilation": tuple(module.dilation),
+        "groups": module.groups,
+        "weight": to_numpy(module.weight),
+        "bias": to_numpy(module.bias),
+    }
+
+
 def map_conv(module: nn.Module, info: NodeInfo) -> Layer:
     """Conv1d/Conv2d -> CONV1D/CONV2D (weight (out, in/g, k...))."""
     dims = len(module.kernel_size)
     if dims not in (1, 2):
         raise info.fail(f"{type(module).__name__} is not supported", hint="use Conv1d or Conv2d")
-    return info.layer(
-        Op.CONV1D if dims == 1 else Op.CONV2D,
-        in_channels=module.in_channels,
-        out_channels=module.out_channels,
-        kernel_size=tuple(module.kernel_size),
-        stride=tuple(module.stride),
-        padding=conv_padding(module, info, dims),
-        dilation=tuple(module.dilation),
-        groups=module.groups,
-        weight=to_numpy(module.weight),
-        bias=to_numpy(module.bias),
-    )
+    return info.layer(Op.CONV1D if dims == 1 else Op.CONV2D, **_conv_fields(module, info, dims))
 
 
 def map_conv_transpose(module: nn.Module, info: NodeInfo) -> Layer:
     """ConvTranspose2d -> CONVTRANSPOSE2D (weight (in, out/g, kh, kw), output_padding)."""
     if not isinstance(module, nn.ConvTranspose2d):
         raise info.fail(f"{type(module).__name__} is not supported", hint="use ConvTranspose2d")
-    return info.layer(
-        Op.CONVTRANSPOSE2D,
-        in_channels=module.in_channels,
-        out_channels=module.out_channels,
-        kernel_size=tuple(module.kernel_size),
-        stride=tuple(module.stride),
-        padding=conv_padding(module, info, 2),
-        dilation=tuple(module.dilation),
-        output_padding=tuple(module.output_padding),
-        groups=module.groups,
-        weight=to_numpy(module.weight),
-        bias=to_numpy(module.bias),
-    )
+    output_padding = tuple(module.output_padding)
+    fields = _conv_fields(module, info, 2)
+    return info.layer(Op.CONVTRANSPOSE2D, output_padding=output_padding, **fields)
 
 
 def map_linear(module: nn.Linear, info: NodeInfo) -> Layer:
