@@ -7,6 +7,7 @@ network"). Each mapper takes the module and a ``NodeInfo`` (name, inputs, shapes
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -258,7 +259,9 @@ def map_module(module: nn.Module, info: NodeInfo) -> Layer | None:
     """Map one traced leaf module; ModelError naming the module for unsupported types."""
     if hasattr(module, "cnnforge_layer"):
         layer = module.cnnforge_layer(info.name, info.inputs, info.in_shapes, info.out_shape)
-        return layer if layer.module_path else _with_path(layer, info.module_path)
+        return (
+            layer if layer.module_path else dataclasses.replace(layer, module_path=info.module_path)
+        )
     for types, mapper in MODULE_MAPPERS:
         if isinstance(module, types):
             return mapper(module, info)
@@ -266,9 +269,3 @@ def map_module(module: nn.Module, info: NodeInfo) -> Layer | None:
         f"module {type(module).__name__} is not supported",
         hint=SUPPORTED_HINT,
     )
-
-
-def _with_path(layer: Layer, path: str) -> Layer:
-    import dataclasses
-
-    return dataclasses.replace(layer, module_path=path)
