@@ -6,13 +6,19 @@ name the PyTorch module path.
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from torch import nn
 
 from cnnforge.devices import MAX78000, MAX78002
 from cnnforge.frontend.torch_fx import trace
 from cnnforge.passes.check import check_report
+from cnnforge.passes.verify import verify
+from test_fuse_random import BLOCKS, RandomNet
 
 
 class Seq(nn.Module):
@@ -254,3 +260,16 @@ def test_unet_large_fits_max78000() -> None:
     report = check_report(trace(UNetLarge().eval(), (48, 88, 88)), MAX78000, 8)
     assert report.fits, report.violations
     assert len(report.network) == 18  # the vendor's 19 YAML layers less the copy layer `pt`
+
+
+@settings(max_examples=20)
+@given(blocks=BLOCKS, c=st.integers(1, 4), seed=st.integers(0, 100))
+def test_check_never_crashes_and_fitting_means_hardware(blocks, c, seed) -> None:
+    torch.manual_seed(seed)
+    net = trace(RandomNet(blocks, c).eval(), (c, 8, 8))
+    for device in (MAX78000, MAX78002):
+        report = check_report(net, device, "auto")
+        json.dumps(report.to_dict())
+        if report.fits:
+            verify(report.network)
+            assert report.network.is_hardware
