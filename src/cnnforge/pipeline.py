@@ -128,7 +128,11 @@ def step_load(state: CompileState, workdir: Path) -> CompileState:
         network = _stage("cnnforge.quant.checkpoint", "load_quantized")(o.checkpoint)
         return state.with_(network=network, sample=match_sample(sample, network.input_shape))
     load_network = _stage("cnnforge.frontend", "load_network")
-    source = load_network(o.model, shape, dict(o.model_args), o.checkpoint)
+    import torch
+
+    with torch.random.fork_rng(devices=[]):  # untrained weights: the same on every run
+        torch.manual_seed(0)
+        source = load_network(o.model, shape, dict(o.model_args), o.checkpoint)
     return state.with_(source=source, sample=match_sample(sample, source.input_shape))
 
 

@@ -22,7 +22,17 @@ from dataclasses import dataclass
 import numpy as np
 
 from cnnforge.errors import EmitError
-from cnnforge.ir import BINARY_BITS, INPUT, Activation, EltwiseOp, Layer, Network, Op, PoolKind
+from cnnforge.ir import (
+    BINARY_BITS,
+    INPUT,
+    Activation,
+    EltwiseOp,
+    Layer,
+    Network,
+    Op,
+    Pooling,
+    PoolKind,
+)
 
 # Codes shared with the C runtime (templates/cnn.c.j2 defines the same names).
 KIND = {"conv": 0, "convt": 1, "linear": 2, "copy": 3}
@@ -132,6 +142,8 @@ def _pool_fields(layer: Layer, h: int, w: int, one_d: bool) -> dict[str, int]:
     if p is None:
         return dict(pool=0, pool_kh=1, pool_kw=1, pool_sh=1, pool_sw=1, pool_dh=1, pool_dw=1,
                     ph=h, pw=w)  # fmt: skip
+    if one_d:  # the synthesizer's pool1d ignores the dilation (R3.7, §8.9), as the simulator
+        p = Pooling(p.kind, p.size, p.stride)
     kh, kw = _pair(p.size, 1, one_d)
     sh, sw = _pair(p.stride, 1, one_d)
     dh, dw = _pair(p.dilation_or_ones(), 1, one_d)

@@ -106,14 +106,14 @@ static int32_t avg_divide(int32_t s, int32_t n, int32_t rounding)
 
 /* Pooled value at (c, y, x) of operand j, or of the source when j < 0 (R3.1-R3.6). */
 static int32_t pooled(const cnnk_ctx_t *ctx, const cnnk_layer_t *L, int32_t j, int32_t c,
-                      int32_t y, int32_t x)
+                      int32_t y, int32_t x, int saturate)
 {
-    int32_t i, k, v, best = -128, sum = 0;
+    int32_t i, k, v, best = 0, sum = 0;
     for (i = 0; i < L->pool_kh; ++i)
         for (k = 0; k < L->pool_kw; ++k) {
             int32_t yy = y * L->pool_sh + i * L->pool_dh, xx = x * L->pool_sw + k * L->pool_dw;
-            v = j < 0 ? source(ctx, L, c, yy, xx, 1) : operand(ctx, L, j, c, yy, xx);
-            best = v > best ? v : best;
+            v = j < 0 ? source(ctx, L, c, yy, xx, saturate) : operand(ctx, L, j, c, yy, xx);
+            best = (i == 0 && k == 0) || v > best ? v : best;
             sum += v;
         }
     if (L->pool == CNNK_POOL_MAX)
@@ -129,9 +129,9 @@ static int32_t prep_value(const cnnk_ctx_t *ctx, const cnnk_layer_t *L, int32_t 
     if (L->pool == CNNK_POOL_NONE)
         return source(ctx, L, c, y, x, saturate);
     if (L->eltwise == CNNK_ELT_NONE || !L->pool_first)
-        return pooled(ctx, L, -1, c, y, x);
+        return pooled(ctx, L, -1, c, y, x, saturate);
     for (j = 0; j < L->n_in; ++j)
-        v[j] = pooled(ctx, L, j, c, y, x);
+        v[j] = pooled(ctx, L, j, c, y, x, 1);
     return fold(L, v, L->n_in, saturate);
 }
 
@@ -149,7 +149,8 @@ static const int8_t *prepare(const cnnk_ctx_t *ctx, const cnnk_layer_t *L)
     return A8(ctx, L->prep_off);
 }
 
-/* Passthrough: the prepared value, activated (or unsaturated when wide, R4.4). */
+/* Passthrough: the prepared value itself, no activation; a standalone wide element-wise layer
+ * keeps its fold unsaturated (R4.4), also through a following pooling. */
 static void run_copy(const cnnk_ctx_t *ctx, const cnnk_layer_t *L)
 {
     int32_t c, y, x;
@@ -161,7 +162,7 @@ static void run_copy(const cnnk_ctx_t *ctx, const cnnk_layer_t *L)
                 if (L->wide)
                     A32(ctx, L->out_off)[i] = v;
                 else
-                    A8(ctx, L->out_off)[i] = (int8_t)activate(clamp8(v), L->act);
+                    A8(ctx, L->out_off)[i] = (int8_t)v;
             }
 }
 
