@@ -343,6 +343,44 @@ def test_rf_of_a_fused_hardware_layer_includes_its_pooling() -> None:
     assert row.params == 76 and row.macs == 4 * 16 * 2 * 9
 
 
+@settings(max_examples=40)
+@given(st.data())
+def test_rf_equals_the_gradient_support(data: st.DataObject) -> None:
+    """With positive weights, the input pixels that reach output pixel i (its gradient support)
+    lie in [c - (size - 1) / 2, c + (size - 1) / 2], c = offset + i * stride, and span it exactly
+    when it lies inside the input (padding can hide a dilated kernel's edge taps)."""
+    size = data.draw(st.integers(8, 24))
+    layers: list[nn.Module] = []
+    for _ in range(data.draw(st.integers(1, 4))):
+        k, s = data.draw(st.integers(1, 4)), data.draw(st.integers(1, 3))
+        if data.draw(st.booleans()):
+            d = data.draw(st.integers(1, 2))
+            layers.append(nn.Conv2d(1, 1, k, s, data.draw(st.integers(0, (d * (k - 1)) // 2)), d))
+        else:
+            layers.append(nn.AvgPool2d(k, s))
+    model = nn.Sequential(*layers).double()
+    for conv in model:
+        if isinstance(conv, nn.Conv2d):
+            nn.init.ones_(conv.weight)
+            nn.init.zeros_(conv.bias)
+    x = torch.ones(1, 1, size, size, dtype=torch.float64, requires_grad=True)
+    try:
+        y = model(x)
+    except RuntimeError:  # shrank to nothing
+        return
+    row = analyze_network(trace(model, (1, size, size))).layers[-1]
+    for i in (0, y.shape[2] - 1):
+        x.grad = None
+        y[0, 0, i, i].backward(retain_graph=True)
+        support = torch.nonzero(x.grad[0, 0].sum(1))[:, 0]  # rows reaching pixel (i, i)
+        centre = row.rf_offset[0] + i * row.rf_stride[0]
+        low, high = centre - (row.rf_size[0] - 1) / 2, centre + (row.rf_size[0] - 1) / 2
+        first, last = int(support.min()) + 1, int(support.max()) + 1
+        assert low <= first and last <= high
+        if low >= 1 and high <= size:  # inside the input: the extreme taps are both reached
+            assert (first, last) == (low, high)
+
+
 # ---- memory -----------------------------------------------------------------------------------
 
 

@@ -133,6 +133,8 @@ class _MetaFailed(Exception):
 
 def _propagate(gm: fx.GraphModule, input_shape: tuple[int, ...]) -> _ShapeRecorder:
     """Shapes of every node: on the meta device when possible, else by a real zero forward."""
+    floats = (p.dtype for p in gm.parameters() if p.is_floating_point())
+    dtype = next(floats, torch.get_default_dtype())
     was_training = [m.training for m in gm.modules()]
     gm.eval()
     try:
@@ -140,7 +142,8 @@ def _propagate(gm: fx.GraphModule, input_shape: tuple[int, ...]) -> _ShapeRecord
             for meta in (True, False):
                 recorder = _ShapeRecorder(gm, meta)
                 try:
-                    recorder.run(torch.zeros((1, *input_shape), device="meta" if meta else None))
+                    device = "meta" if meta else None
+                    recorder.run(torch.zeros((1, *input_shape), dtype=dtype, device=device))
                     return recorder
                 except _MetaFailed:
                     continue
