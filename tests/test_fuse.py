@@ -216,3 +216,23 @@ def test_residual_add_relu_becomes_identity_conv() -> None:
     assert relu.module_path == "add" and fused.is_hardware
     assert "eltwise-activation" in [r.rule for r in log]
     _same_outputs(net, fused)
+
+
+def test_relu_after_maxpool_moves_before_it() -> None:
+    c1 = conv2d("c1", "input", (3, 8, 8), 4)
+    layers = (
+        c1,
+        maxpool("p", "c1", c1.out_shape),
+        act("r", "p", (4, 4, 4)),
+        conv2d("c2", "r", (4, 4, 4), 3, seed=1),
+    )
+    net = Network("n", (3, 8, 8), layers, outputs=("r", "c2"))
+    fused, log = fuse_with_log(net)
+    verify(fused)
+    assert log[0].rule == "relu-before-maxpool"
+    assert fused.layer("c1").activation is Activation.RELU
+    assert fused.outputs == ("p", "c2") and fused.layer("p").op is Op.PASSTHROUGH
+    _same_outputs(net, fused)
+    # the last layer's pool has no other reader: conv -> relu -> pool -> conv is 2 layers
+    fused = fuse(Network("n", (3, 8, 8), layers))
+    assert [x.name for x in fused] == ["c1", "c2"] and fused.layer("c2").pool is not None

@@ -32,7 +32,16 @@ from dataclasses import replace
 import numpy as np
 
 from cnnforge.arithmetic import ACT_MAX, ACT_MIN, ACT_SCALE
-from cnnforge.ir import HARDWARE_ELTWISE, WEIGHT_OPS, Activation, EltwiseOp, Layer, Network, Op
+from cnnforge.ir import (
+    HARDWARE_ELTWISE,
+    WEIGHT_OPS,
+    Activation,
+    EltwiseOp,
+    Layer,
+    Network,
+    Op,
+    PoolKind,
+)
 from cnnforge.passes.rewrites import (
     Rewrite,
     absorb_into_consumer,
@@ -40,6 +49,7 @@ from cnnforge.passes.rewrites import (
     apply_rules,
     passthrough_geometry,
     record,
+    redirect,
     remove_layer,
     sole_consumer,
 )
@@ -80,6 +90,32 @@ def _only_input_is(layer: Layer, name: str) -> bool:
 
 
 # ---- rules: each looks at one layer and returns (network, record) or None -----------------
+
+
+def relu_before_maxpool(network: Network, layer: Layer) -> tuple[Network, Rewrite] | None:
+    """maxpool -> ReLU becomes ReLU -> maxpool (equal: ReLU is monotone, R3.4), so the ReLU can
+    join the conv before the pool and the pool the layer after it."""
+    if layer.op is not Op.ACTIVATION or hardware_activation(layer) is not Activation.RELU:
+        return None
+    pool = _layer_or_none(network, layer.inputs[0]) if len(layer.inputs) == 1 else None
+    if pool is None or pool.op is not Op.POOL or pool.pool is None:
+        return None
+    if pool.pool.kind is not PoolKind.MAX or any(pool.padding) or len(pool.inputs) != 1:
+        return None
+    if sole_consumer(network, pool.name) is not layer:
+        return None
+    act = replace(layer, inputs=pool.inputs, out_shape=network.shape_of(pool.inputs[0]))
+    pooled = replace(pool, inputs=(layer.name,))
+    layers = []
+    for x in network.layers:
+        if x.name == pool.name:
+            layers += [act, pooled]
+        elif x.name != layer.name:
+            layers.append(x)
+    network = network.with_layers(layers)
+    network = redirect(network, layer.name, pool.name, skip=pool.name)
+    detail = f"{layer.label()} moved before {pool.label()} ({pool.name}): equal for max pooling"
+    return network, record(layer, "relu-before-maxpool", detail)
 
 
 def fuse_activation(network: Network, layer: Layer) -> tuple[Network, Rewrite] | None:
@@ -265,6 +301,7 @@ def _layer_or_none(network: Network, name: str) -> Layer | None:
 
 #: The fusion steps, in the order they are tried (each runs to a fixpoint before the next).
 FUSION_STEPS = (
+    ("ReLU before max pooling", (relu_before_maxpool,)),
     ("activations", (fuse_activation,)),
     ("flatten", (drop_flat_flatten, fuse_flatten)),
     ("element-wise chains", (merge_eltwise,)),

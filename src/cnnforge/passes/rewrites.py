@@ -80,11 +80,17 @@ def replace_layer(network: Network, layer: Layer) -> Network:
     return network.with_layers(layers)
 
 
+def redirect(network: Network, old: str, new: str, skip: str = "") -> Network:
+    """Layers (all but ``skip``) and network outputs that read ``old`` read ``new`` instead."""
+    layers = [x if x.name == skip else _rename_refs(x, old, new) for x in network.layers]
+    outputs = tuple(new if n == old else n for n in network.outputs)
+    return network.with_layers(layers, outputs=outputs)
+
+
 def remove_layer(network: Network, name: str, redirect_to: str) -> Network:
     """Drop layer ``name``; whatever read it (layers, network outputs) reads ``redirect_to``."""
-    layers = [_rename_refs(x, name, redirect_to) for x in network.layers if x.name != name]
-    outputs = tuple(redirect_to if n == name else n for n in network.outputs)
-    return network.with_layers(layers, outputs=outputs)
+    network = network.with_layers(x for x in network.layers if x.name != name)
+    return redirect(network, name, redirect_to)
 
 
 def absorb_into_consumer(network: Network, producer: Layer, consumer: Layer) -> Network:
