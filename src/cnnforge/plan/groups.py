@@ -22,8 +22,10 @@ import dataclasses
 from dataclasses import dataclass
 from enum import StrEnum
 
+import numpy as np
+
 from cnnforge.errors import PlanError
-from cnnforge.ir import INPUT, Layer, Network, Op
+from cnnforge.ir import INPUT, Layer, Network, Op, Quantized
 from cnnforge.plan.kernel_words import passes, processors_per_pass
 
 MAX_ADJACENT_CHANNELS = 64  # one pass (devices.md §2 "Concatenation")
@@ -61,8 +63,8 @@ def group_kind(network: Network, layer: Layer) -> GroupKind:
 
 
 def is_copy(layer: Layer) -> bool:
-    """True for a passthrough copy inserted by the planner."""
-    return layer.op is Op.PASSTHROUGH and layer.module_path.startswith(COPY_TAG)
+    """True for a copy inserted by the planner (passthrough, or identity 1x1 convolution)."""
+    return layer.module_path.startswith(f"{COPY_TAG} of ")
 
 
 def form_groups(network: Network) -> tuple[Network, tuple[Group, ...]]:
@@ -125,6 +127,26 @@ def _check_interleave(network: Network, layer: Layer, kind: GroupKind) -> None:
         "word, which needs equal parts that each fill one pass",
         where=f"layer {layer.name} ({layer.module_path or layer.name})",
         hint="concatenate parts of equal channel counts (a multiple of 4, at most 64 each)",
+    )
+
+
+#: Identity 1x1 convolution that copies exactly: 64 * x * 2^1 / 128 = x (arithmetic.md R2.3).
+IDENTITY_WEIGHT, IDENTITY_SHIFT = 64, 1
+
+
+def identity_conv(copy: Layer, quantized: bool) -> Layer:
+    """The copy as a 1x1 identity convolution (the vendor's "fakept" form), which unlike a
+    passthrough may move channels to any processors."""
+    c = copy.out_shape[0]
+    one_d = len(copy.out_shape) == 2
+    shape = (c, c, 1) if one_d else (c, c, 1, 1)
+    eye = np.eye(c).reshape(shape)
+    quant = Quantized(8, (IDENTITY_WEIGHT * eye).astype(np.int64), None, IDENTITY_SHIFT)
+    return dataclasses.replace(
+        copy,
+        op=Op.CONV1D if one_d else Op.CONV2D,
+        weight=eye.astype(np.float32),
+        quant=quant if quantized else None,
     )
 
 

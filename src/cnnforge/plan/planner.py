@@ -23,7 +23,7 @@ from typing import Any
 
 from cnnforge.errors import PlanError
 from cnnforge.ir import INPUT, Layer, Network, Op
-from cnnforge.plan.groups import GroupKind, form_groups
+from cnnforge.plan.groups import GroupKind, form_groups, identity_conv, is_copy
 from cnnforge.plan.kernels import assign_bias, assign_kernels, kernels_per_processor
 from cnnforge.plan.latency import START_CYCLES, layer_cycles, layer_inputs
 from cnnforge.plan.liveness import layer_in_geometry, live_intervals
@@ -31,6 +31,7 @@ from cnnforge.plan.masks import assign_masks, choose_data_format, make_unit
 from cnnforge.plan.memory import assign_offsets, tensor_span
 from cnnforge.plan.model import Placement, Plan
 from cnnforge.plan.resources import PER_QUADRANT, Resources, resources_of
+from cnnforge.plan.validate import passthrough_masks_ok
 
 
 def plan_network(network: Network, device: Any) -> tuple[Network, Plan]:
@@ -58,7 +59,7 @@ def plan_network(network: Network, device: Any) -> tuple[Network, Plan]:
             errors.append(exc)
     if not results:
         raise errors[0]
-    layer_masks, offsets, kernels, bias = min(results, key=lambda r: r[0])[1:]
+    network, layer_masks, offsets, kernels, bias = min(results, key=lambda r: r[0])[1:]
     gaps = {p: g.gap for g in groups for p in g.parts}
     placements = []
     for layer in network.layers:
@@ -87,15 +88,28 @@ MASK_POLICIES = ("low", "long-high", "high")
 
 
 def _attempt(network, groups, live, res, data_format, policy) -> tuple:
-    """One full placement with one mask policy: (top address, masks, offsets, kernels, bias)."""
+    """One full placement with one mask policy: (top, network, masks, offsets, kernels, bias)."""
     masks = assign_masks(network, groups, live, res, data_format, policy)
     units = [make_unit(network, g, live) for g in groups]
     offsets = assign_offsets(network, units, masks, live, res, data_format)
     layer_masks = {x.name: (_in_mask(x, masks, groups), masks[x.name]) for x in network.layers}
+    network = _fix_copies(network, layer_masks)
     kernels = assign_kernels(network, layer_masks, res)
     bias = assign_bias(network, layer_masks, res)
     top = max(offsets[n] + tensor_span(network, n, data_format) for n in offsets)
-    return top, layer_masks, offsets, kernels, bias
+    return top, network, layer_masks, offsets, kernels, bias
+
+
+def _fix_copies(network: Network, layer_masks: dict[str, tuple[int, int]]) -> Network:
+    """Copies whose processors a passthrough cannot map become 1x1 identity convolutions."""
+    quantized = any(x.quant is not None for x in network.layers)
+    layers = [
+        identity_conv(x, quantized)
+        if is_copy(x) and not passthrough_masks_ok(*layer_masks[x.name])
+        else x
+        for x in network.layers
+    ]
+    return network.with_layers(layers)
 
 
 def _require_hardware(network: Network) -> None:

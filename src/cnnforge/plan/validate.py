@@ -15,6 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from cnnforge.errors import PlanError
 from cnnforge.ir import Layer, Network, Op
 from cnnforge.plan.kernel_words import passes, processors_per_pass
@@ -224,16 +226,17 @@ def _kernel_issues(network: Network, plan: Plan, res: Resources) -> list[Issue]:
                     f"the capacity of processor {over[0]} ({res.kernel_capacity(over[0])})",
                 )
             )
-        out.extend(_kernel_clash(layer, procs, start, words, taken, plan))
+        out.extend(_kernel_clash(network, layer, procs, start, words, taken, plan))
         for p in procs:
             taken.setdefault(p, []).append((start, start + words, layer.name))
     return out
 
 
-def _kernel_clash(layer, procs, start, words, taken, plan) -> list[Issue]:
+def _kernel_clash(network, layer, procs, start, words, taken, plan) -> list[Issue]:
     for p in procs:
         for a, b, other in taken.get(p, ()):
-            if a < start + words and start < b and not _same_kernels(plan, layer.name, other):
+            shared = _same_kernels(plan, layer, network.layer(other))
+            if a < start + words and start < b and not shared:
                 return [
                     Issue(
                         layer.name,
@@ -245,13 +248,22 @@ def _kernel_clash(layer, procs, start, words, taken, plan) -> list[Issue]:
     return []
 
 
-def _same_kernels(plan: Plan, a: str, b: str) -> bool:
-    pa, pb = plan.placement(a), plan.placement(b)
-    return (pa.kernel_start, pa.kernel_words, pa.in_processors) == (
+def _same_kernels(plan: Plan, a: Layer, b: Layer) -> bool:
+    """Two layers may share columns when they hold identical quantized weights there."""
+    pa, pb = plan.placement(a.name), plan.placement(b.name)
+    same_place = (pa.kernel_start, pa.kernel_words, pa.in_processors) == (
         pb.kernel_start,
         pb.kernel_words,
         pb.in_processors,
-    ) and pa.kernel_start is not None
+    )
+    qa, qb = a.quant, b.quant
+    return (
+        same_place
+        and qa is not None
+        and qb is not None
+        and qa.weight_bits == qb.weight_bits
+        and np.array_equal(qa.weights, qb.weights)
+    )
 
 
 def _greedy_start(taken, procs, words, res: Resources) -> int | None:
