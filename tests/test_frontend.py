@@ -415,3 +415,19 @@ def test_modules_returning_tuples_are_refused() -> None:
 
     with pytest.raises(ModelError, match="lstm: module LSTM is not supported"):
         trace(Recurrent(), (4, 4))
+
+
+def test_mean_over_space_is_global_average_pooling() -> None:
+    class Gap(nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return torch.mean(x.mean(dim=(2, 3), keepdim=True), (-1, -2), keepdim=True)
+
+    net = trace(Gap(), (3, 4, 6))
+    assert [layer.pool.size for layer in net] == [(4, 6), (1, 1)]
+
+    class Bad(nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return x.mean((2, 3))
+
+    with pytest.raises(ModelError, match="keepdim=True"):
+        trace(Bad(), (3, 4, 4))

@@ -115,6 +115,22 @@ def _interpolate(info: NodeInfo, args: Sequence[Any], kwargs: dict[str, Any]) ->
     return upsample_layer(info, arg(args, kwargs, 3, "mode", "nearest"))
 
 
+def _mean(info: NodeInfo, args: Sequence[Any], kwargs: dict[str, Any]) -> Layer:
+    """``x.mean((2, 3), keepdim=True)``: global average pooling."""
+    rank = args[0].dim()
+    dims = arg(args, kwargs, 1, "dim", None)
+    dims = tuple(dims) if isinstance(dims, tuple | list) else (dims,)
+    spatial = set(range(2, rank))
+    if {d % rank for d in dims if d is not None} != spatial or not arg(
+        args, kwargs, 2, "keepdim", False
+    ):
+        raise info.fail(
+            "mean is supported only over all spatial dims with keepdim=True",
+            hint="use nn.AdaptiveAvgPool2d(1) (then flatten) for global average pooling",
+        )
+    return adaptive_pool(info, PoolKind.AVG)
+
+
 def _removed(info: NodeInfo, args: Sequence[Any], kwargs: dict[str, Any]) -> None:
     return None
 
@@ -130,6 +146,7 @@ _COMMON: dict[str, Mapper] = {
     "mul": _eltwise(EltwiseOp.MUL),
     "flatten": _reshape,
     "reshape": _reshape,
+    "mean": _mean,
 }
 
 #: Functions (``call_function`` targets) -> mapper.
