@@ -10,7 +10,7 @@ import torch.nn.functional as F
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cnnforge.ir import Layer, Network, Op
+from cnnforge.ir import Layer, Network, Op, Pooling, PoolKind
 from cnnforge.passes.legalize import legalize, legalize_with_log
 from cnnforge.passes.verify import verify
 from test_fuse_reference import conv2d, run
@@ -196,3 +196,20 @@ def test_nearest_upsample_becomes_identity_transposed_conv(c, h, w) -> None:
     ]
     x = _x((2, c, h, w))
     assert torch.equal(run(new, x)["up"], run(net, x)["up"])  # exact: x * 1.0 + zeros
+
+
+@SMALL
+@given(k=st.sampled_from([18, 20, 32, 64]), extra=st.integers(0, 5), seed=st.integers(0, 99))
+def test_large_max_pool_is_split(k, extra, seed) -> None:
+    size = k + extra
+    c1 = conv2d("c1", "input", (2, size, size), 3, seed=seed)
+    head = replace(
+        conv2d("c2", "c1", (3, 1, 1), 2, k=1, pad=0, seed=seed + 1),
+        pool=Pooling(PoolKind.MAX, (k, k), (k, k)),
+    )
+    net = Network("n", (2, size, size), (c1, head))
+    new, log = legalize_with_log(net)
+    verify(new)
+    assert [r.rule for r in log] == ["split-maxpool"]
+    assert all(max(x.pool.size) <= 16 for x in new if x.pool is not None)
+    _assert_same(net, new, _x((2, 2, size, size), seed))

@@ -17,6 +17,8 @@ tested numerically on random weights (tests/test_legalize.py):
   (arithmetic.md R3.3), ceil((n + 1) / s) = floor(n / s) + 1 of them: the strided output.
 - ``upsample-nearest``: nearest 2x upsampling -> the transposed conv above with identity 2x2
   kernels (each output pixel copies its source pixel; exact).
+- ``split-maxpool``: max pooling k x k / stride k with k > 16 -> a x a in a new passthrough
+  layer, then b x b on the layer (k = a * b, both <= 16): the same windows, exactly.
 - ``linear-1x1-flatten``: a linear layer flattening 1x1 data needs no flatten (R5.1 on 1x1 data
   is the identity).
 
@@ -187,6 +189,43 @@ def _insert_subsample(
     return insert_after(network, conv.name, passthrough, readers), f"on a new passthrough {name}"
 
 
+def split_maxpool(network: Network, layer: Layer) -> tuple[Network, Rewrite] | None:
+    """Max pooling k x k, stride k with k > 16 -> a passthrough pooling a x a (stride a) before
+    the layer, which then pools b x b (stride b), k = a * b: the max of maxima over the same
+    aligned windows, and floor(floor(n / a) / b) = floor(n / k) windows (R3.2, R3.4)."""
+    pool = layer.pool
+    if pool is None or pool.kind is not PoolKind.MAX or layer.eltwise is not None:
+        return None
+    k = pool.size[0]
+    if k <= MAX_SUBSAMPLE_STRIDE or any(n != k for n in (*pool.size, *pool.stride)):
+        return None
+    if any(d != 1 for d in pool.dilation_or_ones()):
+        return None
+    a = next((a for a in range(MAX_SUBSAMPLE_STRIDE, 1, -1) if k % a == 0), None)
+    if a is None or k // a > MAX_SUBSAMPLE_STRIDE:
+        return None
+    ndim = len(pool.size)
+    first = Pooling(PoolKind.MAX, (a,) * ndim, (a,) * ndim)
+    shapes = network.input_shapes(layer)
+    channels = sum(s[0] for s in shapes)  # a concatenation is pooled part by part alike
+    name = unique_name(network, f"{layer.name}.pool")
+    pre = Layer(
+        name=name,
+        inputs=layer.inputs,
+        out_shape=(channels, *first.output_dims(shapes[0][1:])),
+        module_path=layer.module_path,
+        pool=first,
+        **passthrough_geometry(channels, ndim),
+    )
+    b = k // a
+    new = replace(layer, inputs=(name,), pool=Pooling(PoolKind.MAX, (b,) * ndim, (b,) * ndim))
+    layers = []
+    for x in network.layers:
+        layers += [pre, new] if x.name == layer.name else [x]
+    detail = f"max pooling {k}x{k} -> {a}x{a} in a new passthrough {name}, then {b}x{b} (exact)"
+    return network.with_layers(layers), record(layer, "split-maxpool", detail)
+
+
 def linear_1x1_flatten(network: Network, layer: Layer) -> tuple[Network, Rewrite] | None:
     """A linear layer that flattens 1x1 data: flattening is the identity, drop it."""
     if layer.op is not Op.LINEAR or not layer.flatten:
@@ -242,6 +281,7 @@ LEGAL_RULES = (
     conv_k2_to_k3,
     kernel_embed_3x3,
     stride_to_pool,
+    split_maxpool,
     linear_1x1_flatten,
 )
 
