@@ -1,0 +1,127 @@
+"""Figures of a plan: data-memory footprint, kernel and bias use, estimated cycles.
+
+Used by the readable plan (plan/report.py) and by benchmarks/plan_vs_handwritten.py, so that
+our plans and the vendor's hand-written ones are measured by the same code. Footprint is
+measured on the words each tensor really occupies (devices.md §2 addressing, gaps excluded):
+``high_water`` is the highest byte used in any instance; ``peak_live`` the largest number of
+bytes holding live data at one time (in-place layers count their overlap once).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+
+from cnnforge.ir import INPUT, Network
+from cnnforge.plan.kernels import bias_length, has_bias, kernel_words_placed
+from cnnforge.plan.latency import START_CYCLES
+from cnnforge.plan.liveness import live_intervals, tensor_geometry
+from cnnforge.plan.model import Placement, Plan
+from cnnforge.plan.resources import PER_INSTANCE, PER_QUADRANT, PROCESSORS, resources_of
+
+
+@dataclass(frozen=True)
+class PlanMetrics:
+    """Side-by-side comparable numbers of one plan."""
+
+    layers: int
+    cycles: int
+    time_us: float
+    high_water_bytes: int  # per instance
+    peak_live_bytes: int  # all instances together
+    data_bytes: int  # capacity of all instances
+    kernel_words: int  # 72-bit words used, all processors
+    kernel_capacity: int
+    kernel_max_column: int  # highest column used + 1 on any processor
+    bias_entries: tuple[int, ...]  # per quadrant
+    bias_capacity: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def tensor_layout(network: Network, plan: Plan, name: str) -> Placement:
+    """Where a tensor is written: its producer's output (the input: where layer 0 reads it)."""
+    if name == INPUT:
+        first = plan.placements[0]
+        return Placement(INPUT, 0, first.in_processors, 0, first.in_offset)
+    return plan.placement(name)
+
+
+def tensor_words(network: Network, plan: Plan, name: str) -> tuple[int, np.ndarray]:
+    """(16-bit instance mask, word indices) a tensor occupies in each of its instances."""
+    place = tensor_layout(network, plan, name)
+    geo = tensor_geometry(network, name)
+    mask = place.out_processors
+    inst = sum(1 << k for k in range(16) if mask >> (PER_INSTANCE * k) & 0xF)
+    base = place.out_offset // 4
+    if name == INPUT and plan.data_format == "CHW":
+        return inst, base + np.arange(-(-geo.pixels * geo.passes // 4))
+    per = np.arange(geo.pixels * geo.passes)
+    if geo.wide:
+        words = (base + per[:, None] * 4 * (place.write_gap + 1) + np.arange(4)).ravel()
+        return inst, words
+    return inst, base + per * (place.write_gap + 1)
+
+
+def live_cells(network: Network, plan: Plan, step: int, words: int) -> np.ndarray:
+    """Boolean (16, words) map of the data words live at layer ``step``."""
+    live = live_intervals(network)
+    cells = np.zeros((16, words), dtype=bool)
+    for name, (birth, death) in live.items():
+        if birth <= step <= death:
+            inst, idx = tensor_words(network, plan, name)
+            idx = idx[idx < words]
+            for k in range(16):
+                if inst >> k & 1:
+                    cells[k, idx] = True
+    return cells
+
+
+def plan_metrics(network: Network, plan: Plan, device: Any) -> PlanMetrics:
+    """The figures of ``plan`` on ``device`` (see the module docstring)."""
+    res = resources_of(device)
+    words = res.instance_bytes // 4
+    high = 0
+    for name in [INPUT, *(x.name for x in network.layers)]:
+        _, idx = tensor_words(network, plan, name)
+        high = max(high, 4 * (int(idx.max()) + 1) if idx.size else 0)
+    peak = max(int(live_cells(network, plan, t, words).sum()) * 4 for t in range(-1, len(network)))
+    kernel, top = 0, 0
+    bias = [0] * (PROCESSORS // PER_QUADRANT)
+    for layer, place in zip(network.layers, plan.placements, strict=True):
+        n = kernel_words_placed(network, layer, place.out_processors, res)
+        kernel += n * place.in_processors.bit_count()
+        top = max(top, (place.kernel_start or 0) + n if n else 0)
+        if layer.has_weights and has_bias(layer) and place.bias_quadrant is not None:
+            bias[place.bias_quadrant] += bias_length(layer, place.out_processors)
+    cycles = START_CYCLES + sum(p.cycles or 0 for p in plan.placements)
+    capacity = sum(res.kernel_capacity(p) for p in range(PROCESSORS))
+    return PlanMetrics(
+        layers=len(network),
+        cycles=cycles,
+        time_us=cycles / res.clock_mhz,
+        high_water_bytes=high,
+        peak_live_bytes=peak,
+        data_bytes=16 * res.instance_bytes,
+        kernel_words=kernel,
+        kernel_capacity=capacity,
+        kernel_max_column=top,
+        bias_entries=tuple(bias),
+        bias_capacity=res.bias_entries,
+    )
+
+
+def with_cycles(network: Network, plan: Plan) -> Plan:
+    """``plan`` with every layer's cycle estimate filled in (for imported plans)."""
+    import dataclasses
+
+    from cnnforge.plan.planner import placed_cycles
+
+    places = tuple(
+        dataclasses.replace(p, cycles=placed_cycles(network, x, p))
+        for x, p in zip(network.layers, plan.placements, strict=True)
+    )
+    return dataclasses.replace(plan, placements=places)
