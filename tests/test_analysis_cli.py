@@ -103,13 +103,15 @@ def bad_inputs(models_py: Path, tmp_path: Path) -> dict[str, tuple[list[str], st
             "bad.pth: checkpoint does not match the model; missing: conv.bias",
         ),
         "count": ([tiny, "-i", "3,8,8", "--count", "flops"], "unknown count mode"),
+        "weight bits": ([tiny, "-i", "3,8,8", "--weight-bits", "3"], "weight bits 3"),
+        "model arg": ([tiny, "-i", "3,8,8", "--model-arg", "depth=2"], "depth=2"),
     }
 
 
 @pytest.mark.parametrize(
     "case",
     ["missing file", "unknown name", "untraceable", "wrong shape", "bad shape text", "checkpoint",
-     "count"],
+     "count", "weight bits", "model arg"],
 )  # fmt: skip
 def test_bad_input_is_one_line_exit_2(
     case: str, models_py: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
