@@ -78,8 +78,8 @@ def data_memory(ctx: Context, layer: Layer) -> Iterator[Violation]:
     cin = input_channels(ctx.network, layer)
     pixels = math.prod(in_shape[1:])
     need_in = pixels * dev.passes(cin) * operands * WORD_BYTES
-    if layer.inputs == (INPUT,):
-        need_in = min(need_in, pixels * dev.passes(cin))  # CHW input: one byte per pixel
+    if layer.inputs == (INPUT,) and cin <= dev.data_instances:
+        need_in = min(need_in, pixels)  # CHW input: one channel per instance, a byte per pixel
     width = WIDE_BYTES if layer.wide else 1
     need_out = math.prod(layer.out_shape[1:]) * dev.passes(layer.out_shape[0]) * WORD_BYTES * width
     for what, need in (("input", need_in), ("output", need_out)):
