@@ -2,7 +2,8 @@
 
 ``trace(module, (3, 64, 64))`` symbolically traces the module (modules with a
 ``cnnforge_layer`` method and standard ``torch.nn`` layers stay leaves), runs the graph once on a
-zero batch of one to learn every tensor's shape, then maps each node to a ``Layer`` following
+batch of one to learn every tensor's shape (on the meta device, so nothing is computed; a real
+zero forward when a module needs values), then maps each node to a ``Layer`` following
 docs/internal-apis.md. Layers are named after their PyTorch module path (the fx node name for
 functions) so that every later message can point at the user's code. Untraceable models,
 unsupported operations and input shapes the model cannot take raise one-line cnnforge errors.
