@@ -22,9 +22,12 @@ from cnnforge.sim import simulate
 VENDOR = [
     ("mnist-chw-ai85.yaml", "ai85-mnist-qat8-q.pth.tar", "mnist"),
     ("camvid-unet-large.yaml", "ai85-camvid-unet-large-q.pth.tar", None),
-    ("camvid-unet-large-fakept.yaml", "ai85-camvid-unet-large-fakept-q.pth.tar",
-     "camvid_unet_fakept"),
-]  # fmt: skip
+    (
+        "camvid-unet-large-fakept.yaml",
+        "ai85-camvid-unet-large-fakept-q.pth.tar",
+        "camvid_unet_fakept",
+    ),
+]
 
 
 def _known_answer(network: Network, x: np.ndarray) -> dict[str, np.ndarray]:
@@ -45,8 +48,9 @@ def test_vendor_networks(ai8x_data: Path, tmp_path: Path, yaml_name, ckpt_name, 
     """Every vendor pair: C == simulator; the checksum equals the vendor's known answer's."""
     from cnnforge.frontend.ai8x import read_ai8x, sample_path
 
-    model = read_ai8x(ai8x_data / "networks" / yaml_name, ai8x_data / "trained" / ckpt_name,
-                      overlap_data=True)  # fmt: skip
+    model = read_ai8x(
+        ai8x_data / "networks" / yaml_name, ai8x_data / "trained" / ckpt_name, overlap_data=True
+    )
     x = np.load(sample_path(ai8x_data / "networks" / yaml_name, model.dataset))
     x = x.astype(np.int64).reshape(model.network.input_shape)
     emitted = _emit_and_run(model.network, x, tmp_path, sanitize=golden == "mnist")

@@ -109,11 +109,24 @@ def _conv(b: _Builder, i: int, src: tuple[str, ...], elt, pool, c: int, dims) ->
         return None
     n = len(dims)
     op = Op.CONV1D if one_d else Op.CONV2D
-    return Layer(f"l{i}", op, src, (oc, *out), in_channels=c, out_channels=oc,
-                 kernel_size=(k,) * n, stride=(s,) * n, padding=(p,) * n, dilation=(d,) * n,
-                 groups=g, pool=pool, eltwise=elt, pool_first=bool(rng.random() < 0.7),
-                 activation=ACTS[int(rng.integers(0, 3))],
-                 quant=_quant(rng, (oc, c // g) + (k,) * n, oc))  # fmt: skip
+    return Layer(
+        f"l{i}",
+        op,
+        src,
+        (oc, *out),
+        in_channels=c,
+        out_channels=oc,
+        kernel_size=(k,) * n,
+        stride=(s,) * n,
+        padding=(p,) * n,
+        dilation=(d,) * n,
+        groups=g,
+        pool=pool,
+        eltwise=elt,
+        pool_first=bool(rng.random() < 0.7),
+        activation=ACTS[int(rng.integers(0, 3))],
+        quant=_quant(rng, (oc, c // g) + (k,) * n, oc),
+    )
 
 
 def _convt(b: _Builder, i: int, src, elt, pool, c: int, dims) -> Layer | None:
@@ -125,10 +138,23 @@ def _convt(b: _Builder, i: int, src, elt, pool, c: int, dims) -> Layer | None:
     out = tuple((n - 1) * s - 2 * p + (k - 1) + op_ + 1 for n in dims)
     if min(out) <= 0:
         return None
-    return Layer(f"l{i}", Op.CONVTRANSPOSE2D, src, (oc, *out), in_channels=c, out_channels=oc,
-                 kernel_size=(k, k), stride=(s, s), padding=(p, p), output_padding=(op_, op_),
-                 groups=g, pool=pool, eltwise=elt, activation=ACTS[int(rng.integers(0, 3))],
-                 quant=_quant(rng, (c, oc // g, k, k), oc))  # fmt: skip
+    return Layer(
+        f"l{i}",
+        Op.CONVTRANSPOSE2D,
+        src,
+        (oc, *out),
+        in_channels=c,
+        out_channels=oc,
+        kernel_size=(k, k),
+        stride=(s, s),
+        padding=(p, p),
+        output_padding=(op_, op_),
+        groups=g,
+        pool=pool,
+        eltwise=elt,
+        activation=ACTS[int(rng.integers(0, 3))],
+        quant=_quant(rng, (c, oc // g, k, k), oc),
+    )
 
 
 def _step(b: _Builder, i: int, last_layer: bool) -> None:
@@ -143,16 +169,34 @@ def _step(b: _Builder, i: int, last_layer: bool) -> None:
     if r < 0.15 or (last_layer and r < 0.3):
         feats = c * math.prod(dims)
         oc = int(rng.integers(1, 6))
-        layer = Layer(f"l{i}", Op.LINEAR, src, (oc,), in_channels=feats, out_channels=oc,
-                      flatten=True, pool=pool, eltwise=elt,
-                      activation=ACTS[int(rng.integers(0, 3))],
-                      quant=_quant(rng, (oc, feats), oc))  # fmt: skip
+        layer = Layer(
+            f"l{i}",
+            Op.LINEAR,
+            src,
+            (oc,),
+            in_channels=feats,
+            out_channels=oc,
+            flatten=True,
+            pool=pool,
+            eltwise=elt,
+            activation=ACTS[int(rng.integers(0, 3))],
+            quant=_quant(rng, (oc, feats), oc),
+        )
     elif r < 0.3 and len(dims) == 2 and max(dims) <= 8:
         layer = _convt(b, i, src, elt, pool, c, dims)
     elif r < 0.42:
-        layer = Layer(f"l{i}", Op.PASSTHROUGH, src, (c, *dims), in_channels=c, out_channels=c,
-                      pool=pool, eltwise=elt, pool_first=bool(rng.random() < 0.5),
-                      activation=ACTS[int(rng.integers(0, 3))])  # fmt: skip
+        layer = Layer(
+            f"l{i}",
+            Op.PASSTHROUGH,
+            src,
+            (c, *dims),
+            in_channels=c,
+            out_channels=c,
+            pool=pool,
+            eltwise=elt,
+            pool_first=bool(rng.random() < 0.5),
+            activation=ACTS[int(rng.integers(0, 3))],
+        )
     if layer is None:
         layer = _conv(b, i, src, elt, pool, c, dims) or Layer(
             f"l{i}", Op.PASSTHROUGH, src, (c, *dims), pool=pool, eltwise=elt
@@ -183,8 +227,13 @@ def random_network(seed: int) -> Network:
     outputs = (b.last(),)
     if rng.random() < 0.2 and len(b.layers) > 1 and not b.layers[0].wide:
         outputs = (b.layers[0].name, b.last())
-    return Network(f"rand{seed}", b.tensors[INPUT], tuple(b.layers), outputs,
-                   avg_pool_rounding=bool(rng.random() < 0.5))  # fmt: skip
+    return Network(
+        f"rand{seed}",
+        b.tensors[INPUT],
+        tuple(b.layers),
+        outputs,
+        avg_pool_rounding=bool(rng.random() < 0.5),
+    )
 
 
 def random_input(network: Network, seed: int) -> np.ndarray:

@@ -143,8 +143,9 @@ def _load_ai8x(state: CompileState) -> CompileState:
     if o.ai8x_yaml is None or o.ai8x_checkpoint is None:
         raise InputError("--ai8x-yaml and --ai8x-checkpoint must be given together")
     read_ai8x = _stage("cnnforge.frontend.ai8x", "read_ai8x")
-    model = read_ai8x(o.ai8x_yaml, o.ai8x_checkpoint, o.input_shape, device=state.device.name,
-                      overlap_data=True)  # fmt: skip
+    model = read_ai8x(
+        o.ai8x_yaml, o.ai8x_checkpoint, o.input_shape, device=state.device.name, overlap_data=True
+    )
     sample_file = o.sample
     if sample_file is None:
         sample_file = _stage("cnnforge.frontend.ai8x", "sample_path")(o.ai8x_yaml, model.dataset)
@@ -286,8 +287,9 @@ def step_emit_c(state: CompileState, workdir: Path) -> CompileState:
 
     c_dir = workdir / C_DIR
     c_dir.mkdir()
-    emitted = emit_c(state.network, state.sample, state.answer, c_dir,
-                     max_verify=state.options.max_verify)  # fmt: skip
+    emitted = emit_c(
+        state.network, state.sample, state.answer, c_dir, max_verify=state.options.max_verify
+    )
     return state.with_(emitted=emitted).wrote(*(f"{C_DIR}/{f}" for f in emitted.files))
 
 
@@ -303,9 +305,12 @@ def step_run(state: CompileState, workdir: Path) -> CompileState:
         if state.options.probe:
             run_probe(workdir / C_DIR, Path(tmp), workdir / "probe")
     if not result.passed:
-        raise EmitError(f"the C self-test failed: {result.output}", where=f"{C_DIR}/main.c",
-                        hint="run `cnnforge compile --probe` and `cnnforge diff` to find the "
-                        "first diverging layer")  # fmt: skip
+        raise EmitError(
+            f"the C self-test failed: {result.output}",
+            where=f"{C_DIR}/main.c",
+            hint="run `cnnforge compile --probe` and `cnnforge diff` to find the "
+            "first diverging layer",
+        )
     state = state.with_(selftest=result)
     if state.options.probe:
         np.savez(workdir / "sim_layers.npz", **dict(sorted(state.layer_outputs.items())))

@@ -77,8 +77,9 @@ def compile_command(
         task = progress.add_task("compile", total=None)
 
         def on_step(name: str, index: int, total: int) -> None:
-            progress.update(task, description=f"[{index + 1}/{total}] {name}", total=total,
-                            completed=index)  # fmt: skip
+            progress.update(
+                task, description=f"[{index + 1}/{total}] {name}", total=total, completed=index
+            )
 
         state = compile_model(options, on_step)
     _print_summary(summary(state), output)

@@ -36,8 +36,15 @@ def diff_command(
     for d in result.layers:
         if all_layers or not d.equal or d is result.layers[-1]:
             where = "" if d.first_index is None else str(d.first_index)
-            table.add_row(d.layer, "x".join(map(str, d.shape)), str(d.differing),
-                          f"{d.max_abs:g}", where, _fmt(d.a_value), _fmt(d.b_value))  # fmt: skip
+            table.add_row(
+                d.layer,
+                "x".join(map(str, d.shape)),
+                str(d.differing),
+                f"{d.max_abs:g}",
+                where,
+                _fmt(d.a_value),
+                _fmt(d.b_value),
+            )
     console.print(table)
     for label, names in (("only in A", result.only_a), ("only in B", result.only_b)):
         if names:

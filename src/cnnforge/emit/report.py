@@ -38,25 +38,38 @@ def analysis_rows(network: Network) -> list[dict[str, Any]]:
 
     result = analyze_network(network)
     return [
-        {"name": s.name, "op": s.op, "shape": "x".join(map(str, s.out_shape)),
-         "params": s.params, "macs": s.macs, "bits": s.weight_bits or "",
-         "act": s.act_bytes_int8, "rf": "x".join(f"{float(v):g}" for v in s.rf_size)}
+        {
+            "name": s.name,
+            "op": s.op,
+            "shape": "x".join(map(str, s.out_shape)),
+            "params": s.params,
+            "macs": s.macs,
+            "bits": s.weight_bits or "",
+            "act": s.act_bytes_int8,
+            "rf": "x".join(f"{float(v):g}" for v in s.rf_size),
+        }
         for s in result.layers
-    ]  # fmt: skip
+    ]
 
 
 def plan_rows(network: Network, plan: Any) -> list[dict[str, Any]]:
     """One row per placement: masks, offsets, kernels, bias, cycles."""
     rows = []
     for layer, p in zip(network.layers, plan.placements, strict=True):
-        rows.append({
-            "name": layer.name, "in_procs": _popcount(p.in_processors),
-            "out_procs": _popcount(p.out_processors), "in_mask": f"0x{p.in_processors:016x}",
-            "out_mask": f"0x{p.out_processors:016x}", "in_off": f"0x{p.in_offset:04x}",
-            "out_off": f"0x{p.out_offset:04x}", "kernel": _kernel_text(p),
-            "bias": "" if p.bias_quadrant is None else f"q{p.bias_quadrant}@{p.bias_offset}",
-            "cycles": p.cycles if p.cycles is not None else "",
-        })  # fmt: skip
+        rows.append(
+            {
+                "name": layer.name,
+                "in_procs": _popcount(p.in_processors),
+                "out_procs": _popcount(p.out_processors),
+                "in_mask": f"0x{p.in_processors:016x}",
+                "out_mask": f"0x{p.out_processors:016x}",
+                "in_off": f"0x{p.in_offset:04x}",
+                "out_off": f"0x{p.out_offset:04x}",
+                "kernel": _kernel_text(p),
+                "bias": "" if p.bias_quadrant is None else f"q{p.bias_quadrant}@{p.bias_offset}",
+                "cycles": p.cycles if p.cycles is not None else "",
+            }
+        )
     return rows
 
 
@@ -120,12 +133,15 @@ def _plan_section(state: Any) -> dict[str, Any] | None:
     util = [100.0 * r["in_procs"] / 64 for r in rows]
     cycles = [float(r["cycles"] or 0) for r in rows]
     return {
-        "device": plan.device, "data_format": plan.data_format, "rows": rows,
-        "memory_map": memory_map(network, plan), "kernel_map": kernel_map(network, plan),
+        "device": plan.device,
+        "data_format": plan.data_format,
+        "rows": rows,
+        "memory_map": memory_map(network, plan),
+        "kernel_map": kernel_map(network, plan),
         "utilization": figs.bar_figure(names, util, "% of 64 processors", "input processors"),
         "cycles": figs.bar_figure(names, cycles, "cycles", "cycle estimate per layer"),
         "total_cycles": int(sum(cycles)),
-    }  # fmt: skip
+    }
 
 
 def report_context(state: Any) -> dict[str, Any]:

@@ -140,8 +140,9 @@ def _pool_fields(layer: Layer, h: int, w: int, one_d: bool) -> dict[str, int]:
     """Pooling parameters and the pooled spatial size (arithmetic.md §3)."""
     p = layer.pool
     if p is None:
-        return dict(pool=0, pool_kh=1, pool_kw=1, pool_sh=1, pool_sw=1, pool_dh=1, pool_dw=1,
-                    ph=h, pw=w)  # fmt: skip
+        return dict(
+            pool=0, pool_kh=1, pool_kw=1, pool_sh=1, pool_sw=1, pool_dh=1, pool_dw=1, ph=h, pw=w
+        )
     if one_d:  # the synthesizer's pool1d ignores the dilation (R3.7, §8.9), as the simulator
         p = Pooling(p.kind, p.size, p.stride)
     kh, kw = _pair(p.size, 1, one_d)
@@ -151,8 +152,17 @@ def _pool_fields(layer: Layer, h: int, w: int, one_d: bool) -> dict[str, int]:
     ph, pw = (1, dims[0]) if one_d else dims
     if ph <= 0 or pw <= 0:
         raise _fail(layer, f"pooling window larger than its {h}x{w} input")
-    return dict(pool=POOL[p.kind], pool_kh=kh, pool_kw=kw, pool_sh=sh, pool_sw=sw,
-                pool_dh=dh, pool_dw=dw, ph=ph, pw=pw)  # fmt: skip
+    return dict(
+        pool=POOL[p.kind],
+        pool_kh=kh,
+        pool_kw=kw,
+        pool_sh=sh,
+        pool_sw=sw,
+        pool_dh=dh,
+        pool_dw=dw,
+        ph=ph,
+        pw=pw,
+    )
 
 
 def _main_fields(layer: Layer, kind: int, one_d: bool) -> dict[str, int]:
@@ -162,8 +172,17 @@ def _main_fields(layer: Layer, kind: int, one_d: bool) -> dict[str, int]:
     sh, sw = _pair(layer.stride, 1, one_d)
     pad_h, pad_w = _pair(layer.padding, 0, one_d)
     dh, dw = _pair(layer.dilation, 1, one_d)
-    return dict(kh=kh, kw=kw, sh=sh, sw=sw, pad_h=pad_h, pad_w=pad_w, dh=dh, dw=dw,
-                groups=max(1, layer.groups))  # fmt: skip
+    return dict(
+        kh=kh,
+        kw=kw,
+        sh=sh,
+        sw=sw,
+        pad_h=pad_h,
+        pad_w=pad_w,
+        dh=dh,
+        dw=dw,
+        groups=max(1, layer.groups),
+    )
 
 
 def expected_out_dims(f: dict[str, int], kind: int, oph: int, opw: int) -> tuple[int, int]:
@@ -171,9 +190,11 @@ def expected_out_dims(f: dict[str, int], kind: int, oph: int, opw: int) -> tuple
     if kind == KIND["conv"]:
         return tuple(  # type: ignore[return-value]
             (n + 2 * p - d * (k - 1) - 1) // s + 1
-            for n, p, d, k, s in ((f["ph"], f["pad_h"], f["dh"], f["kh"], f["sh"]),
-                                  (f["pw"], f["pad_w"], f["dw"], f["kw"], f["sw"]))
-        )  # fmt: skip
+            for n, p, d, k, s in (
+                (f["ph"], f["pad_h"], f["dh"], f["kh"], f["sh"]),
+                (f["pw"], f["pad_w"], f["dw"], f["kw"], f["sw"]),
+            )
+        )
     if kind == KIND["convt"]:
         return (
             (f["ph"] - 1) * f["sh"] - 2 * f["pad_h"] + f["dh"] * (f["kh"] - 1) + oph + 1,
@@ -220,8 +241,11 @@ def _weight_fields(layer: Layer, kind: int, f: dict[str, int], force64: bool) ->
     if kind == KIND["linear"]:
         row_len = f["pc"] * f["ph"] * f["pw"]
     if rows.shape != (f["oc"], row_len):
-        raise _fail(layer, f"weights of shape {tuple(q.weights.shape)} do not match the layer "
-                    f"({f['oc']} outputs x {row_len} weights each)")  # fmt: skip
+        raise _fail(
+            layer,
+            f"weights of shape {tuple(q.weights.shape)} do not match the layer "
+            f"({f['oc']} outputs x {row_len} weights each)",
+        )
     acc64 = force64 or _acc_bound(rows, q.bias) >= INT32_SAFE
     wbits = BINARY_CODE if q.weight_bits == BINARY_BITS else q.weight_bits
     if wbits not in (BINARY_CODE, 1, 2, 4, 8):
@@ -258,8 +282,11 @@ def describe_layer(
     if (f["oh"], f["ow"]) != expected_out_dims(f, kind, oph, opw) or (
         kind == KIND["copy"] and f["oc"] != f["pc"]
     ):
-        raise _fail(layer, f"out_shape {layer.out_shape} does not follow from the input "
-                    f"{f['pc']}x{f['ph']}x{f['pw']} and the layer geometry")  # fmt: skip
+        raise _fail(
+            layer,
+            f"out_shape {layer.out_shape} does not follow from the input "
+            f"{f['pc']}x{f['ph']}x{f['pw']} and the layer geometry",
+        )
     f.update(_weight_fields(layer, kind, f, force64))
     needs_prep = layer.pool is not None or len(layer.inputs) > 1
     # Wide element-wise-only layers keep the unsaturated fold (R4.4): computed in the copy itself.

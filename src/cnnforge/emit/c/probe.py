@@ -46,8 +46,9 @@ def _read_probe_dir(path: Path) -> dict[str, np.ndarray]:
         shape = tuple(int(n) for n in shape_text.split(","))
         data = np.fromfile(path / fname, dtype=DTYPES[dtype])
         if data.size != math.prod(shape):
-            raise InputError(f"{fname} has {data.size} values, not {math.prod(shape)}",
-                             where=str(path))  # fmt: skip
+            raise InputError(
+                f"{fname} has {data.size} values, not {math.prod(shape)}", where=str(path)
+            )
         out[name] = data.reshape(shape)
     return out
 
@@ -133,8 +134,15 @@ def compare_layer(name: str, a: np.ndarray, b: np.ndarray, tolerance: float = 0)
         return LayerDiff(name, a.shape, 0, float(diff.max(initial=0)))
     flat = int(np.argmax(bad.reshape(-1)))
     index = tuple(int(i) for i in np.unravel_index(flat, a.shape))
-    return LayerDiff(name, a.shape, count, float(diff.max()), index,
-                     a.reshape(-1)[flat].item(), b.reshape(-1)[flat].item())  # fmt: skip
+    return LayerDiff(
+        name,
+        a.shape,
+        count,
+        float(diff.max()),
+        index,
+        a.reshape(-1)[flat].item(),
+        b.reshape(-1)[flat].item(),
+    )
 
 
 def compare(a: dict[str, np.ndarray], b: dict[str, np.ndarray], tolerance: float = 0) -> DiffResult:
