@@ -431,3 +431,20 @@ def test_mean_over_space_is_global_average_pooling() -> None:
 
     with pytest.raises(ModelError, match="keepdim=True"):
         trace(Bad(), (3, 4, 4))
+
+
+def test_model_files_may_import_their_siblings(tmp_path: Path) -> None:
+    (tmp_path / "blocks_for_cnnforge_test.py").write_text(
+        "from torch import nn\n\ndef block():\n    return nn.Conv2d(1, 2, 3)\n"
+    )
+    (tmp_path / "net.py").write_text(
+        "from torch import nn\nfrom blocks_for_cnnforge_test import block\n\n"
+        "def make():\n    return nn.Sequential(block(), nn.ReLU())\n"
+    )
+    assert len(load_network(f"{tmp_path / 'net.py'}:make", (1, 5, 5))) == 2
+
+
+def test_errors_in_model_files_name_the_line(tmp_path: Path) -> None:
+    (tmp_path / "broken.py").write_text("import torch\n\nraise ValueError('oops')\n")
+    with pytest.raises(ModelError, match=r"broken.py:3: importing the model file failed"):
+        load_model(f"{tmp_path / 'broken.py'}:Net")

@@ -77,6 +77,8 @@ def _import_file(path: Path) -> ModuleType:
         raise InputError(f"cannot import {path}", where=str(path), hint="is it a Python file?")
     module = importlib.util.module_from_spec(spec)
     sys.modules[mod_name] = module  # dataclasses and pickling look modules up here
+    folder = str(path.resolve().parent)
+    sys.path.insert(0, folder)  # the file may import its sibling modules
     try:
         spec.loader.exec_module(module)
     except Exception as exc:
@@ -86,6 +88,8 @@ def _import_file(path: Path) -> ModuleType:
             where=user_frame(exc) or str(path),
             hint="fix the error in the model file",
         ) from None
+    finally:
+        sys.path.remove(folder)
     return module
 
 
