@@ -236,3 +236,25 @@ def test_relu_after_maxpool_moves_before_it() -> None:
     # the last layer's pool has no other reader: conv -> relu -> pool -> conv is 2 layers
     fused = fuse(Network("n", (3, 8, 8), layers))
     assert [x.name for x in fused] == ["c1", "c2"] and fused.layer("c2").pool is not None
+
+
+def test_activation_after_concat_moves_into_the_parts() -> None:
+    c1 = conv2d("c1", "input", (3, 8, 8), 4)
+    c2 = conv2d("c2", "input", (3, 8, 8), 4, seed=1)
+    layers = (
+        c1,
+        c2,
+        combine("cat", Op.CONCAT, ("c1", "c2"), (8, 8, 8)),
+        act("r", "cat", (8, 8, 8), Activation.ABS),
+        conv2d("c3", "r", (8, 8, 8), 3, k=1, pad=0, seed=2),
+    )
+    net = Network("n", (3, 8, 8), layers)
+    fused, log = fuse_with_log(net)
+    verify(fused)
+    assert [x.name for x in fused] == ["c1", "c2", "c3"] and fused.layer("c3").inputs == (
+        "c1",
+        "c2",
+    )
+    assert fused.layer("c1").activation is Activation.ABS is fused.layer("c2").activation
+    assert "activation-into-concat" in [r.rule for r in log]
+    _same_outputs(net, fused)

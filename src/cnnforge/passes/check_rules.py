@@ -17,6 +17,7 @@ from cnnforge.ir import (
     Network,
     Op,
 )
+from cnnforge.passes.fuse import hardware_activation
 from cnnforge.passes.geometry import input_channels
 
 if TYPE_CHECKING:
@@ -90,11 +91,7 @@ def unsupported_op(ctx: Context, layer: Layer) -> Iterator[Violation]:
     if layer.is_hardware:
         return
     if layer.op is Op.ACTIVATION:
-        hint = (
-            f"the hardware has ReLU and Abs only (after a conv/linear); replace "
-            f"{layer.activation.value} by ReLU and retrain, or compute it on the host"
-        )
-        yield ctx.violation(layer, "activation", layer.activation.value, "relu, abs", hint)
+        yield _activation(ctx, layer)
         return
     if layer.op is Op.ELTWISE and layer.eltwise not in HARDWARE_ELTWISE:
         hint = "multiply is not a hardware operator (arithmetic.md R4.5); use add/sub or retrain"
@@ -102,6 +99,22 @@ def unsupported_op(ctx: Context, layer: Layer) -> Iterator[Violation]:
         return
     hint = _MODEL_LEVEL_HINTS.get(layer.op, "no hardware operation computes this")
     yield ctx.violation(layer, "unsupported-op", layer.label(), "a hardware layer", hint)
+
+
+def _activation(ctx: Context, layer: Layer) -> Violation:
+    act = layer.activation.value
+    if hardware_activation(layer) is None:
+        hint = (
+            f"the hardware has ReLU and Abs only (after a conv/linear); replace {act} by "
+            "ReLU and retrain, or compute it on the host"
+        )
+        return ctx.violation(layer, "activation", act, "relu, abs", hint)
+    source = layer.inputs[0]
+    hint = (
+        f"{act} runs in the layer before it, but {source} cannot carry it (not a conv/linear, "
+        "already activated, or its output is read elsewhere): apply it right after a conv"
+    )
+    return ctx.violation(layer, "activation", f"{act} after {source}", "after a conv", hint)
 
 
 def conv2d_geometry(ctx: Context, layer: Layer) -> Iterator[Violation]:
@@ -202,7 +215,7 @@ def convtranspose_geometry(ctx: Context, layer: Layer) -> Iterator[Violation]:
 def stride(ctx: Context, layer: Layer) -> Iterator[Violation]:
     """Conv1d/Conv2d/linear/passthrough run with stride 1 (strides are rewritten as pooling)."""
     if layer.op in (Op.CONV1D, Op.CONV2D) and any(s != 1 for s in layer.stride or (1,)):
-        hint = "strides up to 16, equal on both axes, are rewritten exactly as pooling"
+        hint = "use one stride (<= 16) on all axes: it is then rewritten exactly as pooling"
         yield ctx.violation(layer, "stride", _fmt(layer.stride), 1, hint)
 
 

@@ -14,6 +14,8 @@ The accelerator runs ``pool -> element-wise -> main op -> activation`` as ONE la
 - a pool followed by a conv/transposed conv/linear/passthrough becomes that layer's input pooling
   (R3.1); an element-wise op followed by a conv2d is fused "in flight" (R4.1), with
   ``pool_first=False`` when the conv already pools (R4.3, at most 2 operands);
+- ReLU after max pooling moves before it (ReLU is monotone); an activation after a
+  concatenation moves into the concatenated convs;
 - an element-wise op followed by ReLU/Abs becomes an identity 1x1 conv carrying both (a
   passthrough layer cannot activate);
 - a concatenation becomes the multiple inputs of its consumer;
@@ -51,6 +53,7 @@ from cnnforge.passes.rewrites import (
     record,
     redirect,
     remove_layer,
+    replace_layer,
     sole_consumer,
 )
 
@@ -116,6 +119,27 @@ def relu_before_maxpool(network: Network, layer: Layer) -> tuple[Network, Rewrit
     network = redirect(network, layer.name, pool.name, skip=pool.name)
     detail = f"{layer.label()} moved before {pool.label()} ({pool.name}): equal for max pooling"
     return network, record(layer, "relu-before-maxpool", detail)
+
+
+def activation_into_concat(network: Network, layer: Layer) -> tuple[Network, Rewrite] | None:
+    """act(cat(a, b, ...)) -> cat(act(a), act(b), ...): element-wise, so exact; each part is a
+    conv/linear without activation read only by the concatenation, which takes the activation."""
+    act = hardware_activation(layer) if layer.op is Op.ACTIVATION else None
+    cat = _layer_or_none(network, layer.inputs[0]) if act and len(layer.inputs) == 1 else None
+    if cat is None or cat.op is not Op.CONCAT or sole_consumer(network, cat.name) is not layer:
+        return None
+    parts = [_layer_or_none(network, n) for n in cat.inputs]
+    for part in parts:
+        if part is None or part.op not in WEIGHT_OPS or part.activation is not Activation.NONE:
+            return None
+        if part.wide or sole_consumer(network, part.name) is not cat:
+            return None
+    for part in parts:
+        network = replace_layer(network, replace(part, activation=act))
+    detail = f"{layer.label()} after concatenation {cat.name} moved into {', '.join(cat.inputs)}"
+    return remove_layer(network, layer.name, cat.name), record(
+        layer, "activation-into-concat", detail
+    )
 
 
 def fuse_activation(network: Network, layer: Layer) -> tuple[Network, Rewrite] | None:
@@ -285,11 +309,7 @@ def to_passthrough(network: Network, layer: Layer) -> tuple[Network, Rewrite] | 
     ndim = len(layer.out_shape) - 1
     passthrough = replace(layer, **passthrough_geometry(layer.out_shape[0], ndim))
     rec = record(layer, "passthrough", f"{what} becomes a passthrough layer")
-    return _replace(network, passthrough), rec
-
-
-def _replace(network: Network, layer: Layer) -> Network:
-    return network.with_layers(layer if x.name == layer.name else x for x in network.layers)
+    return replace_layer(network, passthrough), rec
 
 
 def _layer_or_none(network: Network, name: str) -> Layer | None:
@@ -302,7 +322,7 @@ def _layer_or_none(network: Network, name: str) -> Layer | None:
 #: The fusion steps, in the order they are tried (each runs to a fixpoint before the next).
 FUSION_STEPS = (
     ("ReLU before max pooling", (relu_before_maxpool,)),
-    ("activations", (fuse_activation,)),
+    ("activations", (fuse_activation, activation_into_concat)),
     ("flatten", (drop_flat_flatten, fuse_flatten)),
     ("element-wise chains", (merge_eltwise,)),
     ("element-wise + activation", (eltwise_activation,)),
