@@ -1,5 +1,6 @@
 """Random small hardware networks (skips, concatenations, element-wise ops, multi-pass,
-1-8 bit weights) written as vendor YAML + checkpoint and read back: the same network.
+1-8 bit weights) written as vendor YAML + checkpoint and read back: the same network, which
+simulates bit for bit like the original.
 
 ``build`` and the layer helpers are shared with test_golden.py.
 """
@@ -10,6 +11,8 @@ import math
 from dataclasses import dataclass, field
 
 import numpy as np
+import pytest
+import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -22,6 +25,7 @@ from cnnforge.ir import INPUT, Activation, EltwiseOp, Layer, Network, Op, Poolin
 from cnnforge.ir import Quantized as Q
 from cnnforge.passes.verify import verify
 from cnnforge.plan.model import Placement, Plan
+from cnnforge.sim import simulate
 
 SEMANTIC_FIELDS = (
     "op",
@@ -215,6 +219,15 @@ def semantic_differences(a: Network, b: Network) -> list[str]:
     return diffs
 
 
+@pytest.fixture(autouse=True)
+def _one_thread():
+    """Small tensors: intra-op threads only add contention on the shared cores."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
 # ---- the random networks --------------------------------------------------------------------
 
 POOLS = [None, Pooling(PoolKind.MAX, (2, 2), (2, 2)), Pooling(PoolKind.AVG, (2, 2), (2, 2))]
@@ -317,3 +330,9 @@ def test_random_networks_roundtrip(tmp_path_factory, case):
     assert semantic_differences(network, again.network) == []
     assert again.plan.placements == plan.placements
     assert again.plan.data_format == plan.data_format
+    x = torch.from_numpy(
+        np.random.default_rng(len(network)).integers(-128, 128, size=network.input_shape)
+    )
+    before, after = simulate(network, x).outputs, simulate(again.network, x).outputs
+    assert list(before) == list(after)
+    assert all(torch.equal(before[name], after[name]) for name in before)

@@ -121,6 +121,15 @@ def test_small_network_reimports(tmp_path):
     assert again.network.layer("zero").quant.weight_bits == 8  # `quantization: 8` kept it
 
 
+@pytest.fixture(autouse=True)
+def _one_thread():
+    """Small tensors: intra-op threads only add contention on the shared cores."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
 # ---- vendor known answers ----------------------------------------------------------------------
 
 VENDOR = {
