@@ -8,3 +8,4 @@ from cnnforge.cli import evaluate  # noqa: F401
 from cnnforge.cli import compile  # noqa: F401
 from cnnforge.cli import diff  # noqa: F401
 from cnnforge.cli import demo  # noqa: F401
+from cnnforge.cli import plan  # noqa: F401

@@ -1,0 +1,150 @@
+"""``cnnforge plan``: place a model on the device, prove the plan, write the vendor pair + report.
+
+``cnnforge plan MODEL -d MAX78000 -i 48,88,88 [--checkpoint q.pth] -o DIR`` plans and writes
+network.yaml, the vendor checkpoint, a sample input, plan.json, plan.md and pictures.
+``--validate-only`` plans (or, with ``--ai8x-yaml``/``--ai8x-checkpoint``, takes the vendor's
+plan) and only reports; exit 1 when the given plan breaks a rule.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+from rich.table import Table
+
+from cnnforge.cli import app
+from cnnforge.cli.common import console, parse_model_args, parse_shape
+from cnnforge.errors import InputError
+from cnnforge.plan.deploy import PlanResult
+
+
+def _bits(text: str | None) -> int | str | None:
+    if text is None:
+        return None
+    low = text.strip().lower()
+    if low == "auto":
+        return "auto"
+    if low in ("8", "4", "2", "1"):
+        return int(low)
+    raise InputError(f"--weight-bits {text!r} is not 8, 4, 2, 1 or auto")
+
+
+@app.command("plan")
+def plan(
+    model: str = typer.Argument(
+        None, help="path/to/file.py:Name, package.module:Name, or a short name (unet-large)."
+    ),
+    device: str = typer.Option("MAX78000", "--device", "-d", help="MAX78000 or MAX78002."),
+    input_shape: str = typer.Option(
+        None, "--input-shape", "-i", help="C,H,W (or C,L); shipped models know theirs."
+    ),
+    checkpoint: Path = typer.Option(
+        None, "--checkpoint", help="cnnforge quantized checkpoint, or a float state_dict."
+    ),
+    output: Path = typer.Option(None, "--output", "-o", help="Output directory."),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Replace an existing -o."),
+    validate_only: bool = typer.Option(
+        False, "--validate-only", help="Only plan/validate and report; write nothing."
+    ),
+    weight_bits: str = typer.Option(
+        None, "--weight-bits", help="8, 4, 2, 1 or auto (float models; default 8)."
+    ),
+    model_arg: list[str] = typer.Option(
+        None, "--model-arg", help="Constructor argument key=value (repeatable)."
+    ),
+    ai8x_yaml: Path = typer.Option(None, "--ai8x-yaml", help="A vendor network YAML."),
+    ai8x_checkpoint: Path = typer.Option(
+        None, "--ai8x-checkpoint", help="The vendor quantized checkpoint of --ai8x-yaml."
+    ),
+    allow_overlap: bool = typer.Option(
+        False, "--allow-overlap", help="Accept what the vendor's --overlap-data accepts."
+    ),
+) -> None:
+    """Plan processors, data memory, kernels and bias; validate; write YAML + checkpoint + plan."""
+    from cnnforge.devices import get_device
+    from cnnforge.models import default_input_shape, model_names
+    from cnnforge.plan import deploy
+
+    dev = get_device(device)
+    shape = parse_shape(input_shape) if input_shape else None
+    if shape is None and model in model_names():
+        shape = default_input_shape(model)
+    if not validate_only and output is None:
+        raise InputError("no output directory", hint="give -o DIR, or --validate-only")
+    if ai8x_yaml is not None or ai8x_checkpoint is not None:
+        result = _vendor(
+            model, shape, ai8x_yaml, ai8x_checkpoint, dev, allow_overlap, validate_only
+        )
+        if validate_only:
+            _print_issues(result)
+            raise typer.Exit(1 if result.issues else 0)
+    else:
+        if model is None or shape is None:
+            raise InputError(
+                "MODEL and --input-shape are needed", hint="e.g. unet-large -i 48,88,88"
+            )
+        network = deploy.quantized_network(
+            model, shape, parse_model_args(model_arg), checkpoint, dev, _bits(weight_bits)
+        )
+        result = deploy.plan_and_validate(network, dev)
+    _print_summary(result)
+    if validate_only:
+        return
+    written = deploy.write_outputs(result, dev, output, overwrite)
+    console.print(f"wrote [bold]{output}[/bold]: {len(written.files)} files", highlight=False)
+
+
+def _vendor(model, shape, yaml_path, ckpt, dev, allow_overlap, validate_only) -> PlanResult:
+    from cnnforge.frontend.ai8x import load_ai8x
+    from cnnforge.plan import deploy
+
+    if yaml_path is None or ckpt is None:
+        raise InputError("--ai8x-yaml and --ai8x-checkpoint must be given together")
+    if model is not None:
+        raise InputError(f"give MODEL ({model}) or --ai8x-yaml, not both")
+    network, vendor_plan = load_ai8x(
+        yaml_path, ckpt, shape, device=dev.name, overlap_data=allow_overlap
+    )
+    if validate_only:
+        return deploy.validate_imported(network, vendor_plan, dev, allow_overlap)
+    return deploy.plan_and_validate(network, dev)
+
+
+def _print_issues(result: PlanResult) -> None:
+    _print_summary(result)
+    if not result.issues:
+        console.print("[green]the plan is valid[/green]")
+        return
+    table = Table(title=f"{len(result.issues)} issue(s)", title_justify="left")
+    for col in ("layer", "rule", "issue"):
+        table.add_column(col, overflow="fold")
+    for issue in result.issues:
+        table.add_row(issue.layer, issue.rule, issue.message)
+    console.print(table)
+
+
+def _print_summary(result: PlanResult) -> None:
+    m = result.metrics
+    table = Table(title=f"{result.network.name} on {result.plan.device}", title_justify="left")
+    for col in ("#", "layer", "op", "processors", "output", "in", "out", "gap", "cycles"):
+        table.add_column(col)
+    for i, (layer, p) in enumerate(zip(result.network.layers, result.plan.placements, strict=True)):
+        table.add_row(
+            str(i),
+            layer.name,
+            layer.label(),
+            f"{p.in_processors:#018x}",
+            f"{p.out_processors:#018x}",
+            f"{p.in_offset:#06x}",
+            f"{p.out_offset:#06x}",
+            str(p.write_gap),
+            str(p.cycles or "-"),
+        )
+    console.print(table)
+    console.print(
+        f"{m.layers} layers, {m.cycles} cycles (estimated), data high water "
+        f"{m.high_water_bytes} B/instance, peak live {m.peak_live_bytes} B, kernel "
+        f"{m.kernel_words}/{m.kernel_capacity} words; {result.wall_s:.2f} s",
+        highlight=False,
+    )
