@@ -448,3 +448,13 @@ def test_errors_in_model_files_name_the_line(tmp_path: Path) -> None:
     (tmp_path / "broken.py").write_text("import torch\n\nraise ValueError('oops')\n")
     with pytest.raises(ModelError, match=r"broken.py:3: importing the model file failed"):
         load_model(f"{tmp_path / 'broken.py'}:Net")
+
+
+def test_a_tensor_used_twice_is_an_input_twice() -> None:
+    class Twice(nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return torch.cat((x, x), 1) + torch.cat((x, x), 1)
+
+    net = trace(Twice(), (3, 4, 4))
+    assert net.layers[0].inputs == (INPUT, INPUT) and net.layers[0].out_shape == (6, 4, 4)
+    assert net.layers[2].inputs == ("cat", "cat_1")

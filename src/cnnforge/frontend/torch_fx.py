@@ -239,11 +239,12 @@ class _Builder:
         )
 
     def _tensor_args(self, node: fx.Node) -> list[fx.Node]:
-        """The argument nodes whose values are tensors (not sizes), in argument order."""
+        """The argument nodes whose values are tensors (not sizes), in argument order (a tensor
+        given twice, as in ``torch.cat((x, x), 1)``, is an input twice)."""
         found: list[fx.Node] = []
         fx.node.map_arg((node.args, node.kwargs), lambda n: found.append(n) or n)
         values = self.rec.values
-        return [n for n in dict.fromkeys(found) if isinstance(values.get(n), torch.Tensor)]
+        return [n for n in found if isinstance(values.get(n), torch.Tensor)]
 
     def _shape_of(self, node: fx.Node) -> tuple[int, ...]:
         shape = tuple(self.rec.values[node].shape)
