@@ -117,6 +117,12 @@ def simulate(
     input_path: Path = typer.Option(..., "--input", help="int8-valued .npy: C,H,W or N,C,H,W."),
     output: Path = typer.Option(..., "--output", help=".npy for the output (.npz if several)."),
     network_path: Path = typer.Option(None, "--network", help="cnnforge quantized checkpoint."),
+    ai8x_yaml: Path = typer.Option(
+        None, "--ai8x-yaml", help="Vendor network YAML (with --ai8x-checkpoint), instead of MODEL."
+    ),
+    ai8x_checkpoint: Path = typer.Option(
+        None, "--ai8x-checkpoint", help="The vendor quantized checkpoint of --ai8x-yaml."
+    ),
     checkpoint: Path = typer.Option(
         None, "--checkpoint", help="With MODEL: float/QAT state_dict, or a quantized checkpoint."
     ),
@@ -132,11 +138,15 @@ def simulate(
 ) -> None:
     """Simulate bit-exactly; write the output (and every layer's output with --layers)."""
     from cnnforge.cli.quantize import parse_bits_option
+    from cnnforge.frontend.ai8x import network_for_cli
     from cnnforge.sim import simulate as run_sim
 
     data = read_input_array(input_path)
     shape = parse_shape(input_shape) if input_shape else _shape_from_data(data)
-    network = resolve_network(
+    network = None
+    if ai8x_yaml is not None or ai8x_checkpoint is not None:
+        network = network_for_cli(model, shape, ai8x_yaml, ai8x_checkpoint, device=device)
+    network = network or resolve_network(
         model,
         shape if model else None,
         checkpoint,
