@@ -457,4 +457,5 @@ def test_a_tensor_used_twice_is_an_input_twice() -> None:
 
     net = trace(Twice(), (3, 4, 4))
     assert net.layers[0].inputs == (INPUT, INPUT) and net.layers[0].out_shape == (6, 4, 4)
+    assert net.layers[0].in_channels == 6
     assert net.layers[2].inputs == ("cat", "cat_1")

@@ -75,7 +75,7 @@ def _cat(info: NodeInfo, args: Sequence[Any], kwargs: dict[str, Any]) -> Layer:
         raise info.fail(
             f"concatenation along dim {dim} is not supported", hint="concatenate channels (dim=1)"
         )
-    return info.layer(Op.CONCAT)
+    return info.layer(Op.CONCAT, in_channels=sum(shape[0] for shape in info.in_shapes))
 
 
 def _flatten_like(info: NodeInfo) -> Layer | None:
