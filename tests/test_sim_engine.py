@@ -81,6 +81,7 @@ def test_chunked_conv_equals_int64(cin: int, groups: int, shift: int, wide: bool
     x = extreme((2, cin, 4, 4))
     fast = simulate(net, x).outputs["big"]
     assert torch.equal(fast, simulate(net, x, engine="int64").outputs["big"])
+    assert torch.equal(fast, simulate(net, x, engine="float64").outputs["big"])
     assert np.array_equal(fast.numpy(), run_reference(net, x)["big"])
 
 

@@ -179,7 +179,7 @@ def with_shapes(net: Network, x: np.ndarray) -> tuple[Network, dict]:
 def test_single_layer_equals_reference(case) -> None:
     net, x = case
     net, ref = with_shapes(net, x)
-    for engine in ("fast", "int64"):
+    for engine in ("fast", "float64", "int64"):
         got = simulate(net, torch.from_numpy(x), engine=engine, all_layers=True)
         for name, want in ref.items():
             assert got.layers[name].dtype == torch.int64

@@ -33,18 +33,25 @@ def weight_range(weight_bits: int) -> tuple[int, int]:
     return -(1 << (weight_bits - 1)), (1 << (weight_bits - 1)) - 1
 
 
-def round_shift(acc: torch.Tensor, total_shift: int) -> torch.Tensor:
+def round_shift(acc: torch.Tensor, total_shift: int, *, inplace: bool = False) -> torch.Tensor:
     """``floor(0.5 + acc * 2^s / 128)`` exactly (R2.3; edge cases §8.1-8.3).
 
     On int64 the integer form of R2.3. A float tensor of integer values is accepted too (the
     fast simulator): scaling by a power of two is exact, so ``floor(acc * 2^(s-7) + 0.5)`` is
     exact in float64 for |acc| < 2^52, and in float32 whenever |acc| + 2^(6-s) <= 2^24 (the sum
     ``acc + 2^(k-1)`` is then a representable integer); for s > 7 a float32 result can be off
-    by one only beyond 2^23, which the int8 saturation that follows removes.
+    by one only beyond 2^23, which the int8 saturation that follows removes. ``inplace``
+    (floats only) overwrites ``acc``.
     """
     k = BIAS_SHIFT - total_shift
+    if acc.is_floating_point() and inplace:
+        return acc.mul_(2.0**-k).add_(0.5).floor_()
     if acc.is_floating_point():
         return torch.floor(acc * (2.0**-k) + 0.5)
+    return _round_shift_int(acc, k)
+
+
+def _round_shift_int(acc: torch.Tensor, k: int) -> torch.Tensor:
     if k > 0:
         # torch's >> on int64 is arithmetic (floors), unlike C's implementation-defined >>.
         return (acc + (1 << (k - 1))) >> k
@@ -70,12 +77,27 @@ def activate_int(y: torch.Tensor, activation: Activation) -> torch.Tensor:
 
 
 def finish_output(
-    acc: torch.Tensor, total_shift: int, activation: Activation, wide: bool
+    acc: torch.Tensor,
+    total_shift: int,
+    activation: Activation,
+    wide: bool,
+    *,
+    inplace: bool = False,
 ) -> torch.Tensor:
-    """Accumulator (bias included) to layer output: shift/round, saturate, activate (R2.3/R2.4)."""
+    """Accumulator (bias included) to layer output: shift/round, saturate, activate (R2.3/R2.4).
+
+    ``inplace=True`` (float accumulators only) reuses ``acc``'s memory: the same values with
+    one pass fewer over large tensors, for the fast simulator.
+    """
     if wide:
         return acc  # no shift, rounding, clipping or activation (R2.4)
-    return activate_int(saturate(round_shift(acc, total_shift)), activation)
+    if not (inplace and acc.is_floating_point()):
+        return activate_int(saturate(round_shift(acc, total_shift)), activation)
+    y = round_shift(acc, total_shift, inplace=True)
+    if activation is Activation.RELU:
+        return y.clamp_(0, ACT_MAX)  # saturate, then ReLU: one clip to [0, 127]
+    y = y.clamp_(ACT_MIN, ACT_MAX)
+    return activate_int(y, activation)
 
 
 def avgpool_divide(total: torch.Tensor, count: int, rounding: bool) -> torch.Tensor:

@@ -3,9 +3,10 @@
 The network's layers run in order (ir.py: a topological order); each layer is
 ``sim.ops.run_layer``. Values between layers are exact integers; the ``fast`` engine keeps them
 in float32 (int8 values) and computes sums of products with PyTorch's float convolutions where
-that is provably exact (``sim.exact``), the ``int64`` engine uses int64 throughout. Both give the
-same integers; outputs are returned as int64. Intermediate tensors are freed after their last
-reader unless every layer's output is asked for.
+that is provably exact (``sim.exact``), the ``int64`` engine uses int64 throughout, and the
+``float64`` engine (float64 convolutions) stands in for ``fast`` where float32 math is set to
+reduced precision. All give the same integers; outputs are returned as int64. Intermediate
+tensors are freed after their last reader unless every layer's output is asked for.
 """
 
 from __future__ import annotations
@@ -19,9 +20,10 @@ from cnnforge.devices import Device, get_device
 from cnnforge.errors import SimulationError
 from cnnforge.ir import INPUT, Layer, Network
 from cnnforge.sim.checks import check_input, check_network, check_shape
+from cnnforge.sim.exact import float32_is_exact
 from cnnforge.sim.ops import run_layer
 
-ENGINES = ("fast", "int64")
+ENGINES = ("fast", "float64", "int64")
 
 
 @dataclass(frozen=True, eq=False)
@@ -47,6 +49,8 @@ def simulate(
     """
     if engine not in ENGINES:
         raise SimulationError(f"unknown engine {engine!r}", hint=f"choose one of {ENGINES}")
+    if engine == "fast" and not float32_is_exact():
+        engine = "float64"  # TF32/bf16 float32 math would break exactness (R2.3 note)
     dev = get_device(device) if device is not None else None
     check_network(network, dev)
     x64, batched = check_input(network, x)

@@ -9,7 +9,9 @@ R2.3 (sum of products plus ``bias << 7``) as a tensor of integer values:
   into chunks whose worst case (channels x taps x max|x| x max|w| + bias + rounding room) stays
   below 2^24; the chunk results are summed in float64 (exact below 2^53). One chunk keeps the
   result in float32, where ``arithmetic.round_shift`` is still exact. Layers with groups that
-  would need chunking, and hosts with reduced-precision float32 math, use float64 instead.
+  would need chunking use float64 instead.
+- ``engine="float64"``: float64 convolutions without chunking (exact below 2^53); what
+  ``simulate`` uses instead of ``fast`` when ``float32_is_exact()`` is false.
 - ``engine="int64"``: shifted slices and ``einsum`` in int64, ConvTranspose2d done literally as
   R2.7 describes (zero-stuffing, flipped and swapped kernel). Slow; it guards the fast path in
   the tests.
@@ -55,6 +57,8 @@ def accumulate(
         if bias is not None:
             acc = acc + _channel_view(bias.to(torch.int64), acc.dim()) * (1 << BIAS_SHIFT)
         return acc
+    if engine == "float64":  # |acc| < 2^31 (R1.4): any float64 sum order is exact
+        return _with_bias(_float_op(kind, x.double(), w.double(), geo), bias)
     return _fast_sum(kind, x, w, bias, geo)
 
 
@@ -79,21 +83,27 @@ def _fast_sum(
     # input channels summed into one output (conv: w is (out, in/g, k..); transposed: (in, ..))
     channels = w.shape[in_axis] // (geo.groups if kind is Op.CONVTRANSPOSE2D else 1)
     taps = max(1, w[0, 0].numel()) if w.dim() > 2 else 1
-    xmax = int(x.abs().max()) if x.numel() else 0
-    wmax = int(w.abs().max()) if w.numel() else 0
-    bias_term = int(bias.abs().max()) << BIAS_SHIFT if bias is not None and bias.numel() else 0
-    per_channel = taps * xmax * wmax
+    bias_term = _max_abs(bias) << BIAS_SHIFT if bias is not None else 0
+    per_channel = taps * _max_abs(x) * _max_abs(w)
     room = FLOAT32_EXACT - bias_term - ROUND_ROOM
     step = channels if per_channel == 0 else room // per_channel
-    if step >= channels and float32_is_exact():
-        return _with_bias(_float_op(kind, x.float(), w.float(), geo), bias)
-    if geo.groups > 1 or not float32_is_exact() or step < 1:
+    if step >= channels:
+        b = None if bias is None else bias.float() * float(1 << BIAS_SHIFT)
+        return _float_op(kind, x.float(), w.float(), geo, b)  # one sum: exact (bound above)
+    if geo.groups > 1 or step < 1:
         return _with_bias(_float_op(kind, x.double(), w.double(), geo), bias)
     total = None
     for lo in range(0, channels, step):
         part = _float_op(kind, x[:, lo : lo + step].float(), _take(w, in_axis, lo, step), geo)
         total = part.double() if total is None else total + part.double()
     return _with_bias(total, bias)
+
+
+def _max_abs(t: torch.Tensor) -> int:
+    if not t.numel():
+        return 0
+    lo, hi = torch.aminmax(t)
+    return int(max(-lo, hi))
 
 
 def _take(w: torch.Tensor, axis: int, lo: int, n: int) -> torch.Tensor:
@@ -110,18 +120,20 @@ def _channel_view(values: torch.Tensor, dims: int) -> torch.Tensor:
     return values.reshape(1, -1, *([1] * (dims - 2)))
 
 
-def _float_op(kind: Op, x: torch.Tensor, w: torch.Tensor, geo: Geometry) -> torch.Tensor:
+def _float_op(
+    kind: Op, x: torch.Tensor, w: torch.Tensor, geo: Geometry, bias: torch.Tensor | None = None
+) -> torch.Tensor:
     common = dict(stride=geo.stride, padding=geo.padding, groups=geo.groups)
     if kind is Op.CONV2D:
-        return F.conv2d(x, w, None, dilation=geo.dilation, **common)
+        return F.conv2d(x, w, bias, dilation=geo.dilation, **common)
     if kind is Op.CONV1D:
-        return F.conv1d(x, w, None, dilation=geo.dilation, **common)
+        return F.conv1d(x, w, bias, dilation=geo.dilation, **common)
     if kind is Op.CONVTRANSPOSE2D:
         out_pad = geo.output_padding or 0
         return F.conv_transpose2d(
-            x, w, None, output_padding=out_pad, dilation=geo.dilation, **common
+            x, w, bias, output_padding=out_pad, dilation=geo.dilation, **common
         )
-    return F.linear(x, w)
+    return F.linear(x, w, bias)
 
 
 # ---- int64 path -------------------------------------------------------------------------------

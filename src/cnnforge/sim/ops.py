@@ -137,7 +137,8 @@ WEIGHT_OPS = {
 def finish(layer: Layer, acc: torch.Tensor) -> torch.Tensor:
     """Shift, round, saturate, activate; or the raw accumulator of a wide layer (R2.3, R2.4)."""
     assert layer.quant is not None
-    return finish_output(acc, layer.quant.total_shift, layer.activation, layer.wide)
+    shift = layer.quant.total_shift
+    return finish_output(acc, shift, layer.activation, layer.wide, inplace=True)
 
 
 def run_layer(
