@@ -73,7 +73,8 @@ def _tree(root: Path) -> dict[str, bytes]:
 def test_compile_run_writes_everything_and_passes(tiny, sample, tmp_path, capsys) -> None:
     out = tmp_path / "out"
     code, text, err = run(
-        ["compile", tiny, "--ptq", "--sample", str(sample), "-o", str(out), "--run"], capsys
+        ["compile", tiny, "--ptq", "--sample", str(sample), "-o", str(out), "--run", "--probe"],
+        capsys,
     )
     assert code == 0, err
     assert "PASS" in text
@@ -95,6 +96,9 @@ def test_compile_run_writes_everything_and_passes(tiny, sample, tmp_path, capsys
     facts = json.loads((out / "summary.json").read_text())
     assert facts["selftest"]["passed"] is True
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".out.")]  # no temp left
+    # --probe: every C layer dumped; equal to the simulator's layers
+    code, text, err = run(["diff", str(out / "probe"), str(out / "sim_layers.npz")], capsys)
+    assert code == 0 and "common layers are equal" in text, text + err
 
 
 def test_two_compiles_are_byte_identical(tiny, sample, tmp_path, capsys) -> None:
