@@ -199,12 +199,20 @@ def linear(
     )
 
 
+def _norm(layer: Layer, name: str):
+    """A field's value with equivalent spellings unified (pool dilation () == (1, 1))."""
+    value = getattr(layer, name)
+    if name == "pool" and value is not None:
+        return (value.kind, value.size, value.stride, value.dilation_or_ones())
+    return value
+
+
 def semantic_differences(a: Network, b: Network) -> list[str]:
     """Differences in what the hardware computes (names, shapes, geometry, integers)."""
     diffs = [f"outputs {a.outputs} != {b.outputs}"] if a.outputs != b.outputs else []
     diffs += [f"input {a.input_shape} != {b.input_shape}"] * (a.input_shape != b.input_shape)
     for la, lb in zip(a.layers, b.layers, strict=True):
-        diffs += [f"{la.name}.{f}" for f in SEMANTIC_FIELDS if getattr(la, f) != getattr(lb, f)]
+        diffs += [f"{la.name}.{f}" for f in SEMANTIC_FIELDS if _norm(la, f) != _norm(lb, f)]
         qa, qb = la.quant, lb.quant
         if (qa is None) != (qb is None) or (
             qa is not None

@@ -143,3 +143,44 @@ def test_emit_refuses_unquantized_or_mismatched(ai8x_data, tmp_path):
     with pytest.raises(EmitError, match="4 placements for 5 layers"):
         write_yaml(model.network, short, tmp_path / "x.yaml")
     assert not (tmp_path / "x.yaml").exists()
+
+
+@pytest.mark.parametrize(
+    ("model", "device", "bits"),
+    [
+        ("unet-voc", "MAX78000", 4),
+        ("unet-voc", "MAX78002", 8),
+        ("unet-large", "MAX78000", 8),
+        ("unet-large", "MAX78002", 8),
+        ("qat-unet", "MAX78000", 8),
+    ],
+)
+def test_shipped_unets_planned_roundtrip(tmp_path, model, device, bits):
+    """Quantize -> plan (cnnforge's planner) -> vendor YAML + checkpoint -> re-import: the same
+    network, a plan that still validates, and the same simulated outputs."""
+    from cnnforge.devices import get_device
+    from cnnforge.models import default_input_shape
+    from cnnforge.plan.planner import plan_network
+    from cnnforge.plan.validate import validate_plan
+    from cnnforge.quant.pipeline import quantize_model
+    from cnnforge.sim import simulate
+    from test_ai8x_random import semantic_differences
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        dev = get_device(device)
+        shape = default_input_shape(model)
+        network, plan = plan_network(
+            quantize_model(model, shape, device=dev, weight_bits=bits), dev
+        )
+        write_yaml(network, plan, tmp_path / "n.yaml")
+        write_checkpoint(network, tmp_path / "n.pth.tar")
+        again = read_ai8x(tmp_path / "n.yaml", tmp_path / "n.pth.tar", shape, device=device)
+        assert semantic_differences(network, again.network) == []
+        assert validate_plan(again.network, again.plan, dev) == ()
+        x = torch.from_numpy(np.random.default_rng(1).integers(-128, 128, size=shape))
+        before, after = simulate(network, x).outputs, simulate(again.network, x).outputs
+        assert all(torch.equal(before[k], after[k]) for k in before)
+    finally:
+        torch.set_num_threads(threads)
