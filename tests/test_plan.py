@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import dataclasses
 
+import numpy as np
 import pytest
 
 from cnnforge.errors import PlanError
-from cnnforge.ir import INPUT, EltwiseOp, Network, Op
+from cnnforge.ir import INPUT, EltwiseOp, Network, Op, Quantized
 from cnnforge.plan.groups import is_copy
 from cnnforge.plan.inplace import IN_PLACE_MARGIN_WORDS, in_place_words
 from cnnforge.plan.latency import START_CYCLES, LatencyInputs, layer_cycles, layer_inputs
@@ -219,3 +220,27 @@ def test_resources_come_from_the_device():
     assert res.instance_bytes == 81920 and res.kernel_capacity(16) == 5120
     assert res.kernel_capacity(17) == 4096 and res.bias_entries == 2048
     assert upconv  # helper used by small_unet
+
+
+def test_identical_weights_share_kernel_columns():
+    q = Quantized(8, np.ones((64, 64, 3, 3), np.int64), None, 0)
+    layers = (
+        conv("a", INPUT, 3, 64, 8),
+        dataclasses.replace(conv("b", "a", 64, 64, 8), quant=q),
+        dataclasses.replace(conv("c", "b", 64, 64, 8), quant=q),
+    )
+    _, _, at = _placed(Network("dedupe", (3, 8, 8), layers))
+    assert at["b"].kernel_start == at["c"].kernel_start and at["b"].kernel_words == 64
+
+
+def test_conv1d_chain_in_place():
+    def c1(name, source, cin, cout, k=3):
+        return dataclasses.replace(
+            conv(name, source, cin, cout, 1, k=1),
+            op=Op.CONV1D, out_shape=(cout, 128), kernel_size=(k,), stride=(1,),
+            padding=(k // 2,), dilation=(1,),
+        )  # fmt: skip
+
+    layers = (c1("a", INPUT, 4, 32), c1("b", "a", 32, 32), c1("c", "b", 32, 8, k=1))
+    _, _, at = _placed(Network("c1d", (4, 128), layers))
+    assert all(p.cycles > 0 for p in at.values())
