@@ -244,3 +244,15 @@ def test_conv1d_chain_in_place():
     layers = (c1("a", INPUT, 4, 32), c1("b", "a", 32, 32), c1("c", "b", 32, 8, k=1))
     _, _, at = _placed(Network("c1d", (4, 128), layers))
     assert all(p.cycles > 0 for p in at.values())
+
+
+def test_adjacent_parts_start_on_instance_boundaries():
+    layers = (conv("a", INPUT, 3, 6, 8), conv("b", "a", 6, 10, 8), conv("c", ("a", "b"), 16, 8, 8))
+    _, _, at = _placed(Network("holes", (3, 8, 8), layers))
+    a, b = at["a"].out_processors, at["b"].out_processors
+    assert (b & -b).bit_length() - 1 == (a & -a).bit_length() - 1 + 8  # 6 channels, 2 holes
+    assert at["c"].in_processors == a | b and (a | b).bit_count() == 16
+    too_wide = (conv("a", INPUT, 3, 30, 8), conv("b", "a", 30, 34, 8))
+    too_wide += (conv("c", ("a", "b"), 64, 8, 8),)
+    with pytest.raises(PlanError, match="multiples of 4"):
+        plan_network(Network("wide", (3, 8, 8), too_wide), "MAX78000")

@@ -11,7 +11,7 @@ from cnnforge.plan.planner import plan_network
 from cnnforge.plan.validate import validate_plan
 from test_plan_support import POOL2, conv, passthrough, upconv
 
-CHANNELS = (4, 8, 12, 16, 24, 32, 48, 64)
+CHANNELS = (4, 6, 8, 12, 16, 24, 30, 32, 48, 64)
 STEPS = ("conv", "conv1", "down", "up", "concat", "add", "pool")
 
 
@@ -56,7 +56,7 @@ def _step(draw, name: str, kind: str, tensors, layers) -> Layer:
             c2 = tensors[other][0]
             if kind == "add" and c2 == c:
                 return conv(name, (src, other), c, cout, hw, eltwise=EltwiseOp.ADD)
-            adjacent = c + c2 <= 64 and c % 4 == 0
+            adjacent = c + c2 <= 64
             if kind == "concat" and (adjacent or (c == c2 and c % 4 == 0)):
                 return conv(name, (src, other), c + c2, cout, hw)
     return conv(name, src, c, cout, hw, k=1 if kind == "conv1" else 3)

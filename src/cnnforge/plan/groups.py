@@ -113,7 +113,18 @@ def _must_copy(
 
 
 def _check_interleave(network: Network, layer: Layer, kind: GroupKind) -> None:
-    """Interleaved parts must each fill whole single passes on the same processors."""
+    """Interleaved parts must each fill whole single passes on the same processors; adjacent
+    parts start on instance boundaries and must fit 64 processors with their holes."""
+    if kind is GroupKind.ADJACENT:
+        channels = [s[0] for s in network.input_shapes(layer)]
+        need = sum(c + (-c % 4) for c in channels[:-1]) + channels[-1]
+        if need > MAX_ADJACENT_CHANNELS:
+            raise PlanError(
+                f"a concatenation of {channels} channels needs {need} processors with the parts "
+                f"aligned to memory instances, which exceed {MAX_ADJACENT_CHANNELS}",
+                where=f"layer {layer.name} ({layer.module_path or layer.name})",
+                hint="use multiples of 4 channels for every part but the last",
+            )
     if kind is not GroupKind.INTERLEAVED or layer.eltwise is not None:
         return
     channels = [s[0] for s in network.input_shapes(layer)]

@@ -42,8 +42,11 @@ def make_unit(network: Network, group: Group, live: dict[str, tuple[int, int]]) 
     """The unit of ``group``: adjacent parts side by side, interleaved parts on one range."""
     widths = tuple(tensor_geometry(network, p).processors for p in group.parts)
     if group.kind is GroupKind.ADJACENT:
-        offsets = tuple(sum(widths[:i]) for i in range(len(widths)))
-        width = sum(widths)
+        # Parts start on instance boundaries: a part of 4k+r channels leaves a hole rather than
+        # share an instance whose words the next part's writes would overwrite (devices.md §2).
+        steps = [w + (-w % ALIGN) for w in widths]
+        offsets = tuple(sum(steps[:i]) for i in range(len(widths)))
+        width = offsets[-1] + widths[-1]
     else:
         offsets = (0,) * len(widths)
         width = max(widths)
