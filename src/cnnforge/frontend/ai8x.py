@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from cnnforge.devices import Device, get_device
 from cnnforge.errors import ConfigError, InputError
 from cnnforge.frontend.ai8x_checkpoint import CheckpointData, CheckpointLayer, read_checkpoint
 from cnnforge.frontend.ai8x_layers import LayerContext, build_layer, processors_per_pass
@@ -52,7 +53,7 @@ def read_ai8x(
     checkpoint_path: Path | str,
     input_shape: tuple[int, ...] | None = None,
     *,
-    device: str = "MAX78000",
+    device: str | Device = "MAX78000",
     overlap_data: bool = False,
 ) -> Ai8xModel:
     """Import a vendor YAML + ``-q`` checkpoint (input shape: given, else the sample input).
@@ -67,19 +68,17 @@ def read_ai8x(
     names = _layer_names(cfg)
     layers: list[Layer] = []
     shapes: dict[str, tuple[int, ...]] = {INPUT: shape}
-    binary = _binary_weights(device)
+    dev = get_device(device)
     for y, ck in zip(cfg.layers, pairs, strict=True):
         _check_next_sequence(cfg, y, names)
         inputs = _inputs(cfg, y, names)
-        ctx = LayerContext(
-            cfg.path, names[y.index], inputs, tuple(shapes[n] for n in inputs), binary
-        )
+        ctx = LayerContext(cfg.path, names[y.index], inputs, tuple(shapes[n] for n in inputs), dev)
         layer = build_layer(y, ck, ctx)
         shapes[layer.name] = layer.out_shape
         layers.append(layer)
     outputs = tuple(names[y.index] for y in cfg.layers if y.output or y is cfg.layers[-1])
     network = Network(name=cfg.arch, input_shape=shape, layers=tuple(layers), outputs=outputs)
-    plan = _plan(cfg, network, device, overlap_data)
+    plan = _plan(cfg, network, dev.name, overlap_data)
     modules = tuple(
         (names[y.index], ck.module) for y, ck in zip(cfg.layers, pairs, strict=True) if ck
     )
@@ -108,15 +107,6 @@ def network_for_cli(
     if model is not None:
         raise InputError(f"give MODEL ({model}) or --ai8x-yaml, not both")
     return load_ai8x(ai8x_yaml, ai8x_checkpoint, input_shape, device=device)[0]
-
-
-def _binary_weights(device: str) -> bool:
-    """Whether the device reads all-+-1 weights as binary (arithmetic.md R1.2)."""
-    try:
-        from cnnforge.devices import get_device
-    except ImportError:  # NOTE: devices is written in parallel; without it, no auto-binary.
-        return False
-    return bool(getattr(get_device(device), "binary_weights", False))
 
 
 def _check_arch(cfg: YamlConfig, ckpt: CheckpointData) -> None:

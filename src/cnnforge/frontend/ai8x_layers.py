@@ -13,6 +13,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from cnnforge.arithmetic import SHIFT_MAX, SHIFT_MIN, implicit_shift, weight_range
+from cnnforge.devices import Device
 from cnnforge.errors import ConfigError
 from cnnforge.frontend.ai8x_checkpoint import CheckpointLayer
 from cnnforge.frontend.ai8x_yaml import YamlLayer
@@ -29,7 +30,7 @@ class LayerContext:
     name: str
     inputs: tuple[str, ...]
     in_shapes: tuple[tuple[int, ...], ...]
-    binary_weights: bool = False  # the device auto-detects +-1 weights as binary (R1.2)
+    device: Device  # asked for binary weights and depthwise support
 
 
 def processors_per_pass(channels: int) -> int:
@@ -342,12 +343,18 @@ def _weight_bits(y: YamlLayer, ck: CheckpointLayer, ctx: LayerContext) -> int:
         bits = y.quantization
     elif not np.any(ck.weight):
         bits = 1
-    elif ctx.binary_weights and np.all(np.abs(ck.weight) == 1):
+    elif ctx.device.binary_weights and np.all(np.abs(ck.weight) == 1):
         bits = BINARY_BITS
     else:
         bits = ck.weight_bits or 8
-    if bits not in (1, 2, 4, 8, BINARY_BITS):
-        _fail(y, ctx, f"`{ck.module}.weight_bits` {bits} is not 1, 2, 4 or 8", "quantization")
+    if bits not in ctx.device.allowed_weight_bits:
+        _fail(
+            y,
+            ctx,
+            f"weight width {bits} is not available on {ctx.device.name}",
+            "quantization",
+            f"allowed: {', '.join(map(str, ctx.device.allowed_weight_bits))}",
+        )
     lo, hi = weight_range(bits)
     bad = ck.weight[
         (ck.weight < lo) | (ck.weight > hi) | ((bits == BINARY_BITS) & (ck.weight == 0))
@@ -422,7 +429,16 @@ def _common(layer: Layer, y: YamlLayer, ctx: LayerContext, pool: Pooling | None)
             _fail(y, ctx, what, key)
     if y.wide and y.activation is not Activation.NONE:
         _fail(y, ctx, "`output_width: 32` needs `activate: None`", "output_width")
-    if y.groups != 1 and (y.op is Op.LINEAR or layer.in_channels != layer.out_channels):
+    if y.groups != 1 and not ctx.device.depthwise:
+        _fail(
+            y,
+            ctx,
+            f"`groups` (depthwise convolution) is not supported on {ctx.device.name}",
+            "groups",
+        )
+    if y.groups != 1 and (
+        y.op is Op.LINEAR or not y.groups == layer.in_channels == layer.out_channels
+    ):
         _fail(y, ctx, "`groups` > 1 needs a depthwise convolution (groups = in = out)", "groups")
     if y.in_channels not in (None, layer.in_channels) or y.out_channels not in (
         None,
