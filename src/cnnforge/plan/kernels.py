@@ -164,10 +164,10 @@ def assign_bias(
     network: Network, masks: dict[str, tuple[int, int]], res: Resources
 ) -> dict[str, tuple[int, int]]:
     """``{layer: (quadrant, first entry)}`` for every layer with bias (devices.md §4)."""
-    used_quadrants = set()
-    for in_mask, out_mask in masks.values():
+    used_quadrants = set()  # quadrants that execute some layer (devices.md §7 `bias_group`)
+    for in_mask, _ in masks.values():
         for q in range(QUADRANTS):
-            if (in_mask | out_mask) >> (PER_QUADRANT * q) & 0xFFFF:
+            if in_mask >> (PER_QUADRANT * q) & 0xFFFF:
                 used_quadrants.add(q)
     quadrants = sorted(used_quadrants) or [0]
     todo = [x for x in network.layers if x.has_weights and has_bias(x)]
