@@ -409,48 +409,35 @@ def _float_params(q: Quantized, wide: bool) -> tuple[np.ndarray, np.ndarray | No
     return weight, bias
 
 
-def _common(layer: Layer, y: YamlLayer, ctx: LayerContext, pool: Pooling | None) -> Layer:
-    """Fields every layer kind shares: pooling, element-wise op, activation, width."""
+def _check_op_keys(y: YamlLayer, layer: Layer, ctx: LayerContext) -> None:
+    """Keys that only some operations (or devices) accept (network-yaml.md §5)."""
+    convs = (Op.CONV2D, Op.CONV1D, Op.CONVTRANSPOSE2D)
+    depthwise = y.op is not Op.LINEAR and y.groups == layer.in_channels == layer.out_channels
+    dev = ctx.device.name
     for bad, what, key in (
         (y.dilation != 1 and y.op is not Op.CONV1D, "`dilation` > 1 needs conv1d", "dilation"),
-        (
-            y.output_pad is not None and y.op is not Op.CONVTRANSPOSE2D,
-            "`output_pad` needs convtranspose2d",
-            "output_pad",
-        ),
+        (y.output_pad is not None and y.op is not Op.CONVTRANSPOSE2D,
+         "`output_pad` needs convtranspose2d", "output_pad"),
         (y.flatten and y.op is not Op.LINEAR, "`flatten` needs a linear layer", "flatten"),
-        (
-            bool(y.stride) and y.op not in (Op.CONV2D, Op.CONV1D, Op.CONVTRANSPOSE2D),
-            "`stride` needs a convolution",
-            "stride",
-        ),
-    ):
+        (bool(y.stride) and y.op not in convs, "`stride` needs a convolution", "stride"),
+        (y.wide and y.activation is not Activation.NONE,
+         "`output_width: 32` needs `activate: None`", "output_width"),
+        (y.groups != 1 and not ctx.device.depthwise,
+         f"`groups` (depthwise convolution) is not supported on {dev}", "groups"),
+        (y.groups != 1 and not depthwise,
+         "`groups` > 1 needs a depthwise convolution (groups = in = out)", "groups"),
+        (y.in_channels not in (None, layer.in_channels)
+         or y.out_channels not in (None, layer.out_channels),
+         f"`in_channels`/`out_channels` differ from the derived {layer.in_channels}"
+         f"/{layer.out_channels}", "in_channels"),
+    ):  # fmt: skip
         if bad:
             _fail(y, ctx, what, key)
-    if y.wide and y.activation is not Activation.NONE:
-        _fail(y, ctx, "`output_width: 32` needs `activate: None`", "output_width")
-    if y.groups != 1 and not ctx.device.depthwise:
-        _fail(
-            y,
-            ctx,
-            f"`groups` (depthwise convolution) is not supported on {ctx.device.name}",
-            "groups",
-        )
-    if y.groups != 1 and (
-        y.op is Op.LINEAR or not y.groups == layer.in_channels == layer.out_channels
-    ):
-        _fail(y, ctx, "`groups` > 1 needs a depthwise convolution (groups = in = out)", "groups")
-    if y.in_channels not in (None, layer.in_channels) or y.out_channels not in (
-        None,
-        layer.out_channels,
-    ):
-        _fail(
-            y,
-            ctx,
-            f"`in_channels`/`out_channels` differ from the derived {layer.in_channels}"
-            f"/{layer.out_channels}",
-            "in_channels",
-        )
+
+
+def _common(layer: Layer, y: YamlLayer, ctx: LayerContext, pool: Pooling | None) -> Layer:
+    """Fields every layer kind shares: pooling, element-wise op, activation, width."""
+    _check_op_keys(y, layer, ctx)
     return replace(
         layer,
         module_path=f"{ctx.path}:{y.line}",
