@@ -11,6 +11,7 @@ from torch import nn
 
 from cnnforge.ir import Activation, BatchNormParams, Layer, Network, Op
 from cnnforge.passes.fold_bn import fold_batchnorm, fold_bn_arrays
+from test_nn_sim import one_thread  # noqa: F401  (autouse fixture)
 
 
 def _bn_params(rng: np.random.Generator, c: int, affine: bool) -> BatchNormParams:
@@ -148,3 +149,53 @@ def test_fold_declines_shared_producer_activation_and_non_conv() -> None:
         "n", (2, 4, 4), (_conv("c1", ("input",), 2, 3), _bn("bn1", "c1", 3)), outputs=("c1", "bn1")
     )
     assert len(fold_batchnorm(exposed)) == 2
+
+
+class _BnNet(nn.Module):
+    """conv(+BN) chains with a skip concatenation, a transposed conv and a linear head + BN1d."""
+
+    def __init__(self, c: int, affine: tuple[bool, ...], bias: bool) -> None:
+        super().__init__()
+        self.c1 = nn.Conv2d(2, c, 3, padding=1, bias=bias)
+        self.b1 = nn.BatchNorm2d(c, affine=affine[0])
+        self.c2 = nn.Conv2d(c, c, 3, padding=1, groups=c, bias=bias)
+        self.b2 = nn.BatchNorm2d(c, affine=affine[1])
+        self.up = nn.ConvTranspose2d(2 * c, c, 3, 2, 1, 1, bias=bias)
+        self.b3 = nn.BatchNorm2d(c, affine=affine[2])
+        self.fc = nn.Linear(c * 16, 3, bias=bias)
+        self.b4 = nn.BatchNorm1d(3, affine=affine[3])
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        a = torch.relu(self.b1(self.c1(x)))
+        b = torch.relu(self.b2(self.c2(a)))
+        u = self.b3(self.up(torch.cat([a, b], 1)))
+        return self.b4(self.fc(torch.flatten(nn.functional.max_pool2d(u, 2), 1)))
+
+
+@settings(max_examples=40)
+@given(
+    c=st.integers(1, 4),
+    affine=st.tuples(*[st.booleans()] * 4),
+    bias=st.booleans(),
+    seed=st.integers(0, 2**16),
+)
+def test_folded_network_matches_unfolded(c, affine, bias, seed) -> None:
+    from cnnforge.frontend.torch_fx import trace
+    from cnnforge.sim.float_eval import run_float
+
+    torch.manual_seed(seed)
+    model = _BnNet(c, affine, bias)
+    for bn in (model.b1, model.b2, model.b3, model.b4):
+        bn.running_mean.uniform_(-1, 1)
+        bn.running_var.uniform_(0.2, 2)
+        if bn.affine:
+            bn.weight.data.uniform_(-2, 2)
+            bn.bias.data.uniform_(-1, 1)
+    net = trace(model.eval(), (2, 4, 4))
+    folded = fold_batchnorm(net)
+    assert not any(x.op is Op.BATCHNORM for x in folded)
+    x = torch.from_numpy(np.random.default_rng(seed).standard_normal((3, 2, 4, 4)))
+    before = run_float(net, x)[net.outputs[0]].double()
+    after = run_float(folded, x)[folded.outputs[0]].double()
+    scale = before.abs().max().item() + 1e-12
+    assert (before - after).abs().max().item() <= 1e-5 * scale

@@ -4,7 +4,6 @@ the simulator agree bit for bit on every output (hypothesis)."""
 
 from __future__ import annotations
 
-import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -14,15 +13,7 @@ import cnnforge.nn as qnn
 from cnnforge.frontend.torch_fx import trace
 from cnnforge.passes.lower import lower_to_hardware
 from cnnforge.sim import simulate
-
-
-@pytest.fixture(autouse=True)
-def _one_thread():
-    """Tiny tensors: intra-op threads only add contention on the shared cores."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+from test_nn_sim import one_thread  # noqa: F401  (autouse fixture)
 
 
 class RandomNet(nn.Module):

@@ -19,7 +19,7 @@ from cnnforge.sim import simulate
 
 
 @pytest.fixture(autouse=True)
-def _one_thread():
+def one_thread():
     """Tiny tensors: intra-op threads only add contention on the shared cores (30x slower)."""
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
