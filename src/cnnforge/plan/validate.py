@@ -108,61 +108,92 @@ def _structure(network: Network, plan: Plan, res: Resources) -> list[Issue]:
 def _layer_issues(
     network: Network, plan: Plan, i: int, layer: Layer, place: Placement, res: Resources
 ) -> list[Issue]:
-    out: list[Issue] = []
-    geo_in = layer_in_geometry(network, layer)
-    geo_out = tensor_geometry(network, layer.name)
-
-    def bad(rule: str, message: str) -> None:
-        out.append(Issue(layer.name, rule, message))
-
-    for key, mask, geo in (
-        ("processors", place.in_processors, geo_in),
-        ("output_processors", place.out_processors, geo_out),
-    ):
-        if not 0 < mask < 1 << PROCESSORS:
-            bad("mask-range", f"`{key}` {mask:#x} is not a non-zero 64-bit mask")
-        elif mask.bit_count() != geo.processors:
-            bad(
-                "processor-count",
-                f"{geo.channels} channels need {geo.processors} processors "
-                f"per pass ({geo.passes} pass(es)) but `{key}` {mask:#018x} has "
-                f"{mask.bit_count()}",
-            )
+    """The static rules of one layer (devices.md §7 "Resources")."""
     chw = i == 0 and plan.data_format == "CHW"
+    found = _mask_issues(network, layer, place, chw) + _memory_issues(
+        network, layer, place, res, chw
+    )
+    return [Issue(layer.name, rule, message) for rule, message in found]
+
+
+def _mask_issues(
+    network: Network, layer: Layer, place: Placement, chw: bool
+) -> list[tuple[str, str]]:
+    out = []
+    pairs = (
+        ("processors", place.in_processors, layer_in_geometry(network, layer)),
+        ("output_processors", place.out_processors, tensor_geometry(network, layer.name)),
+    )
+    for key, mask, geo in pairs:
+        if not 0 < mask < 1 << PROCESSORS:
+            out.append(("mask-range", f"`{key}` {mask:#x} is not a non-zero 64-bit mask"))
+        elif mask.bit_count() != geo.processors:
+            out.append(
+                (
+                    "processor-count",
+                    f"{geo.channels} channels need {geo.processors} processors per pass "
+                    f"({geo.passes} pass(es)) but `{key}` {mask:#018x} has {mask.bit_count()}",
+                )
+            )
     if chw and any((place.in_processors >> (4 * k) & 0xF).bit_count() > 1 for k in range(16)):
-        bad("chw-mask", f"CHW input needs one processor per instance, not {place.in_processors:#x}")
-    for key, off in (("in_offset", place.in_offset), ("out_offset", place.out_offset)):
-        if off < 0 or off % 4:
-            bad("offset-align", f"`{key}` {off:#x} is not a non-negative multiple of 4")
-    operands = len(layer.inputs) if layer.eltwise is not None else 1
-    in_bytes = geo_in.pixels * geo_in.passes * operands * (1 if chw else 4)
-    if place.in_offset + in_bytes > res.instance_bytes:
-        bad(
-            "input-bounds",
-            f"input of {in_bytes} bytes at {place.in_offset:#x} passes the "
-            f"instance end {res.instance_bytes:#x}",
-        )
-    out_bytes = out_span(geo_out.pixels, geo_out.passes, place.write_gap, layer.wide)
-    if place.out_offset + out_bytes > res.instance_bytes:
-        bad(
-            "output-bounds",
-            f"output of {out_bytes} bytes at {place.out_offset:#x} passes the "
-            f"instance end {res.instance_bytes:#x}",
-        )
-    if geo_out.passes * (place.write_gap + 1) > 1 << res.write_ptr_inc_bits:
-        bad(
-            "write-gap",
-            f"{geo_out.passes} output passes x (write_gap {place.write_gap} + 1) "
-            f"exceed {1 << res.write_ptr_inc_bits}",
+        out.append(
+            (
+                "chw-mask",
+                f"CHW input needs one processor per instance, not {place.in_processors:#x}",
+            )
         )
     if layer.op is Op.PASSTHROUGH and not passthrough_masks_ok(
         place.in_processors, place.out_processors
     ):
-        bad(
-            "passthrough-mask",
-            f"output map {place.out_processors:#018x} is not the input "
-            f"map {place.in_processors:#018x} packed per quadrant",
+        out.append(
+            (
+                "passthrough-mask",
+                f"output map {place.out_processors:#018x} is not the input map "
+                f"{place.in_processors:#018x} packed per quadrant",
+            )
         )
+    return out
+
+
+def _memory_issues(
+    network: Network, layer: Layer, place: Placement, res: Resources, chw: bool
+) -> list[tuple[str, str]]:
+    out = []
+    geo_in = layer_in_geometry(network, layer)
+    geo_out = tensor_geometry(network, layer.name)
+    for key, off in (("in_offset", place.in_offset), ("out_offset", place.out_offset)):
+        if off < 0 or off % 4:
+            out.append(("offset-align", f"`{key}` {off:#x} is not a non-negative multiple of 4"))
+    operands = len(layer.inputs) if layer.eltwise is not None else 1
+    in_bytes = geo_in.pixels * geo_in.passes * operands * (1 if chw else 4)
+    end = res.instance_bytes
+    if place.in_offset + in_bytes > end:
+        out.append(
+            (
+                "input-bounds",
+                f"input of {in_bytes} bytes at {place.in_offset:#x} "
+                f"passes the instance end {end:#x}",
+            )
+        )
+    out_bytes = out_span(geo_out.pixels, geo_out.passes, place.write_gap, layer.wide)
+    if place.out_offset + out_bytes > end:
+        out.append(
+            (
+                "output-bounds",
+                f"output of {out_bytes} bytes at {place.out_offset:#x} "
+                f"passes the instance end {end:#x}",
+            )
+        )
+    if geo_out.passes * (place.write_gap + 1) > 1 << res.write_ptr_inc_bits:
+        out.append(
+            (
+                "write-gap",
+                f"{geo_out.passes} output passes x (write_gap "
+                f"{place.write_gap} + 1) exceed {1 << res.write_ptr_inc_bits}",
+            )
+        )
+    if any(name != "input" and network.layer(name).wide for name in layer.inputs):
+        out.append(("wide-input", "reads a 32-bit (wide) output; only 8-bit data can be read"))
     return out
 
 
