@@ -321,10 +321,11 @@ def test_bad_checkpoints(ai8x_data, tmp_path):
         load_ai8x(yaml_path, broken)
     with pytest.raises(ConfigError, match="checkpoint file not found"):
         load_ai8x(yaml_path, tmp_path / "missing.pth.tar")
-    state = {"c.op.weight": torch.ones(4, 1, 3, 3), "c.bn.weight": torch.ones(4)}
-    torch.save({"state_dict": state}, tmp_path / "bn.pth.tar")
-    with pytest.raises(ConfigError, match="batch-norm"):
-        load_ai8x(yaml_path, tmp_path / "bn.pth.tar")
+    for key in ("c.bn.weight", "c.bn.running_mean"):  # affine and NoAffine batch norm
+        state = {"c.op.weight": torch.ones(4, 1, 3, 3), key: torch.ones(4)}
+        torch.save({"state_dict": state}, tmp_path / "bn.pth.tar")
+        with pytest.raises(ConfigError, match=f"`{key}` is a batch-norm"):
+            load_ai8x(yaml_path, tmp_path / "bn.pth.tar")
     state = {"c.op.weight": torch.ones(4, 1, 3, 3), "c.op.bias": torch.full((4,), 128.0 * 200)}
     torch.save({"state_dict": state}, tmp_path / "bias.pth.tar")
     (tmp_path / "b.yaml").write_text("arch: x\ndataset: d\nlayers:\n  - processors: 1\n")

@@ -95,10 +95,9 @@ def read_checkpoint(path: Path | str) -> CheckpointData:
         raise ConfigError("no `state_dict` in the checkpoint", where=where)
     layers = []
     for key, value in state.items():
-        if key.count(".") == 0 or not key.endswith(".weight"):
-            continue
         _refuse_batchnorm(key, value, where)
-        layers.append(_layer(state, key, where))
+        if key.count(".") and key.endswith(".weight"):
+            layers.append(_layer(state, key, where))
     arch = doc.get("arch")
     epoch = doc.get("epoch")
     extras = doc.get("extras")
@@ -112,9 +111,11 @@ def read_checkpoint(path: Path | str) -> CheckpointData:
 
 
 def _refuse_batchnorm(key: str, value: Any, where: str) -> None:
-    if ".bn." in f".{key}" or (isinstance(value, torch.Tensor) and value.dim() < 2):
+    """Unfolded batch norm (any `bn.` key, or a 1-D weight) is refused, never ignored (§3)."""
+    one_d_weight = key.endswith(".weight") and isinstance(value, torch.Tensor) and value.dim() < 2
+    if ".bn." in f".{key}" or one_d_weight:
         raise ConfigError(
-            f"`{key}` is a batch-norm (1-D) weight: the checkpoint is not folded",
+            f"`{key}` is a batch-norm entry: the checkpoint is not folded",
             where=where,
             hint="fold batch norm into the convolutions and quantize before importing",
         )
