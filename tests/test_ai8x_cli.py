@@ -56,6 +56,8 @@ def test_analyze_and_check_vendor_pair(ai8x_data, capsys):
         ("pad: 2", "pad: 2\n    pad: 1", "duplicate key 'pad'"),
         ("  - op: mlp", "  - op: mlp\n    processors: 0xfff\n  - op: mlp", "has 6 layers with"),
         ("processors: 0x0000000000000fff", "processors: 0xffff", "has 16"),
+        ("pad: 2", "pad: 0\n    kernel_size: 1x1", "does not match the checkpoint's"),
+        ("  - op: mlp", "  - op: mlp\n    in_sequences: [1]", "takes 192 input channels"),
     ],
 )
 def test_bad_vendor_yaml_is_one_line_exit_2(ai8x_data, tmp_path, capsys, old, new, message):
