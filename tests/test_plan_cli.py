@@ -47,7 +47,7 @@ def test_plan_writes_the_vendor_pair_and_the_report(tmp_path, simple, capsys):
     out = tmp_path / "out"
     assert _run(["plan", simple, "-i", "3,16,16", "-d", "MAX78000", "-o", str(out)]) == 0
     names = {p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file()}
-    assert {"network.yaml", "plan.json", "plan.md", "kernels.png"} <= names
+    assert {"network.yaml", "plan.json", "plan.md", "kernels.png", "timeline.png"} <= names
     assert any(n.startswith("memory/layer00_") and n.endswith(".png") for n in names)
     assert any(n.endswith("-q.pth.tar") for n in names)
     assert any(n.startswith("sample_") and n.endswith(".npy") for n in names)

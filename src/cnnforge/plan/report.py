@@ -114,7 +114,8 @@ def plan_markdown(network: Network, plan: Plan, metrics: PlanMetrics, wall_s: fl
         f"- estimated cycles: {m.cycles} ({m.time_us:.1f} us at the default CNN clock; the "
         "vendor's latency model, devices.md §5)",
         "",
-        "Pictures: `memory/layerNN_<name>.png` (data memory during each layer), `kernels.png`.",
+        "Pictures: `memory/layerNN_<name>.png` (data memory during each layer), `kernels.png`, "
+        "`timeline.png` (processors per layer; data memory x time).",
     ]
     if plan.notes:
         lines += ["", "## Notes", "", *(f"- {n}" for n in plan.notes)]
@@ -199,6 +200,40 @@ def kernel_map_png(network: Network, plan: Plan, device: Any, path: Path) -> Non
     plt.close(fig)
 
 
+def timeline_png(network: Network, plan: Plan, device: Any, path: Path) -> None:
+    """Two views over the layer order: processors read/written, and data memory x time."""
+    plt = _pyplot()
+    res = resources_of(device)
+    fig, (top, bottom) = plt.subplots(2, 1, figsize=(9, 7))
+    colors = plt.get_cmap("tab20")
+    for i, p in enumerate(plan.placements):
+        for mask, shade, dx in ((p.in_processors, 0.35, 0.0), (p.out_processors, 0.9, 0.45)):
+            runs = [(q, 1) for q in range(PROCESSORS) if mask >> q & 1]
+            top.broken_barh(
+                [(r, w) for r, w in runs], (i + dx - 0.5, 0.45), color=colors(i % 20), alpha=shade
+            )
+    top.set_ylabel("layer (light: reads, dark: writes)")
+    top.set_xlim(0, PROCESSORS)
+    top.set_xlabel("processor")
+    top.invert_yaxis()
+    top.set_title(f"{network.name} on {plan.device}: processors per layer", fontsize=9)
+    for k, (name, (birth, death)) in enumerate(live_intervals(network).items()):
+        _, idx = tensor_words(network, plan, name)
+        if idx.size:
+            lo, hi = 4 * int(idx.min()), 4 * (int(idx.max()) + 1)
+            end = min(death, len(network) - 1) + 0.5
+            bottom.broken_barh(
+                [(lo, hi - lo)], (birth - 0.5, end - birth + 0.5), color=colors(k % 20), alpha=0.5
+            )
+    bottom.set_xlim(0, res.instance_bytes)
+    bottom.set_xlabel("byte offset (every instance the tensor uses)")
+    bottom.set_ylabel("layer (live tensors)")
+    bottom.invert_yaxis()
+    fig.tight_layout()
+    fig.savefig(path, dpi=72)
+    plt.close(fig)
+
+
 def write_report(
     network: Network, plan: Plan, device: Any, metrics: PlanMetrics, folder: Path, wall_s: float
 ) -> None:
@@ -214,3 +249,4 @@ def write_report(
         memory_map_png(network, plan, device, i, maps / f"layer{i:02d}_{safe}.png", fig)
     plt.close(fig)
     kernel_map_png(network, plan, device, folder / "kernels.png")
+    timeline_png(network, plan, device, folder / "timeline.png")
