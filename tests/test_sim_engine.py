@@ -71,7 +71,15 @@ def _weights_extreme(layer: Layer, seed: int) -> Layer:
 
 @pytest.mark.parametrize(
     ("cin", "groups", "shift", "wide"),
-    [(300, 1, -15, False), (300, 1, 15, False), (130, 1, 0, True), (600, 2, -10, False)],
+    [
+        (300, 1, -15, False),  # chunks summed in float64
+        (300, 1, 15, False),
+        (130, 1, 0, True),
+        (600, 2, -10, False),  # groups: float64
+        (99, 1, -15, False),  # one float32 sum at the 2^24 bound, scale 2^-22 in the weights
+        (99, 1, 15, False),  # ... scale 2^8
+        (99, 1, 7, False),
+    ],
 )
 def test_chunked_conv_equals_int64(cin: int, groups: int, shift: int, wide: bool) -> None:
     layer = _weights_extreme(

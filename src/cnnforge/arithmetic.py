@@ -39,16 +39,26 @@ def round_shift(acc: torch.Tensor, total_shift: int, *, inplace: bool = False) -
     On int64 the integer form of R2.3. A float tensor of integer values is accepted too (the
     fast simulator): scaling by a power of two is exact, so ``floor(acc * 2^(s-7) + 0.5)`` is
     exact in float64 for |acc| < 2^52, and in float32 whenever |acc| + 2^(6-s) <= 2^24 (the sum
-    ``acc + 2^(k-1)`` is then a representable integer); for s > 7 a float32 result can be off
-    by one only beyond 2^23, which the int8 saturation that follows removes. ``inplace``
-    (floats only) overwrites ``acc``.
+    ``acc + 2^(k-1)`` is then a representable integer; for s >= 7 no offset is added at all,
+    see ``rounding_affine``). ``inplace`` (floats only) overwrites ``acc``.
+    """
+    if acc.is_floating_point():
+        scale, offset = rounding_affine(total_shift)
+        if inplace:
+            return acc.mul_(scale).add_(offset).floor_()
+        return torch.floor(acc * scale + offset)
+    return _round_shift_int(acc, BIAS_SHIFT - total_shift)
+
+
+def rounding_affine(total_shift: int) -> tuple[float, float]:
+    """``(scale, offset)`` with ``round_shift(acc, s) == floor(acc * scale + offset)`` (R2.3).
+
+    ``scale = 2^(s-7)`` is a power of two, so a float convolution may carry it in its weights
+    and the offset in its bias (exact under the bounds of sim.exact). For s >= 7 the scaled
+    accumulator is already an integer and the offset is 0.
     """
     k = BIAS_SHIFT - total_shift
-    if acc.is_floating_point() and inplace:
-        return acc.mul_(2.0**-k).add_(0.5).floor_()
-    if acc.is_floating_point():
-        return torch.floor(acc * (2.0**-k) + 0.5)
-    return _round_shift_int(acc, k)
+    return 2.0**-k, (0.5 if k > 0 else 0.0)
 
 
 def _round_shift_int(acc: torch.Tensor, k: int) -> torch.Tensor:
@@ -93,11 +103,19 @@ def finish_output(
         return acc  # no shift, rounding, clipping or activation (R2.4)
     if not (inplace and acc.is_floating_point()):
         return activate_int(saturate(round_shift(acc, total_shift)), activation)
-    y = round_shift(acc, total_shift, inplace=True)
+    scale, offset = rounding_affine(total_shift)
+    return finish_scaled(acc.mul_(scale).add_(offset), activation, inplace=True)
+
+
+def finish_scaled(
+    scaled: torch.Tensor, activation: Activation, *, inplace: bool = False
+) -> torch.Tensor:
+    """Layer output from ``acc * scale + offset`` (``rounding_affine``, a float tensor):
+    floor (the rounding of R2.3), saturate, activate. ``inplace`` overwrites ``scaled``."""
+    y = scaled.floor_() if inplace else torch.floor(scaled)
     if activation is Activation.RELU:
         return y.clamp_(0, ACT_MAX)  # saturate, then ReLU: one clip to [0, 127]
-    y = y.clamp_(ACT_MIN, ACT_MAX)
-    return activate_int(y, activation)
+    return activate_int(y.clamp_(ACT_MIN, ACT_MAX), activation)
 
 
 def avgpool_divide(total: torch.Tensor, count: int, rounding: bool) -> torch.Tensor:

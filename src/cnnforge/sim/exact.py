@@ -29,7 +29,7 @@ from cnnforge.ir import Op
 
 FLOAT32_EXACT = 1 << 24  # integers up to 2^24 are exact in float32 (R2.3 note)
 ROUND_ROOM = 1 << 21  # round_shift adds 2^(k-1) with k = 7 - s <= 22 (R2.1: s >= -15)
-FLOAT64_EXACT = 1 << 53
+ACT_BOUND = 128  # |x| of an int8 layer input (R1.1)
 
 
 @dataclass(frozen=True)
@@ -50,16 +50,30 @@ def accumulate(
     bias: torch.Tensor | None,
     geo: Geometry,
     engine: str = "fast",
+    affine: tuple[float, float] | None = None,
 ) -> torch.Tensor:
-    """Accumulator ``sum x*w + (bias << 7)`` of a conv/linear layer, exact (R1.4, R1.5, R2.3)."""
+    """Accumulator ``sum x*w + (bias << 7)`` of a conv/linear layer, exact (R1.4, R1.5, R2.3).
+
+    With ``affine = (scale, offset)`` from ``arithmetic.rounding_affine`` (float engines only)
+    the result is ``acc * scale + offset``, still exact: the fast path folds the power-of-two
+    scale into the weights and the offset into the bias of its one float32 convolution.
+    """
     if engine == "int64":
+        assert affine is None, "the int64 engine returns the plain accumulator"
         acc = _int64_sum(kind, x.to(torch.int64), w.to(torch.int64), geo)
         if bias is not None:
             acc = acc + _channel_view(bias.to(torch.int64), acc.dim()) * (1 << BIAS_SHIFT)
         return acc
     if engine == "float64":  # |acc| < 2^31 (R1.4): any float64 sum order is exact
-        return _with_bias(_float_op(kind, x.double(), w.double(), geo), bias)
-    return _fast_sum(kind, x, w, bias, geo)
+        acc = _with_bias(_float_op(kind, x.double(), w.double(), geo), bias)
+        return _apply(acc, affine)
+    return _fast_sum(kind, x, w, bias, geo, affine)
+
+
+def _apply(acc: torch.Tensor, affine: tuple[float, float] | None) -> torch.Tensor:
+    if affine is None:
+        return acc
+    return acc.mul_(affine[0]).add_(affine[1])  # float64, |acc| < 2^53: exact
 
 
 # ---- fast path --------------------------------------------------------------------------------
@@ -77,26 +91,55 @@ def float32_is_exact() -> bool:
 
 
 def _fast_sum(
-    kind: Op, x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None, geo: Geometry
+    kind: Op,
+    x: torch.Tensor,
+    w: torch.Tensor,
+    bias: torch.Tensor | None,
+    geo: Geometry,
+    affine: tuple[float, float] | None,
 ) -> torch.Tensor:
     in_axis = 0 if kind is Op.CONVTRANSPOSE2D else 1  # weight axis of the input channels
     # input channels summed into one output (conv: w is (out, in/g, k..); transposed: (in, ..))
     channels = w.shape[in_axis] // (geo.groups if kind is Op.CONVTRANSPOSE2D else 1)
-    taps = max(1, w[0, 0].numel()) if w.dim() > 2 else 1
-    bias_term = _max_abs(bias) << BIAS_SHIFT if bias is not None else 0
-    per_channel = taps * _max_abs(x) * _max_abs(w)
-    room = FLOAT32_EXACT - bias_term - ROUND_ROOM
-    step = channels if per_channel == 0 else room // per_channel
+    step = _channels_per_sum(x, w, bias, channels)
     if step >= channels:
-        b = None if bias is None else bias.float() * float(1 << BIAS_SHIFT)
-        return _float_op(kind, x.float(), w.float(), geo, b)  # one sum: exact (bound above)
+        return _one_float32_sum(kind, x, w, bias, geo, affine)
     if geo.groups > 1 or step < 1:
-        return _with_bias(_float_op(kind, x.double(), w.double(), geo), bias)
+        acc = _with_bias(_float_op(kind, x.double(), w.double(), geo), bias)
+        return _apply(acc, affine)
     total = None
     for lo in range(0, channels, step):
         part = _float_op(kind, x[:, lo : lo + step].float(), _take(w, in_axis, lo, step), geo)
         total = part.double() if total is None else total + part.double()
-    return _with_bias(total, bias)
+    return _apply(_with_bias(total, bias), affine)
+
+
+def _channels_per_sum(x, w, bias, channels: int) -> int:
+    """Input channels per float32 sum: channels x taps x max|x| x max|w| + |bias << 7| plus the
+    rounding offset must stay within 2^24. Layer inputs are int8 (|x| <= 128); the actual
+    maximum of ``x`` is only computed when that bound is too coarse."""
+    taps = max(1, w[0, 0].numel()) if w.dim() > 2 else 1
+    bias_term = _max_abs(bias) << BIAS_SHIFT if bias is not None else 0
+    room = FLOAT32_EXACT - bias_term - ROUND_ROOM
+    wmax = _max_abs(w)
+    if channels * taps * ACT_BOUND * wmax <= room:
+        return channels
+    per_channel = taps * _max_abs(x) * wmax
+    return channels if per_channel == 0 else room // per_channel
+
+
+def _one_float32_sum(kind, x, w, bias, geo, affine) -> torch.Tensor:
+    """One float32 conv; scale (a power of two) in the weights, offset in the bias: exact."""
+    scale, offset = affine or (1.0, 0.0)
+    wf = w.float() * scale if scale != 1.0 else w.float()
+    b = None if bias is None else bias.float() * float((1 << BIAS_SHIFT) * scale) + offset
+    if b is None and offset:
+        b = torch.full((_out_channels(kind, w, geo),), offset, dtype=torch.float32)
+    return _float_op(kind, x.float(), wf, geo, b)
+
+
+def _out_channels(kind: Op, w: torch.Tensor, geo: Geometry) -> int:
+    return w.shape[1] * geo.groups if kind is Op.CONVTRANSPOSE2D else w.shape[0]
 
 
 def _max_abs(t: torch.Tensor) -> int:

@@ -14,7 +14,13 @@ import math
 import torch
 import torch.nn.functional as F
 
-from cnnforge.arithmetic import avgpool_divide, eltwise_fold, finish_output
+from cnnforge.arithmetic import (
+    avgpool_divide,
+    eltwise_fold,
+    finish_output,
+    finish_scaled,
+    rounding_affine,
+)
 from cnnforge.ir import Layer, Op, Pooling, PoolKind
 from cnnforge.sim.exact import Geometry, accumulate
 
@@ -106,24 +112,25 @@ def geometry(layer: Layer) -> Geometry:
     )
 
 
-def conv1d(layer: Layer, x, w, bias, engine: str) -> torch.Tensor:
+def conv1d(layer: Layer, x, w, bias, engine: str, affine=None) -> torch.Tensor:
     """Conv1d accumulator over length (R2.6)."""
-    return accumulate(Op.CONV1D, x, w, bias, geometry(layer), engine)
+    return accumulate(Op.CONV1D, x, w, bias, geometry(layer), engine, affine)
 
 
-def conv2d(layer: Layer, x, w, bias, engine: str) -> torch.Tensor:
+def conv2d(layer: Layer, x, w, bias, engine: str, affine=None) -> torch.Tensor:
     """Conv2d accumulator, zero padding, dilation and depthwise groups (R2.5, §8.14)."""
-    return accumulate(Op.CONV2D, x, w, bias, geometry(layer), engine)
+    return accumulate(Op.CONV2D, x, w, bias, geometry(layer), engine, affine)
 
 
-def convtranspose2d(layer: Layer, x, w, bias, engine: str) -> torch.Tensor:
+def convtranspose2d(layer: Layer, x, w, bias, engine: str, affine=None) -> torch.Tensor:
     """ConvTranspose2d accumulator with PyTorch's (in, out/g, kh, kw) weights (R2.7)."""
-    return accumulate(Op.CONVTRANSPOSE2D, x, w, bias, geometry(layer), engine)
+    return accumulate(Op.CONVTRANSPOSE2D, x, w, bias, geometry(layer), engine, affine)
 
 
-def linear(layer: Layer, x, w, bias, engine: str) -> torch.Tensor:
+def linear(layer: Layer, x, w, bias, engine: str, affine=None) -> torch.Tensor:
     """Linear on 1x1 data or on the flattened input, index c*H*W + h*W + w (R2.8, R5.1)."""
-    return accumulate(Op.LINEAR, x.reshape(x.shape[0], -1), w, bias, Geometry(), engine)
+    flat = x.reshape(x.shape[0], -1)
+    return accumulate(Op.LINEAR, flat, w, bias, Geometry(), engine, affine)
 
 
 WEIGHT_OPS = {
@@ -134,11 +141,17 @@ WEIGHT_OPS = {
 }
 
 
-def finish(layer: Layer, acc: torch.Tensor) -> torch.Tensor:
-    """Shift, round, saturate, activate; or the raw accumulator of a wide layer (R2.3, R2.4)."""
+def weight_op(layer: Layer, x: torch.Tensor, w, bias, engine: str) -> torch.Tensor:
+    """The main op and its output stage: shift, round, saturate, activate; or the raw
+    accumulator of a wide layer (R2.3, R2.4). The float engines let the convolution apply the
+    rounding's scale and offset (``arithmetic.rounding_affine``) and only floor and clip here."""
     assert layer.quant is not None
-    shift = layer.quant.total_shift
-    return finish_output(acc, shift, layer.activation, layer.wide, inplace=True)
+    shift, op = layer.quant.total_shift, WEIGHT_OPS[layer.op]
+    if layer.wide or engine == "int64":
+        acc = op(layer, x, w, bias, engine)
+        return finish_output(acc, shift, layer.activation, layer.wide, inplace=True)
+    scaled = op(layer, x, w, bias, engine, rounding_affine(shift))
+    return finish_scaled(scaled, layer.activation, inplace=True)  # a fresh tensor: in place
 
 
 def run_layer(
@@ -157,6 +170,4 @@ def run_layer(
     if layer.op is Op.PASSTHROUGH:
         return x
     assert params is not None
-    w, bias = params
-    acc = WEIGHT_OPS[layer.op](layer, x, w, bias, engine)
-    return finish(layer, acc)
+    return weight_op(layer, x, *params, engine)
