@@ -56,7 +56,7 @@ def _plan(network: Network, device: str) -> Plan:
     places = []
     for layer in network.layers:
         shapes = network.input_shapes(layer)
-        cin = sum(s[0] for s in shapes)
+        cin = shapes[0][0] if layer.eltwise is not None else sum(s[0] for s in shapes)
         places.append(
             Placement(
                 layer.name,
@@ -181,3 +181,57 @@ def test_pm1_weights_keep_their_width_and_auto_binary(tmp_path):
     (tmp_path / "v.yaml").write_text(text.replace("    quantization: 8\n", ""))
     auto = read_ai8x(tmp_path / "v.yaml", tmp_path / "v.pth.tar", (16, 8, 8), device="MAX78002")
     assert auto.network.layers[0].quant.weight_bits == BINARY_BITS
+
+
+@pytest.mark.parametrize("pool_first", [True, False])
+def test_pooled_eltwise_roundtrip(tmp_path, pool_first):
+    """Element-wise with pooling, both orders (arithmetic.md R4.3), standalone and in flight."""
+    from cnnforge.ir import EltwiseOp
+
+    pool = Pooling(PoolKind.AVG, (2, 2), (2, 2))
+    a = Layer(
+        name="a",
+        op=Op.PASSTHROUGH,
+        inputs=("input",),
+        out_shape=(8, 8, 8),
+        in_channels=8,
+        out_channels=8,
+        kernel_size=(1, 1),
+        stride=(1, 1),
+        padding=(0, 0),
+        dilation=(1, 1),
+    )
+    s = Layer(
+        name="s",
+        op=Op.PASSTHROUGH,
+        inputs=("input", "a"),
+        out_shape=(8, 4, 4),
+        in_channels=8,
+        out_channels=8,
+        kernel_size=(1, 1),
+        stride=(1, 1),
+        padding=(0, 0),
+        dilation=(1, 1),
+        pool=pool,
+        eltwise=EltwiseOp.SUB,
+        pool_first=pool_first,
+    )
+    c = Layer(
+        name="c",
+        op=Op.CONV2D,
+        inputs=("s", "s"),
+        out_shape=(4, 2, 2),
+        in_channels=8,
+        out_channels=4,
+        kernel_size=(3, 3),
+        stride=(1, 1),
+        padding=(1, 1),
+        dilation=(1, 1),
+        pool=Pooling(PoolKind.MAX, (2, 2), (2, 2)),
+        eltwise=EltwiseOp.XOR,
+        pool_first=pool_first,
+        quant=_q((4, 8, 3, 3)),
+    )
+    again = _roundtrip(tmp_path, Network("pe", (8, 8, 8), (a, s, c)), "MAX78000")
+    assert [layer.pool_first for layer in again.network.layers[1:]] == [pool_first] * 2
+    assert ("pool_first: false" in (tmp_path / "v.yaml").read_text()) is not pool_first
