@@ -11,7 +11,7 @@ import torch
 
 from cnnforge.devices import get_device
 from cnnforge.errors import InputError, ModelError
-from cnnforge.ir import Activation, Layer, Network, Op, Quantized
+from cnnforge.ir import Activation, EltwiseOp, Layer, Network, Op, Quantized
 from cnnforge.quant.checkpoint import (
     FORMAT,
     is_quantized_checkpoint,
@@ -166,3 +166,55 @@ def test_quantized_import_of_vendor_like_layer() -> None:
     fixed = Layer(**{**layer.__dict__, "quant": Quantized(8, w, None, 2)})
     out = quantize_network(Network("n", (3, 6, 6), (fixed,)))
     assert out.layer("a").quant.output_shift == 2
+
+
+def _loud_net() -> Network:
+    """Float activations reach ~8: without scaling the int8 outputs saturate."""
+    a = conv("a", ("input",), 3, 4, 1, activation=Activation.RELU)
+    a = Layer(**{**a.__dict__, "weight": a.weight * 8})
+    b = conv("b", ("a",), 4, 4, 2, activation=Activation.RELU)
+    add = Layer(
+        name="s",
+        op=Op.PASSTHROUGH,
+        inputs=("a", "b"),
+        out_shape=(4, 6, 6),
+        in_channels=4,
+        out_channels=4,
+        kernel_size=(1, 1),
+        stride=(1, 1),
+        padding=(0, 0),
+        dilation=(1, 1),
+        eltwise=EltwiseOp.ADD,
+    )
+    c = conv("c", ("s",), 4, 2, 3)
+    return Network("loud", (3, 6, 6), (a, b, add, c))
+
+
+def test_calibration_scales_and_quality() -> None:
+    from cnnforge.quant.ptq import quantize_with_scales
+    from cnnforge.quant.scales import activation_scales
+    from cnnforge.sim import simulate
+    from cnnforge.sim.float_eval import run_float
+
+    net = _loud_net()
+    x = torch.from_numpy(np.random.default_rng(0).integers(-128, 128, (4, 3, 6, 6)))
+    exps = activation_scales(net, x)
+    assert exps["a"] >= 2 and exps["a"] == exps["b"] == exps["s"]  # tied by the add
+    reference = run_float(net, x.double() / 128)["c"]
+    errors = []
+    for calibration in (None, x):
+        qnet, out = quantize_with_scales(net, 8, calibration=calibration)
+        y = simulate(qnet, x).outputs["c"].double() * 2.0 ** out["c"] / 128
+        errors.append((y - reference).abs().mean().item())
+    assert errors[1] < errors[0] / 4
+
+
+def test_calibration_bad_input() -> None:
+    net = _loud_net()
+    with pytest.raises(InputError, match="does not match"):
+        quantize_network(net, calibration=np.zeros((2, 3, 5, 5), np.int64))
+    with pytest.raises(InputError, match="integers"):
+        quantize_network(net, calibration=np.full((1, 3, 6, 6), 200))
+    pre = net.with_layers((quantize_layer(net.layer("a"), 8), *net.layers[1:]))
+    with pytest.raises(InputError, match="already quantized"):
+        quantize_network(pre, calibration=np.zeros((1, 3, 6, 6), np.int64))

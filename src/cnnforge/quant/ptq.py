@@ -73,7 +73,14 @@ def quantize_with_scales(
     """``quantize_network`` plus ``{output name: e}``: the output ``v`` means ``v * 2^e / 128``."""
     _check_network(network, clip)
     bits_of = _bits_lookup(network, weight_bits, device)
-    exps = activation_scales(network, calibration) if calibration is not None else {}
+    exps = {}
+    if calibration is not None:
+        if any(layer.quant is not None for layer in network.layers):
+            raise InputError(
+                "calibration rescales every layer, but some layers are already quantized",
+                hint="calibrate float networks only (QAT-trained layers keep their integers)",
+            )
+        exps = activation_scales(network, calibration)
     layers = []
     for layer in network.layers:
         if layer.has_weights and layer.quant is None:
