@@ -208,3 +208,34 @@ def test_quantize_refuses_to_overwrite(quantized: Path, tiny: str, capsys) -> No
     assert code == 0, err
     net = load_quantized(quantized)
     assert net.layer("c3").quant.weight_bits == 8 and net.layer("c1").quant.weight_bits == 4
+
+
+def test_simulate_refuses_what_the_device_lacks(tmp_path: Path, capsys) -> None:
+    """Binary weights exist only on MAX78002: one line naming the layer, exit 2."""
+    from cnnforge.ir import Layer, Network, Op, Quantized
+    from cnnforge.quant.checkpoint import save_quantized
+
+    w = np.where(np.random.default_rng(0).random((2, 3, 3, 3)) < 0.5, -1, 1).astype(np.int64)
+    layer = Layer(
+        name="binconv",
+        op=Op.CONV2D,
+        out_shape=(2, 4, 4),
+        in_channels=3,
+        out_channels=2,
+        kernel_size=(3, 3),
+        stride=(1, 1),
+        padding=(1, 1),
+        dilation=(1, 1),
+        weight=w.astype(np.float32),
+        quant=Quantized(-1, w, None, 0),
+    )
+    path = tmp_path / "bin.pth"
+    save_quantized(Network("bin", (3, 4, 4), (layer,)), path)
+    xin = _input(tmp_path, np.zeros((3, 4, 4), np.int8))
+    y = tmp_path / "y.npy"
+    base = ["simulate", "--network", str(path), "--input", str(xin), "--output", str(y)]
+    code, _, err = run([*base, "--device", "MAX78000"], capsys)
+    assert code == 2 and "binconv" in err and err.count("\n") == 1, err
+    assert not y.exists()
+    code, _, err = run([*base, "--device", "MAX78002"], capsys)
+    assert code == 0, err

@@ -160,7 +160,7 @@ def simulate(
     for target in (output, layers_dir):
         if target is not None and target.exists() and not overwrite:
             raise InputError(f"{target} already exists", hint="pass --overwrite")
-    result = run_sim(network, x, all_layers=layers_dir is not None)
+    result = run_sim(network, x, all_layers=layers_dir is not None, device=device)
     outputs = {k: _unbatch(v, added) for k, v in result.outputs.items()}
     write_outputs(outputs, output)
     if layers_dir is not None:
