@@ -321,3 +321,19 @@ def test_binary_weights_run_on_max78002() -> None:
     x = extreme((1, 2, 4, 4))
     got = simulate(net, x, device=MAX78002).outputs["c"]
     assert np.array_equal(got.numpy(), run_reference(net, x)["c"])
+
+
+def test_cli_reports_a_bad_layer_in_one_line(tmp_path, capsys) -> None:
+    """``cnnforge simulate`` turns the SimulationError into one line and exit status 2."""
+    from cnnforge.cli import main
+    from cnnforge.quant.checkpoint import save_quantized
+
+    save_quantized(_layer_net(quant=dict(output_shift=16)), tmp_path / "n.pth")
+    np.save(tmp_path / "x.npy", np.full((2, 4, 4), 100))
+    args = ["simulate", "--network", str(tmp_path / "n.pth"), "--input", str(tmp_path / "x.npy")]
+    with pytest.raises(SystemExit) as info:
+        main([*args, "--output", str(tmp_path / "y.npy")])
+    assert info.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "layer c: total output shift 16" in err
+    assert not (tmp_path / "y.npy").exists()
