@@ -256,3 +256,14 @@ def test_adjacent_parts_start_on_instance_boundaries():
     too_wide += (conv("c", ("a", "b"), 64, 8, 8),)
     with pytest.raises(PlanError, match="multiples of 4"):
         plan_network(Network("wide", (3, 8, 8), too_wide), "MAX78000")
+
+
+def test_in_place_is_optional_and_noted():
+    layers = (conv("a", INPUT, 48, 64, 88, k=1), conv("b", "a", 64, 64, 88, k=1))
+    net = Network("chain", (48, 88, 88), layers)
+    _, plan = plan_network(net, "MAX78000")
+    assert any("--overlap-data" in n for n in plan.notes)
+    with pytest.raises(PlanError, match="data memory"):
+        plan_network(net, "MAX78000", in_place=False)
+    _, strict = plan_network(small_unet(), "MAX78000", in_place=False)
+    assert not any("overlap" in n for n in strict.notes)

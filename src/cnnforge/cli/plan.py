@@ -60,6 +60,9 @@ def plan(
     allow_overlap: bool = typer.Option(
         False, "--allow-overlap", help="Accept what the vendor's --overlap-data accepts."
     ),
+    no_in_place: bool = typer.Option(
+        False, "--no-in-place", help="Never let a layer overwrite its own input (proven or not)."
+    ),
 ) -> None:
     """Plan processors, data memory, kernels and bias; validate; write YAML + checkpoint + plan."""
     from cnnforge.devices import get_device
@@ -74,7 +77,7 @@ def plan(
         raise InputError("no output directory", hint="give -o DIR, or --validate-only")
     if ai8x_yaml is not None or ai8x_checkpoint is not None:
         result = _vendor(
-            model, shape, ai8x_yaml, ai8x_checkpoint, dev, allow_overlap, validate_only
+            model, shape, ai8x_yaml, ai8x_checkpoint, dev, allow_overlap, validate_only, no_in_place
         )
         if validate_only:
             _print_issues(result)
@@ -87,7 +90,7 @@ def plan(
         network = deploy.quantized_network(
             model, shape, parse_model_args(model_arg), checkpoint, dev, _bits(weight_bits)
         )
-        result = deploy.plan_and_validate(network, dev)
+        result = deploy.plan_and_validate(network, dev, not no_in_place)
     _print_summary(result)
     if validate_only:
         return
@@ -95,7 +98,9 @@ def plan(
     console.print(f"wrote [bold]{output}[/bold]: {len(written.files)} files", highlight=False)
 
 
-def _vendor(model, shape, yaml_path, ckpt, dev, allow_overlap, validate_only) -> PlanResult:
+def _vendor(
+    model, shape, yaml_path, ckpt, dev, allow_overlap, validate_only, no_in_place
+) -> PlanResult:
     from cnnforge.frontend.ai8x import load_ai8x
     from cnnforge.plan import deploy
 
@@ -108,7 +113,7 @@ def _vendor(model, shape, yaml_path, ckpt, dev, allow_overlap, validate_only) ->
     )
     if validate_only:
         return deploy.validate_imported(network, vendor_plan, dev, allow_overlap)
-    return deploy.plan_and_validate(network, dev)
+    return deploy.plan_and_validate(network, dev, not no_in_place)
 
 
 def _print_issues(result: PlanResult) -> None:

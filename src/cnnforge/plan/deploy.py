@@ -65,10 +65,10 @@ def quantized_network(
     return quantize_network(lowered, bits, device=device)
 
 
-def plan_and_validate(network: Network, device: Any) -> PlanResult:
+def plan_and_validate(network: Network, device: Any, in_place: bool = True) -> PlanResult:
     """Plan ``network``; the plan must pass the validator (else a ``PlanError``: a bug)."""
     start = time.perf_counter()
-    out, plan = plan_network(network, device)
+    out, plan = plan_network(network, device, in_place=in_place)
     wall = time.perf_counter() - start
     raise_on_issues(validate_plan(out, plan, device), "the automatic plan")
     return PlanResult(out, plan, plan_metrics(out, plan, device), wall)

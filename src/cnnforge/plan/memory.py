@@ -62,8 +62,10 @@ def unit_rects(
     masks: dict[str, int],
     live: dict[str, tuple[int, int]],
     data_format: str,
+    in_place: bool = True,
 ) -> tuple[Rect, ...]:
-    """The rectangles of a unit's parts, relative to its base offset."""
+    """The rectangles of a unit's parts, relative to its base offset (``in_place``: with the
+    partners each part may overwrite in place)."""
     k = len(unit.group.parts) if unit.group.kind is GroupKind.INTERLEAVED else 1
     return tuple(
         Rect(
@@ -72,7 +74,7 @@ def unit_rects(
             birth=live[p][0],
             death=live[p][1],
             span=tensor_span(network, p, data_format) * k,
-            **(_in_place(network, p, live, data_format) if k == 1 else {}),
+            **(_in_place(network, p, live, data_format) if k == 1 and in_place else {}),
         )
         for p in unit.group.parts
     )
@@ -101,9 +103,14 @@ def assign_offsets(
     live: dict[str, tuple[int, int]],
     res: Resources,
     data_format: str,
+    in_place: bool = False,
 ) -> dict[str, int]:
-    """``{tensor: out offset}`` (bytes); raises ``PlanError`` when no placement fits."""
-    rects = [unit_rects(network, u, masks, live, data_format) for u in units]
+    """``{tensor: out offset}`` (bytes); raises ``PlanError`` when no placement fits.
+
+    ``in_place``: let proven in-place layers overwrite their dying input (plan/inplace.py);
+    the planner asks for this only when no placement without any overlap fits.
+    """
+    rects = [unit_rects(network, u, masks, live, data_format, in_place) for u in units]
     by_size = sorted(range(len(units)), key=lambda i: _size_key(rects[i], units[i]))
     by_size_late = sorted(
         range(len(units)), key=lambda i: (_size_key(rects[i], units[i])[0], -units[i].birth)

@@ -27,17 +27,19 @@ from cnnforge.plan.groups import GroupKind, form_groups, identity_conv, is_copy
 from cnnforge.plan.kernels import assign_bias, assign_kernels, kernels_per_processor
 from cnnforge.plan.latency import START_CYCLES, layer_cycles, layer_inputs
 from cnnforge.plan.liveness import layer_in_geometry, live_intervals
-from cnnforge.plan.masks import assign_masks, choose_data_format, make_unit
+from cnnforge.plan.masks import assign_masks, choose_data_format, instances_of, make_unit
 from cnnforge.plan.memory import assign_offsets, tensor_span
 from cnnforge.plan.model import Placement, Plan
 from cnnforge.plan.resources import PER_QUADRANT, Resources, resources_of
 from cnnforge.plan.validate import passthrough_masks_ok
 
 
-def plan_network(network: Network, device: Any) -> tuple[Network, Plan]:
+def plan_network(network: Network, device: Any, *, in_place: bool = True) -> tuple[Network, Plan]:
     """Place ``network`` (hardware layers, quantized or not) on ``device``.
 
-    Returns the network with any inserted copy layers and its ``Plan``.
+    Returns the network with any inserted copy layers and its ``Plan``. ``in_place``: layers
+    may overwrite their own dying input where plan/inplace.py proves it safe (the vendor tool
+    then needs ``--overlap-data``, as for its own U-Net); False keeps every live tensor apart.
     """
     res = resources_of(device)
     _require_hardware(network)
@@ -54,7 +56,7 @@ def plan_network(network: Network, device: Any) -> tuple[Network, Plan]:
     results, errors = [], []
     for policy in MASK_POLICIES:
         try:
-            results.append(_attempt(network, groups, live, res, data_format, policy))
+            results.append(_attempt(network, groups, live, res, data_format, policy, in_place))
         except PlanError as exc:
             errors.append(exc)
     if not results:
@@ -79,7 +81,7 @@ def plan_network(network: Network, device: Any) -> tuple[Network, Plan]:
             bias_offset=entry,
         )
         placements.append(dataclasses.replace(place, cycles=placed_cycles(network, layer, place)))
-    notes = (f"input data format {data_format}",)
+    notes = (f"input data format {data_format}", *_in_place_notes(network, placements, data_format))
     return network, Plan(res.name, data_format, tuple(placements), notes=notes)
 
 
@@ -87,11 +89,11 @@ def plan_network(network: Network, device: Any) -> tuple[Network, Plan]:
 MASK_POLICIES = ("low", "long-high", "high")
 
 
-def _attempt(network, groups, live, res, data_format, policy) -> tuple:
+def _attempt(network, groups, live, res, data_format, policy, in_place) -> tuple:
     """One full placement with one mask policy: (top, network, masks, offsets, kernels, bias)."""
     masks = assign_masks(network, groups, live, res, data_format, policy)
     units = [make_unit(network, g, live) for g in groups]
-    offsets = assign_offsets(network, units, masks, live, res, data_format)
+    offsets = assign_offsets(network, units, masks, live, res, data_format, in_place)
     layer_masks = {x.name: (_in_mask(x, masks, groups), masks[x.name]) for x in network.layers}
     network = _fix_copies(network, layer_masks)
     kernels = assign_kernels(network, layer_masks, res)
@@ -110,6 +112,32 @@ def _fix_copies(network: Network, layer_masks: dict[str, tuple[int, int]]) -> Ne
         for x in network.layers
     ]
     return network.with_layers(layers)
+
+
+def _in_place_notes(
+    network: Network, placements: list[Placement], data_format: str
+) -> tuple[str, ...]:
+    """A note naming the layers that write over their own input (vendor: --overlap-data)."""
+    at = {p.layer: p for p in placements}
+    names = []
+    for layer, p in zip(network.layers, placements, strict=True):
+        src = layer.inputs[0]
+        if src == INPUT:
+            mask, offset = p.in_processors, p.in_offset
+        else:
+            mask, offset = at[src].out_processors, at[src].out_offset
+        if not instances_of(p.out_processors) & instances_of(mask):
+            continue
+        end_in = offset + tensor_span(network, src, data_format)
+        end_out = p.out_offset + tensor_span(network, layer.name, data_format)
+        if p.out_offset < end_in and offset < end_out:
+            names.append(layer.name)
+    if not names:
+        return ()
+    return (
+        f"layers {', '.join(names)} overwrite their own input in place (proven safe, "
+        "plan/inplace.py); the vendor tool needs --overlap-data for this plan",
+    )
 
 
 def _require_hardware(network: Network) -> None:
