@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -42,22 +42,16 @@ def quantize_network(
     network: Network,
     weight_bits: int | Mapping[str, int] = DEFAULT_BITS,
     clip: str = "max",
-    *,
-    calibration: np.ndarray | torch.Tensor | None = None,
-    scale: float = 0.85,
-    nstd: float = 2.0,
-    device: Device | None = None,
+    **options: Any,
 ) -> Network:
     """Quantize every float weight layer of a hardware ``network`` (see the module docstring).
 
     ``weight_bits``: one width for all layers or ``{layer name: bits}`` (default: key ``"*"``,
-    else 8).
-    ``clip``: how the clipping level is chosen (max, avgmax, stddev with ``nstd``, scale x max).
-    ``device``: a ``cnnforge.devices.Device``; when given, bit widths are checked against it.
+    else 8). ``clip``: how the clipping level is chosen (max, avgmax, stddev with ``nstd``,
+    ``scale`` x max). ``options``: those of ``quantize_with_scales`` (``calibration``, ``scale``,
+    ``nstd``, ``device`` -- a ``Device`` whose weight widths are enforced).
     """
-    return quantize_with_scales(
-        network, weight_bits, clip, calibration=calibration, scale=scale, nstd=nstd, device=device
-    )[0]
+    return quantize_with_scales(network, weight_bits, clip, **options)[0]
 
 
 def quantize_with_scales(
