@@ -20,6 +20,7 @@ from cnnforge.errors import EmitError
 from cnnforge.frontend.ai8x import read_ai8x
 from cnnforge.frontend.ai8x_checkpoint import read_checkpoint
 from cnnforge.ir import Network
+from test_ai8x_random import _one_thread  # noqa: F401 -- autouse: single-threaded simulations
 
 PAIRS = {
     "mnist": ("mnist-chw-ai85.yaml", "ai85-mnist-qat8-q.pth.tar"),
@@ -166,21 +167,14 @@ def test_shipped_unets_planned_roundtrip(tmp_path, model, device, bits):
     from cnnforge.sim import simulate
     from test_ai8x_random import semantic_differences
 
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        dev = get_device(device)
-        shape = default_input_shape(model)
-        network, plan = plan_network(
-            quantize_model(model, shape, device=dev, weight_bits=bits), dev
-        )
-        write_yaml(network, plan, tmp_path / "n.yaml")
-        write_checkpoint(network, tmp_path / "n.pth.tar")
-        again = read_ai8x(tmp_path / "n.yaml", tmp_path / "n.pth.tar", shape, device=device)
-        assert semantic_differences(network, again.network) == []
-        assert validate_plan(again.network, again.plan, dev) == ()
-        x = torch.from_numpy(np.random.default_rng(1).integers(-128, 128, size=shape))
-        before, after = simulate(network, x).outputs, simulate(again.network, x).outputs
-        assert all(torch.equal(before[k], after[k]) for k in before)
-    finally:
-        torch.set_num_threads(threads)
+    dev = get_device(device)
+    shape = default_input_shape(model)
+    network, plan = plan_network(quantize_model(model, shape, device=dev, weight_bits=bits), dev)
+    write_yaml(network, plan, tmp_path / "n.yaml")
+    write_checkpoint(network, tmp_path / "n.pth.tar")
+    again = read_ai8x(tmp_path / "n.yaml", tmp_path / "n.pth.tar", shape, device=device)
+    assert semantic_differences(network, again.network) == []
+    assert validate_plan(again.network, again.plan, dev) == ()
+    x = torch.from_numpy(np.random.default_rng(1).integers(-128, 128, size=shape))
+    before, after = simulate(network, x).outputs, simulate(again.network, x).outputs
+    assert all(torch.equal(before[k], after[k]) for k in before)

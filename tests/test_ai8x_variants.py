@@ -17,6 +17,7 @@ from cnnforge.ir import BINARY_BITS, Activation, Layer, Network, Op, Pooling, Po
 from cnnforge.ir import Quantized as Q
 from cnnforge.plan.model import Placement, Plan
 from cnnforge.sim import simulate
+from test_ai8x_random import _one_thread  # noqa: F401 -- autouse: single-threaded simulations
 
 RNG = np.random.default_rng(7)
 
@@ -108,27 +109,17 @@ def test_conv1d_roundtrip(tmp_path):
     assert "kernel_size: 5" in text and "dilation: 3" in text and "operation: conv1d" in text
 
 
-def _depthwise(bits=8):
-    dw = Layer(
-        name="dw",
-        op=Op.CONV2D,
-        inputs=("input",),
-        out_shape=(16, 8, 8),
-        in_channels=16,
-        out_channels=16,
-        kernel_size=(3, 3),
-        stride=(1, 1),
-        padding=(1, 1),
-        dilation=(1, 1),
-        groups=16,
-        activation=Activation.RELU,
-        quant=_q((16, 1, 3, 3), bits=bits),
-    )
-    return Network("dw", (16, 8, 8), (dw,))
+def _conv3x3(name: str, cin: int, cout: int, quant: Q, groups: int = 1) -> Network:
+    """A one-layer network: a 3x3 conv2d over an 8x8 input of ``cin`` channels."""
+    conv = Layer(name=name, op=Op.CONV2D, inputs=("input",), out_shape=(cout, 8, 8),
+                 in_channels=cin, out_channels=cout, kernel_size=(3, 3), stride=(1, 1),
+                 padding=(1, 1), dilation=(1, 1), groups=groups, activation=Activation.RELU,
+                 quant=quant)  # fmt: skip
+    return Network(name, (cin, 8, 8), (conv,))
 
 
 def test_depthwise_on_max78002_and_refused_on_max78000(tmp_path):
-    again = _roundtrip(tmp_path, _depthwise(), "MAX78002")
+    again = _roundtrip(tmp_path, _conv3x3("dw", 16, 16, _q((16, 1, 3, 3)), groups=16), "MAX78002")
     assert again.network.layers[0].groups == 16
     assert "conv_groups: 16" in (tmp_path / "v.yaml").read_text()
     with pytest.raises(ConfigError, match="depthwise convolution\\) is not supported on MAX78000"):
@@ -136,20 +127,8 @@ def test_depthwise_on_max78002_and_refused_on_max78000(tmp_path):
 
 
 def test_binary_weights_on_max78002(tmp_path):
-    conv = Layer(
-        name="bin",
-        op=Op.CONV2D,
-        inputs=("input",),
-        out_shape=(8, 8, 8),
-        in_channels=16,
-        out_channels=8,
-        kernel_size=(3, 3),
-        stride=(1, 1),
-        padding=(1, 1),
-        dilation=(1, 1),
-        quant=_q((8, 16, 3, 3), bits=BINARY_BITS, shift=-3),
-    )
-    again = _roundtrip(tmp_path, Network("bin", (16, 8, 8), (conv,)), "MAX78002")
+    network = _conv3x3("bin", 16, 8, _q((8, 16, 3, 3), bits=BINARY_BITS, shift=-3))
+    again = _roundtrip(tmp_path, network, "MAX78002")
     assert again.network.layers[0].quant.weight_bits == BINARY_BITS
     assert "quantization: binary" in (tmp_path / "v.yaml").read_text()
     with pytest.raises(ConfigError, match="weight width -1 is not available on MAX78000"):
@@ -161,20 +140,7 @@ def test_pm1_weights_keep_their_width_and_auto_binary(tmp_path):
     otherwise, so the writer says it; without the key the importer auto-detects like the tool."""
     q = _q((8, 16, 3, 3), bits=BINARY_BITS)
     q = Q(weight_bits=8, weights=q.weights, bias=q.bias, output_shift=0)
-    conv = Layer(
-        name="pm1",
-        op=Op.CONV2D,
-        inputs=("input",),
-        out_shape=(8, 8, 8),
-        in_channels=16,
-        out_channels=8,
-        kernel_size=(3, 3),
-        stride=(1, 1),
-        padding=(1, 1),
-        dilation=(1, 1),
-        quant=q,
-    )
-    again = _roundtrip(tmp_path, Network("pm1", (16, 8, 8), (conv,)), "MAX78002")
+    again = _roundtrip(tmp_path, _conv3x3("pm1", 16, 8, q), "MAX78002")
     assert again.network.layers[0].quant.weight_bits == 8
     text = (tmp_path / "v.yaml").read_text()
     assert "quantization: 8" in text
@@ -186,52 +152,18 @@ def test_pm1_weights_keep_their_width_and_auto_binary(tmp_path):
 @pytest.mark.parametrize("pool_first", [True, False])
 def test_pooled_eltwise_roundtrip(tmp_path, pool_first):
     """Element-wise with pooling, both orders (arithmetic.md R4.3), standalone and in flight."""
-    from cnnforge.ir import EltwiseOp
+    from dataclasses import replace
 
-    pool = Pooling(PoolKind.AVG, (2, 2), (2, 2))
-    a = Layer(
-        name="a",
-        op=Op.PASSTHROUGH,
-        inputs=("input",),
-        out_shape=(8, 8, 8),
-        in_channels=8,
-        out_channels=8,
-        kernel_size=(1, 1),
-        stride=(1, 1),
-        padding=(0, 0),
-        dilation=(1, 1),
-    )
-    s = Layer(
-        name="s",
-        op=Op.PASSTHROUGH,
-        inputs=("input", "a"),
-        out_shape=(8, 4, 4),
-        in_channels=8,
-        out_channels=8,
-        kernel_size=(1, 1),
-        stride=(1, 1),
-        padding=(0, 0),
-        dilation=(1, 1),
-        pool=pool,
-        eltwise=EltwiseOp.SUB,
-        pool_first=pool_first,
-    )
-    c = Layer(
-        name="c",
-        op=Op.CONV2D,
-        inputs=("s", "s"),
-        out_shape=(4, 2, 2),
-        in_channels=8,
-        out_channels=4,
-        kernel_size=(3, 3),
-        stride=(1, 1),
-        padding=(1, 1),
-        dilation=(1, 1),
-        pool=Pooling(PoolKind.MAX, (2, 2), (2, 2)),
-        eltwise=EltwiseOp.XOR,
-        pool_first=pool_first,
-        quant=_q((4, 8, 3, 3)),
-    )
-    again = _roundtrip(tmp_path, Network("pe", (8, 8, 8), (a, s, c)), "MAX78000")
+    from cnnforge.ir import EltwiseOp
+    from test_ai8x_random import Builder, conv, passthrough
+
+    b = Builder((8, 8, 8), RNG)
+    b.add(passthrough(b, "a", ("input",)))
+    avg, top = Pooling(PoolKind.AVG, (2, 2), (2, 2)), Pooling(PoolKind.MAX, (2, 2), (2, 2))
+    s = passthrough(b, "s", ("input", "a"), pool=avg, eltwise=EltwiseOp.SUB)
+    b.add(replace(s, pool_first=pool_first))
+    c = conv(b, "c", ("s", "s"), 4, pool=top, eltwise=EltwiseOp.XOR)
+    b.add(replace(c, pool_first=pool_first))
+    again = _roundtrip(tmp_path, b.network("pe")[0], "MAX78000")
     assert [layer.pool_first for layer in again.network.layers[1:]] == [pool_first] * 2
     assert ("pool_first: false" in (tmp_path / "v.yaml").read_text()) is not pool_first

@@ -26,6 +26,7 @@ from cnnforge.emit.ai8x_yaml import yaml_text
 from cnnforge.frontend.ai8x import read_ai8x
 from cnnforge.ir import Activation, EltwiseOp, Network, Pooling, PoolKind
 from cnnforge.plan.model import Plan
+from test_ai8x_random import _one_thread  # noqa: F401 -- autouse: single-threaded simulations
 
 GOLDEN = Path(__file__).parent / "golden"
 REGEN = os.environ.get("CNNFORGE_REGEN_GOLDEN") == "1"
@@ -119,15 +120,6 @@ def test_small_network_reimports(tmp_path):
     assert semantic_differences(network, again.network) == []
     assert again.plan.placements == plan.placements
     assert again.network.layer("zero").quant.weight_bits == 8  # `quantization: 8` kept it
-
-
-@pytest.fixture(autouse=True)
-def _one_thread():
-    """Small tensors: intra-op threads only add contention on the shared cores."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
 
 
 # ---- vendor known answers ----------------------------------------------------------------------
