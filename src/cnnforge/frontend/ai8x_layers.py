@@ -213,9 +213,8 @@ def _kernel_check(y: YamlLayer, ck: CheckpointLayer, ctx: LayerContext, kernel: 
         )
 
 
-def _conv(y, ck, ctx, channels: int, dims: tuple[int, ...]) -> dict:
-    """Conv1d/Conv2d geometry (arithmetic.md R2.5, R2.6)."""
-    n = 1 if y.op is Op.CONV1D else 2
+def _kernel_of(y, ck, ctx, dims: tuple[int, ...], n: int) -> tuple[int, ...]:
+    """The kernel size of n-D weights on n-D data, checked against the YAML `kernel_size`."""
     if ck.weight.ndim != n + 2 or len(dims) != n:
         _fail(
             y,
@@ -226,6 +225,13 @@ def _conv(y, ck, ctx, channels: int, dims: tuple[int, ...]) -> dict:
         )
     kernel = tuple(int(k) for k in ck.weight.shape[2:])
     _kernel_check(y, ck, ctx, kernel)
+    return kernel
+
+
+def _conv(y, ck, ctx, channels: int, dims: tuple[int, ...]) -> dict:
+    """Conv1d/Conv2d geometry (arithmetic.md R2.5, R2.6)."""
+    n = 1 if y.op is Op.CONV1D else 2
+    kernel = _kernel_of(y, ck, ctx, dims, n)
     pad = 1 if y.pad is None else y.pad
     dil = y.dilation
     if n == 2 and (kernel not in ((1, 1), (3, 3)) or dil != 1):
@@ -259,16 +265,7 @@ def _conv(y, ck, ctx, channels: int, dims: tuple[int, ...]) -> dict:
 
 def _convtranspose(y, ck, ctx, channels: int, dims: tuple[int, ...]) -> dict:
     """ConvTranspose2d geometry: 3x3, stride 2, output_padding 1 (arithmetic.md R2.7)."""
-    if ck.weight.ndim != 4 or len(dims) != 2:
-        _fail(
-            y,
-            ctx,
-            f"convtranspose2d needs 2-D data and 4-D weights, got `{ck.weight_key}` "
-            f"{list(ck.weight.shape)}",
-            "operation",
-        )
-    kernel = tuple(int(k) for k in ck.weight.shape[2:])
-    _kernel_check(y, ck, ctx, kernel)
+    kernel = _kernel_of(y, ck, ctx, dims, 2)
     pad = 1 if y.pad is None else y.pad
     opad = 1 if y.output_pad is None else y.output_pad
     if kernel != (3, 3) or opad != 1 or pad > 2 or any(s != 2 for s in y.stride):
