@@ -28,15 +28,7 @@ from cnnforge.ir import (
 from cnnforge.sim import simulate
 from cnnforge.sim.exact import float32_is_exact
 from test_sim_ops import int_array, with_shapes
-from test_sim_reference import run_reference
-
-
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+from test_sim_reference import one_thread, run_reference  # noqa: F401 (autouse fixture)
 
 
 def conv(name, inputs, cin, cout, k=3, pad=1, bits=8, shift=0, act=Activation.NONE, **kw):

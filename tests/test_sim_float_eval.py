@@ -24,14 +24,7 @@ from cnnforge.ir import (
     PoolKind,
 )
 from cnnforge.sim.float_eval import run_float
-
-
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+from test_sim_reference import one_thread  # noqa: F401 (autouse fixture)
 
 
 def close(a: torch.Tensor, b: torch.Tensor) -> None:

@@ -13,7 +13,6 @@ from __future__ import annotations
 import dataclasses
 
 import numpy as np
-import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -32,18 +31,9 @@ from cnnforge.ir import (
     Quantized,
 )
 from cnnforge.sim import simulate
-from test_sim_reference import run_reference
+from test_sim_reference import one_thread, run_reference  # noqa: F401 (autouse fixture)
 
 BITS = (8, 4, 2, 1, BINARY_BITS)
-
-
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Tiny convolutions: thread hand-offs on a busy 2-core host cost 100x the work."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 def int_array(draw, shape, lo: int, hi: int) -> np.ndarray:

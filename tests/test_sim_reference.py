@@ -13,10 +13,20 @@ import math
 from fractions import Fraction
 
 import numpy as np
+import pytest
 import torch
 import torch.nn.functional as F
 
 from cnnforge.ir import BINARY_BITS, INPUT, Activation, EltwiseOp, Layer, Network, Op, PoolKind
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    """Tiny convolutions: thread hand-offs on a busy 2-core host cost 100x the work."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
 
 
 def _finish_one(acc: int, s: int, act: Activation) -> int:
