@@ -351,3 +351,23 @@ def test_network_for_cli_sources(ai8x_data):
     ]:
         with pytest.raises(InputError, match=message):
             network_for_cli(*args)
+
+
+def test_in_sequences_by_name_and_input(tmp_path):
+    import torch
+
+    state = {"a.op.weight": torch.ones(4, 4, 1, 1), "b.op.weight": torch.ones(2, 8, 3, 3)}
+    torch.save({"state_dict": state, "arch": "x", "epoch": 1}, tmp_path / "n.pth.tar")
+    (tmp_path / "n.yaml").write_text(
+        "arch: X\ndataset: d\nlayers:\n"
+        "  - {name: a, processors: 0xf, output_processors: 0xf0, kernel_size: 1x1, pad: 0,"
+        " out_offset: 0, output: true}\n"
+        "  - {name: b, processors: 0xff, in_sequences: [input, a], out_offset: 0x100}\n"
+    )
+    model = read_ai8x(tmp_path / "n.yaml", tmp_path / "n.pth.tar", (4, 5, 5))
+    a, b = model.network.layers
+    assert b.inputs == (INPUT, "a") and b.in_channels == 8 and b.out_shape == (2, 5, 5)
+    assert model.network.outputs == ("a", "b") and model.plan.placements[1].out_processors == 0x3
+    assert a.module_path.endswith("n.yaml:4") and b.module_path.endswith("n.yaml:5")
+    assert "layer 1 (b): `out_offset` defaults to 0" not in model.plan.notes
+    assert model.plan.placements[1].in_offset == 0  # default: out_offset of the layer before
