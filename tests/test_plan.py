@@ -9,7 +9,7 @@ import pytest
 
 from cnnforge.errors import PlanError
 from cnnforge.ir import INPUT, EltwiseOp, Network, Op, Quantized
-from cnnforge.plan.groups import is_copy
+from cnnforge.plan.groups import identity_conv, is_copy
 from cnnforge.plan.inplace import IN_PLACE_MARGIN_WORDS, in_place_words
 from cnnforge.plan.latency import START_CYCLES, LatencyInputs, layer_cycles, layer_inputs
 from cnnforge.plan.liveness import live_intervals
@@ -267,3 +267,42 @@ def test_in_place_is_optional_and_noted():
         plan_network(net, "MAX78000", in_place=False)
     _, strict = plan_network(small_unet(), "MAX78000", in_place=False)
     assert not any("overlap" in n for n in strict.notes)
+
+
+def _with_weights(net: Network, seed: int = 0) -> Network:
+    rng = np.random.default_rng(seed)
+    layers = []
+    for x in net.layers:
+        if not x.has_weights:
+            layers.append(x)
+            continue
+        k = x.kernel_size
+        shape = (x.out_channels, x.in_channels, *k)
+        if x.op is Op.CONVTRANSPOSE2D:
+            shape = (x.in_channels, x.out_channels, *k)
+        w = (0.1 * rng.normal(size=shape)).astype(np.float32)
+        b = (0.1 * rng.normal(size=x.out_channels)).astype(np.float32)
+        layers.append(dataclasses.replace(x, weight=w, bias=b))
+    return net.with_layers(layers)
+
+
+def test_copies_do_not_change_what_the_network_computes():
+    """Passthrough and identity-conv copies are exact: simulate before and after planning."""
+    import torch
+
+    from cnnforge.quant.ptq import quantize_network
+    from cnnforge.sim import simulate
+
+    layers = (conv("a", INPUT, 3, 8, 8), conv("c", ("a", INPUT), 11, 8, 8))
+    cases = (small_unet(), Network("incat", (3, 8, 8), layers))
+    for net in cases:
+        q = quantize_network(_with_weights(net), 8)
+        out, _ = plan_network(q, "MAX78000")
+        copies = [x for x in out.layers if is_copy(x)]
+        assert copies
+        fake = out.with_layers(identity_conv(x, True) if is_copy(x) else x for x in out.layers)
+        x = torch.randint(-128, 128, (2, *net.input_shape))
+        want = simulate(q, x).outputs
+        for planned in (out, fake):  # passthrough copies, then the vendor's "fakept" form
+            got = simulate(planned, x).outputs
+            assert all(torch.equal(want[k], got[k]) for k in want)

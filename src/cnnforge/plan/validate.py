@@ -59,7 +59,7 @@ def validate_plan(
     issues.extend(_kernel_issues(network, plan, res))
     issues.extend(_bias_issues(network, plan, res))
     if not issues or all(x.rule in ("kernel-memory", "bias-memory") for x in issues):
-        issues.extend(simulate_words(network, plan, res, allow_overlap))
+        issues.extend(simulate_words(network, plan, res, allow_overlap or plan.allow_overlap))
     return tuple(issues)
 
 
