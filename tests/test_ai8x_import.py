@@ -371,3 +371,19 @@ def test_in_sequences_by_name_and_input(tmp_path):
     assert a.module_path.endswith("n.yaml:4") and b.module_path.endswith("n.yaml:5")
     assert "layer 1 (b): `out_offset` defaults to 0" not in model.plan.notes
     assert model.plan.placements[1].in_offset == 0  # default: out_offset of the layer before
+
+
+def test_python_tags_and_non_mappings_are_refused(tmp_path, ai8x_data):
+    _, ckpt = pair(ai8x_data, "mnist")
+    cases = {
+        "arch: !!python/object/apply:os.system ['true']\ndataset: d\nlayers: []\n": "c.yaml:1",
+        "- just\n- a list\n": "must be a mapping",
+        "": "must be a mapping",
+        "arch: x\ndataset: d\nlayers: []\n": "`layers` must be a non-empty list",
+        "arch: x\nlayers: [{processors: 1}]\n": "missing required key(s): `dataset`",
+    }
+    for text, message in cases.items():
+        (tmp_path / "c.yaml").write_text(text)
+        with pytest.raises(ConfigError) as info:
+            load_ai8x(tmp_path / "c.yaml", ckpt, (1, 28, 28))
+        assert message in str(info.value)
