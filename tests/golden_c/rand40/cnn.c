@@ -11,7 +11,7 @@
 #include "cnn_kernels.h"
 #include "weights.h"
 
-#define ACC_WORDS 2
+#define ACC_WORDS 1
 #define WBUF_BYTES 12
 #define INPUT_OFFSET 0
 
@@ -56,6 +56,8 @@ static const cnnk_layer_t layers[CNN_NUM_LAYERS] = {
         .pool_sw = 3,
         .pool_dh = 1,
         .pool_dw = 1,
+        .prep_pad_h = 0,
+        .prep_pad_w = 0,
         .pc = 1,
         .ph = 3,
         .pw = 2,
@@ -103,6 +105,8 @@ static const cnnk_layer_t layers[CNN_NUM_LAYERS] = {
         .pool_sw = 1,
         .pool_dh = 1,
         .pool_dw = 1,
+        .prep_pad_h = 0,
+        .prep_pad_w = 0,
         .pc = 1,
         .ph = 3,
         .pw = 2,
@@ -150,6 +154,8 @@ static const cnnk_layer_t layers[CNN_NUM_LAYERS] = {
         .pool_sw = 1,
         .pool_dh = 1,
         .pool_dw = 1,
+        .prep_pad_h = 0,
+        .prep_pad_w = 0,
         .pc = 2,
         .ph = 3,
         .pw = 2,
@@ -197,6 +203,8 @@ static const cnnk_layer_t layers[CNN_NUM_LAYERS] = {
         .pool_sw = 1,
         .pool_dh = 1,
         .pool_dw = 1,
+        .prep_pad_h = 0,
+        .prep_pad_w = 0,
         .pc = 3,
         .ph = 2,
         .pw = 1,
@@ -244,6 +252,8 @@ static const cnnk_layer_t layers[CNN_NUM_LAYERS] = {
         .pool_sw = 1,
         .pool_dh = 1,
         .pool_dw = 1,
+        .prep_pad_h = 0,
+        .prep_pad_w = 0,
         .pc = 6,
         .ph = 2,
         .pw = 1,

@@ -11,14 +11,14 @@
 #include "cnn_kernels.h"
 #include "weights.h"
 
-#define ACC_WORDS 42
+#define ACC_WORDS 1
 #define WBUF_BYTES 36
 #define INPUT_OFFSET 0
 
 /* Arena buffers (byte offset, bytes, live from step .. to step):
  *   0          54         -1..1  input
  *   56         54         0..1  l0
- *   240        6          1..1  l1 (prep)
+ *   240        42         1..1  l1 (prep)
  *   112        126        1..2  l1
  *   0          36         2..2  l2 (prep)
  *   36         1          2..3  l2
@@ -54,6 +54,8 @@ static const cnnk_layer_t layers[CNN_NUM_LAYERS] = {
         .pool_sw = 1,
         .pool_dh = 1,
         .pool_dw = 1,
+        .prep_pad_h = 0,
+        .prep_pad_w = 0,
         .pc = 1,
         .ph = 9,
         .pw = 6,
@@ -101,6 +103,8 @@ static const cnnk_layer_t layers[CNN_NUM_LAYERS] = {
         .pool_sw = 3,
         .pool_dh = 1,
         .pool_dw = 1,
+        .prep_pad_h = 2,
+        .prep_pad_w = 2,
         .pc = 1,
         .ph = 3,
         .pw = 2,
@@ -148,6 +152,8 @@ static const cnnk_layer_t layers[CNN_NUM_LAYERS] = {
         .pool_sw = 2,
         .pool_dh = 1,
         .pool_dw = 1,
+        .prep_pad_h = 0,
+        .prep_pad_w = 0,
         .pc = 3,
         .ph = 4,
         .pw = 3,

@@ -20,7 +20,7 @@
 typedef int8_t cnn_output_t;
 
 #define CNN_NUM_LAYERS 3
-#define CNN_ARENA_BYTES 248
+#define CNN_ARENA_BYTES 284
 #define CNN_MACS 162UL
 
 int cnn_init(void);

@@ -217,7 +217,7 @@ def _macs(cl: CLayer) -> int:
 
 def _context(network: Network, t: _Tables, api: str) -> dict[str, object]:
     wide_out = any(network.layer(n).wide for n in network.outputs if n != INPUT)
-    plane = [cl.oh * cl.ow for cl in t.clayers if cl.kind in (0, 1) and not cl.acc64]
+    plane = [cl.oh * cl.ow for cl in t.clayers if cl.kind == KIND["convt"] and not cl.acc64]
     packed = [cl.row_len for cl in t.clayers if cl.kind != KIND["copy"] and cl.wbits != 8]
     layers = [
         {"comment": _layer_comment(cl, layer), "fields": _layer_fields(cl, layer, t, i)}

@@ -67,6 +67,8 @@ class CLayer:
     pool_dh: int
     pool_dw: int
     needs_prep: int
+    prep_pad_h: int  # zero rows/columns prep puts around each plane (conv padding)
+    prep_pad_w: int
     pc: int
     ph: int
     pw: int
@@ -95,7 +97,8 @@ class CLayer:
 
     @property
     def prep_bytes(self) -> int:
-        return self.pc * self.ph * self.pw if self.needs_prep else 0
+        hp, wp = self.ph + 2 * self.prep_pad_h, self.pw + 2 * self.prep_pad_w
+        return self.pc * hp * wp if self.needs_prep else 0
 
 
 def chw(shape: tuple[int, ...]) -> tuple[int, int, int]:
@@ -288,8 +291,10 @@ def describe_layer(
             f"{f['pc']}x{f['ph']}x{f['pw']} and the layer geometry",
         )
     f.update(_weight_fields(layer, kind, f, force64))
-    needs_prep = layer.pool is not None or len(layer.inputs) > 1
-    # Wide element-wise-only layers keep the unsaturated fold (R4.4): computed in the copy itself.
+    # Conv reads a zero-padded copy of its input (no bounds checks in the kernel).
+    pads = (f["pad_h"], f["pad_w"]) if kind == KIND["conv"] else (0, 0)
+    needs_prep = layer.pool is not None or len(layer.inputs) > 1 or pads != (0, 0)
+    # A copy computes its values itself (a wide element-wise fold stays unsaturated, R4.4).
     if kind == KIND["copy"]:
         needs_prep = False
     return CLayer(
@@ -304,6 +309,8 @@ def describe_layer(
         pool_first=int(layer.pool_first),
         avg_round=int(network.avg_pool_rounding and not one_d),  # R3.7: 1-D always truncates
         needs_prep=int(needs_prep),
+        prep_pad_h=pads[0],
+        prep_pad_w=pads[1],
         act=ACT[layer.activation],
         wide=int(layer.wide),
         **f,

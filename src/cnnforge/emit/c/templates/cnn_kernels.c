@@ -135,17 +135,23 @@ static int32_t prep_value(const cnnk_ctx_t *ctx, const cnnk_layer_t *L, int32_t 
     return fold(L, v, L->n_in, saturate);
 }
 
-/* The int8 CHW tensor the main operation reads: prepared in the arena, or the operand itself. */
+/* The int8 CHW tensor the main operation reads: the operand itself, or prepared in the arena
+ * with prep_pad_h/prep_pad_w rows/columns of zeros around each plane (conv padding, R2.5,
+ * §8.14: padding reads 0), so that the conv kernel needs no bounds checks. */
 static const int8_t *prepare(const cnnk_ctx_t *ctx, const cnnk_layer_t *L)
 {
+    const int32_t hp = L->ph + 2 * L->prep_pad_h, wp = L->pw + 2 * L->prep_pad_w;
     int32_t c, y, x;
     int8_t *dst = A8(ctx, L->prep_off);
     if (!L->needs_prep)
         return A8(ctx, L->in_off[0]);
     for (c = 0; c < L->pc; ++c)
-        for (y = 0; y < L->ph; ++y)
-            for (x = 0; x < L->pw; ++x)
-                *dst++ = (int8_t)prep_value(ctx, L, c, y, x, 1);
+        for (y = 0; y < hp; ++y)
+            for (x = 0; x < wp; ++x) {
+                const int32_t yy = y - L->prep_pad_h, xx = x - L->prep_pad_w;
+                const int inside = yy >= 0 && yy < L->ph && xx >= 0 && xx < L->pw;
+                *dst++ = (int8_t)(inside ? prep_value(ctx, L, c, yy, xx, 1) : 0);
+            }
     return A8(ctx, L->prep_off);
 }
 
@@ -196,9 +202,68 @@ static int32_t bias_acc(const cnnk_layer_t *L, int32_t oc)
     return L->bias ? (int32_t)L->bias[oc] * 128 : 0; /* b << 7 (R1.5) */
 }
 
-/* ---- fast int32 plane kernels (conv, transposed conv) -------------------------------------- */
+/* ---- fast int32 kernels ----------------------------------------------------------------- */
 
-/* Indices o in [0, n) with 0 <= o * s + base < size, as [*lo, *hi): hoisted padding bounds. */
+#define BLOCK 16
+
+/* Store n outputs of one row from register-blocked accumulators (R2.3 / R2.4). */
+static void store_row(const cnnk_ctx_t *ctx, const cnnk_layer_t *L, size_t at, const int32_t *a,
+                      int32_t n)
+{
+    int32_t j;
+    for (j = 0; j < n; ++j)
+        store(ctx, L, at + (size_t)j, a[j]);
+}
+
+/* Convolution over the zero-padded input (hp x wp per plane, no bounds checks): BLOCK outputs
+ * of a row accumulate in int32 registers over every input channel and tap, then are finished.
+ * Unit stride full blocks have a constant trip count the compiler vectorizes at -O2. */
+static void run_conv(const cnnk_ctx_t *ctx, const cnnk_layer_t *L, const int8_t *in)
+{
+    const int32_t icg = L->pc / L->groups, ocg = L->oc / L->groups, taps = L->kh * L->kw;
+    const int32_t wp = L->pw + 2 * L->prep_pad_w;
+    const size_t inplane = (size_t)(L->ph + 2 * L->prep_pad_h) * wp;
+    int32_t oc, oy, x, n, ic, ky, kx, j;
+    for (oc = 0; oc < L->oc; ++oc) {
+        const int8_t *w = weight_row(ctx, L, oc);
+        const int8_t *group = in + (size_t)(oc / ocg) * icg * inplane;
+        const int32_t b = bias_acc(L, oc);
+        for (oy = 0; oy < L->oh; ++oy)
+            for (x = 0; x < L->ow; x += BLOCK) {
+                int32_t a[BLOCK];
+                n = L->ow - x < BLOCK ? L->ow - x : BLOCK;
+                for (j = 0; j < BLOCK; ++j)
+                    a[j] = b;
+                for (ic = 0; ic < icg; ++ic) {
+                    const int8_t *p = group + ic * inplane + (size_t)oy * L->sh * wp +
+                                      (size_t)x * L->sw;
+                    const int8_t *wr = w + ic * taps;
+                    for (ky = 0; ky < L->kh; ++ky)
+                        for (kx = 0; kx < L->kw; ++kx) {
+                            const int32_t wv = wr[ky * L->kw + kx];
+                            const int8_t *s = p + (size_t)ky * L->dh * wp + (size_t)kx * L->dw;
+                            if (wv == 0)
+                                continue;
+                            if (L->sw == 1 && n == BLOCK)
+                                for (j = 0; j < BLOCK; ++j)
+                                    a[j] += wv * s[j];
+                            else if (L->sw == 1 && n == 8) /* small planes of U-Net depths */
+                                for (j = 0; j < 8; ++j)
+                                    a[j] += wv * s[j];
+                            else if (L->sw == 1 && n == 4)
+                                for (j = 0; j < 4; ++j)
+                                    a[j] += wv * s[j];
+                            else
+                                for (j = 0; j < n; ++j)
+                                    a[j] += wv * s[(size_t)j * L->sw];
+                        }
+                }
+                store_row(ctx, L, ((size_t)oc * L->oh + oy) * L->ow + x, a, n);
+            }
+    }
+}
+
+/* Indices o in [0, n) with 0 <= o * s + base < size, as [*lo, *hi): hoisted bounds. */
 static void span(int32_t base, int32_t s, int32_t size, int32_t n, int32_t *lo, int32_t *hi)
 {
     int32_t a = base >= 0 ? 0 : (-base + s - 1) / s;
@@ -207,35 +272,6 @@ static void span(int32_t base, int32_t s, int32_t size, int32_t n, int32_t *lo, 
     *hi = b < n ? b : n;
     if (*hi < *lo)
         *hi = *lo;
-}
-
-/* dst[i] += w * src[i * s]; unit stride in blocks of 16 the compiler vectorizes at -O2. */
-static void axpy(int32_t *restrict dst, const int8_t *restrict src, int32_t w, int32_t n,
-                 int32_t s)
-{
-    int32_t i = 0, j;
-    if (s == 1)
-        for (; i + 16 <= n; i += 16)
-            for (j = 0; j < 16; ++j)
-                dst[i + j] += w * src[i + j];
-    for (; i < n; ++i)
-        dst[i] += w * src[(size_t)i * s];
-}
-
-/* Convolution tap (ky, kx) of one input plane into the accumulator plane (R2.5, R2.6). */
-static void conv_tap(const cnnk_ctx_t *ctx, const cnnk_layer_t *L, const int8_t *plane,
-                     int32_t ky, int32_t kx, int32_t w)
-{
-    const int32_t by = ky * L->dh - L->pad_h, bx = kx * L->dw - L->pad_w;
-    int32_t y0, y1, x0, x1, oy;
-    span(by, L->sh, L->ph, L->oh, &y0, &y1);
-    span(bx, L->sw, L->pw, L->ow, &x0, &x1);
-    if (x0 >= x1)
-        return;
-    for (oy = y0; oy < y1; ++oy)
-        axpy(ctx->acc + (size_t)oy * L->ow + x0,
-             plane + (size_t)(oy * L->sh + by) * L->pw + (size_t)x0 * L->sw + bx, w, x1 - x0,
-             L->sw);
 }
 
 /* Transposed-convolution tap: input (iy, ix) adds to output (iy*s + ky*d - p, ...), which is
@@ -257,20 +293,9 @@ static void convt_tap(const cnnk_ctx_t *ctx, const cnnk_layer_t *L, const int8_t
     }
 }
 
-static void store_plane(const cnnk_ctx_t *ctx, const cnnk_layer_t *L, int32_t oc)
-{
-    const size_t plane = (size_t)L->oh * L->ow, base = (size_t)oc * plane;
-    size_t i;
-    if (L->wide)
-        for (i = 0; i < plane; ++i)
-            A32(ctx, L->out_off)[base + i] = ctx->acc[i];
-    else
-        for (i = 0; i < plane; ++i)
-            A8(ctx, L->out_off)[base + i] = finish8(ctx->acc[i], L->shift_k, L->act);
-}
-
-/* One output channel at a time: bias into the plane, every non-zero tap accumulated. */
-static void run_plane(const cnnk_ctx_t *ctx, const cnnk_layer_t *L, const int8_t *in)
+/* Transposed conv, one output channel at a time: bias into the accumulator plane, every
+ * non-zero tap scattered into it, then the plane finished. */
+static void run_convt(const cnnk_ctx_t *ctx, const cnnk_layer_t *L, const int8_t *in)
 {
     const int32_t icg = L->pc / L->groups, ocg = L->oc / L->groups, taps = L->kh * L->kw;
     const size_t plane = (size_t)L->oh * L->ow, inplane = (size_t)L->ph * L->pw;
@@ -283,16 +308,11 @@ static void run_plane(const cnnk_ctx_t *ctx, const cnnk_layer_t *L, const int8_t
         for (i = 0; i < plane; ++i)
             ctx->acc[i] = b;
         for (ic = 0; ic < icg; ++ic)
-            for (t = 0; t < taps; ++t) {
-                const int32_t wv = w[ic * taps + t];
-                if (wv == 0)
-                    continue;
-                if (L->kind == CNNK_CONV)
-                    conv_tap(ctx, L, group + ic * inplane, t / L->kw, t % L->kw, wv);
-                else
-                    convt_tap(ctx, L, group + ic * inplane, t / L->kw, t % L->kw, wv);
-            }
-        store_plane(ctx, L, oc);
+            for (t = 0; t < taps; ++t)
+                if (w[ic * taps + t] != 0)
+                    convt_tap(ctx, L, group + ic * inplane, t / L->kw, t % L->kw,
+                              w[ic * taps + t]);
+        store_row(ctx, L, (size_t)oc * plane, ctx->acc, (int32_t)plane);
     }
 }
 
@@ -327,21 +347,23 @@ static int tap_source(int32_t kind, int32_t o, int32_t k, int32_t s, int32_t d, 
     return t >= 0 && t < n;
 }
 
+/* One output by gather over the (possibly zero-padded, see prepare) input of hp x wp. */
 static int64_t direct_one(const cnnk_layer_t *L, const int8_t *group, const int8_t *w,
                           int32_t oy, int32_t ox)
 {
     const int32_t icg = L->pc / L->groups, taps = L->kh * L->kw;
+    const int32_t hp = L->ph + 2 * L->prep_pad_h, wp = L->pw + 2 * L->prep_pad_w;
     int32_t ic, ky, kx, iy, ix;
     int64_t acc = 0;
     for (ky = 0; ky < L->kh; ++ky) {
-        if (!tap_source(L->kind, oy, ky, L->sh, L->dh, L->pad_h, L->ph, &iy))
+        if (!tap_source(L->kind, oy, ky, L->sh, L->dh, L->pad_h - L->prep_pad_h, hp, &iy))
             continue;
         for (kx = 0; kx < L->kw; ++kx) {
-            if (!tap_source(L->kind, ox, kx, L->sw, L->dw, L->pad_w, L->pw, &ix))
+            if (!tap_source(L->kind, ox, kx, L->sw, L->dw, L->pad_w - L->prep_pad_w, wp, &ix))
                 continue;
             for (ic = 0; ic < icg; ++ic)
                 acc += (int32_t)w[ic * taps + ky * L->kw + kx] *
-                       group[((size_t)ic * L->ph + iy) * L->pw + ix];
+                       group[((size_t)ic * hp + iy) * wp + ix];
         }
     }
     return acc;
@@ -355,7 +377,8 @@ static void run_direct(const cnnk_ctx_t *ctx, const cnnk_layer_t *L, const int8_
     size_t i = 0;
     for (oc = 0; oc < L->oc; ++oc) {
         const int8_t *w = weight_row(ctx, L, oc);
-        const int8_t *group = in + (size_t)(oc / ocg) * icg * L->ph * L->pw;
+        const size_t inplane = (size_t)(L->ph + 2 * L->prep_pad_h) * (L->pw + 2 * L->prep_pad_w);
+        const int8_t *group = in + (size_t)(oc / ocg) * icg * inplane;
         for (oy = 0; oy < L->oh; ++oy)
             for (ox = 0; ox < L->ow; ++ox, ++i)
                 store(ctx, L, i, bias_acc(L, oc) + direct_one(L, group, w, oy, ox));
@@ -374,6 +397,8 @@ void cnnk_run_layer(const cnnk_ctx_t *ctx, const cnnk_layer_t *L)
         run_linear(ctx, L, in);
     else if (L->acc64)
         run_direct(ctx, L, in);
+    else if (L->kind == CNNK_CONV)
+        run_conv(ctx, L, in);
     else
-        run_plane(ctx, L, in);
+        run_convt(ctx, L, in);
 }

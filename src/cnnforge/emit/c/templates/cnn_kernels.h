@@ -27,7 +27,7 @@ typedef struct {
     int32_t in_h, in_w;
     int32_t eltwise, pool, pool_first, avg_round;
     int32_t pool_kh, pool_kw, pool_sh, pool_sw, pool_dh, pool_dw;
-    int32_t needs_prep, prep_off, pc, ph, pw;
+    int32_t needs_prep, prep_off, prep_pad_h, prep_pad_w, pc, ph, pw;
     int32_t oc, oh, ow, out_off;
     int32_t kh, kw, sh, sw, pad_h, pad_w, dh, dw, groups;
     int32_t row_len, shift_k, act, wide, acc64, wbits;
