@@ -239,3 +239,68 @@ def test_simulate_refuses_what_the_device_lacks(tmp_path: Path, capsys) -> None:
     assert not y.exists()
     code, _, err = run([*base, "--device", "MAX78002"], capsys)
     assert code == 0, err
+
+
+QAT_MODEL = """
+import torch
+from torch import nn
+import cnnforge.nn as qnn
+
+
+class Qat(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.c1 = qnn.Conv2d(3, 4, activation="relu", batchnorm=True)
+        self.c2 = qnn.Conv2d(4, 4, pool="max", activation="relu", weight_bits=4)
+        self.up = qnn.ConvTranspose2d(4, 4, activation="relu")
+        self.add = qnn.Add()
+        self.head = qnn.Conv2d(8, 2, 1, padding=0, wide=True)
+
+    def forward(self, x):
+        a = self.c1(x)
+        b = self.add(self.up(self.c2(a)), a)
+        return self.head(torch.cat([a, b], 1))
+"""
+
+
+def test_qat_checkpoint_keeps_its_integers(tmp_path: Path, capsys) -> None:
+    """QAT import: MODEL + a state_dict saved in the quantized stage -> the module's integers."""
+    import importlib.util
+
+    import cnnforge.nn as qnn
+
+    (tmp_path / "qat.py").write_text(QAT_MODEL)
+    spec = importlib.util.spec_from_file_location("qat_model_b2", tmp_path / "qat.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    torch.manual_seed(3)
+    model = module.Qat()
+    model.train()
+    model(torch.randn(4, 3, 8, 8) * 0.5)  # BN statistics
+    qnn.enable_qat(model, qnn.QATPolicy(weight_bits=8))
+    qnn.set_quantized_eval(model)
+    torch.save(model.state_dict(), tmp_path / "qat.pth")
+    q = tmp_path / "q.pth"
+    argv = [
+        "quantize",
+        f"{tmp_path / 'qat.py'}:Qat",
+        "-i",
+        "3,8,8",
+        "-o",
+        str(q),
+        "--checkpoint",
+        str(tmp_path / "qat.pth"),
+    ]
+    code, _, err = run(argv, capsys)
+    assert code == 0, err
+    x = np.random.default_rng(2).integers(-128, 128, (2, 3, 8, 8))
+    xin, y = _input(tmp_path, x), tmp_path / "y.npy"
+    code, _, err = run(
+        ["simulate", "--network", str(q), "--input", str(xin), "--output", str(y)], capsys
+    )
+    assert code == 0, err
+    head = model.head.quantized_params()
+    factor = 128 * 2.0 ** -(head.output_shift + 1 - head.weight_bits)  # wide (nn/layers.py)
+    expected = model(torch.from_numpy(x).float() / 128).double() * factor
+    np.testing.assert_array_equal(np.load(y), expected.numpy().astype(np.int64))
+    assert load_quantized(q).layer("c2").quant.weight_bits == 4
