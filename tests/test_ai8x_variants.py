@@ -167,3 +167,23 @@ def test_pooled_eltwise_roundtrip(tmp_path, pool_first):
     again = _roundtrip(tmp_path, b.network("pe")[0], "MAX78000")
     assert [layer.pool_first for layer in again.network.layers[1:]] == [pool_first] * 2
     assert ("pool_first: false" in (tmp_path / "v.yaml").read_text()) is not pool_first
+
+
+def test_avg_pool_rounding_flag(tmp_path):
+    """The global rounding flag is a vendor command-line flag: a YAML comment out, an option in."""
+    from dataclasses import replace
+
+    from test_ai8x_random import Builder, passthrough
+
+    b = Builder((4, 8, 8), RNG)
+    b.add(passthrough(b, "p", ("input",), pool=Pooling(PoolKind.AVG, (2, 2), (2, 2))))
+    network = replace(b.network("r")[0], avg_pool_rounding=True)
+    write_yaml(network, _plan(network, "MAX78000"), tmp_path / "r.yaml")
+    write_checkpoint(network, tmp_path / "r.pth.tar")
+    assert "--avg-pool-rounding" in (tmp_path / "r.yaml").read_text()
+    again = read_ai8x(
+        tmp_path / "r.yaml", tmp_path / "r.pth.tar", (4, 8, 8), avg_pool_rounding=True
+    )
+    assert again.network.avg_pool_rounding
+    x = torch.from_numpy(RNG.integers(-128, 128, size=(4, 8, 8)))
+    assert torch.equal(simulate(network, x).outputs["p"], simulate(again.network, x).outputs["p"])

@@ -63,6 +63,7 @@ def yaml_text(
         f"# {network.name}: network description for ai8x-synthesis, written by cnnforge "
         f"{__version__} for {plan.device}",
         "# Weights, bias and output shifts are in the matching checkpoint.",
+        *_flag_comments(network),
         "",
         _dump(head).rstrip("\n"),
         "",
@@ -75,6 +76,13 @@ def yaml_text(
         body = _dump(entry).rstrip("\n").splitlines()
         lines.extend(("  - " if k == 0 else "    ") + line for k, line in enumerate(body))
     return "\n".join(lines) + "\n"
+
+
+def _flag_comments(network: Network) -> list[str]:
+    """Vendor command-line flags the network's semantics need (the YAML cannot carry them)."""
+    if not network.avg_pool_rounding:
+        return []
+    return ["# Run ai8x-synthesis with --avg-pool-rounding (arithmetic.md R3.6)."]
 
 
 def write_yaml(

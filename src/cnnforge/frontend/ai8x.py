@@ -55,10 +55,13 @@ def read_ai8x(
     *,
     device: str | Device = "MAX78000",
     overlap_data: bool = False,
+    avg_pool_rounding: bool = False,
 ) -> Ai8xModel:
     """Import a vendor YAML + ``-q`` checkpoint (input shape: given, else the sample input).
 
-    ``overlap_data`` marks the plan as relying on the vendor's ``--overlap-data``.
+    The other two vendor command-line flags that matter are options: ``overlap_data`` marks the
+    plan as relying on ``--overlap-data``; ``avg_pool_rounding`` (``--avg-pool-rounding``,
+    arithmetic.md R3.6) sets the network's global average-pool rounding.
     """
     cfg = read_yaml_config(yaml_path)
     ckpt = read_checkpoint(checkpoint_path)
@@ -77,7 +80,7 @@ def read_ai8x(
         shapes[layer.name] = layer.out_shape
         layers.append(layer)
     outputs = tuple(names[y.index] for y in cfg.layers if y.output or y is cfg.layers[-1])
-    network = Network(name=cfg.arch, input_shape=shape, layers=tuple(layers), outputs=outputs)
+    network = Network(cfg.arch, shape, tuple(layers), outputs, avg_pool_rounding)
     plan = _plan(cfg, network, dev.name, overlap_data)
     modules = tuple(
         (names[y.index], ck.module) for y, ck in zip(cfg.layers, pairs, strict=True) if ck
