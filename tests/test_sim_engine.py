@@ -289,6 +289,17 @@ def test_bad_input(x, match) -> None:
         (_layer_net(inputs=("nope",)), {}, "reads 'nope'"),
         (_layer_net(out_shape=(2, 3, 3)), {}, r"computes shape \(2, 4, 4\)"),
         (_layer_net(groups=2), {"device": MAX78000}, "groups=2 is not supported"),
+        (_layer_net(dilation=(2, 2)), {"device": MAX78002}, "conv2d dilation 2 .at most 1"),
+        (
+            _layer_net(pool=Pooling(PoolKind.MAX, (2, 2), (1, 1), (2, 2))),
+            {"device": MAX78000},
+            "pool dilation 2 .at most 1 on MAX78000",
+        ),
+        (
+            _layer_net(pool=Pooling(PoolKind.AVG, (2, 2), (1, 1), (2, 2))),
+            {},
+            "average pooling with dilation 2",
+        ),
         (_layer_net(quant=dict(weights=np.zeros((2, 3, 3, 3)))), {}, "cannot compute this layer"),
         (NET, {"engine": "gpu"}, "unknown engine"),
     ],

@@ -24,6 +24,8 @@ from cnnforge.ir import (
     Activation,
     Layer,
     Network,
+    Op,
+    PoolKind,
 )
 
 WEIGHT_WIDTHS = (8, 4, 2, 1, BINARY_BITS)  # what the arithmetic knows (R1.2)
@@ -89,6 +91,7 @@ def check_layer(layer: Layer, device: Device | None = None) -> None:
     if device is not None and not device.supports_op(layer.op):
         raise _fail(layer, f"{device.name} has no {layer.op.value} operation")
     _check_eltwise(layer, device)
+    _check_dilation(layer, device)
     if layer.activation not in HARDWARE_ACTIVATIONS:
         raise _fail(
             layer,
@@ -99,6 +102,23 @@ def check_layer(layer: Layer, device: Device | None = None) -> None:
         raise _fail(layer, "a 32-bit (wide) output cannot have an activation (R2.4)")
     if layer.has_weights:
         _check_quantized(layer, device)
+
+
+def _check_dilation(layer: Layer, device: Device | None) -> None:
+    """Average pooling has no dilation (R3.2: max only); a device limits both (devices.md §1)."""
+    pool_dil = max(layer.pool.dilation_or_ones()) if layer.pool is not None else 1
+    if pool_dil > 1 and layer.pool.kind is PoolKind.AVG:
+        raise _fail(layer, f"average pooling with dilation {pool_dil}", "dilate max pooling only")
+    if device is None:
+        return
+    if pool_dil > device.pool_dilation_max:
+        raise _fail(layer, f"pool dilation {pool_dil} (at most {device.pool_dilation_max} on "
+                    f"{device.name})")  # fmt: skip
+    conv_dil = max(layer.dilation or (1,))
+    limit = device.conv1d_dilation_max if layer.op is Op.CONV1D else device.conv2d_dilation_max
+    if layer.has_weights and conv_dil > limit:
+        raise _fail(layer, f"{layer.op.value} dilation {conv_dil} (at most {limit} on "
+                    f"{device.name})")  # fmt: skip
 
 
 def _check_eltwise(layer: Layer, device: Device | None) -> None:
