@@ -306,3 +306,11 @@ def test_copies_do_not_change_what_the_network_computes():
         for planned in (out, fake):  # passthrough copies, then the vendor's "fakept" form
             got = simulate(planned, x).outputs
             assert all(torch.equal(want[k], got[k]) for k in want)
+
+
+def test_depthwise_bias_in_slices_without_a_group():
+    bias = np.zeros(32, np.float32)
+    dw = dataclasses.replace(conv("d", "a", 32, 32, 8), groups=32, bias=bias)
+    layers = (dataclasses.replace(conv("a", INPUT, 3, 32, 8), bias=bias), dw)
+    _, _, at = _placed(Network("dw", (3, 8, 8), layers), "MAX78002")
+    assert at["d"].bias_quadrant is None and at["a"].bias_quadrant is not None

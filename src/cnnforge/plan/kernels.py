@@ -177,19 +177,39 @@ def assign_bias(
             -bias_length(x, masks[x.name][1]),
         )
     )
-    fill = dict.fromkeys(quadrants, 0)
+    fill = dict.fromkeys(range(QUADRANTS), 0)
+    for layer in [x for x in todo if x.groups > 1]:  # depthwise: a slice per quadrant (§4)
+        for q, n in depthwise_bias_slices(layer, masks[layer.name][1]).items():
+            fill[q] += n
+            if fill[q] > res.bias_entries:
+                raise _bias_error(layer, q, n, fill[q] - n, res)
     out: dict[str, tuple[int, int]] = {}
-    for layer in todo:
+    for layer in [x for x in todo if x.groups == 1]:
         n = bias_length(layer, masks[layer.name][1])
         q = min(quadrants, key=lambda k: (fill[k], k))
         if fill[q] + n > res.bias_entries:
-            raise PlanError(
-                f"bias memory exhausted: {n} values do not fit; the least-filled quadrant "
-                f"{q} has {res.bias_entries - fill[q]} of {res.bias_entries} entries left "
-                f"(short by {fill[q] + n - res.bias_entries})",
-                where=f"layer {layer.name} ({layer.module_path or layer.name})",
-                hint="use processors in more quadrants, fewer output channels, or MAX78002",
-            )
+            raise _bias_error(layer, q, n, fill[q], res)
         out[layer.name] = (q, fill[q])
         fill[q] += n
     return out
+
+
+def depthwise_bias_slices(layer: Layer, out_mask: int) -> dict[int, int]:
+    """Bias entries a depthwise layer keeps in each quadrant it writes (devices.md §4)."""
+    e_out = passes(layer.out_shape[0])
+    slices = {}
+    for q in range(QUADRANTS):
+        bits = (out_mask >> (PER_QUADRANT * q) & 0xFFFF).bit_count()
+        if bits:
+            slices[q] = bits * e_out
+    return slices
+
+
+def _bias_error(layer: Layer, q: int, n: int, filled: int, res: Resources) -> PlanError:
+    return PlanError(
+        f"bias memory exhausted: {n} values do not fit; quadrant {q} has "
+        f"{res.bias_entries - filled} of {res.bias_entries} entries left "
+        f"(short by {filled + n - res.bias_entries})",
+        where=f"layer {layer.name} ({layer.module_path or layer.name})",
+        hint="use processors in more quadrants, fewer output channels, or MAX78002",
+    )

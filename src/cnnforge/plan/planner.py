@@ -142,12 +142,24 @@ def _in_place_notes(
 
 def _require_hardware(network: Network) -> None:
     for layer in network.layers:
+        if layer.op is Op.CONV1D and _emulated_dilation(layer):
+            raise PlanError(
+                "dilated Conv1d emulated on 2-D hardware ((k-1)*d >= 9) is not planned yet "
+                "(its output needs extra room before out_offset, devices.md §6)",
+                where=f"layer {layer.name} ({layer.module_path or layer.name})",
+                hint="use a dilation with (kernel - 1) * dilation < 9",
+            )
         if not layer.is_hardware:
             raise PlanError(
                 f"model-level {layer.label()} layer left in the network",
                 where=f"layer {layer.name} ({layer.module_path or layer.name})",
                 hint="lower the network to hardware layers first (passes.lower)",
             )
+
+
+def _emulated_dilation(layer: Layer) -> bool:
+    d = layer.dilation[0] if layer.dilation else 1
+    return d > 1 and (layer.kernel_size[0] - 1) * d >= 9
 
 
 def _group_of(name: str, groups) -> Any:

@@ -24,6 +24,7 @@ from cnnforge.plan.kernels import (
     COLUMN_ALIGN,
     QUADRANTS,
     bias_length,
+    depthwise_bias_slices,
     has_bias,
     kernel_words_placed,
 )
@@ -318,6 +319,14 @@ def _bias_issues(network: Network, plan: Plan, res: Resources) -> list[Issue]:
     fill = [0] * QUADRANTS
     for layer, place in zip(network.layers, plan.placements, strict=True):
         if not (layer.has_weights and has_bias(layer)):
+            continue
+        if layer.groups > 1:  # depthwise: a slice in each quadrant it writes
+            for k, m in depthwise_bias_slices(layer, place.out_processors).items():
+                spans[k].append((fill[k], fill[k] + m, layer.name))
+                fill[k] += m
+                if fill[k] > res.bias_entries:
+                    message = f"quadrant {k} bias memory needs {fill[k]} of {res.bias_entries}"
+                    out.append(Issue(layer.name, "bias-memory", message))
             continue
         n = bias_length(layer, place.out_processors)
         q = place.bias_quadrant
