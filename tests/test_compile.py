@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 
 from cnnforge.cli import main
 from cnnforge.errors import InputError
@@ -212,3 +213,64 @@ def test_python_api(tiny, tmp_path) -> None:
             )
         )
     assert not (tmp_path / "bad").exists()
+
+
+def test_qat_and_quantized_checkpoints(tmp_path, capsys) -> None:
+    """A QAT state_dict of cnnforge.nn modules keeps its integers (no --ptq); a cnnforge
+    quantized checkpoint is compiled as it is."""
+    from cnnforge.models import build_model
+    from cnnforge.nn.policy import enable_qat, set_quantized_eval
+    from cnnforge.quant.checkpoint import save_quantized
+
+    torch.manual_seed(0)
+    model = build_model("qat-unet")
+    model(torch.rand(2, 3, 32, 32) - 0.5)
+    enable_qat(model)
+    model(torch.rand(2, 3, 32, 32) - 0.5)
+    set_quantized_eval(model)
+    torch.save(model.state_dict(), tmp_path / "qat.pth")
+    sample = tmp_path / "x.npy"
+    np.save(sample, np.random.default_rng(4).integers(-128, 128, (3, 32, 32)).astype(np.int8))
+    argv = [
+        "compile",
+        "qat-unet",
+        "--checkpoint",
+        str(tmp_path / "qat.pth"),
+        "--sample",
+        str(sample),
+        "-o",
+        str(tmp_path / "qat"),
+        "--run",
+        "--no-report",
+    ]
+    code, text, err = run(argv, capsys)
+    assert code == 0 and "PASS" in text, err
+    state = compile_model(
+        CompileOptions(
+            output=tmp_path / "again",
+            model="qat-unet",
+            checkpoint=tmp_path / "qat.pth",
+            sample=sample,
+            report=False,
+        )
+    )
+    save_quantized(state.network, tmp_path / "q.pth")
+    argv = [
+        "compile",
+        "qat-unet",
+        "--checkpoint",
+        str(tmp_path / "q.pth"),
+        "--sample",
+        str(sample),
+        "-o",
+        str(tmp_path / "q"),
+        "--run",
+        "--no-report",
+    ]
+    code, text, err = run(argv, capsys)
+    assert code == 0 and "PASS" in text, err
+    summary = json.loads((tmp_path / "q" / "summary.json").read_text())
+    assert (
+        summary["checksum"]
+        == json.loads((tmp_path / "qat" / "summary.json").read_text())["checksum"]
+    )
