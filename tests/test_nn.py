@@ -169,3 +169,15 @@ def test_bad_policy_files(tmp_path: Path, text: str, match: str) -> None:
 def test_missing_policy_file(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="cannot read"):
         qnn.load_policy(tmp_path / "none.yaml")
+
+
+def test_resume_keeps_stage_bits_and_quantile() -> None:
+    model = nn.Sequential(qnn.Conv2d(2, 2), qnn.Conv2d(2, 2))
+    qnn.enable_qat(model, qnn.QATPolicy(weight_bits=2, overrides={"1": 4}, shift_quantile=0.9))
+    fresh = nn.Sequential(qnn.Conv2d(2, 2), qnn.Conv2d(2, 2))
+    fresh.load_state_dict(model.state_dict())
+    assert [m.weight_bits for m in fresh] == [2, 4]
+    assert fresh[0].shift_quantile == pytest.approx(0.9)
+    assert fresh[1].current_stage is Stage.QAT
+    old = {k: v for k, v in model.state_dict().items() if ".qat_" not in k}
+    fresh.load_state_dict(old)  # checkpoints from before the width buffers still load

@@ -59,10 +59,35 @@ class QATModule(nn.Module):
 
     def __init__(self, weight_bits: int | None = None) -> None:
         super().__init__()
-        self.weight_bits = weight_bits  # None: the policy's default (nn.policy)
-        self.shift_quantile = 1.0
         self.avg_pool_rounding = False  # must match Network.avg_pool_rounding (R3.6)
+        # Buffers, so that a resumed checkpoint continues in the same stage and widths.
         self.register_buffer("stage", torch.tensor(int(Stage.FLOAT)))
+        self.register_buffer("qat_weight_bits", torch.tensor(weight_bits or 0))  # 0: unset
+        self.register_buffer("qat_shift_quantile", torch.tensor(1.0, dtype=torch.float64))
+
+    @property
+    def weight_bits(self) -> int | None:
+        """Weight width (None: not chosen yet, the policy's default applies)."""
+        return int(self.qat_weight_bits) or None
+
+    @weight_bits.setter
+    def weight_bits(self, bits: int | None) -> None:
+        self.qat_weight_bits.fill_(bits or 0)
+
+    @property
+    def shift_quantile(self) -> float:
+        """Quantile of |params| that sets the output shift (R6.3 step 2)."""
+        return float(self.qat_shift_quantile)
+
+    @shift_quantile.setter
+    def shift_quantile(self, value: float) -> None:
+        self.qat_shift_quantile.fill_(value)
+
+    def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs) -> None:
+        """Checkpoints written before the width buffers existed still load (defaults kept)."""
+        for name in ("qat_weight_bits", "qat_shift_quantile"):
+            state_dict.setdefault(prefix + name, getattr(self, name).clone())
+        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
 
     @property
     def current_stage(self) -> Stage:
