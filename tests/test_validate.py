@@ -55,6 +55,9 @@ def test_vendor_unet_strict_check_proves_its_in_place_layers(ai8x_data):
     """Strictly, camvid's overlaps are all in-place layers whose trailing distance is proven."""
     net, plan = _vendor(ai8x_data, "unet")
     assert validate_plan(net, plan, "MAX78000") == ()
+    unproven = validate_plan(net, plan, "MAX78000", in_place=False)  # the vendor's own check
+    assert _rules(unproven) == {"overwrite"}
+    assert sorted(int(x.layer[5:]) for x in unproven) == [0, 1, 2, 14, 15, 16, 17, 18]
     # prep0 trails its input by 0x100 bytes; move it up to 4 bytes below: no longer provable.
     closer = _edit(plan, "layer0", out_offset=plan.placements[0].in_offset - 4)
     closer = _edit(closer, "layer1", in_offset=plan.placements[0].in_offset - 4)

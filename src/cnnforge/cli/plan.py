@@ -61,7 +61,10 @@ def plan(
         False, "--allow-overlap", help="Accept what the vendor's --overlap-data accepts."
     ),
     no_in_place: bool = typer.Option(
-        False, "--no-in-place", help="Never let a layer overwrite its own input (proven or not)."
+        False,
+        "--no-in-place",
+        help="Never let a layer overwrite its own input, even where proven safe (planning "
+        "and --validate-only).",
     ),
 ) -> None:
     """Plan processors, data memory, kernels and bias; validate; write YAML + checkpoint + plan."""
@@ -112,7 +115,7 @@ def _vendor(
         yaml_path, ckpt, shape, device=dev.name, overlap_data=allow_overlap
     )
     if validate_only:
-        return deploy.validate_imported(network, vendor_plan, dev, allow_overlap)
+        return deploy.validate_imported(network, vendor_plan, dev, allow_overlap, not no_in_place)
     return deploy.plan_and_validate(network, dev, not no_in_place)
 
 

@@ -74,12 +74,14 @@ def plan_and_validate(network: Network, device: Any, in_place: bool = True) -> P
     return PlanResult(out, plan, plan_metrics(out, plan, device), wall)
 
 
-def validate_imported(network: Network, plan: Plan, device: Any, allow_overlap: bool) -> PlanResult:
+def validate_imported(
+    network: Network, plan: Plan, device: Any, allow_overlap: bool, in_place: bool = True
+) -> PlanResult:
     """Figures and issues of a given (imported) plan, without re-planning."""
     from cnnforge.plan.metrics import with_cycles
 
     start = time.perf_counter()
-    issues = validate_plan(network, plan, device, allow_overlap=allow_overlap)
+    issues = validate_plan(network, plan, device, allow_overlap, in_place)
     plan = with_cycles(network, plan)
     wall = time.perf_counter() - start
     return PlanResult(network, plan, plan_metrics(network, plan, device), wall, issues)

@@ -46,9 +46,13 @@ class Issue:
 
 
 def validate_plan(
-    network: Network, plan: Plan, device: Any, allow_overlap: bool = False
+    network: Network, plan: Plan, device: Any, allow_overlap: bool = False, in_place: bool = True
 ) -> tuple[Issue, ...]:
-    """Every rule ``plan`` breaks on ``device`` (empty when the plan is valid)."""
+    """Every rule ``plan`` breaks on ``device`` (empty when the plan is valid).
+
+    ``in_place=False``: also report layers overwriting their own input where that is proven
+    safe (plan/inplace.py), i.e. the vendor simulator's check without ``--overlap-data``.
+    """
     from cnnforge.plan.wordsim import simulate_words
 
     res = resources_of(device)
@@ -60,7 +64,8 @@ def validate_plan(
     issues.extend(_kernel_issues(network, plan, res))
     issues.extend(_bias_issues(network, plan, res))
     if not issues or all(x.rule in ("kernel-memory", "bias-memory") for x in issues):
-        issues.extend(simulate_words(network, plan, res, allow_overlap or plan.allow_overlap))
+        overlap = allow_overlap or plan.allow_overlap
+        issues.extend(simulate_words(network, plan, res, overlap, in_place))
     return tuple(issues)
 
 

@@ -39,8 +39,13 @@ def _procs(mask: int) -> np.ndarray:
     return np.array([p for p in range(PROCESSORS) if mask >> p & 1], dtype=np.int64)
 
 
-def simulate_words(network: Network, plan: Plan, res: Resources, allow_overlap: bool) -> list:
-    """The issues found by running ``plan`` at word level (see the module docstring)."""
+def simulate_words(
+    network: Network, plan: Plan, res: Resources, allow_overlap: bool, in_place: bool = True
+) -> list:
+    """The issues found by running ``plan`` at word level (see the module docstring).
+
+    ``in_place``: accept a layer overwriting its dying input where plan/inplace.py proves it.
+    """
     from cnnforge.plan.validate import Issue
 
     names = [INPUT, *(x.name for x in network.layers)]
@@ -55,10 +60,11 @@ def simulate_words(network: Network, plan: Plan, res: Resources, allow_overlap: 
         return issues
     chw = plan.data_format == "CHW"
     load = Placement(INPUT, 0, place0.in_processors, 0, place0.in_offset)
-    issues += _write(mem, network, -1, INPUT, load, ids, live, names, allow_overlap, chw)
+    overlap = "own-input" if allow_overlap else ("proven" if in_place else "none")
+    issues += _write(mem, network, -1, INPUT, load, ids, live, names, overlap, chw)
     for i, (layer, place) in enumerate(zip(network.layers, plan.placements, strict=True)):
         issues += _read(mem, network, layer, place, ids, names, chw and i == 0)
-        issues += _write(mem, network, i, layer.name, place, ids, live, names, allow_overlap)
+        issues += _write(mem, network, i, layer.name, place, ids, live, names, overlap)
     return issues
 
 
@@ -75,7 +81,7 @@ def _write_index(
     return [offset // 4 + (pix * out_passes + e) * (gap + 1) for e in range(out_passes)]
 
 
-def _write(mem, network, index, name, place, ids, live, names, allow_overlap, chw=False) -> list:
+def _write(mem, network, index, name, place, ids, live, names, overlap, chw=False) -> list:
     from cnnforge.plan.validate import Issue
 
     geo = tensor_geometry(network, name)
@@ -100,10 +106,10 @@ def _write(mem, network, index, name, place, ids, live, names, allow_overlap, ch
     where = name if name != INPUT else (network.layers[0].name)
     if top >= mem.words:
         return [Issue(where, "output-bounds", f"writes word {top:#x} past the instance end")]
-    proven = _proven_in_place(network, index, place)
-    issues = _overwrites(
-        mem, network, index, name, words, ids, live, names, allow_overlap or proven
+    allowed = overlap == "own-input" or (
+        overlap == "proven" and _proven_in_place(network, index, place)
     )
+    issues = _overwrites(mem, network, index, name, words, ids, live, names, allowed)
     tid = ids[name]
     for p, c, w in words:
         base = p - p % PER_INSTANCE
