@@ -304,3 +304,19 @@ def test_qat_checkpoint_keeps_its_integers(tmp_path: Path, capsys) -> None:
     expected = model(torch.from_numpy(x).float() / 128).double() * factor
     np.testing.assert_array_equal(np.load(y), expected.numpy().astype(np.int64))
     assert load_quantized(q).layer("c2").quant.weight_bits == 4
+
+
+def test_quantize_with_calibration(tiny: str, tmp_path: Path, capsys) -> None:
+    calib = _input(tmp_path, np.random.default_rng(4).integers(-128, 128, (4, 3, 8, 8)), "c.npy")
+    out = tmp_path / "q.pth"
+    argv = ["quantize", tiny, "-i", "3,8,8", "-o", str(out), "--calibration", str(calib)]
+    code, _, err = run(argv, capsys)
+    assert code == 0, err
+    doc = torch.load(out, weights_only=True)
+    assert set(doc["output_scales"]) == set(load_quantized(out).outputs)
+    bad = _input(tmp_path, np.zeros((4, 3, 8, 8), np.float64), "bad.npy")
+    code, _, err = run(
+        ["quantize", tiny, "-i", "3,8,8", "-o", str(tmp_path / "r.pth"), "--calibration", str(bad)],
+        capsys,
+    )
+    assert code == 2 and "--calibration" in err

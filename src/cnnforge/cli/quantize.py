@@ -75,7 +75,7 @@ def quantize(
     bits = parse_bits_option(weight_bits)
     if output.exists() and not overwrite:
         raise InputError(f"{output} already exists", hint="pass --overwrite or choose another -o")
-    network = quantize_model(
+    network, scales = quantize_model(
         model,
         parse_shape(input_shape),
         parse_model_args(model_arg),
@@ -85,8 +85,11 @@ def quantize(
         clip=clip,
         calibration=read_calibration(calibration),
     )
-    save_quantized(network, output)
+    save_quantized(network, output, output_scales=scales)
     console.print(summary_table(network))
+    for name, e in scales.items():
+        if e:
+            console.print(f"output {name}: value v means v * 2^{e} / 128", highlight=False)
     console.print(f"wrote [bold]{output}[/bold]", highlight=False)
 
 

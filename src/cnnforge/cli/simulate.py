@@ -80,7 +80,7 @@ def resolve_network(
     from cnnforge.devices import get_device
     from cnnforge.quant.pipeline import quantize_model
 
-    return quantize_model(
+    network, _ = quantize_model(
         model,
         input_shape,
         model_args,
@@ -89,6 +89,7 @@ def resolve_network(
         weight_bits=weight_bits,
         clip=clip,
     )
+    return network
 
 
 def batch_input(data: np.ndarray, network: Network, path: Path) -> tuple[np.ndarray, bool]:

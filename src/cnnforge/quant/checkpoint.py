@@ -5,7 +5,8 @@ Layout (docs/checkpoint-format.md)::
     {"format": "cnnforge-quantized/1", "generator": "cnnforge <version>",
      "network": "<Network JSON>",          # the whole network, the source of truth
      "layers": {name: {"weight": int tensor, "bias": int tensor (optional),
-                       "weight_bits": int, "output_shift": int}}}   # for inspection, checked
+                       "weight_bits": int, "output_shift": int}},  # for inspection, checked
+     "output_scales": {output name: e}}     # calibrated PTQ: output v means v * 2^e / 128
 
 Only strings, ints, dicts and tensors: nothing to allow-list.
 """
@@ -28,8 +29,17 @@ from cnnforge.outputs import atomic_output_file
 FORMAT = "cnnforge-quantized/1"
 
 
-def save_quantized(network: Network, path: Path | str, *, overwrite: bool = True) -> None:
-    """Write ``network`` (quantized, hardware) atomically to ``path``."""
+def save_quantized(
+    network: Network,
+    path: Path | str,
+    *,
+    overwrite: bool = True,
+    output_scales: dict[str, int] | None = None,
+) -> None:
+    """Write ``network`` (quantized, hardware) atomically to ``path``.
+
+    ``output_scales``: ``{output: e}`` from calibrated PTQ (output ``v`` means ``v * 2^e / 128``).
+    """
     if not network.is_quantized:
         missing = [x.name for x in network.layers if x.has_weights and x.quant is None]
         raise InputError(f"layers {missing[:4]} are not quantized", hint="run quantize first")
@@ -50,6 +60,7 @@ def save_quantized(network: Network, path: Path | str, *, overwrite: bool = True
         "generator": f"cnnforge {__version__}",
         "network": network.to_json(indent=None),
         "layers": layers,
+        "output_scales": {str(k): int(v) for k, v in (output_scales or {}).items()},
     }
     with atomic_output_file(Path(path), overwrite=overwrite) as tmp:
         torch.save(doc, tmp)

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from cnnforge.ir import Network
-from cnnforge.quant.ptq import quantize_network
+from cnnforge.quant.ptq import quantize_with_scales
 
 if TYPE_CHECKING:
     from cnnforge.devices import Device
@@ -29,8 +29,8 @@ def quantize_model(
     weight_bits: int | Mapping[str, int] = 8,
     clip: str = "max",
     calibration: np.ndarray | None = None,
-) -> Network:
-    """Load ``spec`` (frontend), lower it to hardware layers and quantize it."""
+) -> tuple[Network, dict[str, int]]:
+    """Load ``spec`` (frontend), lower it and quantize it; also ``{output: e}`` (ptq.py)."""
     from cnnforge.frontend import load_network
 
     network = load_network(spec, input_shape, dict(model_args or {}), checkpoint)
@@ -46,9 +46,9 @@ def quantize_lowered(
     weight_bits: int | Mapping[str, int] = 8,
     clip: str = "max",
     calibration: np.ndarray | None = None,
-) -> Network:
-    """Lower a model-level ``network`` (passes.lower) and quantize the result."""
+) -> tuple[Network, dict[str, int]]:
+    """Lower a model-level ``network`` (passes.lower), quantize it; also ``{output: e}``."""
     from cnnforge.passes.lower import lower_to_hardware
 
     lowered = lower_to_hardware(network, device).network
-    return quantize_network(lowered, weight_bits, clip, calibration=calibration, device=device)
+    return quantize_with_scales(lowered, weight_bits, clip, calibration=calibration, device=device)
