@@ -117,6 +117,17 @@ def test_reduced_precision_float32_falls_back_exactly() -> None:
     assert float32_is_exact()
 
 
+def test_nnpack_instead_of_onednn_falls_back_exactly() -> None:
+    """Without oneDNN, PyTorch sends float32 batches >= 16 to NNPACK (Winograd: inexact)."""
+    layer = _weights_extreme(conv("c", [INPUT], 99, 8), 7)
+    net = Network("n", (99, 12, 12), (layer,))
+    x = extreme((16, 99, 12, 12), 8)
+    want = simulate(net, x, engine="int64").outputs["c"]
+    with torch.backends.mkldnn.flags(enabled=False):
+        assert not float32_is_exact() or not torch.backends.nnpack.is_available()
+        assert torch.equal(simulate(net, x).outputs["c"], want)
+
+
 # ---- random multi-layer networks with skips, concatenations and element-wise layers ---------
 
 

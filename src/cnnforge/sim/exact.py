@@ -80,8 +80,14 @@ def _apply(acc: torch.Tensor, affine: tuple[float, float] | None) -> torch.Tenso
 
 
 def float32_is_exact() -> bool:
-    """False when PyTorch is set to reduced-precision float32 math (TF32/bf16), R2.3 note."""
+    """False when PyTorch's float32 convolutions may be inexact (R2.3 note): reduced-precision
+    math (TF32/bf16), or oneDNN switched off so that batches >= 16 go to NNPACK, whose
+    Winograd/FFT convolutions round (seen: errors of 17 on 3x3 int8 layers)."""
     if torch.get_float32_matmul_precision() != "highest":
+        return False
+    onednn = torch.backends.mkldnn.is_available() and torch.backends.mkldnn.enabled
+    nnpack_on = getattr(torch._C, "_get_nnpack_enabled", lambda: True)()
+    if not onednn and torch.backends.nnpack.is_available() and nnpack_on:
         return False
     for backend in ("conv", "matmul"):
         mode = getattr(getattr(torch.backends.mkldnn, backend, None), "fp32_precision", "none")
