@@ -160,16 +160,19 @@ def test_shipped_unets_planned_roundtrip(tmp_path, model, device, bits):
     """Quantize -> plan (cnnforge's planner) -> vendor YAML + checkpoint -> re-import: the same
     network, a plan that still validates, and the same simulated outputs."""
     from cnnforge.devices import get_device
+    from cnnforge.frontend import load_network
     from cnnforge.models import default_input_shape
+    from cnnforge.passes.lower import lower_to_hardware
     from cnnforge.plan.planner import plan_network
     from cnnforge.plan.validate import validate_plan
-    from cnnforge.quant.pipeline import quantize_model
+    from cnnforge.quant.ptq import quantize_network
     from cnnforge.sim import simulate
     from test_ai8x_random import semantic_differences
 
     dev = get_device(device)
     shape = default_input_shape(model)
-    network, plan = plan_network(quantize_model(model, shape, device=dev, weight_bits=bits), dev)
+    lowered = lower_to_hardware(load_network(model, shape), dev).network
+    network, plan = plan_network(quantize_network(lowered, bits, device=dev), dev)
     write_yaml(network, plan, tmp_path / "n.yaml")
     write_checkpoint(network, tmp_path / "n.pth.tar")
     again = read_ai8x(tmp_path / "n.yaml", tmp_path / "n.pth.tar", shape, device=device)
