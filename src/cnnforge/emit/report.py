@@ -7,6 +7,7 @@ the sample (segmentation: the class masks side by side), the C build facts.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from importlib import resources
 from pathlib import Path
@@ -32,6 +33,18 @@ def _popcount(mask: int) -> int:
     return bin(mask).count("1")
 
 
+def mask_runs(mask: int) -> list[tuple[int, int]]:
+    """Runs of consecutive set bits of a processor mask: [(first processor, count), ...]."""
+    runs: list[tuple[int, int]] = []
+    for proc in range(64):
+        if mask >> proc & 1:
+            if runs and runs[-1][0] + runs[-1][1] == proc:
+                runs[-1] = (runs[-1][0], runs[-1][1] + 1)
+            else:
+                runs.append((proc, 1))
+    return runs
+
+
 def analysis_rows(network: Network) -> list[dict[str, Any]]:
     """The analysis table (analysis.analyze_network) as plain rows."""
     from cnnforge.analysis import analyze_network
@@ -53,9 +66,14 @@ def analysis_rows(network: Network) -> list[dict[str, Any]]:
 
 
 def plan_rows(network: Network, plan: Any) -> list[dict[str, Any]]:
-    """One row per placement: masks, offsets, kernels, bias, cycles."""
+    """One row per placement: masks, offsets, kernels, bias, cycles (estimated when the plan,
+    e.g. an imported one, has none: the planner's latency model)."""
+    from cnnforge.plan.planner import placed_cycles
+
     rows = []
     for layer, p in zip(network.layers, plan.placements, strict=True):
+        if p.cycles is None:
+            p = dataclasses.replace(p, cycles=placed_cycles(network, layer, p))
         rows.append(
             {
                 "name": layer.name,
@@ -102,9 +120,8 @@ def kernel_map(network: Network, plan: Any) -> str | None:
     for i, p in enumerate(plan.placements):
         if p.kernel_start is None or not p.kernel_words:
             continue
-        for proc in range(64):
-            if p.in_processors >> proc & 1:
-                rects.append((proc, p.kernel_start, 1.0, p.kernel_words, i))
+        for first, count in mask_runs(p.in_processors):
+            rects.append((first, p.kernel_start, count, p.kernel_words, i))
         top = max(top, p.kernel_start + p.kernel_words)
     if not rects:
         return None
@@ -141,7 +158,16 @@ def _plan_section(state: Any) -> dict[str, Any] | None:
         "utilization": figs.bar_figure(names, util, "% of 64 processors", "input processors"),
         "cycles": figs.bar_figure(names, cycles, "cycles", "cycle estimate per layer"),
         "total_cycles": int(sum(cycles)),
+        "clock_text": _clock_text(state.device, sum(cycles)),
     }
+
+
+def _clock_text(device: Any, cycles: float) -> str:
+    """``= 1.23 ms at 50 MHz`` from the device's CNN clock, or nothing."""
+    hz = getattr(device, "clock_hz", None)
+    if not hz:
+        return ""
+    return f"= {cycles / hz * 1e3:.3f} ms at {hz / 1e6:g} MHz"
 
 
 def report_context(state: Any) -> dict[str, Any]:
