@@ -122,3 +122,21 @@ def test_random_networks_match_simulator(spec, seed, log_scale) -> None:
     out = simulate(network, x).outputs[network.outputs[0]]
     assert torch.equal(expected, expected.round())
     assert torch.equal(expected.to(torch.int64), out)
+
+
+def test_qat_unet_matches_simulator() -> None:
+    """The flagship QAT U-Net (cnnforge.models.qat_unet): trained BN, QAT, quantized eval."""
+    from cnnforge.models.qat_unet import QatUNet
+
+    torch.manual_seed(0)
+    model = QatUNet(channels=(8, 8, 16, 16))
+    model.train()
+    model(torch.randn(4, 3, 16, 16) * 0.5)  # BatchNorm statistics
+    qnn.enable_qat(model, qnn.QATPolicy(weight_bits=8, overrides={"dec1": 4, "enc2": 2}))
+    qnn.set_quantized_eval(model)
+    x = torch.randint(-128, 128, (2, 3, 16, 16), generator=torch.Generator().manual_seed(1))
+    network = lower_to_hardware(trace(model, (3, 16, 16))).network
+    head = network.layer(network.outputs[0]).quant
+    factor = 128.0 * 2.0 ** -(head.output_shift + 1 - head.weight_bits)
+    expected = model(x.float() / 128).double() * factor
+    assert torch.equal(expected.to(torch.int64), simulate(network, x).outputs[network.outputs[0]])
