@@ -35,56 +35,39 @@ EX_A_X = np.array([[[12, -7, 100], [-128, 55, 3], [27, 90, -64]]])
 EX_A_W = np.array([[[[5, -3, 17], [2, 127, -128], [-9, 0, 44]]]])
 
 
-def _conv_a(shift: int, *, wide: bool = False, act=Activation.RELU) -> Network:
-    q = Quantized(8, EX_A_W, np.array([-20]), shift)
+def _one_output_conv(name: str, q: Quantized, in_shape: tuple[int, ...], **kw) -> Network:
+    """A network of one conv2d (no padding) producing a single output value."""
+    k = q.weights.shape[2:]
     layer = Layer(
         "conv",
         Op.CONV2D,
         out_shape=(1, 1, 1),
-        in_channels=1,
+        in_channels=in_shape[0],
         out_channels=1,
-        kernel_size=(3, 3),
+        kernel_size=k,
         stride=(1, 1),
         padding=(0, 0),
         quant=q,
-        wide=wide,
-        activation=Activation.NONE if wide else act,
+        **kw,
     )
-    return Network("example_a", (1, 3, 3), (layer,))
+    return Network(name, in_shape, (layer,))
+
+
+def _conv_a(shift: int, *, wide: bool = False, act=Activation.RELU) -> Network:
+    q = Quantized(8, EX_A_W, np.array([-20]), shift)
+    act = Activation.NONE if wide else act
+    return _one_output_conv("example_a", q, (1, 3, 3), wide=wide, activation=act)
 
 
 def _conv_b(act: Activation) -> Network:
     q = Quantized(4, np.array([-3, 1, -1, 5]).reshape(1, 4, 1, 1), None, 0)
-    layer = Layer(
-        "conv",
-        Op.CONV2D,
-        out_shape=(1, 1, 1),
-        in_channels=4,
-        out_channels=1,
-        kernel_size=(1, 1),
-        stride=(1, 1),
-        padding=(0, 0),
-        quant=q,
-        activation=act,
-    )
-    return Network("example_b", (4, 1, 1), (layer,))
+    return _one_output_conv("example_b", q, (4, 1, 1), activation=act)
 
 
 def _big_shift(x: int) -> Network:
     """s = 15 > 7: the accumulator is shifted left by 8 and saturates (§8.3)."""
     q = Quantized(8, np.array([1]).reshape(1, 1, 1, 1), None, 15)
-    layer = Layer(
-        "conv",
-        Op.CONV2D,
-        out_shape=(1, 1, 1),
-        in_channels=1,
-        out_channels=1,
-        kernel_size=(1, 1),
-        stride=(1, 1),
-        padding=(0, 0),
-        quant=q,
-    )
-    return Network(f"shift15_{x + 1}", (1, 1, 1), (layer,))
+    return _one_output_conv(f"shift15_{x + 1}", q, (1, 1, 1))
 
 
 EXAMPLES = [

@@ -15,8 +15,6 @@ from this one definition.
 
 from __future__ import annotations
 
-import dataclasses
-import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -24,7 +22,6 @@ import numpy as np
 from cnnforge.errors import EmitError
 from cnnforge.ir import (
     BINARY_BITS,
-    INPUT,
     Activation,
     EltwiseOp,
     Layer,
@@ -317,17 +314,4 @@ def describe_layer(
     )
 
 
-def c_fields() -> tuple[dataclasses.Field, ...]:
-    """The fields of ``CLayer`` in declaration order (the C struct members)."""
-    return dataclasses.fields(CLayer)
-
-
-def ceil_div(a: int, b: int) -> int:
-    return -(-a // b)
-
-
-def prod(shape: tuple[int, ...]) -> int:
-    return math.prod(shape)
-
-
-__all__ = ["INPUT", "KIND", "CLayer", "chw", "describe_layer", "weight_rows"]
+__all__ = ["KIND", "CLayer", "chw", "describe_layer", "weight_rows"]
