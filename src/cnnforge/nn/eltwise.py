@@ -61,6 +61,7 @@ class _Eltwise(QATModule):
         self.pool_first = pool_first
 
     def forward(self, *xs: torch.Tensor) -> torch.Tensor:
+        """Combine 2..16 operands of one shape (float/QAT or exact integers, by stage)."""
         if len(xs) < 2:
             raise ValueError(f"{type(self).__name__} needs 2..16 operands, got {len(xs)}")
         stage = self.current_stage
@@ -148,6 +149,7 @@ class Pool(QATModule):
         self.pool = pool
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Pool (float/QAT, or exact integers in the quantized stage)."""
         stage = self.current_stage
         if stage is Stage.QUANTIZED:
             y = pool_int(to_int(x), self.pool, self.avg_pool_rounding)

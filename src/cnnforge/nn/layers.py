@@ -91,6 +91,7 @@ class QATModule(nn.Module):
 
     @property
     def current_stage(self) -> Stage:
+        """The training stage (FLOAT, QAT or QUANTIZED)."""
         return Stage(int(self.stage))
 
     def set_stage(self, stage: Stage) -> None:
@@ -156,6 +157,7 @@ class _WeightLayer(QATModule):
         return fold_bn_arrays(w, b, params, out_axis=out_axis, groups=groups, divisor=BN_DIVISOR)
 
     def bits(self) -> int:
+        """Weight width in use: the chosen one, else 8."""
         return 8 if self.weight_bits is None else self.weight_bits
 
     def quantized_params(self) -> IntParams:
@@ -165,6 +167,7 @@ class _WeightLayer(QATModule):
     # -- forward --------------------------------------------------------------------------------
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Float, QAT or exact quantized evaluation, by stage (module docstring)."""
         stage = self.current_stage
         if stage is Stage.QUANTIZED:
             return self._forward_int(x)
