@@ -122,7 +122,9 @@ def assign_offsets(
         if bases is not None and (best is None or _top(bases, rects) < _top(best, rects)):
             best = bases
     if best is None:
-        raise _exhausted(network, rects, res)
+        unbounded = [_place(order, rects, 1 << 40) for order in (by_size, by_birth)]
+        top = min(_top(b, rects) for b in unbounded if b is not None)
+        raise _exhausted(network, rects, res, top)
     out: dict[str, int] = {}
     for i, unit in enumerate(units):
         step = 4 if unit.group.kind is GroupKind.INTERLEAVED else 0
@@ -180,8 +182,11 @@ def _fits(mine: tuple[Rect, ...], base: int, near: list[tuple[Rect, int]], limit
     return not any(m.conflicts(r, base, b) for m in mine for r, b in near)
 
 
-def _exhausted(network: Network, rects: list[tuple[Rect, ...]], res: Resources) -> PlanError:
-    """Which layer needs the most data memory in one instance, and by how much it is short."""
+def _exhausted(
+    network: Network, rects: list[tuple[Rect, ...]], res: Resources, top: int
+) -> PlanError:
+    """Which layer needs the most data memory in one instance, and by how much it is short
+    (``top``: the highest byte the best arrangement found would need)."""
     steps = range(-1, len(network.layers) + 1)
     worst = (0, 0, 0)
     for t in steps:
@@ -195,11 +200,11 @@ def _exhausted(network: Network, rects: list[tuple[Rect, ...]], res: Resources) 
             worst = max(worst, (need, t, k))
     need, t, k = worst
     layer = network.layers[max(0, min(t, len(network.layers) - 1))]
-    short = max(0, need - res.instance_bytes)
+    short = max(need, top) - res.instance_bytes
     return PlanError(
         f"data memory exhausted on {res.name}: at layer {layer.name} the live tensors need "
-        f"{need} bytes in instance {k} of {res.instance_bytes}"
-        + (f" (short by {short} bytes)" if short else " (no arrangement without overlap found)"),
+        f"{need} bytes in instance {k}; the best arrangement found needs {top} of the "
+        f"{res.instance_bytes} bytes per instance (short by {short} bytes)",
         where=f"layer {layer.name} ({layer.module_path or layer.name})",
         hint="reduce the input size or the channels, fold the input (space-to-depth), "
         "or use a device with more data memory (MAX78002)",
