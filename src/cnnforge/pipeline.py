@@ -85,9 +85,11 @@ class CompileState:
     notes: tuple[str, ...] = ()
 
     def with_(self, **changes: Any) -> CompileState:
+        """A copy with some fields replaced."""
         return dataclasses.replace(self, **changes)
 
     def wrote(self, *names: str) -> CompileState:
+        """A copy that also lists ``names`` (paths relative to the output) as written."""
         return self.with_(files=tuple(sorted({*self.files, *names})))
 
 

@@ -4,7 +4,8 @@ Every tensor the C code keeps (the input copy, each layer's output, each layer's
 is a ``Buffer`` live from the step that writes it to the last step that reads it (network
 outputs stay live to the end). Buffers whose lifetimes overlap never share bytes; the others
 reuse memory. The result is a compile-time constant size and one constant offset per buffer.
-Step -1 is ``cnn_load_input``; step i is layer i.
+Step -1 is ``cnn_load_input``; step i is layer i. The intervals come from the planner's
+``plan.liveness.live_intervals`` (the emitter builds the buffers), the offsets from ``allocate``.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ class Buffer:
     end: int
 
     def overlaps_in_time(self, other: Buffer) -> bool:
+        """Both are live at some step."""
         return self.start <= other.end and other.start <= self.end
 
 

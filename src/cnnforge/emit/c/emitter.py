@@ -299,25 +299,17 @@ def emit_c(
     t = _tables(network, force_acc64)
     ctx = _context(network, t, api)
     verify = answer.size if max_verify is None else max(0, min(max_verify, answer.size))
-    out_dir = Path(out_dir)
-    env = _env()
-    written = []
-    for name in TEMPLATES:
-        (out_dir / name).write_text(env.get_template(name + ".j2").render(ctx), "utf-8")
-        written.append(name)
-    for name in STATIC_FILES:
-        (out_dir / name).write_text(_load_template(name), "utf-8")
-        written.append(name)
-    (out_dir / "weights.h").write_text(_weights_h(network, t.clayers), "utf-8")
     checksum = fnv1a32(answer)
-    (out_dir / "sampledata.h").write_text(_sampledata_h(sample), "utf-8")
-    (out_dir / "sampleoutput.h").write_text(
-        _sampleoutput_h(answer[:verify], verify, checksum, str(ctx["out_ctype"])), "utf-8"
-    )
-    written += ["weights.h", "sampledata.h", "sampleoutput.h"]
-    return EmittedC(
-        tuple(sorted(written)), t.arena.size, int(str(ctx["macs"])), answer.size, verify, checksum
-    )
+    texts = {name: _env().get_template(name + ".j2").render(ctx) for name in TEMPLATES}
+    texts.update({name: _load_template(name) for name in STATIC_FILES})
+    texts["weights.h"] = _weights_h(network, t.clayers)
+    texts["sampledata.h"] = _sampledata_h(sample)
+    ctype = str(ctx["out_ctype"])
+    texts["sampleoutput.h"] = _sampleoutput_h(answer[:verify], verify, checksum, ctype)
+    for name, text in texts.items():
+        (Path(out_dir) / name).write_text(text, "utf-8")
+    macs = int(str(ctx["macs"]))
+    return EmittedC(tuple(sorted(texts)), t.arena.size, macs, answer.size, verify, checksum)
 
 
 def _sampledata_h(sample: np.ndarray) -> str:

@@ -40,6 +40,7 @@ BINARY_CODE = 0  # C code of binary (+1/-1) weights in ``wbits``
 
 #: A layer whose accumulator bound reaches this uses int64 accumulation (arithmetic.md R1.4).
 INT32_SAFE = 1 << 30
+MAX_OPERANDS = 16  # CNNK_MAX_OPERANDS in cnn_kernels.h (R4.1: 2..16 operands)
 
 
 @dataclass(frozen=True)
@@ -90,10 +91,12 @@ class CLayer:
 
     @property
     def out_bytes(self) -> int:
+        """Bytes of the output tensor (int32 values when wide)."""
         return self.oc * self.oh * self.ow * (4 if self.wide else 1)
 
     @property
     def prep_bytes(self) -> int:
+        """Bytes of the prepared (zero-padded) input, 0 when the operand is read directly."""
         hp, wp = self.ph + 2 * self.prep_pad_h, self.pw + 2 * self.prep_pad_w
         return self.pc * hp * wp if self.needs_prep else 0
 
@@ -246,7 +249,10 @@ def _weight_fields(layer: Layer, kind: int, f: dict[str, int], force64: bool) ->
             f"weights of shape {tuple(q.weights.shape)} do not match the layer "
             f"({f['oc']} outputs x {row_len} weights each)",
         )
-    acc64 = force64 or _acc_bound(rows, q.bias) >= INT32_SAFE
+    bound = _acc_bound(rows, q.bias)
+    if layer.wide and bound >= 1 << 31:
+        raise _fail(layer, f"its 32-bit output can reach {bound}, beyond int32")
+    acc64 = force64 or bound >= INT32_SAFE
     wbits = BINARY_CODE if q.weight_bits == BINARY_BITS else q.weight_bits
     if wbits not in (BINARY_CODE, 1, 2, 4, 8):
         raise _fail(layer, f"{q.weight_bits}-bit weights are not supported", "use 1, 2, 4 or 8")
@@ -254,6 +260,14 @@ def _weight_fields(layer: Layer, kind: int, f: dict[str, int], force64: bool) ->
 
 
 def _operands(layer: Layer, network: Network) -> tuple[tuple[int, ...], int, int, bool]:
+    """Channels per operand, common H and W, and whether the data is 1-D; EmitError if the
+    operands cannot be read together (arithmetic.md §4)."""
+    if len(layer.inputs) > MAX_OPERANDS:
+        raise _fail(layer, f"{len(layer.inputs)} operands (the C runtime takes {MAX_OPERANDS})")
+    if layer.eltwise is not None and layer.eltwise not in ELTWISE:
+        raise _fail(layer, f"element-wise {layer.eltwise.value} does not exist in hardware")
+    if layer.activation not in ACT:
+        raise _fail(layer, f"activation {layer.activation.value} does not exist in hardware")
     shapes = [chw(network.shape_of(n)) for n in layer.inputs]
     spatial = {s[1:] for s in shapes}
     if len(spatial) != 1:
@@ -264,20 +278,8 @@ def _operands(layer: Layer, network: Network) -> tuple[tuple[int, ...], int, int
     return tuple(s[0] for s in shapes), h, w, len(network.shape_of(layer.inputs[0])) == 2
 
 
-def describe_layer(
-    network: Network, layer: Layer, buffer_ids: dict[str, int], *, force64: bool = False
-) -> CLayer:
-    """The C runtime's record of one hardware layer; EmitError if it cannot be expressed."""
-    kind = _kind(layer)
-    in_ch, h, w, one_d = _operands(layer, network)
-    if layer.eltwise is not None and layer.eltwise not in ELTWISE:
-        raise _fail(layer, f"element-wise {layer.eltwise.value} does not exist in hardware")
-    if layer.activation not in ACT:
-        raise _fail(layer, f"activation {layer.activation.value} does not exist in hardware")
-    f: dict[str, int] = _pool_fields(layer, h, w, one_d)
-    f["pc"] = in_ch[0] if layer.eltwise is not None else sum(in_ch)
-    f.update(_main_fields(layer, kind, one_d))
-    f["oc"], f["oh"], f["ow"] = chw(layer.out_shape)
+def _check_geometry(layer: Layer, f: dict[str, int], kind: int, one_d: bool) -> None:
+    """EmitError unless out_shape follows from the prepared input and the layer geometry."""
     oph, opw = _pair(layer.output_padding, 0, one_d)
     if (f["oh"], f["ow"]) != expected_out_dims(f, kind, oph, opw) or (
         kind == KIND["copy"] and f["oc"] != f["pc"]
@@ -287,6 +289,19 @@ def describe_layer(
             f"out_shape {layer.out_shape} does not follow from the input "
             f"{f['pc']}x{f['ph']}x{f['pw']} and the layer geometry",
         )
+
+
+def describe_layer(
+    network: Network, layer: Layer, buffer_ids: dict[str, int], *, force64: bool = False
+) -> CLayer:
+    """The C runtime's record of one hardware layer; EmitError if it cannot be expressed."""
+    kind = _kind(layer)
+    in_ch, h, w, one_d = _operands(layer, network)
+    f: dict[str, int] = _pool_fields(layer, h, w, one_d)
+    f["pc"] = in_ch[0] if layer.eltwise is not None else sum(in_ch)
+    f.update(_main_fields(layer, kind, one_d))
+    f["oc"], f["oh"], f["ow"] = chw(layer.out_shape)
+    _check_geometry(layer, f, kind, one_d)
     f.update(_weight_fields(layer, kind, f, force64))
     # Conv reads a zero-padded copy of its input (no bounds checks in the kernel).
     pads = (f["pad_h"], f["pad_w"]) if kind == KIND["conv"] else (0, 0)

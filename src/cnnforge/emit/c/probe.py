@@ -90,6 +90,7 @@ class LayerDiff:
 
     @property
     def equal(self) -> bool:
+        """No value differs beyond the tolerance."""
         return self.differing == 0
 
 
@@ -103,6 +104,7 @@ class DiffResult:
 
     @property
     def first_divergence(self) -> LayerDiff | None:
+        """The first layer (in A's order) with a differing value, or None."""
         return next((d for d in self.layers if not d.equal), None)
 
 
