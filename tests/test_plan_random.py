@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -74,3 +76,31 @@ def test_random_networks_plan_and_validate(network, device):
     assert [p.layer for p in plan.placements] == [x.name for x in out.layers]
     originals = {x.name for x in network.layers}
     assert originals <= {x.name for x in out.layers}
+
+
+@settings(max_examples=40)
+@given(networks(), st.integers(0, 1000), st.booleans())
+def test_validator_rejects_a_moved_tensor(network, pick, move_offset):
+    """Moving any consumed tensor by one word, or by one instance of processors, is caught."""
+    try:
+        out, plan = plan_network(network, "MAX78002")
+    except PlanError:
+        return
+    consumed = [
+        i
+        for i, p in enumerate(plan.placements)
+        if any(p.layer in x.inputs for x in out.layers) and p.out_processors >> 60 == 0
+    ]
+    if not consumed:
+        return
+    i = consumed[pick % len(consumed)]
+    p = plan.placements[i]
+    moved = (
+        dataclasses.replace(p, out_offset=p.out_offset + 4)
+        if move_offset
+        else dataclasses.replace(p, out_processors=p.out_processors << 4)
+    )
+    broken = dataclasses.replace(
+        plan, placements=(*plan.placements[:i], moved, *plan.placements[i + 1 :])
+    )
+    assert validate_plan(out, broken, "MAX78002") != ()
