@@ -258,3 +258,19 @@ def test_activation_after_concat_moves_into_the_parts() -> None:
     assert fused.layer("c1").activation is Activation.ABS is fused.layer("c2").activation
     assert "activation-into-concat" in [r.rule for r in log]
     _same_outputs(net, fused)
+
+
+def test_redundant_activation_is_dropped() -> None:
+    c1 = conv2d("c1", "input", (3, 8, 8), 4)
+    layers = (
+        c1,
+        act("r1", "c1", c1.out_shape),
+        act("r2", "r1", c1.out_shape, Activation.ABS),
+        act("h", "r2", c1.out_shape, Activation.HARDTANH, (-1.0, 1.0)),
+    )
+    net = Network("n", (3, 8, 8), layers)
+    fused, log = fuse_with_log(net)
+    verify(fused)
+    assert [x.name for x in fused] == ["c1"] and fused.outputs == ("c1",)
+    assert [r.rule for r in log].count("drop-activation") == 2
+    _same_outputs(net, fused, clamp=True)

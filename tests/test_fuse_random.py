@@ -20,6 +20,8 @@ class Abs(nn.Module):
         return torch.abs(x)
 
 
+SIZE = 8  # input height and width
+
 ACTS = {"none": nn.Identity, "relu": nn.ReLU, "abs": Abs}
 
 
@@ -36,9 +38,14 @@ class Block(nn.Module):
             self.act = list(ACTS.values())[arg % 3]()
         elif kind == "pool":
             self.pool = nn.MaxPool2d(2) if arg % 2 else nn.AvgPool2d(2)
+            relu = arg % 4 == 1  # conv -> max pool -> ReLU (ReLU moves before the pool)
+            self.conv = nn.Conv2d(c, c, 1) if relu else nn.Identity()
+            self.act = nn.ReLU() if relu else nn.Identity()
         elif kind in ("res", "cat"):
             self.conv = nn.Conv2d(c, c, 3, padding=1)
+            self.conv2 = nn.Conv2d(c, c, 1)
             self.act = nn.ReLU() if arg % 2 else nn.Identity()
+            self.both = arg % 3 == 0
         else:  # "up"
             self.up = nn.ConvTranspose2d(c, c, 2, 2) if arg % 2 else nn.Upsample(scale_factor=2)
 
@@ -46,9 +53,11 @@ class Block(nn.Module):
         if self.kind == "conv":
             return self.act(self.bn(self.conv(x)))
         if self.kind == "pool":
-            return self.pool(x)
+            return self.act(self.pool(self.conv(x)))
         if self.kind == "res":
             return self.act(x + self.conv(x))
+        if self.kind == "cat" and self.both:
+            return self.act(torch.cat((self.conv(x), self.conv2(x)), 1))
         if self.kind == "cat":
             return torch.cat((self.act(self.conv(x)), x), 1)
         return self.up(x)
@@ -57,8 +66,13 @@ class Block(nn.Module):
 class RandomNet(nn.Module):
     def __init__(self, blocks: list[tuple[str, int]], c: int) -> None:
         super().__init__()
-        layers = []
+        layers = [nn.Conv2d(c, c, 3, padding=1)]  # a stem: the input itself cannot be activated
+        size = SIZE
         for kind, arg in blocks:
+            if size < 2 and (kind == "pool" or (kind == "conv" and arg % 6 in (1, 5))):
+                kind = "res"  # no room left to halve the size
+            size = size // 2 if kind == "pool" or (kind == "conv" and arg % 6 in (1, 5)) else size
+            size = size * 2 if kind == "up" else size
             block = Block(kind, c, arg)
             layers.append(block)
             if kind == "conv":
@@ -94,13 +108,15 @@ BLOCKS = st.lists(
 def test_random_models_lower_exactly(blocks, c, seed) -> None:
     torch.manual_seed(seed)
     model = _randomize(RandomNet(blocks, c), seed)
-    net = trace(model, (c, 8, 8))
+    net = trace(model, (c, SIZE, SIZE))
     verify(net)
     for _name, step in LOWERING_STEPS:
         net, _ = step(net, None)
         verify(net)
     assert net.is_hardware, [x.label() for x in net if not x.is_hardware]
-    x = torch.randn(2, c, 8, 8, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
+    x = torch.randn(
+        2, c, SIZE, SIZE, generator=torch.Generator().manual_seed(seed), dtype=torch.float64
+    )
     with torch.no_grad():
         expected = model.double()(x)
     (got,) = run(net, x).values()

@@ -142,6 +142,21 @@ def activation_into_concat(network: Network, layer: Layer) -> tuple[Network, Rew
     )
 
 
+def drop_redundant_activation(network: Network, layer: Layer) -> tuple[Network, Rewrite] | None:
+    """ReLU/Abs after a layer whose output already passed ReLU/Abs (so is >= 0) is the
+    identity; so is an activation that is exact as "none" (e.g. Hardtanh(-1, 1))."""
+    act = hardware_activation(layer) if layer.op is Op.ACTIVATION else None
+    producer = _layer_or_none(network, layer.inputs[0]) if act is not None else None
+    if producer is None or len(layer.inputs) != 1:
+        return None
+    nonneg = producer.is_hardware and producer.activation in (Activation.RELU, Activation.ABS)
+    if act is not Activation.NONE and not nonneg:
+        return None
+    detail = f"{layer.label()} is the identity on the output of {producer.name}: removed"
+    rec = record(layer, "drop-activation", detail)
+    return remove_layer(network, layer.name, producer.name), rec
+
+
 def fuse_activation(network: Network, layer: Layer) -> tuple[Network, Rewrite] | None:
     """ACTIVATION after a conv/linear without activation -> that layer's activation."""
     if layer.op is not Op.ACTIVATION or len(layer.inputs) != 1:
@@ -322,7 +337,7 @@ def _layer_or_none(network: Network, name: str) -> Layer | None:
 #: The fusion steps, in the order they are tried (each runs to a fixpoint before the next).
 FUSION_STEPS = (
     ("ReLU before max pooling", (relu_before_maxpool,)),
-    ("activations", (fuse_activation, activation_into_concat)),
+    ("activations", (fuse_activation, activation_into_concat, drop_redundant_activation)),
     ("flatten", (drop_flat_flatten, fuse_flatten)),
     ("element-wise chains", (merge_eltwise,)),
     ("element-wise + activation", (eltwise_activation,)),
