@@ -181,3 +181,13 @@ def test_resume_keeps_stage_bits_and_quantile() -> None:
     assert fresh[1].current_stage is Stage.QAT
     old = {k: v for k, v in model.state_dict().items() if ".qat_" not in k}
     fresh.load_state_dict(old)  # checkpoints from before the width buffers still load
+
+
+def test_eltwise_operand_checks() -> None:
+    add = qnn.Add()
+    with pytest.raises(ValueError, match=r"2\.\.16"):
+        add(torch.zeros(1, 1, 2, 2))
+    with pytest.raises(ValueError, match="one shape"):
+        add(torch.zeros(1, 1, 2, 2), torch.zeros(1, 2, 2, 2))
+    with pytest.raises(ValueError, match=r"2\.\.16"):
+        add(*[torch.zeros(1, 1, 1, 1)] * 17)

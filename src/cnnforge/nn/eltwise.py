@@ -62,8 +62,9 @@ class _Eltwise(QATModule):
 
     def forward(self, *xs: torch.Tensor) -> torch.Tensor:
         """Combine 2..16 operands of one shape (float/QAT or exact integers, by stage)."""
-        if len(xs) < 2:
-            raise ValueError(f"{type(self).__name__} needs 2..16 operands, got {len(xs)}")
+        if not 2 <= len(xs) <= 16 or any(x.shape != xs[0].shape for x in xs):
+            shapes = [tuple(x.shape) for x in xs]
+            raise ValueError(f"{type(self).__name__} needs 2..16 operands of one shape: {shapes}")
         stage = self.current_stage
         if stage is Stage.QUANTIZED:
             return self._forward_int(xs)
