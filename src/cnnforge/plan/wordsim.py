@@ -64,7 +64,9 @@ def simulate_words(
     issues += _write(mem, network, -1, INPUT, load, ids, live, names, overlap, chw)
     for i, (layer, place) in enumerate(zip(network.layers, plan.placements, strict=True)):
         issues += _read(mem, network, layer, place, ids, names, chw and i == 0)
-        issues += _write(mem, network, i, layer.name, place, ids, live, names, overlap)
+        # The in-place proof assumes HWC input words; a CHW first layer never qualifies.
+        mode = "none" if chw and i == 0 and overlap == "proven" else overlap
+        issues += _write(mem, network, i, layer.name, place, ids, live, names, mode)
     return issues
 
 
