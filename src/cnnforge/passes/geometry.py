@@ -6,8 +6,6 @@ windows dropped); concatenation sums channels, element-wise keeps one operand's.
 
 from __future__ import annotations
 
-import math
-
 from cnnforge.ir import Layer, Network, Op
 
 
@@ -46,7 +44,3 @@ def expected_out_shape(network: Network, layer: Layer) -> tuple[int, ...] | None
     if layer.op in (Op.CONV1D, Op.CONV2D, Op.CONVTRANSPOSE2D):
         return (layer.out_channels, *conv_out_dims(layer, dims))
     return None
-
-
-def flattened_size(shape: tuple[int, ...]) -> int:
-    return math.prod(shape)

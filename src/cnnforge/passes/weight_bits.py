@@ -25,6 +25,8 @@ from cnnforge.plan.kernel_words import (
     aligned_words,
     device_weight_bits,
     kernel_capacity,
+    layer_kernel_need,
+    main_input_shape,
     network_kernel_needs,
     skyline_fits,
 )
@@ -42,10 +44,6 @@ class WeightChoice:
     budget_words: int
     fits: bool
 
-    @property
-    def used_words(self) -> int:
-        return sum(aligned_words(n) for n in self.needs)
-
     def narrowed(self, widest: int = 8) -> dict[str, int]:
         """The layers given fewer than ``widest`` bits."""
         return {name: b for name, b in self.bits.items() if b != widest}
@@ -57,8 +55,6 @@ def _next_width(bits: int, allowed: tuple[int, ...]) -> int | None:
 
 
 def _saving(need: KernelNeed, bits: int, network: Network, device: Device | None) -> int:
-    from cnnforge.plan.kernel_words import layer_kernel_need, main_input_shape
-
     layer = network.layer(need.layer)
     new = layer_kernel_need(layer, device, bits, main_input_shape(network, layer))
     return aligned_words(need) - aligned_words(new) if new is not None else 0
