@@ -145,13 +145,18 @@ def _load_ai8x(state: CompileState) -> CompileState:
     if o.ai8x_yaml is None or o.ai8x_checkpoint is None:
         raise InputError("--ai8x-yaml and --ai8x-checkpoint must be given together")
     read_ai8x = _stage("cnnforge.frontend.ai8x", "read_ai8x")
+    given = read_sample(o.sample) if o.sample is not None else None
+    shape = o.input_shape
+    if shape is None and given is not None:  # the sample decides the input size
+        shape = tuple(given.shape[1:] if given.ndim == 4 else given.shape)
     model = read_ai8x(
-        o.ai8x_yaml, o.ai8x_checkpoint, o.input_shape, device=state.device.name, overlap_data=True
+        o.ai8x_yaml, o.ai8x_checkpoint, shape, device=state.device.name, overlap_data=True
     )
-    sample_file = o.sample
-    if sample_file is None:
-        sample_file = _stage("cnnforge.frontend.ai8x", "sample_path")(o.ai8x_yaml, model.dataset)
-    sample = match_sample(read_sample(sample_file), model.network.input_shape)
+    if given is None:
+        given = read_sample(
+            _stage("cnnforge.frontend.ai8x", "sample_path")(o.ai8x_yaml, model.dataset)
+        )
+    sample = match_sample(given, model.network.input_shape)
     return state.with_(imported=model, network=model.network, plan=model.plan, sample=sample)
 
 
@@ -163,7 +168,11 @@ def step_lower(state: CompileState, workdir: Path) -> CompileState:
         violations = check(state.network, state.device)
         if state.imported is None:
             _raise_violations(violations)
-        return state.with_(violations=violations)
+        notes = tuple(
+            f"vendor network: layer {v.layer}: {v.rule}: {v.actual} (limit {v.limit})"
+            for v in violations
+        )
+        return state.with_(violations=violations, notes=(*state.notes, *notes))
     report = _stage("cnnforge.passes.check", "check_report")(
         state.source, state.device, _bits_option(state.options.weight_bits)
     )
