@@ -101,6 +101,11 @@ def print_report(report: CheckReport) -> None:
         for r in report.rewrites:
             table.add_row(r.layer, r.module_path, r.rule, r.detail)
         console.print(table)
+        counts: dict[str, int] = {}
+        for r in report.rewrites:
+            counts[r.rule] = counts.get(r.rule, 0) + 1
+        summary = ", ".join(f"{n} {rule}" for rule, n in counts.items())
+        console.print(f"rewrites: {summary}", highlight=False)
     _print_widths(report)
     if report.violations:
         table = Table(title="Violations (model order)", title_justify="left")
