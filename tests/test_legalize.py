@@ -10,8 +10,10 @@ import torch.nn.functional as F
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from cnnforge.frontend.torch_fx import trace
 from cnnforge.ir import Layer, Network, Op, Pooling, PoolKind
 from cnnforge.passes.legalize import legalize, legalize_with_log
+from cnnforge.passes.lower import lower_to_hardware
 from cnnforge.passes.verify import verify
 from test_fuse_reference import conv2d, run
 
@@ -213,3 +215,21 @@ def test_large_max_pool_is_split(k, extra, seed) -> None:
     assert [r.rule for r in log] == ["split-maxpool"]
     assert all(max(x.pool.size) <= 16 for x in new if x.pool is not None)
     _assert_same(net, new, _x((2, 2, size, size), seed))
+
+
+def test_conv1d_stride_becomes_subsampling() -> None:
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(
+        torch.nn.Conv1d(3, 4, 5, stride=2, padding=2),
+        torch.nn.ReLU(),
+        torch.nn.MaxPool1d(2),
+        torch.nn.Conv1d(4, 2, 3, stride=3, padding=1),
+    ).eval()
+    lowered = lower_to_hardware(trace(model, (3, 40)))
+    verify(lowered.network)
+    assert [r.rule for r in lowered.rewrites].count("stride-to-pool") == 2
+    assert all(x.stride == (1,) for x in lowered.network if x.op is Op.CONV1D)
+    x = _x((2, 3, 40))
+    (got,) = run(lowered.network, x).values()
+    with torch.no_grad():
+        torch.testing.assert_close(got, model.double()(x), rtol=1e-5, atol=1e-9)
