@@ -6,7 +6,12 @@ import os
 from pathlib import Path
 
 import pytest
+import torch
 from hypothesis import HealthCheck, settings
+
+# Tiny tensors everywhere: one intra-op thread is much faster than two contending ones
+# (and each xdist worker already has its own core).
+torch.set_num_threads(1)
 
 settings.register_profile(
     "cnnforge",
