@@ -33,7 +33,7 @@ def vendor_unet() -> tuple[str, Network]:
     if yaml_path.exists() and ckpt.exists():
         from cnnforge.frontend.ai8x import read_ai8x
 
-        return "vendor U-Net large (trained)", read_ai8x(yaml_path, ckpt).network
+        return "vendor U-Net large (trained)", read_ai8x(yaml_path, ckpt, (48, 88, 88)).network
     return "U-Net large (PTQ)", _ptq("unet-large", (48, 88, 88))
 
 
@@ -45,7 +45,8 @@ def _ptq(name: str, shape: tuple[int, ...]) -> Network:
     from cnnforge.quant.pipeline import quantize_model
 
     calib = np.random.default_rng(0).integers(-128, 128, (4, *shape))
-    return quantize_model(name, shape, calibration=calib)
+    result = quantize_model(name, shape, calibration=calib)
+    return result[0] if isinstance(result, tuple) else result  # (network, output scales)
 
 
 def best_of(fn, repeat: int) -> float:
