@@ -30,7 +30,7 @@ from cnnforge.plan.liveness import layer_in_geometry, live_intervals
 from cnnforge.plan.masks import assign_masks, choose_data_format, instances_of, make_unit
 from cnnforge.plan.memory import assign_offsets, tensor_span
 from cnnforge.plan.model import Placement, Plan
-from cnnforge.plan.resources import PER_QUADRANT, Resources, resources_of
+from cnnforge.plan.resources import PER_QUADRANT, resources_of
 from cnnforge.plan.validate import passthrough_masks_ok
 
 
@@ -72,7 +72,7 @@ def plan_network(network: Network, device: Any, *, in_place: bool = True) -> tup
             layer=layer.name,
             in_processors=in_mask,
             out_processors=out_mask,
-            in_offset=_in_offset(layer, offsets, groups),
+            in_offset=offsets[layer.inputs[0]],  # part 0 of an interleave sits at the base
             out_offset=offsets[layer.name],
             write_gap=gaps[layer.name],
             kernel_start=slot.start if slot else None,
@@ -177,11 +177,6 @@ def _in_mask(layer: Layer, masks: dict[str, int], groups) -> int:
     return mask
 
 
-def _in_offset(layer: Layer, offsets: dict[str, int], groups) -> int:
-    """A layer reads from its first input's offset (interleaved part 0 sits at the base)."""
-    return offsets[layer.inputs[0]]
-
-
 def placed_cycles(network: Network, layer: Layer, place: Placement) -> int:
     """Estimated cycles of a placed layer by the vendor model (devices.md §5)."""
     geo = layer_in_geometry(network, layer)
@@ -204,4 +199,4 @@ def plan_cycles(plan: Plan) -> int:
     return START_CYCLES + sum(p.cycles or 0 for p in plan.placements)
 
 
-__all__ = ["INPUT", "Resources", "placed_cycles", "plan_cycles", "plan_network"]
+__all__ = ["placed_cycles", "plan_cycles", "plan_network"]
