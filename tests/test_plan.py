@@ -229,8 +229,9 @@ def test_identical_weights_share_kernel_columns():
         dataclasses.replace(conv("b", "a", 64, 64, 8), quant=q),
         dataclasses.replace(conv("c", "b", 64, 64, 8), quant=q),
     )
-    _, _, at = _placed(Network("dedupe", (3, 8, 8), layers))
+    _, plan, at = _placed(Network("dedupe", (3, 8, 8), layers))
     assert at["b"].kernel_start == at["c"].kernel_start and at["b"].kernel_words == 64
+    assert any("shares the kernel columns of b" in n for n in plan.notes)
 
 
 def test_conv1d_chain_in_place():

@@ -81,7 +81,11 @@ def plan_network(network: Network, device: Any, *, in_place: bool = True) -> tup
             bias_offset=entry,
         )
         placements.append(dataclasses.replace(place, cycles=placed_cycles(network, layer, place)))
-    notes = (f"input data format {data_format}", *_in_place_notes(network, placements, data_format))
+    notes = (
+        f"input data format {data_format}",
+        *_in_place_notes(network, placements, data_format),
+        *_shared_kernel_notes(placements),
+    )
     return network, Plan(res.name, data_format, tuple(placements), notes=notes)
 
 
@@ -138,6 +142,24 @@ def _in_place_notes(
         f"layers {', '.join(names)} overwrite their own input in place (proven safe, "
         "plan/inplace.py); the vendor tool needs --overlap-data for this plan",
     )
+
+
+def _shared_kernel_notes(placements: list[Placement]) -> tuple[str, ...]:
+    """Layers sharing kernel columns (identical weights): the vendor YAML does not say so."""
+    first: dict[tuple[int, int], str] = {}
+    notes = []
+    for p in placements:
+        if p.kernel_start is None:
+            continue
+        key = (p.kernel_start, p.in_processors)
+        if key in first:
+            notes.append(
+                f"layer {p.layer} shares the kernel columns of {first[key]} (identical "
+                "weights); the vendor tool allocates them twice"
+            )
+        else:
+            first[key] = p.layer
+    return tuple(notes)
 
 
 def _require_hardware(network: Network) -> None:
