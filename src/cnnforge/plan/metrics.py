@@ -37,6 +37,7 @@ class PlanMetrics:
     kernel_max_column: int  # highest column used + 1 on any processor
     bias_entries: tuple[int, ...]  # per quadrant
     bias_capacity: int
+    vendor_latency_model: bool = True  # False: the MAX78000 model used as a relative cost only
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -111,6 +112,7 @@ def plan_metrics(network: Network, plan: Plan, device: Any) -> PlanMetrics:
         kernel_max_column=top,
         bias_entries=tuple(bias),
         bias_capacity=res.bias_entries,
+        vendor_latency_model=res.has_latency_model,
     )
 
 

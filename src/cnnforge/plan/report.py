@@ -111,8 +111,12 @@ def plan_markdown(network: Network, plan: Plan, metrics: PlanMetrics, wall_s: fl
         f"({100 * m.kernel_words / m.kernel_capacity:.1f} %), highest column {m.kernel_max_column}",
         f"- bias memory per quadrant: {', '.join(map(str, m.bias_entries))} of "
         f"{m.bias_capacity} entries",
-        f"- estimated cycles: {m.cycles} ({m.time_us:.1f} us at the default CNN clock; the "
-        "vendor's latency model, devices.md §5)",
+        f"- estimated cycles: {m.cycles} ({m.time_us:.1f} us at the default CNN clock; "
+        + (
+            "the vendor's latency model, devices.md §5)"
+            if m.vendor_latency_model
+            else "the MAX78000 model as a relative cost: the vendor has none for this device)"
+        ),
         "",
         "Pictures: `memory/layerNN_<name>.png` (data memory during each layer), `kernels.png`, "
         "`timeline.png` (processors per layer; data memory x time).",
