@@ -17,6 +17,7 @@ import torch.nn.functional as F
 
 from cnnforge.errors import SimulationError
 from cnnforge.ir import INPUT, Activation, EltwiseOp, Layer, Network, Op, Pooling, PoolKind
+from cnnforge.sim.checks import check_shape
 
 
 def run_float(
@@ -40,18 +41,10 @@ def run_float(
         for layer in network.layers:
             xs = [values[n] for n in layer.inputs]
             y = _hardware(layer, xs) if layer.is_hardware else _model_level(layer, xs)
-            _check_shape(layer, y)
+            check_shape(layer, y)
             values[layer.name] = y
     names = [layer.name for layer in network.layers] if all_layers else list(network.outputs)
     return {n: values[n] if batched else values[n][0] for n in names}
-
-
-def _check_shape(layer: Layer, y: torch.Tensor) -> None:
-    if layer.out_shape and tuple(y.shape[1:]) != tuple(layer.out_shape):
-        raise SimulationError(
-            f"computes shape {tuple(y.shape[1:])} but records out_shape {layer.out_shape}",
-            where=f"layer {layer.name}",
-        )
 
 
 def _param(layer: Layer, value: np.ndarray | None, like: torch.Tensor) -> torch.Tensor | None:
