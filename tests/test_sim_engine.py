@@ -196,6 +196,9 @@ def test_random_networks_equal_reference(case) -> None:
         assert np.array_equal(got.layers[name].numpy(), want), name
     for name in net.outputs:
         assert torch.equal(got.outputs[name], got.layers[name])
+    alone = simulate(net, x[-1])  # unbatched: the batch's last sample on its own
+    for name in net.outputs:
+        assert torch.equal(alone.outputs[name], got.outputs[name][-1])
 
 
 # ---- specific semantics ------------------------------------------------------------------------
