@@ -251,3 +251,17 @@ def test_weights_out_of_range_are_refused(tmp_path: Path) -> None:
     bad = net.with_layers([dataclasses.replace(net.layers[0], quant=q)])
     with pytest.raises(EmitError, match="4-bit weights out of range"):
         emit_c(bad, np.zeros((4, 1, 1), dtype=np.int64), np.array([0]), tmp_path)
+
+
+def test_python_codes_match_the_c_enums() -> None:
+    """model.py's codes and the enums of cnn_kernels.h are one list in the same order."""
+    from importlib import resources
+
+    from cnnforge.emit.c.emitter import C_ENUMS
+    from cnnforge.emit.c.model import ACT, ELTWISE, KIND, POOL
+
+    header = resources.files("cnnforge.emit.c").joinpath("templates", "cnn_kernels.h").read_text()
+    for field, codes in (("kind", KIND), ("eltwise", ELTWISE), ("pool", POOL), ("act", ACT)):
+        names = C_ENUMS[field]
+        assert sorted(codes.values()) == list(range(len(names)))
+        assert "enum { " + ", ".join(names) + " };" in header

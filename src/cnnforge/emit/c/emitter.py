@@ -25,6 +25,14 @@ from cnnforge.ir import INPUT, Layer, Network
 from cnnforge.plan.liveness import live_intervals
 
 STATIC_FILES = ("cnn_kernels.h", "cnn_kernels.c")
+
+#: Symbolic C names (cnn_kernels.h enums) of the coded CLayer fields, for readable tables.
+C_ENUMS = {
+    "kind": ("CNNK_CONV", "CNNK_CONVT", "CNNK_LINEAR", "CNNK_COPY"),
+    "eltwise": ("CNNK_ELT_NONE", "CNNK_ELT_ADD", "CNNK_ELT_SUB", "CNNK_ELT_OR", "CNNK_ELT_XOR"),
+    "pool": ("CNNK_POOL_NONE", "CNNK_POOL_MAX", "CNNK_POOL_AVG"),
+    "act": ("CNNK_ACT_NONE", "CNNK_ACT_RELU", "CNNK_ACT_ABS"),
+}
 TEMPLATES = ("cnn.h", "cnn.c", "main.c", "Makefile")
 
 
@@ -119,7 +127,7 @@ def _layer_fields(cl: CLayer, layer: Layer, t: _Tables, index: int) -> list[tupl
     ]
     for name, value in vars(cl).items():
         if name not in skip:
-            fields.append((name, str(value)))
+            fields.append((name, C_ENUMS[name][value] if name in C_ENUMS else str(value)))
     has_w = cl.kind != KIND["copy"]
     packed = has_w and cl.wbits != 8
     fields.append(("w8", f"cnn_w_{index:03d}" if has_w and not packed else "NULL"))

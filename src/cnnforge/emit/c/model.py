@@ -239,6 +239,10 @@ def _weight_fields(layer: Layer, kind: int, f: dict[str, int], force64: bool) ->
     q = layer.quant
     if q is None:
         raise _fail(layer, "layer is not quantized", "quantize the network before emitting C")
+    if f["pc"] % f["groups"] or f["oc"] % f["groups"]:
+        raise _fail(
+            layer, f"{f['groups']} groups do not divide {f['pc']} inputs and {f['oc']} outputs"
+        )
     rows = weight_rows(layer)
     row_len = (f["pc"] // f["groups"]) * f["kh"] * f["kw"]
     if kind == KIND["linear"]:
