@@ -219,9 +219,9 @@ def merge_eltwise(network: Network, layer: Layer) -> tuple[Network, Rewrite] | N
 
 def eltwise_activation(network: Network, layer: Layer) -> tuple[Network, Rewrite] | None:
     """op(a, b, ...) -> ReLU/Abs: a passthrough cannot activate, so the pair becomes a 1x1
-    conv2d with identity weights carrying the element-wise op in flight and the activation
-    (exact in float; 8-bit weights 64 with output shift 1 make it exact in integers too, as the
-    vendor's "fake passthrough", network-yaml.md §8)."""
+    conv2d with identity weights carrying the element-wise op in flight and the activation.
+    Exact in float; in integers only when quantized as weights 64 with output shift 1 (as the
+    vendor's "fake passthrough", network-yaml.md §8) -- max-based PTQ clips 1.0 to 127/128."""
     if layer.op is not Op.ACTIVATION or len(layer.inputs) != 1:
         return None
     act = hardware_activation(layer)

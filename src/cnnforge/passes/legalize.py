@@ -240,7 +240,8 @@ def linear_1x1_flatten(network: Network, layer: Layer) -> tuple[Network, Rewrite
 
 def upsample_nearest(network: Network, layer: Layer) -> tuple[Network, Rewrite] | None:
     """Nearest 2x upsampling -> ConvTranspose2d k=3 s=2 p=1 output_padding=1 whose kernel is the
-    identity on [1:3, 1:3]: each input pixel lands on its 2x2 block, exactly (x * 1.0)."""
+    identity on [1:3, 1:3]: each input pixel lands on its 2x2 block, exactly (x * 1.0) in float;
+    in integers when quantized as weights 64 with output shift 1 (see fuse.eltwise_activation)."""
     if layer.op is not Op.UPSAMPLE or layer.upsample_mode != "nearest":
         return None
     if tuple(layer.scale_factor) != (2, 2) or len(layer.out_shape) != 3:
