@@ -195,6 +195,8 @@ def output(ctx: Context, layer: Layer) -> Iterator[Violation]:
     if layer.op is Op.PASSTHROUGH and layer.activation is not Activation.NONE:
         hint = "an activation after an element-wise op or a pooling needs a conv to carry it"
         yield ctx.violation(layer, "passthrough-activation", layer.activation.value, "none", hint)
+    if layer.wide and layer.op is Op.PASSTHROUGH:
+        yield ctx.violation(layer, "wide-output", "32-bit passthrough", "8-bit", "")
     if layer.wide and layer.activation is not Activation.NONE:
         yield ctx.violation(layer, "wide-output", "32-bit with activation", "no activation", "")
     if layer.wide and layer.name not in ctx.network.outputs:

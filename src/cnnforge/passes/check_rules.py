@@ -171,8 +171,9 @@ def conv1d_geometry(ctx: Context, layer: Layer) -> Iterator[Violation]:
         )
     yield from _padding(ctx, layer, dev.conv_pads)
     (d,) = layer.dilation or (1,)
-    if d > dev.conv1d_dilation_max:
-        yield ctx.violation(layer, "dilation", d, dev.conv1d_dilation_max, "reduce the dilation")
+    if d > dev.conv1d_dilation_max or (d > 1 and k == 1):
+        limit = f"1..{dev.conv1d_dilation_max}, 1 for kernel 1"
+        yield ctx.violation(layer, "dilation", d, limit, "reduce the dilation")
     if (k - 1) * d >= 9 and (k > 3 or any(layer.padding) or layer.pool or layer.eltwise):
         limit = "kernel <= 3, no pad, no pooling, one operand when (k-1)*dilation >= 9"
         yield ctx.violation(layer, "dilation", f"k={k} d={d}", limit, "use kernel 3, pad 0")
