@@ -36,7 +36,7 @@ def unet_voc():
 
 def test_unet_voc_lowers_to_23_layers_with_the_reported_rewrites(unet_voc) -> None:
     _, net = unet_voc
-    lowered = lower_to_hardware(net)
+    lowered = lower_to_hardware(net, verify_steps=True)
     hw = lowered.network
     verify(hw)
     assert hw.is_hardware and len(hw) == 23  # unet-walkthrough.md §1 "hardware layers"

@@ -16,6 +16,7 @@ from cnnforge.ir import Network, Op
 from cnnforge.passes.fuse import fuse_with_log
 from cnnforge.passes.legalize import legalize_with_log
 from cnnforge.passes.rewrites import Rewrite
+from cnnforge.passes.verify import verify
 
 if TYPE_CHECKING:
     from cnnforge.devices import Device
@@ -73,10 +74,19 @@ LOWERING_STEPS: tuple[tuple[str, Step], ...] = (
 )
 
 
-def lower_to_hardware(network: Network, device: Device | None = None) -> Lowered:
-    """Run ``LOWERING_STEPS``; the result may still break device limits (see passes.check)."""
+def lower_to_hardware(
+    network: Network, device: Device | None = None, *, verify_steps: bool = False
+) -> Lowered:
+    """Run ``LOWERING_STEPS``; the result may still break device limits (see passes.check).
+
+    ``verify_steps`` checks the IR invariants (passes.verify) before and after every step.
+    """
     log: list[Rewrite] = []
+    if verify_steps:
+        verify(network, device)
     for _name, step in LOWERING_STEPS:
         network, records = step(network, device)
         log.extend(records)
+        if verify_steps:
+            verify(network, device)
     return Lowered(network, tuple(log))
