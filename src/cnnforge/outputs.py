@@ -16,6 +16,13 @@ from pathlib import Path
 from cnnforge.errors import EmitError
 
 
+def _default_mode(base: int) -> int:
+    """``base`` less the process umask: the mode a plain mkdir/open would have given."""
+    mask = os.umask(0)
+    os.umask(mask)
+    return base & ~mask
+
+
 @contextlib.contextmanager
 def atomic_output_dir(path: Path, overwrite: bool = False) -> Iterator[Path]:
     """Yield a temporary directory that becomes ``path`` only if the block succeeds."""
@@ -31,6 +38,7 @@ def atomic_output_dir(path: Path, overwrite: bool = False) -> Iterator[Path]:
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+    os.chmod(tmp, _default_mode(0o777))  # mkdtemp makes 0700; the result is an ordinary dir
     if path.exists():
         shutil.rmtree(path)
     os.replace(tmp, path)
@@ -51,4 +59,6 @@ def atomic_output_file(path: Path, overwrite: bool = True) -> Iterator[Path]:
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
+    if tmp.exists():
+        os.chmod(tmp, _default_mode(0o666))  # mkstemp makes 0600
     os.replace(tmp, path)
