@@ -233,6 +233,10 @@ def test_unet_voc_fits_max78002_after_the_rewrites(unet_voc) -> None:
     # unet-walkthrough.md §1.3: 59,928 3x3 kernels (one word each at 8 bits) + 168 1x1
     # kernels (8 -> 21, packed 9 per word: 3 words on each of 8 processors)
     assert report.kernel_words == 59_928 + 3 * 8
+    kernels = {9: 0, 1: 0}
+    for need in report.kernel_needs:
+        kernels[need.ksize] += need.kernels * need.processors
+    assert kernels == {9: 59_928, 1: 168}
 
 
 def test_unet_voc_on_max78000_fails_only_on_kernel_memory(unet_voc) -> None:
