@@ -15,7 +15,8 @@ The accelerator runs ``pool -> element-wise -> main op -> activation`` as ONE la
   (R3.1); an element-wise op followed by a conv2d is fused "in flight" (R4.1), with
   ``pool_first=False`` when the conv already pools (R4.3, at most 2 operands);
 - ReLU after max pooling moves before it (ReLU is monotone); an activation after a
-  concatenation moves into the concatenated convs;
+  concatenation moves into the concatenated convs; ReLU/Abs on an output that is already
+  non-negative is dropped;
 - an element-wise op followed by ReLU/Abs becomes an identity 1x1 conv carrying both (a
   passthrough layer cannot activate);
 - a concatenation becomes the multiple inputs of its consumer;
