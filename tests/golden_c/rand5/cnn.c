@@ -2,7 +2,7 @@
  *
  * The layer table below drives the shared kernels of cnn_kernels.c. All working memory is
  * static: one arena of CNN_ARENA_BYTES bytes whose layout (liveness over the layer order) was
- * computed at generation time, the accumulator plane and the weight-unpack row.
+ * computed at generation time, the accumulator plane and the weight rows.
  */
 #include <stddef.h>
 #include <stdint.h>
@@ -13,6 +13,7 @@
 
 #define ACC_WORDS 1
 #define WBUF_BYTES 36
+#define WZERO_BYTES 1
 #define INPUT_OFFSET 0
 
 /* Arena buffers (byte offset, bytes, live from step .. to step):
@@ -25,8 +26,9 @@
  */
 static int32_t arena[(CNN_ARENA_BYTES + 3) / 4];
 static int32_t acc_plane[ACC_WORDS];
-static int8_t wbuf[WBUF_BYTES];
-static const cnnk_ctx_t ctx = {arena, acc_plane, wbuf};
+static int8_t wbuf[2 * WBUF_BYTES];
+static const int8_t wzero[WZERO_BYTES];
+static const cnnk_ctx_t ctx = {arena, acc_plane, wbuf, wzero};
 
 enum { READY_INIT = 1, READY_WEIGHTS = 2, READY_BIAS = 4, READY_CONFIG = 8, READY_INPUT = 16 };
 static int ready;

@@ -177,8 +177,10 @@ static void run_copy(const cnnk_ctx_t *ctx, const cnnk_layer_t *L)
 /* Output channel oc's weights (row_len values): the 8-bit row itself, or unpacked into wbuf.
  * Packed rows hold little-endian bit fields, two's complement (R1.2); binary: bit 1 = -1,
  * bit 0 = +1. */
-static const int8_t *weight_row(const cnnk_ctx_t *ctx, const cnnk_layer_t *L, int32_t oc)
+static const int8_t *weight_row(const cnnk_ctx_t *ctx, const cnnk_layer_t *L, int32_t oc,
+                                int32_t slot)
 {
+    int8_t *dst = ctx->wbuf + (size_t)slot * L->row_len;
     const int32_t bits = L->wbits == CNNK_WBITS_BINARY ? 1 : L->wbits;
     const uint32_t mask = (1u << bits) - 1u, half = 1u << (bits - 1);
     const uint8_t *p;
@@ -190,11 +192,11 @@ static const int8_t *weight_row(const cnnk_ctx_t *ctx, const cnnk_layer_t *L, in
         size_t bit = (size_t)i * bits;
         uint32_t u = ((uint32_t)p[bit / 8] >> (bit % 8)) & mask;
         if (L->wbits == CNNK_WBITS_BINARY)
-            ctx->wbuf[i] = (int8_t)(u ? -1 : 1);
+            dst[i] = (int8_t)(u ? -1 : 1);
         else
-            ctx->wbuf[i] = (int8_t)(u >= half ? (int32_t)u - (int32_t)(mask + 1u) : (int32_t)u);
+            dst[i] = (int8_t)(u >= half ? (int32_t)u - (int32_t)(mask + 1u) : (int32_t)u);
     }
-    return ctx->wbuf;
+    return dst;
 }
 
 static int32_t bias_acc(const cnnk_layer_t *L, int32_t oc)
@@ -215,50 +217,74 @@ static void store_row(const cnnk_ctx_t *ctx, const cnnk_layer_t *L, size_t at, c
         store(ctx, L, at + (size_t)j, a[j]);
 }
 
-/* Convolution over the zero-padded input (hp x wp per plane, no bounds checks): BLOCK outputs
- * of a row accumulate in int32 registers over every input channel and tap, then are finished.
- * Unit stride full blocks have a constant trip count the compiler vectorizes at -O2. */
+/* Taps of all input channels of one block of n outputs (row pointer p) for two output
+ * channels at once (weights w0, w1; w1 all zero when there is no second channel): each input
+ * value is loaded once for both. Unit-stride blocks of 16, 8 and 4 have constant trip counts
+ * the compiler vectorizes at -O2. */
+static void conv_block(const cnnk_layer_t *L, const int8_t *p, size_t inplane, int32_t wp,
+                       const int8_t *w0, const int8_t *w1, int32_t *a0, int32_t *a1, int32_t n)
+{
+    const int32_t icg = L->pc / L->groups, taps = L->kh * L->kw;
+    int32_t ic, ky, kx, j, t;
+    for (ic = 0; ic < icg; ++ic, p += inplane)
+        for (ky = 0; ky < L->kh; ++ky)
+            for (kx = 0; kx < L->kw; ++kx) {
+                const int8_t *s = p + (size_t)ky * L->dh * wp + (size_t)kx * L->dw;
+                const int32_t u = w0[ic * taps + ky * L->kw + kx];
+                const int32_t v = w1[ic * taps + ky * L->kw + kx];
+                if (u == 0 && v == 0)
+                    continue;
+                if (L->sw == 1 && n == BLOCK)
+                    for (j = 0; j < BLOCK; ++j) {
+                        a0[j] += u * s[j];
+                        a1[j] += v * s[j];
+                    }
+                else if (L->sw == 1 && n == 8) /* the small planes of U-Net depths */
+                    for (j = 0; j < 8; ++j) {
+                        a0[j] += u * s[j];
+                        a1[j] += v * s[j];
+                    }
+                else if (L->sw == 1 && n == 4)
+                    for (j = 0; j < 4; ++j) {
+                        a0[j] += u * s[j];
+                        a1[j] += v * s[j];
+                    }
+                else
+                    for (j = 0, t = 0; j < n; ++j, t += L->sw) {
+                        a0[j] += u * s[t];
+                        a1[j] += v * s[t];
+                    }
+            }
+}
+
+/* Convolution over the zero-padded input (hp x wp per plane, no bounds checks): blocks of up
+ * to BLOCK outputs of a row accumulate in int32 over every input channel and tap, two output
+ * channels of the same group at a time, then are finished and stored. */
 static void run_conv(const cnnk_ctx_t *ctx, const cnnk_layer_t *L, const int8_t *in)
 {
-    const int32_t icg = L->pc / L->groups, ocg = L->oc / L->groups, taps = L->kh * L->kw;
+    const int32_t icg = L->pc / L->groups, ocg = L->oc / L->groups;
     const int32_t wp = L->pw + 2 * L->prep_pad_w;
     const size_t inplane = (size_t)(L->ph + 2 * L->prep_pad_h) * wp;
-    int32_t oc, oy, x, n, ic, ky, kx, j;
-    for (oc = 0; oc < L->oc; ++oc) {
-        const int8_t *w = weight_row(ctx, L, oc);
+    int32_t oc, oy, x, n, j, two = 0;
+    for (oc = 0; oc < L->oc; oc += two ? 2 : 1) {
+        two = oc + 1 < L->oc && (oc + 1) / ocg == oc / ocg;
+        const int8_t *w0 = weight_row(ctx, L, oc, 0);
+        const int8_t *w1 = two ? weight_row(ctx, L, oc + 1, 1) : ctx->wzero;
         const int8_t *group = in + (size_t)(oc / ocg) * icg * inplane;
-        const int32_t b = bias_acc(L, oc);
+        const int32_t b0 = bias_acc(L, oc), b1 = two ? bias_acc(L, oc + 1) : 0;
         for (oy = 0; oy < L->oh; ++oy)
             for (x = 0; x < L->ow; x += BLOCK) {
-                int32_t a[BLOCK];
+                int32_t a0[BLOCK], a1[BLOCK];
+                const int8_t *p = group + (size_t)oy * L->sh * wp + (size_t)x * L->sw;
                 n = L->ow - x < BLOCK ? L->ow - x : BLOCK;
-                for (j = 0; j < BLOCK; ++j)
-                    a[j] = b;
-                for (ic = 0; ic < icg; ++ic) {
-                    const int8_t *p = group + ic * inplane + (size_t)oy * L->sh * wp +
-                                      (size_t)x * L->sw;
-                    const int8_t *wr = w + ic * taps;
-                    for (ky = 0; ky < L->kh; ++ky)
-                        for (kx = 0; kx < L->kw; ++kx) {
-                            const int32_t wv = wr[ky * L->kw + kx];
-                            const int8_t *s = p + (size_t)ky * L->dh * wp + (size_t)kx * L->dw;
-                            if (wv == 0)
-                                continue;
-                            if (L->sw == 1 && n == BLOCK)
-                                for (j = 0; j < BLOCK; ++j)
-                                    a[j] += wv * s[j];
-                            else if (L->sw == 1 && n == 8) /* small planes of U-Net depths */
-                                for (j = 0; j < 8; ++j)
-                                    a[j] += wv * s[j];
-                            else if (L->sw == 1 && n == 4)
-                                for (j = 0; j < 4; ++j)
-                                    a[j] += wv * s[j];
-                            else
-                                for (j = 0; j < n; ++j)
-                                    a[j] += wv * s[(size_t)j * L->sw];
-                        }
+                for (j = 0; j < BLOCK; ++j) {
+                    a0[j] = b0;
+                    a1[j] = b1;
                 }
-                store_row(ctx, L, ((size_t)oc * L->oh + oy) * L->ow + x, a, n);
+                conv_block(L, p, inplane, wp, w0, w1, a0, a1, n);
+                store_row(ctx, L, ((size_t)oc * L->oh + oy) * L->ow + x, a0, n);
+                if (two)
+                    store_row(ctx, L, ((size_t)(oc + 1) * L->oh + oy) * L->ow + x, a1, n);
             }
     }
 }
@@ -302,7 +328,7 @@ static void run_convt(const cnnk_ctx_t *ctx, const cnnk_layer_t *L, const int8_t
     int32_t oc, ic, t;
     size_t i;
     for (oc = 0; oc < L->oc; ++oc) {
-        const int8_t *w = weight_row(ctx, L, oc);
+        const int8_t *w = weight_row(ctx, L, oc, 0);
         const int8_t *group = in + (size_t)(oc / ocg) * icg * inplane;
         const int32_t b = bias_acc(L, oc);
         for (i = 0; i < plane; ++i)
@@ -323,7 +349,7 @@ static void run_linear(const cnnk_ctx_t *ctx, const cnnk_layer_t *L, const int8_
 {
     int32_t oc, i;
     for (oc = 0; oc < L->oc; ++oc) {
-        const int8_t *w = weight_row(ctx, L, oc);
+        const int8_t *w = weight_row(ctx, L, oc, 0);
         int64_t acc = bias_acc(L, oc);
         for (i = 0; i < L->row_len; ++i)
             acc += (int32_t)w[i] * in[i];
@@ -376,7 +402,7 @@ static void run_direct(const cnnk_ctx_t *ctx, const cnnk_layer_t *L, const int8_
     int32_t oc, oy, ox;
     size_t i = 0;
     for (oc = 0; oc < L->oc; ++oc) {
-        const int8_t *w = weight_row(ctx, L, oc);
+        const int8_t *w = weight_row(ctx, L, oc, 0);
         const size_t inplane = (size_t)(L->ph + 2 * L->prep_pad_h) * (L->pw + 2 * L->prep_pad_w);
         const int8_t *group = in + (size_t)(oc / ocg) * icg * inplane;
         for (oy = 0; oy < L->oh; ++oy)

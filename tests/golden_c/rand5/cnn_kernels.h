@@ -36,11 +36,12 @@ typedef struct {
     const int8_t *bias;  /* int8 bias-memory values, or NULL */
 } cnnk_layer_t;
 
-/* Working memory of one network: the arena, the accumulator plane, the weight-unpack row. */
+/* Working memory of one network: the arena, the accumulator plane, the weight rows. */
 typedef struct {
     int32_t *arena;
     int32_t *acc;
-    int8_t *wbuf;
+    int8_t *wbuf;        /* two unpacked weight rows */
+    const int8_t *wzero; /* one row of zeros (the missing second channel of a pair) */
 } cnnk_ctx_t;
 
 /* Run one layer: read its operands from the arena, write its output into the arena. */

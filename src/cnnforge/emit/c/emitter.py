@@ -260,6 +260,7 @@ def _context(network: Network, t: _Tables, api: str) -> dict[str, object]:
         "macs": sum(_macs(cl) for cl in t.clayers),
         "acc_words": max([1, *plane]),
         "wbuf_bytes": max([1, *packed]),
+        "wzero_bytes": max([1, *(cl.row_len for cl in t.clayers if cl.kind == KIND["conv"])]),
         "input_offset": t.arena.offsets[0],
         "buffers": buffers,
         "layers": layers,
