@@ -324,7 +324,8 @@ def step_run(state: CompileState, workdir: Path) -> CompileState:
         )
     state = state.with_(selftest=result)
     if state.options.probe:
-        np.savez(workdir / "sim_layers.npz", **dict(sorted(state.layer_outputs.items())))
+        layers = {x.name: state.layer_outputs[x.name] for x in state.network.layers}
+        np.savez(workdir / "sim_layers.npz", **layers)  # in layer order, as diff reads it
         state = state.wrote("probe/manifest.txt", "sim_layers.npz")
     return state
 
