@@ -136,7 +136,10 @@ def output_figures(state: Any) -> list[dict[str, str]]:
         if fl is None or fl.shape != quant.shape:
             continue
         spatial = quant.ndim == 3 and quant.shape[0] > 1 and math.prod(quant.shape[1:]) > 1
-        fig = figs.masks_figure(fl, quant) if spatial else figs.scatter_figure(fl, quant)
+        if spatial:
+            fig = figs.masks_figure(fl, quant, state.sample)
+        else:
+            fig = figs.scatter_figure(fl, quant)
         out.append({"name": name, "uri": fig})
     return out
 

@@ -59,17 +59,32 @@ def rect_map(
     return to_data_uri(fig)
 
 
-def masks_figure(float_out: np.ndarray, quant_out: np.ndarray) -> str:
-    """Segmentation: argmax masks of the float and quantized outputs, and where they differ."""
+def _as_image(sample: np.ndarray | None) -> np.ndarray | None:
+    """An int8 C,H,W sample as an RGB/gray image in [0, 1] (v/256 + 0.5, R6.1), if it is one."""
+    if sample is None or sample.ndim != 3 or sample.shape[0] not in (1, 3):
+        return None
+    img = np.clip(sample.astype(np.float64) / 256.0 + 0.5, 0.0, 1.0)
+    return img[0] if sample.shape[0] == 1 else img.transpose(1, 2, 0)
+
+
+def masks_figure(float_out: np.ndarray, quant_out: np.ndarray, sample: np.ndarray | None) -> str:
+    """Segmentation: the input, argmax masks of float and quantized outputs, their difference."""
     a, b = float_out.argmax(axis=0), quant_out.argmax(axis=0)
-    fig, axes = plt.subplots(1, 3, figsize=(7.5, 2.8))
+    image = _as_image(sample)
+    panels = 4 if image is not None else 3
+    fig, axes = plt.subplots(1, panels, figsize=(2.5 * panels, 2.8))
+    if image is not None:
+        axes[0].imshow(image, cmap="gray", interpolation="nearest")
+        axes[0].set_title("sample", fontsize=9)
+        axes[0].axis("off")
+        axes = axes[1:]
     vmax = max(int(float_out.shape[0]) - 1, 1)
     for ax, img, title in ((axes[0], a, "float model"), (axes[1], b, "quantized (simulator)")):
         ax.imshow(img, cmap="tab20", vmin=0, vmax=vmax, interpolation="nearest")
         ax.set_title(title, fontsize=9)
         ax.axis("off")
     agree = float((a == b).mean()) * 100
-    axes[2].imshow(a != b, cmap="gray_r", interpolation="nearest")
+    axes[2].imshow(a != b, cmap="gray_r", vmin=0, vmax=1, interpolation="nearest")
     axes[2].set_title(f"differ ({agree:.1f}% agree)", fontsize=9)
     axes[2].axis("off")
     fig.tight_layout()
