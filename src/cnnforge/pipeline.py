@@ -319,8 +319,8 @@ def step_run(state: CompileState, workdir: Path) -> CompileState:
         raise EmitError(
             f"the C self-test failed: {result.output}",
             where=f"{C_DIR}/main.c",
-            hint="run `cnnforge compile --probe` and `cnnforge diff` to find the "
-            "first diverging layer",
+            hint="compile without --run, then `make probe` in c/ and `cnnforge diff c/probe "
+            "LAYERS` (LAYERS: `cnnforge simulate --layers`) name the first diverging layer",
         )
     state = state.with_(selftest=result)
     if state.options.probe:
