@@ -150,6 +150,7 @@ def test_emit_refuses_unquantized_or_mismatched(ai8x_data, tmp_path):
     ("model", "device", "bits"),
     [
         ("unet-voc", "MAX78000", 4),
+        ("unet-voc", "MAX78000", "auto"),
         ("unet-voc", "MAX78002", 8),
         ("unet-large", "MAX78000", 8),
         ("unet-large", "MAX78002", 8),
@@ -172,6 +173,11 @@ def test_shipped_unets_planned_roundtrip(tmp_path, model, device, bits):
     dev = get_device(device)
     shape = default_input_shape(model)
     lowered = lower_to_hardware(load_network(model, shape), dev).network
+    if bits == "auto":  # per-layer widths chosen by the device check (cnnforge check)
+        from cnnforge.passes.check import check_report
+
+        report = check_report(load_network(model, shape), dev, "auto")
+        lowered, bits = report.network, report.weight_bits
     network, plan = plan_network(quantize_network(lowered, bits, device=dev), dev)
     write_yaml(network, plan, tmp_path / "n.yaml")
     write_checkpoint(network, tmp_path / "n.pth.tar")
