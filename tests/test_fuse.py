@@ -6,7 +6,9 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from cnnforge.devices import MAX78000, MAX78002
 from cnnforge.ir import Activation, EltwiseOp, Layer, Network, Op, Pooling, PoolKind
+from cnnforge.passes.check import check_network
 from cnnforge.passes.fuse import fuse, fuse_with_log, hardware_activation
 from cnnforge.passes.verify import verify
 from test_fuse_reference import act, combine, conv2d, maxpool, run
@@ -274,3 +276,30 @@ def test_redundant_activation_is_dropped() -> None:
     assert [x.name for x in fused] == ["c1"] and fused.outputs == ("c1",)
     assert [r.rule for r in log].count("drop-activation") == 2
     _same_outputs(net, fused, clamp=True)
+
+
+def _wide_residual(operands: int, bias: bool) -> Network:
+    """``operands`` 128-channel tensors added, then a conv: 2 passes of 64 channels."""
+    convs = tuple(conv2d(f"c{i}", "input", (3, 4, 4), 128, k=1, pad=0, seed=i) for i in range(3))
+    names = tuple(c.name for c in convs[:operands])
+    layers = (
+        *convs[:operands],
+        combine("add", Op.ELTWISE, names, (128, 4, 4), EltwiseOp.ADD),
+        conv2d("head", "add", (128, 4, 4), 8, bias=bias, seed=9),
+    )
+    return Network("n", (3, 4, 4), layers)
+
+
+def test_multipass_in_flight_eltwise_follows_the_device() -> None:
+    def in_flight(net: Network, device) -> bool:
+        fused = fuse(net, device)
+        verify(fused)
+        assert not check_network(fused, device)  # whichever form, it is legal there
+        return fused.layer("head").eltwise is EltwiseOp.ADD
+
+    assert in_flight(_wide_residual(2, True), MAX78000)  # 2 operands x 2 passes: allowed
+    assert not in_flight(_wide_residual(3, True), MAX78000)
+    assert in_flight(_wide_residual(3, False), MAX78002)
+    assert not in_flight(_wide_residual(3, True), MAX78002)  # multi-pass + conv bias
+    assert fuse(_wide_residual(2, True)).layer("add").op is Op.PASSTHROUGH  # no device: plain
+    _same_outputs(_wide_residual(3, False), fuse(_wide_residual(3, False), MAX78002), (1, 3, 4, 4))

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 from cnnforge.ir import BINARY_BITS, Network
 from cnnforge.passes.check_limits import LAYER_RULES_LIMITS
 from cnnforge.passes.check_rules import LAYER_RULES_OPS, Context, Violation
+from cnnforge.passes.geometry import has_bias
 from cnnforge.passes.lower import lower_to_hardware
 from cnnforge.passes.rewrites import Rewrite
 from cnnforge.passes.weight_bits import choose_weight_bits
@@ -90,16 +91,12 @@ def _kernel_hint(ctx: Context, needs: tuple[KernelNeed, ...], short: int) -> str
 def bias_memory(ctx: Context) -> Iterator[Violation]:
     """All bias values together fit the bias memories of the quadrants (devices.md §4)."""
     dev = ctx.device
-    total = sum(x.out_channels for x in ctx.network.layers if x.has_weights and _has_bias(x))
+    total = sum(x.out_channels for x in ctx.network.layers if x.has_weights and has_bias(x))
     limit = dev.bias_entries_per_quadrant * dev.quadrants
     if total > limit:
         hint = "drop biases (e.g. BatchNorm without affine parts before the next conv)"
         hint += ctx.other_device(lambda d: total <= d.bias_entries_per_quadrant * d.quadrants)
         yield _network_violation(ctx.network, "bias-memory", total, limit, hint)
-
-
-def _has_bias(layer) -> bool:
-    return (layer.quant.bias if layer.quant is not None else layer.bias) is not None
 
 
 def binary_mix(ctx: Context, bits: dict[str, int] | None) -> Iterator[Violation]:

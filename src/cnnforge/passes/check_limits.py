@@ -11,7 +11,7 @@ from collections.abc import Iterator
 
 from cnnforge.ir import HARDWARE_ELTWISE, INPUT, Activation, Layer, Op, PoolKind
 from cnnforge.passes.check_rules import Context, LayerRule, Violation, _fmt
-from cnnforge.passes.geometry import input_channels, pooled_dims
+from cnnforge.passes.geometry import has_bias, input_channels, pooled_dims
 
 WORD_BYTES = 4  # one data-memory word: 4 channels of one pixel (devices.md §2)
 WIDE_BYTES = 4  # a 32-bit output channel takes a word of its own
@@ -144,15 +144,9 @@ def eltwise(ctx: Context, layer: Layer) -> Iterator[Violation]:
     if n > 1 and dev.eltwise_multipass_plain_only and not plain and (k, n) != (2, 2):
         hint = "element-wise over more than 64 channels needs a layer of its own (no conv/pool)"
         yield ctx.violation(layer, "eltwise-passes", f"{n} passes", "1 pass", hint)
-    if n > 1 and not dev.eltwise_multipass_conv_bias and layer.has_weights and _bias(layer):
+    if n > 1 and not dev.eltwise_multipass_conv_bias and layer.has_weights and has_bias(layer):
         hint = "drop the conv's bias or do the element-wise op in a layer of its own"
         yield ctx.violation(layer, "eltwise-passes", f"{n} passes with bias", "no bias", hint)
-
-
-def _bias(layer: Layer) -> bool:
-    if layer.quant is not None:
-        return layer.quant.bias is not None
-    return layer.bias is not None
 
 
 def concat(ctx: Context, layer: Layer) -> Iterator[Violation]:
@@ -205,7 +199,7 @@ def output(ctx: Context, layer: Layer) -> Iterator[Violation]:
 
 def bias(ctx: Context, layer: Layer) -> Iterator[Violation]:
     """A layer's bias values sit in one quadrant's bias memory (devices.md §4)."""
-    if not layer.has_weights or not _bias(layer):
+    if not layer.has_weights or not has_bias(layer):
         return
     limit = ctx.device.bias_entries_per_quadrant
     n = layer.out_channels

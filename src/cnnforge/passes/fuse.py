@@ -31,6 +31,8 @@ silently where no exact fusion exists; ``passes.check`` reports what remains.
 from __future__ import annotations
 
 from dataclasses import replace
+from functools import partial
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -58,13 +60,16 @@ from cnnforge.passes.rewrites import (
     sole_consumer,
 )
 
+if TYPE_CHECKING:
+    from cnnforge.devices import Device
+
 OUT_MIN = ACT_MIN / ACT_SCALE  # -1.0: the 8-bit output clamp (arithmetic.md R1.1)
 OUT_MAX = ACT_MAX / ACT_SCALE  # 127/128
 
 POOL_TARGETS = frozenset({Op.CONV1D, Op.CONV2D, Op.CONVTRANSPOSE2D, Op.LINEAR, Op.PASSTHROUGH})
 CONCAT_TARGETS = POOL_TARGETS
 MAX_POOL_LAST_OPERANDS = 2  # pool after element-wise: at most 2 operands (devices.md §1)
-SINGLE_PASS_CHANNELS = 64  # in-flight element-wise with one pass is legal on every device
+SINGLE_PASS_CHANNELS = 64  # channels per pass: one-pass in-flight element-wise is always legal
 
 
 def hardware_activation(layer: Layer) -> Activation | None:
@@ -277,16 +282,34 @@ def fuse_pool(network: Network, layer: Layer) -> tuple[Network, Rewrite] | None:
     return absorb_into_consumer(network, layer, fused), record(consumer, "fuse-pool", detail)
 
 
-def fuse_eltwise(network: Network, layer: Layer) -> tuple[Network, Rewrite] | None:
+def _in_flight_allowed(device: Device | None, operands: int, channels: int, bias: bool) -> bool:
+    """Element-wise in flight with a conv over several passes (devices.md §1 "Element-wise with
+    multi-pass"): device-specific, so only with a device that allows it; one pass always."""
+    passes = -(-channels // SINGLE_PASS_CHANNELS)
+    if passes == 1:
+        return True
+    if device is None:
+        return False
+    if device.eltwise_multipass_plain_only and (operands, passes) != (2, 2):
+        return False
+    return device.eltwise_multipass_conv_bias or not bias
+
+
+def fuse_eltwise(
+    network: Network, layer: Layer, device: Device | None = None
+) -> tuple[Network, Rewrite] | None:
     """ELTWISE followed by a conv2d -> element-wise "in flight" in the conv (R4.1, R4.3)."""
     if layer.op is not Op.ELTWISE or layer.eltwise not in HARDWARE_ELTWISE:
         return None
-    if layer.pool is not None or layer.out_shape[0] > SINGLE_PASS_CHANNELS:
-        return None  # multi-pass in-flight element-wise is device-specific: keep it plain
     consumer = sole_consumer(network, layer.name)
     if consumer is None or consumer.op is not Op.CONV2D or consumer.eltwise is not None:
         return None
     if not _only_input_is(consumer, layer.name):
+        return None
+    bias = consumer.bias is not None or (
+        consumer.quant is not None and consumer.quant.bias is not None
+    )
+    if not _in_flight_allowed(device, len(layer.inputs), layer.out_shape[0], bias):
         return None
     pool_first = consumer.pool is None
     if not pool_first and len(layer.inputs) > MAX_POOL_LAST_OPERANDS:
@@ -349,15 +372,19 @@ FUSION_STEPS = (
 )
 
 
-def fuse_with_log(network: Network) -> tuple[Network, tuple[Rewrite, ...]]:
+def fuse_with_log(
+    network: Network, device: Device | None = None
+) -> tuple[Network, tuple[Rewrite, ...]]:
     """``fuse`` that also returns the list of fusions it made, in the order made."""
     log: list[Rewrite] = []
     for _name, rules in FUSION_STEPS:
+        rules = tuple(partial(r, device=device) if r is fuse_eltwise else r for r in rules)
         network, records = apply_rules(network, rules)
         log.extend(records)
     return network, tuple(log)
 
 
-def fuse(network: Network) -> Network:
-    """Fuse model-level layers into hardware layers (see the module docstring)."""
-    return fuse_with_log(network)[0]
+def fuse(network: Network, device: Device | None = None) -> Network:
+    """Fuse model-level layers into hardware layers (see the module docstring); ``device``
+    enables its device-specific fusions (multi-pass element-wise in flight)."""
+    return fuse_with_log(network, device)[0]

@@ -44,3 +44,10 @@ def expected_out_shape(network: Network, layer: Layer) -> tuple[int, ...] | None
     if layer.op in (Op.CONV1D, Op.CONV2D, Op.CONVTRANSPOSE2D):
         return (layer.out_channels, *conv_out_dims(layer, dims))
     return None
+
+
+def has_bias(layer: Layer) -> bool:
+    """Whether the layer adds a bias (its integer one once quantized)."""
+    if layer.quant is not None:
+        return layer.quant.bias is not None
+    return layer.bias is not None

@@ -57,8 +57,7 @@ def fold_batchnorm_step(network: Network, device: Device | None) -> tuple[Networ
 
 def fuse_step(network: Network, device: Device | None) -> tuple[Network, tuple]:
     """Fuse pooling, activations, element-wise ops, concatenation and flatten (passes/fuse.py)."""
-    del device
-    return fuse_with_log(network)
+    return fuse_with_log(network, device)
 
 
 def legalize_step(network: Network, device: Device | None) -> tuple[Network, tuple]:
