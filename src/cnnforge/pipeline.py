@@ -35,7 +35,9 @@ AI8X_DIR = "ai8x"
 REPORT = "report.html"
 SUMMARY = "summary.json"
 KNOWN_ANSWER = "sample_output.npz"
+SAMPLE = "sample_input.npy"
 QUANTIZED = "network.json"
+CHECKPOINT = "network.pth"  # cnnforge quantized checkpoint (cnnforge simulate --network)
 
 
 @dataclass(frozen=True)
@@ -251,9 +253,11 @@ def step_simulate(state: CompileState, workdir: Path) -> CompileState:
     answer = {k: _np(v)[0] for k, v in result.outputs.items()}
     layers = {k: _np(v)[0] for k, v in (result.layers or {}).items()}
     np.savez(workdir / KNOWN_ANSWER, **{k: answer[k] for k in sorted(answer)})
+    np.save(workdir / SAMPLE, state.sample.astype(np.int8))
     (workdir / QUANTIZED).write_text(state.network.to_json(), "utf-8")
+    _stage("cnnforge.quant.checkpoint", "save_quantized")(state.network, workdir / CHECKPOINT)
     state = state.with_(answer=answer, layer_outputs=layers)
-    return state.wrote(KNOWN_ANSWER, QUANTIZED)
+    return state.wrote(KNOWN_ANSWER, SAMPLE, QUANTIZED, CHECKPOINT)
 
 
 def _np(value: Any) -> np.ndarray:
@@ -319,8 +323,9 @@ def step_run(state: CompileState, workdir: Path) -> CompileState:
         raise EmitError(
             f"the C self-test failed: {result.output}",
             where=f"{C_DIR}/main.c",
-            hint="compile without --run, then `make probe` in c/ and `cnnforge diff c/probe "
-            "LAYERS` (LAYERS: `cnnforge simulate --layers`) name the first diverging layer",
+            hint="compile without --run; then `make probe` in c/, `cnnforge simulate --network "
+            "network.pth --input sample_input.npy --output o.npy --layers L` and "
+            "`cnnforge diff c/probe L` name the first diverging layer",
         )
     state = state.with_(selftest=result)
     if state.options.probe:
