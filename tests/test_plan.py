@@ -16,7 +16,7 @@ from cnnforge.plan.liveness import live_intervals
 from cnnforge.plan.planner import plan_cycles, plan_network
 from cnnforge.plan.resources import resources_of
 from cnnforge.plan.validate import validate_plan
-from test_plan_support import POOL2, conv, passthrough, small_unet, upconv
+from test_plan_support import POOL2, conv, passthrough, small_unet, upconv, with_weights
 
 # ---- latency model: the three check values of devices.md §5 ---------------------------------
 
@@ -270,23 +270,6 @@ def test_in_place_is_optional_and_noted():
     assert not any("overlap" in n for n in strict.notes)
 
 
-def _with_weights(net: Network, seed: int = 0) -> Network:
-    rng = np.random.default_rng(seed)
-    layers = []
-    for x in net.layers:
-        if not x.has_weights:
-            layers.append(x)
-            continue
-        k = x.kernel_size
-        shape = (x.out_channels, x.in_channels, *k)
-        if x.op is Op.CONVTRANSPOSE2D:
-            shape = (x.in_channels, x.out_channels, *k)
-        w = (0.1 * rng.normal(size=shape)).astype(np.float32)
-        b = (0.1 * rng.normal(size=x.out_channels)).astype(np.float32)
-        layers.append(dataclasses.replace(x, weight=w, bias=b))
-    return net.with_layers(layers)
-
-
 def test_copies_do_not_change_what_the_network_computes():
     """Passthrough and identity-conv copies are exact: simulate before and after planning."""
     import torch
@@ -297,7 +280,7 @@ def test_copies_do_not_change_what_the_network_computes():
     layers = (conv("a", INPUT, 3, 8, 8), conv("c", ("a", INPUT), 11, 8, 8))
     cases = (small_unet(), Network("incat", (3, 8, 8), layers))
     for net in cases:
-        q = quantize_network(_with_weights(net), 8)
+        q = quantize_network(with_weights(net), 8)
         out, _ = plan_network(q, "MAX78000")
         copies = [x for x in out.layers if is_copy(x)]
         assert copies

@@ -11,7 +11,7 @@ from cnnforge.errors import PlanError
 from cnnforge.ir import INPUT, EltwiseOp, Layer, Network
 from cnnforge.plan.planner import plan_network
 from cnnforge.plan.validate import validate_plan
-from test_plan_support import POOL2, conv, passthrough, upconv
+from test_plan_support import POOL2, conv, passthrough, upconv, with_weights
 
 CHANNELS = (4, 6, 8, 12, 16, 24, 30, 32, 48, 64)
 STEPS = ("conv", "conv1", "down", "up", "concat", "add", "pool")
@@ -104,3 +104,22 @@ def test_validator_rejects_a_moved_tensor(network, pick, move_offset):
         plan, placements=(*plan.placements[:i], moved, *plan.placements[i + 1 :])
     )
     assert validate_plan(out, broken, "MAX78002") != ()
+
+
+@settings(max_examples=25)
+@given(networks())
+def test_planned_network_computes_the_same(network):
+    """Copies and passthroughs turned into identity convolutions change no output bit."""
+    import torch
+
+    from cnnforge.quant.ptq import quantize_network
+    from cnnforge.sim import simulate
+
+    q = quantize_network(with_weights(network), 8)
+    try:
+        out, _ = plan_network(q, "MAX78002")
+    except PlanError:
+        return
+    x = torch.randint(-128, 128, (2, *network.input_shape))
+    want, got = simulate(q, x).outputs, simulate(out, x).outputs
+    assert all(torch.equal(want[k], got[k]) for k in want)

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
+
+import numpy as np
+
 from cnnforge.ir import INPUT, EltwiseOp, Layer, Network, Op, Pooling, PoolKind
 
 POOL2 = Pooling(PoolKind.MAX, (2, 2), (2, 2))
@@ -86,3 +90,21 @@ def small_unet(c1: int = 16, c2: int = 32, c3: int = 64, hw: int = 16) -> Networ
         conv("head", "dec1", c1, 4, hw, k=1),
     )
     return Network("small_unet", (3, hw, hw), layers)
+
+
+def with_weights(net: Network, seed: int = 0) -> Network:
+    """Random float weights and bias for every weight layer (torch layouts)."""
+    rng = np.random.default_rng(seed)
+    layers = []
+    for x in net.layers:
+        if not x.has_weights:
+            layers.append(x)
+            continue
+        k = x.kernel_size
+        shape = (x.out_channels, x.in_channels, *k)
+        if x.op is Op.CONVTRANSPOSE2D:
+            shape = (x.in_channels, x.out_channels, *k)
+        w = (0.1 * rng.normal(size=shape)).astype(np.float32)
+        b = (0.1 * rng.normal(size=x.out_channels)).astype(np.float32)
+        layers.append(dataclasses.replace(x, weight=w, bias=b))
+    return net.with_layers(layers)

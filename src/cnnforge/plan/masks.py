@@ -208,6 +208,8 @@ def _best_start(
     live: dict[str, tuple[int, int]],
     high: bool,
 ) -> int:
+    if unit.group.parts == (INPUT,):
+        return 0  # the input from processor 0, as the vendor loads it: quadrant 0 is used (§7)
     pinned = _pinned_start(network, unit, masks)
     if pinned is not None:
         return pinned
@@ -238,16 +240,25 @@ def _pinned_start(network: Network, unit: Unit, masks: dict[str, int]) -> int | 
         if not in_mask:
             continue
         start = (in_mask & -in_mask).bit_length() - 1 - off
-        fits = start >= 0 and start + unit.width <= PROCESSORS and start % ALIGN == 0
-        if fits or not is_copy(layer):
-            if not fits:
-                raise PlanError(
-                    "a passthrough layer must write to the processors it reads, which its "
-                    "consumer's layout does not allow",
-                    where=f"layer {layer.name} ({layer.module_path or layer.name})",
-                    hint="move the pooling or element-wise operation into a convolution",
-                )
+        if start >= 0 and start + unit.width <= PROCESSORS and start % ALIGN == 0:
             return start
+        # Otherwise the planner turns the passthrough into a 1x1 identity convolution.
+    return _reverse_pin(network, unit, masks)
+
+
+def _reverse_pin(network: Network, unit: Unit, masks: dict[str, int]) -> int | None:
+    """A unit read by a single-input passthrough whose output is already placed (its consumer
+    was laid out first) must sit on that output's processors."""
+    for part, off in zip(unit.group.parts, unit.offsets, strict=True):
+        for reader in network.layers:
+            placed = masks.get(reader.name, 0)
+            if reader.op is not Op.PASSTHROUGH or reader.inputs != (part,) or not placed:
+                continue
+            if is_copy(reader):
+                continue
+            start = (placed & -placed).bit_length() - 1 - off
+            if start >= 0 and start + unit.width <= PROCESSORS and start % ALIGN == 0:
+                return start
     return None
 
 

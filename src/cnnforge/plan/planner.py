@@ -23,7 +23,7 @@ from typing import Any
 
 from cnnforge.errors import PlanError
 from cnnforge.ir import INPUT, Layer, Network, Op
-from cnnforge.plan.groups import GroupKind, form_groups, identity_conv, is_copy
+from cnnforge.plan.groups import GroupKind, form_groups, identity_conv
 from cnnforge.plan.kernels import assign_bias, assign_kernels, kernels_per_processor
 from cnnforge.plan.latency import START_CYCLES, layer_cycles, layer_inputs
 from cnnforge.plan.liveness import layer_in_geometry, live_intervals
@@ -107,11 +107,12 @@ def _attempt(network, groups, live, res, data_format, policy, in_place) -> tuple
 
 
 def _fix_copies(network: Network, layer_masks: dict[str, tuple[int, int]]) -> Network:
-    """Copies whose processors a passthrough cannot map become 1x1 identity convolutions."""
+    """Passthroughs (copies or the user's pooling/element-wise layers) whose processors a
+    passthrough cannot map become 1x1 identity convolutions: exact, and free to move data."""
     quantized = any(x.quant is not None for x in network.layers)
     layers = [
         identity_conv(x, quantized)
-        if is_copy(x) and not passthrough_masks_ok(*layer_masks[x.name])
+        if x.op is Op.PASSTHROUGH and not passthrough_masks_ok(*layer_masks[x.name])
         else x
         for x in network.layers
     ]
