@@ -68,7 +68,8 @@ def train(
     finally:
         shutdown()
     if ctx.is_main and history:
-        best = max(history, key=lambda r: r.miou)
+        qat_epochs = [r for r in history if r.phase == "qat"]
+        best = max(qat_epochs or history, key=lambda r: r.miou)  # what best.pth holds
         console.print(
             f"best mIoU {best.miou:.4f} at epoch {best.epoch} ({best.phase}); "
             f"checkpoints in {out}/ (last.pth, best.pth)",

@@ -13,7 +13,7 @@ import json
 import math
 import warnings
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +46,7 @@ class TrainConfig:
     seed: int = 0
     fold: int = 1  # space-to-depth factor of the input (vendor U-Net: 4)
     num_classes: int = 5
+    qat_lr_scale: float = 0.25  # QAT fine-tunes: its fresh optimizer starts at lr x this
     replay_world_size: int = 1  # >1: one process replays a DDP run's batches (tests, checks)
     extra: dict[str, Any] = field(default_factory=dict)
 
@@ -191,8 +192,7 @@ class Trainer:
         payload = load_checkpoint(path)
         if payload["qat_active"]:
             self.qat.activate(self.model)
-            self.optimizer = make_optimizer(self.model, self.config)
-            self.scheduler = make_scheduler(self.optimizer, self.config)
+            self._rebuild_optimizer(0)
         self.model.load_state_dict(payload["state_dict"])
         self.optimizer.load_state_dict(payload["optimizer"])
         self.scheduler.load_state_dict(payload["scheduler"])
@@ -234,8 +234,9 @@ class Trainer:
 
     def _rebuild_optimizer(self, epoch: int) -> None:
         """QAT adds parameters (shifts) and changes the weights' meaning: a fresh optimizer."""
-        self.optimizer = make_optimizer(self.model, self.config)
-        self.scheduler = make_scheduler(self.optimizer, self.config)
+        qat_config = replace(self.config, lr=self.config.lr * self.config.qat_lr_scale)
+        self.optimizer = make_optimizer(self.model, qat_config)
+        self.scheduler = make_scheduler(self.optimizer, qat_config)
         with warnings.catch_warnings():  # stepping a fresh schedule forward, no optimizer step
             warnings.simplefilter("ignore", UserWarning)
             for _ in range(epoch):
