@@ -108,3 +108,12 @@ def test_broken_vendor_plan_is_reported(ai8x_data, tmp_path, capsys):
     argv = ["plan", "--ai8x-yaml", str(broken), "--ai8x-checkpoint", str(ckpt)]
     assert _run([*argv, "-i", "48,48,48", "--validate-only", "--allow-overlap"]) == 1
     assert "issue(s)" in capsys.readouterr().out
+
+
+def test_plan_from_a_quantized_checkpoint(tmp_path, simple):
+    q = tmp_path / "q.pth"
+    assert _run(["quantize", simple, "-i", "3,16,16", "-o", str(q)]) == 0
+    out = tmp_path / "out"
+    argv = ["plan", simple, "-i", "3,16,16", "--checkpoint", str(q), "-o", str(out)]
+    assert _run(argv) == 0
+    assert (out / "network.yaml").is_file() and (out / "plan.json").is_file()
