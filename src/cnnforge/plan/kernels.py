@@ -107,7 +107,8 @@ def assign_kernels(
         procs = [p for p in range(PROCESSORS) if in_mask >> p & 1]
         start = _lowest_start(used, procs, words, res if layer.groups > 1 else None)
         if start is None:
-            raise _kernel_error(layer, procs, words, used)
+            total = sum(need[x.name] * masks[x.name][0].bit_count() for x in todo)
+            raise _kernel_error(layer, procs, words, used, (total, int(cap.sum())))
         used[procs, start : start + words] = True
         out[layer.name] = KernelSlot(layer.name, start, words)
         if key is not None:
@@ -131,7 +132,9 @@ def _lowest_start(
     return None
 
 
-def _kernel_error(layer: Layer, procs: list[int], words: int, used: np.ndarray) -> PlanError:
+def _kernel_error(
+    layer: Layer, procs: list[int], words: int, used: np.ndarray, totals: tuple[int, int]
+) -> PlanError:
     busy = used[procs].any(axis=0)
     free, best = 0, 0
     for b in busy:
@@ -140,7 +143,8 @@ def _kernel_error(layer: Layer, procs: list[int], words: int, used: np.ndarray) 
     return PlanError(
         f"kernel memory exhausted: needs {words} words of 72 bits on each of processors "
         f"{procs[0]}-{procs[-1]}, the largest free run there is {best} "
-        f"(short by {words - best} words per processor)",
+        f"(short by {words - best} words per processor); the network needs {totals[0]} of "
+        f"the device's {totals[1]} words in all",
         where=f"layer {layer.name} ({layer.module_path or layer.name})",
         hint="use lower weight bits on the largest layers (--weight-bits auto), fewer "
         "channels, or a device with more kernel memory (MAX78002)",
