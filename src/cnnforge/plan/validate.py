@@ -147,6 +147,12 @@ def _mask_issues(
                 f"CHW input needs one processor per instance, not {place.in_processors:#x}",
             )
         )
+    if layer.groups > 1:  # depthwise alignment (devices.md §6)
+        first_out = (place.out_processors & -place.out_processors).bit_length() - 1
+        first_in = (place.in_processors & -place.in_processors).bit_length() - 1
+        spans = (place.in_processors >> first_in).bit_length() + first_in % 16 > 16
+        if first_out % 4 or (spans and first_in % 4):
+            out.append(("depthwise-mask", "depthwise masks must start at a multiple of 4"))
     if layer.op is Op.PASSTHROUGH and not passthrough_masks_ok(
         place.in_processors, place.out_processors
     ):
