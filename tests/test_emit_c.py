@@ -15,13 +15,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from cnnforge.emit.c import emit_c
 from cnnforge.emit.c.arena import Buffer, allocate, check_arena
 from cnnforge.emit.c.arrays import c_string, fnv1a32, pack_rows
-from cnnforge.emit.c.build import compile_c
+from cnnforge.emit.c.build import build_and_run, compile_c
 from cnnforge.errors import EmitError, InputError
 from cnnforge.ir import BINARY_BITS, Activation, Layer, Network, Op, Quantized
 from cnnforge.sim import simulate
@@ -265,3 +265,59 @@ def test_python_codes_match_the_c_enums() -> None:
         names = C_ENUMS[field]
         assert sorted(codes.values()) == list(range(len(names)))
         assert "enum { " + ", ".join(names) + " };" in header
+
+
+@st.composite
+def single_conv(draw) -> tuple[Network, np.ndarray]:
+    """One conv1d/conv2d/convtranspose2d layer with drawn geometry, widths, shift and data."""
+    op = draw(st.sampled_from([Op.CONV2D, Op.CONV1D, Op.CONVTRANSPOSE2D]))
+    n = 1 if op is Op.CONV1D else 2
+    g = draw(st.sampled_from([1, 2]))
+    cin, cout = g * draw(st.integers(1, 3)), g * draw(st.integers(1, 3))
+    k, s = draw(st.integers(1, 3)), draw(st.integers(1, 2))
+    p, d = draw(st.integers(0, 2)), draw(st.integers(1, 2))
+    dims = tuple(draw(st.integers(3, 9)) for _ in range(n))
+    bits = draw(st.sampled_from([8, 4, 2, 1, BINARY_BITS]))
+    seed = draw(st.integers(0, 2**32 - 1))
+    rng = np.random.default_rng(seed)
+    if op is Op.CONVTRANSPOSE2D:
+        s, p, op_pad = 2, min(p, k - 1), draw(st.integers(0, 1))
+        w_shape = (cin, cout // g, k, k)
+        out = tuple((m - 1) * s - 2 * p + d * (k - 1) + op_pad + 1 for m in dims)
+    else:
+        op_pad, w_shape = 0, (cout, cin // g) + (k,) * n
+        out = tuple((m + 2 * p - d * (k - 1) - 1) // s + 1 for m in dims)
+    assume(min(out) > 0)
+    lo, hi = (-1, 1) if bits == BINARY_BITS else (-(1 << (abs(bits) - 1)), 1 << (abs(bits) - 1))
+    w = rng.choice([-1, 1], w_shape) if bits == BINARY_BITS else rng.integers(lo, hi, w_shape)
+    q = Quantized(bits, w, rng.integers(-128, 128, cout), draw(st.integers(-8, 8)))
+    extra = {"output_padding": (op_pad, op_pad)} if op is Op.CONVTRANSPOSE2D else {}
+    layer = Layer(
+        "conv",
+        op,
+        out_shape=(cout, *out),
+        in_channels=cin,
+        out_channels=cout,
+        kernel_size=(k,) * n,
+        stride=(s,) * n,
+        padding=(p,) * n,
+        dilation=(d,) * n,
+        groups=g,
+        quant=q,
+        activation=draw(st.sampled_from(list(Activation)[:3])),
+        **extra,
+    )
+    x = rng.integers(-128, 128, (cin, *dims))
+    return Network("hyp", (cin, *dims), (layer,)), x
+
+
+@settings(max_examples=12)
+@given(single_conv())
+def test_single_layer_c_equals_simulator(tmp_path_factory, case) -> None:
+    """Hypothesis: any drawn conv layer computes in C exactly what the simulator computes."""
+    net, x = case
+    answer = simulate(net, x[None]).outputs["conv"].numpy()[0]
+    out = tmp_path_factory.mktemp("hyp")
+    emit_c(net, x, answer, out)
+    result = build_and_run(out)
+    assert result.passed, result.output
