@@ -211,9 +211,10 @@ def placed_cycles(network: Network, layer: Layer, place: Placement) -> int:
             (place.out_processors >> (PER_QUADRANT * q) & 0xFFFF).bit_count() for q in range(4)
         )
         words = -(-per_quadrant * (4 if layer.wide else 1) // 4)
-    v = layer_inputs(
-        layer, (geo.channels, *shape[1:]), geo.passes, kc, words, place.kernel_start or 0
-    )
+    m = geo.passes
+    if layer.op is Op.PASSTHROUGH and layer.pool is not None and geo.passes > 1:
+        m = 2 * geo.passes - 1  # §5: a pooling passthrough with several passes
+    v = layer_inputs(layer, (geo.channels, *shape[1:]), m, kc, words, place.kernel_start or 0)
     return layer_cycles(v)
 
 
