@@ -29,7 +29,7 @@
 static int32_t arena[(CNN_ARENA_BYTES + 3) / 4];
 static int32_t acc_plane[ACC_WORDS];
 static int8_t wbuf[2 * WBUF_BYTES];
-static const int8_t wzero[WZERO_BYTES];
+static const int8_t wzero[WZERO_BYTES] = {0};
 static const cnnk_ctx_t ctx = {arena, acc_plane, wbuf, wzero};
 
 enum { READY_INIT = 1, READY_WEIGHTS = 2, READY_BIAS = 4, READY_CONFIG = 8, READY_INPUT = 16 };

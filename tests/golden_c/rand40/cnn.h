@@ -33,6 +33,8 @@ int cnn_run(void);
 int cnn_unload(void *out);
 /* Whole inference: load the input, run every layer, copy CNN_OUTPUT_SIZE values to out. */
 int cnn_infer(const int8_t *in, void *out);
+/* The known-answer test of main.c: 0 and a PASS line, or 1 and a FAIL line. */
+int cnn_selftest(void);
 
 #ifdef CNN_PROBE
 /* Called after every layer with its output (elem_bytes 1: int8, 4: int32), CHW order. */
