@@ -117,3 +117,15 @@ def test_plan_from_a_quantized_checkpoint(tmp_path, simple):
     argv = ["plan", simple, "-i", "3,16,16", "--checkpoint", str(q), "-o", str(out)]
     assert _run(argv) == 0
     assert (out / "network.yaml").is_file() and (out / "plan.json").is_file()
+
+
+def test_bad_options_are_one_line(tmp_path, simple, capsys):
+    cases = (
+        ["plan", simple, "-i", "3,16,16", "--weight-bits", "3", "--validate-only"],
+        ["plan", "--ai8x-yaml", str(tmp_path / "x.yaml"), "--validate-only"],
+        ["plan", "--validate-only"],
+    )
+    for argv in cases:
+        assert _run(argv) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("error:") and len(err.splitlines()) == 1, err
