@@ -204,11 +204,14 @@ def test_max_verify_keeps_the_checksum(tmp_path: Path) -> None:
     assert "CNN_OUTPUT_CHECKSUM" in text
 
 
-def test_makefile_builds_and_runs(tmp_path: Path) -> None:
-    _project(2, tmp_path)
-    proc = subprocess.run(["make", "-s", "run"], cwd=tmp_path, capture_output=True, text=True)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert proc.stdout.strip().startswith("PASS")
+def test_makefile_targets(tmp_path: Path) -> None:
+    """make run / probe / sanitize: the self-test passes, probes land in probe/."""
+    _project(21, tmp_path)
+    for target in ("run", "probe", "sanitize"):
+        proc = subprocess.run(["make", "-s", target], cwd=tmp_path, capture_output=True, text=True)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        assert proc.stdout.strip().startswith("PASS"), target
+    assert (tmp_path / "probe" / "manifest.txt").read_text().count("\n") == 4
 
 
 # ---- errors ---------------------------------------------------------------------------------
