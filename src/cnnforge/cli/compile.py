@@ -51,7 +51,8 @@ def compile_command(
     ),
     report: bool = typer.Option(True, "--report/--no-report", help="Write report.html."),
 ) -> None:
-    """Compile for the accelerator; the self-test's known answer comes from the simulator."""
+    """Model -> vendor YAML + checkpoint, portable C with a known-answer self-test (the
+    simulator's output on --sample), report.html; --run builds and runs the C."""
     from cnnforge.pipeline import CompileOptions, compile_model, summary
 
     options = CompileOptions(
