@@ -140,6 +140,16 @@ def test_plain_torch_large_unet_plans_and_validates():
     out, plan = plan_network(net, "MAX78000")
     assert validate_plan(out, plan, "MAX78000") == ()
     assert len(out.layers) == len(net.layers) + 1  # one copy: the vendor's `pt`
+    # The same processor layout the vendor's author chose by hand (unet-walkthrough.md §2):
+    masks = {p.layer: (p.in_processors, p.out_processors) for p in plan.placements}
+    assert masks["enc1.0"][1] == 0xFF00_0000_0000_0000  # skip 1 on the top 8 processors
+    assert masks["enc2.1"][1] == 0x00FF_FFFF_F000_0000  # skip 2 on 28-55
+    assert masks["upconv2"][1] == 0x0FFF_FFFF  # beside enc2: cat by adjacency
+    assert masks["upconv1"][1] == 0x00FF_0000_0000_0000  # beside enc1
+    assert masks["dec1.0"][0] == 0xFFFF_0000_0000_0000
+    copy = next(x for x in out.layers if x.module_path.startswith("copy of enc3"))
+    gaps = {p.layer: p.write_gap for p in plan.placements}
+    assert gaps["upconv3"] == gaps[copy.name] == 1  # dec3's 112 channels interleaved
 
 
 @pytest.mark.parametrize("device", ["MAX78002", "MAX78000"])
