@@ -159,12 +159,19 @@ def eltwise_fold(op: EltwiseOp, operands: list[torch.Tensor], wide: bool = False
 # ---- the float view used by QAT (R6.2, R6.3) -----------------------------------------------
 
 
-def quantize_activation_float(y: torch.Tensor, wide: bool = False) -> torch.Tensor:
-    """Hardware rounding of a float output in units of 1/128 (R6.3 steps 8-9), no gradient."""
+def quantize_activation_float(
+    y: torch.Tensor, wide: bool = False, saturate: bool = True
+) -> torch.Tensor:
+    """Hardware rounding of a float output in units of 1/128 (R6.3 steps 8-9), no gradient.
+
+    ``saturate=False`` leaves the [-1, 127/128] clamp to the caller (QAT applies it after the
+    straight-through estimator so that saturated outputs get no gradient, as hardtanh does).
+    """
     if wide:
         scale = float(1 << WIDE_FRACTION_BITS)
         return torch.floor(y * scale + 0.5) / scale
-    return torch.clamp(torch.floor(y * ACT_SCALE + 0.5), ACT_MIN, ACT_MAX) / ACT_SCALE
+    rounded = torch.floor(y * ACT_SCALE + 0.5)
+    return (torch.clamp(rounded, ACT_MIN, ACT_MAX) if saturate else rounded) / ACT_SCALE
 
 
 def shift_for_max(max_abs: float, weight_bits: int) -> int:

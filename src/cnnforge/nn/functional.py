@@ -36,8 +36,13 @@ def clamp_activation(y: torch.Tensor) -> torch.Tensor:
 
 
 def quantize_output_ste(y: torch.Tensor, wide: bool) -> torch.Tensor:
-    """QAT activation quantization floor(128 y + 0.5)/128 with a straight-through gradient."""
-    q = quantize_activation_float(y.detach(), wide=wide)
+    """QAT activation quantization floor(128 y + 0.5)/128 with a straight-through gradient.
+
+    The clamp comes after the estimator, on the unclamped rounded value, so an output beyond
+    [-1, 127/128] gets no gradient (a clamp on an already clamped value would pass it through
+    and keep pushing saturated units further out).
+    """
+    q = quantize_activation_float(y.detach(), wide=wide, saturate=False)
     return ste(y, q) if wide else clamp_activation(ste(y, q))
 
 
