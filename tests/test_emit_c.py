@@ -324,3 +324,22 @@ def test_single_layer_c_equals_simulator(tmp_path_factory, case) -> None:
     emit_c(net, x, answer, out)
     result = build_and_run(out)
     assert result.passed, result.output
+
+
+EXTRA_WARNINGS = (
+    "-Wconversion",
+    "-Wshadow",
+    "-Wstrict-prototypes",
+    "-Wmissing-prototypes",
+    "-Wcast-qual",
+    "-Wundef",
+    "-Wdouble-promotion",
+    "-Wfloat-equal",
+)
+
+
+@pytest.mark.parametrize("define", ["-DCNN_PLAIN", "-DCNN_PROBE", "-DCNN_BENCH_RUNS=2"])
+def test_clean_under_extra_warnings(tmp_path: Path, define: str) -> None:
+    """Beyond the required flags: -Wconversion and friends, in every build variant."""
+    _project(40, tmp_path)
+    compile_c(tmp_path, tmp_path / "t", extra=(*EXTRA_WARNINGS, define))

@@ -47,7 +47,7 @@ static int8_t finish8(int64_t acc, int32_t k, int32_t act)
 }
 
 /* Store output element i: int8 (finished) or the raw 32-bit accumulator when wide (R2.4). */
-static void store(const cnnk_ctx_t *ctx, const cnnk_layer_t *L, size_t i, int64_t acc)
+static void store(const cnnk_ctx_t *ctx, const cnnk_layer_t *L, ptrdiff_t i, int64_t acc)
 {
     if (L->wide)
         A32(ctx, L->out_off)[i] = (int32_t)acc;
@@ -60,7 +60,7 @@ static void store(const cnnk_ctx_t *ctx, const cnnk_layer_t *L, size_t i, int64_
 static int32_t operand(const cnnk_ctx_t *ctx, const cnnk_layer_t *L, int32_t j, int32_t c,
                        int32_t y, int32_t x)
 {
-    return A8(ctx, L->in_off[j])[((size_t)c * L->in_h + y) * L->in_w + x];
+    return A8(ctx, L->in_off[j])[((ptrdiff_t)c * L->in_h + y) * L->in_w + x];
 }
 
 /* Left fold over n values, one saturation at the end unless told not to (R4.2, R4.4).
@@ -160,7 +160,7 @@ static const int8_t *prepare(const cnnk_ctx_t *ctx, const cnnk_layer_t *L)
 static void run_copy(const cnnk_ctx_t *ctx, const cnnk_layer_t *L)
 {
     int32_t c, y, x;
-    size_t i = 0;
+    ptrdiff_t i = 0;
     for (c = 0; c < L->pc; ++c)
         for (y = 0; y < L->ph; ++y)
             for (x = 0; x < L->pw; ++x, ++i) {
@@ -180,16 +180,16 @@ static void run_copy(const cnnk_ctx_t *ctx, const cnnk_layer_t *L)
 static const int8_t *weight_row(const cnnk_ctx_t *ctx, const cnnk_layer_t *L, int32_t oc,
                                 int32_t slot)
 {
-    int8_t *dst = ctx->wbuf + (size_t)slot * L->row_len;
+    int8_t *dst = ctx->wbuf + (ptrdiff_t)slot * L->row_len;
     const int32_t bits = L->wbits == CNNK_WBITS_BINARY ? 1 : L->wbits;
     const uint32_t mask = (1u << bits) - 1u, half = 1u << (bits - 1);
     const uint8_t *p;
     int32_t i;
     if (bits == 8)
-        return L->w8 + (size_t)oc * L->row_len;
-    p = L->wpk + (size_t)oc * (((size_t)L->row_len * bits + 7) / 8);
+        return L->w8 + (ptrdiff_t)oc * L->row_len;
+    p = L->wpk + (ptrdiff_t)oc * (((ptrdiff_t)L->row_len * bits + 7) / 8);
     for (i = 0; i < L->row_len; ++i) {
-        size_t bit = (size_t)i * bits;
+        ptrdiff_t bit = (ptrdiff_t)i * bits;
         uint32_t u = ((uint32_t)p[bit / 8] >> (bit % 8)) & mask;
         if (L->wbits == CNNK_WBITS_BINARY)
             dst[i] = (int8_t)(u ? -1 : 1);
@@ -209,19 +209,19 @@ static int32_t bias_acc(const cnnk_layer_t *L, int32_t oc)
 #define BLOCK 16
 
 /* Store n outputs of one row from register-blocked accumulators (R2.3 / R2.4). */
-static void store_row(const cnnk_ctx_t *ctx, const cnnk_layer_t *L, size_t at, const int32_t *a,
+static void store_row(const cnnk_ctx_t *ctx, const cnnk_layer_t *L, ptrdiff_t at, const int32_t *a,
                       int32_t n)
 {
     int32_t j;
     for (j = 0; j < n; ++j)
-        store(ctx, L, at + (size_t)j, a[j]);
+        store(ctx, L, at + (ptrdiff_t)j, a[j]);
 }
 
 /* Taps of all input channels of one block of n outputs (row pointer p) for two output
  * channels at once (weights w0, w1; w1 all zero when there is no second channel): each input
  * value is loaded once for both. Unit-stride blocks of 16, 8 and 4 have constant trip counts
  * the compiler vectorizes at -O2. */
-static void conv_block(const cnnk_layer_t *L, const int8_t *p, size_t inplane, int32_t wp,
+static void conv_block(const cnnk_layer_t *L, const int8_t *p, ptrdiff_t inplane, int32_t wp,
                        const int8_t *w0, const int8_t *w1, int32_t *a0, int32_t *a1, int32_t n)
 {
     const int32_t icg = L->pc / L->groups, taps = L->kh * L->kw;
@@ -229,7 +229,7 @@ static void conv_block(const cnnk_layer_t *L, const int8_t *p, size_t inplane, i
     for (ic = 0; ic < icg; ++ic, p += inplane)
         for (ky = 0; ky < L->kh; ++ky)
             for (kx = 0; kx < L->kw; ++kx) {
-                const int8_t *s = p + (size_t)ky * L->dh * wp + (size_t)kx * L->dw;
+                const int8_t *s = p + (ptrdiff_t)ky * L->dh * wp + (ptrdiff_t)kx * L->dw;
                 const int32_t u = w0[ic * taps + ky * L->kw + kx];
                 const int32_t v = w1[ic * taps + ky * L->kw + kx];
                 if (u == 0 && v == 0)
@@ -264,27 +264,27 @@ static void run_conv(const cnnk_ctx_t *ctx, const cnnk_layer_t *L, const int8_t 
 {
     const int32_t icg = L->pc / L->groups, ocg = L->oc / L->groups;
     const int32_t wp = L->pw + 2 * L->prep_pad_w;
-    const size_t inplane = (size_t)(L->ph + 2 * L->prep_pad_h) * wp;
+    const ptrdiff_t inplane = (ptrdiff_t)(L->ph + 2 * L->prep_pad_h) * wp;
     int32_t oc, oy, x, n, j, two = 0;
     for (oc = 0; oc < L->oc; oc += two ? 2 : 1) {
         two = oc + 1 < L->oc && (oc + 1) / ocg == oc / ocg;
         const int8_t *w0 = weight_row(ctx, L, oc, 0);
         const int8_t *w1 = two ? weight_row(ctx, L, oc + 1, 1) : ctx->wzero;
-        const int8_t *group = in + (size_t)(oc / ocg) * icg * inplane;
+        const int8_t *group = in + (ptrdiff_t)(oc / ocg) * icg * inplane;
         const int32_t b0 = bias_acc(L, oc), b1 = two ? bias_acc(L, oc + 1) : 0;
         for (oy = 0; oy < L->oh; ++oy)
             for (x = 0; x < L->ow; x += BLOCK) {
                 int32_t a0[BLOCK], a1[BLOCK];
-                const int8_t *p = group + (size_t)oy * L->sh * wp + (size_t)x * L->sw;
+                const int8_t *p = group + (ptrdiff_t)oy * L->sh * wp + (ptrdiff_t)x * L->sw;
                 n = L->ow - x < BLOCK ? L->ow - x : BLOCK;
                 for (j = 0; j < BLOCK; ++j) {
                     a0[j] = b0;
                     a1[j] = b1;
                 }
                 conv_block(L, p, inplane, wp, w0, w1, a0, a1, n);
-                store_row(ctx, L, ((size_t)oc * L->oh + oy) * L->ow + x, a0, n);
+                store_row(ctx, L, ((ptrdiff_t)oc * L->oh + oy) * L->ow + x, a0, n);
                 if (two)
-                    store_row(ctx, L, ((size_t)(oc + 1) * L->oh + oy) * L->ow + x, a1, n);
+                    store_row(ctx, L, ((ptrdiff_t)(oc + 1) * L->oh + oy) * L->ow + x, a1, n);
             }
     }
 }
@@ -312,10 +312,10 @@ static void convt_tap(const cnnk_ctx_t *ctx, const cnnk_layer_t *L, const int8_t
     if (x0 >= x1)
         return;
     for (iy = y0; iy < y1; ++iy) {
-        int32_t *dst = ctx->acc + (size_t)(iy * L->sh + by) * L->ow + (size_t)x0 * L->sw + bx;
-        const int8_t *src = plane + (size_t)iy * L->pw + x0;
+        int32_t *dst = ctx->acc + (ptrdiff_t)(iy * L->sh + by) * L->ow + (ptrdiff_t)x0 * L->sw + bx;
+        const int8_t *src = plane + (ptrdiff_t)iy * L->pw + x0;
         for (ix = 0; ix < x1 - x0; ++ix)
-            dst[(size_t)ix * L->sw] += w * src[ix];
+            dst[(ptrdiff_t)ix * L->sw] += w * src[ix];
     }
 }
 
@@ -324,12 +324,12 @@ static void convt_tap(const cnnk_ctx_t *ctx, const cnnk_layer_t *L, const int8_t
 static void run_convt(const cnnk_ctx_t *ctx, const cnnk_layer_t *L, const int8_t *in)
 {
     const int32_t icg = L->pc / L->groups, ocg = L->oc / L->groups, taps = L->kh * L->kw;
-    const size_t plane = (size_t)L->oh * L->ow, inplane = (size_t)L->ph * L->pw;
+    const ptrdiff_t plane = (ptrdiff_t)L->oh * L->ow, inplane = (ptrdiff_t)L->ph * L->pw;
     int32_t oc, ic, t;
-    size_t i;
+    ptrdiff_t i;
     for (oc = 0; oc < L->oc; ++oc) {
         const int8_t *w = weight_row(ctx, L, oc, 0);
-        const int8_t *group = in + (size_t)(oc / ocg) * icg * inplane;
+        const int8_t *group = in + (ptrdiff_t)(oc / ocg) * icg * inplane;
         const int32_t b = bias_acc(L, oc);
         for (i = 0; i < plane; ++i)
             ctx->acc[i] = b;
@@ -338,7 +338,7 @@ static void run_convt(const cnnk_ctx_t *ctx, const cnnk_layer_t *L, const int8_t
                 if (w[ic * taps + t] != 0)
                     convt_tap(ctx, L, group + ic * inplane, t / L->kw, t % L->kw,
                               w[ic * taps + t]);
-        store_row(ctx, L, (size_t)oc * plane, ctx->acc, (int32_t)plane);
+        store_row(ctx, L, (ptrdiff_t)oc * plane, ctx->acc, (int32_t)plane);
     }
 }
 
@@ -353,7 +353,7 @@ static void run_linear(const cnnk_ctx_t *ctx, const cnnk_layer_t *L, const int8_
         int64_t acc = bias_acc(L, oc);
         for (i = 0; i < L->row_len; ++i)
             acc += (int32_t)w[i] * in[i];
-        store(ctx, L, (size_t)oc, acc);
+        store(ctx, L, (ptrdiff_t)oc, acc);
     }
 }
 
@@ -389,7 +389,7 @@ static int64_t direct_one(const cnnk_layer_t *L, const int8_t *group, const int8
                 continue;
             for (ic = 0; ic < icg; ++ic)
                 acc += (int32_t)w[ic * taps + ky * L->kw + kx] *
-                       group[((size_t)ic * hp + iy) * wp + ix];
+                       group[((ptrdiff_t)ic * hp + iy) * wp + ix];
         }
     }
     return acc;
@@ -400,11 +400,11 @@ static void run_direct(const cnnk_ctx_t *ctx, const cnnk_layer_t *L, const int8_
 {
     const int32_t icg = L->pc / L->groups, ocg = L->oc / L->groups;
     int32_t oc, oy, ox;
-    size_t i = 0;
+    ptrdiff_t i = 0;
     for (oc = 0; oc < L->oc; ++oc) {
         const int8_t *w = weight_row(ctx, L, oc, 0);
-        const size_t inplane = (size_t)(L->ph + 2 * L->prep_pad_h) * (L->pw + 2 * L->prep_pad_w);
-        const int8_t *group = in + (size_t)(oc / ocg) * icg * inplane;
+        const ptrdiff_t inplane = (ptrdiff_t)(L->ph + 2 * L->prep_pad_h) * (L->pw + 2 * L->prep_pad_w);
+        const int8_t *group = in + (ptrdiff_t)(oc / ocg) * icg * inplane;
         for (oy = 0; oy < L->oh; ++oy)
             for (ox = 0; ox < L->ow; ++ox, ++i)
                 store(ctx, L, i, bias_acc(L, oc) + direct_one(L, group, w, oy, ox));
