@@ -343,3 +343,8 @@ def test_clean_under_extra_warnings(tmp_path: Path, define: str) -> None:
     """Beyond the required flags: -Wconversion and friends, in every build variant."""
     _project(40, tmp_path)
     compile_c(tmp_path, tmp_path / "t", extra=(*EXTRA_WARNINGS, define))
+
+
+def test_shift_outside_the_hardware_range_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(EmitError, match=r"shift 16 is outside \[-15, 15\]"):
+        emit_c(_conv_a(16), EX_A_X, np.array([0]), tmp_path)

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from cnnforge.arithmetic import SHIFT_MAX, SHIFT_MIN
 from cnnforge.errors import EmitError
 from cnnforge.ir import (
     BINARY_BITS,
@@ -253,6 +254,8 @@ def _weight_fields(layer: Layer, kind: int, f: dict[str, int], force64: bool) ->
             f"weights of shape {tuple(q.weights.shape)} do not match the layer "
             f"({f['oc']} outputs x {row_len} weights each)",
         )
+    if not layer.wide and not SHIFT_MIN <= q.total_shift <= SHIFT_MAX:
+        raise _fail(layer, f"total output shift {q.total_shift} is outside [-15, 15] (R2.1)")
     bound = _acc_bound(rows, q.bias)
     if layer.wide and bound >= 1 << 31:
         raise _fail(layer, f"its 32-bit output can reach {bound}, beyond int32")
