@@ -100,6 +100,12 @@ def check_layer(layer: Layer, device: Device | None = None) -> None:
         )
     if layer.wide and layer.activation is not Activation.NONE:
         raise _fail(layer, "a 32-bit (wide) output cannot have an activation (R2.4)")
+    if layer.op is Op.PASSTHROUGH and layer.activation is not Activation.NONE:
+        raise _fail(
+            layer,
+            "a passthrough layer cannot have an activation (network-yaml.md §3.1)",
+            hint="carry it on an identity 1x1 convolution instead (passes/fuse.py does)",
+        )
     if layer.has_weights:
         _check_quantized(layer, device)
 
