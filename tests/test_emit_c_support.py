@@ -185,6 +185,8 @@ def _step(b: _Builder, i: int, last_layer: bool) -> None:
     elif r < 0.3 and len(dims) == 2 and max(dims) <= 8:
         layer = _convt(b, i, src, elt, pool, c, dims)
     elif r < 0.42:
+        pool_first = bool(rng.random() < 0.5)
+        rng.integers(0, 3)  # an unused draw keeps the stream: passthroughs have no activation
         layer = Layer(
             f"l{i}",
             Op.PASSTHROUGH,
@@ -194,8 +196,7 @@ def _step(b: _Builder, i: int, last_layer: bool) -> None:
             out_channels=c,
             pool=pool,
             eltwise=elt,
-            pool_first=bool(rng.random() < 0.5),
-            activation=ACTS[int(rng.integers(0, 3))],
+            pool_first=pool_first,
         )
     if layer is None:
         layer = _conv(b, i, src, elt, pool, c, dims) or Layer(
