@@ -198,3 +198,14 @@ def quantize_weights(w: torch.Tensor, weight_bits: int, output_shift: int) -> to
     scaled = torch.floor(w64 * 2.0 ** (weight_bits - 1 - output_shift) + 0.5)
     lo, hi = weight_range(weight_bits)
     return torch.clamp(scaled, lo, hi).to(torch.int64)
+
+
+def output_unit(weight_bits: int, output_shift: int, wide: bool, exponent: int = 0) -> float:
+    """Real value of one unit of a layer's integer output (R1.1, R1.7, R6.2).
+
+    8-bit outputs: ``1/128``. Wide outputs keep the accumulator, whose unit is
+    ``2^(output_shift + 1 - |bits|) / 128`` (Q17.14 for 8-bit weights and shift 0). A calibrated
+    PTQ activation scale ``2^exponent`` (quant/ptq.py) multiplies either.
+    """
+    unit = 2.0 ** (output_shift + 1 - abs(weight_bits)) if wide else 1.0
+    return unit * 2.0**exponent / ACT_SCALE

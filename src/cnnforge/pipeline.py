@@ -79,6 +79,7 @@ class CompileState:
     plan_issues: tuple = ()
     sample: np.ndarray | None = None  # int64, C,H,W (or C,L)
     answer: dict[str, np.ndarray] = field(default_factory=dict)
+    output_exponents: dict[str, int] = field(default_factory=dict)  # calibrated PTQ scales
     layer_outputs: dict[str, np.ndarray] = field(default_factory=dict)
     float_outputs: dict[str, np.ndarray] = field(default_factory=dict)
     emitted: Any = None  # emit.c.EmittedC
@@ -228,9 +229,15 @@ def step_quantize(state: CompileState, workdir: Path) -> CompileState:
             where=f"layer {missing.name} ({missing.module_path})",
             hint="pass --ptq, or a QAT / quantized --checkpoint",
         )
-    quantize = _stage("cnnforge.quant.ptq", "quantize_network")
-    q = quantize(network, state.weight_bits or 8, device=state.device)
-    return state.with_(network=q)
+    # Calibrated on the sample: layers whose float outputs would leave the int8 range get a
+    # power-of-two activation scale (quant/ptq.py), recorded per network output.
+    quantize = _stage("cnnforge.quant.ptq", "quantize_with_scales")
+    calibration = None if state.sample is None else state.sample[None]
+    q, exps = quantize(
+        network, state.weight_bits or 8, device=state.device, calibration=calibration
+    )
+    notes = [f"output {n} is calibrated: value x 2^{e}" for n, e in sorted(exps.items()) if e]
+    return state.with_(network=q, output_exponents=dict(exps), notes=(*state.notes, *notes))
 
 
 def step_plan(state: CompileState, workdir: Path) -> CompileState:

@@ -16,6 +16,7 @@ from typing import Any
 import jinja2
 import numpy as np
 
+from cnnforge.arithmetic import output_unit
 from cnnforge.emit import report_figures as figs
 from cnnforge.ir import INPUT, Network
 from cnnforge.outputs import atomic_output_file
@@ -138,8 +139,8 @@ def output_figures(state: Any) -> list[dict[str, str]]:
         spatial = quant.ndim == 3 and quant.shape[0] > 1 and math.prod(quant.shape[1:]) > 1
         if spatial:
             fig = figs.masks_figure(fl, quant, state.sample)
-        else:
-            fig = figs.scatter_figure(fl, quant)
+        else:  # both in 8-bit LSBs of the float value
+            fig = figs.scatter_figure(fl, quant * _unit(state, name) * 128.0)
         out.append({"name": name, "uri": fig})
     return out
 
@@ -193,13 +194,22 @@ def report_context(state: Any) -> dict[str, Any]:
     }
 
 
+def _unit(state: Any, name: str) -> float:
+    """Real value of one unit of output ``name`` (wide and calibrated outputs differ)."""
+    layer = state.network.layer(name)
+    exponent = state.output_exponents.get(name, 0)
+    if layer.quant is None:
+        return output_unit(8, 0, False, exponent)
+    return output_unit(layer.quant.weight_bits, layer.quant.output_shift, layer.wide, exponent)
+
+
 def _agreement(state: Any) -> list[dict[str, Any]]:
     rows = []
     for name, quant in sorted(state.answer.items()):
         fl = state.float_outputs.get(name)
         if fl is None or fl.shape != quant.shape:
             continue
-        err = np.abs(fl * 128.0 - quant)
+        err = np.abs(fl - quant * _unit(state, name)) * 128.0  # in 8-bit LSBs
         row = {"name": name, "max": f"{float(err.max()):.2f}", "mean": f"{float(err.mean()):.3f}"}
         if quant.ndim == 3 and quant.shape[0] > 1:
             agree = (fl.argmax(axis=0) == quant.argmax(axis=0)).mean() * 100

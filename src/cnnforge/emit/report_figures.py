@@ -92,13 +92,13 @@ def masks_figure(float_out: np.ndarray, quant_out: np.ndarray, sample: np.ndarra
 
 
 def scatter_figure(float_out: np.ndarray, quant_out: np.ndarray) -> str:
-    """Non-spatial outputs: quantized value against the float value x 128."""
+    """Non-spatial outputs: quantized against float, both in units of 1/128 of the float value."""
     fig, ax = plt.subplots(figsize=(3.6, 3.4))
     x, y = float_out.reshape(-1) * 128.0, quant_out.reshape(-1).astype(np.float64)
     ax.scatter(x, y, s=4, color="#4477aa")
     lo, hi = float(min(x.min(), y.min())), float(max(x.max(), y.max()))
     ax.plot([lo, hi], [lo, hi], color="gray", lw=0.5)
     ax.set_xlabel("float x 128")
-    ax.set_ylabel("quantized")
+    ax.set_ylabel("quantized (same units)")
     fig.tight_layout()
     return to_data_uri(fig)

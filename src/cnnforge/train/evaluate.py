@@ -17,6 +17,7 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader, Dataset
 
+from cnnforge.arithmetic import output_unit
 from cnnforge.ir import Network
 from cnnforge.train.datasets import VOID, fold, unfold
 from cnnforge.train.metrics import SegmentationScores, confusion_matrix, segmentation_scores
@@ -43,9 +44,9 @@ def hardware_network(model: nn.Module, input_shape: tuple[int, ...]) -> Network:
 def output_scale(network: Network) -> float:
     """Factor from the simulator's integer output to the QAT module's float output."""
     last = network.layer(network.outputs[0])
-    if last.wide and last.quant is not None:
-        return 2.0 ** (last.quant.output_shift + 1 - abs(last.quant.weight_bits)) / 128.0
-    return 1.0 / 128.0
+    if last.quant is None:
+        return output_unit(8, 0, False)
+    return output_unit(last.quant.weight_bits, last.quant.output_shift, last.wide)
 
 
 def evaluate_three_ways(
