@@ -24,8 +24,8 @@ MODEL = "qat-unet"
 SIZE = 32
 CHECKPOINT = "qat_unet_shapes.pth"
 TRAIN_COMMAND = (
-    "cnnforge train qat-unet --dataset shapes --size 32 --epochs 16 --batch-size 16 --lr 5e-3 "
-    "--train-length 1536 --val-length 256 --seed 0 -o runs/shapes"
+    "cnnforge train qat-unet --dataset shapes --size 32 --epochs 30 --batch-size 16 --lr 5e-3 "
+    "--train-length 3072 --val-length 256 --seed 0 -o runs/shapes"
 )
 HELD_OUT = 256  # images of the shapes 'test' split, never seen in training or validation
 
