@@ -177,6 +177,9 @@ def quantize_layer(
             hint="binary layers come from QAT or a vendor checkpoint; use 1, 2, 4 or 8 bits",
         )
     weight, bias = layer.weight, layer.bias
+    selection = _selection_quant(weight, bias, bits)
+    if selection is not None:
+        return dequantized(layer, selection)
     level = clip_level(weight, bias, clip, scale=scale, nstd=nstd)
     shift = shift_for_max(level, bits)
     w_int = quantize_weights(torch.from_numpy(np.asarray(weight)), bits, shift).numpy()
@@ -184,6 +187,24 @@ def quantize_layer(
     if bias is not None:
         b_int = quantize_weights(torch.from_numpy(np.asarray(bias)), bits, shift).numpy()
     return dequantized(layer, Quantized(bits, w_int, b_int, shift))
+
+
+def _selection_quant(weight: np.ndarray, bias: np.ndarray | None, bits: int) -> Quantized | None:
+    """Exact integers for weights that are all 0 or 1 without bias, else None.
+
+    Such layers copy or add their inputs (the identity convolutions that fusion and
+    legalization create for add+ReLU, nearest upsampling or copies). The max rule would give
+    1.0 -> 2^(b-1), clipped to 2^(b-1) - 1 (arithmetic.md §8.20), off by one LSB. Instead
+    ``w_int = 2^(b-2)`` with ``output_shift = 1`` (total shift 9 - b, arithmetic.md R2.1/R2.3)
+    reproduces the float sums exactly: ``(x * 2^(b-2) + 2^(b-3)) >> (b-2) == x``.
+    """
+    w = np.asarray(weight)
+    if bits < 2 or not np.isin(w, (0.0, 1.0)).all() or not w.any():
+        return None
+    if bias is not None and np.asarray(bias).any():
+        return None
+    zero_bias = None if bias is None else np.zeros(np.shape(bias), np.int64)
+    return Quantized(bits, w.astype(np.int64) << (bits - 2), zero_bias, 1)
 
 
 def dequantized(layer: Layer, quant: Quantized) -> Layer:
