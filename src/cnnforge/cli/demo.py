@@ -20,8 +20,7 @@ def demo(
     ),
     run_c: bool = typer.Option(True, "--run/--no-run", help="Build and run the C self-test."),
 ) -> None:
-    """The shipped small U-Net on held-out shapes: float vs QAT-eval vs bit-exact mIoU, compiled
-    for MAX78000 with the C self-test run on this machine, and a report with sample masks."""
+    """Offline end-to-end demo: float vs QAT-eval vs bit-exact mIoU, compile, C self-test."""
     from cnnforge.cli.evaluate import agreement_line, evaluation_table
     from cnnforge.train.demo import quick_train, run_demo
 
