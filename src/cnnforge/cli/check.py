@@ -12,26 +12,13 @@ import typer
 from rich.table import Table
 
 from cnnforge.cli import app
-from cnnforge.cli.common import console, parse_model_args, parse_shape
+from cnnforge.cli.common import console, parse_model_args, parse_shape, parse_weight_bits
 from cnnforge.devices import get_device
-from cnnforge.errors import InputError
 from cnnforge.frontend import load_network
 from cnnforge.frontend.ai8x import network_for_cli
 from cnnforge.models import default_input_shape, model_names
 from cnnforge.outputs import atomic_output_file
 from cnnforge.passes.check import CheckReport, check_report
-
-
-def parse_weight_bits(text: str) -> int | str:
-    """``8``/``4``/``2``/``1`` or ``auto`` (``-1``/``binary`` for binary weights)."""
-    low = text.strip().lower()
-    if low == "auto":
-        return "auto"
-    if low in ("binary", "bin"):
-        return -1
-    if low in ("8", "4", "2", "1", "-1"):
-        return int(low)
-    raise InputError(f"--weight-bits {text!r} is not 8, 4, 2, 1, binary or auto")
 
 
 @app.command("check")
@@ -68,7 +55,7 @@ def check(
 ) -> None:
     """List the exact rewrites applied and ALL device violations; exit 1 if it does not fit."""
     dev = get_device(device)
-    bits = parse_weight_bits(weight_bits) if weight_bits else None
+    bits = parse_weight_bits(weight_bits, binary=True) if weight_bits else None
     shape = parse_shape(input_shape) if input_shape else None
     if shape is None and model in model_names():  # a shipped model knows its input
         shape = default_input_shape(model)

@@ -9,21 +9,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from cnnforge.cli import app
-from cnnforge.cli.common import console, parse_model_args, parse_shape
-from cnnforge.errors import InputError
-
-
-def parse_weight_bits(text: str) -> int | str:
-    """``8|4|2|1|auto``."""
-    if text == "auto":
-        return text
-    try:
-        bits = int(text)
-    except ValueError:
-        bits = 0
-    if bits not in (8, 4, 2, 1):
-        raise InputError(f"--weight-bits {text!r}", hint="use 8, 4, 2, 1 or auto")
-    return bits
+from cnnforge.cli.common import console, parse_model_args, parse_shape, parse_weight_bits
 
 
 @app.command("compile")

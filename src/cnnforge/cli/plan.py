@@ -14,20 +14,9 @@ import typer
 from rich.table import Table
 
 from cnnforge.cli import app
-from cnnforge.cli.common import console, parse_model_args, parse_shape
+from cnnforge.cli.common import console, parse_model_args, parse_shape, parse_weight_bits
 from cnnforge.errors import InputError
 from cnnforge.plan.deploy import PlanResult
-
-
-def _bits(text: str | None) -> int | str | None:
-    if text is None:
-        return None
-    low = text.strip().lower()
-    if low == "auto":
-        return "auto"
-    if low in ("8", "4", "2", "1"):
-        return int(low)
-    raise InputError(f"--weight-bits {text!r} is not 8, 4, 2, 1 or auto")
 
 
 @app.command("plan")
@@ -91,7 +80,12 @@ def plan(
                 "MODEL and --input-shape are needed", hint="e.g. unet-large -i 48,88,88"
             )
         network = deploy.quantized_network(
-            model, shape, parse_model_args(model_arg), checkpoint, dev, _bits(weight_bits)
+            model,
+            shape,
+            parse_model_args(model_arg),
+            checkpoint,
+            dev,
+            parse_weight_bits(weight_bits) if weight_bits is not None else None,
         )
         result = deploy.plan_and_validate(network, dev, not no_in_place)
     _print_summary(result)
