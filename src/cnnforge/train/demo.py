@@ -44,7 +44,7 @@ def shipped_checkpoint() -> Path:
 
 
 def quick_train(
-    out_dir: Path, epochs: int = 8, lengths: tuple[int, int] = (768, 128), on_epoch=None
+    out_dir: Path, epochs: int = 12, lengths: tuple[int, int] = (1024, 256), on_epoch=None
 ) -> Path:
     """Retrain the demo model from scratch (shorter than TRAIN_COMMAND); returns best.pth."""
     from cnnforge.train.loop import TrainConfig
