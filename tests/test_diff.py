@@ -8,12 +8,24 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 
 from cnnforge.cli import main
 from cnnforge.emit.c import emit_c
-from cnnforge.emit.c.probe import compare, compare_layer, read_layer_outputs, run_probe
+from cnnforge.emit.c.probe import (
+    compare,
+    compare_layer,
+    find_network,
+    network_pairs,
+    pair_layers,
+    read_layer_outputs,
+    run_probe,
+)
 from cnnforge.errors import InputError
+from cnnforge.frontend.torch_fx import trace
+from cnnforge.passes.lower import lower_to_hardware
 from cnnforge.sim import simulate
+from cnnforge.sim.float_eval import run_float
 from test_emit_c_support import random_input, random_network
 
 
@@ -87,3 +99,46 @@ def test_bad_input(tmp_path, capsys) -> None:
     (tmp_path / "m" / "manifest.txt").write_text("garbage\n")
     code, _, err = run(["diff", str(tmp_path / "m"), str(tmp_path / "m")], capsys)
     assert code == 2 and "manifest.txt:1" in err
+
+
+class _Small(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv1 = torch.nn.Conv2d(3, 8, 3, padding=1)
+        self.relu1 = torch.nn.ReLU()
+        self.pool = torch.nn.MaxPool2d(2)
+        self.conv2 = torch.nn.Conv2d(8, 4, 3, padding=1)
+        self.relu2 = torch.nn.ReLU()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.relu2(self.conv2(self.pool(self.relu1(self.conv1(x)))))
+
+
+def _dump(root: Path, network, x: np.ndarray, with_description: bool) -> Path:
+    """Every layer's float output as .npy files, with the network's network.json if asked."""
+    root.mkdir()
+    for name, value in run_float(network, x, all_layers=True).items():
+        np.save(root / f"{name}.npy", value.numpy())
+    if with_description:
+        (root / "network.json").write_text(network.to_json(), "utf-8")
+    return root
+
+
+def test_model_level_against_fused_layers(tmp_path, capsys) -> None:
+    torch.manual_seed(0)
+    model = trace(_Small().eval(), (3, 8, 8), name="small")
+    hardware = lower_to_hardware(model).network
+    assert hardware.is_hardware and not model.is_hardware
+    # conv1 + relu1 -> conv1; pool (conv2's input pooling) + conv2 + relu2 -> conv2
+    assert pair_layers(hardware, model) == {"conv1": "relu1", "conv2": "relu2"}
+    x = np.random.default_rng(0).uniform(-1, 1, (3, 8, 8))
+    a = _dump(tmp_path / "model", model, x, True)
+    b = _dump(tmp_path / "hw", hardware, x, True)
+    for first, second in ((a, b), (b, a)):
+        code, out, _ = run(["diff", str(first), str(second), "--tolerance", "1e-6"], capsys)
+        assert code == 0 and f"all {len(hardware.layers)} common layers are equal" in out, out
+    # without a description on one side: pairing by name as before
+    (a / "network.json").unlink()
+    assert network_pairs(find_network(a), find_network(b)) is None
+    code, out, _ = run(["diff", str(a), str(b), "--tolerance", "1e-6"], capsys)
+    assert "first divergence" in " ".join(out.split()) and code == 1

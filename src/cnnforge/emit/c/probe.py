@@ -4,6 +4,11 @@ A *set of layer outputs* is any of: a C probe directory (``manifest.txt`` + ``NN
 ``.npz`` archive (one array per layer name, e.g. ``sim_layers.npz`` of ``compile --probe``), or a
 directory of ``.npy`` files (``cnnforge simulate --layers``). ``compare`` walks the layers of
 the first set in order and names the first one whose values differ, with position and values.
+
+Layers pair by name, unless both sets come with a network description (``network.json`` in the
+set's directory or beside it, as in a compile output directory) and exactly one of the two is
+a hardware network: then ``pair_layers`` pairs each hardware layer with the model-level layer
+whose output it computes (fusion keeps the first layer's name, not the last one's).
 """
 
 from __future__ import annotations
@@ -17,8 +22,10 @@ import numpy as np
 
 from cnnforge.emit.c.build import SOURCES, compile_c
 from cnnforge.errors import EmitError, InputError
+from cnnforge.ir import Network
 
 MANIFEST = "manifest.txt"
+NETWORK = "network.json"  # the network description a compile output directory holds
 DTYPES = {"int8": np.dtype("i1"), "int32": np.dtype("=i4")}
 
 
@@ -147,10 +154,78 @@ def compare_layer(name: str, a: np.ndarray, b: np.ndarray, tolerance: float = 0)
     )
 
 
-def compare(a: dict[str, np.ndarray], b: dict[str, np.ndarray], tolerance: float = 0) -> DiffResult:
-    """Compare the layers both sets have, in the order of ``a``."""
-    common = [n for n in a if n in b]
+def compare(
+    a: dict[str, np.ndarray],
+    b: dict[str, np.ndarray],
+    tolerance: float = 0,
+    pairs: dict[str, str] | None = None,
+) -> DiffResult:
+    """Compare the layers both sets have, in the order of ``a``.
+
+    ``pairs`` (layer of ``a`` -> layer of ``b``, see ``pair_layers``) replaces pairing by name;
+    a pair of different names is shown as ``a_name ~ b_name``.
+    """
+    if pairs is None:
+        pairs = {n: n for n in a}
+    common = [n for n in a if pairs.get(n) in b]
     if not common:
         raise InputError("the two sets have no layer name in common")
-    rows = tuple(compare_layer(n, a[n], b[n], tolerance) for n in common)
-    return DiffResult(rows, tuple(n for n in a if n not in b), tuple(n for n in b if n not in a))
+    rows = tuple(
+        compare_layer(n if pairs[n] == n else f"{n} ~ {pairs[n]}", a[n], b[pairs[n]], tolerance)
+        for n in common
+    )
+    used = {pairs[n] for n in common}
+    return DiffResult(
+        rows, tuple(n for n in a if n not in common), tuple(n for n in b if n not in used)
+    )
+
+
+def find_network(path: Path | str) -> Network | None:
+    """The network description of a set of layer outputs: ``network.json`` in its directory or in
+    the directory holding it (a compile output directory: ``probe/``, ``sim_layers.npz``), or
+    None when there is none or it is not a cnnforge network."""
+    path = Path(path)
+    for where in (path, path.parent) if path.is_dir() else (path.parent,):
+        if (where / NETWORK).is_file():
+            try:
+                return Network.from_json((where / NETWORK).read_text("utf-8"))
+            except InputError:
+                return None
+    return None
+
+
+def pair_layers(hardware: Network, model: Network) -> dict[str, str]:
+    """Hardware layer -> the model-level layer whose output it computes.
+
+    A hardware layer starts at the model-level layer named like its ``module_path`` (or like
+    itself) and takes in the layers fused after it: while the current layer is not a network
+    output, its only consumer keeps the output shape and is not another hardware layer (an
+    activation, an identity), that consumer is the one. Hardware layers with no such model-level
+    layer are left out.
+    """
+    hardware_names = {layer.name for layer in hardware.layers}
+    by_name = {layer.name: layer for layer in model.layers}
+    pairs: dict[str, str] = {}
+    for h in hardware.layers:
+        current = by_name.get(h.module_path) or by_name.get(h.name)
+        if current is None:
+            continue
+        while current.name not in model.outputs:
+            users = model.consumers(current.name)
+            if len(users) != 1 or users[0].out_shape != h.out_shape:
+                break
+            if users[0].name in hardware_names and users[0].name != h.name:
+                break
+            current = users[0]
+        pairs[h.name] = current.name
+    return pairs
+
+
+def network_pairs(a: Network | None, b: Network | None) -> dict[str, str] | None:
+    """Layer of ``a`` -> layer of ``b`` when exactly one of two given networks is a hardware
+    network (``pair_layers``); None (pair by name) otherwise."""
+    if a is None or b is None or a.is_hardware == b.is_hardware:
+        return None
+    if a.is_hardware:
+        return pair_layers(a, b)
+    return {m: h for h, m in pair_layers(b, a).items()}
