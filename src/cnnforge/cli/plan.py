@@ -58,13 +58,10 @@ def plan(
 ) -> None:
     """Plan processors, data memory, kernels and bias; validate; write YAML + checkpoint + plan."""
     from cnnforge.devices import get_device
-    from cnnforge.models import default_input_shape, model_names
     from cnnforge.plan import deploy
 
     dev = get_device(device)
-    shape = parse_shape(input_shape) if input_shape else None
-    if shape is None and model in model_names():
-        shape = default_input_shape(model)
+    shape = _input_shape(model, input_shape)
     if not validate_only and output is None:
         raise InputError("no output directory", hint="give -o DIR, or --validate-only")
     if ai8x_yaml is not None or ai8x_checkpoint is not None:
@@ -79,20 +76,24 @@ def plan(
             raise InputError(
                 "MODEL and --input-shape are needed", hint="e.g. unet-large -i 48,88,88"
             )
-        network = deploy.quantized_network(
-            model,
-            shape,
-            parse_model_args(model_arg),
-            checkpoint,
-            dev,
-            parse_weight_bits(weight_bits) if weight_bits is not None else None,
-        )
+        bits = parse_weight_bits(weight_bits) if weight_bits is not None else None
+        args = parse_model_args(model_arg)
+        network = deploy.quantized_network(model, shape, args, checkpoint, dev, bits)
         result = deploy.plan_and_validate(network, dev, not no_in_place)
     _print_summary(result)
     if validate_only:
         return
     written = deploy.write_outputs(result, dev, output, overwrite)
     console.print(f"wrote [bold]{output}[/bold]: {len(written.files)} files", highlight=False)
+
+
+def _input_shape(model: str | None, text: str | None) -> tuple[int, ...] | None:
+    """``--input-shape``, else the shipped model's own shape, else None."""
+    from cnnforge.models import default_input_shape, model_names
+
+    if text:
+        return parse_shape(text)
+    return default_input_shape(model) if model in model_names() else None
 
 
 def _vendor(

@@ -1,8 +1,9 @@
 """``cnnforge simulate``: run a quantized network bit-exactly on int8 input from a .npy file.
 
-The network comes from ``resolve_network``: a cnnforge quantized checkpoint (``--network``, or
-``--checkpoint`` when it is one), or MODEL (+ float or QAT ``--checkpoint``) quantized on the fly.
-Other sources (vendor YAML + checkpoint) are added there.
+The network comes from a vendor pair (``--ai8x-yaml`` + ``--ai8x-checkpoint``, read by
+``frontend.ai8x.network_for_cli``) or else from ``resolve_network``: a cnnforge quantized
+checkpoint (``--network``, or ``--checkpoint`` when it is one), or MODEL (+ float or QAT
+``--checkpoint``) quantized on the fly.
 """
 
 from __future__ import annotations
@@ -165,13 +166,18 @@ def simulate(
     outputs = {k: _unbatch(v, added) for k, v in result.outputs.items()}
     write_outputs(outputs, output)
     if layers_dir is not None:
-        with atomic_output_dir(layers_dir, overwrite=overwrite) as tmp:
-            for name, value in result.layers.items():
-                np.save(tmp / _file_name(name), _unbatch(value, added))
+        _write_layers(result.layers, added, layers_dir, overwrite)
     first = next(iter(outputs.values()))
     console.print(
         f"{network.name}: {len(network)} layers, output {first.shape} -> {output}", highlight=False
     )
+
+
+def _write_layers(layers: dict, added: bool, directory: Path, overwrite: bool) -> None:
+    """One .npy per layer (file names made safe), written atomically."""
+    with atomic_output_dir(directory, overwrite=overwrite) as tmp:
+        for name, value in layers.items():
+            np.save(tmp / _file_name(name), _unbatch(value, added))
 
 
 def _shape_from_data(data: np.ndarray) -> tuple[int, ...]:
