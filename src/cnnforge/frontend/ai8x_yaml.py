@@ -8,6 +8,7 @@ checked later by ``frontend.ai8x``.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -447,31 +448,43 @@ def _canonical(raw: _Map, index: int, path: str) -> dict[str, tuple[Any, int]]:
     return out
 
 
-def _parse_layer(raw: _Map, index: int, path: str) -> YamlLayer:
-    """Check one layer's keys and values (network-yaml.md §3)."""
-    keys = _canonical(raw, index, path)
+def _value(
+    keys: dict[str, tuple[Any, int]], path: str, key: str, parse: Any, default: Any = None, *args
+) -> Any:
+    """``parse(value, key, "file:line", *args)`` of ``key``, or ``default`` when it is absent."""
+    if key not in keys:
+        return default
+    value, line = keys[key]
+    return parse(value, key, f"{path}:{line}", *args)
 
-    def get(key: str, parse: Any, default: Any = None, *args: Any) -> Any:
-        if key not in keys:
-            return default
-        value, line = keys[key]
-        return parse(value, key, f"{path}:{line}", *args)
 
-    if "processors" not in keys:
-        raise ConfigError(f"layer {index}: `processors` is missing", where=f"{path}:{raw.line}")
-    op, eltwise = get("operation", _choice, (Op.CONV2D, None), OPERATIONS)
+def _operation(
+    keys: dict[str, tuple[Any, int]], index: int, path: str
+) -> tuple[Op, EltwiseOp | None]:
+    """`operation` and `eltwise`: the main operation and the element-wise one, if any."""
+    op, eltwise = _value(keys, path, "operation", _choice, (Op.CONV2D, None), OPERATIONS)
     if "eltwise" in keys:
         if eltwise is not None:
             raise ConfigError(
                 f"layer {index}: `eltwise` with an element-wise operation",
                 where=f"{path}:{keys['eltwise'][1]}",
             )
-        eltwise = get("eltwise", _choice, None, ELTWISE)
+        eltwise = _value(keys, path, "eltwise", _choice, None, ELTWISE)
     if "operands" in keys and eltwise is None:
         line = keys["operands"][1]
         raise ConfigError(
             f"layer {index}: `operands` without an element-wise operation", where=f"{path}:{line}"
         )
+    return op, eltwise
+
+
+def _parse_layer(raw: _Map, index: int, path: str) -> YamlLayer:
+    """Check one layer's keys and values (network-yaml.md §3)."""
+    keys = _canonical(raw, index, path)
+    get = functools.partial(_value, keys, path)
+    if "processors" not in keys:
+        raise ConfigError(f"layer {index}: `processors` is missing", where=f"{path}:{raw.line}")
+    op, eltwise = _operation(keys, index, path)
     pool_kind, pool_size = _pool(keys, index, path)
     name = get("name", lambda v, k, w: str(v))
     return YamlLayer(
