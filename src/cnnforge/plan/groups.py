@@ -81,7 +81,7 @@ def form_groups(network: Network) -> tuple[Network, tuple[Group, ...]]:
         _check_interleave(network, layer, kind)
         parts: list[str] = []
         for name in layer.inputs:
-            if _must_copy(network, layer, kind, name, claimed, parts):
+            if _must_copy(network, kind, name, claimed, parts):
                 copy = _copy_layer(network, name, layer, names)
                 names.add(copy.name)
                 layers.append(copy)
@@ -97,7 +97,6 @@ def form_groups(network: Network) -> tuple[Network, tuple[Group, ...]]:
 
 def _must_copy(
     network: Network,
-    layer: Layer,
     kind: GroupKind,
     name: str,
     claimed: dict[str, int],

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from cnnforge.errors import PlanError
-from cnnforge.ir import Layer, Network
+from cnnforge.ir import Layer, Network, Op
 from cnnforge.plan.kernel_words import layer_kernel_words as _words
 from cnnforge.plan.kernel_words import main_input_shape, passes, processors_per_pass
 from cnnforge.plan.resources import PER_QUADRANT, PROCESSORS, Resources
@@ -33,9 +33,7 @@ def output_slots(out_mask: int, out_passes: int) -> int:
     return last - (first - first % 4) + 1 if out_passes >= 1 else 1
 
 
-def kernel_words_placed(
-    network: Network, layer: Layer, out_mask: int, res: Resources | None = None
-) -> int:
+def kernel_words_placed(network: Network, layer: Layer, out_mask: int) -> int:
     """72-bit words per input processor of a placed weight layer (0 without weights)."""
     if not layer.has_weights:
         return 0
@@ -47,7 +45,7 @@ def kernels_per_processor(network: Network, layer: Layer, out_mask: int) -> int:
     """kc of devices.md §3: kernels per input processor (S * E_out * E_in [* pixels])."""
     shape = main_input_shape(network, layer)
     e_in, e_out = passes(shape[0]), passes(layer.out_shape[0])
-    if layer.op.value == "passthrough":
+    if layer.op is Op.PASSTHROUGH:
         return 0
     slots = output_slots(out_mask, e_out)
     if layer.groups > 1:
@@ -94,7 +92,7 @@ def assign_kernels(
     out: dict[str, KernelSlot] = {}
     shared: dict[str, int] = {}
     todo = [x for x in network.layers if x.has_weights]
-    need = {x.name: kernel_words_placed(network, x, masks[x.name][1], res) for x in todo}
+    need = {x.name: kernel_words_placed(network, x, masks[x.name][1]) for x in todo}
     # Largest first (words x processors): fewer holes than layer order when memory is tight.
     todo.sort(key=lambda x: -need[x.name] * masks[x.name][0].bit_count())
     for layer in todo:

@@ -101,7 +101,7 @@ def layer_inputs(
     pooled = layer.pool.output_dims(dims) if layer.pool is not None else dims
     pool2 = (pool[0], pool[1] if len(pool) > 1 else 1)
     rows, cols = pooled[0], pooled[1] if len(pooled) > 1 else 1
-    pad, kernel, out_cols = _geometry(layer, rows, cols)
+    pad, kernel, out_cols = _geometry(layer, cols)
     if layer.op is Op.CONVTRANSPOSE2D:
         rows, cols = 2 * rows, 2 * cols
     if layer.op is Op.CONV1D:
@@ -126,7 +126,7 @@ def layer_inputs(
     )
 
 
-def _geometry(layer: Layer, rows: int, cols: int) -> tuple[tuple[int, int], tuple[int, int], int]:
+def _geometry(layer: Layer, cols: int) -> tuple[tuple[int, int], tuple[int, int], int]:
     """Hardware (pad, kernel, output columns) of the main op (devices.md §5 definitions)."""
     if layer.op is Op.CONV2D:
         k = layer.kernel_size

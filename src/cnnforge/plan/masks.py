@@ -149,7 +149,7 @@ def assign_masks(
     or ``long-high`` (long-lived tensors such as U-Net skips high, the rest low).
     """
     units = sorted((make_unit(network, g, live) for g in groups), key=lambda u: u.birth)
-    readers = _kernel_readers(network, res)
+    readers = _kernel_readers(network)
     loads = _Loads(network, res)
     for unit in units:  # full-width units have no choice: their kernels load every processor
         if unit.width == PROCESSORS:
@@ -168,7 +168,7 @@ def assign_masks(
     return masks
 
 
-def _kernel_readers(network: Network, res: Resources) -> dict[str, list[int]]:
+def _kernel_readers(network: Network) -> dict[str, list[int]]:
     """Kernel words per input processor of every layer that reads a tensor, by tensor."""
     out: dict[str, list[int]] = {}
     for layer in network.layers:

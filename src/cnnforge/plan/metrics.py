@@ -43,7 +43,7 @@ class PlanMetrics:
         return asdict(self)
 
 
-def tensor_layout(network: Network, plan: Plan, name: str) -> Placement:
+def tensor_layout(plan: Plan, name: str) -> Placement:
     """Where a tensor is written: its producer's output (the input: where layer 0 reads it)."""
     if name == INPUT:
         first = plan.placements[0]
@@ -53,7 +53,7 @@ def tensor_layout(network: Network, plan: Plan, name: str) -> Placement:
 
 def tensor_words(network: Network, plan: Plan, name: str) -> tuple[int, np.ndarray]:
     """(16-bit instance mask, word indices) a tensor occupies in each of its instances."""
-    place = tensor_layout(network, plan, name)
+    place = tensor_layout(plan, name)
     geo = tensor_geometry(network, name)
     mask = place.out_processors
     inst = sum(1 << k for k in range(16) if mask >> (PER_INSTANCE * k) & 0xF)
@@ -93,7 +93,7 @@ def plan_metrics(network: Network, plan: Plan, device: Any) -> PlanMetrics:
     kernel, top = 0, 0
     bias = [0] * (PROCESSORS // PER_QUADRANT)
     for layer, place in zip(network.layers, plan.placements, strict=True):
-        n = kernel_words_placed(network, layer, place.out_processors, res)
+        n = kernel_words_placed(network, layer, place.out_processors)
         kernel += n * place.in_processors.bit_count()
         top = max(top, (place.kernel_start or 0) + n if n else 0)
         if layer.has_weights and has_bias(layer) and place.bias_quadrant is not None:

@@ -234,7 +234,7 @@ def _kernel_issues(network: Network, plan: Plan, res: Resources) -> list[Issue]:
     for layer, place in zip(network.layers, plan.placements, strict=True):
         if not layer.has_weights:
             continue
-        words = kernel_words_placed(network, layer, place.out_processors, res)
+        words = kernel_words_placed(network, layer, place.out_processors)
         procs = [p for p in range(PROCESSORS) if place.in_processors >> p & 1]
         start = place.kernel_start
         if start is None:
