@@ -115,7 +115,7 @@ def memory_map(network: Network, plan: Any) -> str:
     return figs.rect_map(rects, "layer index", "byte offset in each instance", title, limits)
 
 
-def kernel_map(network: Network, plan: Any) -> str | None:
+def kernel_map(plan: Any) -> str | None:
     """Kernel memory: columns used by each layer on each processor."""
     rects, top = [], 1
     for i, p in enumerate(plan.placements):
@@ -158,7 +158,7 @@ def _plan_section(state: Any) -> dict[str, Any] | None:
         "data_format": plan.data_format,
         "rows": rows,
         "memory_map": memory_map(network, plan),
-        "kernel_map": kernel_map(network, plan),
+        "kernel_map": kernel_map(plan),
         "utilization": figs.bar_figure(names, util, "% of 64 processors", "input processors"),
         "cycles": figs.bar_figure(names, cycles, "cycles", "cycle estimate per layer"),
         "total_cycles": int(sum(cycles)),
