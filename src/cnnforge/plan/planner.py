@@ -23,8 +23,8 @@ from typing import Any
 
 from cnnforge.errors import PlanError
 from cnnforge.ir import INPUT, Layer, Network, Op
-from cnnforge.plan.groups import GroupKind, form_groups, identity_conv
-from cnnforge.plan.kernels import assign_bias, assign_kernels, kernels_per_processor
+from cnnforge.plan.groups import Group, GroupKind, form_groups, identity_conv
+from cnnforge.plan.kernels import KernelSlot, assign_bias, assign_kernels, kernels_per_processor
 from cnnforge.plan.latency import START_CYCLES, layer_cycles, layer_inputs
 from cnnforge.plan.liveness import layer_in_geometry, live_intervals
 from cnnforge.plan.masks import assign_masks, choose_data_format, instances_of, make_unit
@@ -62,6 +62,24 @@ def plan_network(network: Network, device: Any, *, in_place: bool = True) -> tup
     if not results:
         raise errors[0]
     network, layer_masks, offsets, kernels, bias = min(results, key=lambda r: r[0])[1:]
+    placements = _placements(network, groups, layer_masks, offsets, kernels, bias)
+    notes = (
+        f"input data format {data_format}",
+        *_in_place_notes(network, placements, data_format),
+        *_shared_kernel_notes(placements),
+    )
+    return network, Plan(res.name, data_format, tuple(placements), notes=notes)
+
+
+def _placements(
+    network: Network,
+    groups: tuple[Group, ...],
+    layer_masks: dict[str, tuple[int, int]],
+    offsets: dict[str, int],
+    kernels: dict[str, KernelSlot],
+    bias: dict[str, tuple[int, int]],
+) -> list[Placement]:
+    """Every layer's ``Placement`` (with its cycle estimate) from the chosen attempt."""
     gaps = {p: g.gap for g in groups for p in g.parts}
     placements = []
     for layer in network.layers:
@@ -81,12 +99,7 @@ def plan_network(network: Network, device: Any, *, in_place: bool = True) -> tup
             bias_offset=entry,
         )
         placements.append(dataclasses.replace(place, cycles=placed_cycles(network, layer, place)))
-    notes = (
-        f"input data format {data_format}",
-        *_in_place_notes(network, placements, data_format),
-        *_shared_kernel_notes(placements),
-    )
-    return network, Plan(res.name, data_format, tuple(placements), notes=notes)
+    return placements
 
 
 #: Tie-break policies of the mask assignment tried in turn; the lowest data-memory top wins.
