@@ -26,8 +26,9 @@ COLUMN_ALIGN = 4  # devices.md §3 "the start is a multiple of 4"
 QUADRANTS = PROCESSORS // PER_QUADRANT
 
 
-def output_slots(out_mask: int, out_passes: int) -> int:
-    """S of devices.md §3 incl. the filler kernels of a mask not starting at a multiple of 4."""
+def budget_slots(out_mask: int, out_passes: int) -> int:
+    """S of devices.md §3 plus the filler kernels of a mask not starting at a multiple of 4 (the
+    safe budget; ``kernel_words.output_slots`` is S alone)."""
     first = (out_mask & -out_mask).bit_length() - 1
     last = out_mask.bit_length() - 1
     return last - (first - first % 4) + 1 if out_passes >= 1 else 1
@@ -37,7 +38,7 @@ def kernel_words_placed(network: Network, layer: Layer, out_mask: int) -> int:
     """72-bit words per input processor of a placed weight layer (0 without weights)."""
     if not layer.has_weights:
         return 0
-    slots = output_slots(out_mask, passes(layer.out_shape[0]))
+    slots = budget_slots(out_mask, passes(layer.out_shape[0]))
     return _words(layer, None, in_shape=main_input_shape(network, layer), out_slots=slots)
 
 
@@ -47,7 +48,7 @@ def kernels_per_processor(network: Network, layer: Layer, out_mask: int) -> int:
     e_in, e_out = passes(shape[0]), passes(layer.out_shape[0])
     if layer.op is Op.PASSTHROUGH:
         return 0
-    slots = output_slots(out_mask, e_out)
+    slots = budget_slots(out_mask, e_out)
     if layer.groups > 1:
         return e_in
     pixels = int(np.prod(shape[1:])) if layer.flatten and len(shape) > 1 else 1
