@@ -20,10 +20,10 @@ from cnnforge.arithmetic import implicit_shift, weight_range
 from cnnforge.emit.ai8x_checkpoint import write_checkpoint
 from cnnforge.emit.ai8x_yaml import write_yaml
 from cnnforge.frontend.ai8x import read_ai8x
-from cnnforge.frontend.ai8x_layers import processors_per_pass
 from cnnforge.ir import INPUT, Activation, EltwiseOp, Layer, Network, Op, Pooling, PoolKind
 from cnnforge.ir import Quantized as Q
 from cnnforge.passes.verify import verify
+from cnnforge.plan.kernel_words import processors_per_pass
 from cnnforge.plan.model import Placement, Plan
 from cnnforge.sim import simulate
 

@@ -52,7 +52,7 @@ def _conv1d(name, src, cin, cout, length, k, pad, dil=1, pool=None):
 
 
 def _plan(network: Network, device: str) -> Plan:
-    from cnnforge.frontend.ai8x_layers import processors_per_pass
+    from cnnforge.plan.kernel_words import processors_per_pass
 
     places = []
     for layer in network.layers:

@@ -18,9 +18,10 @@ import numpy as np
 from cnnforge.devices import Device, get_device
 from cnnforge.errors import ConfigError, InputError
 from cnnforge.frontend.ai8x_checkpoint import CheckpointData, CheckpointLayer, read_checkpoint
-from cnnforge.frontend.ai8x_layers import LayerContext, build_layer, processors_per_pass
+from cnnforge.frontend.ai8x_layers import LayerContext, build_layer
 from cnnforge.frontend.ai8x_yaml import YamlConfig, YamlLayer, read_yaml_config
 from cnnforge.ir import INPUT, Layer, Network, Op
+from cnnforge.plan.kernel_words import processors_per_pass
 from cnnforge.plan.model import Placement, Plan
 
 

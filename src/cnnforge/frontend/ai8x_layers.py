@@ -19,8 +19,6 @@ from cnnforge.frontend.ai8x_checkpoint import CheckpointLayer
 from cnnforge.frontend.ai8x_yaml import YamlLayer
 from cnnforge.ir import BINARY_BITS, Activation, Layer, Op, Pooling, Quantized
 
-MAX_PROCESSORS = 64  # processors per pass (devices.md §1)
-
 
 @dataclass(frozen=True)
 class LayerContext:
@@ -31,13 +29,6 @@ class LayerContext:
     inputs: tuple[str, ...]
     in_shapes: tuple[tuple[int, ...], ...]
     device: Device  # asked for binary weights and depthwise support
-
-
-def processors_per_pass(channels: int) -> int:
-    """Processors used per pass for ``channels`` channels (network-yaml.md §4 "Passes")."""
-    passes = math.ceil(channels / MAX_PROCESSORS)
-    per = math.ceil(channels / passes)
-    return per + (-per) % 4 if channels > MAX_PROCESSORS else per
 
 
 def _fail(y: YamlLayer, ctx: LayerContext, what: str, key: str = "", hint: str | None = None):
