@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import numpy as np
 from rich.console import Console
 
+from cnnforge.arithmetic import ACT_MAX, ACT_MIN
 from cnnforge.errors import InputError
 
 console = Console()
@@ -43,6 +47,24 @@ def parse_weight_bits(text: str, *, binary: bool = False) -> int | str:
     raise InputError(f"--weight-bits {text!r} is not {allowed}", hint=f"use {allowed}")
 
 
+def parse_bits_option(values: list[str] | None) -> int | dict[str, int]:
+    """``["8"]`` -> 8; ``["4", "head=8"]`` -> ``{"*": 4, "head": 8}`` ("*": the default)."""
+    default, per_layer = 8, {}
+    for text in values or []:
+        name, sep, raw = text.rpartition("=")
+        try:
+            bits = int(raw)
+        except ValueError:
+            raise InputError(f"--weight-bits {text!r} is not BITS or LAYER=BITS") from None
+        if sep:
+            per_layer[name] = bits
+        else:
+            default = bits
+    if not per_layer:
+        return default
+    return {"*": default, **per_layer}
+
+
 def parse_model_args(items: list[str] | None) -> dict[str, object]:
     """``["depth=4", "name=unet", "wide=true"]`` -> typed keyword arguments (no eval)."""
     out: dict[str, object] = {}
@@ -54,6 +76,38 @@ def parse_model_args(items: list[str] | None) -> dict[str, object]:
             )
         out[key] = _literal(raw)
     return out
+
+
+def read_input_array(path: Path, option: str = "--input") -> np.ndarray:
+    """An integer .npy of C,H,W / N,C,H,W (or C,L / N,C,L) values in [-128, 127], as int64."""
+    if not path.is_file():
+        raise InputError(f"{option} file not found", where=str(path))
+    try:
+        data = np.load(path, allow_pickle=False)
+    except (ValueError, OSError, EOFError) as exc:
+        raise InputError(f"{option} is not a readable .npy file: {exc}", where=str(path)) from None
+    if not isinstance(data, np.ndarray):
+        raise InputError(f"{option} must be one array (.npy), not an archive", where=str(path))
+    if data.dtype.kind not in "iu":
+        raise InputError(
+            f"{option} has dtype {data.dtype}, not integers",
+            where=str(path),
+            hint="save int8 values, e.g. np.save(path, x.astype(np.int8))",
+        )
+    if data.ndim not in (2, 3, 4) or data.size == 0:
+        raise InputError(
+            f"{option} has shape {data.shape}",
+            where=str(path),
+            hint="give C,H,W or N,C,H,W (C,L or N,C,L for 1-D)",
+        )
+    lo, hi = int(data.min()), int(data.max())
+    if lo < ACT_MIN or hi > ACT_MAX:
+        raise InputError(
+            f"{option} values span [{lo}, {hi}], outside [-128, 127]",
+            where=str(path),
+            hint="inputs are int8 (x_int = round(128 * x))",
+        )
+    return data.astype(np.int64)
 
 
 def _literal(raw: str) -> object:

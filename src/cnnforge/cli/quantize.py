@@ -9,35 +9,21 @@ import typer
 from rich.table import Table
 
 from cnnforge.cli import app
-from cnnforge.cli.common import console, parse_model_args, parse_shape
+from cnnforge.cli.common import (
+    console,
+    parse_bits_option,
+    parse_model_args,
+    parse_shape,
+    read_input_array,
+)
 from cnnforge.errors import InputError
 from cnnforge.ir import Network
-
-
-def parse_bits_option(values: list[str] | None) -> int | dict[str, int]:
-    """``["8"]`` -> 8; ``["4", "head=8"]`` -> ``{"*": 4, "head": 8}`` ("*": the default)."""
-    default, per_layer = 8, {}
-    for text in values or []:
-        name, sep, raw = text.rpartition("=")
-        try:
-            bits = int(raw)
-        except ValueError:
-            raise InputError(f"--weight-bits {text!r} is not BITS or LAYER=BITS") from None
-        if sep:
-            per_layer[name] = bits
-        else:
-            default = bits
-    if not per_layer:
-        return default
-    return {"*": default, **per_layer}
 
 
 def read_calibration(path: Path | None) -> np.ndarray | None:
     """An int8-valued .npy (N,C,H,W or C,H,W) for activation scaling, or None."""
     if path is None:
         return None
-    from cnnforge.cli.simulate import read_input_array
-
     return read_input_array(path, "--calibration")
 
 

@@ -14,44 +14,17 @@ from pathlib import Path
 import numpy as np
 import typer
 
-from cnnforge.arithmetic import ACT_MAX, ACT_MIN
 from cnnforge.cli import app
-from cnnforge.cli.common import console, parse_model_args, parse_shape
+from cnnforge.cli.common import (
+    console,
+    parse_bits_option,
+    parse_model_args,
+    parse_shape,
+    read_input_array,
+)
 from cnnforge.errors import InputError
 from cnnforge.ir import Network
 from cnnforge.outputs import atomic_output_dir, atomic_output_file
-
-
-def read_input_array(path: Path, option: str = "--input") -> np.ndarray:
-    """An integer .npy of C,H,W / N,C,H,W (or C,L / N,C,L) values in [-128, 127], as int64."""
-    if not path.is_file():
-        raise InputError(f"{option} file not found", where=str(path))
-    try:
-        data = np.load(path, allow_pickle=False)
-    except (ValueError, OSError, EOFError) as exc:
-        raise InputError(f"{option} is not a readable .npy file: {exc}", where=str(path)) from None
-    if not isinstance(data, np.ndarray):
-        raise InputError(f"{option} must be one array (.npy), not an archive", where=str(path))
-    if data.dtype.kind not in "iu":
-        raise InputError(
-            f"{option} has dtype {data.dtype}, not integers",
-            where=str(path),
-            hint="save int8 values, e.g. np.save(path, x.astype(np.int8))",
-        )
-    if data.ndim not in (2, 3, 4) or data.size == 0:
-        raise InputError(
-            f"{option} has shape {data.shape}",
-            where=str(path),
-            hint="give C,H,W or N,C,H,W (C,L or N,C,L for 1-D)",
-        )
-    lo, hi = int(data.min()), int(data.max())
-    if lo < ACT_MIN or hi > ACT_MAX:
-        raise InputError(
-            f"{option} values span [{lo}, {hi}], outside [-128, 127]",
-            where=str(path),
-            hint="inputs are int8 (x_int = round(128 * x))",
-        )
-    return data.astype(np.int64)
 
 
 def resolve_network(
@@ -139,7 +112,6 @@ def simulate(
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace existing outputs."),
 ) -> None:
     """Simulate bit-exactly; write the output (and every layer's output with --layers)."""
-    from cnnforge.cli.quantize import parse_bits_option
     from cnnforge.frontend.ai8x import network_for_cli
     from cnnforge.sim import simulate as run_sim
 
