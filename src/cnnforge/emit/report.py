@@ -20,6 +20,7 @@ from cnnforge.arithmetic import output_unit
 from cnnforge.emit import report_figures as figs
 from cnnforge.ir import INPUT, Network
 from cnnforge.outputs import atomic_output_file
+from cnnforge.plan.masks import mask_runs
 
 WORD_BYTES = 4
 
@@ -32,18 +33,6 @@ def _template() -> jinja2.Template:
 
 def _popcount(mask: int) -> int:
     return bin(mask).count("1")
-
-
-def mask_runs(mask: int) -> list[tuple[int, int]]:
-    """Runs of consecutive set bits of a processor mask: [(first processor, count), ...]."""
-    runs: list[tuple[int, int]] = []
-    for proc in range(64):
-        if mask >> proc & 1:
-            if runs and runs[-1][0] + runs[-1][1] == proc:
-                runs[-1] = (runs[-1][0], runs[-1][1] + 1)
-            else:
-                runs.append((proc, 1))
-    return runs
 
 
 def analysis_rows(network: Network) -> list[dict[str, Any]]:

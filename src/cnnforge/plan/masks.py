@@ -38,6 +38,18 @@ class Unit:
     death: int
 
 
+def mask_runs(mask: int) -> list[tuple[int, int]]:
+    """Runs of consecutive set bits of a processor mask: [(first processor, count), ...]."""
+    runs: list[tuple[int, int]] = []
+    for proc in range(PROCESSORS):
+        if mask >> proc & 1:
+            if runs and runs[-1][0] + runs[-1][1] == proc:
+                runs[-1] = (runs[-1][0], runs[-1][1] + 1)
+            else:
+                runs.append((proc, 1))
+    return runs
+
+
 def make_unit(network: Network, group: Group, live: dict[str, tuple[int, int]]) -> Unit:
     """The unit of ``group``: adjacent parts side by side, interleaved parts on one range."""
     widths = tuple(tensor_geometry(network, p).processors for p in group.parts)
@@ -262,4 +274,11 @@ def _reverse_pin(network: Network, unit: Unit, masks: dict[str, int]) -> int | N
     return None
 
 
-__all__ = ["Unit", "assign_masks", "choose_data_format", "instances_of", "range_mask"]
+__all__ = [
+    "Unit",
+    "assign_masks",
+    "choose_data_format",
+    "instances_of",
+    "mask_runs",
+    "range_mask",
+]

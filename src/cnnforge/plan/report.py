@@ -16,6 +16,7 @@ from typing import Any
 from cnnforge.ir import INPUT, Network
 from cnnforge.plan.groups import is_copy
 from cnnforge.plan.liveness import live_intervals
+from cnnforge.plan.masks import mask_runs
 from cnnforge.plan.metrics import PlanMetrics, tensor_words
 from cnnforge.plan.model import Plan
 from cnnforge.plan.resources import PROCESSORS, resources_of
@@ -64,17 +65,7 @@ def write_plan_json(network: Network, plan: Plan, metrics: PlanMetrics, path: Pa
 
 def _procs(mask: int) -> str:
     """``0-27,32-35`` for a mask."""
-    runs, p = [], 0
-    while p < PROCESSORS:
-        if mask >> p & 1:
-            q = p
-            while q + 1 < PROCESSORS and mask >> (q + 1) & 1:
-                q += 1
-            runs.append(f"{p}-{q}" if q > p else str(p))
-            p = q + 1
-        else:
-            p += 1
-    return ",".join(runs)
+    return ",".join(f"{a}-{a + n - 1}" if n > 1 else str(a) for a, n in mask_runs(mask))
 
 
 def plan_markdown(network: Network, plan: Plan, metrics: PlanMetrics, wall_s: float) -> str:
