@@ -129,3 +129,21 @@ def test_bad_options_are_one_line(tmp_path, simple, capsys):
         assert _run(argv) == 2
         err = capsys.readouterr().err
         assert err.startswith("error:") and len(err.splitlines()) == 1, err
+
+
+def test_weight_bits_parser_shared_by_check_compile_plan():
+    from cnnforge.cli.common import parse_weight_bits
+    from cnnforge.errors import InputError
+
+    assert [parse_weight_bits(t) for t in ("8", " 4 ", "2", "1", "auto", "AUTO")] == [
+        8,
+        4,
+        2,
+        1,
+        "auto",
+        "auto",
+    ]
+    assert [parse_weight_bits(t, binary=True) for t in ("binary", "bin", "-1")] == [-1, -1, -1]
+    for text in ("3", "eight", "binary", "-1", ""):
+        with pytest.raises(InputError, match="--weight-bits"):
+            parse_weight_bits(text)
