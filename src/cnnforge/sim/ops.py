@@ -10,6 +10,7 @@ come from ``cnnforge.arithmetic``.
 from __future__ import annotations
 
 import math
+from types import MappingProxyType
 
 import torch
 import torch.nn.functional as F
@@ -133,12 +134,14 @@ def linear(layer: Layer, x, w, bias, engine: str, affine=None) -> torch.Tensor:
     return accumulate(Op.LINEAR, flat, w, bias, Geometry(), engine, affine)
 
 
-WEIGHT_OPS = {
-    Op.CONV1D: conv1d,
-    Op.CONV2D: conv2d,
-    Op.CONVTRANSPOSE2D: convtranspose2d,
-    Op.LINEAR: linear,
-}
+_WEIGHT_OP_FNS = MappingProxyType(
+    {
+        Op.CONV1D: conv1d,
+        Op.CONV2D: conv2d,
+        Op.CONVTRANSPOSE2D: convtranspose2d,
+        Op.LINEAR: linear,
+    }
+)
 
 
 def weight_op(layer: Layer, x: torch.Tensor, w, bias, engine: str) -> torch.Tensor:
@@ -146,7 +149,7 @@ def weight_op(layer: Layer, x: torch.Tensor, w, bias, engine: str) -> torch.Tens
     accumulator of a wide layer (R2.3, R2.4). The float engines let the convolution apply the
     rounding's scale and offset (``arithmetic.rounding_affine``) and only floor and clip here."""
     assert layer.quant is not None
-    shift, op = layer.quant.total_shift, WEIGHT_OPS[layer.op]
+    shift, op = layer.quant.total_shift, _WEIGHT_OP_FNS[layer.op]
     if layer.wide or engine == "int64":
         acc = op(layer, x, w, bias, engine)
         return finish_output(acc, shift, layer.activation, layer.wide, inplace=True)
