@@ -28,7 +28,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from cnnforge.arithmetic import ACT_SCALE, BIAS_SHIFT, finish_output
+from cnnforge.arithmetic import ACT_SCALE, BIAS_SHIFT, finish_output, implicit_shift
 from cnnforge.ir import INPUT, Activation, BatchNormParams, Layer, Op, Pooling, Quantized
 from cnnforge.nn.functional import (
     IntParams,
@@ -210,7 +210,7 @@ class _WeightLayer(QATModule):
         if q.bias is not None:
             shape = (1, -1) + (1,) * (acc.dim() - 2)
             acc = acc + (q.bias << BIAS_SHIFT).reshape(shape)
-        total = q.output_shift + 8 - abs(q.weight_bits)
+        total = q.output_shift + implicit_shift(q.weight_bits)
         y = finish_output(acc, total, self.activation, self.wide)
         if self.wide:
             return y.double() * 2.0 ** (q.output_shift + 1 - abs(q.weight_bits)) / ACT_SCALE
