@@ -60,10 +60,7 @@ def accumulate(
     """
     if engine == "int64":
         assert affine is None, "the int64 engine returns the plain accumulator"
-        acc = _int64_sum(kind, x.to(torch.int64), w.to(torch.int64), geo)
-        if bias is not None:
-            acc = acc + _channel_view(bias.to(torch.int64), acc.dim()) * (1 << BIAS_SHIFT)
-        return acc
+        return _with_bias(_int64_sum(kind, x.to(torch.int64), w.to(torch.int64), geo), bias)
     if engine == "float64":  # |acc| < 2^31 (R1.4): any float64 sum order is exact
         acc = _with_bias(_float_op(kind, x.double(), w.double(), geo), bias)
         return _apply(acc, affine)
@@ -160,9 +157,10 @@ def _take(w: torch.Tensor, axis: int, lo: int, n: int) -> torch.Tensor:
 
 
 def _with_bias(acc: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+    """``acc + (bias << 7)`` per output channel, in the dtype of ``acc`` (R1.5)."""
     if bias is None:
         return acc
-    return acc + _channel_view(bias.to(acc.dtype), acc.dim()) * float(1 << BIAS_SHIFT)
+    return acc + _channel_view(bias.to(acc.dtype), acc.dim()) * (1 << BIAS_SHIFT)
 
 
 def _channel_view(values: torch.Tensor, dims: int) -> torch.Tensor:
