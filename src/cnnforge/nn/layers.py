@@ -28,7 +28,13 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from cnnforge.arithmetic import ACT_SCALE, BIAS_SHIFT, finish_output, implicit_shift
+from cnnforge.arithmetic import (
+    ACT_SCALE,
+    BIAS_SHIFT,
+    finish_output,
+    implicit_shift,
+    output_unit,
+)
 from cnnforge.ir import INPUT, Activation, BatchNormParams, Layer, Op, Pooling, Quantized
 from cnnforge.nn.functional import (
     IntParams,
@@ -213,7 +219,7 @@ class _WeightLayer(QATModule):
         total = q.output_shift + implicit_shift(q.weight_bits)
         y = finish_output(acc, total, self.activation, self.wide)
         if self.wide:
-            return y.double() * 2.0 ** (q.output_shift + 1 - abs(q.weight_bits)) / ACT_SCALE
+            return y.double() * output_unit(q.weight_bits, q.output_shift, wide=True)
         return y.to(x.dtype) / ACT_SCALE
 
     # -- export ---------------------------------------------------------------------------------
