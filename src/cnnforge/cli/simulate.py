@@ -119,6 +119,11 @@ def simulate(
     shape = parse_shape(input_shape) if input_shape else _shape_from_data(data)
     network = None
     if ai8x_yaml is not None or ai8x_checkpoint is not None:
+        if network_path is not None or checkpoint is not None:
+            raise InputError(
+                "give the vendor pair or --network/--checkpoint, not both",
+                hint="--ai8x-yaml with --ai8x-checkpoint describe the whole network",
+            )
         network = network_for_cli(model, shape, ai8x_yaml, ai8x_checkpoint, device=device)
     network = network or resolve_network(
         model,
