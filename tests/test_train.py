@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -19,6 +20,13 @@ from cnnforge.train.loop import TrainConfig, Trainer, load_checkpoint
 from cnnforge.train.qat import QatHooks
 
 TINY = dict(channels=(4, 8, 8, 8), batchnorm=True)
+
+
+def _free_port() -> int:
+    """A TCP port nobody listens on now (a fixed port can linger in TIME_WAIT between runs)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
 
 
 class _Stop(Exception):
@@ -85,7 +93,7 @@ def test_torchrun_two_processes_equal_single_process_replay(tmp_path):
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     launcher = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2"]
     out = ["-o", str(tmp_path / "ddp")]
-    cmd = [*launcher, "--master_port", "29533", "-m", "cnnforge", "train", *args, *out]
+    cmd = [*launcher, "--master_port", str(_free_port()), "-m", "cnnforge", "train", *args, *out]
     subprocess.run(cmd, check=True, env=env, capture_output=True, timeout=300)
     ddp = load_checkpoint(tmp_path / "ddp" / "last.pth")
     log = [json.loads(line) for line in (tmp_path / "ddp" / "train.log").read_text().splitlines()]
