@@ -21,6 +21,14 @@ SHIFT_MIN, SHIFT_MAX = -15, 15  # total output shift range (R2.1)
 WIDE_FRACTION_BITS = 14  # wide output of 8-bit weights is Q17.14 (R1.7)
 
 
+def add_bias(acc: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+    """``acc + (bias << 7)`` per output channel (dim 1), in the dtype of ``acc`` (R1.5)."""
+    if bias is None:
+        return acc
+    shape = (1, -1) + (1,) * (acc.dim() - 2)
+    return acc + bias.to(acc.dtype).reshape(shape) * (1 << BIAS_SHIFT)
+
+
 def implicit_shift(weight_bits: int) -> int:
     """The shift quantization adds: 8 - |bits| (R2.1); binary counts as 1 bit."""
     return 8 - abs(weight_bits)

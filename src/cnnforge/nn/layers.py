@@ -30,7 +30,7 @@ from torch import nn
 
 from cnnforge.arithmetic import (
     ACT_SCALE,
-    BIAS_SHIFT,
+    add_bias,
     finish_output,
     implicit_shift,
     output_unit,
@@ -213,9 +213,7 @@ class _WeightLayer(QATModule):
         xi = self._prepare(xi)
         q = self.quantized_params()
         acc = self._apply_op(xi.double(), q.weight.double(), None).round().to(torch.int64)
-        if q.bias is not None:
-            shape = (1, -1) + (1,) * (acc.dim() - 2)
-            acc = acc + (q.bias << BIAS_SHIFT).reshape(shape)
+        acc = add_bias(acc, q.bias)
         total = q.output_shift + implicit_shift(q.weight_bits)
         y = finish_output(acc, total, self.activation, self.wide)
         if self.wide:

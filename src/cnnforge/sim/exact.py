@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from cnnforge.arithmetic import BIAS_SHIFT
+from cnnforge.arithmetic import BIAS_SHIFT, add_bias
 from cnnforge.ir import Op
 
 FLOAT32_EXACT = 1 << 24  # integers up to 2^24 are exact in float32 (R2.3 note)
@@ -157,10 +157,8 @@ def _take(w: torch.Tensor, axis: int, lo: int, n: int) -> torch.Tensor:
 
 
 def _with_bias(acc: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
-    """``acc + (bias << 7)`` per output channel, in the dtype of ``acc`` (R1.5)."""
-    if bias is None:
-        return acc
-    return acc + _channel_view(bias.to(acc.dtype), acc.dim()) * (1 << BIAS_SHIFT)
+    """``acc + (bias << 7)`` per output channel (arithmetic.add_bias, R1.5)."""
+    return add_bias(acc, bias)
 
 
 def _channel_view(values: torch.Tensor, dims: int) -> torch.Tensor:
