@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 import sys
 
-import click
 import typer
 
 from cnnforge import __version__
@@ -47,6 +46,14 @@ def _root(
 from cnnforge.cli import commands  # noqa: E402, F401
 
 
+def _usage_line(exc: typer.TyperException) -> str:
+    """One line for a typer usage error: the message and where ``--help`` tells more."""
+    ctx = getattr(exc, "ctx", None)
+    path = getattr(ctx, "command_path", None) or "cnnforge"
+    message = " ".join(exc.format_message().split())
+    return f"error: {message} (hint: see '{path} --help')"
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry point: run the app, turning cnnforge errors into one line and exit status 2."""
     try:
@@ -54,11 +61,13 @@ def main(argv: list[str] | None = None) -> None:
     except CnnforgeError as exc:
         err_console.print(f"error: {exc.one_line()}", markup=False, highlight=False, soft_wrap=True)
         sys.exit(2)
-    except click.exceptions.Abort:
+    except typer.Abort:
         err_console.print("aborted", markup=False)
         sys.exit(130)
-    except click.ClickException as exc:
-        exc.show()
+    except typer.Exit as exc:
+        sys.exit(exc.exit_code)
+    except typer.TyperException as exc:  # usage errors: typer's message on one line, exit 2
+        err_console.print(_usage_line(exc), markup=False, highlight=False, soft_wrap=True)
         sys.exit(exc.exit_code)
     except KeyboardInterrupt:
         sys.exit(130)
