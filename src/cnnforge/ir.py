@@ -57,6 +57,9 @@ class Op(StrEnum):
     CONCAT = "concat"
     FLATTEN = "flatten"
     UPSAMPLE = "upsample"
+    PAD = "pad"  # F.pad: ``pad_amounts`` in F.pad order (last dim first), ``pad_value``
+    SOFTMAX = "softmax"  # softmax / log_softmax / argmax over ``axis`` (``reduce_kind``)
+    OPAQUE = "opaque"  # an op cnnforge cannot lower: kept for analysis, named by check
 
 
 HARDWARE_OPS = frozenset({Op.CONV1D, Op.CONV2D, Op.CONVTRANSPOSE2D, Op.LINEAR, Op.PASSTHROUGH})
@@ -180,6 +183,11 @@ class Layer:
     batchnorm: BatchNormParams | None = field(default=None, repr=False)
     scale_factor: tuple[int, ...] = ()  # UPSAMPLE only
     upsample_mode: str = ""  # UPSAMPLE only: "nearest", "bilinear", ...
+    pad_amounts: tuple[int, ...] = ()  # PAD only: (left, right, top, bottom) as F.pad takes them
+    pad_value: float = 0.0  # PAD only
+    axis: int = 0  # SOFTMAX only: the channel axis without batch (0) unless the model says so
+    reduce_kind: str = ""  # SOFTMAX only: "softmax", "log_softmax" or "argmax"
+    opaque_kind: str = ""  # OPAQUE only: the PyTorch/ATen op it stands for, e.g. "aten.hardswish"
     # Integer parameters once quantized.
     quant: Quantized | None = field(default=None, repr=False)
 
@@ -205,6 +213,10 @@ class Layer:
             return self.activation.value
         if self.op is Op.ELTWISE and self.eltwise is not None:
             return self.eltwise.value
+        if self.op is Op.SOFTMAX and self.reduce_kind:
+            return self.reduce_kind
+        if self.op is Op.OPAQUE and self.opaque_kind:
+            return self.opaque_kind
         return self.op.value
 
 
