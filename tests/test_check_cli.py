@@ -98,10 +98,11 @@ def test_bad_input_one_line_exit_2(model_file, capsys, args, needle) -> None:
     assert len(err.strip().splitlines()) == 1 and needle in err
 
 
-def test_unmappable_op_names_module_and_op(model_file, capsys) -> None:
-    code, _, err = _run(["check", f"{model_file}:Sorts", "-i", "3,8,8"], capsys)
-    assert code == 2 and len(err.strip().splitlines()) == 1
-    assert "cumsum" in err
+def test_unmappable_op_is_a_violation_naming_module_and_op(model_file, capsys) -> None:
+    code, out, _ = _run(["check", f"{model_file}:Sorts", "-i", "3,8,8", "--json", "-"], capsys)
+    violations = json.loads(out)["violations"]
+    assert code == 1 and any("torch.cumsum" in v["actual"] for v in violations)
+    assert all(v["hint"] for v in violations)
 
 
 def test_missing_model_exit_2(tmp_path, capsys) -> None:

@@ -13,11 +13,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 from torch import nn
 
+from cnnforge.analysis import analyze_network
 from cnnforge.errors import InputError, ModelError
 from cnnforge.frontend import load_network
 from cnnforge.frontend.torch_fx import load_model, trace
 from cnnforge.ir import INPUT, Activation, EltwiseOp, Network, Op, PoolKind
 from cnnforge.models import build_model, model_names
+from cnnforge.sim.float_eval import run_float
 
 
 class AllOps(nn.Module):
@@ -329,18 +331,20 @@ def test_wrong_input_shape_names_the_module() -> None:
 @pytest.mark.parametrize(
     ("model", "text"),
     [
-        (nn.Sequential(nn.Conv2d(2, 2, 1), nn.GELU()), "module GELU is not supported"),
-        (nn.Sequential(nn.Conv2d(2, 2, 1, padding_mode="reflect")), "padding_mode"),
-        (nn.Sequential(nn.MaxPool2d(3, ceil_mode=True)), "ceil_mode"),
-        (nn.Sequential(nn.Conv2d(2, 2, 1), nn.Softmax(dim=1)), "Softmax"),
+        (nn.Sequential(nn.Conv2d(2, 2, 1), nn.GELU()), "nn.GELU"),
+        (nn.Sequential(nn.Conv2d(2, 2, 1, padding_mode="reflect")), "nn.Conv2d: padding_mode"),
+        (nn.Sequential(nn.MaxPool2d(3, ceil_mode=True)), "nn.MaxPool2d: pooling with ceil_mode"),
+        (nn.Sequential(nn.Conv2d(2, 2, 1), nn.GroupNorm(1, 2)), "nn.GroupNorm"),
     ],
 )
-def test_unsupported_modules(model: nn.Module, text: str) -> None:
-    with pytest.raises(ModelError, match=text):
-        trace(model, (2, 8, 8))
+def test_unsupported_modules_are_opaque_rows_with_their_params(model: nn.Module, text: str) -> None:
+    net = trace(model, (2, 8, 8))
+    opaque = [layer for layer in net if layer.op is Op.OPAQUE]
+    assert len(opaque) == 1 and opaque[0].opaque_kind.startswith(text)
+    assert analyze_network(net).totals.params == sum(p.numel() for p in model.parameters())
 
 
-def test_unsupported_functions() -> None:
+def test_unsupported_functions_are_opaque_rows() -> None:
     class Scaled(nn.Module):
         def forward(self, x: torch.Tensor) -> torch.Tensor:
             return x * 2.0
@@ -349,10 +353,40 @@ def test_unsupported_functions() -> None:
         def forward(self, x: torch.Tensor) -> torch.Tensor:
             return x[:, :1]
 
-    with pytest.raises(ModelError, match="constant operand"):
-        trace(Scaled(), (2, 4, 4))
-    with pytest.raises(ModelError, match="getitem is not supported"):
-        trace(Sliced(), (2, 4, 4))
+    scaled = trace(Scaled(), (2, 4, 4)).layers
+    assert [(la.op, la.opaque_kind.split(":")[0]) for la in scaled] == [(Op.OPAQUE, "operator.mul")]
+    assert "constant operand" in scaled[0].opaque_kind
+    sliced = trace(Sliced(), (2, 4, 4)).layers
+    assert [(la.op, la.opaque_kind, la.out_shape) for la in sliced] == [
+        (Op.OPAQUE, "operator.getitem", (1, 4, 4))
+    ]
+
+
+def test_pad_and_softmax_map_to_their_ops() -> None:
+    class Head(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.pad = nn.ZeroPad2d((1, 0, 2, 0))
+            self.soft = nn.Softmax(dim=1)
+
+        def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+            y = F.pad(self.pad(x), [0, 1, 0, 1], value=0.5)
+            return self.soft(y), F.log_softmax(y, dim=-1), y.argmax(1)
+
+    net = trace(Head(), (3, 4, 4))
+    assert [(la.op, la.label(), la.out_shape) for la in net] == [
+        (Op.PAD, "pad", (3, 6, 5)),
+        (Op.PAD, "pad", (3, 7, 6)),
+        (Op.SOFTMAX, "softmax", (3, 7, 6)),
+        (Op.SOFTMAX, "log_softmax", (3, 7, 6)),
+        (Op.SOFTMAX, "argmax", (7, 6)),
+    ]
+    assert net.layers[0].pad_amounts == (1, 0, 2, 0) and net.layers[1].pad_value == 0.5
+    assert [la.axis for la in net.layers[2:]] == [0, 2, 0]
+    x = torch.randn(3, 4, 4)
+    got = run_float(net, x)
+    for name, want in zip(net.outputs, Head()(x[None]), strict=True):
+        torch.testing.assert_close(got[name], want[0].to(got[name].dtype))
 
 
 def test_cnnforge_nn_modules_trace_to_hardware_layers() -> None:
@@ -429,8 +463,8 @@ def test_mean_over_space_is_global_average_pooling() -> None:
         def forward(self, x: torch.Tensor) -> torch.Tensor:
             return x.mean((2, 3))
 
-    with pytest.raises(ModelError, match="keepdim=True"):
-        trace(Bad(), (3, 4, 4))
+    (bad,) = trace(Bad(), (3, 4, 4)).layers
+    assert bad.op is Op.OPAQUE and "keepdim=True" in bad.opaque_kind
 
 
 def test_model_files_may_import_their_siblings(tmp_path: Path) -> None:

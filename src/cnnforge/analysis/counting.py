@@ -2,7 +2,9 @@
 
 True MACs (multiply-accumulates, batch 1): conv = out_elements x (in_channels / groups) x kernel
 area; transposed conv = in_elements x (out_channels / groups) x kernel area; linear = in x out;
-pooling, activations, BatchNorm and element-wise ops are not MACs.
+pooling, activations, BatchNorm, element-wise ops, padding and softmax are not MACs. OPAQUE
+layers (ops the device lacks, kept so that analysis never refuses a model) count 0 MACs (no
+formula applies to an arbitrary op) and their own parameters (``weight`` holds them flattened).
 
 ``count="thop"`` reproduces thop 0.1.x (``thop.profile``): every conv, transposed ones included,
 = out_elements x (in_channels / groups) x kernel area; linear = in x out; BatchNorm = 2 x
@@ -47,6 +49,8 @@ def layer_params(layer: Layer) -> int:
     if layer.op is Op.BATCHNORM and layer.batchnorm is not None:
         bn = layer.batchnorm
         return sum(0 if a is None else int(a.size) for a in (bn.weight, bn.bias))
+    if layer.op is Op.OPAQUE:
+        return sum(0 if a is None else int(a.size) for a in (layer.weight, layer.bias))
     return 0
 
 

@@ -110,6 +110,9 @@ def layer_field(layer: Layer, inputs: list[ReceptiveField]) -> ReceptiveField:
         f = Fraction(1) if layer.upsample_mode == "nearest" else Fraction(2)
         own = tuple((f, Fraction(1, s), Fraction(s + 1, 2 * s)) for s in layer.scale_factor)
         return rf.then(own, grid)
+    if op is Op.PAD and len(layer.pad_amounts) == 2 * n:
+        befores = layer.pad_amounts[::2][::-1]  # F.pad order is last axis first
+        return rf.then(tuple((Fraction(1), Fraction(1), Fraction(1 - p)) for p in befores), grid)
     if op is Op.LINEAR or layer.flatten:
         return _whole(rf, grid)
     return ReceptiveField(rf.size, rf.stride, rf.offset, grid)

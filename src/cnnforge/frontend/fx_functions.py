@@ -20,7 +20,9 @@ from cnnforge.frontend.fx_modules import (
     NodeInfo,
     activation,
     adaptive_pool,
+    pad_layer,
     pool_layer,
+    softmax_layer,
     upsample_layer,
 )
 from cnnforge.ir import Activation, EltwiseOp, Layer, Op, PoolKind
@@ -131,6 +133,18 @@ def _mean(info: NodeInfo, args: Sequence[Any], kwargs: dict[str, Any]) -> Layer:
     return adaptive_pool(info, PoolKind.AVG)
 
 
+def _pad(info: NodeInfo, args: Sequence[Any], kwargs: dict[str, Any]) -> Layer:
+    mode, value = arg(args, kwargs, 2, "mode", "constant"), arg(args, kwargs, 3, "value", None)
+    return pad_layer(info, arg(args, kwargs, 1, "pad", ()), mode, value)
+
+
+def _softmax(kind: str) -> Mapper:
+    def mapper(info: NodeInfo, args: Sequence[Any], kwargs: dict[str, Any]) -> Layer:
+        return softmax_layer(info, arg(args, kwargs, 1, "dim", None), kind, args[0].dim())
+
+    return mapper
+
+
 def _removed(info: NodeInfo, args: Sequence[Any], kwargs: dict[str, Any]) -> None:
     return None
 
@@ -147,6 +161,9 @@ _COMMON: dict[str, Mapper] = {
     "flatten": _reshape,
     "reshape": _reshape,
     "mean": _mean,
+    "softmax": _softmax("softmax"),
+    "log_softmax": _softmax("log_softmax"),
+    "argmax": _softmax("argmax"),
 }
 
 #: Functions (``call_function`` targets) -> mapper.
@@ -177,6 +194,9 @@ FUNCTION_MAPPERS: dict[Any, Mapper] = {
     F.adaptive_max_pool1d: _adaptive(PoolKind.MAX),
     F.adaptive_max_pool2d: _adaptive(PoolKind.MAX),
     F.interpolate: _interpolate,
+    F.pad: _pad,
+    F.softmax: _softmax("softmax"),
+    F.log_softmax: _softmax("log_softmax"),
     F.dropout: _removed,
     F.dropout1d: _removed,
     F.dropout2d: _removed,

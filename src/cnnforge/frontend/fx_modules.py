@@ -22,7 +22,7 @@ from cnnforge.ir import Activation, BatchNormParams, Layer, Op, Pooling, PoolKin
 SUPPORTED_HINT = (
     "supported: Conv1d/2d, ConvTranspose2d, Linear, BatchNorm, ReLU/ReLU6/Hardtanh/LeakyReLU/"
     "Sigmoid/Tanh/abs, max/avg/adaptive pooling, torch.cat, +/-/*, flatten/view, "
-    "Upsample/interpolate, Dropout, Identity"
+    "Upsample/interpolate, Dropout, Identity, F.pad/ZeroPad2d, softmax/log_softmax/argmax"
 )
 
 
@@ -207,6 +207,53 @@ def upsample_layer(info: NodeInfo, mode: str) -> Layer:
     return info.layer(Op.UPSAMPLE, scale_factor=scale, upsample_mode=str(mode))
 
 
+def pad_layer(info: NodeInfo, pad: object, mode: str = "constant", value: object = None) -> Layer:
+    """F.pad / nn.ZeroPad2d / nn.ConstantPad2d -> PAD (amounts in F.pad order, last dim first).
+
+    Other modes (reflect, replicate, circular) have no IR op: an OPAQUE row.
+    """
+    amounts = tuple(int(p) for p in pad)  # type: ignore[attr-defined]
+    if mode != "constant":
+        return opaque_layer(info, f"pad: mode {mode!r}")
+    return info.layer(Op.PAD, pad_amounts=amounts, pad_value=float(value or 0.0))
+
+
+def softmax_layer(info: NodeInfo, dim: object, kind: str, rank: int) -> Layer:
+    """softmax / log_softmax / argmax over ``dim`` (with batch) -> SOFTMAX over an axis without
+    batch; over the batch dim or all elements (argmax without dim): an OPAQUE row."""
+    if dim is None or int(dim) % rank == 0:  # type: ignore[call-overload]
+        return opaque_layer(info, f"{kind}: over dim {dim}")
+    axis = int(dim) % rank - 1  # type: ignore[call-overload]
+    return info.layer(Op.SOFTMAX, axis=axis, reduce_kind=kind)
+
+
+def opaque_layer(info: NodeInfo, kind: str, params: tuple[torch.Tensor, ...] = ()) -> Layer:
+    """An op cnnforge cannot lower, kept as an OPAQUE row so analysis never refuses a model.
+
+    ``kind`` names the op (``nn.GroupNorm``, ``aten.hardswish``), optionally followed by
+    ``": why"`` when the op is known but used in a form the IR lacks. Its parameters are kept,
+    flattened into ``weight``, so that parameter counts stay exact.
+    """
+    flat = [to_numpy(p).reshape(-1) for p in params if p is not None]
+    weight = np.concatenate(flat) if flat else None
+    return info.layer(Op.OPAQUE, opaque_kind=kind, weight=weight)
+
+
+def map_pad(module: nn.Module, info: NodeInfo) -> Layer:
+    """nn.ZeroPad1d/2d, nn.ConstantPad1d/2d -> PAD; reflection/replication pads -> OPAQUE."""
+    if isinstance(module, nn.ZeroPad1d | nn.ZeroPad2d | nn.ConstantPad1d | nn.ConstantPad2d):
+        return pad_layer(info, module.padding, "constant", getattr(module, "value", 0.0))
+    return opaque_layer(info, f"nn.{type(module).__name__}")
+
+
+def map_softmax(module: nn.Module, info: NodeInfo) -> Layer:
+    """nn.Softmax / nn.LogSoftmax -> SOFTMAX (dim None: PyTorch's legacy choice, dim 1 here)."""
+    kind = "log_softmax" if isinstance(module, nn.LogSoftmax) else "softmax"
+    rank = len(info.in_shapes[0]) + 1
+    dim = module.dim if module.dim is not None else (0 if rank in (0, 1, 3) else 1)
+    return softmax_layer(info, dim, kind, rank)
+
+
 def map_flatten(module: nn.Flatten, info: NodeInfo) -> Layer | None:
     """nn.Flatten(1, -1) -> FLATTEN (removed when already flat)."""
     if module.start_dim != 1 or module.end_dim != -1:
@@ -252,6 +299,9 @@ MODULE_MAPPERS = (
     ((nn.Upsample,), map_upsample),
     ((nn.Flatten,), map_flatten),
     ((nn.Dropout, nn.Dropout1d, nn.Dropout2d, nn.Identity), _removed),
+    ((nn.ZeroPad1d, nn.ZeroPad2d, nn.ConstantPad1d, nn.ConstantPad2d), map_pad),
+    ((nn.ReflectionPad1d, nn.ReflectionPad2d, nn.ReplicationPad1d, nn.ReplicationPad2d), map_pad),
+    ((nn.Softmax, nn.LogSoftmax), map_softmax),
 )
 
 
@@ -265,7 +315,4 @@ def map_module(module: nn.Module, info: NodeInfo) -> Layer | None:
     for types, mapper in MODULE_MAPPERS:
         if isinstance(module, types):
             return mapper(module, info)
-    raise info.fail(
-        f"module {type(module).__name__} is not supported",
-        hint=SUPPORTED_HINT,
-    )
+    return opaque_layer(info, f"nn.{type(module).__name__}", tuple(module.parameters()))

@@ -23,7 +23,7 @@ from torch import nn
 
 from cnnforge.errors import InputError, ModelError
 from cnnforge.frontend.fx_functions import METHOD_MAPPERS, function_mapper
-from cnnforge.frontend.fx_modules import SUPPORTED_HINT, NodeInfo, map_module
+from cnnforge.frontend.fx_modules import SUPPORTED_HINT, NodeInfo, map_module, opaque_layer
 from cnnforge.frontend.loading import load_model, user_frame
 from cnnforge.ir import INPUT, Layer, Network
 
@@ -181,6 +181,7 @@ class _Builder:
         self.alias: dict[fx.Node, str] = {}  # tensor node -> layer name (or INPUT)
         self.used: set[str] = {INPUT}
         self.layers: list[Layer] = []
+        self.constants: set[fx.Node] = set()  # tensors computed without the network input
 
     def network(self, name: str, input_shape: tuple[int, ...]) -> Network:
         outputs: tuple[str, ...] = ()
@@ -207,15 +208,20 @@ class _Builder:
         return tuple(dict.fromkeys(names))
 
     def _map(self, node: fx.Node) -> None:
+        sources = self._tensor_args(node)
+        if not any(n in self.alias for n in sources):
+            self.constants.add(node)  # computed from parameters/constants only: not a layer
+            return
         info = self._info(node)
-        if node.op == "call_module":
-            layer = map_module(self.modules[node.target], info)
-        elif node.op == "call_function" and (fn := function_mapper(node.target)) is not None:
-            layer = fn(info, *self.rec.args[node])
-        elif node.op == "call_method" and node.target in METHOD_MAPPERS:
-            layer = METHOD_MAPPERS[node.target](info, *self.rec.args[node])
+        consts = tuple(self._constant_value(n) for n in sources if n in self.constants)
+        if consts:  # a feature map combined with a parameter tensor: no IR op takes that
+            layer = opaque_layer(info, _op_name(node), consts)
         else:
-            raise self._fail(node, f"{_describe(node)} is not supported")
+            try:
+                layer = self._lower(node, info)
+            except ModelError as exc:  # a known op in a form the IR lacks: kept, with why
+                params = self.modules[node.target].parameters() if node.op == "call_module" else ()
+                layer = opaque_layer(info, f"{_op_name(node)}: {exc.what}", tuple(params))
         if layer is None:
             self.alias[node] = info.inputs[0]
             return
@@ -223,13 +229,27 @@ class _Builder:
         self.layers.append(layer)
         self.alias[node] = layer.name
 
+    def _lower(self, node: fx.Node, info: NodeInfo) -> Layer | None:
+        """The mapper's Layer (None: an alias of the input); OPAQUE for unknown ops."""
+        if node.op == "call_module":
+            return map_module(self.modules[node.target], info)
+        if node.op == "call_function" and (fn := function_mapper(node.target)) is not None:
+            return fn(info, *self.rec.args[node])
+        if node.op == "call_method" and node.target in METHOD_MAPPERS:
+            return METHOD_MAPPERS[node.target](info, *self.rec.args[node])
+        return opaque_layer(info, _op_name(node))
+
+    def _constant_value(self, node: fx.Node) -> torch.Tensor | None:
+        """A parameter/buffer operand's real tensor (None for derived constants)."""
+        if node.op != "get_attr":
+            return None
+        value = self.gm
+        for part in str(node.target).split("."):
+            value = getattr(value, part)
+        return value if isinstance(value, torch.Tensor) else None
+
     def _info(self, node: fx.Node) -> NodeInfo:
-        sources = self._tensor_args(node)
-        for n in sources:
-            if n not in self.alias:
-                raise self._fail(n, f"{_describe(n)} feeds {_describe(node)}: not supported")
-        if not sources:
-            raise self._fail(node, f"{_describe(node)} creates a tensor from no input")
+        sources = [n for n in self._tensor_args(node) if n in self.alias]
         return NodeInfo(
             name=self._unique(node.target if node.op == "call_module" else node.name),
             module_path=_module_path(node),
@@ -274,6 +294,19 @@ def _module_path(node: fx.Node) -> str:
     stack = node.meta.get("nn_module_stack") or {}
     scope = next(reversed(stack), "") if stack else ""
     return f"{scope}/{node.name}" if scope else node.name
+
+
+def _op_name(node: fx.Node) -> str:
+    """``nn.GroupNorm``, ``F.hardswish``, ``torch.mul``, ``Tensor.view``: for OPAQUE rows."""
+    if node.op == "call_module":
+        return f"nn.{type(node.graph.owning_module.get_submodule(node.target)).__name__}"
+    if node.op == "call_method":
+        return f"Tensor.{node.target}"
+    target = node.target
+    module = getattr(target, "__module__", "") or ""
+    name = getattr(target, "__name__", str(target))
+    prefix = {"torch.nn.functional": "F", "_operator": "operator"}.get(module, "torch")
+    return f"{prefix}.{name}"
 
 
 def _describe(node: fx.Node) -> str:

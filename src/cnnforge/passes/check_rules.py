@@ -97,8 +97,52 @@ def unsupported_op(ctx: Context, layer: Layer) -> Iterator[Violation]:
         hint = "multiply is not a hardware operator (arithmetic.md R4.5); use add/sub or retrain"
         yield ctx.violation(layer, "eltwise-op", layer.eltwise.value, "add, sub, or, xor", hint)
         return
+    if layer.op is Op.OPAQUE:
+        hint = opaque_hint(layer.opaque_kind)
+        yield ctx.violation(layer, "unsupported-op", layer.opaque_kind, "a hardware layer", hint)
+        return
     hint = _MODEL_LEVEL_HINTS.get(layer.op, "no hardware operation computes this")
     yield ctx.violation(layer, "unsupported-op", layer.label(), "a hardware layer", hint)
+
+
+#: Replacements for ops the device lacks, by (lower-case) op name without its namespace
+#: (seed 004's "unsupported layer list"): OPAQUE rows of the frontend are named with these.
+_OPAQUE_HINTS = {
+    "instancenorm": "per-sample statistics do not exist on the device: use BatchNorm2d (folded "
+    "into the conv) and retrain",
+    "groupnorm": "per-sample statistics do not exist on the device: use BatchNorm2d (folded "
+    "into the conv) and retrain",
+    "layernorm": "per-sample statistics do not exist on the device: use BatchNorm2d and retrain",
+    "hardswish": "the device has ReLU and Abs only: use ReLU and retrain",
+    "hardsigmoid": "the device has ReLU and Abs only: use ReLU (or drop the gate) and retrain",
+    "silu": "the device has ReLU and Abs only: use ReLU and retrain",
+    "gelu": "the device has ReLU and Abs only: use ReLU and retrain",
+    "elu": "the device has ReLU and Abs only: use ReLU and retrain",
+    "prelu": "the device has ReLU and Abs only: use ReLU and retrain",
+    "upsample_bilinear2d": "bilinear interpolation does not exist on the device: use nearest "
+    "upsampling or ConvTranspose2d(k=2, s=2) and retrain",
+    "mul": "products of feature maps (attention gates, broadcasts, scaling by constants) do not "
+    "exist on the device: use add/sub or drop the gate and retrain",
+    "getitem": "slicing/indexing feature maps does not exist on the device: use a conv with "
+    "fewer output channels, or do it on the host",
+    "slice": "slicing feature maps does not exist on the device: do it on the host",
+}
+
+
+def opaque_hint(kind: str) -> str:
+    """The replacement to suggest for an OPAQUE op (``nn.GroupNorm``, ``aten.hardswish``,
+    ``F.interpolate: bilinear``): keyed by the op name and the reason after ``:``."""
+    op = kind.partition(":")[0]
+    name = op.rsplit(".", 1)[-1].lower().rstrip("_")
+    for key, hint in _OPAQUE_HINTS.items():
+        if name.startswith(key):
+            return hint
+    if "bilinear" in kind or "bicubic" in kind or "linear" in kind.partition(":")[2]:
+        return _OPAQUE_HINTS["upsample_bilinear2d"]
+    return (
+        "no hardware operation computes this: replace it by a supported layer (conv, pool, "
+        "add, concat, ReLU) or compute it on the host"
+    )
 
 
 def _activation(ctx: Context, layer: Layer) -> Violation:

@@ -71,7 +71,7 @@ def _check_shapes(network: Network, layer: Layer) -> None:
     shapes = network.input_shapes(layer)
     if layer.eltwise is not None and len(set(shapes)) != 1:
         _fail(layer, f"element-wise operands of different shapes {[list(s) for s in shapes]}")
-    if len({s[1:] for s in shapes}) != 1:
+    if len({s[1:] for s in shapes}) != 1 and layer.op is not Op.OPAQUE:
         _fail(layer, f"inputs of different sizes {[list(s) for s in shapes]}")
     if not layer.is_hardware:
         return

@@ -6,10 +6,13 @@ weight layers use their float ``weight``/``bias``; a hardware layer runs its sta
 of ir.py (pool -> element-wise or concatenation -> op -> activation; ``pool_first=False`` swaps
 the first two, arithmetic.md R4.3) and a wide output changes nothing. Model-level layers follow
 PyTorch: batchnorm in eval mode, activations, pools with their own padding, element-wise
-add/sub/mul, concatenation, flatten and upsampling.
+add/sub/mul, concatenation, flatten, upsampling, F.pad (constant) and softmax / log_softmax /
+argmax. OPAQUE layers have no float semantics: their values must be ``given``.
 """
 
 from __future__ import annotations
+
+from collections.abc import Mapping
 
 import numpy as np
 import torch
@@ -21,12 +24,20 @@ from cnnforge.sim.checks import check_shape
 
 
 def run_float(
-    network: Network, x: torch.Tensor | np.ndarray, *, all_layers: bool = False
+    network: Network,
+    x: torch.Tensor | np.ndarray,
+    *,
+    all_layers: bool = False,
+    given: Mapping[str, torch.Tensor] | None = None,
 ) -> dict[str, torch.Tensor]:
     """Float outputs of ``network`` on ``x`` ((N,) C, ...), by name; every layer if asked.
 
     A floating ``x`` keeps its dtype (weights are cast to it); an integer ``x`` runs in float64.
+    ``given`` holds batched values of layers not to compute: OPAQUE layers have no float
+    semantics of their own, so the frontend's equivalence check gives them the value PyTorch
+    computed for the captured graph on the same input.
     """
+    given = given or {}
     x = torch.as_tensor(x)
     if not x.is_floating_point():
         x = x.to(torch.float64)
@@ -40,7 +51,10 @@ def run_float(
     with torch.no_grad():
         for layer in network.layers:
             xs = [values[n] for n in layer.inputs]
-            y = _hardware(layer, xs) if layer.is_hardware else _model_level(layer, xs)
+            if layer.name in given:
+                y = given[layer.name].to(xs[0].dtype)
+            else:
+                y = _hardware(layer, xs) if layer.is_hardware else _model_level(layer, xs)
             check_shape(layer, y)
             values[layer.name] = y
     names = [layer.name for layer in network.layers] if all_layers else list(network.outputs)
@@ -157,6 +171,18 @@ def _batchnorm(layer: Layer, x: torch.Tensor) -> torch.Tensor:
     return F.batch_norm(x, mean, var, gamma, beta, training=False, eps=bn.eps)
 
 
+def _softmax(layer: Layer, x: torch.Tensor) -> torch.Tensor:
+    """softmax / log_softmax / argmax over ``layer.axis`` (without batch); argmax's indices come
+    back in ``x``'s float dtype, keeping the dimension only when the output shape has it."""
+    dim = layer.axis + 1
+    if layer.reduce_kind == "log_softmax":
+        return torch.log_softmax(x, dim)
+    if layer.reduce_kind == "argmax":
+        keep = len(layer.out_shape) == x.dim() - 1
+        return torch.argmax(x, dim, keepdim=keep).to(x.dtype)
+    return torch.softmax(x, dim)
+
+
 def _model_level(layer: Layer, xs: list[torch.Tensor]) -> torch.Tensor:
     x = xs[0]
     if layer.op is Op.BATCHNORM:
@@ -175,4 +201,8 @@ def _model_level(layer: Layer, xs: list[torch.Tensor]) -> torch.Tensor:
     if layer.op is Op.UPSAMPLE:
         scale = tuple(float(s) for s in layer.scale_factor)
         return F.interpolate(x, scale_factor=scale, mode=layer.upsample_mode or "nearest")
+    if layer.op is Op.PAD:
+        return F.pad(x, layer.pad_amounts, value=layer.pad_value)
+    if layer.op is Op.SOFTMAX:
+        return _softmax(layer, x)
     raise SimulationError(f"no float semantics for op {layer.op}", where=f"layer {layer.name}")
