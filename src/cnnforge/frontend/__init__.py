@@ -1,7 +1,8 @@
 """Frontends: from a user's model (PyTorch module or vendor YAML + checkpoint) to a ``Network``.
 
 ``load_network`` is the one call the pipeline needs for PyTorch models: load (and build) the
-model named by a spec, load its checkpoint, trace it into a model-level float ``Network``.
+model named by a spec, load its checkpoint, capture it into a model-level float ``Network``
+that computes what the model computes (frontend/capture.py).
 """
 
 from __future__ import annotations
@@ -19,11 +20,13 @@ def load_network(
     model_args: Mapping[str, Any] | None = None,
     checkpoint: Path | None = None,
 ) -> Network:
-    """Load the model named by ``spec`` (file.py:Name, pkg.mod:Name or short name) and trace it."""
-    from cnnforge.frontend.torch_fx import load_model, trace
+    """Load the model named by ``spec`` (file.py:Name, pkg.mod:Name or short name) and capture
+    it (torch.fx, else torch.export), checked against the eager model (frontend/capture.py)."""
+    from cnnforge.frontend.capture import capture
+    from cnnforge.frontend.loading import load_model
 
     module = load_model(spec, model_args or {}, checkpoint)
-    return trace(module, input_shape, name=spec.rpartition(":")[2] or spec)
+    return capture(module, input_shape, name=spec.rpartition(":")[2] or spec)
 
 
 __all__ = ["load_network"]

@@ -54,6 +54,15 @@ class NodeInfo:
         return ModelError(what, where=self.module_path or self.name, hint=hint)
 
 
+def unique_name(name: str, used: set[str]) -> str:
+    """``name``, or ``name_1``, ``name_2``... : the first not in ``used``."""
+    candidate, i = name, 0
+    while candidate in used:
+        i += 1
+        candidate = f"{name}_{i}"
+    return candidate
+
+
 def to_numpy(tensor: torch.Tensor | None) -> np.ndarray | None:
     """A float32 numpy copy of a parameter (the IR's arrays never alias torch storage)."""
     if tensor is None:

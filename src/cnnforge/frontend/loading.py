@@ -186,6 +186,21 @@ def _some(keys: list[str]) -> str:
     return f"{shown} (+{more} more)" if more > 0 else shown
 
 
+def capture_failed(tool: str, module: nn.Module, exc: BaseException) -> ModelError:
+    """The one-line error of a capture (``torch.fx cannot trace``) naming the user's file:line."""
+    return ModelError(
+        f"{tool} {type(module).__name__}: {first_line(exc)}",
+        where=user_frame(exc) or type(module).__name__,
+        hint="remove data-dependent control flow (if/for on tensor values) from forward()",
+    )
+
+
+def first_line(exc: BaseException) -> str:
+    """The first line of an exception's message (its type name when empty)."""
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
 def user_frame(exc: BaseException) -> str | None:
     """``file.py:line`` of the innermost traceback frame outside torch and cnnforge, if any."""
     skip = (str(Path(torch.__file__).parent), str(Path(__file__).parents[1]))

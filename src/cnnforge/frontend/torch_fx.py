@@ -22,12 +22,19 @@ import torch.fx as fx
 from torch import nn
 
 from cnnforge.errors import InputError, ModelError
+from cnnforge.frontend.captured import Captured, LayerLog
 from cnnforge.frontend.fx_functions import METHOD_MAPPERS, function_mapper
-from cnnforge.frontend.fx_modules import SUPPORTED_HINT, NodeInfo, map_module, opaque_layer
-from cnnforge.frontend.loading import load_model, user_frame
-from cnnforge.ir import INPUT, Layer, Network
+from cnnforge.frontend.fx_modules import (
+    SUPPORTED_HINT,
+    NodeInfo,
+    map_module,
+    opaque_layer,
+    unique_name,
+)
+from cnnforge.frontend.loading import capture_failed, first_line, load_model
+from cnnforge.ir import INPUT, Layer, Network, Op
 
-__all__ = ["load_model", "trace", "trace_graph"]
+__all__ = ["capture_fx", "load_model", "trace", "trace_graph"]
 
 
 class _Tracer(fx.Tracer):
@@ -49,11 +56,7 @@ def trace_graph(module: nn.Module) -> fx.GraphModule:
     try:
         graph = tracer.trace(module, concrete_args=_defaults(module) or None)
     except Exception as exc:
-        raise ModelError(
-            f"torch.fx cannot trace {type(module).__name__}: {_first_line(exc)}",
-            where=user_frame(exc) or type(module).__name__,
-            hint="remove data-dependent control flow (if/for on tensor values) from forward()",
-        ) from None
+        raise capture_failed("torch.fx cannot trace", module, exc) from None
     return fx.GraphModule(module, graph, type(module).__name__)
 
 
@@ -88,7 +91,7 @@ class _ShapeRecorder(fx.Interpreter):
             if self.meta:
                 raise _MetaFailed from exc
             raise InputError(
-                f"shape propagation fails at {_describe(n)}: {_first_line(exc)}",
+                f"shape propagation fails at {_describe(n)}: {first_line(exc)}",
                 where=_module_path(n),
                 hint="check --input-shape (C,H,W or C,L) against what the model expects",
             ) from None
@@ -155,7 +158,16 @@ def _propagate(gm: fx.GraphModule, input_shape: tuple[int, ...]) -> _ShapeRecord
 
 
 def trace(module: nn.Module, input_shape: Sequence[int], name: str | None = None) -> Network:
-    """Trace ``module`` on an input of ``input_shape`` (C,H,W or C,L) into a float Network."""
+    """Trace ``module`` on an input of ``input_shape`` (C,H,W or C,L) into a float Network.
+
+    The torch.fx capture alone, unverified: commands capture through ``frontend.capture``,
+    which checks the result against the eager model and falls back to torch.export.
+    """
+    return capture_fx(module, input_shape, name).network
+
+
+def capture_fx(module: nn.Module, input_shape: Sequence[int], name: str | None = None) -> Captured:
+    """The torch.fx capture of ``module`` with what the equivalence check needs."""
     input_shape = tuple(int(n) for n in input_shape)
     if len(input_shape) not in (2, 3) or min(input_shape) <= 0:
         raise InputError(f"input shape {input_shape} must be C,H,W or C,L with positive sizes")
@@ -168,22 +180,20 @@ def trace(module: nn.Module, input_shape: Sequence[int], name: str | None = None
             hint="cnnforge compiles models with exactly one input tensor",
         )
     recorder = _propagate(gm, input_shape)
-    return _Builder(gm, recorder).network(name or type(module).__name__, input_shape)
+    return _Builder(gm, recorder).captured(name or type(module).__name__, input_shape)
 
 
-class _Builder:
+class _Builder(LayerLog):
     """Walks the traced graph in order and maps each node to a Layer (or an alias)."""
 
     def __init__(self, gm: fx.GraphModule, recorder: _ShapeRecorder) -> None:
         self.gm = gm
         self.modules = dict(gm.named_modules())
         self.rec = recorder
-        self.alias: dict[fx.Node, str] = {}  # tensor node -> layer name (or INPUT)
-        self.used: set[str] = {INPUT}
-        self.layers: list[Layer] = []
+        super().__init__()
         self.constants: set[fx.Node] = set()  # tensors computed without the network input
 
-    def network(self, name: str, input_shape: tuple[int, ...]) -> Network:
+    def captured(self, name: str, input_shape: tuple[int, ...]) -> Captured:
         outputs: tuple[str, ...] = ()
         for node in self.gm.graph.nodes:
             if node.op == "placeholder":
@@ -195,17 +205,20 @@ class _Builder:
             elif node.op == "call_module":
                 kind = type(self.modules[node.target]).__name__
                 raise self._fail(node, f"module {kind} is not supported (output not one tensor)")
-        return Network(name, input_shape, tuple(self.layers), outputs=outputs)
+        network = Network(
+            name, input_shape, tuple(self.layers), outputs=tuple(dict.fromkeys(outputs))
+        )
+        return Captured(network, outputs, self.gm, lambda x: (x,), self.given)
 
     def _outputs(self, node: fx.Node) -> tuple[str, ...]:
         names = []
         for n in self._tensor_args(node):
-            if n not in self.alias:
-                raise self._fail(n, "network output is not a feature map")
+            if n not in self.alias or self.alias[n] == INPUT:
+                raise self._fail(n, "network output is not computed from the input")
             names.append(self.alias[n])
         if not names:
             raise ModelError("forward() returns no tensor", where=type(self.gm).__name__)
-        return tuple(dict.fromkeys(names))
+        return tuple(names)
 
     def _map(self, node: fx.Node) -> None:
         sources = self._tensor_args(node)
@@ -222,12 +235,9 @@ class _Builder:
             except ModelError as exc:  # a known op in a form the IR lacks: kept, with why
                 params = self.modules[node.target].parameters() if node.op == "call_module" else ()
                 layer = opaque_layer(info, f"{_op_name(node)}: {exc.what}", tuple(params))
-        if layer is None:
-            self.alias[node] = info.inputs[0]
-            return
-        self.used.add(layer.name)
-        self.layers.append(layer)
-        self.alias[node] = layer.name
+        qat = node.op == "call_module" and hasattr(self.modules[node.target], "cnnforge_layer")
+        given = layer is not None and (layer.op is Op.OPAQUE or qat)
+        self.add(node, layer, info.inputs[0], given)
 
     def _lower(self, node: fx.Node, info: NodeInfo) -> Layer | None:
         """The mapper's Layer (None: an alias of the input); OPAQUE for unknown ops."""
@@ -251,7 +261,7 @@ class _Builder:
     def _info(self, node: fx.Node) -> NodeInfo:
         sources = [n for n in self._tensor_args(node) if n in self.alias]
         return NodeInfo(
-            name=self._unique(node.target if node.op == "call_module" else node.name),
+            name=unique_name(node.target if node.op == "call_module" else node.name, self.used),
             module_path=_module_path(node),
             inputs=tuple(self.alias[n] for n in sources),
             in_shapes=tuple(self._shape_of(n) for n in sources),
@@ -271,13 +281,6 @@ class _Builder:
         if len(shape) < 2 or shape[0] != 1:
             raise self._fail(node, f"{_describe(node)} gives shape {shape}: batch dim lost")
         return shape[1:]
-
-    def _unique(self, name: str) -> str:
-        candidate, i = name, 0
-        while candidate in self.used:
-            i += 1
-            candidate = f"{name}_{i}"
-        return candidate
 
     def _fail(self, node: fx.Node, what: str) -> ModelError:
         return ModelError(
@@ -318,8 +321,3 @@ def _describe(node: fx.Node) -> str:
     elif node.op == "get_attr":
         target = f"attribute {target}"
     return f"{node.op.replace('_', ' ')} {target}" if node.op != "call_module" else str(target)
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__

@@ -16,7 +16,7 @@ from cnnforge.ir import Network, Op
 from cnnforge.passes.fuse import fuse_with_log
 from cnnforge.passes.legalize import legalize_with_log
 from cnnforge.passes.rewrites import Rewrite
-from cnnforge.passes.verify import verify
+from cnnforge.passes.verify import verify, verify_equivalent
 
 if TYPE_CHECKING:
     from cnnforge.devices import Device
@@ -74,18 +74,22 @@ LOWERING_STEPS: tuple[tuple[str, Step], ...] = (
 
 
 def lower_to_hardware(
-    network: Network, device: Device | None = None, *, verify_steps: bool = False
+    network: Network, device: Device | None = None, *, verify_steps: bool = True
 ) -> Lowered:
     """Run ``LOWERING_STEPS``; the result may still break device limits (see passes.check).
 
-    ``verify_steps`` checks the IR invariants (passes.verify) before and after every step.
+    ``verify_steps`` (the default: the gate) checks the IR invariants (passes.verify) before
+    and after every step, and that every step that changed the network still computes what it
+    computed before (``verify_equivalent``, float evaluation on a seeded random input).
     """
     log: list[Rewrite] = []
     if verify_steps:
         verify(network, device)
-    for _name, step in LOWERING_STEPS:
+    for name, step in LOWERING_STEPS:
+        before = network
         network, records = step(network, device)
         log.extend(records)
-        if verify_steps:
+        if verify_steps and network is not before:
             verify(network, device)
+            verify_equivalent(before, network, name)
     return Lowered(network, tuple(log))

@@ -5,18 +5,31 @@ references only to earlier layers (topological order), existing outputs, positiv
 weights shaped like the layer's geometry, output shapes that follow from the inputs for hardware
 layers, equal operand shapes for element-wise layers, hardware activations on hardware layers.
 It checks consistency only; device limits are ``passes.check``'s job.
+
+``verify_equivalent`` is the numeric gate: a pass's output network must compute what its input
+network computed (float evaluation, sim/float_eval.py, on one seeded random input) up to float
+round-off; ``float_difference`` is the comparison it shares with the frontend's eager check.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from cnnforge.errors import InputError
+from cnnforge.errors import CnnforgeError, InputError, ModelError
 from cnnforge.ir import HARDWARE_ACTIVATIONS, INPUT, Layer, Network, Op
 from cnnforge.passes.geometry import expected_out_shape
 
 if TYPE_CHECKING:
+    import torch
+
     from cnnforge.devices import Device
+
+#: Two float results agree when max |got - want| <= TOLERANCE * max(1, max |want|): float32
+#: round-off of reordered sums (BatchNorm folding, fused stages) stays far below this.
+TOLERANCE = 1e-4
+
+#: The seed of the random input the equivalence checks run on.
+CHECK_SEED = 0
 
 
 def _fail(layer: Layer, what: str) -> None:
@@ -91,3 +104,48 @@ def verify(network: Network, device: Device | None = None) -> None:
     for layer in network.layers:
         _check_params(layer)
         _check_shapes(network, layer)
+
+
+def float_difference(got: torch.Tensor, want: torch.Tensor) -> str | None:
+    """Why ``got`` is not ``want`` up to float round-off (shape, or max difference), or None."""
+    want = want.detach()
+    if tuple(got.shape) != tuple(want.shape):
+        return f"shape {tuple(got.shape)} vs {tuple(want.shape)}"
+    if not want.numel():
+        return None
+    want = want.to(got.dtype)
+    scale = max(1.0, float(want.abs().max()))
+    diff = float((got - want).abs().max())
+    if not diff <= TOLERANCE * scale:  # also catches NaN
+        return f"max |difference| {diff:.3g} at scale {scale:.3g}"
+    return None
+
+
+def verify_equivalent(before: Network, after: Network, step: str) -> None:
+    """ModelError unless ``after`` computes ``before``'s outputs (in order) on a seeded input.
+
+    Skipped where a float evaluation is impossible: OPAQUE layers (no float semantics) or
+    layers without float weights (imported quantized networks).
+    """
+    import torch
+
+    from cnnforge.sim.float_eval import run_float
+
+    if any(x.op is Op.OPAQUE for x in (*before.layers, *after.layers)):
+        return
+    generator = torch.Generator().manual_seed(CHECK_SEED)
+    x = torch.randn((1, *before.input_shape), generator=generator)
+    try:
+        want = run_float(before, x)
+    except CnnforgeError:
+        return  # e.g. quantized layers without float weights: nothing to compare in float
+    got = run_float(after, x)
+    for index, (old, new) in enumerate(zip(before.outputs, after.outputs, strict=True)):
+        what = float_difference(got[new], want[old])
+        if what is not None:
+            layer = after.layer(new)
+            raise ModelError(
+                f"{step} changed what the network computes at output {index}: {what}",
+                where=f"layer {new}" + (f" ({layer.module_path})" if layer.module_path else ""),
+                hint="this is a cnnforge bug: please report it with the model",
+            )

@@ -1,0 +1,71 @@
+"""What a capture (torch.fx or torch.export) hands to the equivalence check (capture.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+import torch.fx as fx
+
+from cnnforge.ir import INPUT, Layer, Network
+
+
+@dataclass
+class Captured:
+    """A captured network and what the equivalence check needs from its capture.
+
+    ``output_layers``: one layer name per tensor the model returns (pytree order, duplicates
+    kept); ``graph``/``graph_args``: the captured graph and a function from the input to its
+    arguments, run to give the layers in ``given_nodes`` the values PyTorch computes for them:
+    OPAQUE layers (no float semantics in the IR) and cnnforge.nn QAT modules (their eager
+    forward simulates quantization, the IR's float evaluation does not).
+    """
+
+    network: Network
+    output_layers: tuple[str, ...]
+    graph: fx.GraphModule
+    graph_args: Callable[[torch.Tensor], tuple[Any, ...]]
+    given_nodes: dict[str, fx.Node] = field(default_factory=dict)
+    how: str = "torch.fx"
+
+    def given_values(self, x: torch.Tensor) -> dict[str, torch.Tensor]:
+        """Batched values of the ``given_nodes`` layers when the captured graph runs on ``x``."""
+        if not self.given_nodes:
+            return {}
+        wanted = {node: name for name, node in self.given_nodes.items()}
+        found: dict[str, torch.Tensor] = {}
+
+        class _Recorder(fx.Interpreter):
+            def run_node(self, n: fx.Node) -> Any:
+                value = super().run_node(n)
+                if n in wanted:
+                    found[wanted[n]] = value[0] if isinstance(value, tuple | list) else value
+                return value
+
+        with torch.no_grad():
+            _Recorder(self.graph).run(*self.graph_args(x))
+        return found
+
+
+class LayerLog:
+    """The bookkeeping both graph walkers share: layers in order, the names they use, which
+    layer (or INPUT) each tensor node stands for, and the nodes whose values the check takes."""
+
+    def __init__(self) -> None:
+        self.alias: dict[fx.Node, str] = {}
+        self.used: set[str] = {INPUT}
+        self.layers: list[Layer] = []
+        self.given: dict[str, fx.Node] = {}
+
+    def add(self, node: fx.Node, layer: Layer | None, source: str, given: bool = False) -> None:
+        """Record ``node`` as ``layer`` (None: an alias of ``source``)."""
+        if layer is None:
+            self.alias[node] = source
+            return
+        self.used.add(layer.name)
+        self.layers.append(layer)
+        self.alias[node] = layer.name
+        if given:
+            self.given[layer.name] = node

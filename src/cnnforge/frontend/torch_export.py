@@ -1,0 +1,206 @@
+"""The export frontend: ``torch.export.export(..., strict=False)`` -> a model-level ``Network``.
+
+PyTorch 2's own capture runs the model's Python on the example input, so ``isinstance`` tests,
+shape arithmetic and other data-independent control flow come out as eager runs them, where
+torch.fx's symbolic trace may take a different branch. It is slower (0.2-2 s) than torch.fx,
+so capture.py uses it as the fallback. The exported ATen graph is lowered with aten_ops.py;
+each layer keeps its PyTorch module path from the node's ``nn_module_stack`` (named after the
+module for its leaf op, ``module/node`` for functions inside a module). Ops the IR lacks become
+OPAQUE rows, as in the torch.fx frontend.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import logging
+import operator
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+import torch.fx as fx
+from torch import nn
+from torch.export.graph_signature import InputKind, OutputKind
+from torch.utils import _pytree as pytree
+
+from cnnforge.errors import ModelError
+from cnnforge.frontend.aten_ops import ATEN_MAPPERS
+from cnnforge.frontend.captured import Captured, LayerLog
+from cnnforge.frontend.fx_modules import NodeInfo, opaque_layer, unique_name
+from cnnforge.frontend.loading import capture_failed
+from cnnforge.ir import INPUT, Layer, Network, Op
+
+
+def export_program(module: nn.Module, x: torch.Tensor) -> torch.export.ExportedProgram:
+    """``torch.export.export(module, (x,), strict=False)``; ModelError naming file:line."""
+    previous = logging.root.manager.disable
+    logging.disable(logging.ERROR)  # torch logs guard warnings and prints graphs on failures
+    try:
+        with contextlib.redirect_stderr(io.StringIO()):
+            return torch.export.export(module, (x,), strict=False)
+    except Exception as exc:
+        raise capture_failed("torch.export cannot capture", module, exc) from None
+    finally:
+        logging.disable(previous)
+
+
+def capture_export(
+    module: nn.Module, input_shape: Sequence[int], name: str, x: torch.Tensor | None = None
+) -> Captured:
+    """Export ``module`` on ``x`` (default zeros) of ``input_shape``; lower it to a Network."""
+    if x is None:
+        floats = (p.dtype for p in module.parameters() if p.is_floating_point())
+        dtype = next(floats, torch.get_default_dtype())
+        x = torch.zeros((1, *input_shape), dtype=dtype)
+    program = export_program(module, x)
+    return _ExportBuilder(program).captured(name, tuple(input_shape))
+
+
+class _ExportBuilder(LayerLog):
+    """Walks the exported graph in order and maps each ATen node to a Layer (or an alias)."""
+
+    def __init__(self, program: torch.export.ExportedProgram) -> None:
+        self.program = program
+        self.graph = program.graph_module
+        super().__init__()
+        self.constants: dict[fx.Node, Any] = {}  # parameters, buffers and what they compute
+        self.params: set[fx.Node] = set()
+
+    def captured(self, name: str, input_shape: tuple[int, ...]) -> Captured:
+        specs = self.program.graph_signature.input_specs
+        placeholders = [n for n in self.graph.graph.nodes if n.op == "placeholder"]
+        for spec, node in zip(specs, placeholders, strict=True):
+            if spec.kind is InputKind.USER_INPUT:
+                self.alias[node] = INPUT
+            else:
+                self.constants[node] = self._lifted(spec)
+                if spec.kind is InputKind.PARAMETER:
+                    self.params.add(node)
+        outputs: list[str] = []
+        for node in self.graph.graph.nodes:
+            if node.op == "call_function":
+                self._map(node)
+            elif node.op == "output":
+                outputs = self._outputs(node)
+        network = Network(
+            name, input_shape, tuple(self.layers), outputs=tuple(dict.fromkeys(outputs))
+        )
+        return Captured(
+            network, tuple(outputs), self.graph, self._graph_args, self.given, "torch.export"
+        )
+
+    def _lifted(self, spec: Any) -> Any:
+        """The real tensor behind a lifted parameter/buffer/constant placeholder."""
+        target = spec.target
+        if target in self.program.state_dict:
+            return self.program.state_dict[target]
+        return self.program.constants.get(target)
+
+    def _graph_args(self, x: torch.Tensor) -> tuple[Any, ...]:
+        args = []
+        for spec in self.program.graph_signature.input_specs:
+            args.append(x if spec.kind is InputKind.USER_INPUT else self._lifted(spec))
+        return tuple(args)
+
+    def _outputs(self, node: fx.Node) -> list[str]:
+        specs = self.program.graph_signature.output_specs
+        names = []
+        for spec, value in zip(specs, pytree.tree_leaves(node.args[0]), strict=False):
+            if spec.kind is not OutputKind.USER_OUTPUT or not isinstance(value, fx.Node):
+                continue
+            if value not in self.alias or self.alias[value] == INPUT:
+                raise ModelError("network output is not computed from the input", where=value.name)
+            names.append(self.alias[value])
+        if not names:
+            raise ModelError("forward() returns no tensor computed from its input")
+        return names
+
+    def _map(self, node: fx.Node) -> None:
+        if node.target is operator.getitem:
+            self._getitem(node)
+            return
+        found: list[fx.Node] = []  # in argument order, a tensor given twice counted twice
+        fx.node.map_arg((node.args, node.kwargs), lambda n: found.append(n) or n)
+        feeds = [n for n in found if n in self.alias]
+        if not feeds:
+            self._constant(node)
+            return
+        value = _first_tensor(node.meta.get("val"))
+        if value is None:
+            return  # sizes, asserts: no feature map
+        info = self._info(node, feeds, value)
+        op = getattr(getattr(node.target, "overloadpacket", None), "__name__", str(node.target))
+        kind = f"aten.{op}"
+        params = tuple(self.constants[n] for n in node.all_input_nodes if n in self.params)
+        mapper = ATEN_MAPPERS.get(op)
+        if mapper is None:
+            layer: Layer | None = opaque_layer(info, kind, params)
+        else:
+            args, kwargs = self._concrete(node)
+            try:
+                layer = mapper(info, args, kwargs)
+            except ModelError as exc:
+                layer = opaque_layer(info, f"{kind}: {exc.what}", params)
+        self.add(node, layer, info.inputs[0], layer is not None and layer.op is Op.OPAQUE)
+
+    def _getitem(self, node: fx.Node) -> None:
+        source, index = node.args
+        if source in self.alias and index == 0:
+            self.alias[node] = self.alias[source]  # (output, indices/statistics...)[0]
+        elif source in self.constants:
+            self.constants[node] = _index(self.constants[source], index)
+
+    def _constant(self, node: fx.Node) -> None:
+        """A node computed without the network input: evaluated for real where possible."""
+        args, kwargs = fx.node.map_arg((node.args, node.kwargs), lambda n: self.constants.get(n))
+        try:
+            with torch.no_grad():
+                self.constants[node] = node.target(*args, **kwargs)
+        except Exception:
+            self.constants[node] = node.meta.get("val")
+
+    def _concrete(self, node: fx.Node) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        """Arguments with feature maps as their fake values and constants as real tensors."""
+
+        def value(n: fx.Node) -> Any:
+            return self.constants[n] if n in self.constants else n.meta.get("val")
+
+        args, kwargs = fx.node.map_arg((node.args, node.kwargs), value)
+        return tuple(args), dict(kwargs)
+
+    def _info(self, node: fx.Node, feeds: list[fx.Node], value: torch.Tensor) -> NodeInfo:
+        stack = node.meta.get("nn_module_stack") or {}
+        path, cls = next(reversed(stack.values())) if stack else ("", "")
+        path = str(path)
+        leaf = str(cls).startswith("torch.nn.modules.") and path not in self.used
+        return NodeInfo(
+            name=unique_name(path if leaf and path else node.name, self.used),
+            module_path=path if leaf else (f"{path}/{node.name}" if path else node.name),
+            inputs=tuple(self.alias[n] for n in feeds),
+            in_shapes=tuple(self._shape(n, _first_tensor(n.meta.get("val"))) for n in feeds),
+            out_shape=self._shape(node, value),
+        )
+
+    def _shape(self, node: fx.Node, value: Any) -> tuple[int, ...]:
+        if self.alias.get(node) == INPUT and value is None:
+            value = node.meta.get("val")
+        shape = tuple(int(s) for s in value.shape)
+        if len(shape) < 2 or shape[0] != 1:
+            raise ModelError(f"{node.name} gives shape {shape}: batch dim lost", where=node.name)
+        return shape[1:]
+
+
+def _first_tensor(value: Any) -> torch.Tensor | None:
+    if isinstance(value, torch.Tensor):
+        return value
+    if isinstance(value, tuple | list) and value and isinstance(value[0], torch.Tensor):
+        return value[0]
+    return None
+
+
+def _index(value: Any, index: Any) -> Any:
+    try:
+        return value[index]
+    except Exception:
+        return None

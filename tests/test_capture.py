@@ -1,0 +1,189 @@
+"""The front door: torch.fx capture checked against eager, torch.export fallback, refusals."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from torch import nn
+
+from cnnforge.errors import CnnforgeError, ModelError
+from cnnforge.frontend.capture import capture, check_input, compare
+from cnnforge.frontend.torch_export import capture_export
+from cnnforge.frontend.torch_fx import capture_fx, trace
+from cnnforge.ir import Op
+from cnnforge.passes import lower
+from cnnforge.passes.lower import lower_to_hardware
+from cnnforge.sim.float_eval import run_float
+
+
+class GuardedSkipAdd(nn.Module):
+    """MONAI's pattern (UpCat): a skip joined only ``if torch.jit.isinstance(x, torch.Tensor)``;
+    under torch.fx the test sees a Proxy, is False, and the add silently disappears."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a = nn.Conv2d(3, 8, 3, padding=1)
+        self.b = nn.Conv2d(8, 8, 3, padding=1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        skip = torch.relu(self.a(x))
+        y = self.b(skip)
+        if torch.jit.isinstance(skip, torch.Tensor):
+            y = y + skip
+        return torch.relu(y)
+
+
+class GuardedSkipCat(nn.Module):
+    """The same guard on a concatenation: under torch.fx the next conv gets too few channels."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a = nn.Conv2d(3, 4, 3, padding=1)
+        self.b = nn.Conv2d(8, 2, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.a(x)
+        if torch.jit.isinstance(y, torch.Tensor):
+            y = torch.cat([y, torch.relu(y)], dim=1)
+        return self.b(y)
+
+
+class Noisy(nn.Module):
+    """A forward that never computes the same function twice: no capture can match it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(3, 4, 3, padding=1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.conv(x) + torch.rand_like(self.conv(x))
+
+
+def _eager(model: nn.Module, shape: tuple[int, ...]) -> tuple[torch.Tensor, list[torch.Tensor]]:
+    x = check_input(model, shape)
+    with torch.no_grad():
+        out = model.eval()(x)
+    return x, [out] if isinstance(out, torch.Tensor) else list(out)
+
+
+def test_torch_fx_drops_the_guarded_add_and_the_check_sees_it() -> None:
+    model = GuardedSkipAdd()
+    assert "add" not in [layer.label() for layer in trace(model, (3, 8, 8))]
+    x, eager = _eager(model, (3, 8, 8))
+    mismatch = compare(capture_fx(model, (3, 8, 8)), x, eager)
+    assert mismatch is not None and mismatch.index == 0
+    assert "isinstance" in mismatch.describe("torch.fx")
+
+
+@pytest.mark.parametrize("model", [GuardedSkipAdd(), GuardedSkipCat()])
+def test_guarded_skips_are_captured_by_the_export_fallback(model: nn.Module) -> None:
+    net = capture(model, (3, 8, 8))
+    x, eager = _eager(model, (3, 8, 8))
+    got = run_float(net, x)[net.outputs[0]]
+    torch.testing.assert_close(got, eager[0], rtol=1e-5, atol=1e-5)
+    assert {layer.label() for layer in net} & {"add", "concat"}
+    assert net.layer("a").module_path == "a"  # module paths come from nn_module_stack
+
+
+def test_a_model_no_capture_matches_is_refused_in_one_line() -> None:
+    with pytest.raises(ModelError) as err:
+        capture(Noisy(), (3, 8, 8))
+    text = str(err.value)
+    assert "neither torch.fx nor torch.export" in text and "\n" not in text
+
+
+def test_data_dependent_control_flow_names_the_users_line() -> None:
+    class Branchy(nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            if x.mean() > 0:
+                return x + x
+            return x - x
+
+    with pytest.raises(ModelError) as err:
+        capture(Branchy(), (3, 8, 8))
+    assert "test_capture.py" in str(err.value.where) and "torch.export fails too" in str(err.value)
+
+
+class Everything(nn.Module):
+    """Most ops the ATen lowering maps, with a few it keeps as OPAQUE rows."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(3, 8, 3, padding=1, bias=False)
+        self.bn = nn.BatchNorm2d(8)
+        self.up = nn.ConvTranspose2d(8, 8, 2, 2)
+        self.head = nn.Conv1d(1, 2, 3)
+        self.fc = nn.Linear(8, 4)
+        self.gn = nn.GroupNorm(2, 8)
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        y = F.leaky_relu(self.bn(self.conv(x)), 0.1)
+        z = self.up(F.max_pool2d(y, 2))
+        z = F.pad(z, [1, 0, 0, 1])[:, :, :-1, 1:]  # pad then slice back: PAD + OPAQUE slices
+        z = torch.cat([z, torch.clamp(y, 0, 6), F.hardswish(self.gn(y))], 1)
+        z = F.interpolate(F.avg_pool2d(z, 2), scale_factor=2, mode="nearest")
+        g = self.fc(torch.flatten(F.adaptive_avg_pool2d(y, 1), 1))
+        return torch.softmax(z, 1), g, torch.argmax(z, 1, keepdim=True).float(), torch.sigmoid(z)
+
+
+def test_the_export_lowering_computes_what_eager_computes() -> None:
+    model = Everything().eval()
+    with torch.no_grad():
+        model.bn.running_mean.uniform_(-1, 1)
+        model.bn.running_var.uniform_(0.5, 2)
+    captured = capture_export(model, (3, 8, 8), "Everything")
+    ops = {layer.op for layer in captured.network}
+    assert {Op.CONV2D, Op.BATCHNORM, Op.CONVTRANSPOSE2D, Op.PAD, Op.SOFTMAX, Op.OPAQUE} <= ops
+    assert {Op.LINEAR, Op.POOL, Op.CONCAT, Op.UPSAMPLE, Op.FLATTEN} <= ops
+    x, eager = _eager(model, (3, 8, 8))
+    assert compare(captured, x, eager) is None
+    assert captured.network.layer("gn").opaque_kind == "aten.group_norm"
+    assert captured.network.layer("gn").weight.size == 16  # GroupNorm's parameters kept
+
+
+@settings(max_examples=15, deadline=None)
+@given(
+    st.integers(1, 6),
+    st.integers(0, 2),
+    st.sampled_from(["relu", "relu6", "sigmoid"]),
+    st.booleans(),
+)
+def test_fx_and_export_give_the_same_network(c: int, pad: int, act: str, down: bool) -> None:
+    torch.manual_seed(c)
+    layers = [
+        nn.Conv2d(2, c, 3, padding=pad),
+        nn.BatchNorm2d(c),
+        getattr(nn, act.upper() if act != "relu6" else "ReLU6", nn.ReLU)(),
+    ]
+    if down:
+        layers.append(nn.MaxPool2d(2))
+    model = nn.Sequential(*layers, nn.Conv2d(c, 3, 1), nn.Softmax(dim=1)).eval()
+    via_fx = capture_fx(model, (2, 8, 8)).network
+    via_export = capture_export(model, (2, 8, 8), "seq").network
+    assert [la.op for la in via_fx] == [la.op for la in via_export]
+    assert [la.out_shape for la in via_fx] == [la.out_shape for la in via_export]
+    for a, b in zip(via_fx, via_export, strict=True):
+        if a.weight is not None:
+            np.testing.assert_array_equal(a.weight, b.weight)
+
+
+def test_lowering_is_gated_by_float_equivalence(monkeypatch: pytest.MonkeyPatch) -> None:
+    net = capture(nn.Sequential(nn.Conv2d(3, 4, 3, padding=1), nn.ReLU()), (3, 8, 8))
+    lower_to_hardware(net)  # the real steps pass the gate
+
+    def broken(network, device):
+        layers = [
+            dataclasses.replace(x, weight=x.weight * 2) if x.has_weights else x
+            for x in network.layers
+        ]
+        return network.with_layers(layers), ()
+
+    monkeypatch.setattr(lower, "LOWERING_STEPS", (*lower.LOWERING_STEPS, ("broken", broken)))
+    with pytest.raises(CnnforgeError, match="broken changed what the network computes"):
+        lower_to_hardware(net)
