@@ -1,7 +1,8 @@
 """Finding, building and loading a user's PyTorch model: ``file.py:Name``, ``pkg.mod:Name``, names.
 
-A model is named as ``path/to/file.py:Name`` (a ``nn.Module`` class or a factory function),
-``package.module:Name`` or a short name registered in ``cnnforge.models``. Checkpoints load with
+A model is named as ``path/to/file.py:Name`` (a ``nn.Module`` class or a factory function;
+a file inside a package imports as part of its package), ``package.module:Name`` (found in the
+current directory too) or a short name registered in ``cnnforge.models``. Checkpoints load with
 ``torch.load(..., weights_only=True)`` only, as a bare state_dict or a dict holding
 ``state_dict``; keys saved from DistributedDataParallel (``module.`` prefix) are accepted.
 """
@@ -67,9 +68,13 @@ def _resolve(spec: str) -> tuple[Any, str]:
 
 
 def _import_file(path: Path) -> ModuleType:
-    """Execute a user's model file as a module of its own (registered under a unique name)."""
+    """Execute a user's model file as a module of its own (registered under a unique name), or,
+    inside a package, as part of its package (so that ``from .parts import *`` works)."""
     if not path.is_file():
         raise InputError(f"no such model file {path}", where=str(path), hint="check the path")
+    package = _package_of(path)
+    if package is not None:
+        return _import_in_package(path, *package)
     digest = hashlib.sha1(str(path.resolve()).encode()).hexdigest()[:12]
     mod_name = f"cnnforge_user_{path.stem}_{digest}"
     spec = importlib.util.spec_from_file_location(mod_name, path)
@@ -93,7 +98,55 @@ def _import_file(path: Path) -> ModuleType:
     return module
 
 
+def _package_of(path: Path) -> tuple[Path, str] | None:
+    """(the folder above the package root, the file's dotted module name) when ``path`` lies in
+    a package (its folder has an ``__init__.py``; walked up to the outermost one), else None."""
+    folder = path.resolve().parent
+    parts = [] if path.name == "__init__.py" else [path.stem]
+    while (folder / "__init__.py").is_file():
+        parts.insert(0, folder.name)
+        folder = folder.parent
+    if not parts or parts == [path.stem] or not all(p.isidentifier() for p in parts):
+        return None
+    return folder, ".".join(parts)
+
+
+def _import_in_package(path: Path, root: Path, dotted: str) -> ModuleType:
+    """Import ``dotted`` with ``root`` first on sys.path; a same-named package imported from
+    elsewhere before is dropped from ``sys.modules`` first (it is not the user's)."""
+    top = dotted.split(".")[0]
+    loaded = sys.modules.get(top)
+    if loaded is not None and not str(getattr(loaded, "__file__", "") or "").startswith(
+        str(root / top)
+    ):
+        for key in [k for k in sys.modules if k == top or k.startswith(top + ".")]:
+            del sys.modules[key]
+    sys.path.insert(0, str(root))
+    try:
+        return importlib.import_module(dotted)
+    except Exception as exc:
+        raise ModelError(
+            f"importing the model file as {dotted} failed: {type(exc).__name__}: {exc}",
+            where=user_frame(exc) or str(path),
+            hint="fix the error in the model's package",
+        ) from None
+    finally:
+        sys.path.remove(str(root))
+
+
 def _import_module(name: str) -> ModuleType:
+    cwd = str(Path.cwd())
+    added = cwd not in sys.path and "" not in sys.path  # console scripts lack the cwd
+    if added:
+        sys.path.insert(0, cwd)
+    try:
+        return _import_named(name)
+    finally:
+        if added:
+            sys.path.remove(cwd)
+
+
+def _import_named(name: str) -> ModuleType:
     try:
         return importlib.import_module(name)
     except ImportError as exc:
