@@ -152,6 +152,10 @@ class _ExportBuilder(LayerLog):
         source, index = node.args
         if source in self.alias and index == 0:
             self.alias[node] = self.alias[source]  # (output, indices/statistics...)[0]
+        elif source in self.alias and isinstance(node.meta.get("val"), torch.Tensor):
+            feeds = [source]  # indices, a second chunk: an OPAQUE row after element 0's layer
+            info = self._info(node, feeds, node.meta["val"])
+            self.add(node, opaque_layer(info, "operator.getitem"), info.inputs[0], given=True)
         elif source in self.constants:
             self.constants[node] = _index(self.constants[source], index)
 
