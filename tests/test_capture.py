@@ -201,7 +201,8 @@ class TupleValued(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         a, b = self.c(x).chunk(2, dim=1)
-        y = F.max_unpool2d(*self.p(a), 2)
+        pooled, indices = self.p(a)
+        y = F.max_unpool2d(pooled, indices, 2)
         return self.d(y) + F.hardsigmoid(b) * self.e(b).mean((2, 3), keepdim=True)
 
 
