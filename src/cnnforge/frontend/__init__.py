@@ -12,6 +12,8 @@ from typing import Any
 
 from cnnforge.ir import Network
 
+UNTRAINED_SEED = 0  # torch.manual_seed for models built without a checkpoint
+
 
 def load_network(
     spec: str,
@@ -19,11 +21,19 @@ def load_network(
     model_args: Mapping[str, Any] | None = None,
     checkpoint: Path | None = None,
 ) -> Network:
-    """Load the model named by ``spec`` (file.py:Name, pkg.mod:Name or short name) and trace it."""
+    """Load the model named by ``spec`` (file.py:Name, pkg.mod:Name or short name) and trace it.
+
+    The model is built with torch's generator seeded with ``UNTRAINED_SEED`` (and restored
+    after), so a model without a checkpoint has the same weights in every command and run.
+    """
+    import torch
+
     from cnnforge.frontend.torch_fx import load_model, trace
 
-    module = load_model(spec, model_args or {}, checkpoint)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(UNTRAINED_SEED)
+        module = load_model(spec, model_args or {}, checkpoint)
     return trace(module, input_shape, name=spec.rpartition(":")[2] or spec)
 
 
-__all__ = ["load_network"]
+__all__ = ["UNTRAINED_SEED", "load_network"]
