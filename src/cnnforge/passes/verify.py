@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from cnnforge.errors import CnnforgeError, InputError, ModelError
+from cnnforge.errors import InputError, ModelError
 from cnnforge.ir import HARDWARE_ACTIVATIONS, INPUT, Layer, Network, Op
 from cnnforge.passes.geometry import expected_out_shape
 
@@ -152,9 +152,17 @@ def verify_equivalent(before: Network, after: Network, step: str) -> None:
     x = torch.randn((1, *before.input_shape), generator=generator)
     try:
         want = run_float(before, x)
-    except CnnforgeError:
-        return  # e.g. quantized layers without float weights: nothing to compare in float
-    got = run_float(after, x)
+    except Exception:  # e.g. quantized layers without float weights: nothing to compare
+        return
+    try:
+        got = run_float(after, x)
+    except Exception as exc:
+        text = str(exc).strip().splitlines()
+        raise ModelError(
+            f"{step} left a network whose float evaluation fails: "
+            f"{text[0] if text else type(exc).__name__}",
+            hint="this is a cnnforge bug: please report it with the model",
+        ) from None
     for index, (old, new) in enumerate(zip(before.outputs, after.outputs, strict=True)):
         what = float_difference(got[new], want[old])
         if what is not None:
