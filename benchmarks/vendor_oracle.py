@@ -216,8 +216,46 @@ def main(argv: list[str] | None = None) -> int:
                 f"{vendor_s:8.1f} {ours['wall']:7.2f}  {note}",
                 flush=True,
             )
+    if not args.only or "planned" in args.only:
+        bad += planned_cats_dogs(keep)
     print(f"vendor outputs in {keep}")
     return 1 if bad else 0
+
+
+def planned_cats_dogs(keep: Path) -> int:
+    """The vendor tool as the client of cnnforge's own plan: ``cnnforge compile cats-dogs --ptq``
+    (3x128x128 on MAX78000, which the planner streams), then the vendor tool on the YAML +
+    checkpoint it wrote, with the flags the YAML header and the compile notes name."""
+    import re
+
+    folder = keep / "planned-cats-dogs"
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True)
+    sample = folder / "sample.npy"
+    np.save(sample, np.random.default_rng(1).integers(-128, 128, (3, 128, 128)))
+    start = time.perf_counter()
+    argv = [sys.executable, "-m", "cnnforge", "compile", "cats-dogs", "--ptq", "--sample",
+            str(sample), "-o", str(folder / "ours"), "--no-report"]  # fmt: skip
+    proc = subprocess.run(argv, capture_output=True, text=True, check=False)
+    ours_s = time.perf_counter() - start
+    head = f"{'MAX78000':9} {'cnnforge-planned cats-dogs':30}"
+    if proc.returncode != 0:
+        print(f"{head} {'NO':6} {'-':8} {'-':9} {'-':>8} {ours_s:7.2f}  {proc.stderr[-100:]}")
+        return 1
+    yaml_path = folder / "ours" / "ai8x" / "cats-dogs.yaml"
+    notes = json.loads((folder / "ours" / "summary.json").read_text())["notes"]
+    text = yaml_path.read_text(encoding="utf-8").split("layers:")[0] + " ".join(notes)
+    flags = sorted(set(re.findall(r"(--(?:fifo|overlap-data|avg-pool-rounding))\b", text)))
+    demo = Demo("MAX78000", "planned", yaml_path, yaml_path.with_name("cats-dogs-q.pth.tar"),
+                sample, tuple(flags))  # fmt: skip
+    expected, vendor_s, note = run_vendor(demo, folder / "vendor", False)
+    y = np.load(folder / "ours" / "sample_output.npz")["fc"]
+    same = expected is not None and np.array_equal(y.reshape(expected.shape), expected)
+    exact = "yes" if same else "NO"
+    streamed = yaml_path.read_text(encoding="utf-8").count("streaming: true")
+    print(f"{head} {'ok':6} {'ok':8} {exact:9} {vendor_s:8.1f} {ours_s:7.2f}  vendor flags "
+          f"{' '.join(flags)}; {streamed} streaming layers {note}")  # fmt: skip
+    return 0 if same else 1
 
 
 def capture(demo: Demo, expected: np.ndarray, folder: Path, izer: Path) -> None:

@@ -14,8 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from cnnforge.devices import Device, get_device
-from cnnforge.ir import Layer, Network, Op
-from cnnforge.plan.model import Plan
+from cnnforge.ir import INPUT, Layer, Network, Op
+from cnnforge.plan.model import Placement, Plan
 from cnnforge.plan.resources import PER_INSTANCE, PROCESSORS
 
 _INCREASE_START = 2  # the vendor's default `--increase-start` (MAX78000 formula)
@@ -97,17 +97,19 @@ def _geometry(network: Network, layer: Layer, streams_in: bool, dev: Device) -> 
 
 def rollover_words(network: Network, plan: Plan, index: int, dev: Device) -> int:
     """The circular buffer (32-bit words per instance) of streaming layer ``index`` (FMAX)."""
-    layer = network.layers[index]
-    streams_in = index == 0 or plan.placements[index - 1].streaming
-    g = _geometry(network, layer, True, dev)
-    big = index == 0 and plan.data_format == "CHW"
+    return rollover(network, index, streaming_prefix(plan), plan.data_format, dev)
+
+
+def rollover(network: Network, index: int, streamed: int, data_format: str, dev: Device) -> int:
+    """FMAX of layer ``index`` when the first ``streamed`` layers stream (``plan``-free form)."""
+    g = _geometry(network, network.layers[index], True, dev)
+    big = index == 0 and data_format == "CHW"
     cols = g.dims[1]
     if not dev.streaming_new_rollover:
         if index == 0:
             start = ((g.pool[0] - 1) * cols + g.pool[1]) * g.pool[0]
         else:
-            prev = network.layers[index - 1]
-            p = _geometry(network, prev, index - 1 == 0 or streams_in, dev)
+            p = _geometry(network, network.layers[index - 1], True, dev)
             start = (p.pooled[1] + 2 * p.pad) * (p.kernel[0] - 1 + g.pool[0] - 1)
             start += p.kernel[1] - 1 + g.pool[1] + _INCREASE_START
         if big and index == 0:
@@ -129,7 +131,7 @@ def rollover_words(network: Network, plan: Plan, index: int, dev: Device) -> int
     # pooling stride), and for the last streaming layer the columns its pooling skips.
     start = (g.pad or g.pool_stride[0]) * padded
     start += (row_inc * padded + g.pad + 2 * col_inc) * g.operands
-    if index + 1 == streaming_prefix(plan):
+    if index + 1 == streamed:
         effective = cols // col_inc
         if effective * g.pool_stride[1] + g.pool[1] > cols:
             effective -= 1
@@ -233,10 +235,62 @@ def _buffers(network: Network, plan: Plan, dev: Device) -> list[StreamIssue]:
     return out
 
 
+# ---- planning ---------------------------------------------------------------------------------
+
+
+def _input_bytes(network: Network, index: int, dev: Device) -> int:
+    """Bytes of layer ``index``'s whole input in one instance (HWC; the network input may be CHW,
+    a byte per pixel, when it has few channels: devices.md §2)."""
+    layer = network.layers[index]
+    shapes = network.input_shapes(layer)
+    pixels = 1
+    for d in shapes[0][1:]:
+        pixels *= d
+    channels = shapes[0][0] if layer.eltwise is not None else sum(x[0] for x in shapes)
+    operands = len(layer.inputs) if layer.eltwise is not None else 1
+    need = 4 * pixels * -(-channels // 64) * operands
+    if layer.inputs == (INPUT,) and channels <= dev.data_instances:
+        need = min(need, pixels)
+    return need
+
+
+def streaming_layers(network: Network, device: Device | str) -> int:
+    """How many leading layers must stream (0: none need to, or streaming cannot help): enough
+    that every layer after them finds its whole input in one data-memory instance."""
+    dev = get_device(device) if isinstance(device, str) else device
+    n = 0
+    for i in range(len(network.layers)):
+        if _input_bytes(network, i, dev) > dev.instance_bytes:
+            n = i + 1
+    if n == 0 or n >= len(network.layers):
+        return 0
+    trial = Plan(
+        dev.name,
+        "HWC",
+        tuple(
+            Placement(x.name, dev.fifo_hwc_mask, 0, 0, 0, streaming=i < n)
+            for i, x in enumerate(network.layers)
+        ),
+        fifo=True,
+    )
+    if streaming_structure(network, trial, dev):
+        return 0
+    return n
+
+
+def streamed_spans(network: Network, streamed: int, dev: Device) -> dict[str, int]:
+    """Bytes each streamed tensor needs (its reader's rollover buffer, closed range: + 4)."""
+    names = [INPUT, *(x.name for x in network.layers)]
+    return {names[i]: 4 * rollover(network, i, streamed, "HWC", dev) + 4 for i in range(streamed)}
+
+
 __all__ = [
     "StreamIssue",
+    "rollover",
     "rollover_words",
+    "streamed_spans",
     "streaming_issues",
+    "streaming_layers",
     "streaming_prefix",
     "streaming_structure",
 ]
