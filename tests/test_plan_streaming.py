@@ -20,6 +20,7 @@ import pytest
 from cnnforge.devices import get_device
 from cnnforge.errors import PlanError
 from cnnforge.frontend.ai8x import read_ai8x
+from cnnforge.plan.metrics import plan_metrics
 from cnnforge.plan.planner import plan_network
 from cnnforge.plan.streaming import rollover_words, streaming_layers
 from cnnforge.plan.validate import validate_plan
@@ -48,6 +49,8 @@ def test_planner_streams_the_first_layers_on_max78000() -> None:
     assert any("--fifo" in note for note in plan.notes)
     dev = get_device("MAX78000")
     assert [rollover_words(out, plan, i, dev) for i in (0, 1)] == [0x2, 0x20E]
+    # The streamed tensors count as their buffers, not as 64 KiB that never exist whole.
+    assert plan_metrics(out, plan, "MAX78000").high_water_bytes <= dev.instance_bytes
 
 
 def test_no_streaming_where_everything_fits() -> None:
