@@ -11,15 +11,19 @@ tests/golden/ai8x_demos/planned.
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from cnnforge.devices import get_device
 from cnnforge.errors import PlanError
 from cnnforge.frontend.ai8x import read_ai8x
+from cnnforge.ir import INPUT, Network
 from cnnforge.plan.metrics import plan_metrics
 from cnnforge.plan.planner import plan_network
 from cnnforge.plan.streaming import rollover_words, streaming_layers
@@ -62,16 +66,7 @@ def test_no_streaming_where_everything_fits() -> None:
 
 def test_streaming_is_refused_beyond_the_fifo() -> None:
     """17 input channels do not pass the FIFO (16 HWC): no streaming, the memory error stays."""
-    network = _vendor_cats_dogs()
-    first = network.layers[0]
-    weights = np.concatenate([first.quant.weights] * 6, axis=1)[:, :17]
-    layer = replace(
-        first,
-        in_channels=17,
-        quant=replace(first.quant, weights=weights),
-        weight=np.zeros(weights.shape, np.float32),
-    )
-    wide = replace(network, input_shape=(17, 128, 128), layers=(layer, *network.layers[1:]))
+    wide = _with_input_channels(_vendor_cats_dogs(), 17)
     assert streaming_layers(wide, "MAX78000") == 0
     with pytest.raises(PlanError, match="data memory exhausted"):
         plan_network(wide, "MAX78000")
@@ -100,3 +95,57 @@ def test_check_says_when_streaming_is_used(capsys) -> None:
     report = json.loads(capsys.readouterr().out)
     assert info.value.code == 0 and report["fits"]
     assert report["streaming_layers"] == ["convs.0", "convs.1"]
+
+
+def _with_input_channels(network, channels: int):
+    first = network.layers[0]
+    weights = np.concatenate([first.quant.weights] * 6, axis=1)[:, :channels]
+    layer = replace(
+        first,
+        in_channels=channels,
+        quant=replace(first.quant, weights=weights),
+        weight=np.zeros(weights.shape, np.float32),
+    )
+    return replace(network, input_shape=(channels, 128, 128), layers=(layer, *network.layers[1:]))
+
+
+def test_fifo_input_processors() -> None:
+    """Eight input channels go to FIFO processors 0-3 and 16-19."""
+    out, plan = plan_network(_with_input_channels(_vendor_cats_dogs(), 8), "MAX78000")
+    assert plan.placements[0].in_processors == 0x000F000F
+    assert validate_plan(out, plan, "MAX78000") == ()
+
+
+@st.composite
+def _large_input_chains(draw) -> Network:
+    """Conv chains on 1..16 x 96..136 inputs (too large for one MAX78000 instance as HWC), with
+    1x1 or 3x3 kernels and pooling 2/2 in between, as the planner must stream them."""
+    from test_plan_support import POOL2, conv
+
+    hw = draw(st.sampled_from((96, 104, 112, 128, 136)))
+    c = draw(st.integers(1, 16))
+    shape = (c, hw, hw)
+    layers, src = [], INPUT
+    for i in range(draw(st.integers(3, 7))):
+        pool = POOL2 if hw >= 8 and draw(st.booleans()) else None
+        hw = hw // 2 if pool else hw
+        cout = draw(st.sampled_from((4, 8, 16, 24, 32)))
+        k = draw(st.sampled_from((1, 3)))
+        layers.append(conv(f"l{i}", src, c, cout, hw, k=k, pool=pool))
+        src, c = f"l{i}", cout
+    return Network("chain", shape, tuple(layers))
+
+
+@settings(max_examples=int(os.environ.get("CNNFORGE_STREAM_EXAMPLES", "25")))
+@given(_large_input_chains())
+def test_streamed_plans_validate(network) -> None:
+    """Whatever the planner streams passes the vendor's streaming rules and buffers."""
+    try:
+        out, plan = plan_network(network, "MAX78000")
+    except PlanError as exc:
+        assert "exhausted" in exc.what or "exceed" in exc.what, exc.one_line()
+        return
+    assert validate_plan(out, plan, "MAX78000") == ()
+    streamed = sum(p.streaming for p in plan.placements)
+    assert streamed == streaming_layers(out, "MAX78000")
+    assert plan.fifo == (streamed > 0)

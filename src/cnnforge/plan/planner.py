@@ -31,7 +31,7 @@ from cnnforge.plan.masks import assign_masks, choose_data_format, instances_of, 
 from cnnforge.plan.memory import assign_offsets, tensor_span
 from cnnforge.plan.model import Placement, Plan
 from cnnforge.plan.resources import PER_QUADRANT, resources_of
-from cnnforge.plan.streaming import streamed_spans, streaming_layers
+from cnnforge.plan.streaming import fifo_mask, streamed_spans, streaming_layers
 from cnnforge.plan.validate import passthrough_masks_ok
 
 
@@ -56,7 +56,8 @@ def plan_network(network: Network, device: Any, *, in_place: bool = True) -> tup
     streamed, spans = _streaming(network, res.name)
     data_format = "HWC" if streamed else choose_data_format(network, res)
     # Streamed tensors sit in rollover buffers that all live while the streaming layers run.
-    live.update({name: (live[INPUT][0], streamed - 1) for name in spans})
+    names = [INPUT, *(x.name for x in network.layers)][:streamed]
+    live.update({name: (live[INPUT][0], streamed - 1) for name in names})
     results, errors = [], []
     for policy in MASK_POLICIES:
         try:
@@ -140,6 +141,8 @@ MASK_POLICIES = ("low", "long-high", "high")
 def _attempt(network, groups, live, res, data_format, policy, in_place, spans) -> tuple:
     """One full placement with one mask policy: (top, network, masks, offsets, kernels, bias)."""
     masks = assign_masks(network, groups, live, res, data_format, policy)
+    if INPUT in spans:  # the FIFOs feed their own processors (devices.md §1 "Standard FIFOs")
+        masks = {**masks, INPUT: fifo_mask(network.input_shape[0])}
     units = [make_unit(network, g, live) for g in groups]
     offsets = assign_offsets(network, units, masks, live, res, data_format, in_place, spans)
     layer_masks = {x.name: (_in_mask(x, masks, groups), masks[x.name]) for x in network.layers}

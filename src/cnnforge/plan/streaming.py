@@ -278,14 +278,25 @@ def streaming_layers(network: Network, device: Device | str) -> int:
     return n
 
 
+def fifo_mask(channels: int) -> int:
+    """HWC input through the four FIFOs: processors 0-3, then 16-19, 32-35, 48-51."""
+    return sum(1 << (16 * (c // 4) + c % 4) for c in range(channels))
+
+
 def streamed_spans(network: Network, streamed: int, dev: Device) -> dict[str, int]:
-    """Bytes each streamed tensor needs (its reader's rollover buffer, closed range: + 4)."""
+    """Bytes each streamed tensor needs in the planner (its reader's rollover buffer), and the
+    last streaming layer's whole output: + 4 each, as the vendor compares closed ranges."""
+    from cnnforge.plan.memory import tensor_span
+
     names = [INPUT, *(x.name for x in network.layers)]
-    return {names[i]: 4 * rollover(network, i, streamed, "HWC", dev) + 4 for i in range(streamed)}
+    spans = {names[i]: 4 * rollover(network, i, streamed, "HWC", dev) + 4 for i in range(streamed)}
+    spans[names[streamed]] = tensor_span(network, names[streamed], "HWC") + 4
+    return spans
 
 
 __all__ = [
     "StreamIssue",
+    "fifo_mask",
     "rollover",
     "rollover_words",
     "streamed_spans",
