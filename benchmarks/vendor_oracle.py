@@ -206,6 +206,7 @@ def main(argv: list[str] | None = None) -> int:
                 exact = "yes" if same else "NO"
                 if same and args.capture:
                     capture(demo, expected, args.capture, izer)
+                    capture_outputs(demo, args.capture, keep / device / f"{demo.prefix}-outputs")
                 if not same:
                     note = note or _difference(y, expected)
             note = note or ours.get("error", "")
@@ -298,6 +299,29 @@ def capture(demo: Demo, expected: np.ndarray, folder: Path, izer: Path) -> None:
         expected=narrow,
         meta=np.array(json.dumps(meta)),
     )
+
+
+def capture_outputs(demo: Demo, folder: Path, work: Path) -> None:
+    """For a demo with several ``output: true`` layers (the SSD detectors): the vendor's answer
+    for each of them besides the last, one run each with ``--stop-after N``."""
+    from dataclasses import replace
+
+    from cnnforge.frontend.ai8x import read_ai8x
+
+    x = np.load(demo.sample)
+    network = read_ai8x(demo.yaml, demo.checkpoint, x.shape, device=demo.device).network
+    names = [layer.name for layer in network.layers]
+    arrays = {}
+    for name in network.outputs:
+        k = names.index(name)
+        if k < len(names) - 1:
+            stop = replace(demo, flags=(*demo.flags, "--stop-after", str(k)))
+            y, _, note = run_vendor(stop, work / f"stop{k}", False)
+            assert y is not None, note
+            arrays[f"layer{k}"] = y.astype(np.int32)
+    if arrays:
+        (folder / "outputs").mkdir(exist_ok=True)
+        np.savez_compressed(folder / "outputs" / f"{demo.device}-{demo.prefix}.npz", **arrays)
 
 
 def _commit(izer: Path) -> str:

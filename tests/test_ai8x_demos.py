@@ -219,3 +219,21 @@ def test_shift_and_bits_keys_follow_the_vendor_naming(tmp_path: Path) -> None:
     (tmp_path / "n.yaml").write_text("arch: x\ndataset: d\nlayers:\n  - processors: 1\n")
     model = read_ai8x(tmp_path / "n.yaml", tmp_path / "c.pth.tar", (1, 4, 4))
     assert model.network.layers[0].quant.output_shift == 2
+
+
+OUTPUTS = sorted((GOLDEN / "outputs").glob("*.npz"))
+
+
+@pytest.mark.parametrize("path", OUTPUTS, ids=[p.stem for p in OUTPUTS])
+def test_every_output_layer_is_bit_exact(path: Path) -> None:
+    """The SSD detectors' other `output: true` layers (vendor run with --stop-after N)."""
+    meta, x, _ = _demo(GOLDEN / "known" / path.name)
+    model = _import(meta, x.shape)
+    layers = simulate(model.network, x, all_layers=True).layers
+    answers = np.load(path)
+    assert len(answers.files) == len(model.network.outputs) - 1
+    for key in answers.files:
+        name = model.network.layers[int(key.removeprefix("layer"))].name
+        assert name in model.network.outputs
+        expected = answers[key]
+        assert np.array_equal(layers[name].numpy().reshape(expected.shape), expected), key
