@@ -67,7 +67,7 @@ class _Geometry:
     passes: int  # input passes
 
 
-def _geometry(network: Network, layer: Layer, streams_in: bool, dev: Device) -> _Geometry:
+def _geometry(network: Network, layer: Layer, dev: Device) -> _Geometry:
     dims = network.input_shapes(layer)[0][1:]
     pool = layer.pool.size if layer.pool else (1, 1)
     stride = layer.pool.stride if layer.pool else (1, 1)
@@ -77,7 +77,6 @@ def _geometry(network: Network, layer: Layer, streams_in: bool, dev: Device) -> 
     if (
         dev.streaming_one_by_one_as_3x3
         and kernel == (1, 1)
-        and streams_in
         and layer.op in (Op.CONV2D, Op.CONVTRANSPOSE2D)
     ):
         kernel, pad = (3, 3), 1  # the vendor runs a streaming 1x1 as a padded 3x3
@@ -102,14 +101,14 @@ def rollover_words(network: Network, plan: Plan, index: int, dev: Device) -> int
 
 def rollover(network: Network, index: int, streamed: int, data_format: str, dev: Device) -> int:
     """FMAX of layer ``index`` when the first ``streamed`` layers stream (``plan``-free form)."""
-    g = _geometry(network, network.layers[index], True, dev)
+    g = _geometry(network, network.layers[index], dev)
     big = index == 0 and data_format == "CHW"
     cols = g.dims[1]
     if not dev.streaming_new_rollover:
         if index == 0:
             start = ((g.pool[0] - 1) * cols + g.pool[1]) * g.pool[0]
         else:
-            p = _geometry(network, network.layers[index - 1], True, dev)
+            p = _geometry(network, network.layers[index - 1], dev)
             start = (p.pooled[1] + 2 * p.pad) * (p.kernel[0] - 1 + g.pool[0] - 1)
             start += p.kernel[1] - 1 + g.pool[1] + _INCREASE_START
         if big and index == 0:
