@@ -3,9 +3,8 @@
 The network is the vendor's cats-vs-dogs classifier at 3x128x128 (its YAML's layer list as a
 plain-torch model: cnnforge.models.cats_dogs; its trained weights through the importer). The
 vendor tool accepted the YAML + checkpoint that ``cnnforge compile cats-dogs --ptq`` wrote
-(with --fifo, named in the YAML header, and --overlap-data for the in-place layers the plan notes)
-and its known answer equals cnnforge's; that pair and answer are goldens in
-tests/golden/ai8x_demos/planned.
+(with --fifo, which the YAML header names, and no other flag) and its known answer equals
+cnnforge's; that pair and answer are goldens in tests/golden/ai8x_demos/planned.
 """
 
 from __future__ import annotations
@@ -76,12 +75,12 @@ def test_compiled_pair_matches_the_vendor_answer() -> None:
     """The YAML + checkpoint cnnforge compiled, as the vendor tool read them."""
     folder = GOLDEN / "planned"
     data = np.load(folder / "cats-dogs-known.npz")
-    assert json.loads(str(data["meta"]))["vendor_flags"] == ["--fifo", "--overlap-data"]
+    assert json.loads(str(data["meta"]))["vendor_flags"] == ["--fifo"]
     text = (folder / "cats-dogs.yaml").read_text()
     assert "--fifo" in text.split("layers:")[0] and text.count("streaming: true") == 2
     model = read_ai8x(folder / "cats-dogs.yaml", folder / "cats-dogs-q.pth.tar", (3, 128, 128))
     assert model.plan.fifo
-    assert validate_plan(model.network, model.plan, "MAX78000", allow_overlap=True) == ()
+    assert validate_plan(model.network, model.plan, "MAX78000", in_place=False) == ()
     y = simulate(model.network, data["input"].astype(np.int64)).outputs["fc"]
     expected = data["expected"]
     assert np.array_equal(y.numpy().reshape(expected.shape), expected)
