@@ -288,7 +288,7 @@ def test_sequence_reorders_layers(tmp_path):
         ),
         ("pad: 2", "pad: 2\n    operands: 2", "`operands` without an element-wise operation"),
         ("pad: 2", "pad: 2\n    dilation: 2", "without dilation"),
-        ("pad: 2", "pad: 2\n    streaming: true", "`streaming` (streaming mode) is not supported"),
+        ("pad: 2", "pad: 2\n    streaming: true", "a streaming layer after a non-streaming one"),
         ("pad: 2", "pad: 2\n    in_sequences: [3]", "entry 3 is not an earlier layer"),
         ("pad: 2", "pad: 2\n    output_shift: 20", "= 20 is outside [-15, 15]"),
         ("pad: 2", "pad: 2\n    quantization: 4", "outside the 4-bit range"),

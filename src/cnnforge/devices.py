@@ -130,6 +130,9 @@ class Device:
     fast_fifo_max_hwc_channels: int = 4  # §1 "Fast FIFO (RISC-V only)"
     fast_fifo_max_chw_channels: int = 1
     streaming_one_by_one_as_3x3: bool = True  # §8 `streaming`
+    # The rollover (circular input buffer) formula of a streaming layer: the vendor backend's
+    # "new streaming" one (tc REQUIRE_NEW_STREAMING, MAX78002) or the original (plan/streaming.py).
+    streaming_new_rollover: bool = False
     clock_dividers: tuple[int, ...] = (1, 2, 4, 8, 16)  # §1 "CNN clock divider"
     max_no_pipeline_mhz: float = 50.0  # above this per divided clock the pipeline is needed
     latency_start_cycles: int = 1  # §5: network cycles = 1 (start) + sum over layers
@@ -347,6 +350,7 @@ MAX78002 = Device(
     streaming_bias_reliable=True,
     streaming_passthrough_allowed=False,
     streaming_delta2_bits=14,
+    streaming_new_rollover=True,
     cnn_clock_mhz=200.0,  # §1 "CNN clock default": PLL 200 MHz, pipeline on
     clock_source="pll",
     ipo_mhz=120.0,

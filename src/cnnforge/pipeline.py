@@ -294,7 +294,8 @@ def step_plan(state: CompileState, workdir: Path) -> CompileState:
         plan_network = _stage("cnnforge.plan.planner", "plan_network")
         network, plan = plan_network(state.network, state.device, in_place=state.options.in_place)
         _stage("cnnforge.plan.validate", "raise_on_issues")(validate(network, plan, state.device))
-        return state.with_(network=network, plan=plan)
+        flags = tuple(n for n in plan.notes if "the vendor tool needs" in n)  # --fifo, ...
+        return state.with_(network=network, plan=plan, notes=(*state.notes, *flags))
     issues = validate(state.network, state.plan, state.device, allow_overlap=True)
     notes = tuple(f"imported plan: {x.one_line()}" for x in issues)
     return state.with_(plan_issues=issues, notes=(*state.notes, *notes))

@@ -101,6 +101,12 @@ def print_report(report: CheckReport) -> None:
         for v in report.violations:
             table.add_row(v.layer, v.module_path, v.rule, v.actual, v.limit, v.hint)
         console.print(table)
+    if report.streaming:
+        console.print(
+            f"streaming: layers {', '.join(report.streaming)} stream through the FIFO (their "
+            "inputs do not fit one pass of data memory; the vendor tool needs --fifo)",
+            highlight=False,
+        )
     verdict = "[green]fits[/green]" if report.fits else "[red]does not fit[/red]"
     console.print(
         f"{report.network.name} on {report.device}: {verdict} — {len(report.network)} hardware "

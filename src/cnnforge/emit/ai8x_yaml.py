@@ -65,6 +65,7 @@ def yaml_text(
         f"{__version__} for {plan.device}",
         "# Weights, bias and output shifts are in the matching checkpoint.",
         *_flag_comments(network, plan),
+        *(["# Run ai8x-synthesis with --fifo (streaming layers, plan/streaming.py)."] * plan.fifo),
         "",
         _dump(head).rstrip("\n"),
         "",
@@ -189,6 +190,8 @@ def layer_dict(
         d["in_sequences"] = _Flow(-1 if n == INPUT else index[n] for n in layer.inputs)
     if i == 0:
         d["data_format"] = plan.data_format
+    if place.streaming:
+        d["streaming"] = True
     d["operation"] = _operation(layer)
     d.update(_geometry(layer))
     d.update(_pooling(layer))

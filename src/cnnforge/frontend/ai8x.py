@@ -19,6 +19,7 @@ from cnnforge.devices import Device, get_device
 from cnnforge.errors import ConfigError, InputError
 from cnnforge.frontend.ai8x_checkpoint import CheckpointData, CheckpointLayer, read_checkpoint
 from cnnforge.frontend.ai8x_layers import LayerContext, build_layer
+from cnnforge.frontend.ai8x_rules import check_streaming, duplicate_copy
 from cnnforge.frontend.ai8x_yaml import YamlConfig, YamlLayer, read_yaml_config
 from cnnforge.ir import INPUT, Layer, Network, Op
 from cnnforge.plan.kernel_words import processors_per_pass
@@ -57,12 +58,15 @@ def read_ai8x(
     device: str | Device = "MAX78000",
     overlap_data: bool = False,
     avg_pool_rounding: bool = False,
+    fifo: bool | None = None,
 ) -> Ai8xModel:
     """Import a vendor YAML + ``-q`` checkpoint (input shape: given, else the sample input).
 
-    The other two vendor command-line flags that matter are options: ``overlap_data`` marks the
+    The vendor command-line flags that matter are options: ``overlap_data`` marks the
     plan as relying on ``--overlap-data``; ``avg_pool_rounding`` (``--avg-pool-rounding``,
-    arithmetic.md R3.6) sets the network's global average-pool rounding.
+    arithmetic.md R3.6) sets the network's global average-pool rounding; ``fifo`` (``--fifo``;
+    None: as a streaming first layer needs) feeds the input through the FIFOs. ``--softmax``
+    is computed on the host after the network and changes nothing here.
     """
     cfg = read_yaml_config(yaml_path)
     ckpt = read_checkpoint(checkpoint_path)
@@ -83,6 +87,7 @@ def read_ai8x(
     outputs = tuple(names[y.index] for y in cfg.layers if y.output or y is cfg.layers[-1])
     network = Network(cfg.arch, shape, tuple(layers), outputs, avg_pool_rounding)
     plan = _plan(cfg, network, dev.name, overlap_data)
+    plan = check_streaming(cfg, network, plan, dev, fifo)
     modules = tuple(
         (names[y.index], ck.module) for y, ck in zip(cfg.layers, pairs, strict=True) if ck
     )
@@ -125,7 +130,7 @@ def _check_arch(cfg: YamlConfig, ckpt: CheckpointData) -> None:
 def _pair(cfg: YamlConfig, ckpt: CheckpointData) -> list[CheckpointLayer | None]:
     """Positional pairing: the k-th weight key goes to the k-th weight-owning YAML layer (§5)."""
     owners = [y for y in cfg.layers if y.op is not Op.PASSTHROUGH]
-    if len(owners) != len(ckpt.layers):
+    if len(owners) != len(ckpt.layers) and not duplicate_copy(ckpt, len(owners)):
         first = owners[len(ckpt.layers)] if len(owners) > len(ckpt.layers) else None
         where = f"{cfg.path}:{first.line}" if first else ckpt.path
         extra = ckpt.layers[len(owners)].weight_key if first is None else ""
@@ -262,6 +267,7 @@ def _plan(cfg: YamlConfig, network: Network, device: str, overlap: bool) -> Plan
                 out_offset=out_offset,
                 write_gap=y.write_gap,
                 bias_quadrant=y.bias_group,
+                streaming=y.streaming,
             )
         )
         prev_out = out_offset

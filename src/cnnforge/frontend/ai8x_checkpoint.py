@@ -147,7 +147,8 @@ def _integers(tensor: Any, key: str, where: str) -> np.ndarray:
 
 def _layer(state: dict[str, Any], key: str, where: str) -> CheckpointLayer:
     operation = key[: -len(".weight")]
-    module = operation[: -len(".op")] if operation.endswith(".op") else operation
+    # The vendor's rule (izer/checkpoint.py): P.X.weight keeps its shift and bits at P.*
+    module = key.rsplit(".", 2)[0] if key.count(".") >= 2 else operation
     weight = _integers(state[key], key, where).astype(np.int64)
     bias = state.get(operation + ".bias")
     adjust = _scalar(state, module + ".adjust_output_shift", where)

@@ -86,7 +86,6 @@ LAYER_UNSUPPORTED = {
     "bypass": "kernel bypass",
     "in_crop": "input cropping",
     "in_channel_skip": "input channel skipping",
-    "streaming": "streaming mode",
     "read_gap": "read gaps",
     "simulated_sequence": "partial simulation",
     "snoop_sequence": "data snooping",
@@ -161,6 +160,7 @@ class YamlLayer:
     bias_group: int | None
     output: bool
     next_sequence: int | str | None = None  # raw; only "the next layer" is supported
+    streaming: bool = False  # network-yaml.md §5 "Streaming"
     key_lines: tuple[tuple[str, int], ...] = ()
 
     def line_of(self, key: str) -> int:
@@ -523,6 +523,7 @@ def _parse_layer(raw: _Map, index: int, path: str) -> YamlLayer:
         bias_group=get("bias_group", _int, None, 0, 3),
         output=get("output", _bool, False),
         next_sequence=get("next_sequence", _reference),
+        streaming=get("streaming", _bool, False),
         key_lines=tuple((k, line) for k, (_, line) in keys.items()),
     )
 

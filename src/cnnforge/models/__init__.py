@@ -17,9 +17,10 @@ ModelFactory = Callable[..., nn.Module]
 
 def registry() -> dict[str, tuple[ModelFactory, tuple[int, ...]]]:
     """Short name -> (class or factory, default input shape C,H,W)."""
-    from cnnforge.models import qat_unet, unet
+    from cnnforge.models import cats_dogs, qat_unet, unet
 
     return {
+        "cats-dogs": (cats_dogs.CatsDogsNet, (3, 128, 128)),
         "unet-voc": (unet.UNetVOC, (3, 64, 64)),
         "unet-large": (unet.UNetLarge, (48, 88, 88)),
         "qat-unet": (qat_unet.QatUNet, (3, 32, 32)),

@@ -126,7 +126,25 @@ def check_network(
     out.extend(kernel_memory(ctx, weight_bits))
     out.extend(bias_memory(ctx))
     out.extend(binary_mix(ctx, weight_bits))
-    return tuple(out)
+    return tuple(v for v in out if v not in streamed_away(network, device, out))
+
+
+def streamed_away(
+    network: Network, device: Device, violations: list[Violation]
+) -> tuple[Violation, ...]:
+    """Data-memory violations that streaming the first layers through the FIFO resolves (the
+    planner then streams them, plan/streaming.py): their inputs and all but the last output."""
+    from cnnforge.plan.streaming import streaming_layers
+
+    n = streaming_layers(network, device)
+    ins = {x.name for x in network.layers[:n]}
+    outs = {x.name for x in network.layers[: max(n - 1, 0)]}
+    return tuple(
+        v
+        for v in violations
+        if (v.rule == "data-memory-input" and v.layer in ins)
+        or (v.rule == "data-memory-output" and v.layer in outs)
+    )
 
 
 @dataclass(frozen=True)
@@ -141,6 +159,7 @@ class CheckReport:
     weight_mode: str  # "8", "4", ..., "auto", "given"
     kernel_needs: tuple[KernelNeed, ...]
     kernel_capacity_words: int
+    streaming: tuple[str, ...] = ()  # layers that stream through the FIFO (plan/streaming.py)
 
     @property
     def fits(self) -> bool:
@@ -166,6 +185,7 @@ class CheckReport:
                 "bytes_available": self.kernel_capacity_words * WORD_BYTES,
                 "layers": [_need_dict(n) for n in self.kernel_needs],
             },
+            "streaming_layers": list(self.streaming),
             "rewrites": [r.to_dict() for r in self.rewrites],
             "violations": [v.to_dict() for v in self.violations],
         }
@@ -207,4 +227,11 @@ def check_report(
         weight_mode=mode,
         kernel_needs=network_kernel_needs(net, device, bits),
         kernel_capacity_words=kernel_capacity(device).total_words,
+        streaming=_streaming_names(net, device),
     )
+
+
+def _streaming_names(network: Network, device: Device) -> tuple[str, ...]:
+    from cnnforge.plan.streaming import streaming_layers
+
+    return tuple(x.name for x in network.layers[: streaming_layers(network, device)])

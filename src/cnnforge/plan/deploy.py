@@ -7,7 +7,7 @@ The output directory appears whole or not at all (cnnforge.outputs.atomic_output
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -104,9 +104,7 @@ def write_outputs(
         rng = np.random.default_rng(SAMPLE_SEED)
         sample = rng.integers(-128, 128, size=net.input_shape, dtype=np.int64)
         np.save(tmp / f"sample_{dataset}.npy", sample)
-        plan = Plan(
-            plan.device, plan.data_format, plan.placements, plan.allow_overlap, tuple(notes)
-        )
+        plan = replace(plan, notes=tuple(notes))
         write_report(net, plan, device, result.metrics, tmp, result.wall_s)
         files = tuple(sorted(str(p.relative_to(tmp)) for p in tmp.rglob("*") if p.is_file()))
     return PlanResult(net, plan, result.metrics, result.wall_s, result.issues, files)

@@ -63,28 +63,35 @@ def unit_rects(
     live: dict[str, tuple[int, int]],
     data_format: str,
     in_place: bool = True,
+    spans: dict[str, int] | None = None,
 ) -> tuple[Rect, ...]:
     """The rectangles of a unit's parts, relative to its base offset (``in_place``: with the
-    partners each part may overwrite in place)."""
+    partners each part may overwrite in place; ``spans``: tensors held in smaller buffers, the
+    streamed ones of plan/streaming.py, never overwritten in place)."""
     k = len(unit.group.parts) if unit.group.kind is GroupKind.INTERLEAVED else 1
+    spans = spans or {}
     return tuple(
         Rect(
             tensor=p,
             instances=instances_of(masks[p]),
             birth=live[p][0],
             death=live[p][1],
-            span=tensor_span(network, p, data_format) * k,
-            **(_in_place(network, p, live, data_format) if k == 1 and in_place else {}),
+            span=spans[p] if p in spans else tensor_span(network, p, data_format) * k,
+            **(_in_place(network, p, live, data_format, spans) if k == 1 and in_place else {}),
         )
         for p in unit.group.parts
     )
 
 
 def _in_place(
-    network: Network, name: str, live: dict[str, tuple[int, int]], data_format: str
+    network: Network,
+    name: str,
+    live: dict[str, tuple[int, int]],
+    data_format: str,
+    spans: dict[str, int],
 ) -> dict[str, object]:
     """The partner input a tensor may overwrite in place, and by how far it must trail it."""
-    if name == INPUT:
+    if name == INPUT or name in spans or network.layer(name).inputs[0] in spans:
         return {}
     layer = network.layer(name)
     words = in_place_words(network, layer)
@@ -104,13 +111,14 @@ def assign_offsets(
     res: Resources,
     data_format: str,
     in_place: bool = False,
+    spans: dict[str, int] | None = None,
 ) -> dict[str, int]:
     """``{tensor: out offset}`` (bytes); raises ``PlanError`` when no placement fits.
 
     ``in_place``: let proven in-place layers overwrite their dying input (plan/inplace.py);
     the planner asks for this only when no placement without any overlap fits.
     """
-    rects = [unit_rects(network, u, masks, live, data_format, in_place) for u in units]
+    rects = [unit_rects(network, u, masks, live, data_format, in_place, spans) for u in units]
     by_size = sorted(range(len(units)), key=lambda i: _size_key(rects[i], units[i]))
     by_size_late = sorted(
         range(len(units)), key=lambda i: (_size_key(rects[i], units[i])[0], -units[i].birth)

@@ -58,6 +58,14 @@ def tensor_words(network: Network, plan: Plan, name: str) -> tuple[int, np.ndarr
     mask = place.out_processors
     inst = sum(1 << k for k in range(16) if mask >> (PER_INSTANCE * k) & 0xF)
     base = place.out_offset // 4
+    reader = _streamed_reader(network, plan, name)
+    if reader is not None:  # held in its reader's rollover buffer (plan/streaming.py)
+        from cnnforge.devices import get_device
+        from cnnforge.plan.streaming import rollover_words
+
+        return inst, base + np.arange(
+            rollover_words(network, plan, reader, get_device(plan.device))
+        )
     if name == INPUT and plan.data_format == "CHW":
         return inst, base + np.arange(-(-geo.pixels * geo.passes // 4))
     per = np.arange(geo.pixels * geo.passes)
@@ -65,6 +73,16 @@ def tensor_words(network: Network, plan: Plan, name: str) -> tuple[int, np.ndarr
         words = (base + per[:, None] * 4 * (place.write_gap + 1) + np.arange(4)).ravel()
         return inst, words
     return inst, base + per * (place.write_gap + 1)
+
+
+def _streamed_reader(network: Network, plan: Plan, name: str) -> int | None:
+    """The streaming layer reading ``name`` when the tensor never exists whole, else None."""
+    names = [INPUT, *(x.name for x in network.layers)]
+    index = names.index(name)
+    streamed = 0
+    while streamed < len(plan.placements) and plan.placements[streamed].streaming:
+        streamed += 1
+    return index if index < streamed else None
 
 
 def live_cells(network: Network, plan: Plan, step: int, words: int) -> np.ndarray:

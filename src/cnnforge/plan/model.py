@@ -26,6 +26,7 @@ class Placement:
     bias_quadrant: int | None = None  # devices.md §4
     bias_offset: int | None = None  # first entry in that quadrant's bias memory
     cycles: int | None = None  # estimate by the vendor's latency model (devices.md §5)
+    streaming: bool = False  # reads its input as a stream (circular buffer; plan/streaming.py)
 
 
 @dataclass(frozen=True)
@@ -36,6 +37,7 @@ class Plan:
     data_format: str  # "HWC" or "CHW": the input layout of the first layer
     placements: tuple[Placement, ...]
     allow_overlap: bool = False  # imported plans that rely on the vendor's --overlap-data
+    fifo: bool = False  # the input arrives through the FIFOs (the vendor's --fifo)
     notes: tuple[str, ...] = field(default=())
 
     def placement(self, layer: str) -> Placement:

@@ -31,6 +31,7 @@ from cnnforge.plan.masks import assign_masks, choose_data_format, instances_of, 
 from cnnforge.plan.memory import assign_offsets, tensor_span
 from cnnforge.plan.model import Placement, Plan
 from cnnforge.plan.resources import PER_QUADRANT, resources_of
+from cnnforge.plan.streaming import fifo_mask, streamed_spans, streaming_layers
 from cnnforge.plan.validate import passthrough_masks_ok
 
 
@@ -52,23 +53,54 @@ def plan_network(network: Network, device: Any, *, in_place: bool = True) -> tup
             hint="merge layers, or use a device with more layers (MAX78002)",
         )
     live = live_intervals(network)
-    data_format = choose_data_format(network, res)
+    streamed, spans = _streaming(network, res.name)
+    data_format = "HWC" if streamed else choose_data_format(network, res)
+    # Streamed tensors sit in rollover buffers that all live while the streaming layers run.
+    names = [INPUT, *(x.name for x in network.layers)][:streamed]
+    live.update({name: (live[INPUT][0], streamed - 1) for name in names})
     results, errors = [], []
     for policy in MASK_POLICIES:
         try:
-            results.append(_attempt(network, groups, live, res, data_format, policy, in_place))
+            results.append(
+                _attempt(network, groups, live, res, data_format, policy, in_place, spans)
+            )
         except PlanError as exc:
             errors.append(exc)
     if not results:
         raise errors[0]
     network, layer_masks, offsets, kernels, bias = min(results, key=lambda r: r[0])[1:]
     placements = _placements(network, groups, layer_masks, offsets, kernels, bias)
+    for i in range(streamed):
+        p = dataclasses.replace(placements[i], streaming=True)
+        placements[i] = dataclasses.replace(p, cycles=placed_cycles(network, network.layers[i], p))
     notes = (
         f"input data format {data_format}",
-        *_in_place_notes(network, placements, data_format),
+        *streaming_notes(network, streamed),
+        *_in_place_notes(network, placements, data_format, streamed),
         *_shared_kernel_notes(placements),
     )
-    return network, Plan(res.name, data_format, tuple(placements), notes=notes)
+    plan = Plan(res.name, data_format, tuple(placements), notes=notes, fifo=streamed > 0)
+    return network, plan
+
+
+def _streaming(network: Network, device: str) -> tuple[int, dict[str, int]]:
+    """Leading layers that must stream through the FIFO, and their inputs' buffer sizes."""
+    from cnnforge.devices import get_device
+
+    dev = get_device(device)
+    streamed = streaming_layers(network, dev)
+    return streamed, streamed_spans(network, streamed, dev) if streamed else {}
+
+
+def streaming_notes(network: Network, streamed: int) -> tuple[str, ...]:
+    """The plan note (and ``check`` line) saying which layers stream, and the vendor flag."""
+    if not streamed:
+        return ()
+    names = ", ".join(x.name for x in network.layers[:streamed])
+    return (
+        f"layers {names} stream (their inputs do not fit one pass of data memory): the input "
+        "arrives through the FIFO; the vendor tool needs --fifo for this plan",
+    )
 
 
 def _placements(
@@ -106,16 +138,18 @@ def _placements(
 MASK_POLICIES = ("low", "long-high", "high")
 
 
-def _attempt(network, groups, live, res, data_format, policy, in_place) -> tuple:
+def _attempt(network, groups, live, res, data_format, policy, in_place, spans) -> tuple:
     """One full placement with one mask policy: (top, network, masks, offsets, kernels, bias)."""
     masks = assign_masks(network, groups, live, res, data_format, policy)
+    if INPUT in spans:  # the FIFOs feed their own processors (devices.md §1 "Standard FIFOs")
+        masks = {**masks, INPUT: fifo_mask(network.input_shape[0])}
     units = [make_unit(network, g, live) for g in groups]
-    offsets = assign_offsets(network, units, masks, live, res, data_format, in_place)
+    offsets = assign_offsets(network, units, masks, live, res, data_format, in_place, spans)
     layer_masks = {x.name: (_in_mask(x, masks, groups), masks[x.name]) for x in network.layers}
     network = _fix_copies(network, layer_masks)
     kernels = assign_kernels(network, layer_masks, res)
     bias = assign_bias(network, layer_masks, res)
-    top = max(offsets[n] + tensor_span(network, n, data_format) for n in offsets)
+    top = max(offsets[n] + spans.get(n, tensor_span(network, n, data_format)) for n in offsets)
     return top, network, layer_masks, offsets, kernels, bias
 
 
@@ -133,12 +167,13 @@ def _fix_copies(network: Network, layer_masks: dict[str, tuple[int, int]]) -> Ne
 
 
 def _in_place_notes(
-    network: Network, placements: list[Placement], data_format: str
+    network: Network, placements: list[Placement], data_format: str, streamed: int = 0
 ) -> tuple[str, ...]:
-    """A note naming the layers that write over their own input (vendor: --overlap-data)."""
+    """A note naming the layers that write over their own input (vendor: --overlap-data);
+    the first ``streamed`` layers read rollover buffers and are not judged here."""
     at = {p.layer: p for p in placements}
     names = []
-    for layer, p in zip(network.layers, placements, strict=True):
+    for layer, p in list(zip(network.layers, placements, strict=True))[streamed:]:
         src = layer.inputs[0]
         if src == INPUT:
             mask, offset = p.in_processors, p.in_offset
@@ -228,7 +263,7 @@ def placed_cycles(network: Network, layer: Layer, place: Placement) -> int:
     if layer.op is Op.PASSTHROUGH and layer.pool is not None and geo.passes > 1:
         m = 2 * geo.passes - 1  # §5: a pooling passthrough with several passes
     v = layer_inputs(layer, (geo.channels, *shape[1:]), m, kc, words, place.kernel_start or 0)
-    return layer_cycles(v)
+    return layer_cycles(dataclasses.replace(v, streaming=place.streaming))
 
 
 def plan_cycles(plan: Plan) -> int:
@@ -236,4 +271,4 @@ def plan_cycles(plan: Plan) -> int:
     return START_CYCLES + sum(p.cycles or 0 for p in plan.placements)
 
 
-__all__ = ["placed_cycles", "plan_cycles", "plan_network"]
+__all__ = ["placed_cycles", "plan_cycles", "plan_network", "streaming_notes"]

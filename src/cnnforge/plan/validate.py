@@ -52,12 +52,16 @@ def validate_plan(
     ``in_place=False``: also report layers overwriting their own input where that is proven
     safe (plan/inplace.py), i.e. the vendor simulator's check without ``--overlap-data``.
     """
+    from cnnforge.plan.streaming import streaming_issues
     from cnnforge.plan.wordsim import simulate_words
 
     res = resources_of(device)
     issues = _structure(network, plan, res)
     if issues:
         return tuple(issues)
+    if plan.fifo or any(p.streaming for p in plan.placements):
+        stream = streaming_issues(network, plan, plan.device)
+        issues.extend(Issue(network.layers[x.index].name, x.rule, x.message) for x in stream)
     for i, (layer, place) in enumerate(zip(network.layers, plan.placements, strict=True)):
         issues.extend(_layer_issues(network, plan, i, layer, place, res))
     issues.extend(_kernel_issues(network, plan, res))
@@ -178,7 +182,7 @@ def _memory_issues(
     operands = len(layer.inputs) if layer.eltwise is not None else 1
     in_bytes = geo_in.pixels * geo_in.passes * operands * (1 if chw else 4)
     end = res.instance_bytes
-    if place.in_offset + in_bytes > end:
+    if place.in_offset + in_bytes > end and not place.streaming:  # streaming: plan/streaming.py
         out.append(
             (
                 "input-bounds",
@@ -187,7 +191,8 @@ def _memory_issues(
             )
         )
     out_bytes = out_span(geo_out.pixels, geo_out.passes, place.write_gap, layer.wide)
-    if place.out_offset + out_bytes > end:
+    last = layer.name in network.outputs
+    if place.out_offset + out_bytes > end and (not place.streaming or last):
         out.append(
             (
                 "output-bounds",

@@ -20,6 +20,7 @@ from cnnforge.plan.inplace import in_place_words
 from cnnforge.plan.liveness import layer_in_geometry, live_intervals, tensor_geometry
 from cnnforge.plan.model import Placement, Plan
 from cnnforge.plan.resources import PER_INSTANCE, PROCESSORS, Resources
+from cnnforge.plan.streaming import streaming_prefix
 
 EMPTY = -1
 CHW_ANY = -2  # CHW input bytes: one channel per word, four pixels per word
@@ -61,9 +62,16 @@ def simulate_words(
     chw = plan.data_format == "CHW"
     load = Placement(INPUT, 0, place0.in_processors, 0, place0.in_offset)
     overlap = "own-input" if allow_overlap else ("proven" if in_place else "none")
-    issues += _write(mem, network, -1, INPUT, load, ids, live, names, overlap, chw)
+    # A streaming prefix never holds its inputs whole (rollover buffers, plan/streaming.py):
+    # the run starts with the last streaming layer writing its whole output.
+    streamed = streaming_prefix(plan)
+    if not streamed:
+        issues += _write(mem, network, -1, INPUT, load, ids, live, names, overlap, chw)
     for i, (layer, place) in enumerate(zip(network.layers, plan.placements, strict=True)):
-        issues += _read(mem, network, layer, place, ids, names, chw and i == 0)
+        if i < streamed - 1:
+            continue
+        if i >= streamed:
+            issues += _read(mem, network, layer, place, ids, names, chw and i == 0)
         # The in-place proof assumes HWC input words; a CHW first layer never qualifies.
         mode = "none" if chw and i == 0 and overlap == "proven" else overlap
         issues += _write(mem, network, i, layer.name, place, ids, live, names, mode)

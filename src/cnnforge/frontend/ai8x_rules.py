@@ -1,0 +1,70 @@
+"""Vendor rules the ai8x importer applies across layers: streaming / FIFO, duplicated weights.
+
+Streaming: the YAML's `streaming` flags and the ``--fifo`` option go into the plan; the rules
+about which layers may stream are checked here with the YAML line (network-yaml.md §5
+"Streaming"), the rollover-buffer memory rules by ``plan.validate`` (plan/streaming.py).
+Duplicated weights: some vendor checkpoints hold the state_dict twice, once with the
+``module.`` prefix of ``DataParallel`` and once without; the vendor pairs the first copy (its
+loader stops after the YAML's weight layers, checkpoint-format.md §5), so does cnnforge.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+
+from cnnforge.devices import Device
+from cnnforge.errors import ConfigError
+from cnnforge.frontend.ai8x_checkpoint import CheckpointData
+from cnnforge.frontend.ai8x_yaml import YamlConfig
+from cnnforge.ir import Network
+from cnnforge.plan.model import Plan
+from cnnforge.plan.streaming import streaming_structure
+
+_HINTS = {
+    "streaming-fifo": "run with the FIFO (cnnforge: fifo=True; the vendor: --fifo)",
+    "streaming-order": "streaming layers must be the first layers, one after the other",
+}
+
+
+def check_streaming(
+    cfg: YamlConfig, network: Network, plan: Plan, dev: Device, fifo: bool | None
+) -> Plan:
+    """``plan`` with its FIFO flag; a streaming rule broken is a ``ConfigError`` at file:line."""
+    if fifo is None:
+        fifo = cfg.layers[0].streaming
+    plan = replace(plan, fifo=fifo)
+    issues = (
+        streaming_structure(network, plan, dev)
+        if fifo or any(y.streaming for y in cfg.layers)
+        else []
+    )
+    if issues:
+        first = issues[0]
+        y = cfg.layers[first.index]
+        raise ConfigError(
+            f"{y.label()}: {first.message}",
+            where=f"{cfg.path}:{y.line_of(first.key)}",
+            hint=_HINTS.get(first.rule),
+        )
+    return plan
+
+
+def _base(module: str) -> str:
+    return module[len("module.") :] if module.startswith("module.") else module
+
+
+def duplicate_copy(ckpt: CheckpointData, owners: int) -> bool:
+    """True when the weights after the first ``owners`` repeat them exactly, once, under the
+    same module names with or without the ``module.`` prefix (then they are left unused)."""
+    first, rest = ckpt.layers[:owners], ckpt.layers[owners:]
+    if not first or len(rest) != len(first):
+        return False
+    return all(
+        _base(a.module) == _base(b.module)
+        and a.module != b.module
+        and a.weight.shape == b.weight.shape
+        and np.array_equal(a.weight, b.weight)
+        for a, b in zip(first, rest, strict=True)
+    )

@@ -1,0 +1,36 @@
+"""Plain-PyTorch twin of the vendor's cats-vs-dogs classifier (ai8x-synthesis
+networks/cats-dogs-hwc.yaml, arch ai85cdnet): its layer list, written with ``torch.nn`` only.
+
+Six 3x3 convolutions with ReLU (max pooling 2/2 before layers 2-5), then a linear layer on the
+flattened 16x8x8 map; 3x128x128 input, 2 classes. The input (16384 pixels per channel) is larger
+than one pass of MAX78000 data memory (8192 words per instance), which is why the vendor streams
+its first two layers through the FIFO; cnnforge's planner has to find that itself.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import torch
+from torch import nn
+
+
+class CatsDogsNet(nn.Module):
+    """conv 3->16, [pool] 16->32, [pool] 32->64, [pool] 64->32, [pool] 32->32, 32->16, fc->2."""
+
+    def __init__(self, num_classes: int = 2, in_channels: int = 3) -> None:
+        super().__init__()
+        widths = (in_channels, 16, 32, 64, 32, 32, 16)
+        self.convs = nn.ModuleList(
+            nn.Conv2d(a, b, 3, padding=1, bias=False) for a, b in itertools.pairwise(widths)
+        )
+        self.pool = nn.MaxPool2d(2, 2)
+        self.relu = nn.ReLU()
+        self.fc = nn.Linear(16 * 8 * 8, num_classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for i, conv in enumerate(self.convs):
+            if 1 <= i <= 4:
+                x = self.pool(x)
+            x = self.relu(conv(x))
+        return self.fc(torch.flatten(x, 1))
