@@ -88,6 +88,25 @@ def test_buffers_never_hold_two_live_tensors(seed: int) -> None:
             assert a_last < b_first
 
 
+def test_transposed_conv_macs_count_the_taps_that_read_input() -> None:
+    """The plan's MACs equal a brute-force count: ConvTranspose2d of all-ones tensors."""
+    import torch
+
+    for seed in range(60):
+        net = random_hls_network(seed)
+        for lp in plan_hls(net, HLS).layers:
+            x = lp.layer
+            if x.op is not Op.CONVTRANSPOSE2D or x.pool is not None or x.eltwise is not None:
+                continue
+            c_in = sum(net.shape_of(n)[0] for n in x.inputs)
+            ones = torch.ones((1, c_in, *net.shape_of(x.inputs[0])[1:]), dtype=torch.float64)
+            w = torch.ones((c_in, x.out_shape[0], *x.kernel_size), dtype=torch.float64)
+            y = torch.nn.functional.conv_transpose2d(
+                ones, w, stride=x.stride, padding=x.padding, output_padding=x.output_padding
+            )
+            assert lp.macs == int(y.sum())
+
+
 def test_unsupported_layers_are_refused() -> None:
     net = next(n for n in map(random_network, range(200)) if n.layers[0].op is Op.LINEAR)
     with pytest.raises(DeviceLimitError, match="not implemented by the HLS engines"):

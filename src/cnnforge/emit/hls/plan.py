@@ -147,6 +147,18 @@ def _layer_plan(network: Network, layer: Layer, buffer: str, target: HlsTarget) 
     k = math.prod(layer.kernel_size)
     taps = c_in * k
     macs = c_out * oh * ow * taps
+    if layer.op is Op.CONVTRANSPOSE2D:  # only the taps the stride does not skip (R2.7)
+        _, h, w = network.input_shapes(layer)[0]
+        if layer.pool is not None:
+            h, w = layer.pool.output_dims((h, w))
+        k_h, k_w = layer.kernel_size
+        s, pad = layer.stride[0], layer.padding[0] if layer.padding else 0
+        macs = (
+            c_out
+            * c_in
+            * _transposed_taps(oh, h, k_h, s, pad)
+            * _transposed_taps(ow, w, k_w, s, pad)
+        )
     rom = q.weights.size * q.weight_bits + (0 if q.bias is None else q.bias.size * 8)
     line = 0
     cycles = oh * ow * c_out * math.ceil(taps / p) * ii
@@ -157,3 +169,13 @@ def _layer_plan(network: Network, layer: Layer, buffer: str, target: HlsTarget) 
         line = kh * wp * c_in * 8
         cycles += hp * wp * c_in * ii  # filling the line buffer, one value per cycle
     return LayerPlan(layer, engine, buffer, acc, macs, cycles, rom, line, comparators)
+
+
+def _transposed_taps(out: int, size: int, k: int, stride: int, pad: int) -> int:
+    """Pairs (output index, kernel tap) of one axis that read an input element (R2.7)."""
+    return sum(
+        1
+        for o in range(out)
+        for t in range(k)
+        if (o + pad - t) >= 0 and (o + pad - t) % stride == 0 and (o + pad - t) // stride < size
+    )
