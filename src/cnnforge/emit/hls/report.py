@@ -10,7 +10,7 @@ import numpy as np
 from cnnforge.emit.hls.plan import HlsPlan
 from cnnforge.emit.hls.regmap import register_rows
 
-#: Seed 001 §6 "Hardware resources by modules" (Catapult area scores; ROM as reported).
+#: Seed 001 §6 "Hardware resources by modules", as the seed reports them (its tool's area scores).
 SEED_TABLE = {
     "conv2d": 6647,
     "batchnorm": 9894,
@@ -121,7 +121,10 @@ def report_markdown(state: Any) -> str:
         f"- Cycles: {total['cycles']:,} (stream in/out included) = "
         f"{total['milliseconds']:.2f} ms at {t.clock_mhz:g} MHz",
         "",
-        "## Beside seed 001 §6 (its units: HLS area scores; ROM in bits)",
+        "## Beside seed 001 §6",
+        "",
+        "Seed 001's figures are its HLS tool's area scores per module (batch normalization had",
+        "its own module); ours are counts: multipliers, comparators, ROM and RAM bits.",
         "",
         "| | conv2d | batchnorm | maxpool | transconv | ROM | top |",
         "|---|---|---|---|---|---|---|",
