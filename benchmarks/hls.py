@@ -18,6 +18,8 @@ import time
 from pathlib import Path
 
 import torch
+from ptq_agreement import settle_batchnorm  # benchmarks/ is on sys.path when run as a script
+from simulate import best_of
 
 from cnnforge.emit.hls.build import compile_cpp, find_ap_types
 from cnnforge.emit.hls.emitter import emit_hls
@@ -36,17 +38,6 @@ def sample_set(n: int) -> torch.Tensor:
     return torch.stack([to_hardware_range(render_shapes(i, config)[0]) for i in range(n)]).long()
 
 
-def settle_batchnorm(model: torch.nn.Module, x: torch.Tensor) -> None:
-    for module in model.modules():
-        if isinstance(module, torch.nn.modules.batchnorm._BatchNorm):
-            module.momentum = None
-            module.reset_running_stats()
-    model.train()
-    with torch.no_grad():
-        model(x.float() / 128)
-    model.eval()
-
-
 def agreement(model, lowered, x, bits: int, clip: str) -> tuple[float, float, object]:
     qnet, exps = quantize_with_scales(lowered, bits, clip, calibration=x[:4], device=HLS)
     out = qnet.outputs[0]
@@ -55,15 +46,6 @@ def agreement(model, lowered, x, bits: int, clip: str) -> tuple[float, float, ob
         y_f = model(x.float() / 128).double()
     agree = (y_q.argmax(1) == y_f.argmax(1)).double().mean().item()
     return agree, (y_q - y_f).abs().mean().item(), qnet
-
-
-def best_of(runs: int, fn) -> float:
-    times = []
-    for _ in range(runs):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return min(times)
 
 
 def main() -> None:
@@ -75,6 +57,7 @@ def main() -> None:
     model = load_model("unet-voc", {}, None)
     x = sample_set(args.images)
     settle_batchnorm(model, x)
+    model.eval()
     source = trace(model, SHAPE, name="unet-voc")
     print(f"unet-voc {SHAPE} on {HLS.name}; {args.images} shapes images (64x64)")
     print(f"{'weights':>8} {'clip':>7} {'argmax agree':>13} {'mean|err|':>10}")
@@ -86,9 +69,9 @@ def main() -> None:
             print(f"{f'W{bits}A8':>8} {clip:>7} {agree:>13.4f} {err:>10.5f}")
     net = nets[5, "max"]  # what `cnnforge compile --device HLS --ptq` builds
     one = x[:1]
-    sim_fast = best_of(args.runs, lambda: simulate(net, one))
-    sim_int = best_of(1, lambda: simulate(net, one, engine="int64"))
-    sim_batch = best_of(args.runs, lambda: simulate(net, x)) / len(x)
+    sim_fast = best_of(lambda: simulate(net, one), args.runs)
+    sim_int = best_of(lambda: simulate(net, one, engine="int64"), 1)
+    sim_batch = best_of(lambda: simulate(net, x), args.runs) / len(x)
     print(f"simulator (fast engine), 1 image:        {sim_fast * 1e3:9.1f} ms")
     print(f"simulator (fast engine), per image of {len(x)}: {sim_batch * 1e3:9.1f} ms")
     print(f"simulator (int64 engine), 1 image:       {sim_int * 1e3:9.1f} ms")
@@ -108,7 +91,7 @@ def main() -> None:
             proc = subprocess.run([str(project / "csim")], capture_output=True, text=True)
             line[:] = [proc.stdout.strip()]
 
-        csim = best_of(args.runs, run)
+        csim = best_of(run, args.runs)
     print(f"C-simulation (g++ -O2), 1 image:         {csim * 1e3:9.1f} ms  ({line[0]})")
     print(f"C-simulation build:                      {build:9.1f} s")
     print(f"ratio C-simulation / simulator (1 image): {csim / sim_fast:8.1f}x")
