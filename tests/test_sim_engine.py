@@ -288,7 +288,12 @@ def test_bad_input(x, match) -> None:
     [
         (_layer_net(op=Op.BATCHNORM), {}, "model-level op batchnorm"),
         (_layer_net(quant=None), {}, "float weights only"),
-        (_layer_net(quant=dict(weight_bits=3)), {}, "3-bit weights are not allowed"),
+        (_layer_net(quant=dict(weight_bits=9)), {}, "9-bit weights are not allowed"),
+        (
+            _layer_net(quant=dict(weight_bits=3)),
+            {"device": MAX78000},
+            "3-bit weights are not allowed on MAX78000",
+        ),
         (
             _layer_net(quant=dict(weight_bits=BINARY_BITS, weights=np.ones((2, 2, 3, 3)))),
             {"device": MAX78000},

@@ -19,6 +19,9 @@ ACT_SCALE = 128  # activation v represents v / 128 (R1.1)
 BIAS_SHIFT = 7  # bias enters the accumulator as b << 7 (R1.5)
 SHIFT_MIN, SHIFT_MAX = -15, 15  # total output shift range (R2.1)
 WIDE_FRACTION_BITS = 14  # wide output of 8-bit weights is Q17.14 (R1.7)
+#: Every weight width these semantics define (R1.2): the MAX parts store 8/4/2/1 (and binary),
+#: an HLS target any width up to 8 (docs/hls-target.md H2); R2.1's implicit shift is 8 - |bits|.
+WEIGHT_WIDTHS = (8, 7, 6, 5, 4, 3, 2, 1, BINARY_BITS)
 
 
 def add_bias(acc: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
@@ -27,6 +30,20 @@ def add_bias(acc: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
         return acc
     shape = (1, -1) + (1,) * (acc.dim() - 2)
     return acc + bias.to(acc.dtype).reshape(shape) * (1 << BIAS_SHIFT)
+
+
+def accumulator_bits(weights, bias=None) -> int:
+    """Signed bits holding every accumulator of a layer (docs/hls-target.md H4).
+
+    Worst case over output channels (axis 0 of ``weights``, the conv layout; pass the
+    transposed conv's weights with out-channels first) of ``sum |w| * 128 + |b| << 7``: int8
+    inputs are at most 128 in magnitude (R1.1) and the bias enters as ``b << 7`` (R1.5).
+    """
+    w = torch.as_tensor(weights).to(torch.int64).abs()
+    worst = w.reshape(w.shape[0], -1).sum(dim=1) * -ACT_MIN
+    if bias is not None:
+        worst = worst + torch.as_tensor(bias).to(torch.int64).abs() * (1 << BIAS_SHIFT)
+    return int(worst.max()).bit_length() + 1
 
 
 def implicit_shift(weight_bits: int) -> int:

@@ -122,6 +122,7 @@ class Device:
     linear_max_in: int = 1024  # §1 "Linear layer"
     linear_max_out: int = 1024
     weight_bits: tuple[int, ...] = (8, 4, 2, 1)  # §1 "Weight widths" (binary: binary_weights)
+    default_weight_bits: int = 8  # the width compile uses unless --weight-bits is given
     fifo_count: int = 4  # §1 "Standard FIFOs"
     fifo_max_hwc_channels: int = 16
     fifo_max_chw_channels: int = 4
@@ -368,8 +369,10 @@ def get_device(name: str | Device) -> Device:
     """The device called ``name`` (case-insensitive; a ``Device`` is returned as is)."""
     if isinstance(name, Device):
         return name
-    for device in DEVICES:
+    from cnnforge.hls_target import HLS_TARGETS  # FPGA targets (docs/hls-target.md)
+
+    for device in (*DEVICES, *HLS_TARGETS):
         if str(name).strip().upper() in (device.name, device.die):
             return device
-    known = ", ".join(d.name for d in DEVICES)
+    known = ", ".join(d.name for d in (*DEVICES, *HLS_TARGETS))
     raise InputError(f"unknown device {name!r}", hint=f"choose one of {known}")

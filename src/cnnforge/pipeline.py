@@ -54,12 +54,13 @@ class CompileOptions:
     calibration: Path | np.ndarray | None = None  # --ptq activation scales (default: the sample)
     input_shape: tuple[int, ...] | None = None
     model_args: Mapping[str, Any] = field(default_factory=dict)
-    weight_bits: int | str | Mapping[str, int] = 8
+    weight_bits: int | str | Mapping[str, int] | None = None  # None: the device's default
     ai8x_yaml: Path | None = None
     ai8x_checkpoint: Path | None = None
     overwrite: bool = False
     run: bool = False
     probe: bool = False
+    sanitize: bool = False  # --run under AddressSanitizer + UBSan
     max_verify: int | None = None
     report: bool = True
     in_place: bool = True  # layers may overwrite their dying input (vendor: --overlap-data)
@@ -216,8 +217,10 @@ def step_lower(state: CompileState, workdir: Path) -> CompileState:
             for v in violations
         )
         return state.with_(violations=violations, notes=(*state.notes, *notes))
+    bits = state.options.weight_bits
+    bits = state.device.default_weight_bits if bits is None else bits
     report = _stage("cnnforge.passes.check", "check_report")(
-        state.source, state.device, _bits_option(state.options.weight_bits)
+        state.source, state.device, _bits_option(bits)
     )
     _raise_violations(report.violations)
     return state.with_(
@@ -225,7 +228,7 @@ def step_lower(state: CompileState, workdir: Path) -> CompileState:
         rewrites=report.rewrites,
         weight_mode=report.weight_mode,
         weight_bits=dict(report.weight_bits),
-        notes=(*state.notes, *_bits_notes(report.weight_bits)),
+        notes=(*state.notes, *_bits_notes(report.weight_bits, state.device.default_weight_bits)),
     )
 
 
@@ -238,9 +241,9 @@ def _bits_option(value: int | str | Mapping[str, int]) -> int | str | dict[str, 
     return dict(value) if isinstance(value, Mapping) else value
 
 
-def _bits_notes(bits: Mapping[str, int]) -> tuple[str, ...]:
-    narrow = {n: b for n, b in bits.items() if b != 8}
-    return (f"weight bits below 8: {narrow}",) if narrow else ()
+def _bits_notes(bits: Mapping[str, int], default: int = 8) -> tuple[str, ...]:
+    narrow = {n: b for n, b in bits.items() if b != default}
+    return (f"weight bits other than {default}: {narrow}",) if narrow else ()
 
 
 def _raise_violations(violations: tuple) -> None:
@@ -371,7 +374,9 @@ def step_run(state: CompileState, workdir: Path) -> CompileState:
     from cnnforge.emit.c.probe import run_probe
 
     with tempfile.TemporaryDirectory(prefix="cnnforge-build-") as tmp:
-        result = build_and_run(workdir / C_DIR, build_dir=Path(tmp))
+        result = build_and_run(
+            workdir / C_DIR, build_dir=Path(tmp), sanitize=state.options.sanitize
+        )
         if state.options.probe:
             run_probe(workdir / C_DIR, Path(tmp), workdir / "probe")
     if not result.passed:
@@ -428,12 +433,20 @@ def compile_model(
     """Run ``STEPS``; the output directory appears only if all succeed. ``on_step(name, i, n)``
     is called before each step (progress display)."""
     state = CompileState(options=options)
+    steps = steps_for(_stage("cnnforge.devices", "get_device")(options.device))
     with atomic_output_dir(Path(options.output), overwrite=options.overwrite) as workdir:
-        for i, (name, step) in enumerate(STEPS):
+        for i, (name, step) in enumerate(steps):
             if on_step is not None:
-                on_step(name, i, len(STEPS))
+                on_step(name, i, len(steps))
             state = step(state, workdir)
     return state
+
+
+def steps_for(device: Any) -> tuple[tuple[str, Step], ...]:
+    """The compile recipe of a target: ``STEPS`` for the MAX parts, else the one its
+    ``emitter`` field names (an HLS target: ``cnnforge.emit.hls.steps.STEPS``)."""
+    emitter = getattr(device, "emitter", None)
+    return STEPS if emitter is None else _stage(f"cnnforge.emit.{emitter}.steps", "STEPS")
 
 
 def summary(state: CompileState) -> dict[str, Any]:

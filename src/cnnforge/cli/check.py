@@ -26,7 +26,7 @@ def check(
     model: str = typer.Argument(
         None, help="path/to/file.py:Name, package.module:Name, or a short name (unet-voc)."
     ),
-    device: str = typer.Option("MAX78000", "--device", "-d", help="MAX78000 or MAX78002."),
+    device: str = typer.Option("MAX78000", "--device", "-d", help="MAX78000, MAX78002 or HLS."),
     input_shape: str = typer.Option(
         None,
         "--input-shape",

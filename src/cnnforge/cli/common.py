@@ -43,19 +43,21 @@ def parse_shape(text: str, option: str = "--input-shape") -> tuple[int, ...]:
     return shape
 
 
-def parse_weight_bits(text: str, *, binary: bool = False) -> int | str:
-    """``--weight-bits``: 8, 4, 2, 1 or ``auto``; with ``binary``, also ``-1``/``binary``.
-
-    Case and surrounding blanks are ignored.
+def parse_weight_bits(
+    text: str, *, binary: bool = False, widths: tuple[int, ...] = (8, 4, 2, 1)
+) -> int | str:
+    """``--weight-bits``: one of ``widths`` (8, 4, 2, 1) or ``auto``; with ``binary``, also
+    ``-1``/``binary``. Case and surrounding blanks are ignored.
     """
     low = text.strip().lower()
     if low == "auto":
         return "auto"
     if binary and low in ("binary", "bin", "-1"):
         return -1
-    if low in ("8", "4", "2", "1"):
+    if low in {str(w) for w in widths if w > 0}:
         return int(low)
-    allowed = "8, 4, 2, 1, binary or auto" if binary else "8, 4, 2, 1 or auto"
+    named = ", ".join(str(w) for w in widths if w > 0)
+    allowed = f"{named}, binary or auto" if binary else f"{named} or auto"
     raise InputError(f"--weight-bits {text!r} is not {allowed}", hint=f"use {allowed}")
 
 

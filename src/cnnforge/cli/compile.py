@@ -18,7 +18,9 @@ def compile_command(
         None, help="path/to/file.py:Name, package.module:Name or a short name (unet-voc)."
     ),
     output: Path = typer.Option(..., "--output", "-o", help="Output directory to create."),
-    device: str = typer.Option("MAX78000", "--device", "-d", help="MAX78000 or MAX78002."),
+    device: str = typer.Option(
+        "MAX78000", "--device", "-d", help="MAX78000, MAX78002 or HLS (FPGA, HLS C++)."
+    ),
     checkpoint: Path = typer.Option(
         None, "--checkpoint", help="QAT state_dict or cnnforge quantized checkpoint."
     ),
@@ -37,12 +39,17 @@ def compile_command(
     ),
     input_shape: str = typer.Option(None, "--input-shape", "-i", help="C,H,W (or C,L)."),
     model_arg: list[str] = typer.Option(None, "--model-arg", help="Constructor key=value."),
-    weight_bits: str = typer.Option("8", "--weight-bits", help="8, 4, 2, 1 or auto."),
+    weight_bits: str = typer.Option(
+        None, "--weight-bits", help="8, 4, 2, 1 or auto (HLS: 1-8); default 8 (HLS: 5)."
+    ),
     ai8x_yaml: Path = typer.Option(None, "--ai8x-yaml", help="Vendor network YAML."),
     ai8x_checkpoint: Path = typer.Option(None, "--ai8x-checkpoint", help="Vendor -q checkpoint."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace an existing -o directory."),
     run: bool = typer.Option(False, "--run", help="Build the C with cc and run its self-test."),
     probe: bool = typer.Option(False, "--probe", help="Also dump every C layer into probe/."),
+    sanitize: bool = typer.Option(
+        False, "--sanitize", help="With --run: build with AddressSanitizer and UBSan."
+    ),
     max_verify: int = typer.Option(
         None, "--max-verify", min=0, help="Compare only N outputs one by one (checksum: all)."
     ),
@@ -68,12 +75,13 @@ def compile_command(
         calibration=calibration,
         input_shape=parse_shape(input_shape) if input_shape else None,
         model_args=parse_model_args(model_arg),
-        weight_bits=parse_weight_bits(weight_bits),
+        weight_bits=None if weight_bits is None else _weight_bits(weight_bits, device),
         ai8x_yaml=ai8x_yaml,
         ai8x_checkpoint=ai8x_checkpoint,
         overwrite=overwrite,
         run=run,
         probe=probe,
+        sanitize=sanitize,
         max_verify=max_verify,
         report=report,
         in_place=not no_in_place,
@@ -89,6 +97,12 @@ def compile_command(
 
         state = compile_model(options, on_step)
     _print_summary(summary(state), output)
+
+
+def _weight_bits(text: str, device: str) -> int | str:
+    from cnnforge.devices import get_device
+
+    return parse_weight_bits(text, widths=get_device(device).weight_bits)
 
 
 def _print_summary(facts: dict, output: Path) -> None:

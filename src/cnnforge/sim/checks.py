@@ -13,7 +13,14 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from cnnforge.arithmetic import ACT_MAX, ACT_MIN, SHIFT_MAX, SHIFT_MIN, weight_range
+from cnnforge.arithmetic import (
+    ACT_MAX,
+    ACT_MIN,
+    SHIFT_MAX,
+    SHIFT_MIN,
+    WEIGHT_WIDTHS,
+    weight_range,
+)
 from cnnforge.devices import Device
 from cnnforge.errors import SimulationError
 from cnnforge.ir import (
@@ -27,8 +34,6 @@ from cnnforge.ir import (
     Op,
     PoolKind,
 )
-
-WEIGHT_WIDTHS = (8, 4, 2, 1, BINARY_BITS)  # what the arithmetic knows (R1.2)
 
 
 def _fail(layer: Layer, what: str, hint: str | None = None) -> SimulationError:

@@ -1,0 +1,90 @@
+"""The compile recipe of an HLS target (pipeline.steps_for picks it by ``target.emitter``).
+
+Shared with the MAX78000/MAX78002 recipe: load, lower and check, quantize, simulate (the known
+answer), float model, summary. Own steps: the HLS plan (buffers, estimate), the HLS C++
+project in ``hls/``, its C-simulation with ``--run`` (under ASan/UBSan with ``--sanitize``) and
+``report.md`` (resource table beside seed 001's, register map, float vs quantized).
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from pathlib import Path
+
+from cnnforge.emit.hls.build import csim
+from cnnforge.emit.hls.emitter import emit_hls
+from cnnforge.emit.hls.plan import plan_hls
+from cnnforge.emit.hls.report import report_markdown, resources
+from cnnforge.errors import EmitError
+from cnnforge.pipeline import (
+    CompileState,
+    step_float,
+    step_load,
+    step_lower,
+    step_quantize,
+    step_simulate,
+    step_summary,
+)
+
+HLS_DIR = "hls"
+REPORT = "report.md"
+RESOURCES = "resources.json"
+
+
+def step_plan_hls(state: CompileState, workdir: Path) -> CompileState:
+    """Ping-pong buffers, skip stores (liveness), accumulator widths, resource estimate."""
+    del workdir
+    return state.with_(plan=plan_hls(state.network, state.device))
+
+
+def step_emit_hls(state: CompileState, workdir: Path) -> CompileState:
+    """The HLS C++ project with its known-answer testbench."""
+    out = workdir / HLS_DIR
+    out.mkdir()
+    emitted = emit_hls(state.network, state.sample, state.answer, out, state.device)
+    return state.with_(emitted=emitted).wrote(*(f"{HLS_DIR}/{f}" for f in emitted.files))
+
+
+def step_csim(state: CompileState, workdir: Path) -> CompileState:
+    """With --run: g++ against the ap_types headers, run tb.cpp (builds outside the output)."""
+    if not state.options.run:
+        return state
+    with tempfile.TemporaryDirectory(prefix="cnnforge-hls-") as tmp:
+        result = csim(
+            workdir / HLS_DIR,
+            state.emitted.top,
+            sanitize=getattr(state.options, "sanitize", False),
+            build_dir=Path(tmp),
+        )
+    if not result.passed:
+        raise EmitError(
+            f"the HLS C-simulation failed: {result.output[:2000]}",
+            where=f"{HLS_DIR}/tb.cpp",
+            hint="compile without --run and `make run` in hls/ to see the build",
+        )
+    return state.with_(selftest=result)
+
+
+def step_report_hls(state: CompileState, workdir: Path) -> CompileState:
+    """report.md (resource table, register map, float vs quantized) and resources.json."""
+    if not state.options.report:
+        return state
+    (workdir / REPORT).write_text(report_markdown(state), "utf-8")
+    data = resources(state.plan)
+    (workdir / RESOURCES).write_text(json.dumps(data, indent=1) + "\n", "utf-8")
+    return state.wrote(REPORT, RESOURCES)
+
+
+STEPS = (
+    ("load", step_load),
+    ("lower and check", step_lower),
+    ("quantize", step_quantize),
+    ("plan (HLS buffers)", step_plan_hls),
+    ("simulate", step_simulate),
+    ("float model", step_float),
+    ("HLS C++", step_emit_hls),
+    ("C-simulation", step_csim),
+    ("report", step_report_hls),
+    ("summary", step_summary),
+)
