@@ -9,9 +9,10 @@ When room is needed for a blob (a step's output, or a reloaded input), blobs on 
 step does not read and whose next use is later than the new blob's are evicted, furthest next
 use first; if that cannot make room, the new blob goes to (or stays in) DDR instead.
 
-Offsets: every on-chip residency is a buffer (bytes x steps); buffers are placed greedily by
-size at the lowest free offset (the greedy-by-size heuristic of TFLite's arena planner). A
-buffer that lands beyond the budget (fragmentation) is forced off chip and planning reruns.
+Offsets: every on-chip residency is a buffer (bytes x steps); buffers are placed first fit at
+the lowest free offset, in the best of a few orders (by size as TFLite's arena planner does, by
+first use, by last use, by area). A buffer that lands beyond the budget (fragmentation) is
+forced off chip and planning reruns.
 """
 
 from __future__ import annotations
@@ -234,22 +235,44 @@ class _Run:
         return Allocation(self.budget, arena, steps, blobs, forced)
 
 
+#: Orders in which buffers are given offsets; the one giving the smallest arena is kept.
+_PLACEMENT_ORDERS = (
+    lambda b: (-b.size, b.start),  # greedy by size (TFLite)
+    lambda b: (b.start, -b.size),  # by first use
+    lambda b: (-b.end, -b.size),  # by last use, latest first
+    lambda b: (-(b.end - b.start + 1) * b.size, b.start),  # by area
+)
+
+
 def _place(buffers: list[_Buffer]) -> int:
-    """Offsets by greedy-by-size first fit over time-overlapping buffers; the arena size."""
-    placed: list[_Buffer] = []
-    arena = 0
-    for buf in sorted(buffers, key=lambda b: (-b.size, b.start)):
+    """Offsets by first fit over time-overlapping buffers, the best of a few orders; the arena."""
+    best: tuple[int, list[int]] | None = None
+    for key in _PLACEMENT_ORDERS:
+        offsets = _first_fit(buffers, key)
+        arena = max((o + b.size for o, b in zip(offsets, buffers, strict=True)), default=0)
+        if best is None or arena < best[0]:
+            best = (arena, offsets)
+    assert best is not None
+    for offset, buf in zip(best[1], buffers, strict=True):
+        buf.offset = offset
+    return best[0]
+
+
+def _first_fit(buffers: list[_Buffer], key) -> list[int]:
+    offsets = [0] * len(buffers)
+    placed: list[int] = []
+    for i in sorted(range(len(buffers)), key=lambda i: key(buffers[i])):
+        buf = buffers[i]
         busy = sorted(
-            (p.offset, p.offset + p.size)
-            for p in placed
-            if p.start <= buf.end and buf.start <= p.end
+            (offsets[j], offsets[j] + buffers[j].size)
+            for j in placed
+            if buffers[j].start <= buf.end and buf.start <= buffers[j].end
         )
         offset = 0
         for lo, hi in busy:
             if lo - offset >= buf.size:
                 break
             offset = max(offset, hi)
-        buf.offset = offset
-        placed.append(buf)
-        arena = max(arena, offset + buf.size)
-    return arena
+        offsets[i] = offset
+        placed.append(i)
+    return offsets
