@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from cnnforge.cli import main
 from cnnforge.frontend import load_network
 from cnnforge.targets.generic.plan import plan_generic
 from cnnforge.targets.generic.target import parse_generic
+from test_analysis_cli import run_cli
 
 MODELS = Path(__file__).with_name("generic_models.py")
 XFDNN_RESNET50_OPS = 7_719_276_544
@@ -61,13 +61,6 @@ def test_googlenet_at_5mb_needs_no_ddr(networks, onchip):
     assert plan.ops == XFDNN_GOOGLENET_OPS
     assert plan.allocation.transfer_bytes == 0 and plan.lower_bound == 0
     assert (plan.min_memory, plan.peak_step) == (2_007_040, "pool1")
-
-
-def run_cli(args, capsys):
-    with pytest.raises(SystemExit) as exit_info:
-        main(args)
-    out, err = capsys.readouterr()
-    return exit_info.value.code, out, err
 
 
 def test_unet_curve_report_files(tmp_path, capsys):

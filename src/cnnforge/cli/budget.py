@@ -82,6 +82,8 @@ def run_budget(
         shape = parse_shape(input_shape)
     elif model in model_names():
         shape = default_input_shape(model)
+    elif model.lower().endswith(".onnx"):
+        shape = None  # the file's own static input shape
     else:
         raise InputError("--input-shape is needed", hint="e.g. -i 3,224,224")
     network = load_network(model, shape, parse_model_args(model_arg), checkpoint)
