@@ -102,6 +102,7 @@ def test_plan_with_generic_device_and_json_stdout(capsys):
         ["budget", "unet-voc", "-d", "generic:colour=red"],
         ["plan", "unet-voc", "-d", "generic:act_bytes=0"],
         ["budget", "unet-voc", "--points", "1"],
+        ["plan", "unet-voc", "-d", "generic", "--validate-only"],
     ],
 )
 def test_bad_generic_arguments_are_one_line(args, capsys):

@@ -66,6 +66,12 @@ def plan(
     if is_generic(device):  # an on-chip budget + DDR, planned on the float model (budget.py)
         from cnnforge.cli.budget import run_budget
 
+        if ai8x_yaml or ai8x_checkpoint or validate_only or weight_bits or allow_overlap:
+            raise InputError(
+                "--device generic plans a float MODEL: --ai8x-yaml/--ai8x-checkpoint, "
+                "--validate-only, --weight-bits and --allow-overlap do not apply",
+                hint="see 'cnnforge budget --help'",
+            )
         return run_budget(
             model, device, input_shape, model_arg, checkpoint, output=output, overwrite=overwrite
         )
