@@ -2,6 +2,7 @@
 
 from cnnforge.cli import (  # noqa: F401
     analyze,
+    budget,
     check,
     compile,
     demo,

@@ -24,7 +24,9 @@ def plan(
     model: str = typer.Argument(
         None, help="path/to/file.py:Name, package.module:Name, or a short name (unet-large)."
     ),
-    device: str = typer.Option("MAX78000", "--device", "-d", help="MAX78000 or MAX78002."),
+    device: str = typer.Option(
+        "MAX78000", "--device", "-d", help="MAX78000, MAX78002 or generic:onchip=3MiB,..."
+    ),
     input_shape: str = typer.Option(
         None, "--input-shape", "-i", help="C,H,W (or C,L); shipped models know theirs."
     ),
@@ -59,7 +61,20 @@ def plan(
     """Plan processors, data memory, kernels and bias; validate; write YAML + checkpoint + plan."""
     from cnnforge.devices import get_device
     from cnnforge.plan import deploy
+    from cnnforge.targets.generic.target import is_generic
 
+    if is_generic(device):  # an on-chip budget + DDR, planned on the float model (budget.py)
+        from cnnforge.cli.budget import run_budget
+
+        if ai8x_yaml or ai8x_checkpoint or validate_only or weight_bits or allow_overlap:
+            raise InputError(
+                "--device generic plans a float MODEL: --ai8x-yaml/--ai8x-checkpoint, "
+                "--validate-only, --weight-bits and --allow-overlap do not apply",
+                hint="see 'cnnforge budget --help'",
+            )
+        return run_budget(
+            model, device, input_shape, model_arg, checkpoint, output=output, overwrite=overwrite
+        )
     dev = get_device(device)
     shape = _input_shape(model, input_shape)
     if not validate_only and output is None:

@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from cnnforge.errors import InputError
 from cnnforge.ir import Network
 
 UNTRAINED_SEED = 0  # torch.manual_seed for models built without a checkpoint
@@ -18,16 +19,28 @@ UNTRAINED_SEED = 0  # torch.manual_seed for models built without a checkpoint
 
 def load_network(
     spec: str,
-    input_shape: Sequence[int],
+    input_shape: Sequence[int] | None,
     model_args: Mapping[str, Any] | None = None,
     checkpoint: Path | None = None,
 ) -> Network:
     """Load the model named by ``spec`` (file.py:Name, pkg.mod:Name or short name) and capture
-    it (torch.fx, else torch.export), checked against the eager model (frontend/capture.py).
+    it (torch.fx, else torch.export), checked against the eager model (frontend/capture.py);
+    or import ``spec`` when it is an ``.onnx`` file (``input_shape`` may then be None).
 
     The model is built with torch's generator seeded with ``UNTRAINED_SEED`` (and restored
     after), so a model without a checkpoint has the same weights in every command and run.
     """
+    from cnnforge.frontend.onnx import is_onnx_spec
+
+    if is_onnx_spec(spec):  # an ONNX file: the same model-level Network (frontend/onnx.py)
+        from cnnforge.frontend.onnx import load_onnx
+
+        if model_args or checkpoint is not None:
+            raise InputError(
+                "--model-arg and --checkpoint do not apply to an ONNX file",
+                hint="the .onnx file carries its weights: drop --model-arg and --checkpoint",
+            )
+        return load_onnx(spec, input_shape)
     import torch
 
     from cnnforge.frontend.capture import capture

@@ -108,7 +108,7 @@ def network_for_cli(
             raise InputError(
                 "no network given", hint="give a MODEL, or --ai8x-yaml with --ai8x-checkpoint"
             )
-        if input_shape is None:
+        if input_shape is None and not str(model).lower().endswith(".onnx"):  # ONNX: its own
             raise InputError("MODEL needs --input-shape", hint="e.g. --input-shape 3,64,64")
         return None
     if ai8x_yaml is None or ai8x_checkpoint is None:

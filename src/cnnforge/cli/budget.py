@@ -1,0 +1,147 @@
+"""``cnnforge budget``: plan a float model for a generic accelerator (on-chip budget + DDR).
+
+``cnnforge budget MODEL -d generic:onchip=3MiB,act_bytes=2 -i 3,224,224`` prints the schedule,
+the blobs (interval, on-chip range or DDR), the totals (ops as xfDNN counts them, the least
+on-chip memory needing no DDR transfer and where its peak is, DDR bytes at the budget beside a
+lower bound) and the DDR-bytes-against-budget curve. ``--json`` writes the JSON document,
+``-o DIR`` writes generic-plan.json, generic-plan.txt, ddr-vs-budget.svg and report.html.
+``cnnforge plan MODEL -d generic:...`` runs the same.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+from rich.console import Console
+from rich.text import Text
+
+from cnnforge.cli import app
+from cnnforge.cli.common import console, err_console, parse_model_args, parse_shape
+from cnnforge.errors import InputError
+from cnnforge.outputs import atomic_output_dir, atomic_output_file
+
+#: Width of the text report written to generic-plan.txt (tables are not folded).
+FILE_WIDTH = 240
+
+
+@app.command("budget")
+def budget(
+    model: str = typer.Argument(
+        None, help="path/to/file.py:Name, package.module:Name, or a short name (unet-voc)."
+    ),
+    device: str = typer.Option(
+        "generic",
+        "--device",
+        "-d",
+        help="generic[:onchip=3MiB,act_bytes=2,weight_bytes=2,ddr=4GiB,weight_onchip=0,"
+        "macs_per_cycle=1024,ddr_bytes_per_cycle=64,inplace=1]",
+    ),
+    input_shape: str = typer.Option(
+        None, "--input-shape", "-i", help="C,H,W (or C,L); shipped models know theirs."
+    ),
+    model_arg: list[str] = typer.Option(
+        None, "--model-arg", help="Constructor argument key=value (repeatable)."
+    ),
+    checkpoint: Path = typer.Option(None, "--checkpoint", help="state_dict to load."),
+    json_out: str = typer.Option(None, "--json", help="Write the plan as JSON to FILE ('-')."),
+    output: Path = typer.Option(None, "--output", "-o", help="Write the report files to DIR."),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Replace an existing -o."),
+    points: int = typer.Option(24, "--points", help="Budgets sampled on the curve (>= 2)."),
+    accuracy: bool = typer.Option(
+        False, "--accuracy", help="Quantize to the target's integers, simulate, compare with float."
+    ),
+) -> None:
+    """Schedule, blob allocation, DDR spill traffic, ops and the budget curve (generic target)."""
+    run_budget(
+        model,
+        device,
+        input_shape,
+        model_arg,
+        checkpoint,
+        json_out,
+        output,
+        overwrite,
+        points,
+        accuracy,
+    )
+
+
+def run_budget(
+    model: str | None,
+    device: str,
+    input_shape: str | None,
+    model_arg: list[str] | None,
+    checkpoint: Path | None,
+    json_out: str | None = None,
+    output: Path | None = None,
+    overwrite: bool = False,
+    points: int = 24,
+    accuracy: bool = False,
+) -> None:
+    """The ``budget`` command's work (``plan -d generic:...`` calls it too)."""
+    from cnnforge.frontend import load_network
+    from cnnforge.models import default_input_shape, model_names
+    from cnnforge.targets.generic import report
+    from cnnforge.targets.generic.plan import plan_generic
+    from cnnforge.targets.generic.target import parse_generic
+
+    target = parse_generic(device)
+    if points < 2:
+        raise InputError(f"--points {points} is below 2", hint="e.g. --points 24")
+    if model is None:
+        raise InputError("no MODEL", hint="e.g. cnnforge budget unet-voc -d generic:onchip=1MiB")
+    if input_shape:
+        shape = parse_shape(input_shape)
+    elif model in model_names():
+        shape = default_input_shape(model)
+    elif model.lower().endswith(".onnx"):
+        shape = None  # the file's own static input shape
+    else:
+        raise InputError("--input-shape is needed", hint="e.g. -i 3,224,224")
+    network = load_network(model, shape, parse_model_args(model_arg), checkpoint)
+    plan = plan_generic(network, target, points)
+    if json_out == "-":
+        typer.echo(report.to_json(plan), nl=False)
+    else:
+        out = console if console.is_terminal else Console(width=FILE_WIDTH)
+        _print(out, plan)
+    if accuracy:
+        (err_console if json_out == "-" else console).print(
+            _accuracy_line(network, target), highlight=False, markup=False
+        )
+    if json_out not in (None, "-"):
+        with atomic_output_file(Path(json_out)) as tmp:
+            tmp.write_text(report.to_json(plan), encoding="utf-8")
+    if output is not None:
+        with atomic_output_dir(output, overwrite) as tmp:
+            (tmp / "generic-plan.json").write_text(report.to_json(plan), encoding="utf-8")
+            (tmp / "ddr-vs-budget.svg").write_text(report.curve_svg(plan), encoding="utf-8")
+            (tmp / "report.html").write_text(report.to_html(plan), encoding="utf-8")
+            with (tmp / "generic-plan.txt").open("w", encoding="utf-8") as fh:
+                _print(Console(file=fh, width=FILE_WIDTH, color_system=None), plan)
+        if json_out != "-":
+            console.print(f"wrote [bold]{output}[/bold]: 4 files", highlight=False)
+
+
+def _accuracy_line(network, target) -> str:
+    """Quantize to the target's integers, simulate bit-exactly, compare with float (one line)."""
+    from cnnforge.targets.generic.integer import quantized_accuracy
+
+    acc = quantized_accuracy(network, target)
+    sem = acc.semantics
+    return (
+        f"quantized (int{sem.act_bits} activations, int{sem.weight_bits} weights, "
+        f"int{sem.acc_bits} accumulator; bit-exact integer simulation) against float on a "
+        f"seeded random input: SNR {acc.snr_db:.1f} dB, max |error| {acc.max_abs_error:.3g}"
+    )
+
+
+def _print(out: Console, plan) -> None:
+    from cnnforge.targets.generic import report
+
+    out.print(report.steps_table(plan))
+    out.print(report.blobs_table(plan))
+    out.print(report.curve_table(plan))
+    for label, value in report.summary_lines(plan):
+        out.print(Text.assemble((label, "bold"), ": ", value), highlight=False)

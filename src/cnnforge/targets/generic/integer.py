@@ -1,0 +1,274 @@
+"""Integer semantics of a generic accelerator, as data, and a bit-exact simulator of them.
+
+``IntegerSemantics`` says how the target computes: activations and weights are signed
+fixed-point integers of ``act_bits`` / ``weight_bits`` (from the target's bytes per element),
+the accumulator and bias ``act_bits + weight_bits + 16`` bits, each tensor with its own
+power-of-two scale (``frac`` fractional bits); a weight layer
+accumulates exactly (bias at the accumulator's scale), then shifts right by ``s`` rounding
+half up (``(acc + 2**(s-1)) >> s``, arithmetic shift) and saturates to ``act_bits``; average
+pooling rounds its sum / window half up the same way; element-wise operands and concatenated
+parts are first shifted to the output's scale. ReLU, ReLU6/Hardtanh (clamps), Abs, max
+pooling, nearest upsampling, zero padding and flatten are exact. Sigmoid, Tanh, LeakyReLU,
+softmax and opaque layers have no integer semantics here: they are refused, naming the layer.
+
+``quantize_generic`` folds BatchNorm and picks the scales from a float calibration run;
+``simulate_generic`` runs the integers. Convolutions run in float64, which is exact because
+every accumulator is bounded below 2**53 (checked per layer, not assumed).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from cnnforge.errors import SimulationError
+from cnnforge.ir import INPUT, Activation, EltwiseOp, Layer, Network, Op, PoolKind
+from cnnforge.targets.generic.target import GenericTarget
+
+EXACT_FLOAT64 = 2**53
+
+
+@dataclass(frozen=True)
+class IntegerSemantics:
+    """Widths of the target's integers (bits, two's complement)."""
+
+    act_bits: int = 16
+    weight_bits: int = 16
+    guard_bits: int = 16  # accumulator = act_bits + weight_bits + guard_bits (bias width too)
+
+    @property
+    def acc_bits(self) -> int:
+        return self.act_bits + self.weight_bits + self.guard_bits
+
+    @classmethod
+    def of(cls, target: GenericTarget) -> IntegerSemantics:
+        return cls(act_bits=8 * target.act_bytes, weight_bits=8 * target.weight_bytes)
+
+
+def saturate(x: torch.Tensor, bits: int) -> torch.Tensor:
+    """Clamp to the signed ``bits`` range."""
+    return x.clamp(-(2 ** (bits - 1)), 2 ** (bits - 1) - 1)
+
+
+def shift_round(x: torch.Tensor, shift: int) -> torch.Tensor:
+    """``x / 2**shift`` rounded half up (``shift`` <= 0: an exact left shift)."""
+    if shift <= 0:
+        return x * 2 ** (-shift)
+    return torch.floor((x + 2 ** (shift - 1)) / 2**shift)
+
+
+def frac_bits(max_abs: float, bits: int) -> int:
+    """Fractional bits that fit ``max_abs`` in a signed ``bits`` integer."""
+    if max_abs <= 0 or not math.isfinite(max_abs):
+        return bits - 1
+    return bits - 1 - math.ceil(math.log2(max_abs * (1 + 2.0**-20)))
+
+
+@dataclass(frozen=True, eq=False)
+class QuantizedGeneric:
+    """A BatchNorm-folded network with integer weights and a scale for every tensor."""
+
+    network: Network
+    semantics: IntegerSemantics
+    frac: dict[str, int]  # tensor (layer name or INPUT) -> fractional bits
+    weights: dict[str, np.ndarray]  # layer -> integer weights (float64 holding integers)
+    bias: dict[str, np.ndarray]  # layer -> integer bias at the accumulator's scale
+    weight_frac: dict[str, int]
+
+    def to_int(self, x: np.ndarray) -> torch.Tensor:
+        """Float input (N, C, ...) -> the target's integers."""
+        t = torch.as_tensor(np.asarray(x, dtype=np.float64))
+        return saturate(torch.round(t * 2.0 ** self.frac[INPUT]), self.semantics.act_bits)
+
+    def to_float(self, name: str, y: torch.Tensor) -> torch.Tensor:
+        return y / 2.0 ** self.frac[name]
+
+
+_EXACT_SAME_SCALE = frozenset({Op.FLATTEN, Op.PAD, Op.UPSAMPLE, Op.ACTIVATION})
+
+
+def quantize_generic(
+    network: Network, target: GenericTarget, calibration: np.ndarray
+) -> QuantizedGeneric:
+    """Integer weights and per-tensor scales for ``network`` from float ``calibration``."""
+    from cnnforge.passes.fold_bn import fold_batchnorm
+    from cnnforge.sim.float_eval import run_float
+
+    sem = IntegerSemantics.of(target)
+    net = fold_batchnorm(network)
+    values = run_float(net, np.asarray(calibration, dtype=np.float64), all_layers=True)
+    frac = {INPUT: frac_bits(float(np.abs(calibration).max()), sem.act_bits)}
+    weights, bias, wfrac = {}, {}, {}
+    for layer in net.layers:
+        _check_integer(layer)
+        ins = [frac[n] for n in layer.inputs]
+        if layer.op in _EXACT_SAME_SCALE or (layer.op is Op.POOL):
+            frac[layer.name] = ins[0]
+        elif layer.op is Op.CONCAT:
+            frac[layer.name] = min(ins)
+        else:
+            frac[layer.name] = frac_bits(float(values[layer.name].abs().max()), sem.act_bits)
+        if layer.has_weights:
+            w = np.asarray(layer.weight, dtype=np.float64)
+            wf = frac_bits(float(np.abs(w).max()), sem.weight_bits)
+            weights[layer.name] = np.clip(np.round(w * 2.0**wf), *_range(sem.weight_bits))
+            wfrac[layer.name] = wf
+            b = np.zeros(layer.out_channels) if layer.bias is None else layer.bias
+            acc_frac = ins[0] + wf
+            bias[layer.name] = np.clip(
+                np.round(np.asarray(b, np.float64) * 2.0**acc_frac), *_range(sem.acc_bits)
+            )
+    return QuantizedGeneric(net, sem, frac, weights, bias, wfrac)
+
+
+def _range(bits: int) -> tuple[int, int]:
+    return -(2 ** (bits - 1)), 2 ** (bits - 1) - 1
+
+
+def _check_integer(layer: Layer) -> None:
+    ok = {Activation.NONE, Activation.RELU, Activation.RELU6, Activation.ABS, Activation.HARDTANH}
+    bad = (
+        layer.op in (Op.SOFTMAX, Op.OPAQUE, Op.BATCHNORM)
+        or (layer.op is Op.ACTIVATION and layer.activation not in ok)
+        or (layer.op is Op.UPSAMPLE and layer.upsample_mode not in ("", "nearest"))
+        or (layer.op is Op.PAD and layer.pad_value != 0)
+        or (layer.op is Op.ELTWISE and layer.eltwise not in (EltwiseOp.ADD, EltwiseOp.SUB))
+        or (layer.has_weights and layer.activation is not Activation.NONE)
+        or (layer.pool is not None and layer.op is not Op.POOL)
+    )
+    if bad:
+        raise SimulationError(
+            f"{layer.label()} has no integer semantics on the generic target",
+            where=f"layer {layer.name}",
+            hint="a BatchNorm must follow a conv/linear; use ReLU/ReLU6/Abs, nearest "
+            "upsampling, add/sub",
+        )
+
+
+def simulate_generic(q: QuantizedGeneric, x: torch.Tensor) -> dict[str, torch.Tensor]:
+    """Integer outputs (by tensor name) of every layer for integer input ``x`` (N, C, ...)."""
+    values = {INPUT: x.to(torch.float64)}
+    for layer in q.network.layers:
+        values[layer.name] = _run(q, layer, [values[n] for n in layer.inputs])
+    return values
+
+
+def _run(q: QuantizedGeneric, layer: Layer, xs: list[torch.Tensor]) -> torch.Tensor:
+    sem, f_out = q.semantics, q.frac[layer.name]
+    ins = [q.frac[n] for n in layer.inputs]
+    x, op = xs[0], layer.op
+    if layer.has_weights:
+        return _weighted(q, layer, x)
+    if op is Op.ACTIVATION:
+        return _activate(x, layer, f_out)
+    if op is Op.POOL:
+        return _pool(x, layer)
+    if op in (Op.ELTWISE, Op.CONCAT):
+        parts = [
+            saturate(shift_round(v, f - f_out), sem.act_bits) for v, f in zip(xs, ins, strict=True)
+        ]
+        if op is Op.CONCAT:
+            return torch.cat(parts, dim=1)
+        y = parts[0]
+        for v in parts[1:]:
+            y = y + v if layer.eltwise is EltwiseOp.ADD else y - v
+        return saturate(y, sem.act_bits)
+    if op is Op.FLATTEN:
+        return x.reshape(x.shape[0], -1)
+    if op is Op.UPSAMPLE:
+        for axis, s in enumerate(layer.scale_factor):
+            x = x.repeat_interleave(int(s), dim=2 + axis)
+        return x
+    if op is Op.PAD:
+        return F.pad(x, layer.pad_amounts)
+    raise SimulationError(f"no integer semantics for {layer.label()}", where=f"layer {layer.name}")
+
+
+def _weighted(q: QuantizedGeneric, layer: Layer, x: torch.Tensor) -> torch.Tensor:
+    w = torch.as_tensor(q.weights[layer.name])
+    b = torch.as_tensor(q.bias[layer.name])
+    per_output = w.abs().reshape(w.shape[0] if layer.op is not Op.CONVTRANSPOSE2D else 1, -1).sum(1)
+    bound = float(per_output.max()) * 2 ** (q.semantics.act_bits - 1) + float(
+        b.abs().max(),
+    )
+    if bound >= EXACT_FLOAT64:
+        raise SimulationError(
+            f"accumulator bound {bound:.3g} reaches 2**53", where=f"layer {layer.name}"
+        )
+    if layer.op is Op.LINEAR:
+        x = x.reshape(x.shape[0], -1)
+        acc = F.linear(x, w, b)
+    elif layer.op is Op.CONVTRANSPOSE2D:
+        acc = F.conv_transpose2d(
+            x, w, b, layer.stride, layer.padding, layer.output_padding, layer.groups, layer.dilation
+        )
+    else:
+        fn = F.conv1d if layer.op is Op.CONV1D else F.conv2d
+        acc = fn(x, w, b, layer.stride, layer.padding, layer.dilation, layer.groups)
+    shift = q.frac[layer.inputs[0]] + q.weight_frac[layer.name] - q.frac[layer.name]
+    return saturate(shift_round(acc, shift), q.semantics.act_bits)
+
+
+def _activate(x: torch.Tensor, layer: Layer, f: int) -> torch.Tensor:
+    kind = layer.activation
+    if kind is Activation.RELU:
+        return x.clamp(min=0)
+    if kind is Activation.ABS:
+        return x.abs()
+    if kind is Activation.RELU6:
+        return x.clamp(0, round(6 * 2.0**f))
+    if kind is Activation.HARDTANH:
+        lo, hi = layer.activation_params or (-1.0, 1.0)
+        return x.clamp(round(lo * 2.0**f), round(hi * 2.0**f))
+    return x
+
+
+def _pool(x: torch.Tensor, layer: Layer) -> torch.Tensor:
+    pool = layer.pool
+    assert pool is not None
+    nd = x.dim() - 2
+    pad = tuple(layer.padding) or (0,) * nd
+    if pool.kind is PoolKind.MAX:
+        fn = F.max_pool1d if nd == 1 else F.max_pool2d
+        return fn(x, pool.size, pool.stride, pad, pool.dilation_or_ones())
+    fn = F.avg_pool1d if nd == 1 else F.avg_pool2d
+    area = math.prod(pool.size)
+    total = torch.round(fn(x, pool.size, pool.stride, pad) * area)  # exact: sums of integers
+    return torch.floor((2 * total + area) / (2 * area))  # half up
+
+
+@dataclass(frozen=True)
+class Accuracy:
+    """How close the target's integers come to the float model, per network output."""
+
+    snr_db: float  # signal-to-noise ratio of the dequantized outputs (all outputs together)
+    max_abs_error: float
+    semantics: IntegerSemantics
+
+
+def quantized_accuracy(network: Network, target: GenericTarget, seed: int = 0) -> Accuracy:
+    """Quantize on one seeded uniform[-1, 1] batch of 2, compare with float on another input."""
+    rng = np.random.default_rng(seed)
+    calibration = rng.uniform(-1, 1, (2, *network.input_shape))
+    x = rng.uniform(-1, 1, (1, *network.input_shape))
+    q = quantize_generic(network, target, calibration)
+    ints = simulate_generic(q, q.to_int(x))
+    floats = run_float_outputs(q.network, x)
+    signal = noise = worst = 0.0
+    for name in q.network.outputs:
+        err = q.to_float(name, ints[name]) - floats[name]
+        signal += float((floats[name] ** 2).sum())
+        noise += float((err**2).sum())
+        worst = max(worst, float(err.abs().max()))
+    snr = math.inf if noise == 0 else 10 * math.log10(signal / noise) if signal > 0 else -math.inf
+    return Accuracy(snr, worst, q.semantics)
+
+
+def run_float_outputs(network: Network, x: np.ndarray) -> dict[str, torch.Tensor]:
+    from cnnforge.sim.float_eval import run_float
+
+    return {k: v.double() for k, v in run_float(network, np.asarray(x, np.float64)).items()}

@@ -1,0 +1,98 @@
+"""Blob lifetimes of a schedule: sizes, producers, uses, live bytes per step (in-place aware).
+
+Conventions shared by the planner (memory.py) and the lower bound (bound.py): positions are the
+steps of the schedule, 0..n-1; the network input is live from position 0 (it is on chip when the
+run starts, with a clean copy in DDR); a network output stays live through position n-1 (the
+host reads it at the end, from chip or DDR); a blob is live from the step that writes it through
+the last step that reads it, both included, so a step's inputs and its output count together.
+An element-wise step may write its output over an operand of the same size that it reads for
+the last time (``GenericTarget.inplace``): the two then take one buffer at that step.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+from dataclasses import dataclass
+
+from cnnforge.ir import INPUT
+from cnnforge.targets.generic.steps import Step, StepGraph
+from cnnforge.targets.generic.target import GenericTarget
+
+
+@dataclass(frozen=True)
+class Lifetimes:
+    """Everything the planner and the bound need about the blobs of one schedule."""
+
+    steps: tuple[Step, ...]  # in schedule order
+    size: dict[str, int]  # bytes of every blob
+    produced: dict[str, int]  # position of the writing step (the input: 0)
+    uses: dict[str, tuple[int, ...]]  # positions of the reading steps, ascending
+    outputs: frozenset[str]
+    inplace: dict[int, tuple[str, ...]]  # position -> operands its output may overwrite
+
+    @property
+    def n(self) -> int:
+        return len(self.steps)
+
+    def last(self, blob: str) -> int:
+        """Last position at which ``blob`` is live."""
+        if blob in self.outputs:
+            return self.n - 1
+        uses = self.uses[blob]
+        return uses[-1] if uses else self.produced[blob]
+
+    def next_use(self, blob: str, position: int) -> int | None:
+        """First position after ``position`` that reads ``blob`` (``n`` for an output), or None."""
+        uses = self.uses[blob]
+        i = bisect_right(uses, position)
+        if i < len(uses):
+            return uses[i]
+        return self.n if blob in self.outputs else None
+
+    def live_bytes(self) -> list[int]:
+        """Bytes live at each position (an in-place output shares its operand's buffer)."""
+        delta = [0] * (self.n + 1)
+        for blob, size in self.size.items():
+            delta[self.produced[blob]] += size
+            delta[self.last(blob) + 1] -= size
+        live, running = [], 0
+        for k in range(self.n):
+            running += delta[k]
+            saving = self.size[self.steps[k].name] if k in self.inplace else 0
+            live.append(running - saving)
+        return live
+
+
+def lifetimes(graph: StepGraph, order: tuple[int, ...], target: GenericTarget) -> Lifetimes:
+    """The lifetimes of ``graph``'s steps run in ``order`` (indices into ``graph.steps``)."""
+    steps = tuple(graph.steps[i] for i in order)
+    size = {INPUT: graph.elements(INPUT) * target.act_bytes}
+    produced = {INPUT: 0}
+    uses: dict[str, list[int]] = {INPUT: []}
+    for k, step in enumerate(steps):
+        size[step.name] = _elements(step) * target.act_bytes
+        produced[step.name] = k
+        uses[step.name] = []
+    for k, step in enumerate(steps):
+        for blob in dict.fromkeys(step.inputs):
+            uses[blob].append(k)
+    outputs = frozenset(graph.outputs)
+    frozen = {b: tuple(u) for b, u in uses.items()}
+    inplace = {}
+    if target.inplace:
+        for k, step in enumerate(steps):
+            dying = tuple(
+                blob
+                for blob in dict.fromkeys(step.pointwise)
+                if frozen[blob][-1] == k and blob not in outputs and size[blob] == size[step.name]
+            )
+            if dying:
+                inplace[k] = dying
+    return Lifetimes(steps, size, produced, frozen, outputs, inplace)
+
+
+def _elements(step: Step) -> int:
+    n = 1
+    for d in step.out_shape:
+        n *= d
+    return n

@@ -1,0 +1,340 @@
+"""The generic target's report: rich tables, JSON (``cnnforge-generic-plan/1``), SVG, HTML.
+
+The SVG plot (DDR bytes against the on-chip budget, the plan and its lower bound) is written
+directly as text: no plotting library, byte-identical across runs.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from typing import Any
+
+from rich.table import Table
+
+from cnnforge.analysis.render import human_bytes
+from cnnforge.targets.generic.plan import GenericPlan
+
+JSON_SCHEMA = "cnnforge-generic-plan/1"
+
+#: What "ops" counts, printed with the figure so that nobody has to guess.
+OPS_DEFINITION = (
+    "2 x MACs of convolutions + pooling window x output elements + (operands - 1) x "
+    "element-wise output elements; fully connected layers apart (fc ops = 2 x MACs); "
+    "activations, folded BatchNorm, concat, flatten, upsample, pad: 0 (xfDNN's count)"
+)
+TRANSFER_DEFINITION = (
+    "activation bytes written to DDR (spills, outputs streamed out) + read from DDR "
+    "(reloads, inputs streamed in); the network input starts on chip with a copy in DDR; "
+    "weights counted apart"
+)
+
+
+def _shape(shape: tuple[int, ...]) -> str:
+    return "x".join(map(str, shape))
+
+
+def step_rows(plan: GenericPlan) -> list[dict[str, Any]]:
+    """One dict per step in schedule order (the JSON rows; the tables print them)."""
+    rows = []
+    for k, (step, traffic) in enumerate(zip(plan.life.steps, plan.allocation.steps, strict=True)):
+        rows.append(
+            {
+                "position": k,
+                "name": step.name,
+                "op": step.kind,
+                "fused": list(step.members),
+                "module_path": step.module_path,
+                "inputs": list(step.inputs),
+                "out_shape": list(step.out_shape),
+                "macs": step.macs,
+                "ops": step.ops,
+                "fc_ops": step.fc_ops,
+                "read_bytes": traffic.read,
+                "written_bytes": traffic.written,
+                "weight_ddr_bytes": plan.weight_stream_bytes(k),
+                "live_bytes": traffic.live,
+                "in_place": list(plan.life.inplace.get(k, ())),
+                "cycles": plan.cycles(k),
+                "supported": step.supported,
+            }
+        )
+    return rows
+
+
+def blob_rows(plan: GenericPlan) -> list[dict[str, Any]]:
+    """One dict per blob: interval, on-chip ranges, DDR home, bytes moved."""
+    return [
+        {
+            "name": b.name,
+            "bytes": b.bytes,
+            "interval": [b.produced, b.last],
+            "onchip": [
+                {"steps": [r.start, r.end], "offset": r.offset, "end": r.offset + b.bytes}
+                for r in b.residencies
+            ],
+            "ddr": b.ddr,
+            "written_bytes": b.written,
+            "read_bytes": b.read,
+        }
+        for b in plan.allocation.blobs
+    ]
+
+
+def totals(plan: GenericPlan) -> dict[str, Any]:
+    alloc = plan.allocation
+    steps = plan.life.steps
+    return {
+        "ops": plan.ops,
+        "ops_counted": OPS_DEFINITION,
+        "fc_ops": plan.fc_ops,
+        "macs": sum(s.macs for s in steps),
+        "onchip_bytes": plan.target.onchip_bytes,
+        "min_onchip_bytes_no_transfer": plan.min_memory,
+        "peak_live_bytes": plan.peak_live,
+        "peak_step": plan.peak_step,
+        "ddr_transfer_bytes": alloc.transfer_bytes,
+        "ddr_read_bytes": alloc.read_bytes,
+        "ddr_written_bytes": alloc.written_bytes,
+        "ddr_transfer_counted": TRANSFER_DEFINITION,
+        "ddr_transfer_lower_bound": plan.lower_bound,
+        "weight_ddr_bytes": plan.weight_ddr_bytes,
+        "arena_bytes": alloc.arena,
+        "cycles": sum(plan.cycles(k) for k in range(plan.life.n)),
+        "unsupported": [
+            {"name": s.name, "op": s.kind, "module_path": s.module_path}
+            for s in plan.graph.unsupported
+        ],
+    }
+
+
+def to_dict(plan: GenericPlan) -> dict[str, Any]:
+    """The JSON document (schema ``cnnforge-generic-plan/1``)."""
+    return {
+        "schema": JSON_SCHEMA,
+        "network": plan.graph.name,
+        "input_shape": list(plan.graph.input_shape),
+        "device": plan.target.name,
+        "target": {k: getattr(plan.target, k) for k in vars(plan.target)},
+        "schedule": plan.schedule,
+        "schedules": dict(plan.schedules),
+        "outputs": list(plan.graph.outputs),
+        "totals": totals(plan),
+        "steps": step_rows(plan),
+        "blobs": blob_rows(plan),
+        "curve": [
+            {
+                "budget": c.budget,
+                "ddr_transfer_bytes": c.transfer_bytes,
+                "lower_bound": c.lower_bound,
+            }
+            for c in plan.curve
+        ],
+    }
+
+
+def to_json(plan: GenericPlan) -> str:
+    return json.dumps(to_dict(plan), indent=1) + "\n"
+
+
+# ---- text ----------------------------------------------------------------------------------
+
+
+def summary_lines(plan: GenericPlan) -> list[tuple[str, str]]:
+    """(label, value) pairs of the totals, for printing."""
+    t = totals(plan)
+    unsupported = ", ".join(f"{u['name']} ({u['op']})" for u in t["unsupported"]) or "none"
+    return [
+        ("device", plan.target.name),
+        ("schedule", f"{plan.schedule} (DDR bytes per candidate: {_candidates(plan)})"),
+        ("ops", f"{t['ops']:,} [{OPS_DEFINITION}]"),
+        ("fc ops", f"{t['fc_ops']:,}"),
+        (
+            "min on-chip memory with no DDR transfer",
+            f"{t['min_onchip_bytes_no_transfer']:,} B ({human_bytes(plan.min_memory)}); "
+            f"peak live {t['peak_live_bytes']:,} B at {t['peak_step']}",
+        ),
+        (
+            f"DDR transfer bytes at {plan.target.onchip_bytes:,} B on chip",
+            f"{t['ddr_transfer_bytes']:,} (read {t['ddr_read_bytes']:,}, written "
+            f"{t['ddr_written_bytes']:,}); lower bound {t['ddr_transfer_lower_bound']:,} "
+            f"[{TRANSFER_DEFINITION}]",
+        ),
+        ("weight bytes streamed from DDR", f"{t['weight_ddr_bytes']:,}"),
+        ("cycles (estimate)", f"{t['cycles']:,}"),
+        ("unsupported layers", unsupported),
+    ]
+
+
+def _candidates(plan: GenericPlan) -> str:
+    return ", ".join(f"{name} {ddr:,}" for name, ddr in plan.schedules.items())
+
+
+STEP_COLUMNS = (
+    "#",
+    "step",
+    "op",
+    "inputs",
+    "output",
+    "ops",
+    "read",
+    "written",
+    "weights",
+    "live",
+    "cycles",
+)
+
+
+def _step_cells(row: dict[str, Any]) -> list[str]:
+    """The printed cells of one step row (STEP_COLUMNS)."""
+    return [
+        str(row["position"]),
+        row["name"] + ("" if row["supported"] else " (unsupported)"),
+        row["op"] + (" in place" if row["in_place"] else ""),
+        ", ".join(row["inputs"]),
+        _shape(tuple(row["out_shape"])),
+        *(
+            f"{row[key]:,}"
+            for key in (
+                "ops",
+                "read_bytes",
+                "written_bytes",
+                "weight_ddr_bytes",
+                "live_bytes",
+                "cycles",
+            )
+        ),
+    ]
+
+
+def steps_table(plan: GenericPlan) -> Table:
+    table = Table(title=f"{plan.graph.name}: schedule on {plan.target.name}", title_justify="left")
+    for col in STEP_COLUMNS:
+        table.add_column(col, justify="left" if col in ("step", "op", "inputs") else "right")
+    for row in step_rows(plan):
+        table.add_row(*_step_cells(row))
+    return table
+
+
+def blobs_table(plan: GenericPlan) -> Table:
+    table = Table(title="blobs: live interval (steps), on-chip ranges, DDR", title_justify="left")
+    for col in ("blob", "bytes", "interval", "on chip [offset, end) @ steps", "DDR", "moved"):
+        table.add_column(col, justify="right" if col in ("bytes", "moved") else "left")
+    for row in blob_rows(plan):
+        ranges = "; ".join(
+            f"[{r['offset']:,}, {r['end']:,}) @ {r['steps'][0]}-{r['steps'][1]}"
+            for r in row["onchip"]
+        )
+        table.add_row(
+            row["name"],
+            f"{row['bytes']:,}",
+            f"{row['interval'][0]}-{row['interval'][1]}",
+            ranges or "-",
+            "yes" if row["ddr"] else "-",
+            f"{row['written_bytes'] + row['read_bytes']:,}",
+        )
+    return table
+
+
+def curve_table(plan: GenericPlan) -> Table:
+    table = Table(title="DDR transfer bytes against the on-chip budget", title_justify="left")
+    for col in ("on-chip budget", "DDR bytes (plan)", "lower bound"):
+        table.add_column(col, justify="right")
+    for c in plan.curve:
+        table.add_row(f"{c.budget:,}", f"{c.transfer_bytes:,}", f"{c.lower_bound:,}")
+    return table
+
+
+# ---- SVG and HTML --------------------------------------------------------------------------
+
+_W, _H, _L, _R, _T, _B = 640, 360, 80, 20, 30, 50
+
+
+def curve_svg(plan: GenericPlan) -> str:
+    """Line plot: DDR bytes (plan, lower bound) against the budget, the target's budget marked."""
+    points = plan.curve
+    xmax = max(max(c.budget for c in points), plan.target.onchip_bytes, 1)
+    ymax = max(max(c.transfer_bytes for c in points), 1)
+
+    def xy(budget: int, value: int) -> str:
+        x = _L + (_W - _L - _R) * budget / xmax
+        y = _H - _B - (_H - _T - _B) * value / ymax
+        return f"{x:.1f},{y:.1f}"
+
+    plan_line = " ".join(xy(c.budget, c.transfer_bytes) for c in points)
+    bound_line = " ".join(xy(c.budget, c.lower_bound) for c in points)
+    mark = xy(plan.target.onchip_bytes, 0).split(",")[0]
+    mib, mb = 1 << 20, 1e6
+    parts = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{_W}" height="{_H}" '
+        f'viewBox="0 0 {_W} {_H}" font-family="sans-serif" font-size="11">',
+        f'<text x="{_W / 2}" y="18" text-anchor="middle" font-size="13">'
+        f"{html.escape(plan.graph.name)}: DDR transfer bytes against the on-chip budget</text>",
+        f'<line x1="{_L}" y1="{_H - _B}" x2="{_W - _R}" y2="{_H - _B}" stroke="black"/>',
+        f'<line x1="{_L}" y1="{_T}" x2="{_L}" y2="{_H - _B}" stroke="black"/>',
+    ]
+    for i in range(5):
+        budget, value = xmax * i // 4, ymax * i // 4
+        x, _ = xy(budget, 0).split(",")
+        _, y = xy(0, value).split(",")
+        parts.append(
+            f'<text x="{x}" y="{_H - _B + 15}" text-anchor="middle">{budget / mib:.2f}</text>'
+        )
+        parts.append(f'<text x="{_L - 5}" y="{y}" text-anchor="end">{value / mb:.1f}</text>')
+    parts += [
+        f'<text x="{_W / 2}" y="{_H - 12}" text-anchor="middle">on-chip budget (MiB)</text>',
+        f'<text x="15" y="{_H / 2}" transform="rotate(-90 15 {_H / 2})" text-anchor="middle">'
+        "DDR bytes (MB)</text>",
+        f'<line x1="{mark}" y1="{_T}" x2="{mark}" y2="{_H - _B}" stroke="#999" '
+        'stroke-dasharray="4 3"/>',
+        f'<polyline points="{plan_line}" fill="none" stroke="#4477aa" stroke-width="2"/>',
+        f'<polyline points="{bound_line}" fill="none" stroke="#cc6677" stroke-width="1.5" '
+        'stroke-dasharray="5 3"/>',
+        f'<text x="{_W - _R - 150}" y="{_T + 12}" fill="#4477aa">plan (Belady spill)</text>',
+        f'<text x="{_W - _R - 150}" y="{_T + 27}" fill="#cc6677">lower bound</text>',
+        "</svg>",
+    ]
+    return "\n".join(parts) + "\n"
+
+
+def to_html(plan: GenericPlan) -> str:
+    """A standalone report.html: the totals, the curve, the schedule and the blobs."""
+    esc = html.escape
+    rows = "".join(f"<tr><th>{esc(k)}</th><td>{esc(v)}</td></tr>" for k, v in summary_lines(plan))
+    head = STEP_COLUMNS
+    step_html = "".join(
+        "<tr>" + "".join(f"<td>{esc(v)}</td>" for v in _step_cells(r)) + "</tr>"
+        for r in step_rows(plan)
+    )
+    blob_html = "".join(
+        f"<tr><td>{esc(b['name'])}</td><td>{b['bytes']:,}</td>"
+        f"<td>{b['interval'][0]}-{b['interval'][1]}</td><td>"
+        + esc(
+            "; ".join(
+                f"[{r['offset']:,}, {r['end']:,}) @ {r['steps'][0]}-{r['steps'][1]}"
+                for r in b["onchip"]
+            )
+            or "-"
+        )
+        + f"</td><td>{'yes' if b['ddr'] else '-'}</td></tr>"
+        for b in blob_rows(plan)
+    )
+    curve_html = "".join(
+        f"<tr><td>{c.budget:,}</td><td>{c.transfer_bytes:,}</td><td>{c.lower_bound:,}</td></tr>"
+        for c in plan.curve
+    )
+    title = f"{esc(plan.graph.name)} on {esc(plan.target.name)}"
+    return (
+        "<!DOCTYPE html>\n<html><head><meta charset='utf-8'>"
+        f"<title>{title}</title><style>body{{font-family:sans-serif}}"
+        "table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:2px 6px;"
+        "text-align:left}</style></head><body>\n"
+        f"<h1>{title}</h1>\n<section id='generic-target'>\n<h2>Generic accelerator plan</h2>\n"
+        f"<table>{rows}</table>\n<h3>DDR bytes against the on-chip budget</h3>\n"
+        f"{curve_svg(plan)}<table><tr><th>budget</th><th>DDR bytes</th><th>lower bound</th></tr>"
+        f"{curve_html}</table>\n<h3>Schedule</h3>\n<table><tr>"
+        + "".join(f"<th>{h}</th>" for h in head)
+        + f"</tr>{step_html}</table>\n<h3>Blobs</h3>\n<table><tr><th>blob</th><th>bytes</th>"
+        f"<th>interval</th><th>on chip [offset, end) @ steps</th><th>DDR</th></tr>{blob_html}"
+        "</table>\n</section>\n</body></html>\n"
+    )

@@ -1,0 +1,156 @@
+"""ONNX in: every shipped model exported with torch.onnx.export gives the PyTorch path's analysis,
+quantized network and simulation; the IR's float evaluation equals onnxruntime's; bad files
+are one line, exit 2."""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+from cnnforge.analysis import analyze_network
+from cnnforge.frontend.onnx import load_onnx
+from cnnforge.frontend.torch_fx import trace
+from cnnforge.ir import Op
+from cnnforge.models import build_model, default_input_shape
+from cnnforge.quant.pipeline import quantize_lowered
+from cnnforge.sim import simulate
+from cnnforge.sim.float_eval import run_float
+from test_analysis_cli import run_cli
+
+onnx = pytest.importorskip("onnx")
+ort = pytest.importorskip("onnxruntime")
+
+
+def export(module: nn.Module, shape, path: Path, dynamic: bool = False) -> Path:
+    """torch.onnx.export (TorchScript exporter: fast), BatchNorm kept as its own node."""
+    module.eval()
+    axes = {"x": {0: "n", 2: "h", 3: "w"}} if dynamic else None
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(
+            module,
+            (torch.zeros(1, *shape),),
+            str(path),
+            dynamo=False,
+            input_names=["x"],
+            training=torch.onnx.TrainingMode.PRESERVE,
+            do_constant_folding=False,
+            dynamic_axes=axes,
+        )
+    return path
+
+
+def onnxruntime_outputs(path: Path, x: np.ndarray) -> list[np.ndarray]:
+    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    return session.run(None, {session.get_inputs()[0].name: x})
+
+
+@pytest.mark.parametrize("name", ["unet-voc", "unet-large"])
+def test_shipped_model_round_trip(name, tmp_path):
+    shape = default_input_shape(name)
+    torch.manual_seed(0)
+    module = build_model(name)
+    for m in module.modules():  # non-trivial BatchNorm statistics
+        if isinstance(m, nn.BatchNorm2d):
+            m.running_mean.uniform_(-0.2, 0.2)
+            m.running_var.uniform_(0.5, 1.5)
+    path = export(module, shape, tmp_path / f"{name}.onnx")
+    ours = load_onnx(path, None)
+    theirs = trace(module, shape, name=name)
+    a, b = analyze_network(ours), analyze_network(theirs)
+    assert a.totals.macs == b.totals.macs
+    assert a.totals.peak_act_bytes_float32 == b.totals.peak_act_bytes_float32
+    assert [(r.op, r.out_shape, r.macs, r.rf_size) for r in a.layers] == [
+        (r.op, r.out_shape, r.macs, r.rf_size) for r in b.layers
+    ]
+    modules = [(r.name, r.params) for r in b.layers if r.op.startswith("conv")]
+    assert [(r.name, r.params) for r in a.layers if r.op.startswith("conv")] == modules
+    # ONNX has no affine=False BatchNorm: its scale 1 and shift 0 are counted as parameters.
+    plain_bn = sum(
+        2 * m.num_features
+        for m in module.modules()
+        if isinstance(m, nn.BatchNorm2d) and not m.affine
+    )
+    assert a.totals.params == b.totals.params + plain_bn
+    # Equivalence gate: the IR's float evaluation equals onnxruntime's (float round-off).
+    x = np.random.default_rng(0).uniform(-1, 1, (1, *shape)).astype(np.float32)
+    (want,) = onnxruntime_outputs(path, x)
+    (got,) = run_float(ours, x).values()
+    np.testing.assert_allclose(got.numpy(), want, rtol=1e-4, atol=1e-4)
+    # Same quantized network and same simulation as the PyTorch path.
+    calibration = np.round(x * 127).astype(np.int64)
+    qa, _ = quantize_lowered(ours, calibration=calibration)
+    qb, _ = quantize_lowered(theirs, calibration=calibration)
+    for la, lb in zip(qa.layers, qb.layers, strict=True):
+        assert la.op == lb.op and la.out_shape == lb.out_shape
+        if la.quant is not None:
+            assert np.array_equal(la.quant.weights, lb.quant.weights)
+            assert la.quant.output_shift == lb.quant.output_shift
+    xi = np.random.default_rng(1).integers(-128, 128, (1, *shape))
+    (sa,) = simulate(qa, xi).outputs.values()
+    (sb,) = simulate(qb, xi).outputs.values()
+    assert torch.equal(sa, sb)
+
+
+class Mixed(nn.Module):
+    """Ops beyond the U-Nets: pads, clip, leaky relu, resize, avg/global pool, gemm, softmax."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(3, 8, 3, padding=1)
+        self.conv2 = nn.Conv2d(8, 8, 3, padding=1, groups=2)
+        self.up = nn.Upsample(scale_factor=2, mode="nearest")
+        self.fc = nn.Linear(8, 5)
+
+    def forward(self, x):
+        y = torch.clamp(self.conv(x), 0, 6)
+        y = nn.functional.leaky_relu(nn.functional.pad(y, (1, 1, 1, 1)), 0.1)
+        y = nn.functional.avg_pool2d(y, 2)
+        y = self.up(self.conv2(y))
+        y = nn.functional.hardswish(y)  # not mapped: an OPAQUE row
+        y = nn.functional.adaptive_avg_pool2d(y, 1).flatten(1)
+        return torch.softmax(self.fc(y), dim=1)
+
+
+def test_mixed_ops_and_an_opaque_row(tmp_path):
+    path = export(Mixed(), (3, 16, 16), tmp_path / "mixed.onnx")
+    net = load_onnx(path, None)
+    ops = [layer.op for layer in net.layers]
+    assert Op.PAD in ops and Op.UPSAMPLE in ops and Op.LINEAR in ops and Op.SOFTMAX in ops
+    opaque = [layer for layer in net.layers if layer.op is Op.OPAQUE]
+    assert [layer.opaque_kind for layer in opaque] == ["onnx.HardSwish"]
+
+
+def test_analyze_an_onnx_file_and_its_shape_rules(tmp_path, capsys):
+    path = export(build_model("unet-voc"), (3, 64, 64), tmp_path / "u.onnx")
+    code, out, _ = run_cli(["analyze", str(path)], capsys)
+    assert code == 0 and "486,613" in out
+    dyn = export(build_model("unet-voc"), (3, 64, 64), tmp_path / "dyn.onnx", dynamic=True)
+    code, out, _ = run_cli(["analyze", str(dyn), "-i", "3,32,32"], capsys)
+    assert code == 0 and "486,613" in out
+    code, _, err = run_cli(["analyze", str(dyn)], capsys)
+    assert code == 2 and err.count("\n") == 1 and "dynamic sizes" in err
+    code, _, err = run_cli(["analyze", str(path), "-i", "3,32,32"], capsys)
+    assert code == 2 and err.count("\n") == 1 and "does not match" in err
+
+
+def test_bad_onnx_files_are_one_line(tmp_path, capsys):
+    good = export(build_model("unet-voc"), (3, 64, 64), tmp_path / "u.onnx").read_bytes()
+    truncated = tmp_path / "truncated.onnx"
+    truncated.write_bytes(good[: len(good) // 3])
+    model = onnx.load_from_string(good)
+    model.graph.node[5].op_type = "NoSuchOp"
+    unknown = tmp_path / "unknown.onnx"
+    unknown.write_bytes(model.SerializeToString())
+    for path, words in (
+        (truncated, "not a readable ONNX"),
+        (unknown, "unknown ONNX op"),
+        (tmp_path / "missing.onnx", "no such ONNX file"),
+    ):
+        code, _, err = run_cli(["analyze", str(path)], capsys)
+        assert code == 2 and err.count("\n") == 1 and words in err, err
