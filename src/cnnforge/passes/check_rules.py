@@ -19,6 +19,7 @@ from cnnforge.ir import (
 )
 from cnnforge.passes.fuse import hardware_activation
 from cnnforge.passes.geometry import input_channels
+from cnnforge.passes.pad_rewrites import pad_hint
 
 if TYPE_CHECKING:
     from cnnforge.devices import Device
@@ -96,6 +97,10 @@ def unsupported_op(ctx: Context, layer: Layer) -> Iterator[Violation]:
     if layer.op is Op.ELTWISE and layer.eltwise not in HARDWARE_ELTWISE:
         hint = "multiply is not a hardware operator (arithmetic.md R4.5); use add/sub or retrain"
         yield ctx.violation(layer, "eltwise-op", layer.eltwise.value, "add, sub, or, xor", hint)
+        return
+    if layer.op is Op.PAD:
+        hint = pad_hint(ctx.network, layer)
+        yield ctx.violation(layer, "pad", list(layer.pad_amounts), "inside a conv", hint)
         return
     if layer.op is Op.OPAQUE:
         hint = opaque_hint(layer.opaque_kind)

@@ -20,7 +20,9 @@ The accelerator runs ``pool -> element-wise -> main op -> activation`` as ONE la
 - an element-wise op followed by ReLU/Abs becomes an identity 1x1 conv carrying both (a
   passthrough layer cannot activate);
 - a concatenation becomes the multiple inputs of its consumer;
-- what is left of pool / element-wise / concat becomes a passthrough layer.
+- what is left of pool / element-wise / concat becomes a passthrough layer;
+- first of all, F.pad of size zero vanishes and a symmetric zero F.pad becomes the padding of
+  the conv reading it (passes/pad_rewrites.py).
 
 Requires: a topologically ordered network, BatchNorm already folded (``fold_bn``). Guarantees:
 a layer is only absorbed when its output has no other reader and is not a network output, so
@@ -47,6 +49,7 @@ from cnnforge.ir import (
     Op,
     PoolKind,
 )
+from cnnforge.passes.pad_rewrites import drop_zero_pad, pad_into_conv
 from cnnforge.passes.rewrites import (
     Rewrite,
     absorb_into_consumer,
@@ -360,6 +363,7 @@ def _layer_or_none(network: Network, name: str) -> Layer | None:
 
 #: The fusion steps, in the order they are tried (each runs to a fixpoint before the next).
 FUSION_STEPS = (
+    ("padding", (drop_zero_pad, pad_into_conv)),
     ("ReLU before max pooling", (relu_before_maxpool,)),
     ("activations", (fuse_activation, activation_into_concat, drop_redundant_activation)),
     ("flatten", (drop_flat_flatten, fuse_flatten)),
