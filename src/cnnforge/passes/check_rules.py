@@ -19,6 +19,7 @@ from cnnforge.ir import (
 )
 from cnnforge.passes.fuse import hardware_activation
 from cnnforge.passes.geometry import input_channels
+from cnnforge.passes.host_ops import why_not_host
 from cnnforge.passes.pad_rewrites import pad_hint
 
 if TYPE_CHECKING:
@@ -97,6 +98,11 @@ def unsupported_op(ctx: Context, layer: Layer) -> Iterator[Violation]:
     if layer.op is Op.ELTWISE and layer.eltwise not in HARDWARE_ELTWISE:
         hint = "multiply is not a hardware operator (arithmetic.md R4.5); use add/sub or retrain"
         yield ctx.violation(layer, "eltwise-op", layer.eltwise.value, "add, sub, or, xor", hint)
+        return
+    if layer.op is Op.SOFTMAX:
+        why = why_not_host(ctx.network, layer)
+        hint = f"softmax/argmax runs on the host only at an output, over channels; here {why}"
+        yield ctx.violation(layer, "softmax", layer.reduce_kind, "an output, over dim 1", hint)
         return
     if layer.op is Op.PAD:
         hint = pad_hint(ctx.network, layer)

@@ -21,7 +21,8 @@ The accelerator runs ``pool -> element-wise -> main op -> activation`` as ONE la
   passthrough layer cannot activate);
 - a concatenation becomes the multiple inputs of its consumer;
 - what is left of pool / element-wise / concat becomes a passthrough layer;
-- first of all, F.pad of size zero vanishes and a symmetric zero F.pad becomes the padding of
+- first of all, softmax/log_softmax/argmax of an output moves to the host (passes/host_ops.py),
+  F.pad of size zero vanishes and a symmetric zero F.pad becomes the padding of
   the conv reading it (passes/pad_rewrites.py).
 
 Requires: a topologically ordered network, BatchNorm already folded (``fold_bn``). Guarantees:
@@ -49,6 +50,7 @@ from cnnforge.ir import (
     Op,
     PoolKind,
 )
+from cnnforge.passes.host_ops import host_softmax
 from cnnforge.passes.pad_rewrites import drop_zero_pad, pad_into_conv
 from cnnforge.passes.rewrites import (
     Rewrite,
@@ -363,6 +365,7 @@ def _layer_or_none(network: Network, name: str) -> Layer | None:
 
 #: The fusion steps, in the order they are tried (each runs to a fixpoint before the next).
 FUSION_STEPS = (
+    ("host softmax", (host_softmax,)),
     ("padding", (drop_zero_pad, pad_into_conv)),
     ("ReLU before max pooling", (relu_before_maxpool,)),
     ("activations", (fuse_activation, activation_into_concat, drop_redundant_activation)),
