@@ -17,7 +17,7 @@ from cnnforge.ir import (
     Network,
     Op,
 )
-from cnnforge.passes.fuse import hardware_activation
+from cnnforge.passes.fuse import hardware_activation, why_no_eltwise_act
 from cnnforge.passes.geometry import input_channels
 from cnnforge.passes.host_ops import why_not_host
 from cnnforge.passes.pad_rewrites import pad_hint
@@ -169,6 +169,10 @@ def _activation(ctx: Context, layer: Layer) -> Violation:
         f"{act} runs in the layer before it, but {source} cannot carry it (not a conv/linear, "
         "already activated, or its output is read elsewhere): apply it right after a conv"
     )
+    producer = ctx.network.layer(source) if source in {x.name for x in ctx.network} else None
+    why = why_no_eltwise_act(ctx.device, producer) if producer and producer.eltwise else ""
+    if why:
+        hint = f"{act} after an element-wise op needs an identity conv to carry it, but {why}"
     return ctx.violation(layer, "activation", f"{act} after {source}", "after a conv", hint)
 
 
