@@ -1,8 +1,12 @@
 """Benchmark: ``cnnforge`` analysis vs ``torchinfo.summary`` on a ResNet-50-sized model.
 
-Both start from the built model and one 3x224x224 input shape: cnnforge traces (torch.fx + one
-forward for shapes) and analyzes; torchinfo runs its hooked forward and summary. Prints the
-times side by side with their ratio; asserts nothing about timings.
+Both start from the built model and one 3x224x224 input shape: cnnforge captures (torch.fx trace
+with shapes on the meta device, then the check against eager: one eager forward and one float
+evaluation of the captured network on a seeded random input) and analyzes; torchinfo runs its
+hooked forward and summary. Also timed: the fx trace alone (unverified, what cnnforge did before
+the check) and the torch.export fallback (export + ATen lowering + the same check), first call
+in this process and best of the repeats. Prints the times side by side with their ratios;
+asserts nothing about timings.
 
     python benchmarks/analyze.py [--repeat 3] [--size 224]
 """
@@ -19,6 +23,8 @@ import torchinfo
 from torch import nn
 
 from cnnforge.analysis import analyze_network
+from cnnforge.frontend.capture import capture, check_input, compare
+from cnnforge.frontend.torch_export import capture_export
 from cnnforge.frontend.torch_fx import trace
 
 
@@ -98,17 +104,43 @@ def main() -> None:
     print(f"params: cnnforge {result.totals.params:,}  torchinfo {stats.total_params:,}")
     print(f"MACs:   cnnforge {result.totals.macs:,}  torchinfo {stats.total_mult_adds:,}")
 
-    ours = best_of(args.repeat, lambda: analyze_network(trace(model, shape)))
+    x = check_input(model, shape)
+
+    def exported() -> None:
+        captured = capture_export(model, shape, "ResNet50", x)
+        with torch.no_grad():
+            assert compare(captured, x, [model(x)]) is None
+        analyze_network(captured.network)
+
+    start = time.perf_counter()
+    exported()
+    export_first = time.perf_counter() - start
+    ours = best_of(args.repeat, lambda: analyze_network(capture(model, shape)))
+    unverified = best_of(args.repeat, lambda: analyze_network(trace(model, shape)))
     network = trace(model, shape)
     analysis_only = best_of(args.repeat, lambda: analyze_network(network))
     theirs = best_of(
         args.repeat, lambda: torchinfo.summary(model, input_size=(1, *shape), verbose=0)
     )
-    print(f"{'':28}{'best s':>10}{'median s':>10}")
-    print(f"{'cnnforge trace + analyze':28}{ours[0]:10.3f}{ours[1]:10.3f}")
-    print(f"{'  of which analyze_network':28}{analysis_only[0]:10.3f}{analysis_only[1]:10.3f}")
-    print(f"{'torchinfo.summary':28}{theirs[0]:10.3f}{theirs[1]:10.3f}")
-    print(f"ratio cnnforge / torchinfo (best): {ours[0] / theirs[0]:.2f}")
+    fallback = best_of(args.repeat, exported)
+    rows = (
+        ("cnnforge capture + analyze", ours),
+        ("  fx trace + analyze only", unverified),
+        ("  analyze_network only", analysis_only),
+        ("torchinfo.summary", theirs),
+        ("export fallback + analyze", fallback),
+    )
+    print(f"{'':32}{'best s':>10}{'median s':>10}")
+    for label, (best, median) in rows:
+        print(f"{label:32}{best:10.3f}{median:10.3f}")
+    print(f"{'export fallback, first call':32}{export_first:10.3f}")
+    print(
+        f"ratio cnnforge (trace + verify + analyze) / torchinfo (best): {ours[0] / theirs[0]:.2f}"
+    )
+    print(
+        f"ratio fx trace + analyze (unverified) / torchinfo (best): {unverified[0] / theirs[0]:.2f}"
+    )
+    print(f"ratio export fallback / torchinfo (best): {fallback[0] / theirs[0]:.2f}")
 
 
 if __name__ == "__main__":

@@ -187,3 +187,33 @@ def test_lowering_is_gated_by_float_equivalence(monkeypatch: pytest.MonkeyPatch)
     monkeypatch.setattr(lower, "LOWERING_STEPS", (*lower.LOWERING_STEPS, ("broken", broken)))
     with pytest.raises(CnnforgeError, match="broken changed what the network computes"):
         lower_to_hardware(net)
+
+
+class TupleValued(nn.Module):
+    """chunk, a pool returning indices, max_unpool, a broadcast multiply: all kept as rows."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.c = nn.Conv2d(3, 8, 3, padding=1)
+        self.d = nn.Conv2d(4, 4, 1)
+        self.e = nn.Conv2d(4, 4, 1)
+        self.p = nn.MaxPool2d(2, return_indices=True)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        a, b = self.c(x).chunk(2, dim=1)
+        pooled, indices = self.p(a)
+        y = F.max_unpool2d(pooled, indices, 2)
+        return self.d(y) + F.hardsigmoid(b) * self.e(b).mean((2, 3), keepdim=True)
+
+
+@pytest.mark.parametrize("how", ["fx", "export"])
+def test_tuple_valued_ops_are_opaque_rows_and_still_checked(how: str) -> None:
+    model = TupleValued().eval()
+    if how == "fx":
+        captured = capture_fx(model, (3, 8, 8))
+    else:
+        captured = capture_export(model, (3, 8, 8), "TupleValued")
+    labels = [layer.label() for layer in captured.network]
+    assert labels[0] == "conv2d" and labels[-1] == "add" and labels.count("conv2d") == 3
+    x, eager = _eager(model, (3, 8, 8))
+    assert compare(captured, x, eager) is None

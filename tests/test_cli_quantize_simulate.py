@@ -125,8 +125,9 @@ def test_simulate_single_image_and_model_source(
 @pytest.mark.parametrize(
     ("array", "match"),
     [
-        (np.zeros((3, 8, 8), np.float32), "dtype float32"),
-        (np.full((3, 8, 8), 128, np.int16), "outside [-128, 127]"),
+        (np.full((3, 8, 8), np.inf, np.float32), "dtype float32 with NaN or infinite"),
+        (np.full((3, 8, 8), 128, np.int16), "values in [128, 128]"),
+        (np.zeros((3, 8, 8), np.complex64), "dtype complex64"),
         (np.zeros((3, 4, 4), np.int8), "shape"),
         (np.zeros((8,), np.int8), "shape"),
     ],
@@ -314,7 +315,7 @@ def test_quantize_with_calibration(tiny: str, tmp_path: Path, capsys) -> None:
     assert code == 0, err
     doc = torch.load(out, weights_only=True)
     assert set(doc["output_scales"]) == set(load_quantized(out).outputs)
-    bad = _input(tmp_path, np.zeros((4, 3, 8, 8), np.float64), "bad.npy")
+    bad = _input(tmp_path, np.full((4, 3, 8, 8), np.nan), "bad.npy")
     code, _, err = run(
         ["quantize", tiny, "-i", "3,8,8", "-o", str(tmp_path / "r.pth"), "--calibration", str(bad)],
         capsys,

@@ -29,6 +29,7 @@ from cnnforge.errors import CnnforgeError, DeviceLimitError, EmitError, InputErr
 from cnnforge.ir import Network
 from cnnforge.outputs import atomic_output_dir
 from cnnforge.plan.model import Plan
+from cnnforge.samples import FLOAT_RULE, InputArray, load_input_array
 
 C_DIR = "c"
 AI8X_DIR = "ai8x"
@@ -50,6 +51,7 @@ class CompileOptions:
     checkpoint: Path | None = None
     ptq: bool = False
     sample: Path | np.ndarray | None = None
+    calibration: Path | np.ndarray | None = None  # --ptq activation scales (default: the sample)
     input_shape: tuple[int, ...] | None = None
     model_args: Mapping[str, Any] = field(default_factory=dict)
     weight_bits: int | str | Mapping[str, int] = 8
@@ -60,6 +62,7 @@ class CompileOptions:
     probe: bool = False
     max_verify: int | None = None
     report: bool = True
+    in_place: bool = True  # layers may overwrite their dying input (vendor: --overlap-data)
 
 
 @dataclass(frozen=True)
@@ -78,6 +81,7 @@ class CompileState:
     plan: Plan | None = None
     plan_issues: tuple = ()
     sample: np.ndarray | None = None  # int64, C,H,W (or C,L)
+    calibration: InputArray | None = None  # --calibration, N,C,H,W int64
     answer: dict[str, np.ndarray] = field(default_factory=dict)
     output_exponents: dict[str, int] = field(default_factory=dict)  # calibrated PTQ scales
     layer_outputs: dict[str, np.ndarray] = field(default_factory=dict)
@@ -127,18 +131,46 @@ def step_load(state: CompileState, workdir: Path) -> CompileState:
         raise InputError(
             "give --checkpoint (QAT or quantized) or --ptq", hint="--ptq quantizes post-training"
         )
-    sample = read_sample(o.sample)
+    read = read_sample(o.sample)
+    state = _sample_note(state, read)
+    sample = read.values
     shape = o.input_shape or _default_shape(o.model, sample)
     if _is_quantized_checkpoint(o.checkpoint):
         network = _stage("cnnforge.quant.checkpoint", "load_quantized")(o.checkpoint)
         return state.with_(network=network, sample=match_sample(sample, network.input_shape))
     load_network = _stage("cnnforge.frontend", "load_network")
-    import torch
+    source = load_network(o.model, shape, dict(o.model_args), o.checkpoint)
+    state = state.with_(source=source, sample=match_sample(sample, source.input_shape))
+    return _read_calibration(state, source.input_shape)
 
-    with torch.random.fork_rng(devices=[]):  # untrained weights: the same on every run
-        torch.manual_seed(0)
-        source = load_network(o.model, shape, dict(o.model_args), o.checkpoint)
-    return state.with_(source=source, sample=match_sample(sample, source.input_shape))
+
+def _sample_note(state: CompileState, read: InputArray) -> CompileState:
+    """Say on the summary and in the report when the sample was converted from floats."""
+    if not read.converted_from_float:
+        return state
+    note = f"sample {read.describe()}: {FLOAT_RULE}"
+    return state.with_(notes=(*state.notes, note))
+
+
+def _read_calibration(state: CompileState, shape: tuple[int, ...]) -> CompileState:
+    """``--calibration`` for --ptq: N samples of the model's input shape."""
+    o = state.options
+    if o.calibration is None:
+        return state
+    if not o.ptq:
+        raise InputError(
+            "--calibration is only used with --ptq", hint="drop it, or quantize with --ptq"
+        )
+    read = load_input_array(o.calibration, "--calibration")
+    values = read.values if read.values.ndim == len(shape) + 1 else read.values[None]
+    if tuple(values.shape[1:]) != tuple(shape):
+        raise InputError(
+            f"--calibration shape {tuple(read.values.shape)} does not match the model input "
+            f"{tuple(shape)}",
+            where=read.source,
+            hint=f"give N,{','.join(map(str, shape))} samples",
+        )
+    return state.with_(calibration=dataclasses.replace(read, values=values))
 
 
 def _load_ai8x(state: CompileState) -> CompileState:
@@ -148,7 +180,15 @@ def _load_ai8x(state: CompileState) -> CompileState:
     if o.ai8x_yaml is None or o.ai8x_checkpoint is None:
         raise InputError("--ai8x-yaml and --ai8x-checkpoint must be given together")
     read_ai8x = _stage("cnnforge.frontend.ai8x", "read_ai8x")
-    given = read_sample(o.sample) if o.sample is not None else None
+    if o.calibration is not None:
+        raise InputError(
+            "--calibration is for --ptq of a float model; a vendor pair is already quantized",
+            hint="drop --calibration",
+        )
+    read = read_sample(o.sample) if o.sample is not None else None
+    given = read.values if read is not None else None
+    if read is not None:
+        state = _sample_note(state, read)
     shape = o.input_shape
     if shape is None and given is not None:  # the sample decides the input size
         shape = tuple(given.shape[1:] if given.ndim == 4 else given.shape)
@@ -158,7 +198,7 @@ def _load_ai8x(state: CompileState) -> CompileState:
     if given is None:
         given = read_sample(
             _stage("cnnforge.frontend.ai8x", "sample_path")(o.ai8x_yaml, model.dataset)
-        )
+        ).values
     sample = match_sample(given, model.network.input_shape)
     return state.with_(imported=model, network=model.network, plan=model.plan, sample=sample)
 
@@ -238,14 +278,20 @@ def step_quantize(state: CompileState, workdir: Path) -> CompileState:
             where=f"layer {missing.name} ({missing.module_path})",
             hint="pass --ptq, or a QAT / quantized --checkpoint",
         )
-    # Calibrated on the sample: layers whose float outputs would leave the int8 range get a
-    # power-of-two activation scale (quant/ptq.py), recorded per network output.
+    # Calibrated on --calibration, else on the sample: layers whose float outputs would leave
+    # the int8 range get a power-of-two activation scale (quant/ptq.py), per network output.
     quantize = _stage("cnnforge.quant.ptq", "quantize_with_scales")
-    calibration = None if state.sample is None else state.sample[None]
+    if state.calibration is not None:
+        calibration = state.calibration.values
+        used = f"--calibration {state.calibration.describe()}"
+    else:
+        calibration = None if state.sample is None else state.sample[None]
+        used = "the sample alone (1 sample; pass --calibration N.npy for a representative set)"
     q, exps = quantize(
         network, state.weight_bits or 8, device=state.device, calibration=calibration
     )
-    notes = [f"output {n} is calibrated: value x 2^{e}" for n, e in sorted(exps.items()) if e]
+    notes = [f"PTQ activation scales calibrated on {used}"]
+    notes += [f"output {n} is calibrated: value x 2^{e}" for n, e in sorted(exps.items()) if e]
     return state.with_(network=q, output_exponents=dict(exps), notes=(*state.notes, *notes))
 
 
@@ -254,7 +300,8 @@ def step_plan(state: CompileState, workdir: Path) -> CompileState:
     del workdir
     validate = _stage("cnnforge.plan.validate", "validate_plan")
     if state.plan is None:
-        network, plan = _stage("cnnforge.plan.planner", "plan_network")(state.network, state.device)
+        plan_network = _stage("cnnforge.plan.planner", "plan_network")
+        network, plan = plan_network(state.network, state.device, in_place=state.options.in_place)
         _stage("cnnforge.plan.validate", "raise_on_issues")(validate(network, plan, state.device))
         return state.with_(network=network, plan=plan)
     issues = validate(state.network, state.plan, state.device, allow_overlap=True)
@@ -430,25 +477,13 @@ def summary(state: CompileState) -> dict[str, Any]:
 # ---- samples -------------------------------------------------------------------------------
 
 
-def read_sample(sample: Path | np.ndarray | None) -> np.ndarray:
-    """The sample as int64 values in [-128, 127] (a .npy path or an array)."""
+def read_sample(sample: Path | np.ndarray | None, option: str = "--sample") -> InputArray:
+    """The sample as int64 values in [-128, 127] (an .npy path or an array; floats x 128)."""
     if sample is None:
-        raise InputError("no sample given", hint="pass --sample x.npy (int8 values, C,H,W)")
-    if isinstance(sample, np.ndarray):
-        data = sample
-    else:
-        path = Path(sample)
-        if not path.is_file():
-            raise InputError("sample file not found", where=str(path))
-        try:
-            data = np.load(path, allow_pickle=False)
-        except (ValueError, OSError, EOFError) as exc:
-            raise InputError(f"not a readable .npy file: {exc}", where=str(path)) from None
-    if not isinstance(data, np.ndarray) or data.dtype.kind not in "iu":
-        raise InputError("the sample must be one array of integers", hint="save int8 values")
-    if data.size and (data.min() < -128 or data.max() > 127):
-        raise InputError(f"sample values span [{data.min()}, {data.max()}], not int8")
-    return data.astype(np.int64)
+        raise InputError(
+            "no sample given", hint="pass --sample x.npy (int8 values or floats, C,H,W)"
+        )
+    return load_input_array(sample, option)
 
 
 def match_sample(sample: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:

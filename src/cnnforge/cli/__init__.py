@@ -46,18 +46,22 @@ def _root(
 from cnnforge.cli import commands  # noqa: E402, F401
 
 
-def _usage_line(exc: typer.TyperException) -> str:
+def _usage_line(exc: typer.TyperException, argv: list[str]) -> str:
     """One line for a typer usage error: the message and where ``--help`` tells more."""
-    ctx = getattr(exc, "ctx", None)
-    path = getattr(ctx, "command_path", None) or "cnnforge"
+    path = getattr(getattr(exc, "ctx", None), "command_path", None)
+    if not path or path == "cnnforge":
+        names = {c.name or c.callback.__name__ for c in app.registered_commands if c.callback}
+        command = next((a for a in argv if a in names), None)
+        path = f"cnnforge {command}" if command else "cnnforge"
     message = " ".join(exc.format_message().split())
     return f"error: {message} (hint: see '{path} --help')"
 
 
 def main(argv: list[str] | None = None) -> None:
     """Entry point: run the app, turning cnnforge errors into one line and exit status 2."""
+    args = sys.argv[1:] if argv is None else list(argv)
     try:
-        code = app(args=argv, standalone_mode=False, prog_name="cnnforge")
+        code = app(args=args, standalone_mode=False, prog_name="cnnforge")
     except CnnforgeError as exc:
         err_console.print(f"error: {exc.one_line()}", markup=False, highlight=False, soft_wrap=True)
         sys.exit(2)
@@ -67,7 +71,7 @@ def main(argv: list[str] | None = None) -> None:
     except typer.Exit as exc:
         sys.exit(exc.exit_code)
     except typer.TyperException as exc:  # usage errors: typer's message on one line, exit 2
-        err_console.print(_usage_line(exc), markup=False, highlight=False, soft_wrap=True)
+        err_console.print(_usage_line(exc, args), markup=False, highlight=False, soft_wrap=True)
         sys.exit(exc.exit_code)
     except KeyboardInterrupt:
         sys.exit(130)

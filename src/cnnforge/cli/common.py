@@ -2,16 +2,28 @@
 
 from __future__ import annotations
 
+import ast
 from pathlib import Path
 
 import numpy as np
 from rich.console import Console
 
-from cnnforge.arithmetic import ACT_MAX, ACT_MIN
 from cnnforge.errors import InputError
+from cnnforge.samples import load_input_array
 
-console = Console()
-err_console = Console(stderr=True)
+# Piped output (files, `less`, CI logs) gets no width limit: rich would otherwise wrap tables at
+# 80 columns into one word per line. Emoji codes stay text (``file.yaml:100:`` is a location).
+_PIPE_WIDTH = 100_000
+
+
+def make_console(*, stderr: bool = False) -> Console:
+    """A console that wraps at the terminal's width, and not at all when output is not a tty."""
+    width = None if Console(stderr=stderr).is_terminal else _PIPE_WIDTH
+    return Console(stderr=stderr, width=width, emoji=False)
+
+
+console = make_console()
+err_console = make_console(stderr=True)
 
 
 def parse_shape(text: str, option: str = "--input-shape") -> tuple[int, ...]:
@@ -66,7 +78,11 @@ def parse_bits_option(values: list[str] | None) -> int | dict[str, int]:
 
 
 def parse_model_args(items: list[str] | None) -> dict[str, object]:
-    """``["depth=4", "name=unet", "wide=true"]`` -> typed keyword arguments (no eval)."""
+    """``["channels=(8,16,32)", "name=unet", "wide=True"]`` -> keyword arguments.
+
+    Values are Python literals (``ast.literal_eval``: numbers, strings, tuples, lists, dicts,
+    None, booleans; ``true``/``false``/``none`` in any case too), else the plain string.
+    """
     out: dict[str, object] = {}
     for item in items or []:
         key, sep, raw = item.partition("=")
@@ -79,48 +95,17 @@ def parse_model_args(items: list[str] | None) -> dict[str, object]:
 
 
 def read_input_array(path: Path, option: str = "--input") -> np.ndarray:
-    """An integer .npy of C,H,W / N,C,H,W (or C,L / N,C,L) values in [-128, 127], as int64."""
-    if not path.is_file():
-        raise InputError(f"{option} file not found", where=str(path))
-    try:
-        data = np.load(path, allow_pickle=False)
-    except (ValueError, OSError, EOFError) as exc:
-        raise InputError(f"{option} is not a readable .npy file: {exc}", where=str(path)) from None
-    if not isinstance(data, np.ndarray):
-        raise InputError(f"{option} must be one array (.npy), not an archive", where=str(path))
-    if data.dtype.kind not in "iu":
-        raise InputError(
-            f"{option} has dtype {data.dtype}, not integers",
-            where=str(path),
-            hint="save int8 values, e.g. np.save(path, x.astype(np.int8))",
-        )
-    if data.ndim not in (2, 3, 4) or data.size == 0:
-        raise InputError(
-            f"{option} has shape {data.shape}",
-            where=str(path),
-            hint="give C,H,W or N,C,H,W (C,L or N,C,L for 1-D)",
-        )
-    lo, hi = int(data.min()), int(data.max())
-    if lo < ACT_MIN or hi > ACT_MAX:
-        raise InputError(
-            f"{option} values span [{lo}, {hi}], outside [-128, 127]",
-            where=str(path),
-            hint="inputs are int8 (x_int = round(128 * x))",
-        )
-    return data.astype(np.int64)
+    """An .npy of C,H,W / N,C,H,W (or C,L / N,C,L) int8 values or model-unit floats, as int64."""
+    return load_input_array(path, option).values
 
 
 def _literal(raw: str) -> object:
-    low = raw.lower()
+    low = raw.strip().lower()
     if low in ("true", "false"):
         return low == "true"
     if low in ("none", "null"):
         return None
-    for conv in (int, float):
-        try:
-            return conv(raw)
-        except ValueError:
-            pass
-    if "," in raw:
-        return tuple(_literal(p) for p in raw.split(","))
-    return raw
+    try:  # literals only: ast.literal_eval never calls or looks up anything
+        return ast.literal_eval(raw.strip())
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return raw

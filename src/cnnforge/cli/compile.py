@@ -23,7 +23,18 @@ def compile_command(
         None, "--checkpoint", help="QAT state_dict or cnnforge quantized checkpoint."
     ),
     ptq: bool = typer.Option(False, "--ptq", help="Quantize float weights post-training."),
-    sample: Path = typer.Option(None, "--sample", help="int8-valued .npy: C,H,W (known answer)."),
+    sample: Path = typer.Option(
+        None,
+        "--sample",
+        help="C,H,W .npy for the known answer: int8 values, or floats in model-input units "
+        "(x_int = clip(round(128 x), -128, 127)).",
+    ),
+    calibration: Path = typer.Option(
+        None,
+        "--calibration",
+        help="N,C,H,W .npy (int8 or floats, as --sample) that calibrates --ptq's activation "
+        "scales; default: the sample alone. The report names what calibrated it.",
+    ),
     input_shape: str = typer.Option(None, "--input-shape", "-i", help="C,H,W (or C,L)."),
     model_arg: list[str] = typer.Option(None, "--model-arg", help="Constructor key=value."),
     weight_bits: str = typer.Option("8", "--weight-bits", help="8, 4, 2, 1 or auto."),
@@ -36,6 +47,12 @@ def compile_command(
         None, "--max-verify", min=0, help="Compare only N outputs one by one (checksum: all)."
     ),
     report: bool = typer.Option(True, "--report/--no-report", help="Write report.html."),
+    no_in_place: bool = typer.Option(
+        False,
+        "--no-in-place",
+        help="Keep every live tensor apart: no layer writes over its own dying input, so the "
+        "vendor tool needs no --overlap-data (may not fit where the in-place plan does).",
+    ),
 ) -> None:
     """Model -> vendor YAML + checkpoint, portable C with a known-answer self-test (the
     simulator's output on --sample), report.html; --run builds and runs the C."""
@@ -48,6 +65,7 @@ def compile_command(
         checkpoint=checkpoint,
         ptq=ptq,
         sample=sample,
+        calibration=calibration,
         input_shape=parse_shape(input_shape) if input_shape else None,
         model_args=parse_model_args(model_arg),
         weight_bits=parse_weight_bits(weight_bits),
@@ -58,6 +76,7 @@ def compile_command(
         probe=probe,
         max_verify=max_verify,
         report=report,
+        in_place=not no_in_place,
     )
     columns = (TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn())
     with Progress(*columns, console=console, transient=True) as progress:

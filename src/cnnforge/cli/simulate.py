@@ -17,6 +17,7 @@ import typer
 from cnnforge.cli import app
 from cnnforge.cli.common import (
     console,
+    err_console,
     parse_bits_option,
     parse_model_args,
     parse_shape,
@@ -52,7 +53,17 @@ def resolve_network(
     if input_shape is None:
         raise InputError("MODEL needs --input-shape", hint="e.g. --input-shape 3,64,64")
     from cnnforge.devices import get_device
+    from cnnforge.frontend import UNTRAINED_SEED
     from cnnforge.quant.pipeline import quantize_model
+
+    if checkpoint is None:
+        err_console.print(
+            f"note: {model} has no --checkpoint: untrained weights seeded with "
+            f"torch.manual_seed({UNTRAINED_SEED}), the same as compile, plan and quantize use",
+            markup=False,
+            highlight=False,
+            soft_wrap=True,
+        )
 
     network, _ = quantize_model(
         model,

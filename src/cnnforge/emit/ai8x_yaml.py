@@ -10,6 +10,7 @@ otherwise infer another width (all-zero or all-+-1 weights, binary layers).
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -63,7 +64,7 @@ def yaml_text(
         f"# {network.name}: network description for ai8x-synthesis, written by cnnforge "
         f"{__version__} for {plan.device}",
         "# Weights, bias and output shifts are in the matching checkpoint.",
-        *_flag_comments(network),
+        *_flag_comments(network, plan),
         "",
         _dump(head).rstrip("\n"),
         "",
@@ -78,11 +79,34 @@ def yaml_text(
     return "\n".join(lines) + "\n"
 
 
-def _flag_comments(network: Network) -> list[str]:
+def _flag_comments(network: Network, plan: Plan) -> list[str]:
     """Vendor command-line flags the network's semantics need (the YAML cannot carry them)."""
-    if not network.avg_pool_rounding:
-        return []
-    return ["# Run ai8x-synthesis with --avg-pool-rounding (arithmetic.md R3.6)."]
+    lines = []
+    if network.avg_pool_rounding:
+        lines.append("# Run ai8x-synthesis with --avg-pool-rounding (arithmetic.md R3.6).")
+    in_place = in_place_layers(network, plan)
+    if in_place:
+        lines += [
+            "# Run ai8x-synthesis with --overlap-data: layers "
+            + ", ".join(in_place)
+            + " write over",
+            "# their own dying input (proven safe in raster order, plan/inplace.py). Without the",
+            "# flag the vendor tool reports 'overwriting input' and computes a different result;",
+            "# `cnnforge plan/compile --no-in-place` plans without overlap (needs no flag) where",
+            "# such a plan fits.",
+        ]
+    return lines
+
+
+def in_place_layers(network: Network, plan: Plan) -> tuple[str, ...]:
+    """Layers whose output overlaps their own input: the vendor accepts that only with
+    ``--overlap-data`` (its check without the flag is the validator's ``in_place=False``)."""
+    from cnnforge.devices import get_device
+    from cnnforge.plan.validate import validate_plan
+
+    strict = dataclasses.replace(plan, allow_overlap=False)
+    issues = validate_plan(network, strict, get_device(plan.device), in_place=False)
+    return tuple(dict.fromkeys(x.layer for x in issues if x.rule == "overwrite"))
 
 
 def write_yaml(

@@ -13,6 +13,8 @@ from typing import Any
 
 from cnnforge.ir import Network
 
+UNTRAINED_SEED = 0  # torch.manual_seed for models built without a checkpoint
+
 
 def load_network(
     spec: str,
@@ -21,12 +23,20 @@ def load_network(
     checkpoint: Path | None = None,
 ) -> Network:
     """Load the model named by ``spec`` (file.py:Name, pkg.mod:Name or short name) and capture
-    it (torch.fx, else torch.export), checked against the eager model (frontend/capture.py)."""
+    it (torch.fx, else torch.export), checked against the eager model (frontend/capture.py).
+
+    The model is built with torch's generator seeded with ``UNTRAINED_SEED`` (and restored
+    after), so a model without a checkpoint has the same weights in every command and run.
+    """
+    import torch
+
     from cnnforge.frontend.capture import capture
     from cnnforge.frontend.loading import load_model
 
-    module = load_model(spec, model_args or {}, checkpoint)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(UNTRAINED_SEED)
+        module = load_model(spec, model_args or {}, checkpoint)
     return capture(module, input_shape, name=spec.rpartition(":")[2] or spec)
 
 
-__all__ = ["load_network"]
+__all__ = ["UNTRAINED_SEED", "load_network"]

@@ -144,7 +144,7 @@ def compare(captured: Captured, x: torch.Tensor, eager: list[torch.Tensor]) -> M
         )
     try:
         with torch.no_grad():
-            got = run_float(network, x, all_layers=True, given=captured.given_values(x))
+            got = run_float(network, x, given=captured.given_values(x))
     except Exception as exc:  # a capture whose layers do not even run is not the model
         return Mismatch(0, network.name, "", f"its float evaluation fails: {first_line(exc)}")
     for index, (name, want) in enumerate(zip(captured.output_layers, eager, strict=True)):

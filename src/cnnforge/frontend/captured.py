@@ -40,8 +40,10 @@ class Captured:
         class _Recorder(fx.Interpreter):
             def run_node(self, n: fx.Node) -> Any:
                 value = super().run_node(n)
-                if n in wanted:
-                    found[wanted[n]] = value[0] if isinstance(value, tuple | list) else value
+                if n in wanted:  # a copy: later in-place ops (ReLU(inplace=True)) change it
+                    found[wanted[n]] = (
+                        value[0] if isinstance(value, tuple | list) else value
+                    ).clone()
                 return value
 
         with torch.no_grad():

@@ -222,7 +222,7 @@ def pad_layer(info: NodeInfo, pad: object, mode: str = "constant", value: object
     Other modes (reflect, replicate, circular) have no IR op: an OPAQUE row.
     """
     amounts = tuple(int(p) for p in pad)  # type: ignore[attr-defined]
-    if mode != "constant":
+    if mode != "constant" and any(amounts):  # padding nothing is the same in every mode
         return opaque_layer(info, f"pad: mode {mode!r}")
     return info.layer(Op.PAD, pad_amounts=amounts, pad_value=float(value or 0.0))
 

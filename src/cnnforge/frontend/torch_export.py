@@ -131,6 +131,8 @@ class _ExportBuilder(LayerLog):
             return  # sizes, asserts: no feature map
         info = self._info(node, feeds, value)
         op = getattr(getattr(node.target, "overloadpacket", None), "__name__", str(node.target))
+        inplace = op.endswith("_") and not op.startswith("_") and not op.endswith("__")
+        op = op[:-1] if inplace else op  # relu_, leaky_relu_, add_: what they compute
         kind = f"aten.{op}"
         params = tuple(self.constants[n] for n in node.all_input_nodes if n in self.params)
         mapper = ATEN_MAPPERS.get(op)
@@ -143,11 +145,17 @@ class _ExportBuilder(LayerLog):
             except ModelError as exc:
                 layer = opaque_layer(info, f"{kind}: {exc.what}", params)
         self.add(node, layer, info.inputs[0], layer is not None and layer.op is Op.OPAQUE)
+        if inplace and feeds:  # later readers of the mutated tensor see the result
+            self.alias[feeds[0]] = self.alias[node]
 
     def _getitem(self, node: fx.Node) -> None:
         source, index = node.args
         if source in self.alias and index == 0:
             self.alias[node] = self.alias[source]  # (output, indices/statistics...)[0]
+        elif source in self.alias and isinstance(node.meta.get("val"), torch.Tensor):
+            feeds = [source]  # indices, a second chunk: an OPAQUE row after element 0's layer
+            info = self._info(node, feeds, node.meta["val"])
+            self.add(node, opaque_layer(info, "operator.getitem"), info.inputs[0], given=True)
         elif source in self.constants:
             self.constants[node] = _index(self.constants[source], index)
 

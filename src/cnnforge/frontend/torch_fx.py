@@ -12,6 +12,7 @@ unsupported operations and input shapes the model cannot take raise one-line cnn
 from __future__ import annotations
 
 import inspect
+import operator
 from collections import OrderedDict
 from collections.abc import Sequence
 from itertools import chain
@@ -192,6 +193,8 @@ class _Builder(LayerLog):
         self.rec = recorder
         super().__init__()
         self.constants: set[fx.Node] = set()  # tensors computed without the network input
+        self.multi: set[fx.Node] = set()  # nodes whose value is a tuple of tensors
+        self.paid: set[fx.Node] = set()  # tuple-valued modules whose parameters are counted
 
     def captured(self, name: str, input_shape: tuple[int, ...]) -> Captured:
         outputs: tuple[str, ...] = ()
@@ -200,8 +203,12 @@ class _Builder(LayerLog):
                 self.alias[node] = INPUT
             elif node.op == "output":
                 outputs = self._outputs(node)
+            elif node.target is operator.getitem and node.args[0] in self.multi:
+                self._map_item(node)
             elif isinstance(self.rec.values.get(node), torch.Tensor):
                 self._map(node)
+            elif _tensors(self.rec.values.get(node)):
+                self.multi.add(node)  # chunk/split/unbind, a module returning a tuple
             elif node.op == "call_module":
                 kind = type(self.modules[node.target]).__name__
                 raise self._fail(node, f"module {kind} is not supported (output not one tensor)")
@@ -219,6 +226,20 @@ class _Builder(LayerLog):
         if not names:
             raise ModelError("forward() returns no tensor", where=type(self.gm).__name__)
         return tuple(names)
+
+    def _map_item(self, node: fx.Node) -> None:
+        """``item = multi[i]``: an OPAQUE row fed by what the tuple-valued op read."""
+        source = node.args[0]
+        if not any(n in self.alias for n in self._tensor_args(source)):
+            self.constants.add(node)
+            return
+        info = self._info(node, source)
+        params: tuple[torch.Tensor, ...] = ()
+        if source.op == "call_module" and source not in self.paid:
+            params = tuple(self.modules[source.target].parameters())
+            self.paid.add(source)
+        layer = opaque_layer(info, f"{_op_name(source)}[{node.args[1]}]", params)
+        self.add(node, layer, info.inputs[0], given=True)
 
     def _map(self, node: fx.Node) -> None:
         sources = self._tensor_args(node)
@@ -258,11 +279,13 @@ class _Builder(LayerLog):
             value = getattr(value, part)
         return value if isinstance(value, torch.Tensor) else None
 
-    def _info(self, node: fx.Node) -> NodeInfo:
-        sources = [n for n in self._tensor_args(node) if n in self.alias]
+    def _info(self, node: fx.Node, reads: fx.Node | None = None) -> NodeInfo:
+        """What a mapper needs; ``reads``: the node whose tensor arguments feed ``node``."""
+        reads = reads or node
+        sources = [n for n in self._tensor_args(reads) if n in self.alias]
         return NodeInfo(
             name=unique_name(node.target if node.op == "call_module" else node.name, self.used),
-            module_path=_module_path(node),
+            module_path=_module_path(reads),
             inputs=tuple(self.alias[n] for n in sources),
             in_shapes=tuple(self._shape_of(n) for n in sources),
             out_shape=self._shape_of(node),
@@ -297,6 +320,15 @@ def _module_path(node: fx.Node) -> str:
     stack = node.meta.get("nn_module_stack") or {}
     scope = next(reversed(stack), "") if stack else ""
     return f"{scope}/{node.name}" if scope else node.name
+
+
+def _tensors(value: Any) -> bool:
+    """A non-empty tuple/list of tensors (what chunk, split or an LSTM return)."""
+    return (
+        isinstance(value, tuple | list)
+        and bool(value)
+        and all(isinstance(v, torch.Tensor) for v in value)
+    )
 
 
 def _op_name(node: fx.Node) -> str:

@@ -130,8 +130,9 @@ _OPAQUE_HINTS = {
     "gelu": "the device has ReLU and Abs only: use ReLU and retrain",
     "elu": "the device has ReLU and Abs only: use ReLU and retrain",
     "prelu": "the device has ReLU and Abs only: use ReLU and retrain",
-    "upsample_bilinear2d": "bilinear interpolation does not exist on the device: use nearest "
-    "upsampling or ConvTranspose2d(k=2, s=2) and retrain",
+    "upsample_bilinear2d": "bilinear interpolation does not exist on the device: use "
+    "nn.ConvTranspose2d(k=2, s=2) (rewritten exactly) or (k=3, s=2, p=1, output_padding=1) "
+    "and retrain",
     "mul": "products of feature maps (attention gates, broadcasts, scaling by constants) do not "
     "exist on the device: use add/sub or drop the gate and retrain",
     "getitem": "slicing/indexing feature maps does not exist on the device: use a conv with "

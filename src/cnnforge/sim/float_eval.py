@@ -18,6 +18,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from cnnforge.analysis.liveness import last_use
 from cnnforge.errors import SimulationError
 from cnnforge.ir import INPUT, Activation, EltwiseOp, Layer, Network, Op, Pooling, PoolKind
 from cnnforge.sim.checks import check_shape
@@ -49,8 +50,11 @@ def run_float(
             f"{tuple(network.input_shape)}"
         )
     values = {INPUT: x if batched else x.unsqueeze(0)}
+    # Unless every layer is asked for, a value is dropped after its last reader: freed memory
+    # is reused, where fresh allocations (page faults) cost a third of a ResNet-50 evaluation.
+    last = {} if all_layers else last_use(network)
     with torch.no_grad():
-        for layer in network.layers:
+        for i, layer in enumerate(network.layers):
             xs = [values[n] for n in layer.inputs]
             if layer.name in given:
                 y = given[layer.name].to(xs[0].dtype)
@@ -58,6 +62,10 @@ def run_float(
                 y = _hardware(layer, xs) if layer.is_hardware else _model_level(layer, xs)
             check_shape(layer, y)
             values[layer.name] = y
+            del xs
+            for name in dict.fromkeys(layer.inputs):
+                if last.get(name, len(network.layers)) <= i:
+                    del values[name]
     names = [layer.name for layer in network.layers] if all_layers else list(network.outputs)
     if not all_layers:  # what the host computes after the accelerator (passes/host_ops.py)
         for name, kind in zip(network.outputs, network.host_reduce, strict=False):
