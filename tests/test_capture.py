@@ -217,3 +217,48 @@ def test_tuple_valued_ops_are_opaque_rows_and_still_checked(how: str) -> None:
     assert labels[0] == "conv2d" and labels[-1] == "add" and labels.count("conv2d") == 3
     x, eager = _eager(model, (3, 8, 8))
     assert compare(captured, x, eager) is None
+
+
+class RandomBlocks(nn.Module):
+    """A chain of blocks drawn by hypothesis, each ending where the next begins (8 channels)."""
+
+    def __init__(self, kinds: list[str]) -> None:
+        super().__init__()
+        self.kinds = kinds
+        self.convs = nn.ModuleList(nn.Conv2d(8, 8, 3, padding=1) for _ in kinds)
+        self.bns = nn.ModuleList(nn.BatchNorm2d(8) for _ in kinds)
+        self.stem = nn.Conv2d(3, 8, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.stem(x)
+        for kind, conv, bn in zip(self.kinds, self.convs, self.bns, strict=True):
+            z = bn(conv(y))
+            if kind == "add":
+                y = torch.relu(z + y)
+            elif kind == "cat":
+                y = torch.cat([z[:, :4], y[:, 4:]], 1)
+            elif kind == "pad":
+                y = F.pad(F.max_pool2d(z, 2), [0, 1, 1, 0])[:, :, 1:, :-1]
+                y = F.interpolate(y, scale_factor=2)
+            elif kind == "pad-crop":
+                y = F.pad(z, [-1, -1, -1, -1], value=0.0)
+                y = F.pad(y, [1, 1, 1, 1], value=0.5)
+            elif kind == "norm":
+                y = F.group_norm(F.hardswish(z), 2)
+            else:
+                y = F.log_softmax(z, dim=1) + torch.softmax(y, 1)
+        return y
+
+
+@settings(max_examples=12, deadline=None)
+@given(st.lists(st.sampled_from(["add", "cat", "pad", "pad-crop", "norm", "soft"]), max_size=4))
+def test_both_captures_compute_what_eager_computes(kinds: list[str]) -> None:
+    torch.manual_seed(len(kinds))
+    model = RandomBlocks(kinds).eval()
+    with torch.no_grad():
+        for bn in model.bns:
+            bn.running_mean.uniform_(-0.5, 0.5)
+            bn.running_var.uniform_(0.5, 2.0)
+    x, eager = _eager(model, (3, 8, 8))
+    assert compare(capture_export(model, (3, 8, 8), "blocks", x), x, eager) is None
+    assert capture(model, (3, 8, 8)).layers[-1].out_shape == tuple(eager[0].shape[1:])

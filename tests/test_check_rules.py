@@ -196,3 +196,25 @@ def test_legal_counterparts_pass() -> None:
     assert not check_network(_one(_q(c, 4, 3), (3, 8, 8)), MAX78000)
     assert not check_network(_one(_conv1d(3, 5), (4, 64)), MAX78000)
     assert not check_network(_net_pool_dilation()[0], MAX78002)
+
+
+@pytest.mark.parametrize(
+    ("kind", "needle"),
+    [
+        ("nn.GroupNorm", "BatchNorm2d"),
+        ("aten.instance_norm", "BatchNorm2d"),
+        ("nn.InstanceNorm2d", "BatchNorm2d"),
+        ("F.hardswish", "use ReLU"),
+        ("aten.hardswish_", "use ReLU"),
+        (
+            "aten.upsample_bilinear2d: bilinear upsampling with align_corners=True",
+            "ConvTranspose2d",
+        ),
+        ("operator.mul: mul of shapes (8, 4, 4) and (1, 4, 4) broadcasts", "products"),
+        ("torch.cumsum", "compute it on the host"),
+    ],
+)
+def test_opaque_ops_get_a_replacement_hint(kind: str, needle: str) -> None:
+    from cnnforge.passes.check_rules import opaque_hint
+
+    assert needle in opaque_hint(kind)

@@ -145,9 +145,9 @@ def opaque_hint(kind: str) -> str:
     """The replacement to suggest for an OPAQUE op (``nn.GroupNorm``, ``aten.hardswish``,
     ``F.interpolate: bilinear``): keyed by the op name and the reason after ``:``."""
     op = kind.partition(":")[0]
-    name = op.rsplit(".", 1)[-1].lower().rstrip("_")
+    name = op.rsplit(".", 1)[-1].lower().replace("_", "")  # aten.instance_norm, InstanceNorm2d
     for key, hint in _OPAQUE_HINTS.items():
-        if name.startswith(key):
+        if name.startswith(key.replace("_", "")):
             return hint
     if "bilinear" in kind or "bicubic" in kind or "linear" in kind.partition(":")[2]:
         return _OPAQUE_HINTS["upsample_bilinear2d"]
