@@ -113,7 +113,10 @@ def unsupported_op(ctx: Context, layer: Layer) -> Iterator[Violation]:
         yield ctx.violation(layer, "unsupported-op", layer.opaque_kind, "a hardware layer", hint)
         return
     hint = _MODEL_LEVEL_HINTS.get(layer.op, "no hardware operation computes this")
-    yield ctx.violation(layer, "unsupported-op", layer.label(), "a hardware layer", hint)
+    label = layer.label()
+    if layer.op is Op.UPSAMPLE and layer.upsample_mode not in ("", "nearest"):
+        hint, label = opaque_hint(layer.upsample_mode), f"upsample {layer.upsample_mode}"
+    yield ctx.violation(layer, "unsupported-op", label, "a hardware layer", hint)
 
 
 #: Replacements for ops the device lacks, by (lower-case) op name without its namespace
