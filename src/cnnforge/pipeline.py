@@ -230,12 +230,19 @@ def step_lower(state: CompileState, workdir: Path) -> CompileState:
 
 
 def _host_notes(network: Network) -> tuple[str, ...]:
-    return tuple(
-        f"output {name}: {kind.partition(':')[0]} over the channels runs on the host "
-        "(C: cnn_host_output, checked by the self-test); the known answer is taken before it"
-        for name, kind in zip(network.outputs, network.host_reduce, strict=False)
-        if kind
-    )
+    """Outputs whose softmax/argmax runs on the host (passes/host_ops.py)."""
+    notes = []
+    for name, kind in zip(network.outputs, network.host_reduce, strict=False):
+        if not kind:
+            continue
+        note = (
+            f"output {name}: {kind.partition(':')[0]} over the channels runs on the host "
+            "(C: cnn_host_output, checked by the self-test); the known answer is taken before it"
+        )
+        if kind == "softmax" and all(n == 1 for n in network.shape_of(name)[1:]):
+            note += "; for the vendor tool add --softmax (one softmax over all outputs)"
+        notes.append(note)
+    return tuple(notes)
 
 
 def _bits_option(value: int | str | Mapping[str, int]) -> int | str | dict[str, int]:
