@@ -71,3 +71,10 @@ def test_compile_run_checks_the_host_step_in_c(tmp_path):
     known = np.load(tmp_path / "out" / "sample_output.npz")
     assert known["conv"].shape == (5, 6, 6)  # the logits: taken before the host step
     assert any("runs on the host" in n for n in state.notes)
+
+
+def test_host_reduce_survives_json():
+    net = check_report(trace(Head(3, "argmax:keepdim").eval(), (3, 4, 4)), MAX78000).network
+    from cnnforge.ir import Network
+
+    assert Network.from_json(net.to_json()).host_reduce == ("argmax:keepdim",)
