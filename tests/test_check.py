@@ -35,11 +35,13 @@ class Seq(nn.Module):
 
 
 class Cat(nn.Module):
-    def __init__(self, a: int, b: int) -> None:
+    """cat(a(x), b(x)), then a 1x1 head (``head``) or as the output (no conv to take zeros)."""
+
+    def __init__(self, a: int, b: int, head: bool = True) -> None:
         super().__init__()
         self.a = nn.Conv2d(3, a, 3, padding=1)
         self.b = nn.Conv2d(3, b, 3, padding=1)
-        self.head = nn.Conv2d(a + b, 4, 1)
+        self.head = nn.Conv2d(a + b, 4, 1) if head else nn.Identity()
 
     def forward(self, x):
         return self.head(torch.cat((self.a(x), self.b(x)), 1))
@@ -104,8 +106,8 @@ CASES = [
         "Seq",
     ),
     ("flatten", FlatFC(), (3, 32, 32), MAX78000, "flatten-hw", "fc"),
-    ("concat-4", Cat(3, 8), (3, 8, 8), MAX78000, "concat-multiple-of-4", "head"),
-    ("concat-equal", Cat(4, 8), (3, 8, 8), MAX78000, "concat-channels", "head"),
+    ("concat-4", Cat(3, 8, False), (3, 8, 8), MAX78000, "concat-multiple-of-4", "cat"),
+    ("concat-equal", Cat(4, 8, False), (3, 8, 8), MAX78000, "concat-channels", "cat"),
     (
         "pool-stride",
         Seq(nn.MaxPool2d(2, (2, 1)), conv()),

@@ -229,6 +229,10 @@ class Network:
     layers: tuple[Layer, ...]
     outputs: tuple[str, ...] = ()  # default: the last layer
     avg_pool_rounding: bool = False  # global flag (arithmetic.md R3.6)
+    #: Per output (same order), what the host computes after the accelerator: "" (nothing),
+    #: or a SOFTMAX ``reduce_kind`` over the channels ("softmax", "log_softmax", "argmax",
+    #: "argmax:keepdim"); see passes/host_ops.py. Known answers are taken before it.
+    host_reduce: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if not self.outputs and self.layers:

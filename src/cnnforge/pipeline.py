@@ -228,8 +228,28 @@ def step_lower(state: CompileState, workdir: Path) -> CompileState:
         rewrites=report.rewrites,
         weight_mode=report.weight_mode,
         weight_bits=dict(report.weight_bits),
-        notes=(*state.notes, *_bits_notes(report.weight_bits, state.device.default_weight_bits)),
+        notes=(
+            *state.notes,
+            *_bits_notes(report.weight_bits, state.device.default_weight_bits),
+            *_host_notes(report.network),
+        ),
     )
+
+
+def _host_notes(network: Network) -> tuple[str, ...]:
+    """Outputs whose softmax/argmax runs on the host (passes/host_ops.py)."""
+    notes = []
+    for name, kind in zip(network.outputs, network.host_reduce, strict=False):
+        if not kind:
+            continue
+        note = (
+            f"output {name}: {kind.partition(':')[0]} over the channels runs on the host "
+            "(C: cnn_host_output, checked by the self-test); the known answer is taken before it"
+        )
+        if kind == "softmax" and all(n == 1 for n in network.shape_of(name)[1:]):
+            note += "; for the vendor tool add --softmax (one softmax over all outputs)"
+        notes.append(note)
+    return tuple(notes)
 
 
 def _bits_option(value: int | str | Mapping[str, int]) -> int | str | dict[str, int]:
@@ -328,10 +348,16 @@ def step_float(state: CompileState, workdir: Path) -> CompileState:
     if state.source is None or not state.options.report:
         return state
     run_float = _stage("cnnforge.sim.float_eval", "run_float")
-    outputs = run_float(state.source, state.sample[None].astype(np.float32) / 128.0)
-    # Fusion may rename layers: pair the model's outputs with the hardware outputs by position.
+    x = state.sample[None].astype(np.float32) / 128.0
+    outputs = run_float(state.source, x, all_layers=True)
+    # Fusion may rename layers: pair the model's outputs with the hardware outputs by position;
+    # an output whose softmax runs on the host is compared before it (the known answer is).
     pairs = zip(state.network.outputs, state.source.outputs, strict=False)
-    return state.with_(float_outputs={hw: _np(outputs[fl])[0] for hw, fl in pairs if fl in outputs})
+    host = dict(zip(state.network.outputs, state.network.host_reduce, strict=False))
+    before = {
+        hw: state.source.layer(fl).inputs[0] if host.get(hw) else fl for hw, fl in pairs
+    }
+    return state.with_(float_outputs={hw: _np(outputs[fl])[0] for hw, fl in before.items()})
 
 
 def step_vendor(state: CompileState, workdir: Path) -> CompileState:
@@ -361,7 +387,12 @@ def step_emit_c(state: CompileState, workdir: Path) -> CompileState:
     c_dir = workdir / C_DIR
     c_dir.mkdir()
     emitted = emit_c(
-        state.network, state.sample, state.answer, c_dir, max_verify=state.options.max_verify
+        state.network,
+        state.sample,
+        state.answer,
+        c_dir,
+        max_verify=state.options.max_verify,
+        output_exponents=state.output_exponents,
     )
     return state.with_(emitted=emitted).wrote(*(f"{C_DIR}/{f}" for f in emitted.files))
 

@@ -5,7 +5,8 @@ model order, then the network-wide rules (layer count, kernel memory, bias memor
 widths), and returns ALL violations, each with the layer, its PyTorch module path, the rule,
 the actual value, the device limit and a hint. ``check_report`` is the whole of
 ``cnnforge check``: lower the model (fold BN, fuse, legalize), pick weight widths (fixed or
-``auto``), check, and return a ``CheckReport`` the CLI prints or writes as JSON.
+``auto``), check, run the planner when nothing else is violated (passes/check_plan.py: exit 0
+is a promise that ``plan`` and ``compile`` place the network), and return a ``CheckReport``.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import TYPE_CHECKING
 
 from cnnforge.ir import BINARY_BITS, Network
 from cnnforge.passes.check_limits import LAYER_RULES_LIMITS
+from cnnforge.passes.check_plan import placement_violations
 from cnnforge.passes.check_rules import LAYER_RULES_OPS, Context, Violation
 from cnnforge.passes.geometry import has_bias
 from cnnforge.passes.lower import lower_to_hardware
@@ -218,6 +220,8 @@ def check_report(
         bits = {n.layer: n.weight_bits for n in network_kernel_needs(net, device)}
         mode = "model"
     violations = check_network(net, device, bits)
+    if not violations:  # the promise: what check passes, plan and compile place
+        violations = placement_violations(net, device, bits)
     return CheckReport(
         device=device.name,
         network=net,

@@ -11,6 +11,7 @@ from collections.abc import Iterator
 
 from cnnforge.ir import HARDWARE_ELTWISE, INPUT, Activation, Layer, Op, PoolKind
 from cnnforge.passes.check_rules import Context, LayerRule, Violation, _fmt
+from cnnforge.passes.concat_channels import why_not_padded
 from cnnforge.passes.geometry import has_bias, input_channels, pooled_dims
 
 WORD_BYTES = 4  # one data-memory word: 4 channels of one pixel (devices.md §2)
@@ -154,11 +155,13 @@ def concat(ctx: Context, layer: Layer) -> Iterator[Violation]:
     if not layer.is_concat or not layer.is_hardware:
         return
     counts = [s[0] for s in ctx.network.input_shapes(layer)]
+    why = why_not_padded(ctx.network, layer)
+    why = f"cnnforge appends zero channels only where it can, not here: {why}" if why else ""
     if any(c % 4 for c in counts[:-1]):
-        hint = "give every concatenated tensor but the last a multiple of 4 channels"
+        hint = why or "give every concatenated tensor but the last a multiple of 4 channels"
         yield ctx.violation(layer, "concat-multiple-of-4", counts, "multiples of 4", hint)
     if len(set(counts)) > 1:
-        hint = "the vendor tool joins only inputs of equal channel counts; pad the smaller ones"
+        hint = why or "the vendor tool joins only inputs of equal channel counts"
         yield ctx.violation(layer, "concat-channels", counts, "equal counts", hint)
 
 

@@ -17,8 +17,10 @@ from cnnforge.ir import (
     Network,
     Op,
 )
-from cnnforge.passes.fuse import hardware_activation
+from cnnforge.passes.fuse import hardware_activation, why_no_eltwise_act
 from cnnforge.passes.geometry import input_channels
+from cnnforge.passes.host_ops import why_not_host
+from cnnforge.passes.pad_rewrites import pad_hint
 
 if TYPE_CHECKING:
     from cnnforge.devices import Device
@@ -97,12 +99,24 @@ def unsupported_op(ctx: Context, layer: Layer) -> Iterator[Violation]:
         hint = "multiply is not a hardware operator (arithmetic.md R4.5); use add/sub or retrain"
         yield ctx.violation(layer, "eltwise-op", layer.eltwise.value, "add, sub, or, xor", hint)
         return
+    if layer.op is Op.SOFTMAX:
+        why = why_not_host(ctx.network, layer)
+        hint = f"softmax/argmax runs on the host only at an output, over channels; here {why}"
+        yield ctx.violation(layer, "softmax", layer.reduce_kind, "an output, over dim 1", hint)
+        return
+    if layer.op is Op.PAD:
+        hint = pad_hint(ctx.network, layer)
+        yield ctx.violation(layer, "pad", list(layer.pad_amounts), "inside a conv", hint)
+        return
     if layer.op is Op.OPAQUE:
         hint = opaque_hint(layer.opaque_kind)
         yield ctx.violation(layer, "unsupported-op", layer.opaque_kind, "a hardware layer", hint)
         return
     hint = _MODEL_LEVEL_HINTS.get(layer.op, "no hardware operation computes this")
-    yield ctx.violation(layer, "unsupported-op", layer.label(), "a hardware layer", hint)
+    label = layer.label()
+    if layer.op is Op.UPSAMPLE and layer.upsample_mode not in ("", "nearest"):
+        hint, label = opaque_hint(layer.upsample_mode), f"upsample {layer.upsample_mode}"
+    yield ctx.violation(layer, "unsupported-op", label, "a hardware layer", hint)
 
 
 #: Replacements for ops the device lacks, by (lower-case) op name without its namespace
@@ -159,6 +173,10 @@ def _activation(ctx: Context, layer: Layer) -> Violation:
         f"{act} runs in the layer before it, but {source} cannot carry it (not a conv/linear, "
         "already activated, or its output is read elsewhere): apply it right after a conv"
     )
+    producer = ctx.network.layer(source) if source in {x.name for x in ctx.network} else None
+    why = why_no_eltwise_act(ctx.device, producer) if producer and producer.eltwise else ""
+    if why:
+        hint = f"{act} after an element-wise op needs an identity conv to carry it, but {why}"
     return ctx.violation(layer, "activation", f"{act} after {source}", "after a conv", hint)
 
 

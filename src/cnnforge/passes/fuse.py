@@ -20,7 +20,10 @@ The accelerator runs ``pool -> element-wise -> main op -> activation`` as ONE la
 - an element-wise op followed by ReLU/Abs becomes an identity 1x1 conv carrying both (a
   passthrough layer cannot activate);
 - a concatenation becomes the multiple inputs of its consumer;
-- what is left of pool / element-wise / concat becomes a passthrough layer.
+- what is left of pool / element-wise / concat becomes a passthrough layer;
+- first of all, softmax/log_softmax/argmax of an output moves to the host (passes/host_ops.py),
+  F.pad of size zero vanishes and a symmetric zero F.pad becomes the padding of
+  the conv reading it (passes/pad_rewrites.py).
 
 Requires: a topologically ordered network, BatchNorm already folded (``fold_bn``). Guarantees:
 a layer is only absorbed when its output has no other reader and is not a network output, so
@@ -47,6 +50,8 @@ from cnnforge.ir import (
     Op,
     PoolKind,
 )
+from cnnforge.passes.host_ops import host_softmax
+from cnnforge.passes.pad_rewrites import drop_zero_pad, pad_into_conv
 from cnnforge.passes.rewrites import (
     Rewrite,
     absorb_into_consumer,
@@ -223,11 +228,15 @@ def merge_eltwise(network: Network, layer: Layer) -> tuple[Network, Rewrite] | N
     return None
 
 
-def eltwise_activation(network: Network, layer: Layer) -> tuple[Network, Rewrite] | None:
+def eltwise_activation(
+    network: Network, layer: Layer, device: Device | None = None
+) -> tuple[Network, Rewrite] | None:
     """op(a, b, ...) -> ReLU/Abs: a passthrough cannot activate, so the pair becomes a 1x1
     conv2d with identity weights carrying the element-wise op in flight and the activation.
     Exact in float; in integers only when quantized as weights 64 with output shift 1 (as the
-    vendor's "fake passthrough", network-yaml.md §8) -- max-based PTQ clips 1.0 to 127/128."""
+    vendor's "fake passthrough", network-yaml.md §8) -- max-based PTQ clips 1.0 to 127/128.
+    Any channel count where the device runs the op in flight with a conv (devices.md §1
+    "Element-wise with multi-pass"; the identity conv has no bias); see ``why_no_eltwise_act``."""
     if layer.op is not Op.ACTIVATION or len(layer.inputs) != 1:
         return None
     act = hardware_activation(layer)
@@ -236,7 +245,7 @@ def eltwise_activation(network: Network, layer: Layer) -> tuple[Network, Rewrite
         return None
     if inner.eltwise not in HARDWARE_ELTWISE or len(inner.out_shape) != 3:
         return None
-    if inner.out_shape[0] > SINGLE_PASS_CHANNELS or sole_consumer(network, inner.name) is not layer:
+    if why_no_eltwise_act(device, inner) or sole_consumer(network, inner.name) is not layer:
         return None
     c = inner.out_shape[0]
     weight = np.zeros((c, c, 1, 1), dtype=np.float32)
@@ -264,6 +273,23 @@ def eltwise_activation(network: Network, layer: Layer) -> tuple[Network, Rewrite
     )
     network = absorb_into_consumer(network, inner, conv)
     return network, record(conv, "eltwise-activation", detail)
+
+
+def why_no_eltwise_act(device: Device | None, inner: Layer) -> str:
+    """Why an activation after the element-wise ``inner`` cannot ride an identity conv ('' if
+    it can): more than one pass (64 channels) of in-flight element-wise with a conv is allowed
+    only by the device's multi-pass rule (MAX78000: 2 operands x 2 passes only)."""
+    channels, operands = inner.out_shape[0], len(inner.inputs)
+    if _in_flight_allowed(device, operands, channels, bias=False):
+        return ""
+    passes = -(-channels // SINGLE_PASS_CHANNELS)
+    if device is None:
+        return f"{channels} channels need {passes} passes; which device? (give --device)"
+    return (
+        f"{device.name} runs a {passes}-pass element-wise op ({operands} operands, "
+        f"{channels} channels) together with a conv only for 2 operands x 2 passes "
+        "(devices.md §1), and only a conv can carry the activation"
+    )
 
 
 def fuse_pool(network: Network, layer: Layer) -> tuple[Network, Rewrite] | None:
@@ -360,6 +386,8 @@ def _layer_or_none(network: Network, name: str) -> Layer | None:
 
 #: The fusion steps, in the order they are tried (each runs to a fixpoint before the next).
 FUSION_STEPS = (
+    ("host softmax", (host_softmax,)),
+    ("padding", (drop_zero_pad, pad_into_conv)),
     ("ReLU before max pooling", (relu_before_maxpool,)),
     ("activations", (fuse_activation, activation_into_concat, drop_redundant_activation)),
     ("flatten", (drop_flat_flatten, fuse_flatten)),
@@ -378,7 +406,8 @@ def fuse_with_log(
     """``fuse`` that also returns the list of fusions it made, in the order made."""
     log: list[Rewrite] = []
     for _name, rules in FUSION_STEPS:
-        rules = tuple(partial(r, device=device) if r is fuse_eltwise else r for r in rules)
+        with_device = (fuse_eltwise, eltwise_activation)
+        rules = tuple(partial(r, device=device) if r in with_device else r for r in rules)
         network, records = apply_rules(network, rules)
         log.extend(records)
     return network, tuple(log)

@@ -21,6 +21,7 @@ tested numerically on random weights (tests/test_legalize.py):
   layer, then b x b on the layer (k = a * b, both <= 16): the same windows, exactly.
 - ``linear-1x1-flatten``: a linear layer flattening 1x1 data needs no flatten (R5.1 on 1x1 data
   is the identity).
+- ``concat-pad-channels``: unequal concatenated parts get zero channels (passes/concat_channels.py).
 
 Requires hardware layers (run after ``fuse``). Each rule declines where it is not exact; the
 checker reports what is still illegal.
@@ -34,6 +35,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from cnnforge.ir import Layer, Network, Op, Pooling, PoolKind
+from cnnforge.passes.concat_channels import concat_pad_channels
 from cnnforge.passes.geometry import pooled_dims
 from cnnforge.passes.rewrites import (
     Rewrite,
@@ -284,6 +286,7 @@ LEGAL_RULES = (
     stride_to_pool,
     split_maxpool,
     linear_1x1_flatten,
+    concat_pad_channels,
 )
 
 

@@ -34,9 +34,10 @@ def run_float(
     """Float outputs of ``network`` on ``x`` ((N,) C, ...), by name; every layer if asked.
 
     A floating ``x`` keeps its dtype (weights are cast to it); an integer ``x`` runs in float64.
-    ``given`` holds batched values of layers not to compute: OPAQUE layers have no float
-    semantics of their own, so the frontend's equivalence check gives them the value PyTorch
-    computed for the captured graph on the same input.
+    The outputs get the network's ``host_reduce`` steps (not with ``all_layers``, which shows
+    what the accelerator computes). ``given`` holds batched values of layers not to compute:
+    OPAQUE layers have no float semantics of their own, so the frontend's equivalence check
+    gives them the value PyTorch computed for the captured graph on the same input.
     """
     given = given or {}
     x = torch.as_tensor(x)
@@ -66,7 +67,25 @@ def run_float(
                 if last.get(name, len(network.layers)) <= i:
                     del values[name]
     names = [layer.name for layer in network.layers] if all_layers else list(network.outputs)
+    if not all_layers:  # what the host computes after the accelerator (passes/host_ops.py)
+        for name, kind in zip(network.outputs, network.host_reduce, strict=False):
+            values[name] = host_reduce_float(kind, values[name])
     return {n: values[n] if batched else values[n][0] for n in names}
+
+
+#: The ``host_reduce`` suffix of an argmax that keeps the channel axis (size 1).
+KEEPDIM = ":keepdim"
+
+
+def host_reduce_float(kind: str, x: torch.Tensor) -> torch.Tensor:
+    """A ``Network.host_reduce`` step on a batched output ``x`` (N, C, ...), over channels."""
+    if not kind:
+        return x
+    if kind == "log_softmax":
+        return torch.log_softmax(x, 1)
+    if kind.startswith("argmax"):
+        return torch.argmax(x, 1, keepdim=kind.endswith(KEEPDIM)).to(x.dtype)
+    return torch.softmax(x, 1)
 
 
 def _param(layer: Layer, value: np.ndarray | None, like: torch.Tensor) -> torch.Tensor | None:

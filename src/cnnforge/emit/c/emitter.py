@@ -19,6 +19,7 @@ import numpy as np
 
 from cnnforge.emit.c.arena import Arena, Buffer, allocate, check_arena
 from cnnforge.emit.c.arrays import c_array, c_comment, c_string, check_range, fnv1a32, pack_rows
+from cnnforge.emit.c.host import c_doubles, host_steps
 from cnnforge.emit.c.model import BINARY_CODE, KIND, CLayer, chw, describe_layer, weight_rows
 from cnnforge.errors import EmitError, InputError
 from cnnforge.ir import INPUT, Layer, Network
@@ -192,6 +193,14 @@ def sample_vector(network: Network, sample_in: np.ndarray) -> np.ndarray:
     return arr.reshape(-1).astype(np.int64)
 
 
+def _by_name(
+    network: Network, sample_out: Mapping[str, np.ndarray] | np.ndarray
+) -> Mapping[str, np.ndarray]:
+    if isinstance(sample_out, Mapping):
+        return sample_out
+    return {network.outputs[0]: np.asarray(sample_out)}
+
+
 def output_vector(
     network: Network, sample_out: Mapping[str, np.ndarray] | np.ndarray
 ) -> np.ndarray:
@@ -292,6 +301,7 @@ def emit_c(
     max_verify: int | None = None,
     api: str = "cnn",
     force_acc64: bool = False,
+    output_exponents: Mapping[str, int] | None = None,
 ) -> EmittedC:
     """Write the C project for ``network`` into the existing directory ``out_dir``.
 
@@ -299,6 +309,7 @@ def emit_c(
     array); ``max_verify`` limits the values stored for element-wise comparison (the checksum
     still covers all). ``api`` prefixes the public functions (``cnn_init`` ...).
     ``force_acc64`` makes every conv use the int64 reference kernel (for tests).
+    ``output_exponents``: calibrated PTQ scales of the outputs, for the host steps (emit/c/host.py).
     """
     _check_network(network)
     if not api.isidentifier():
@@ -307,6 +318,12 @@ def emit_c(
     answer = output_vector(network, sample_out)
     t = _tables(network, force_acc64)
     ctx = _context(network, t, api)
+    steps, expected = host_steps(network, _by_name(network, sample_out), output_exponents)
+    ctx |= {
+        "host": steps,
+        "host_size": expected.size,
+        "host_text": ", ".join(f"{h['kind_text']} of {c_comment(str(h['name']))}" for h in steps),
+    }
     verify = answer.size if max_verify is None else max(0, min(max_verify, answer.size))
     checksum = fnv1a32(answer)
     texts = {name: _env().get_template(name + ".j2").render(ctx) for name in TEMPLATES}
@@ -314,6 +331,10 @@ def emit_c(
     texts["weights.h"] = _weights_h(network, t.clayers)
     texts["sampledata.h"] = _sampledata_h(sample)
     texts["sampleoutput.h"] = _sampleoutput_h(answer[:verify], verify, checksum)
+    if steps:  # the host steps' expected results, for the self-test
+        head, tail = texts["sampleoutput.h"].rsplit("\n#endif", 1)
+        expected_text = c_doubles("cnn_host_expected", expected)
+        texts["sampleoutput.h"] = f"{head}\n{expected_text}\n#endif{tail}"
     for name, text in texts.items():
         (Path(out_dir) / name).write_text(text, "utf-8")
     macs = int(str(ctx["macs"]))

@@ -1,0 +1,50 @@
+"""``cnnforge check`` is a promise: it runs the planner, so exit 0 means ``plan`` and ``compile``
+place the network.
+
+The per-layer rules judge each limit alone; whether data memory, concatenation interleaving and
+the kernel map work out together only the planner (plan/planner.py, tens of milliseconds) can
+say. ``placement_violations`` plans the checked network with the weight widths check chose
+(quantized post-training as ``compile --ptq`` does, so kernel sharing and packing match) and
+turns a ``PlanError`` into a ``Violation``. (Every automatic plan passes plan.validate; the
+property test of tests/test_check_promise.py holds check to that, so check need not pay for it.)
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from cnnforge.errors import CnnforgeError, PlanError
+from cnnforge.ir import Network
+from cnnforge.passes.check_rules import Violation
+
+if TYPE_CHECKING:
+    from cnnforge.devices import Device
+
+NETWORK = "network"
+
+
+def _as_compiled(network: Network, device: Device, bits: dict[str, int]) -> Network:
+    """``network`` with integer weights of the chosen widths, as compile would quantize it."""
+    if network.is_quantized:
+        return network
+    from cnnforge.quant.ptq import quantize_network
+
+    try:
+        return quantize_network(network, bits or 8, device=device)
+    except CnnforgeError:  # e.g. binary widths: PTQ cannot make them; plan the 8-bit form
+        return network
+
+
+def placement_violations(
+    network: Network, device: Device, bits: dict[str, int]
+) -> tuple[Violation, ...]:
+    """The planner's verdict on ``network`` (hardware layers, no other violation) as violations."""
+    from cnnforge.plan.planner import plan_network
+
+    try:
+        plan_network(_as_compiled(network, device, bits), device)
+    except PlanError as exc:
+        where = exc.where or f"network {network.name}"
+        hint = exc.hint or "reduce channels or resolution, or use a larger device"
+        return (Violation(NETWORK, where, "placement", exc.what, "a placement", hint),)
+    return ()
