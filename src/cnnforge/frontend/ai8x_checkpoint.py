@@ -1,13 +1,13 @@
 """Reading a vendor quantized checkpoint (``*-q.pth.tar``) safely into per-layer records.
 
-Loads with ``torch.load(weights_only=True)``, allowing only ``torch.optim`` classes as extra
-globals (../shared/spec/checkpoint-format.md §1), and groups the state_dict into weight layers in
-stored order, the order the vendor tool pairs them with YAML layers (§5).
+Loads with ``torch.load(weights_only=True)``, ``torch.optim`` classes named in it replaced by
+inert stand-ins (../shared/spec/checkpoint-format.md §1; ``ai8x_validate``), and groups the
+state_dict into weight layers in stored order, the order the vendor tool pairs them with YAML
+layers (§5).
 """
 
 from __future__ import annotations
 
-import importlib
 import math
 import pickle
 import zipfile
@@ -19,6 +19,11 @@ import numpy as np
 import torch
 
 from cnnforge.errors import ConfigError
+from cnnforge.frontend.ai8x_validate import (
+    check_checkpoint_doc,
+    check_regular_file,
+    inert_optimizer_globals,
+)
 
 
 @dataclass(frozen=True, eq=False)
@@ -45,35 +50,18 @@ class CheckpointData:
 
 
 def _optim_globals(path: Path) -> list[Any]:
-    """The pickled globals beyond torch's safe set; only ``torch.optim`` classes are allowed."""
+    """Inert stand-ins for the pickled globals beyond torch's safe set (``torch.optim`` only)."""
     try:
         names = torch.serialization.get_unsafe_globals_in_checkpoint(str(path))
     except (RuntimeError, zipfile.BadZipFile, pickle.UnpicklingError, ValueError) as exc:
         raise ConfigError(f"not a PyTorch checkpoint: {exc}", where=str(path)) from None
-    allowed = []
-    for name in names:
-        module, _, attr = name.rpartition(".")
-        if module != "torch.optim" and not module.startswith("torch.optim."):
-            raise ConfigError(
-                f"the checkpoint needs the global {name!r}, which is not allowed",
-                where=str(path),
-                hint="only torch.optim classes are accepted besides tensors and containers",
-            )
-        try:
-            obj = getattr(importlib.import_module(module), attr, None)
-        except ImportError:
-            obj = None
-        if not isinstance(obj, type):
-            raise ConfigError(f"unknown global {name!r} in the checkpoint", where=str(path))
-        allowed.append(obj)
-    return allowed
+    return inert_optimizer_globals(names, str(path))
 
 
 def load_checkpoint_dict(path: Path | str) -> dict[str, Any]:
     """``torch.load(..., weights_only=True)`` of a vendor checkpoint, as a dict."""
     path = Path(path)
-    if not path.is_file():
-        raise ConfigError("checkpoint file not found", where=str(path))
+    check_regular_file(path, "checkpoint file")
     extra = _optim_globals(path)
     try:
         with torch.serialization.safe_globals(extra):
@@ -90,6 +78,7 @@ def read_checkpoint(path: Path | str) -> CheckpointData:
     """Load a quantized vendor checkpoint and list its weight layers in stored order (§5)."""
     doc = load_checkpoint_dict(path)
     where = str(path)
+    check_checkpoint_doc(doc, where)  # issue 18: typed values from here on
     state = doc.get("state_dict")
     if not isinstance(state, dict):
         raise ConfigError("no `state_dict` in the checkpoint", where=where)
