@@ -11,7 +11,7 @@ from cnnforge.arithmetic import ACT_MAX, ACT_MIN
 from cnnforge.errors import InputError
 
 console = Console()
-err_console = Console(stderr=True)
+err_console = Console(stderr=True, emoji=False, highlight=False)  # `:100:` stays text
 
 
 def parse_shape(text: str, option: str = "--input-shape") -> tuple[int, ...]:

@@ -22,7 +22,7 @@ import numpy as np
 import torch
 
 from cnnforge import __version__
-from cnnforge.errors import InputError
+from cnnforge.errors import CnnforgeError, InputError
 from cnnforge.ir import Network
 from cnnforge.outputs import atomic_output_file
 
@@ -85,8 +85,35 @@ def load_quantized(path: Path | str) -> Network:
         raise InputError(f"network description is broken: {exc.what}", where=str(path)) from None
     except (TypeError, ValueError, KeyError) as exc:
         raise InputError(f"network description is broken: {exc}", where=str(path)) from None
+    _check_consistent(network, path)
     _check_layers(network, doc.get("layers"), path)
     return network
+
+
+def _check_consistent(network: Network, path: Path) -> None:
+    """A hand-edited description must still be a runnable quantized hardware network: the IR
+    invariants (passes.verify) and what the simulator runs (sim.checks), named per layer."""
+    from cnnforge.passes.verify import verify
+    from cnnforge.sim.checks import check_network
+
+    try:
+        verify(network)
+        if not network.is_hardware or not network.layers:
+            raise InputError("the network description is not a quantized hardware network")
+        check_network(network)
+    except CnnforgeError as exc:
+        where = f"{exc.where}: " if exc.where else ""
+        raise InputError(
+            f"network description is inconsistent: {where}{exc.what}",
+            where=str(path),
+            hint="write the checkpoint with `cnnforge quantize`; do not edit it",
+        ) from None
+    except (ArithmeticError, ValueError, IndexError, TypeError) as exc:
+        raise InputError(
+            f"network description is inconsistent: {type(exc).__name__}: {exc}",
+            where=str(path),
+            hint="write the checkpoint with `cnnforge quantize`; do not edit it",
+        ) from None
 
 
 def is_quantized_checkpoint(path: Path | str) -> bool:
@@ -137,4 +164,9 @@ def _check_layers(network: Network, layers: Any, path: Path) -> None:
 def _same(tensor: Any, array: np.ndarray | None) -> bool:
     if array is None or tensor is None:
         return array is None and tensor is None
-    return isinstance(tensor, torch.Tensor) and np.array_equal(tensor.numpy(), array)
+    if not isinstance(tensor, torch.Tensor) or tensor.layout != torch.strided:
+        return False
+    try:
+        return np.array_equal(tensor.numpy(), array)
+    except (RuntimeError, TypeError):  # meta, quantized or other tensors without numpy values
+        return False
