@@ -20,9 +20,11 @@ def load_network(
     checkpoint: Path | None = None,
 ) -> Network:
     """Load the model named by ``spec`` (file.py:Name, pkg.mod:Name or short name) and trace it."""
+    from cnnforge.frontend.numerics import check_model_values
     from cnnforge.frontend.torch_fx import load_model, trace
 
     module = load_model(spec, model_args or {}, checkpoint)
+    check_model_values(module)  # NaN weights, negative BN variance: named here (issue 18)
     return trace(module, input_shape, name=spec.rpartition(":")[2] or spec)
 
 
