@@ -107,8 +107,17 @@ def _listed_dir(rel: str, dirs: set[str]) -> bool:
 def check_target(path: Path | str, *, directory: bool, overwrite: bool) -> None:
     """Refuse an output ``path`` that cnnforge may not (re)place; cheap, call it before the work."""
     path = Path(path)
-    if str(path) == "":
-        raise EmitError("the output path is empty", hint="give a file or directory name")
+    try:
+        _check_target(path, directory, overwrite)
+    except OSError as exc:  # a name too long, a loop of links, a permission ...
+        raise EmitError(
+            f"cannot use this output path: {exc.strerror or exc}",
+            where=str(path)[:200],
+            hint="choose another output path",
+        ) from None
+
+
+def _check_target(path: Path, directory: bool, overwrite: bool) -> None:
     _check_links(path)
     resolved = path.resolve()
     if not path.exists():

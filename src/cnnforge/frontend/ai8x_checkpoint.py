@@ -9,8 +9,6 @@ layers (§5).
 from __future__ import annotations
 
 import math
-import pickle
-import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -53,8 +51,10 @@ def _optim_globals(path: Path) -> list[Any]:
     """Inert stand-ins for the pickled globals beyond torch's safe set (``torch.optim`` only)."""
     try:
         names = torch.serialization.get_unsafe_globals_in_checkpoint(str(path))
-    except (RuntimeError, zipfile.BadZipFile, pickle.UnpicklingError, ValueError) as exc:
-        raise ConfigError(f"not a PyTorch checkpoint: {exc}", where=str(path)) from None
+    except Exception as exc:  # torch reports a broken file in many ways (OSError, KeyError ...)
+        raise ConfigError(
+            f"not a PyTorch checkpoint: {type(exc).__name__}: {str(exc)[:200]}", where=str(path)
+        ) from None
     return inert_optimizer_globals(names, str(path))
 
 
@@ -66,8 +66,8 @@ def load_checkpoint_dict(path: Path | str) -> dict[str, Any]:
     try:
         with torch.serialization.safe_globals(extra):
             doc = torch.load(str(path), map_location="cpu", weights_only=True)
-    except (RuntimeError, pickle.UnpicklingError, EOFError, ValueError) as exc:
-        what = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    except Exception as exc:  # a broken or crafted file: any failure of the load is its fault
+        what = str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
         raise ConfigError(f"cannot load the checkpoint: {what}", where=str(path)) from None
     if not isinstance(doc, dict):
         raise ConfigError("the checkpoint is not a dict", where=str(path))

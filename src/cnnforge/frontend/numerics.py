@@ -1,4 +1,5 @@
-"""Numbers a model must hold before cnnforge traces it: finite parameters, valid batch norms.
+"""Numbers a model must hold before cnnforge traces it: finite, non-empty parameters, valid
+batch norms.
 
 NaN or infinite weights, biases or buffers, and batch norms with a negative running variance
 (``var + eps <= 0`` included) cannot be quantized into anything meaningful; they are a
@@ -18,6 +19,13 @@ from cnnforge.errors import ModelError
 
 def check_model_values(model: nn.Module) -> None:
     """Raise ``ModelError`` for the first non-finite parameter/buffer or invalid batch norm."""
+    for name, param in model.named_parameters():
+        if param.numel() == 0:
+            raise ModelError(
+                f"`{name}` has shape {list(param.shape)}: a layer without channels",
+                where=name,
+                hint="give every layer at least one input and output channel",
+            )
     named = itertools.chain(model.named_parameters(), model.named_buffers())
     for name, tensor in named:
         if tensor is None or not tensor.is_floating_point() or tensor.numel() == 0:
