@@ -97,6 +97,7 @@ def check_outcome(
         assert len(lines) == 1, context
         assert lines[0].startswith("error: ") and "(hint: " in lines[0], context
         assert not ANSI.search(outcome.err), context
+        assert "\U0001f4af" not in outcome.err, context  # rich's emoji for ":100:"
     diff = changed(before, after)
     if outcome.code != 0:
         assert diff == [], f"{context}; left behind or touched: {diff[:5]}"

@@ -648,7 +648,7 @@ def test_fuzz_models(report, data) -> None:
         source = source[:pos] + data.draw(st.text(max_size=3)) + source[pos + 1 :]
     (work / "in" / "model.py").write_text(source, encoding="utf-8")
     os.mkfifo(work / "in" / "fifo.py")
-    np.save(work / "in" / "s.npy", np.zeros((3, 8, 8), dtype=np.int8))
+    np.save(work / "in" / "s.npy", np.random.default_rng(0).integers(-128, 128, (3, 8, 8)))
     ref = data.draw(st.sampled_from(REFERENCES), label="ref")
     shape = data.draw(st.sampled_from(["3,8,8"] * 4 + ["3,8", "0,8,8", "3,x,8", "4,8,8", "3,1,1"]))
     extra = []
@@ -669,11 +669,14 @@ def test_fuzz_models(report, data) -> None:
             )
         )
         extra = ["--model-arg", arg]
-    command = data.draw(st.sampled_from(["check", "analyze", "quantize", "plan", "compile"]))
+    command = data.draw(
+        st.sampled_from(["check", "analyze", "quantize", "calibrate", "plan", "compile"])
+    )
     args = {
         "check": ["check", ref, "-i", shape],
         "analyze": ["analyze", ref, "-i", shape],
         "quantize": ["quantize", ref, "-i", shape, "-o", "q.pth"],
+        "calibrate": ["quantize", ref, "-i", shape, "-o", "q.pth", "--calibration", "in/s.npy"],
         "plan": ["plan", ref, "-i", shape, "-o", "out"],
         "compile": [
             "compile",
