@@ -30,7 +30,8 @@ MAX_TEXT = 64  # the longest text value: a layer name or a dotted mask
 MAX_LIST = 16  # in_sequences takes up to 16 layers; other lists hold 2
 #: arch, dataset and layer names: what the vendor's files use, nothing that needs escaping.
 NAME_PATTERN = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}")
-_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+#: What YAML does not allow in a stream (yaml.reader.Reader.NON_PRINTABLE): control characters.
+_CONTROL = re.compile("[^\x09\x0a\x0d\x20-\x7e\x85\xa0-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
 
 # network-yaml.md §2-§3: the value types of each key ("list": of scalars, at most MAX_LIST).
 _INT, _STR, _BOOL, _NULL, _LIST, _MAP = "integer", "text", "true/false", "null", "list", "map"

@@ -13,6 +13,7 @@ Only strings, ints, dicts and tensors: nothing to allow-list.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,9 @@ from cnnforge import __version__
 from cnnforge.errors import CnnforgeError, InputError
 from cnnforge.ir import Network
 from cnnforge.outputs import atomic_output_file
+
+#: Network and layer names a checkpoint may carry: they reach file names, YAML, C and plots.
+NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.:+-]{0,127}")
 
 FORMAT = "cnnforge-quantized/1"
 
@@ -94,6 +98,13 @@ def _check_consistent(network: Network, path: Path) -> None:
     from cnnforge.passes.verify import verify
     from cnnforge.sim.checks import check_network
 
+    for name in (network.name, *(x.name for x in network.layers)):
+        if not NAME.fullmatch(name):
+            raise InputError(
+                f"name {name[:40]!r} in the network description is not a plain name",
+                where=str(path),
+                hint="names use letters, digits and _ . : + - (at most 128)",
+            )
     try:
         verify(network)
         if not network.is_hardware or not network.layers:
