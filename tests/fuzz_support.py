@@ -155,3 +155,199 @@ yaml_values = st.recursive(
     ),
     max_leaves=8,
 )
+
+
+# ---- the fuzz families' material ----------------------------------------------------------
+
+MODEL_SOURCE = """\
+import sys
+import torch
+from torch import nn
+
+
+class Net(nn.Module):
+    def __init__(self, width: int = 4):
+        super().__init__()
+        self.conv = nn.Conv2d(3, width, 3, padding=1)
+        self.bn = nn.BatchNorm2d(width)
+        self.head = nn.Conv2d(width, 2, 1)
+        # INIT
+
+    def forward(self, x):
+        # FORWARD
+        x = torch.relu(self.bn(self.conv(x)))
+        return self.head(x)
+
+
+def build(width: int = 4):
+    return Net(width)
+
+
+def helper():
+    return 5
+
+
+CONSTANT = 3
+
+
+class NotModule:
+    pass
+# MODULE
+"""
+
+YAML_KEYS = (
+    "arch",
+    "dataset",
+    "layers",
+    "output_map",
+    "unload",
+    "processors",
+    "output_processors",
+    "op",
+    "operation",
+    "eltwise",
+    "activate",
+    "kernel_size",
+    "pad",
+    "stride",
+    "max_pool",
+    "avg_pool",
+    "pool_stride",
+    "quantization",
+    "output_shift",
+    "output_width",
+    "data_format",
+    "flatten",
+    "in_offset",
+    "out_offset",
+    "in_sequences",
+    "write_gap",
+    "in_channels",
+    "out_channels",
+    "in_dim",
+    "name",
+    "sequence",
+    "next_sequence",
+    "output",
+    "bias_group",
+    "conv_groups",
+    "dilation",
+    "pool_first",
+    "operands",
+    "streaming",
+    "calcx4",
+)
+
+YAML_SPECIALS = (
+    'a: &a ["x","x","x","x","x","x","x","x","x"]\n'
+    + "".join(
+        f"{c}: &{c} [*{p},*{p},*{p},*{p},*{p},*{p},*{p},*{p},*{p}]\n"
+        for p, c in zip("abcdefgh", "bcdefghi", strict=True)
+    )
+    + "arch: *i\n",
+    "arch: " + "[" * 3000 + "]" * 3000 + "\n",
+    "arch: x\ndataset: y\nlayers:\n"
+    + "  - processors: 1\n" * 5
+    + "  - &l {processors: 1}\n"
+    + "  - *l\n" * 100,
+    "arch: x\x00\ndataset: y\nlayers: []\n",
+    "\ufeffarch: x\n",
+    "arch: !!python/object/apply:os.system ['echo hi']\n",
+    "--- {}\n--- {}\n",
+    "arch:\tx\n",
+    "",
+    "layers:\n" + "  - processors: 1\n" * 20000,
+)
+
+SNIPPETS = {
+    "INIT": (
+        'raise RuntimeError("boom")',
+        "sys.exit(3)",
+        'sys.exit("bye")',
+        "import not_a_module_x",
+        'self.conv.weight.data[0, 0, 0, 0] = float("nan")',
+        "self.bn.running_var.fill_(-1.0)",
+        'self.conv.bias.data.fill_(float("inf"))',
+        "self.conv.weight.data.zero_()",
+        "self.conv.weight.data.mul_(1e30)",
+        "self.head = None",
+        "self.bn.eps = -1.0",
+    ),
+    "FORWARD": (
+        "x = torch.sort(x, dim=1)[0]",
+        "x = x * float('nan')",
+        "sys.exit(0)",
+        "if x.sum() > 0:\n            x = -x",
+        "return (x, x)",
+        "return x.mean()",
+        "return x.view(-1)",
+        "x = x * 1e30",
+        "x = x[:, :2]",
+        "raise ValueError('fwd')",
+        "x = torch.zeros_like(x)",
+    ),
+    "MODULE": (
+        "sys.exit(2)",
+        "raise SystemExit",
+        "Net = 5",
+        "build = None",
+        "def helper(:",
+        "x = 1/0",
+    ),
+}
+
+REFERENCES = (
+    "in/model.py:Net",
+    "in/model.py:Net",
+    "in/model.py:build",
+    "in/model.py:helper",
+    "in/model.py:CONSTANT",
+    "in/model.py:NotModule",
+    "in/model.py:Missing",
+    "in/model.py:",
+    "in/model.py:1x",
+    "in/missing.py:Net",
+    "in:Net",
+    "in/fifo.py:Net",
+    "subprocess:getoutput",
+    "os:system",
+    "builtins:eval",
+    "torch.hub:load",
+    "torch:zeros",
+    "numpy:array",
+    "cnnforge.cli:main",
+    "not_a_package_x.mod:Net",
+    ":Net",
+    "unet-voc-bogus",
+)
+
+PATHS = (
+    ".",
+    "..",
+    "/",
+    "",
+    "~",
+    "home",
+    "in",
+    "in/..",
+    "bystander",
+    "bystander/a.txt",
+    "bystander/a.txt/x",
+    "link",
+    "link/out",
+    "filelink",
+    "prev",
+    "prev-extra",
+    "empty",
+    "fifo",
+    "/proc/cnnforge-x",
+    "/proc/self/x",
+    "/dev/null",
+    "a/b/c/out",
+    "x" * 300,
+    "n\nl",
+    ":100:",
+    "out",
+    "in/net.yaml",
+    "in/sample_mnist.npy",
+)
