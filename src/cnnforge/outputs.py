@@ -85,18 +85,20 @@ def _unlisted(directory: Path) -> str | None:
     """The first entry of ``directory`` that its manifest does not list (None: all listed)."""
     try:
         doc = json.loads((directory / MANIFEST).read_text("utf-8"))
-        listed = set(doc["files"])
+        listed = {f for f in doc["files"] if isinstance(f, str)}
     except (OSError, ValueError, KeyError, TypeError):
         return MANIFEST
     dirs = {str(Path(f).parent) for f in listed} | {"."}
-    for entry in sorted(directory.rglob("*")):
-        rel = str(entry.relative_to(directory))
-        if rel == MANIFEST:
-            continue
-        if entry.is_symlink() or not (
-            (entry.is_file() and rel in listed) or (entry.is_dir() and _listed_dir(rel, dirs))
-        ):
-            return rel
+    for root, subdirs, files in os.walk(directory):  # links are not followed
+        for name in sorted([*subdirs, *files]):
+            entry = Path(root) / name
+            rel = str(entry.relative_to(directory))
+            if rel == MANIFEST:
+                continue
+            if entry.is_symlink() or not (
+                (entry.is_file() and rel in listed) or (entry.is_dir() and _listed_dir(rel, dirs))
+            ):
+                return rel
     return None
 
 
