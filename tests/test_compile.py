@@ -119,24 +119,15 @@ def test_existing_output_is_kept_without_overwrite(tiny, sample, tmp_path, capsy
     assert code == 2
     assert "already exists" in err and len(err.strip().splitlines()) == 1
     assert (out / "mine.txt").read_text() == "keep"
-    code, _, err = run(
-        [
-            "compile",
-            tiny,
-            "--ptq",
-            "--sample",
-            str(sample),
-            "-o",
-            str(out),
-            "--overwrite",
-            "--max-verify",
-            "5",
-            "--no-report",
-        ],
-        capsys,
-    )
+    again = ["compile", tiny, "--ptq", "--sample", str(sample), "-o", str(out), "--overwrite"]
+    code, _, err = run(again, capsys)  # not cnnforge's directory: refused, kept
+    assert code == 2 and "did not write" in err and (out / "mine.txt").read_text() == "keep"
+    (out / "mine.txt").unlink()
+    code, _, err = run([*again, "--no-report"], capsys)
     assert code == 0, err
-    assert not (out / "mine.txt").exists() and not (out / "report.html").exists()
+    code, _, err = run([*again, "--max-verify", "5", "--no-report"], capsys)  # cnnforge's own
+    assert code == 0, err
+    assert not (out / "report.html").exists()
     assert "#define CNN_VERIFY_COUNT 5L" in (out / "c" / "sampleoutput.h").read_text()
 
 

@@ -203,8 +203,11 @@ def shift_for_max(max_abs: float, weight_bits: int) -> int:
     """Output shift so the largest parameter maps inside the b-bit range (R6.3 step 2, R6.6).
 
     Returns the YAML/checkpoint ``output_shift`` (without the implicit shift), clamped so that the
-    total shift stays in [-15, 15].
+    total shift stays in [-15, 15]. A zero range (all-zero parameters) gives shift 0; a NaN or
+    infinite ``max_abs`` is a ``ValueError`` (the frontend refuses such weights by name).
     """
+    if not math.isfinite(max_abs):
+        raise ValueError(f"shift_for_max: the largest parameter is {max_abs}")
     shift = 0 if max_abs <= 0.0 else -math.floor(math.log2(1.0 / max_abs))
     lo = SHIFT_MIN - implicit_shift(weight_bits)
     hi = SHIFT_MAX - implicit_shift(weight_bits)

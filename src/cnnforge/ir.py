@@ -320,28 +320,80 @@ def _encode(value: Any) -> Any:
     return value
 
 
-def _decode(cls: type, doc: dict[str, Any]) -> Any:
+#: Bounds of decoded numbers: far beyond any real network, small enough for int64 arithmetic.
+_MAX_JSON_INT = 2**40
+_MAX_JSON_TEXT = 4096
+
+
+def _decode(cls: type, doc: Any, where: str = "network") -> Any:
+    """``cls`` from its JSON dict; every field is type-checked (InputError naming the field)."""
+    if not isinstance(doc, dict):
+        raise InputError(f"{where} must be an object, not {type(doc).__name__}")
     kwargs = {}
     hints = {f.name: f.type for f in dataclasses.fields(cls)}
     for name, raw in doc.items():
         if name not in hints:
-            raise InputError(f"unknown field {name!r} in {cls.__name__}")
-        kwargs[name] = _decode_value(str(hints[name]), raw)
-    return cls(**kwargs)
+            raise InputError(f"unknown field {str(name)[:40]!r} in {cls.__name__}", where=where)
+        kwargs[name] = _decode_value(str(hints[name]), raw, f"{where}.{name}")
+    try:
+        return cls(**kwargs)
+    except TypeError:  # a required field is missing
+        missing = [f.name for f in dataclasses.fields(cls) if f.name not in kwargs]
+        raise InputError(f"{cls.__name__} lacks {missing}", where=where) from None
 
 
-def _decode_value(hint: str, raw: Any) -> Any:
-    if raw is None:
-        return None
-    if isinstance(raw, dict) and "__array__" in raw:
-        buf = base64.b64decode(raw["data"])
-        return np.frombuffer(buf, dtype=np.dtype(raw["__array__"])).reshape(raw["shape"]).copy()
+def _decode_value(hint: str, raw: Any, where: str = "network") -> Any:
     base = hint.split("|")[0].strip()
+    if raw is None:
+        if hint.endswith("| None"):
+            return None
+        raise InputError(f"null where {base} is needed", where=where)
+    if base == "np.ndarray":
+        return _decode_array(raw, where)
     if base.startswith("tuple["):
+        if not isinstance(raw, list):
+            raise InputError(f"expected a list, found {type(raw).__name__}", where=where)
         inner = base[len("tuple[") : -1].split(",")[0].strip()
-        return tuple(_decode_value(inner, v) for v in raw)
+        return tuple(_decode_value(inner, v, f"{where}[{i}]") for i, v in enumerate(raw))
     if base in _CLASSES:
-        return _decode(_CLASSES[base], raw)
+        return _decode(_CLASSES[base], raw, where)
     if base in _ENUMS:
+        values = {e.value for e in _ENUMS[base]}
+        if not isinstance(raw, str) or raw not in values:
+            raise InputError(f"{str(raw)[:40]!r} is not a {base}", where=where)
         return _ENUMS[base](raw)
+    return _decode_scalar(base, raw, where)
+
+
+def _decode_scalar(base: str, raw: Any, where: str) -> Any:
+    ok = {
+        "int": isinstance(raw, int) and not isinstance(raw, bool) and abs(raw) < _MAX_JSON_INT,
+        "float": isinstance(raw, int | float)
+        and not isinstance(raw, bool)
+        and math.isfinite(raw)
+        and abs(raw) < _MAX_JSON_INT,
+        "bool": isinstance(raw, bool),
+        "str": isinstance(raw, str) and len(raw) <= _MAX_JSON_TEXT,
+    }.get(base, True)
+    if not ok:
+        found = f"{type(raw).__name__} {str(raw)[:40]}"
+        raise InputError(f"expected {base}, found {found}", where=where)
     return raw
+
+
+def _decode_array(raw: Any, where: str) -> np.ndarray:
+    """A base64 array of a real numeric dtype whose byte count matches its shape; finite."""
+    try:
+        dtype = np.dtype(raw["__array__"])
+        shape = [int(n) for n in raw["shape"]]
+        buf = base64.b64decode(raw["data"], validate=True)
+        if dtype.kind not in "biuf" or any(n < 0 for n in shape) or len(shape) > 8:
+            raise ValueError(f"dtype {dtype} shape {shape}")
+        if len(buf) != math.prod(shape) * dtype.itemsize:
+            raise ValueError(f"{len(buf)} bytes for shape {shape} of {dtype}")
+        array = np.frombuffer(buf, dtype=dtype).reshape(shape).copy()
+    except (KeyError, TypeError, ValueError) as exc:
+        raise InputError(f"not a stored array ({str(exc)[:80]})", where=where) from None
+    if dtype.kind == "f" and not np.isfinite(array).all():
+        raise InputError("array holds NaN or infinite values", where=where)
+    return array

@@ -27,7 +27,7 @@ import numpy as np
 
 from cnnforge.errors import CnnforgeError, DeviceLimitError, EmitError, InputError
 from cnnforge.ir import Network
-from cnnforge.outputs import atomic_output_dir
+from cnnforge.outputs import atomic_output_dir, check_target, safe_file_stem
 from cnnforge.plan.model import Plan
 from cnnforge.samples import FLOAT_RULE, InputArray, load_input_array
 
@@ -376,8 +376,7 @@ def step_vendor(state: CompileState, workdir: Path) -> CompileState:
 
 def _arch(state: CompileState) -> str:
     name = state.imported.arch if state.imported is not None else state.network.name
-    safe = "".join(ch if ch.isalnum() or ch in "-_" else "-" for ch in name).strip("-")
-    return safe or "network"
+    return safe_file_stem(name)
 
 
 def step_emit_c(state: CompileState, workdir: Path) -> CompileState:
@@ -464,6 +463,7 @@ def compile_model(
     """Run ``STEPS``; the output directory appears only if all succeed. ``on_step(name, i, n)``
     is called before each step (progress display)."""
     state = CompileState(options=options)
+    check_target(options.output, directory=True, overwrite=options.overwrite)  # before the work
     steps = steps_for(_stage("cnnforge.devices", "get_device")(options.device))
     with atomic_output_dir(Path(options.output), overwrite=options.overwrite) as workdir:
         for i, (name, step) in enumerate(steps):

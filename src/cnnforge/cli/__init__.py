@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import os
 import sys
+import traceback
+import warnings
 
 import typer
 
 from cnnforge import __version__
 from cnnforge.cli.common import err_console
-from cnnforge.errors import CnnforgeError
+from cnnforge.errors import CnnforgeError, plain_text
 
 app = typer.Typer(
     name="cnnforge",
@@ -57,33 +59,86 @@ def _usage_line(exc: typer.TyperException, argv: list[str]) -> str:
     return f"error: {message} (hint: see '{path} --help')"
 
 
+def _error_line(text: str) -> None:
+    """One plain line on stderr: no markup, emoji codes or highlighting (``file.yaml:100:``)."""
+    err_console.print(plain_text(text), markup=False, emoji=False, highlight=False, soft_wrap=True)
+
+
 def main(argv: list[str] | None = None) -> None:
-    """Entry point: run the app, turning cnnforge errors into one line and exit status 2."""
+    """Entry point: run the app, turning cnnforge errors into one line and exit status 2.
+
+    Warnings raised while a command runs are shown after it succeeds (one line each) and
+    dropped when it fails, so an error stays one line. ``sys.exit`` or ``KeyboardInterrupt``
+    raised by the user's model code is an error naming where, not a silent exit.
+    """
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("default")
+        code = _run(argv)
+    if code == 0:
+        for w in caught:
+            _error_line(f"warning: {w.category.__name__}: {w.message}")
+    sys.exit(code)
+
+
+def _run(argv: list[str] | None) -> int:
+    """The command's exit status (errors printed as one line)."""
     args = sys.argv[1:] if argv is None else list(argv)
     try:
         code = app(args=args, standalone_mode=False, prog_name="cnnforge")
     except CnnforgeError as exc:
-        err_console.print(f"error: {exc.one_line()}", markup=False, highlight=False, soft_wrap=True)
-        sys.exit(2)
+        _error_line(f"error: {exc.one_line()}")
+        return 2
     except typer.Abort:
-        err_console.print("aborted", markup=False)
-        sys.exit(130)
+        _error_line("aborted")
+        return 130
     except typer.Exit as exc:
-        sys.exit(exc.exit_code)
+        return exc.exit_code
     except typer.TyperException as exc:  # usage errors: typer's message on one line, exit 2
-        err_console.print(_usage_line(exc, args), markup=False, highlight=False, soft_wrap=True)
-        sys.exit(exc.exit_code)
-    except KeyboardInterrupt:
-        sys.exit(130)
+        _error_line(_usage_line(exc, args))
+        return exc.exit_code
+    except (KeyboardInterrupt, SystemExit) as exc:
+        return _interrupted(exc)
     except Exception as exc:  # a bug: still one line, unless debugging
         if os.environ.get("CNNFORGE_DEBUG"):
             raise
-        err_console.print(
+        _error_line(
             f"internal error: {type(exc).__name__}: {exc} (a bug in cnnforge; "
-            "rerun with CNNFORGE_DEBUG=1 for a traceback)",
-            markup=False,
-            highlight=False,
-            soft_wrap=True,
+            "rerun with CNNFORGE_DEBUG=1 for a traceback)"
         )
-        sys.exit(70)
-    sys.exit(code if isinstance(code, int) else 0)
+        return 70
+    if code == 130:  # typer turns KeyboardInterrupt (Ctrl-C or model code) into status 130
+        return _interrupt_line()
+    return code if isinstance(code, int) else 0
+
+
+def _interrupted(exc: KeyboardInterrupt | SystemExit) -> int:
+    """``sys.exit``/``KeyboardInterrupt`` raised by the user's model code: one line, exit 2;
+    from elsewhere (a closed pipe, Ctrl-C) the usual status."""
+    where = _model_frame(exc)
+    if where is None:
+        if isinstance(exc, KeyboardInterrupt):
+            return _interrupt_line()
+        return exc.code if isinstance(exc.code, int) else 1
+    what = "called sys.exit" if isinstance(exc, SystemExit) else "raised KeyboardInterrupt"
+    args = f"({exc.code!r})" if isinstance(exc, SystemExit) else ""
+    _error_line(
+        f"error: {where}: the model code {what}{args} (hint: a model file must not exit or "
+        "interrupt; guard script code with `if __name__ == '__main__':`)"
+    )
+    return 2
+
+
+def _interrupt_line() -> int:
+    _error_line("error: interrupted (hint: run the command again to finish it)")
+    return 130
+
+
+def _model_frame(exc: BaseException) -> str | None:
+    """``file:line`` of the innermost frame outside Python, installed packages and cnnforge."""
+    skip = tuple({sys.prefix, sys.base_prefix, os.path.dirname(os.path.dirname(__file__))})
+    found = None
+    for frame in traceback.extract_tb(exc.__traceback__):
+        name = frame.filename
+        if not name.startswith(skip) and not name.startswith("<") and "-packages" not in name:
+            found = f"{name}:{frame.lineno}"
+    return found

@@ -14,7 +14,7 @@ from cnnforge.cli.common import console, parse_model_args, parse_shape
 from cnnforge.frontend import load_network
 from cnnforge.frontend.ai8x import network_for_cli
 from cnnforge.models import default_input_shape, model_names
-from cnnforge.outputs import atomic_output_file
+from cnnforge.outputs import atomic_outputs
 
 #: Console width when stdout is not a terminal (the table is not folded).
 PIPE_WIDTH = 200
@@ -55,6 +55,7 @@ def analyze(
     ai8x_checkpoint: Path = typer.Option(
         None, "--ai8x-checkpoint", help="The vendor quantized checkpoint of --ai8x-yaml."
     ),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Replace existing output files."),
 ) -> None:
     """Per-layer parameters, MACs, receptive field, activation and parameter memory, totals."""
     shape = parse_shape(input_shape) if input_shape else None
@@ -64,8 +65,7 @@ def analyze(
     if network is None:
         network = load_network(model, shape, parse_model_args(model_arg), checkpoint)
     result = analyze_network(network, count=count, weight_bits=weight_bits)
-    _write(json_out, to_json(result))
-    _write(markdown_out, to_markdown(result))
+    _write([(json_out, to_json(result)), (markdown_out, to_markdown(result))], overwrite)
     if "-" in (json_out, markdown_out):
         return
     # Piped output is not cut to 80 columns: the full table, for files and other tools.
@@ -75,11 +75,11 @@ def analyze(
         out.print(f"[bold]{label}[/bold]: {value}", highlight=False)
 
 
-def _write(target: str | None, text: str) -> None:
-    if target is None:
-        return
-    if target == "-":
-        typer.echo(text, nl=False)
-        return
-    with atomic_output_file(Path(target)) as tmp:
-        tmp.write_text(text, encoding="utf-8")
+def _write(texts: list[tuple[str | None, str]], overwrite: bool) -> None:
+    """Each requested text to stdout ('-') or its file; the files appear together or not at all."""
+    with atomic_outputs() as staged:
+        for target, text in texts:
+            if target == "-":
+                typer.echo(text, nl=False)
+            elif target is not None:
+                staged.file(Path(target), overwrite).write_text(text, encoding="utf-8")

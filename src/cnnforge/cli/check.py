@@ -52,6 +52,7 @@ def check(
     ai8x_checkpoint: Path = typer.Option(
         None, "--ai8x-checkpoint", help="The vendor quantized checkpoint of --ai8x-yaml."
     ),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Replace an existing --json FILE."),
 ) -> None:
     """List the exact rewrites applied and ALL device violations; exit 1 if it does not fit."""
     dev = get_device(device)
@@ -63,18 +64,18 @@ def check(
     if network is None:
         network = load_network(model, shape, parse_model_args(model_arg), checkpoint)
     report = check_report(network, dev, bits)
-    emit_report(report, json_out)
+    emit_report(report, json_out, overwrite)
     raise typer.Exit(0 if report.fits else 1)
 
 
-def emit_report(report: CheckReport, json_out: str | None) -> None:
+def emit_report(report: CheckReport, json_out: str | None, overwrite: bool = False) -> None:
     """Print the report's tables (unless JSON goes to stdout) and write the JSON if asked."""
     if json_out is not None:
         text = json.dumps(report.to_dict(), indent=1) + "\n"
         if json_out == "-":
             typer.echo(text, nl=False)
             return
-        with atomic_output_file(Path(json_out)) as tmp:
+        with atomic_output_file(Path(json_out), overwrite) as tmp:
             tmp.write_text(text, encoding="utf-8")
     print_report(report)
 

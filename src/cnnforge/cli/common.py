@@ -19,7 +19,7 @@ _PIPE_WIDTH = 100_000
 def make_console(*, stderr: bool = False) -> Console:
     """A console that wraps at the terminal's width, and not at all when output is not a tty."""
     width = None if Console(stderr=stderr).is_terminal else _PIPE_WIDTH
-    return Console(stderr=stderr, width=width, emoji=False)
+    return Console(stderr=stderr, width=width, emoji=False, highlight=not stderr)
 
 
 console = make_console()

@@ -16,6 +16,7 @@ from rich.table import Table
 from cnnforge.cli import app
 from cnnforge.cli.common import console, parse_model_args, parse_shape, parse_weight_bits
 from cnnforge.errors import InputError
+from cnnforge.outputs import check_target
 from cnnforge.plan.deploy import PlanResult
 
 
@@ -79,6 +80,8 @@ def plan(
     shape = _input_shape(model, input_shape)
     if not validate_only and output is None:
         raise InputError("no output directory", hint="give -o DIR, or --validate-only")
+    if not validate_only:
+        check_target(output, directory=True, overwrite=overwrite)  # refuse before planning
     if ai8x_yaml is not None or ai8x_checkpoint is not None:
         result = _vendor(
             model, shape, ai8x_yaml, ai8x_checkpoint, dev, allow_overlap, validate_only, no_in_place

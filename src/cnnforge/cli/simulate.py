@@ -25,7 +25,7 @@ from cnnforge.cli.common import (
 )
 from cnnforge.errors import InputError
 from cnnforge.ir import Network
-from cnnforge.outputs import atomic_output_dir, atomic_output_file
+from cnnforge.outputs import atomic_outputs
 
 
 def resolve_network(
@@ -147,25 +147,19 @@ def simulate(
         clip=clip,
     )
     x, added = batch_input(data, network, input_path)
-    for target in (output, layers_dir):
-        if target is not None and target.exists() and not overwrite:
-            raise InputError(f"{target} already exists", hint="pass --overwrite")
-    result = run_sim(network, x, all_layers=layers_dir is not None, device=device)
-    outputs = {k: _unbatch(v, added) for k, v in result.outputs.items()}
-    write_outputs(outputs, output)
-    if layers_dir is not None:
-        _write_layers(result.layers, added, layers_dir, overwrite)
+    with atomic_outputs() as staged:  # both outputs or neither
+        out_file = staged.file(output, overwrite)
+        out_layers = None if layers_dir is None else staged.directory(layers_dir, overwrite)
+        result = run_sim(network, x, all_layers=layers_dir is not None, device=device)
+        outputs = {k: _unbatch(v, added) for k, v in result.outputs.items()}
+        write_outputs(outputs, out_file)
+        if out_layers is not None:
+            for name, value in result.layers.items():
+                np.save(out_layers / _file_name(name), _unbatch(value, added))
     first = next(iter(outputs.values()))
     console.print(
         f"{network.name}: {len(network)} layers, output {first.shape} -> {output}", highlight=False
     )
-
-
-def _write_layers(layers: dict, added: bool, directory: Path, overwrite: bool) -> None:
-    """One .npy per layer (file names made safe), written atomically."""
-    with atomic_output_dir(directory, overwrite=overwrite) as tmp:
-        for name, value in layers.items():
-            np.save(tmp / _file_name(name), _unbatch(value, added))
 
 
 def _shape_from_data(data: np.ndarray) -> tuple[int, ...]:
@@ -179,8 +173,8 @@ def _unbatch(value, added: bool) -> np.ndarray:
 
 
 def write_outputs(outputs: dict[str, np.ndarray], path: Path) -> None:
-    """One output -> .npy; several -> an .npz keyed by layer name."""
-    with atomic_output_file(path) as tmp, open(tmp, "wb") as fh:
+    """One output -> .npy; several -> an .npz keyed by layer name (``path`` is written as is)."""
+    with open(path, "wb") as fh:
         if len(outputs) == 1:
             np.save(fh, next(iter(outputs.values())))
         else:

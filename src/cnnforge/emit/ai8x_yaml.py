@@ -61,7 +61,7 @@ def yaml_text(
     _check(network, plan)
     head = {"arch": arch or network.name, "dataset": dataset or network.name}
     lines = [
-        f"# {network.name}: network description for ai8x-synthesis, written by cnnforge "
+        f"# {_comment(network.name)}: network description for ai8x-synthesis, written by cnnforge "
         f"{__version__} for {plan.device}",
         "# Weights, bias and output shifts are in the matching checkpoint.",
         *_flag_comments(network, plan),
@@ -74,10 +74,15 @@ def yaml_text(
     index = {layer.name: i for i, layer in enumerate(network.layers)}
     for i, (layer, place) in enumerate(zip(network.layers, plan.placements, strict=True)):
         entry = layer_dict(network, plan, i, layer, place, index)
-        lines.append(f"  # Layer {i}: {layer.name} ({_summary(network, layer)})")
+        lines.append(f"  # Layer {i}: {_comment(layer.name)} ({_summary(network, layer)})")
         body = _dump(entry).rstrip("\n").splitlines()
         lines.extend(("  - " if k == 0 else "    ") + line for k, line in enumerate(body))
     return "\n".join(lines) + "\n"
+
+
+def _comment(text: str) -> str:
+    """``text`` inside a YAML comment: printable ASCII only (a newline would end the comment)."""
+    return "".join(ch if 32 <= ord(ch) < 127 else "?" for ch in text)[:80]
 
 
 def _flag_comments(network: Network, plan: Plan) -> list[str]:
@@ -89,7 +94,7 @@ def _flag_comments(network: Network, plan: Plan) -> list[str]:
     if in_place:
         lines += [
             "# Run ai8x-synthesis with --overlap-data: layers "
-            + ", ".join(in_place)
+            + ", ".join(_comment(name) for name in in_place)
             + " write over",
             "# their own dying input (proven safe in raster order, plan/inplace.py). Without the",
             "# flag the vendor tool reports 'overwriting input' and computes a different result;",

@@ -45,10 +45,12 @@ def load_network(
 
     from cnnforge.frontend.capture import capture
     from cnnforge.frontend.loading import load_model
+    from cnnforge.frontend.numerics import check_model_values
 
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(UNTRAINED_SEED)
         module = load_model(spec, model_args or {}, checkpoint)
+    check_model_values(module)  # NaN weights, negative BN variance: named here (issue 18)
     return capture(module, input_shape, name=spec.rpartition(":")[2] or spec)
 
 

@@ -223,7 +223,7 @@ def _input_shape(cfg: YamlConfig, given: tuple[int, ...] | None) -> tuple[int, .
             )
         try:
             given = tuple(np.load(sample, mmap_mode="r", allow_pickle=False).shape)
-        except (OSError, ValueError) as exc:
+        except (OSError, ValueError, EOFError) as exc:
             raise ConfigError(f"cannot read the sample input: {exc}", where=str(sample)) from None
     shape = tuple(int(n) for n in given)
     if len(shape) not in (2, 3) or any(n <= 0 for n in shape):

@@ -1,16 +1,14 @@
 """Reading a vendor quantized checkpoint (``*-q.pth.tar``) safely into per-layer records.
 
-Loads with ``torch.load(weights_only=True)``, allowing only ``torch.optim`` classes as extra
-globals (../shared/spec/checkpoint-format.md §1), and groups the state_dict into weight layers in
-stored order, the order the vendor tool pairs them with YAML layers (§5).
+Loads with ``torch.load(weights_only=True)``, ``torch.optim`` classes named in it replaced by
+inert stand-ins (../shared/spec/checkpoint-format.md §1; ``ai8x_validate``), and groups the
+state_dict into weight layers in stored order, the order the vendor tool pairs them with YAML
+layers (§5).
 """
 
 from __future__ import annotations
 
-import importlib
 import math
-import pickle
-import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -19,6 +17,11 @@ import numpy as np
 import torch
 
 from cnnforge.errors import ConfigError
+from cnnforge.frontend.ai8x_validate import (
+    check_checkpoint_doc,
+    check_regular_file,
+    inert_optimizer_globals,
+)
 
 
 @dataclass(frozen=True, eq=False)
@@ -45,41 +48,26 @@ class CheckpointData:
 
 
 def _optim_globals(path: Path) -> list[Any]:
-    """The pickled globals beyond torch's safe set; only ``torch.optim`` classes are allowed."""
+    """Inert stand-ins for the pickled globals beyond torch's safe set (``torch.optim`` only)."""
     try:
         names = torch.serialization.get_unsafe_globals_in_checkpoint(str(path))
-    except (RuntimeError, zipfile.BadZipFile, pickle.UnpicklingError, ValueError) as exc:
-        raise ConfigError(f"not a PyTorch checkpoint: {exc}", where=str(path)) from None
-    allowed = []
-    for name in names:
-        module, _, attr = name.rpartition(".")
-        if module != "torch.optim" and not module.startswith("torch.optim."):
-            raise ConfigError(
-                f"the checkpoint needs the global {name!r}, which is not allowed",
-                where=str(path),
-                hint="only torch.optim classes are accepted besides tensors and containers",
-            )
-        try:
-            obj = getattr(importlib.import_module(module), attr, None)
-        except ImportError:
-            obj = None
-        if not isinstance(obj, type):
-            raise ConfigError(f"unknown global {name!r} in the checkpoint", where=str(path))
-        allowed.append(obj)
-    return allowed
+    except Exception as exc:  # torch reports a broken file in many ways (OSError, KeyError ...)
+        raise ConfigError(
+            f"not a PyTorch checkpoint: {type(exc).__name__}: {str(exc)[:200]}", where=str(path)
+        ) from None
+    return inert_optimizer_globals(names, str(path))
 
 
 def load_checkpoint_dict(path: Path | str) -> dict[str, Any]:
     """``torch.load(..., weights_only=True)`` of a vendor checkpoint, as a dict."""
     path = Path(path)
-    if not path.is_file():
-        raise ConfigError("checkpoint file not found", where=str(path))
+    check_regular_file(path, "checkpoint file")
     extra = _optim_globals(path)
     try:
         with torch.serialization.safe_globals(extra):
             doc = torch.load(str(path), map_location="cpu", weights_only=True)
-    except (RuntimeError, pickle.UnpicklingError, EOFError, ValueError) as exc:
-        what = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    except Exception as exc:  # a broken or crafted file: any failure of the load is its fault
+        what = str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
         raise ConfigError(f"cannot load the checkpoint: {what}", where=str(path)) from None
     if not isinstance(doc, dict):
         raise ConfigError("the checkpoint is not a dict", where=str(path))
@@ -90,6 +78,7 @@ def read_checkpoint(path: Path | str) -> CheckpointData:
     """Load a quantized vendor checkpoint and list its weight layers in stored order (§5)."""
     doc = load_checkpoint_dict(path)
     where = str(path)
+    check_checkpoint_doc(doc, where)  # issue 18: typed values from here on
     state = doc.get("state_dict")
     if not isinstance(state, dict):
         raise ConfigError("no `state_dict` in the checkpoint", where=where)

@@ -16,6 +16,7 @@ from typing import Any
 import yaml
 
 from cnnforge.errors import ConfigError
+from cnnforge.frontend.ai8x_validate import BoundedSafeLoader, check_yaml_types, read_input_text
 from cnnforge.ir import BINARY_BITS, Activation, EltwiseOp, Op, PoolKind
 
 # network-yaml.md §2: global keys. Known but not supported by cnnforge: the values of the dict.
@@ -193,10 +194,8 @@ class _Map(dict):
     key_lines: dict[Any, int]
 
 
-class _Loader(yaml.SafeLoader):
-    """Safe loader: duplicate keys are errors, mappings carry line numbers."""
-
-    filename = "<yaml>"
+class _Loader(BoundedSafeLoader):
+    """Safe loader: duplicate keys are errors, mappings carry line numbers (bounded nesting)."""
 
 
 def _construct_map(loader: _Loader, node: yaml.MappingNode) -> Any:
@@ -246,13 +245,8 @@ def load_yaml_text(text: str, filename: str) -> Any:
 def read_yaml_config(path: Path | str) -> YamlConfig:
     """Read and check a vendor network YAML (network-yaml.md §1-§3)."""
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError(f"cannot read the YAML file: {exc.strerror}", where=str(path)) from None
-    except UnicodeDecodeError:
-        raise ConfigError("the YAML file is not UTF-8 text", where=str(path)) from None
-    doc = load_yaml_text(text, str(path))
+    doc = load_yaml_text(read_input_text(path), str(path))
+    check_yaml_types(doc, str(path))  # issue 18: typed, bounded values from here on
     if not isinstance(doc, _Map):
         raise ConfigError("a network YAML must be a mapping of keys", where=f"{path}:1")
     _check_global_keys(doc, str(path))

@@ -24,6 +24,7 @@ from torch import nn
 
 from cnnforge import models
 from cnnforge.errors import InputError, ModelError
+from cnnforge.frontend.references import check_factory, check_module_name
 
 #: At most this many keys are named in a checkpoint mismatch message.
 MAX_KEYS_SHOWN = 5
@@ -53,6 +54,8 @@ def _resolve(spec: str) -> tuple[Any, str]:
         return (lambda **kw: models.build_model(spec, **kw)), spec
     if not name.isidentifier():
         raise InputError(f"{name!r} is not a Python name", where=spec, hint="write file.py:Name")
+    if not head.endswith(".py"):
+        check_module_name(head)  # issue 18: nothing of the standard library is imported or called
     module = _import_file(Path(head)) if head.endswith(".py") else _import_module(head)
     factory = getattr(module, name, None)
     if factory is None or not callable(factory):
@@ -64,6 +67,7 @@ def _resolve(spec: str) -> tuple[Any, str]:
             where=head,
             hint=f"nn.Module classes there: {', '.join(found) or 'none'}",
         )
+    check_factory(factory, module, f"{head}:{name}")  # before it is called
     return factory, f"{head}:{name}"
 
 

@@ -15,7 +15,7 @@ import numpy as np
 
 from cnnforge.errors import EmitError
 from cnnforge.ir import Network
-from cnnforge.outputs import atomic_output_dir
+from cnnforge.outputs import atomic_output_dir, safe_file_stem
 from cnnforge.plan.metrics import PlanMetrics, plan_metrics
 from cnnforge.plan.model import Plan
 from cnnforge.plan.planner import plan_network
@@ -94,7 +94,7 @@ def write_outputs(
     from cnnforge.plan.report import write_report
 
     net, plan = result.network, result.plan
-    dataset = net.name.lower()
+    dataset = safe_file_stem(net.name.lower())  # names files: never a path (issue 18)
     notes = list(plan.notes)
     with atomic_output_dir(Path(out_dir), overwrite=overwrite) as tmp:
         try:
@@ -117,4 +117,4 @@ def _write_vendor_pair(network: Network, plan: Plan, folder: Path, dataset: str)
     if not network.is_quantized:
         raise EmitError("the network is not quantized", hint="quantize it first")
     write_yaml(network, plan, folder / "network.yaml", dataset=dataset)
-    write_checkpoint(network, folder / f"{network.name.lower()}-q.pth.tar")
+    write_checkpoint(network, folder / f"{dataset}-q.pth.tar")

@@ -126,6 +126,11 @@ def _pyplot():
     return plt
 
 
+def _text(title: str) -> str:
+    """A title matplotlib shows as written: ``$`` would start math text."""
+    return title.replace("$", r"\$")
+
+
 def memory_map_png(
     network: Network, plan: Plan, device: Any, index: int, path: Path, fig: Any = None
 ) -> None:
@@ -166,7 +171,7 @@ def memory_map_png(
     ax.set_ylim(0, res.instance_bytes)
     ax.set_xlabel("data-memory instance (processors 4k..4k+3)")
     ax.set_ylabel("byte offset")
-    ax.set_title(f"layer {index}: {layer.name} ({layer.label()}) - live data", fontsize=9)
+    ax.set_title(_text(f"layer {index}: {layer.name} ({layer.label()}) - live data"), fontsize=9)
     fig.savefig(path, dpi=72)
     if own:
         plt.close(fig)
@@ -189,7 +194,7 @@ def kernel_map_png(network: Network, plan: Plan, device: Any, path: Path) -> Non
     ax.set_ylim(0, max(res.kernel_words_large, res.kernel_words_small))
     ax.set_xlabel("processor")
     ax.set_ylabel("kernel column (72-bit words)")
-    ax.set_title(f"{network.name}: kernel memory on {plan.device}", fontsize=9)
+    ax.set_title(_text(f"{network.name}: kernel memory on {plan.device}"), fontsize=9)
     fig.tight_layout()
     fig.savefig(path, dpi=80)
     plt.close(fig)
@@ -211,7 +216,7 @@ def timeline_png(network: Network, plan: Plan, device: Any, path: Path) -> None:
     top.set_xlim(0, PROCESSORS)
     top.set_xlabel("processor")
     top.invert_yaxis()
-    top.set_title(f"{network.name} on {plan.device}: processors per layer", fontsize=9)
+    top.set_title(_text(f"{network.name} on {plan.device}: processors per layer"), fontsize=9)
     for k, (name, (birth, death)) in enumerate(live_intervals(network).items()):
         _, idx = tensor_words(network, plan, name)
         if idx.size:
@@ -240,7 +245,7 @@ def write_report(
     plt = _pyplot()
     fig = plt.figure(figsize=(8, 4.5))
     for i, layer in enumerate(network.layers):
-        safe = "".join(c if c.isalnum() or c in "-_" else "_" for c in layer.name)
+        safe = "".join(c if c.isalnum() or c in "-_" else "_" for c in layer.name)[:64]
         memory_map_png(network, plan, device, i, maps / f"layer{i:02d}_{safe}.png", fig)
     plt.close(fig)
     kernel_map_png(network, plan, device, folder / "kernels.png")

@@ -29,6 +29,13 @@ def activation_scales(network: Network, calibration: np.ndarray | torch.Tensor) 
     need = {INPUT: 0}
     for layer in network.layers:
         peak = float(outputs[layer.name].abs().max()) if layer.name in outputs else 0.0
+        if not math.isfinite(peak):  # a constant or zero output is fine (peak 0 -> e = 0)
+            raise InputError(
+                f"the float output is {peak} on the calibration data",
+                where=f"layer {layer.name}"
+                + (f" ({layer.module_path})" if layer.module_path else ""),
+                hint="the model computes NaN/inf here; check its weights and the calibration data",
+            )
         need[layer.name] = 0 if layer.wide or peak <= 1.0 else math.ceil(math.log2(peak))
     parent = {name: name for name in need}
     for layer in network.layers:

@@ -256,7 +256,11 @@ def _context(network: Network, t: _Tables, api: str) -> dict[str, object]:
     return {
         "p": api,
         "net_name": c_comment(network.name),
-        "net_name_c": c_comment(network.name).replace("%", "%%").replace('"', "'"),
+        "net_name_c": c_comment(network.name)
+        .replace("\\", "/")
+        .replace("%", "%%")
+        .replace('"', "'")
+        .replace("?", "_"),  # inside a C string: no escapes, no trigraphs
         "in_shape_text": "x".join(str(n) for n in network.input_shape),
         "input_size": math.prod(network.input_shape),
         "outputs_text": ", ".join(
