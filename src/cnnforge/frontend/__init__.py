@@ -36,7 +36,7 @@ def load_network(
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(UNTRAINED_SEED)
         module = load_model(spec, model_args or {}, checkpoint)
-    return capture(module, input_shape, name=spec.rpartition(":")[2] or spec)
+    return capture(module, input_shape, name=spec.rpartition(":")[2] or spec, handed_over=True)
 
 
 __all__ = ["UNTRAINED_SEED", "load_network"]

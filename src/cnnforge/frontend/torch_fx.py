@@ -23,7 +23,7 @@ import torch.fx as fx
 from torch import nn
 
 from cnnforge.errors import InputError, ModelError
-from cnnforge.frontend.captured import Captured, LayerLog
+from cnnforge.frontend.captured import Captured, LayerLog, owned_arrays
 from cnnforge.frontend.fx_functions import METHOD_MAPPERS, function_mapper
 from cnnforge.frontend.fx_modules import (
     SUPPORTED_HINT,
@@ -164,7 +164,7 @@ def trace(module: nn.Module, input_shape: Sequence[int], name: str | None = None
     The torch.fx capture alone, unverified: commands capture through ``frontend.capture``,
     which checks the result against the eager model and falls back to torch.export.
     """
-    return capture_fx(module, input_shape, name).network
+    return owned_arrays(capture_fx(module, input_shape, name).network)
 
 
 def capture_fx(module: nn.Module, input_shape: Sequence[int], name: str | None = None) -> Captured:
