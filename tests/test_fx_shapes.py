@@ -116,6 +116,11 @@ def test_linear_and_norm_shapes() -> None:
     assert module_shape(nn.GroupNorm(2, 4), (x,), {}) == (1, 4, 3, 3)
     assert module_shape(nn.GroupNorm(2, 6), (x,), {}) is None
 
+    class SameConv(nn.Conv2d):  # a subclass may compute another shape in its forward
+        pass
+
+    assert module_shape(SameConv(4, 2, 3), (x,), {}) is None
+
 
 def test_a_resnet_capture_imports_no_dynamo() -> None:
     """The formulas keep torch._dynamo (1-2 s to import) out of a plain CNN's capture."""

@@ -25,27 +25,31 @@ Shape = tuple[int, ...]
 
 
 def module_shape(module: nn.Module, args: Sequence[Any], kwargs: dict[str, Any]) -> Shape | None:
-    """The output shape of leaf ``module`` called on ``args`` (one tensor), or None."""
+    """The output shape of leaf ``module`` called on ``args`` (one tensor), or None.
+
+    Exact torch classes only: a subclass (a QAT module, a 'same'-padding conv) may compute
+    another shape in its own forward.
+    """
     if len(args) != 1 or kwargs or not isinstance(args[0], torch.Tensor):
         return None
-    x = args[0]
-    if isinstance(module, nn.Conv1d | nn.Conv2d | nn.ConvTranspose1d | nn.ConvTranspose2d):
+    x, kind = args[0], type(module)
+    if kind in (nn.Conv1d, nn.Conv2d, nn.ConvTranspose1d, nn.ConvTranspose2d):
         return _conv(module, x)
-    if isinstance(module, nn.Linear):
+    if kind is nn.Linear:
         return _linear(x, module.in_features, module.out_features)
-    if isinstance(module, nn.MaxPool1d | nn.MaxPool2d | nn.AvgPool1d | nn.AvgPool2d):
+    if kind in (nn.MaxPool1d, nn.MaxPool2d, nn.AvgPool1d, nn.AvgPool2d):
         return _module_pool(module, x)
-    if isinstance(module, _ADAPTIVE):
+    if kind in _ADAPTIVE:
         if getattr(module, "return_indices", False):
             return None
-        return _adaptive(x, module.output_size, 1 if isinstance(module, _ADAPTIVE_1D) else 2)
-    if isinstance(module, nn.Upsample):
+        return _adaptive(x, module.output_size, 1 if kind in _ADAPTIVE_1D else 2)
+    if kind in (nn.Upsample, nn.UpsamplingNearest2d, nn.UpsamplingBilinear2d):
         return _interpolate(x, module.size, module.scale_factor)
-    if isinstance(module, nn.GroupNorm):
+    if kind is nn.GroupNorm:
         return _shape(x) if x.dim() >= 2 and x.shape[1] == module.num_channels else None
-    if isinstance(module, nn.modules.instancenorm._InstanceNorm):
+    if kind in (nn.InstanceNorm1d, nn.InstanceNorm2d):
         return _shape(x) if x.dim() >= 3 and x.shape[1] == module.num_features else None
-    if isinstance(module, _SAME_SHAPE_MODULES):
+    if kind in _SAME_SHAPE_MODULES:
         return _shape(x)
     return None
 
