@@ -2,11 +2,13 @@
 
 Both start from the built model and one 3x224x224 input shape: cnnforge captures (torch.fx trace
 with shapes on the meta device, then the check against eager: one eager forward and one float
-evaluation of the captured network on a seeded random input) and analyzes; torchinfo runs its
-hooked forward and summary. Also timed: the fx trace alone (unverified, what cnnforge did before
-the check) and the torch.export fallback (export + ATen lowering + the same check), first call
-in this process and best of the repeats. Prints the times side by side with their ratios;
-asserts nothing about timings.
+evaluation of the captured network on a seeded random input) and analyzes, as ``load_network``
+does (the module handed over: the Network's arrays view its parameters); torchinfo runs its
+hooked forward and summary. Also timed: the same capture keeping the module (weights copied),
+the fx trace alone (unverified, what cnnforge did before the check) and the torch.export
+fallback (export + ATen lowering + the same check). Best and median of the repeats, and the
+first call in this process (what one CLI command pays; the first capture runs first). Prints
+the times side by side with their ratios; asserts nothing about timings.
 
     python benchmarks/analyze.py [--repeat 3] [--size 224]
 """
@@ -98,8 +100,12 @@ def main() -> None:
     model = ResNet50().eval()
     shape = (3, args.size, args.size)
 
-    result = analyze_network(trace(model, shape))
+    start = time.perf_counter()
+    result = analyze_network(capture(model, shape, handed_over=True))
+    ours_first = time.perf_counter() - start
+    start = time.perf_counter()
     stats = torchinfo.summary(model, input_size=(1, *shape), verbose=0)
+    theirs_first = time.perf_counter() - start
     print(f"model: ResNet-50, input {shape}, torch threads 1, best/median of {args.repeat}")
     print(f"params: cnnforge {result.totals.params:,}  torchinfo {stats.total_params:,}")
     print(f"MACs:   cnnforge {result.totals.macs:,}  torchinfo {stats.total_mult_adds:,}")
@@ -115,7 +121,10 @@ def main() -> None:
     start = time.perf_counter()
     exported()
     export_first = time.perf_counter() - start
-    ours = best_of(args.repeat, lambda: analyze_network(capture(model, shape)))
+    ours = best_of(
+        args.repeat, lambda: analyze_network(capture(model, shape, handed_over=True))
+    )
+    copying = best_of(args.repeat, lambda: analyze_network(capture(model, shape)))
     unverified = best_of(args.repeat, lambda: analyze_network(trace(model, shape)))
     network = trace(model, shape)
     analysis_only = best_of(args.repeat, lambda: analyze_network(network))
@@ -125,6 +134,7 @@ def main() -> None:
     fallback = best_of(args.repeat, exported)
     rows = (
         ("cnnforge capture + analyze", ours),
+        ("  same, copying the weights", copying),
         ("  fx trace + analyze only", unverified),
         ("  analyze_network only", analysis_only),
         ("torchinfo.summary", theirs),
@@ -133,6 +143,8 @@ def main() -> None:
     print(f"{'':32}{'best s':>10}{'median s':>10}")
     for label, (best, median) in rows:
         print(f"{label:32}{best:10.3f}{median:10.3f}")
+    print(f"{'cnnforge capture, first call':32}{ours_first:10.3f}")
+    print(f"{'torchinfo.summary, first call':32}{theirs_first:10.3f}")
     print(f"{'export fallback, first call':32}{export_first:10.3f}")
     print(
         f"ratio cnnforge (trace + verify + analyze) / torchinfo (best): {ours[0] / theirs[0]:.2f}"

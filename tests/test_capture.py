@@ -91,6 +91,21 @@ def test_guarded_skips_are_captured_by_the_export_fallback(model: nn.Module) -> 
     assert net.layer("a").module_path == "a"  # module paths come from nn_module_stack
 
 
+@pytest.mark.parametrize("model", [GuardedSkipAdd(), GuardedSkipCat()])  # fx, export
+def test_a_kept_module_shares_no_storage_a_handed_over_one_may(model: nn.Module) -> None:
+    kept = capture(model, (3, 8, 8))
+    handed = capture(model, (3, 8, 8), handed_over=True)
+    conv = next(layer for layer in kept if layer.op is Op.CONV2D)
+    before = conv.weight.copy()
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(1.0)  # the caller keeps training its model after the capture
+    np.testing.assert_array_equal(conv.weight, before)
+    assert all(layer.weight.flags.owndata for layer in kept if layer.weight is not None)
+    changed = handed.layer(conv.name).weight
+    np.testing.assert_array_equal(changed, before + 1.0)  # views: only for load_network
+
+
 def test_a_model_no_capture_matches_is_refused_in_one_line() -> None:
     with pytest.raises(ModelError) as err:
         capture(Noisy(), (3, 8, 8))

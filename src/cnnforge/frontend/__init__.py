@@ -51,7 +51,7 @@ def load_network(
         torch.manual_seed(UNTRAINED_SEED)
         module = load_model(spec, model_args or {}, checkpoint)
     check_model_values(module)  # NaN weights, negative BN variance: named here (issue 18)
-    return capture(module, input_shape, name=spec.rpartition(":")[2] or spec)
+    return capture(module, input_shape, name=spec.rpartition(":")[2] or spec, handed_over=True)
 
 
 __all__ = ["UNTRAINED_SEED", "load_network"]

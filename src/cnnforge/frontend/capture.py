@@ -22,7 +22,7 @@ from torch import nn
 from torch.utils import _pytree as pytree
 
 from cnnforge.errors import CnnforgeError, InputError, ModelError
-from cnnforge.frontend.captured import Captured
+from cnnforge.frontend.captured import Captured, owned_arrays
 from cnnforge.frontend.loading import first_line, user_frame
 from cnnforge.ir import Network
 from cnnforge.passes.verify import CHECK_SEED, float_difference
@@ -42,11 +42,25 @@ class Mismatch:
         return f"the {how} capture differs from eager at output {self.index} [{where}]: {self.what}"
 
 
-def capture(module: nn.Module, input_shape: Sequence[int], name: str | None = None) -> Network:
-    """The float Network of ``module`` on ``input_shape`` (C,H,W or C,L), checked against eager."""
+def capture(
+    module: nn.Module,
+    input_shape: Sequence[int],
+    name: str | None = None,
+    *,
+    handed_over: bool = False,
+) -> Network:
+    """The float Network of ``module`` on ``input_shape`` (C,H,W or C,L), checked against eager.
+
+    ``handed_over``: the caller will neither use nor change ``module`` again (load_network), so
+    the Network's parameter arrays may view its storage instead of copies.
+    """
+    network = _capture(module, tuple(int(n) for n in input_shape), name)
+    return network if handed_over else owned_arrays(network)
+
+
+def _capture(module: nn.Module, shape: tuple[int, ...], name: str | None) -> Network:
     from cnnforge.frontend.torch_fx import capture_fx
 
-    shape = tuple(int(n) for n in input_shape)
     name = name or type(module).__name__
     with _eval_mode(module):
         x = check_input(module, shape)

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
+import numpy as np
 import torch
 import torch.fx as fx
 
@@ -71,3 +72,25 @@ class LayerLog:
         self.alias[node] = layer.name
         if given:
             self.given[layer.name] = node
+
+
+def owned_arrays(network: Network) -> Network:
+    """``network`` with a private copy of every parameter array that views other storage.
+
+    The mappers' arrays view the module's parameters (copying 100 MB of ResNet-50 weights
+    costs a sixth of a verified capture); a caller that keeps the module, which it may still
+    train or change, gets arrays that never alias torch storage.
+    """
+    return replace(network, layers=tuple(_owned(layer) for layer in network.layers))
+
+
+def _owned(value: Any) -> Any:
+    """``value`` (a Layer or its BatchNormParams/Quantized) with its viewing arrays copied."""
+    changes = {}
+    for f in fields(value):
+        item = getattr(value, f.name)
+        if isinstance(item, np.ndarray) and not item.flags.owndata:
+            changes[f.name] = item.copy()
+        elif f.name in ("batchnorm", "quant") and item is not None:
+            changes[f.name] = _owned(item)
+    return replace(value, **changes) if changes else value

@@ -64,11 +64,12 @@ def unique_name(name: str, used: set[str]) -> str:
 
 
 def to_numpy(tensor: torch.Tensor | None) -> np.ndarray | None:
-    """A float32 numpy copy of a parameter (the IR's arrays never alias torch storage)."""
+    """A parameter as a float32 array: a view of its storage when already float32 (no copy
+    while capturing; ``captured.owned_arrays`` copies unless the module is handed over)."""
     if tensor is None:
         return None
     array = tensor.detach().cpu().numpy()
-    return array.copy() if array.dtype == np.float32 else array.astype(np.float32)
+    return array if array.dtype == np.float32 else array.astype(np.float32)
 
 
 def ntuple(value: object, n: int) -> tuple[int, ...]:

@@ -21,9 +21,10 @@ from typing import Any
 import torch
 import torch.fx as fx
 from torch import nn
+from torch.utils import _pytree as pytree
 
 from cnnforge.errors import InputError, ModelError
-from cnnforge.frontend.captured import Captured, LayerLog
+from cnnforge.frontend.captured import Captured, LayerLog, owned_arrays
 from cnnforge.frontend.fx_functions import METHOD_MAPPERS, function_mapper
 from cnnforge.frontend.fx_modules import (
     SUPPORTED_HINT,
@@ -32,6 +33,7 @@ from cnnforge.frontend.fx_modules import (
     opaque_layer,
     unique_name,
 )
+from cnnforge.frontend.fx_shapes import function_shape, module_shape
 from cnnforge.frontend.loading import capture_failed, first_line, load_model
 from cnnforge.ir import INPUT, Layer, Network, Op
 
@@ -74,7 +76,8 @@ class _ShapeRecorder(fx.Interpreter):
     """Runs the graph once, keeping each node's value and concrete arguments.
 
     With ``meta=True`` every tensor lives on the meta device (shapes only, no arithmetic):
-    module calls see meta copies of their parameters through ``functional_call``.
+    common layers get their shape by formula (frontend/fx_shapes.py, no cold meta kernels),
+    other module calls see meta copies of their parameters through ``functional_call``.
     """
 
     def __init__(self, gm: fx.GraphModule, meta: bool) -> None:
@@ -107,9 +110,17 @@ class _ShapeRecorder(fx.Interpreter):
             bn = isinstance(module, nn.modules.batchnorm._BatchNorm)
             if not bn or args[0].shape[1] == module.num_features:
                 return args[0]  # shape-preserving: skip the (slow) meta kernels
+        if (shape := module_shape(module, args, kwargs)) is not None:
+            return torch.empty(shape, dtype=args[0].dtype, device="meta")
         tensors = chain(module.named_parameters(), module.named_buffers())
         state = {name: t.to("meta") for name, t in tensors}
         return torch.func.functional_call(module, state, tuple(args), dict(kwargs))
+
+    def call_function(self, target: Any, args: Any, kwargs: dict[str, Any]) -> Any:
+        if self.meta and (shape := function_shape(target, args, kwargs)) is not None:
+            like = next(t for t in pytree.tree_leaves(args) if isinstance(t, torch.Tensor))
+            return torch.empty(shape, dtype=like.dtype, device="meta")
+        return super().call_function(target, args, kwargs)
 
     def get_attr(self, target: Any, args: Any, kwargs: dict[str, Any]) -> Any:
         value = super().get_attr(target, args, kwargs)
@@ -164,7 +175,7 @@ def trace(module: nn.Module, input_shape: Sequence[int], name: str | None = None
     The torch.fx capture alone, unverified: commands capture through ``frontend.capture``,
     which checks the result against the eager model and falls back to torch.export.
     """
-    return capture_fx(module, input_shape, name).network
+    return owned_arrays(capture_fx(module, input_shape, name).network)
 
 
 def capture_fx(module: nn.Module, input_shape: Sequence[int], name: str | None = None) -> Captured:
