@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import numpy as np
 from rich.console import Console
 
-from cnnforge.arithmetic import ACT_MAX, ACT_MIN
 from cnnforge.errors import InputError
+
+if TYPE_CHECKING:  # numpy and torch load when a command needs them (cnnforge --help stays fast)
+    import numpy as np
 
 console = Console()
 err_console = Console(stderr=True)
@@ -80,6 +82,10 @@ def parse_model_args(items: list[str] | None) -> dict[str, object]:
 
 def read_input_array(path: Path, option: str = "--input") -> np.ndarray:
     """An integer .npy of C,H,W / N,C,H,W (or C,L / N,C,L) values in [-128, 127], as int64."""
+    import numpy as np
+
+    from cnnforge.arithmetic import ACT_MAX, ACT_MIN
+
     if not path.is_file():
         raise InputError(f"{option} file not found", where=str(path))
     try:

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import numpy as np
 import typer
 
 from cnnforge.cli import app
@@ -23,8 +23,12 @@ from cnnforge.cli.common import (
     read_input_array,
 )
 from cnnforge.errors import InputError
-from cnnforge.ir import Network
 from cnnforge.outputs import atomic_output_dir, atomic_output_file
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from cnnforge.ir import Network
 
 
 def resolve_network(
@@ -152,6 +156,8 @@ def simulate(
 
 def _write_layers(layers: dict, added: bool, directory: Path, overwrite: bool) -> None:
     """One .npy per layer (file names made safe), written atomically."""
+    import numpy as np
+
     with atomic_output_dir(directory, overwrite=overwrite) as tmp:
         for name, value in layers.items():
             np.save(tmp / _file_name(name), _unbatch(value, added))
@@ -163,12 +169,16 @@ def _shape_from_data(data: np.ndarray) -> tuple[int, ...]:
 
 
 def _unbatch(value, added: bool) -> np.ndarray:
+    import numpy as np
+
     array = np.asarray(value.numpy() if hasattr(value, "numpy") else value, dtype=np.int64)
     return array[0] if added else array
 
 
 def write_outputs(outputs: dict[str, np.ndarray], path: Path) -> None:
     """One output -> .npy; several -> an .npz keyed by layer name."""
+    import numpy as np
+
     with atomic_output_file(path) as tmp, open(tmp, "wb") as fh:
         if len(outputs) == 1:
             np.save(fh, next(iter(outputs.values())))
