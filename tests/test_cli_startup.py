@@ -48,3 +48,22 @@ def test_cli_starts_without_torch_or_matplotlib(args: tuple[str, ...], status: i
     result = _run(*args)
     last = result.stderr.strip().splitlines()[-1]
     assert last == f"HEAVY= CODE={status}", result.stderr
+
+
+def test_the_program_flushes_its_output_before_its_quick_exit(tmp_path: Path) -> None:
+    """``python -m cnnforge`` ends with os._exit after flushing: output and status survive."""
+    env = {**os.environ, "PYTHONPATH": str(SRC)}
+    for args, status, stream, text in (
+        (["--version"], 0, "stdout", "cnnforge "),
+        (["check", "--no-such-option"], 2, "stderr", "error: No such option"),
+        (["simulate", "--input", str(tmp_path / "x.npy"), "--output", "o.npy"], 2, "stderr", ""),
+    ):
+        result = subprocess.run(
+            [sys.executable, "-m", "cnnforge", *args],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=120,
+        )
+        assert result.returncode == status, result.stderr
+        assert getattr(result, stream).startswith(text or "error:"), result
