@@ -140,10 +140,9 @@ def _overwrites(mem, network, index, name, words, ids, live, names, allow_overla
     from cnnforge.plan.validate import Issue
 
     layer = network.layers[index] if index >= 0 else None
-    hit: set[int] = set()
-    for p, _, w in words:
-        base = p - p % PER_INSTANCE
-        hit.update(np.unique(mem.tid[base : base + PER_INSTANCE, w]).tolist())
+    instances = [(p - p % PER_INSTANCE, w) for p, _, w in words]  # whole words: all 4 lanes
+    held = [mem.tid[base : base + PER_INSTANCE, w] for base, w in instances]
+    hit = set(np.unique(np.concatenate([h.ravel() for h in held])).tolist()) if held else set()
     hit.discard(EMPTY)
     hit.discard(ids[name])
     issues = []
