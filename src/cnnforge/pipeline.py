@@ -262,8 +262,10 @@ def step_simulate(state: CompileState, workdir: Path) -> CompileState:
     layers = {k: _np(v)[0] for k, v in (result.layers or {}).items()}
     np.savez(workdir / KNOWN_ANSWER, **{k: answer[k] for k in sorted(answer)})
     np.save(workdir / SAMPLE, state.sample.astype(np.int8))
-    (workdir / QUANTIZED).write_text(state.network.to_json(), "utf-8")
-    _stage("cnnforge.quant.checkpoint", "save_quantized")(state.network, workdir / CHECKPOINT)
+    text = state.network.to_json()
+    (workdir / QUANTIZED).write_text(text, "utf-8")
+    save = _stage("cnnforge.quant.checkpoint", "save_quantized")
+    save(state.network, workdir / CHECKPOINT, network_json=text)
     state = state.with_(answer=answer, layer_outputs=layers)
     return state.wrote(KNOWN_ANSWER, SAMPLE, QUANTIZED, CHECKPOINT)
 
