@@ -62,7 +62,7 @@ def test_report_is_self_contained_with_every_section(compiled) -> None:
         assert f">{title}<" in html, title
     assert not re.search(r"""(src|href)=["']?(https?:|//|file:)""", html)
     assert "<script" not in html
-    images = re.findall(r'src="data:image/png;base64,[A-Za-z0-9+/=]+"', html)
+    images = re.findall(r'src="data:image/svg\+xml;base64,[A-Za-z0-9+/=]+"', html)
     assert len(images) >= 5  # memory map, kernel map, utilization, cycles, masks
     assert "argmax agreement" in html and "c1" in html
     assert "rewrite" in html.lower()

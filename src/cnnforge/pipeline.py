@@ -14,11 +14,12 @@ Upstream stages are imported where they are used; a missing one fails loudly (Em
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import importlib
 import json
 import tempfile
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -332,8 +333,10 @@ def step_simulate(state: CompileState, workdir: Path) -> CompileState:
     layers = {k: _np(v)[0] for k, v in (result.layers or {}).items()}
     np.savez(workdir / KNOWN_ANSWER, **{k: answer[k] for k in sorted(answer)})
     np.save(workdir / SAMPLE, state.sample.astype(np.int8))
-    (workdir / QUANTIZED).write_text(state.network.to_json(), "utf-8")
-    _stage("cnnforge.quant.checkpoint", "save_quantized")(state.network, workdir / CHECKPOINT)
+    text = state.network.to_json()
+    (workdir / QUANTIZED).write_text(text, "utf-8")
+    save = _stage("cnnforge.quant.checkpoint", "save_quantized")
+    save(state.network, workdir / CHECKPOINT, network_json=text)
     state = state.with_(answer=answer, layer_outputs=layers)
     return state.wrote(KNOWN_ANSWER, SAMPLE, QUANTIZED, CHECKPOINT)
 
@@ -465,7 +468,10 @@ def compile_model(
     state = CompileState(options=options)
     check_target(options.output, directory=True, overwrite=options.overwrite)  # before the work
     steps = steps_for(_stage("cnnforge.devices", "get_device")(options.device))
-    with atomic_output_dir(Path(options.output), overwrite=options.overwrite) as workdir:
+    with (
+        _one_torch_thread(),
+        atomic_output_dir(Path(options.output), overwrite=options.overwrite) as workdir,
+    ):
         for i, (name, step) in enumerate(steps):
             if on_step is not None:
                 on_step(name, i, len(steps))
@@ -478,6 +484,21 @@ def steps_for(device: Any) -> tuple[tuple[str, Step], ...]:
     ``emitter`` field names (an HLS target: ``cnnforge.emit.hls.steps.STEPS``)."""
     emitter = getattr(device, "emitter", None)
     return STEPS if emitter is None else _stage(f"cnnforge.emit.{emitter}.steps", "STEPS")
+
+
+@contextlib.contextmanager
+def _one_torch_thread() -> Iterator[None]:
+    """One intra-op thread while compiling: one sample's layers are too small to share out, and
+    OpenMP workers spinning between layers cost ~30x the work itself on a busy machine (a
+    float32 sum below 2^24 is exact in any order, so the known answer does not change)."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
 
 
 def summary(state: CompileState) -> dict[str, Any]:

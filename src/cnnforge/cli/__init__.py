@@ -7,6 +7,7 @@ program's logic lives here.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import traceback
@@ -62,6 +63,36 @@ def _usage_line(exc: typer.TyperException, argv: list[str]) -> str:
 def _error_line(text: str) -> None:
     """One plain line on stderr: no markup, emoji codes or highlighting (``file.yaml:100:``)."""
     err_console.print(plain_text(text), markup=False, emoji=False, highlight=False, soft_wrap=True)
+
+
+def run() -> None:
+    """The program's entry point (``cnnforge``, ``python -m cnnforge``): ``main``, then a quick
+    exit. Tearing down torch's modules at interpreter exit costs ~0.3 s of CPU, a sixth of a
+    vendor-pair compile; once the streams are flushed nothing is left to do, unless worker
+    processes or threads are still running (then the normal exit waits for them)."""
+    try:
+        main()
+    except SystemExit as exc:
+        if isinstance(exc.code, int | None) and _nothing_running():
+            for stream in (sys.stdout, sys.stderr):
+                with contextlib.suppress(OSError, ValueError):  # a closed pipe: nothing to add
+                    stream.flush()
+            os._exit(exc.code or 0)
+        raise
+
+
+def _nothing_running() -> bool:
+    """No child processes, no live non-daemon threads, no torch.distributed group."""
+    import threading
+
+    mp = sys.modules.get("multiprocessing")
+    if mp is not None and mp.active_children():
+        return False
+    main_thread = threading.main_thread()
+    if any(t is not main_thread and not t.daemon for t in threading.enumerate()):
+        return False
+    dist = sys.modules.get("torch.distributed")
+    return dist is None or not (dist.is_available() and dist.is_initialized())
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -7,13 +7,8 @@ from pathlib import Path
 import typer
 from rich.console import Console
 
-from cnnforge.analysis import analyze_network
-from cnnforge.analysis.render import to_json, to_markdown, to_table, totals_lines
 from cnnforge.cli import app
 from cnnforge.cli.common import console, parse_model_args, parse_shape
-from cnnforge.frontend import load_network
-from cnnforge.frontend.ai8x import network_for_cli
-from cnnforge.models import default_input_shape, model_names
 from cnnforge.outputs import atomic_outputs
 
 #: Console width when stdout is not a terminal (the table is not folded).
@@ -58,6 +53,12 @@ def analyze(
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace existing output files."),
 ) -> None:
     """Per-layer parameters, MACs, receptive field, activation and parameter memory, totals."""
+    from cnnforge.analysis import analyze_network
+    from cnnforge.analysis.render import to_json, to_markdown, to_table, totals_lines
+    from cnnforge.frontend import load_network
+    from cnnforge.frontend.ai8x import network_for_cli
+    from cnnforge.models import default_input_shape, model_names
+
     shape = parse_shape(input_shape) if input_shape else None
     if shape is None and model in model_names():  # a shipped model knows its input
         shape = default_input_shape(model)

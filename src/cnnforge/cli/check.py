@@ -7,18 +7,17 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 from rich.table import Table
 
 from cnnforge.cli import app
 from cnnforge.cli.common import console, parse_model_args, parse_shape, parse_weight_bits
-from cnnforge.devices import get_device
-from cnnforge.frontend import load_network
-from cnnforge.frontend.ai8x import network_for_cli
-from cnnforge.models import default_input_shape, model_names
 from cnnforge.outputs import atomic_output_file
-from cnnforge.passes.check import CheckReport, check_report
+
+if TYPE_CHECKING:
+    from cnnforge.passes.check import CheckReport
 
 
 @app.command("check")
@@ -55,6 +54,12 @@ def check(
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace an existing --json FILE."),
 ) -> None:
     """List the exact rewrites applied and ALL device violations; exit 1 if it does not fit."""
+    from cnnforge.devices import get_device
+    from cnnforge.frontend import load_network
+    from cnnforge.frontend.ai8x import network_for_cli
+    from cnnforge.models import default_input_shape, model_names
+    from cnnforge.passes.check import check_report
+
     dev = get_device(device)
     bits = parse_weight_bits(weight_bits, binary=True) if weight_bits else None
     shape = parse_shape(input_shape) if input_shape else None

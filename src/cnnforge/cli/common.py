@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import ast
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import numpy as np
 from rich.console import Console
 
 from cnnforge.errors import InputError
-from cnnforge.samples import load_input_array
+
+if TYPE_CHECKING:  # numpy and torch load when a command needs them (cnnforge --help stays fast)
+    import numpy as np
 
 # Piped output (files, `less`, CI logs) gets no width limit: rich would otherwise wrap tables at
 # 80 columns into one word per line. Emoji codes stay text (``file.yaml:100:`` is a location).
@@ -98,6 +100,8 @@ def parse_model_args(items: list[str] | None) -> dict[str, object]:
 
 def read_input_array(path: Path, option: str = "--input") -> np.ndarray:
     """An .npy of C,H,W / N,C,H,W (or C,L / N,C,L) int8 values or model-unit floats, as int64."""
+    from cnnforge.samples import load_input_array
+
     return load_input_array(path, option).values
 
 

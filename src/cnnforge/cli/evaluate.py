@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 from rich.table import Table
 
 from cnnforge.cli import app
 from cnnforge.cli.common import console, parse_model_args
-from cnnforge.train.evaluate import Evaluation
+
+if TYPE_CHECKING:
+    from cnnforge.train.evaluate import Evaluation
 
 
 @app.command("evaluate")

@@ -9,6 +9,7 @@ plan) and only reports; exit 1 when the given plan breaks a rule.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 from rich.table import Table
@@ -17,7 +18,9 @@ from cnnforge.cli import app
 from cnnforge.cli.common import console, parse_model_args, parse_shape, parse_weight_bits
 from cnnforge.errors import InputError
 from cnnforge.outputs import check_target
-from cnnforge.plan.deploy import PlanResult
+
+if TYPE_CHECKING:
+    from cnnforge.plan.deploy import PlanResult
 
 
 @app.command("plan")

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import numpy as np
 import typer
 from rich.table import Table
 
@@ -17,7 +17,11 @@ from cnnforge.cli.common import (
     read_input_array,
 )
 from cnnforge.errors import InputError
-from cnnforge.ir import Network
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from cnnforge.ir import Network
 
 
 def read_calibration(path: Path | None) -> np.ndarray | None:

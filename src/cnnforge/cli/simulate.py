@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import numpy as np
 import typer
 
 from cnnforge.cli import app
@@ -24,8 +24,12 @@ from cnnforge.cli.common import (
     read_input_array,
 )
 from cnnforge.errors import InputError
-from cnnforge.ir import Network
 from cnnforge.outputs import atomic_outputs
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from cnnforge.ir import Network
 
 
 def resolve_network(
@@ -168,12 +172,16 @@ def _shape_from_data(data: np.ndarray) -> tuple[int, ...]:
 
 
 def _unbatch(value, added: bool) -> np.ndarray:
+    import numpy as np
+
     array = np.asarray(value.numpy() if hasattr(value, "numpy") else value, dtype=np.int64)
     return array[0] if added else array
 
 
 def write_outputs(outputs: dict[str, np.ndarray], path: Path) -> None:
     """One output -> .npy; several -> an .npz keyed by layer name (``path`` is written as is)."""
+    import numpy as np
+
     with open(path, "wb") as fh:
         if len(outputs) == 1:
             np.save(fh, next(iter(outputs.values())))

@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 from rich.table import Table
 
 from cnnforge.cli import app
 from cnnforge.cli.common import console, parse_model_args
-from cnnforge.train.distributed import init_from_env, shutdown
-from cnnforge.train.loop import EpochRecord, TrainConfig
-from cnnforge.train.run import train_model
+
+if TYPE_CHECKING:
+    from cnnforge.train.loop import EpochRecord
 
 
 @app.command("train")
@@ -39,6 +40,10 @@ def train(
     resume: bool = typer.Option(False, "--resume", help="Continue from OUT/last.pth."),
 ) -> None:
     """Train MODEL on a segmentation dataset: float phase, then QAT from the start_epoch."""
+    from cnnforge.train.distributed import init_from_env, shutdown
+    from cnnforge.train.loop import TrainConfig
+    from cnnforge.train.run import train_model
+
     ctx = init_from_env()
     config = TrainConfig(
         epochs=epochs,

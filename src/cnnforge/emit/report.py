@@ -1,4 +1,4 @@
-"""report.html: one self-contained page (inline PNG figures) describing a compile.
+"""report.html: one self-contained page (inline SVG figures) describing a compile.
 
 Sections: summary, analysis table, device check (rewrites, violations), the plan (data memory
 map, kernel map, processor utilization), cycle estimate per layer, float vs quantized outputs on

@@ -282,8 +282,8 @@ def _kernel_issues(network: Network, plan: Plan, res: Resources) -> list[Issue]:
 def _kernel_clash(network, layer, procs, start, words, taken, plan) -> list[Issue]:
     for p in procs:
         for a, b, other in taken.get(p, ()):
-            shared = _same_kernels(plan, layer, network.layer(other))
-            if a < start + words and start < b and not shared:
+            overlap = a < start + words and start < b
+            if overlap and not _same_kernels(plan, layer, network.layer(other)):
                 return [
                     Issue(
                         layer.name,

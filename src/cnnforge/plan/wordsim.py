@@ -120,19 +120,29 @@ def _write(mem, network, index, name, place, ids, live, names, overlap, chw=Fals
         overlap == "proven" and _proven_in_place(network, index, place)
     )
     issues = _overwrites(mem, network, index, name, words, ids, live, names, allowed)
-    tid = ids[name]
-    for p, c, w in words:
-        base = p - p % PER_INSTANCE
-        lanes = slice(base, base + PER_INSTANCE)
-        mem.tid[lanes, w] = tid
-        mem.ch[lanes, w] = EMPTY if not geo.wide else (c if c < geo.channels else EMPTY)
-        mem.px[lanes, w] = EMPTY
-    for p, c, w in words:
-        mem.ch[p, w] = CHW_ANY if chw else (c if c < geo.channels else EMPTY)
-        mem.px[p, w] = CHW_ANY if chw else np.arange(w.size) % max(1, geo.pixels)
-        if geo.wide:
-            base = p - p % PER_INSTANCE
-            mem.ch[base : base + PER_INSTANCE, w] = c if c < geo.channels else EMPTY
+    # All (processor, word) pairs at once, in the order of ``words``: whole words first (every
+    # lane of the instance), then the processor's own lane.
+    proc = np.concatenate([np.full(w.size, p) for p, _, w in words])
+    chan = np.concatenate([np.full(w.size, c if c < geo.channels else EMPTY) for _, c, w in words])
+    word = np.concatenate([w for _, _, w in words])
+    pixel = np.concatenate([np.arange(w.size) for _, _, w in words]) % max(1, geo.pixels)
+    if geo.wide:  # every lane of a word holds the channel (one channel per word)
+        lanes = (proc - proc % PER_INSTANCE)[:, None] + np.arange(PER_INSTANCE)
+        whole = (lanes, word[:, None])
+        mem.tid[whole] = ids[name]
+        mem.ch[whole] = chan[:, None]
+        mem.px[whole] = EMPTY
+    else:  # the same constants in each lane: mark the words once per instance
+        mark = np.zeros((PROCESSORS // PER_INSTANCE, mem.words), dtype=bool)
+        mark[proc // PER_INSTANCE, word] = True
+        whole = np.repeat(mark, PER_INSTANCE, axis=0)
+        mem.tid[whole] = ids[name]
+        mem.ch[whole] = EMPTY
+        mem.px[whole] = EMPTY
+    mem.ch[proc, word] = CHW_ANY if chw else chan
+    mem.px[proc, word] = CHW_ANY if chw else pixel
+    if geo.wide:
+        mem.ch[whole] = chan[:, None]
     return issues
 
 
@@ -148,10 +158,11 @@ def _overwrites(mem, network, index, name, words, ids, live, names, allow_overla
     from cnnforge.plan.validate import Issue
 
     layer = network.layers[index] if index >= 0 else None
-    hit: set[int] = set()
+    written = np.zeros((PROCESSORS // PER_INSTANCE, mem.words), dtype=bool)
     for p, _, w in words:
-        base = p - p % PER_INSTANCE
-        hit.update(np.unique(mem.tid[base : base + PER_INSTANCE, w]).tolist())
+        written[p // PER_INSTANCE, w] = True  # whole words: all lanes of the instance
+    held = mem.tid[np.repeat(written, PER_INSTANCE, axis=0)]
+    hit = {int(i) + EMPTY for i in np.flatnonzero(np.bincount(held - EMPTY))}  # tensor ids
     hit.discard(EMPTY)
     hit.discard(ids[name])
     issues = []

@@ -37,10 +37,12 @@ def save_quantized(
     *,
     overwrite: bool = True,
     output_scales: dict[str, int] | None = None,
+    network_json: str | None = None,
 ) -> None:
     """Write ``network`` (quantized, hardware) atomically to ``path``.
 
     ``output_scales``: ``{output: e}`` from calibrated PTQ (output ``v`` means ``v * 2^e / 128``).
+    ``network_json``: ``network.to_json()`` when the caller has it already (not made twice).
     """
     if not network.is_quantized:
         missing = [x.name for x in network.layers if x.has_weights and x.quant is None]
@@ -60,7 +62,7 @@ def save_quantized(
     doc = {
         "format": FORMAT,
         "generator": f"cnnforge {__version__}",
-        "network": network.to_json(indent=None),
+        "network": network_json if network_json is not None else network.to_json(indent=None),
         "layers": layers,
         "output_scales": {str(k): int(v) for k, v in (output_scales or {}).items()},
     }

@@ -7,17 +7,22 @@ import numpy as np
 from cnnforge.errors import EmitError
 
 PER_LINE = 24
+BYTE_TEXTS = tuple(str(v) for v in range(-128, 256))  # the decimal text of every byte value
 
 
 def c_array(ctype: str, name: str, values: np.ndarray, per_line: int = PER_LINE) -> str:
     """``static const T name[N] = {...};`` with a fixed number of values per line."""
-    flat = np.asarray(values).reshape(-1)
-    items = [str(int(v)) for v in flat.tolist()] or ["0"]
-    lines = [
-        "    " + ", ".join(items[i : i + per_line]) + "," for i in range(0, len(items), per_line)
-    ]
-    body = "\n".join(lines)
-    return f"static const {ctype} {name}[{len(items)}] = {{\n{body}\n}};\n"
+    flat = np.asarray(values).reshape(-1).astype(np.int64)
+    if flat.size and flat.min() >= -128 and flat.max() <= 255:  # weights, samples: a lookup
+        items = np.array(BYTE_TEXTS, dtype=object)[flat + 128]
+    else:
+        items = np.array([str(v) for v in flat.tolist()] or ["0"], dtype=object)
+    full = items.size // per_line * per_line
+    rows = items[:full].reshape(-1, per_line).tolist()
+    if full < items.size:
+        rows.append(items[full:].tolist())
+    body = "\n".join("    " + ", ".join(row) + "," for row in rows)
+    return f"static const {ctype} {name}[{items.size}] = {{\n{body}\n}};\n"
 
 
 def c_string(text: str) -> str:
