@@ -127,6 +127,8 @@ def simulate(
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace existing outputs."),
 ) -> None:
     """Simulate bit-exactly; write the output (and every layer's output with --layers)."""
+    import numpy as np
+
     from cnnforge.frontend.ai8x import network_for_cli
     from cnnforge.sim import simulate as run_sim
 
