@@ -15,16 +15,21 @@ from cnnforge.targets.generic.scores import evaluate_generic
 from cnnforge.targets.generic.target import parse_generic
 from cnnforge.train.datasets import SHAPES_CLASSES, ShapesDataset
 from cnnforge.train.demo import shipped_checkpoint
+from test_analysis_cli import run_cli
 from test_onnx_import import export
 
 pytest.importorskip("onnx")
 
 
 @pytest.fixture(scope="module")
-def trained_network(tmp_path_factory):
+def trained_onnx(tmp_path_factory):
     model = set_float(load_model("qat-unet", {}, shipped_checkpoint())).eval()
-    path = export(model, (3, 32, 32), tmp_path_factory.mktemp("onnx") / "qat-unet.onnx")
-    return load_onnx(path, None)
+    return export(model, (3, 32, 32), tmp_path_factory.mktemp("onnx") / "qat-unet.onnx")
+
+
+@pytest.fixture(scope="module")
+def trained_network(trained_onnx):
+    return load_onnx(trained_onnx, None)
 
 
 def _evaluate(network, spec: str):
@@ -50,3 +55,12 @@ def test_int8_target_loses_little(trained_network):
     assert result.pixels_agreeing >= 0.97 * result.pixels
     f, i = result.scores["float"], result.scores["integer"]
     assert abs(f.miou - i.miou) < 0.03 and not np.isnan(i.miou)
+
+
+def test_budget_scores_shapes(trained_onnx, capsys):
+    args = ["budget", str(trained_onnx), "-d", "generic:onchip=64KiB", "--accuracy"]
+    code, out, err = run_cli([*args, "--dataset", "shapes", "--length", "4"], capsys)
+    assert code == 0, err
+    assert "shapes val, 4 images" in out and "arg-max agrees on 100.000% of pixels" in out
+    code, _, err = run_cli([*args[:4], "--dataset", "shapes"], capsys)  # without --accuracy
+    assert code == 2 and err.count("\n") == 1 and "--dataset shapes" in err
