@@ -6,6 +6,7 @@ from __future__ import annotations
 import warnings
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 from torch import nn
@@ -95,3 +96,37 @@ def test_bad_onnx_files_are_one_line(tmp_path, capsys):
     ):
         code, _, err = run_cli(["analyze", str(path)], capsys)
         assert code == 2 and err.count("\n") == 1 and words in err, err
+
+
+class Scaled(nn.Module):
+    """bn(y) / 4 (cnnforge.nn's form) folds into the BatchNorm; conv(x) * 0.5 stays OPAQUE."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(3, 4, 3, padding=1)
+        self.bn = nn.BatchNorm2d(4)
+        self.conv2 = nn.Conv2d(4, 4, 1)
+
+    def forward(self, x):
+        return self.conv2(torch.relu(self.bn(self.conv(x)) / 4)) * 0.5
+
+
+def test_a_batchnorm_divided_by_a_constant_is_one_batchnorm(tmp_path):
+    torch.manual_seed(0)
+    module = Scaled()
+    module.bn.running_var.uniform_(0.5, 1.5)
+    path = export(module, (3, 8, 8), tmp_path / "scaled.onnx")
+    net = load_onnx(path, None)
+    assert [layer.op for layer in net.layers] == [
+        Op.CONV2D, Op.BATCHNORM, Op.ACTIVATION, Op.CONV2D, Op.OPAQUE
+    ]  # fmt: skip
+    assert net.layers[-1].opaque_kind == "onnx.Mul"
+    bn = net.layers[1].batchnorm
+    np.testing.assert_array_equal(bn.weight, module.bn.weight.detach().numpy() / 4)
+    x = torch.randn(1, 3, 8, 8)
+    from cnnforge.sim.float_eval import run_float
+
+    opaque = {net.layers[-1].name: torch.zeros(1, 4, 8, 8)}  # no float semantics of its own
+    got = run_float(net, x.numpy(), all_layers=True, given=opaque)[net.layers[3].name]
+    want = module.conv2(torch.relu(module.bn(module.conv(x)) / 4))
+    np.testing.assert_allclose(got.numpy(), want.detach().numpy(), rtol=1e-5, atol=1e-6)
