@@ -1,6 +1,5 @@
-"""ONNX in: every shipped model exported with torch.onnx.export gives the PyTorch path's analysis,
-quantized network and simulation; the IR's float evaluation equals onnxruntime's; bad files
-are one line, exit 2."""
+"""ONNX in: the ops beyond the U-Nets, OPAQUE rows, shapes from -i, bad files one line with exit 2
+(the round trip of every shipped and zoo model: tests/test_onnx_round_trip.py)."""
 
 from __future__ import annotations
 
@@ -12,14 +11,9 @@ import pytest
 import torch
 from torch import nn
 
-from cnnforge.analysis import analyze_network
 from cnnforge.frontend.onnx import load_onnx
-from cnnforge.frontend.torch_fx import trace
 from cnnforge.ir import Op
-from cnnforge.models import build_model, default_input_shape
-from cnnforge.quant.pipeline import quantize_lowered
-from cnnforge.sim import simulate
-from cnnforge.sim.float_eval import run_float
+from cnnforge.models import build_model
 from test_analysis_cli import run_cli
 
 onnx = pytest.importorskip("onnx")
@@ -43,58 +37,6 @@ def export(module: nn.Module, shape, path: Path, dynamic: bool = False) -> Path:
             dynamic_axes=axes,
         )
     return path
-
-
-def onnxruntime_outputs(path: Path, x: np.ndarray) -> list[np.ndarray]:
-    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
-    return session.run(None, {session.get_inputs()[0].name: x})
-
-
-@pytest.mark.parametrize("name", ["unet-voc", "unet-large"])
-def test_shipped_model_round_trip(name, tmp_path):
-    shape = default_input_shape(name)
-    torch.manual_seed(0)
-    module = build_model(name)
-    for m in module.modules():  # non-trivial BatchNorm statistics
-        if isinstance(m, nn.BatchNorm2d):
-            m.running_mean.uniform_(-0.2, 0.2)
-            m.running_var.uniform_(0.5, 1.5)
-    path = export(module, shape, tmp_path / f"{name}.onnx")
-    ours = load_onnx(path, None)
-    theirs = trace(module, shape, name=name)
-    a, b = analyze_network(ours), analyze_network(theirs)
-    assert a.totals.macs == b.totals.macs
-    assert a.totals.peak_act_bytes_float32 == b.totals.peak_act_bytes_float32
-    assert [(r.op, r.out_shape, r.macs, r.rf_size) for r in a.layers] == [
-        (r.op, r.out_shape, r.macs, r.rf_size) for r in b.layers
-    ]
-    modules = [(r.name, r.params) for r in b.layers if r.op.startswith("conv")]
-    assert [(r.name, r.params) for r in a.layers if r.op.startswith("conv")] == modules
-    # ONNX has no affine=False BatchNorm: its scale 1 and shift 0 are counted as parameters.
-    plain_bn = sum(
-        2 * m.num_features
-        for m in module.modules()
-        if isinstance(m, nn.BatchNorm2d) and not m.affine
-    )
-    assert a.totals.params == b.totals.params + plain_bn
-    # Equivalence gate: the IR's float evaluation equals onnxruntime's (float round-off).
-    x = np.random.default_rng(0).uniform(-1, 1, (1, *shape)).astype(np.float32)
-    (want,) = onnxruntime_outputs(path, x)
-    (got,) = run_float(ours, x).values()
-    np.testing.assert_allclose(got.numpy(), want, rtol=1e-4, atol=1e-4)
-    # Same quantized network and same simulation as the PyTorch path.
-    calibration = np.round(x * 127).astype(np.int64)
-    qa, _ = quantize_lowered(ours, calibration=calibration)
-    qb, _ = quantize_lowered(theirs, calibration=calibration)
-    for la, lb in zip(qa.layers, qb.layers, strict=True):
-        assert la.op == lb.op and la.out_shape == lb.out_shape
-        if la.quant is not None:
-            assert np.array_equal(la.quant.weights, lb.quant.weights)
-            assert la.quant.output_shift == lb.quant.output_shift
-    xi = np.random.default_rng(1).integers(-128, 128, (1, *shape))
-    (sa,) = simulate(qa, xi).outputs.values()
-    (sb,) = simulate(qb, xi).outputs.values()
-    assert torch.equal(sa, sb)
 
 
 class Mixed(nn.Module):
@@ -154,3 +96,37 @@ def test_bad_onnx_files_are_one_line(tmp_path, capsys):
     ):
         code, _, err = run_cli(["analyze", str(path)], capsys)
         assert code == 2 and err.count("\n") == 1 and words in err, err
+
+
+class Scaled(nn.Module):
+    """bn(y) / 4 (cnnforge.nn's form) folds into the BatchNorm; conv(x) * 0.5 stays OPAQUE."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(3, 4, 3, padding=1)
+        self.bn = nn.BatchNorm2d(4)
+        self.conv2 = nn.Conv2d(4, 4, 1)
+
+    def forward(self, x):
+        return self.conv2(torch.relu(self.bn(self.conv(x)) / 4)) * 0.5
+
+
+def test_a_batchnorm_divided_by_a_constant_is_one_batchnorm(tmp_path):
+    torch.manual_seed(0)
+    module = Scaled()
+    module.bn.running_var.uniform_(0.5, 1.5)
+    path = export(module, (3, 8, 8), tmp_path / "scaled.onnx")
+    net = load_onnx(path, None)
+    assert [layer.op for layer in net.layers] == [
+        Op.CONV2D, Op.BATCHNORM, Op.ACTIVATION, Op.CONV2D, Op.OPAQUE
+    ]  # fmt: skip
+    assert net.layers[-1].opaque_kind == "onnx.Mul"
+    bn = net.layers[1].batchnorm
+    np.testing.assert_array_equal(bn.weight, module.bn.weight.detach().numpy() / 4)
+    x = torch.randn(1, 3, 8, 8)
+    from cnnforge.sim.float_eval import run_float
+
+    opaque = {net.layers[-1].name: torch.zeros(1, 4, 8, 8)}  # no float semantics of its own
+    got = run_float(net, x.numpy(), all_layers=True, given=opaque)[net.layers[3].name]
+    want = module.conv2(torch.relu(module.bn(module.conv(x)) / 4))
+    np.testing.assert_allclose(got.numpy(), want.detach().numpy(), rtol=1e-5, atol=1e-6)

@@ -5,6 +5,9 @@ the blobs (interval, on-chip range or DDR), the totals (ops as xfDNN counts them
 on-chip memory needing no DDR transfer and where its peak is, DDR bytes at the budget beside a
 lower bound) and the DDR-bytes-against-budget curve. ``--json`` writes the JSON document,
 ``-o DIR`` writes generic-plan.json, generic-plan.txt, ddr-vs-budget.svg and report.html.
+``--accuracy`` quantizes to the target's integers and simulates them bit-exactly (SNR against
+float); with ``--dataset shapes`` also float and integer pixel accuracy / mIoU on shapes val
+images, as ``cnnforge evaluate`` reports them for the MAX7800x.
 ``cnnforge plan MODEL -d generic:...`` runs the same.
 """
 
@@ -51,6 +54,10 @@ def budget(
     accuracy: bool = typer.Option(
         False, "--accuracy", help="Quantize to the target's integers, simulate, compare with float."
     ),
+    dataset: str = typer.Option(
+        None, "--dataset", help="With --accuracy: also score segmentation on 'shapes' val images."
+    ),
+    length: int = typer.Option(64, "--length", help="--dataset shapes: number of images."),
 ) -> None:
     """Schedule, blob allocation, DDR spill traffic, ops and the budget curve (generic target)."""
     run_budget(
@@ -64,6 +71,7 @@ def budget(
         overwrite,
         points,
         accuracy,
+        (dataset, length),
     )
 
 
@@ -78,6 +86,7 @@ def run_budget(
     overwrite: bool = False,
     points: int = 24,
     accuracy: bool = False,
+    scored: tuple[str | None, int] = (None, 0),
 ) -> None:
     """The ``budget`` command's work (``plan -d generic:...`` calls it too)."""
     from cnnforge.frontend import load_network
@@ -87,6 +96,11 @@ def run_budget(
     from cnnforge.targets.generic.target import parse_generic
 
     target = parse_generic(device)
+    if scored[0] is not None and (scored[0] != "shapes" or not accuracy or scored[1] < 1):
+        raise InputError(
+            f"--dataset {scored[0]} --length {scored[1]}",
+            hint="--dataset shapes goes with --accuracy and a --length of at least 1",
+        )
     if points < 2:
         raise InputError(f"--points {points} is below 2", hint="e.g. --points 24")
     if model is None:
@@ -110,6 +124,10 @@ def run_budget(
         (err_console if json_out == "-" else console).print(
             _accuracy_line(network, target), highlight=False, markup=False
         )
+        if scored[0] is not None:
+            (err_console if json_out == "-" else console).print(
+                _scores_line(network, target, scored[1]), highlight=False, markup=False
+            )
     if json_out not in (None, "-"):
         with atomic_output_file(Path(json_out)) as tmp:
             tmp.write_text(report.to_json(plan), encoding="utf-8")
@@ -134,6 +152,33 @@ def _accuracy_line(network, target) -> str:
         f"quantized (int{sem.act_bits} activations, int{sem.weight_bits} weights, "
         f"int{sem.acc_bits} accumulator; bit-exact integer simulation) against float on a "
         f"seeded random input: SNR {acc.snr_db:.1f} dB, max |error| {acc.max_abs_error:.3g}"
+    )
+
+
+def _scores_line(network, target, length: int) -> str:
+    """Float and integer segmentation scores on ``length`` shapes val images (one line)."""
+    import torch
+
+    from cnnforge.targets.generic.scores import evaluate_generic
+    from cnnforge.train.datasets import ShapesDataset
+
+    shape = network.input_shape
+    if len(shape) != 3 or shape[0] != 3 or shape[1] != shape[2]:
+        raise InputError(
+            f"--dataset shapes needs a 3,N,N input, not {shape}", hint="e.g. -i 3,32,32"
+        )
+    classes = network.shape_of(network.outputs[0])[0]
+    train = ShapesDataset("train", 8, shape[1])
+    calibration = torch.stack([train[i][0] for i in range(8)]).double().numpy() / 128
+    result = evaluate_generic(
+        network, target, ShapesDataset("val", length, shape[1]), calibration, classes
+    )
+    f, i = result.scores["float"], result.scores["integer"]
+    return (
+        f"shapes val, {result.images} images (calibrated on 8 train images): float pixel acc "
+        f"{100 * f.pixel_accuracy:.2f}% mIoU {100 * f.miou:.2f}%, integer pixel acc "
+        f"{100 * i.pixel_accuracy:.2f}% mIoU {100 * i.miou:.2f}%; arg-max agrees on "
+        f"{100 * result.pixels_agreeing / result.pixels:.3f}% of pixels"
     )
 
 

@@ -4,16 +4,21 @@ The ``onnx`` package reads the graph; shapes come from ONNX shape inference afte
 fixed to ``1 x input_shape`` (``-i``; a model whose input has dynamic sizes needs it). The ops
 of CNNs map to model-level layers (Conv, ConvTranspose, BatchNormalization, Relu, Clip,
 LeakyRelu, Sigmoid, Tanh, Abs, MaxPool, AveragePool, GlobalAveragePool/MaxPool, Concat,
-Add/Sub/Mul of two feature maps, Resize/Upsample, Gemm, MatMul, Flatten, Reshape to (N, -1),
-Pad, Softmax/LogSoftmax, Identity, Dropout); any other standard op becomes an OPAQUE layer that
-``check`` names. A file that is not ONNX (or truncated), an op unknown to ONNX, dynamic sizes
-without ``-i``: one ``InputError``/``ModelError``.
+Add/Sub/Mul of two feature maps, Mul/Div of a BatchNorm by a constant scalar (folded into it:
+cnnforge.nn's ``bn(y) / 4``), Resize/Upsample, Gemm, MatMul, Flatten, Reshape to (N, -1),
+Pad, Softmax/LogSoftmax, Identity, Dropout); Shape/Size of a feature map are constants (static
+shapes). Any other standard op becomes an OPAQUE layer that ``check`` names, keeping its
+parameters (torch's GroupNorm export, Reshape -> InstanceNormalization -> Reshape -> Mul -> Add,
+is one row as on the PyTorch path); a BatchNorm whose scale and shift are the exporter's
+constants, not parameters, is non-affine as in PyTorch. A file that is not ONNX (or
+truncated), an op unknown to ONNX, dynamic sizes without ``-i``: one ``InputError``/``ModelError``.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +54,14 @@ def is_onnx_spec(spec: str) -> bool:
 
 def load_onnx(path: str | Path, input_shape: Sequence[int] | None) -> Network:
     """Read ``path`` and map its graph to a model-level float ``Network``."""
+    return read_onnx(path, input_shape)[0]
+
+
+def read_onnx(
+    path: str | Path, input_shape: Sequence[int] | None
+) -> tuple[Network, dict[str, str]]:
+    """``load_onnx`` and, per layer, the ONNX tensor it computes (for an equivalence check
+    against onnxruntime that feeds OPAQUE layers their onnxruntime values)."""
     import onnx
 
     path = Path(path)
@@ -61,7 +74,9 @@ def load_onnx(path: str | Path, input_shape: Sequence[int] | None) -> Network:
             f"{path}: not a readable ONNX model ({type(exc).__name__})",
             hint="the file is truncated or not ONNX; export it again",
         ) from None
-    return _Importer(model, path).network(input_shape)
+    importer = _Importer(model, path)
+    network = importer.network(input_shape)
+    return network, dict(importer.tensor_of)
 
 
 class _Importer:
@@ -75,6 +90,11 @@ class _Importer:
         self.const: dict[str, np.ndarray] = {}
         for init in graph.initializer:
             self.const[init.name] = _array(init)
+        # Constants that are the model's parameters (initializers and what is folded from them),
+        # not values the exporter wrote (a non-affine norm's ones and zeros, shapes).
+        self.params: set[str] = set(self.const)
+        self.tensor_of: dict[str, str] = {}  # layer name -> the ONNX tensor it computes
+        self.skip: set[int] = set()  # nodes taken into a pattern's layer (GroupNorm)
         inputs = [i for i in graph.input if i.name not in self.const]
         if len(inputs) != 1:
             raise ModelError(
@@ -87,6 +107,12 @@ class _Importer:
         self.layers: list[Layer] = []
         self.names: set[str] = {INPUT}
         self.shapes: dict[str, tuple[int, ...]] = {}
+        self.readers: dict[str, int] = {}
+        for node in graph.node:
+            for name in node.input:
+                self.readers[name] = self.readers.get(name, 0) + 1
+        for out in graph.output:
+            self.readers[out.name] = self.readers.get(out.name, 0) + 1
 
     # ---- shapes --------------------------------------------------------------------------
     def _infer(self, input_shape: Sequence[int] | None) -> tuple[int, ...]:
@@ -157,6 +183,10 @@ class _Importer:
                     hint="only standard ONNX operators can be imported",
                 )
         nodes = self._fold_constants()
+        self.reader_nodes: dict[str, list[Any]] = {}
+        for node in nodes:
+            for name in dict.fromkeys(node.input):
+                self.reader_nodes.setdefault(name, []).append(node)
         shape = self._infer(input_shape)
         for node in nodes:
             self._node(node)
@@ -198,12 +228,24 @@ class _Importer:
         return left
 
     def _node(self, node: Any) -> None:
+        if id(node) in self.skip:
+            return
         op = node.op_type
         data = [t for t in node.input if t and t in self.alias]
+        if op in ("Shape", "Size") and data:  # static after shape inference: a constant
+            self.const[node.output[0]] = self._shape_value(node, data[0], _attributes(node))
+            return
+        if not data and all(t in self.const for t in node.input if t):
+            self._fold(node)  # size arithmetic on a Shape's value
+            return
         if not data:
             raise ModelError(f"{op} reads no feature map", where=self._where(node))
         if op in _PASS:
             self.alias[node.output[0]] = self.alias[data[0]]
+            return
+        if op in ("Mul", "Div") and self._scale_batchnorm(node, data):
+            return
+        if op == "Reshape" and self._group_norm(node, data):
             return
         layer = self._map(node, op, data)
         self._add(node, layer)
@@ -224,11 +266,96 @@ class _Importer:
             ) from None
         for name, value in zip(node.output, results, strict=False):
             self.const[name] = np.asarray(value)
+            if any(t in self.params for t in node.input):
+                self.params.add(name)
 
-    def _add(self, node: Any, layer: Layer) -> None:
+    def _scale_batchnorm(self, node: Any, data: list[str]) -> bool:
+        """``bn(y) * c`` or ``bn(y) / c`` (c a constant scalar, the BatchNorm read only here) is a
+        BatchNorm with gamma and beta times ``c`` (or ``1/c``): cnnforge.nn's ``bn(y) / 4``
+        (arithmetic.md R6.5), which the PyTorch path folds with ``fold_bn_arrays(divisor=4)``.
+        For a power-of-two ``c`` the fold is bit-identical to that; True when done."""
+        constants = [t for t in node.input if t in self.const]
+        if (
+            len(data) != 1
+            or len(constants) != 1
+            or (node.op_type == "Div" and data[0] != node.input[0])
+        ):
+            return False
+        value = np.asarray(self.const[constants[0]], dtype=np.float64)
+        layer = self.layers[-1] if self.layers else None
+        if (
+            value.size != 1
+            or not np.isfinite(value).all()
+            or float(value.reshape(())) == 0.0
+            or layer is None
+            or layer.op is not Op.BATCHNORM
+            or self.alias[data[0]] != layer.name
+            or self.readers.get(data[0], 0) != 1
+        ):
+            return False
+        c = float(value.reshape(()))
+        factor = 1.0 / c if node.op_type == "Div" else c
+        bn = layer.batchnorm
+        assert bn is not None
+        ones = np.ones_like(np.asarray(bn.running_mean, dtype=np.float32))
+        gamma = ones if bn.weight is None else np.asarray(bn.weight)
+        beta = 0 * ones if bn.bias is None else np.asarray(bn.bias)
+        scaled = replace(
+            bn, weight=(gamma * factor).astype(gamma.dtype), bias=(beta * factor).astype(beta.dtype)
+        )
+        self.layers[-1] = replace(layer, batchnorm=scaled)
+        self.alias[node.output[0]] = layer.name
+        self.tensor_of[layer.name] = node.output[0]
+        return True
+
+    def _sole_reader(self, tensor: str, op: str) -> Any | None:
+        readers = self.reader_nodes.get(tensor, [])
+        if len(readers) != 1 or readers[0].op_type != op or self.readers.get(tensor, 0) != 1:
+            return None
+        return readers[0]
+
+    def _group_norm(self, node: Any, data: list[str]) -> bool:
+        """torch's export of ``nn.GroupNorm``: Reshape to (1, G, -1) -> InstanceNormalization
+        (the exporter's ones and zeros) -> Reshape back -> Mul by gamma -> Add beta. One OPAQUE
+        row ``onnx.GroupNormalization`` holding gamma and beta, as the PyTorch path's
+        ``nn.GroupNorm`` row; True when the pattern is there."""
+        norm = self._sole_reader(node.output[0], "InstanceNormalization")
+        back = norm and self._sole_reader(norm.output[0], "Reshape")
+        if back is None or len(data) != 1 or set(norm.input[1:]) & self.params:
+            return False
+        x_shape = self.shapes.get(data[0])
+        if x_shape is None or self.shapes.get(back.output[0]) != x_shape:
+            return False
+        chain, last, params = [norm, back], back.output[0], []
+        for op in ("Mul", "Add"):
+            step = self._sole_reader(last, op)
+            other = step and [t for t in step.input if t != last]
+            if not other or len(other) != 1 or other[0] not in self.params:
+                break
+            value = self.const[other[0]]
+            if value.size != x_shape[1] or self.shapes.get(step.output[0]) != x_shape:
+                break
+            chain.append(step)
+            params.append(value.reshape(-1))
+            last = step.output[0]
+        layer = self._layer(
+            back,
+            Op.OPAQUE,
+            data,
+            opaque_kind="onnx.GroupNormalization",
+            weight=np.concatenate(params).astype(np.float32) if params else None,
+        )
+        layer = replace(layer, out_shape=self._shape(last, back))
+        self.skip.update(id(n) for n in chain)
+        self._add(back, layer, last)
+        return True
+
+    def _add(self, node: Any, layer: Layer, output: str | None = None) -> None:
+        output = output or node.output[0]
         self.layers.append(layer)
         self.names.add(layer.name)
-        self.alias[node.output[0]] = layer.name
+        self.alias[output] = layer.name
+        self.tensor_of[layer.name] = output
 
     def _name(self, node: Any) -> str:
         base = _module_path(node)
@@ -252,8 +379,23 @@ class _Importer:
             **fields,
         )
 
+    def _shape_value(self, node: Any, tensor: str, attrs: dict) -> np.ndarray:
+        full = (1, *self._shape(tensor, node))
+        if node.op_type == "Size":
+            return np.array(math.prod(full), dtype=np.int64)
+        start, end = attrs.get("start", 0), attrs.get("end", len(full))
+        return np.array(full[start:end], dtype=np.int64)
+
     def _opaque(self, node: Any, data: list[str]) -> Layer:
-        return self._layer(node, Op.OPAQUE, data, opaque_kind=f"onnx.{node.op_type}")
+        """An OPAQUE row; its floating-point constant inputs are kept (flattened) as its
+        parameters, so parameter counts stay exact as on the PyTorch path (``opaque_layer``)."""
+        params = [
+            self.const[t].reshape(-1)
+            for t in node.input
+            if t in self.params and np.issubdtype(self.const[t].dtype, np.floating)
+        ]
+        weight = np.concatenate(params).astype(np.float32) if params else None
+        return self._layer(node, Op.OPAQUE, data, opaque_kind=f"onnx.{node.op_type}", weight=weight)
 
     def _constant_input(self, node: Any, index: int, what: str) -> np.ndarray | None:
         if index >= len(node.input) or not node.input[index]:
@@ -273,6 +415,8 @@ class _Importer:
             scale, bias, mean, var = (
                 self._constant_input(node, i, "statistics") for i in (1, 2, 3, 4)
             )
+            if not {node.input[1], node.input[2]} & self.params:  # exporter's ones/zeros
+                scale = bias = None  # a non-affine BatchNorm, as on the PyTorch path
             params = BatchNormParams(mean, var, float(attrs.get("epsilon", 1e-5)), scale, bias)
             return self._layer(node, Op.BATCHNORM, data, batchnorm=params)
         if op in _ACTIVATIONS:
@@ -425,7 +569,7 @@ class _Importer:
         value = self._constant_input(node, 2, "value")
         rank = len(pads) // 2
         if (
-            str(attrs.get("mode", "constant")) != "constant"
+            (str(attrs.get("mode", "constant")) != "constant" and any(pads))
             or rank < 3
             or any(pads[:2])
             or any(pads[rank : rank + 2])
