@@ -13,9 +13,10 @@ from hypothesis import strategies as st
 
 from cnnforge.cli import main
 from cnnforge.cli.common import parse_model_args
-from cnnforge.emit.ai8x_yaml import in_place_layers, yaml_text
+from cnnforge.emit.ai8x_yaml import yaml_text
 from cnnforge.errors import InputError
 from cnnforge.frontend.ai8x import read_ai8x
+from cnnforge.plan.wordsim import in_place_layers
 from cnnforge.samples import load_input_array
 
 
@@ -192,3 +193,42 @@ def test_yaml_header_names_in_place_layers(ai8x_data) -> None:
     )
     assert in_place_layers(mnist.network, mnist.plan) == ()
     assert "--overlap-data" not in yaml_text(mnist.network, mnist.plan)
+
+
+def _overwrites_without_flag(network, plan) -> tuple[str, ...]:
+    """The oracle: the validator's word-level run without --overlap-data, in-place refused."""
+    import dataclasses
+
+    from cnnforge.devices import get_device
+    from cnnforge.plan.validate import validate_plan
+
+    strict = dataclasses.replace(plan, allow_overlap=False)
+    issues = validate_plan(network, strict, get_device(plan.device), in_place=False)
+    return tuple(dict.fromkeys(x.layer for x in issues if x.rule == "overwrite"))
+
+
+@pytest.mark.parametrize("model", ["unet-large", "unet-voc", "cats-dogs"])
+def test_in_place_layers_equal_the_word_level_run(model) -> None:
+    from cnnforge.devices import get_device
+    from cnnforge.frontend import load_network
+    from cnnforge.models import default_input_shape
+    from cnnforge.passes.lower import lower_to_hardware
+    from cnnforge.plan.planner import plan_network
+    from cnnforge.quant.ptq import quantize_network
+
+    device = get_device("MAX78000")
+    shape = default_input_shape(model) if model != "unet-voc" else (3, 32, 32)
+    lowered = lower_to_hardware(load_network(model, shape), device).network
+    network, plan = plan_network(quantize_network(lowered, 4, device=device), device)
+    assert in_place_layers(network, plan) == _overwrites_without_flag(network, plan)
+
+
+def test_in_place_layers_of_the_vendor_unet_equal_the_word_level_run(ai8x_data) -> None:
+    camvid = read_ai8x(
+        ai8x_data / "networks" / "camvid-unet-large.yaml",
+        ai8x_data / "trained" / "ai85-camvid-unet-large-q.pth.tar",
+        overlap_data=True,
+    )
+    assert in_place_layers(camvid.network, camvid.plan) == _overwrites_without_flag(
+        camvid.network, camvid.plan
+    )

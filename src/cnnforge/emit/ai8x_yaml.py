@@ -10,7 +10,6 @@ otherwise infer another width (all-zero or all-+-1 weights, binary layers).
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +21,7 @@ from cnnforge.errors import EmitError
 from cnnforge.ir import BINARY_BITS, INPUT, Activation, Layer, Network, Op
 from cnnforge.outputs import atomic_output_file
 from cnnforge.plan.model import Placement, Plan
+from cnnforge.plan.wordsim import in_place_layers
 
 RESERVED_NAMES = frozenset({"stop", "input"})
 _ACTIVATE = {Activation.NONE: "None", Activation.RELU: "ReLU", Activation.ABS: "Abs"}
@@ -102,17 +102,6 @@ def _flag_comments(network: Network, plan: Plan) -> list[str]:
             "# such a plan fits.",
         ]
     return lines
-
-
-def in_place_layers(network: Network, plan: Plan) -> tuple[str, ...]:
-    """Layers whose output overlaps their own input: the vendor accepts that only with
-    ``--overlap-data`` (its check without the flag is the validator's ``in_place=False``)."""
-    from cnnforge.devices import get_device
-    from cnnforge.plan.validate import validate_plan
-
-    strict = dataclasses.replace(plan, allow_overlap=False)
-    issues = validate_plan(network, strict, get_device(plan.device), in_place=False)
-    return tuple(dict.fromkeys(x.layer for x in issues if x.rule == "overwrite"))
 
 
 def write_yaml(

@@ -91,9 +91,10 @@ def _write_index(
     return [offset // 4 + (pix * out_passes + e) * (gap + 1) for e in range(out_passes)]
 
 
-def _write(mem, network, index, name, place, ids, live, names, overlap, chw=False) -> list:
-    from cnnforge.plan.validate import Issue
-
+def _written(
+    network: Network, name: str, place: Placement, chw: bool = False
+) -> list[tuple[int, int, np.ndarray]]:
+    """(processor, channel slot, word indices) of every word the tensor ``name`` is written to."""
     geo = tensor_geometry(network, name)
     procs = _procs(place.out_processors)
     t = len(procs)
@@ -112,6 +113,42 @@ def _write(mem, network, index, name, place, ids, live, names, overlap, chw=Fals
             )
         for e, w in enumerate(idx):
             words.append((int(p), j + e * t, w))
+    return words
+
+
+def in_place_layers(network: Network, plan: Plan) -> tuple[str, ...]:
+    """Layers that write over words of their own input (which dies with them in a valid plan).
+
+    The vendor tool accepts these only with ``--overlap-data``. For a plan the validator
+    accepts, an input's words are intact until its reader runs, so comparing each layer's
+    written words with its inputs' is what the word-level run would find, without the run.
+    """
+    chw = plan.data_format == "CHW"
+    first = plan.placements[0]
+    streamed = streaming_prefix(plan)
+    homes = {INPUT: (Placement(INPUT, 0, first.in_processors, 0, first.in_offset), chw)}
+    homes.update({x.layer: (x, False) for x in plan.placements})
+    instance_words = {}
+    for name, (place, is_chw) in homes.items():
+        written = _written(network, name, place, is_chw)
+        instance_words[name] = np.unique(
+            np.concatenate([(p // PER_INSTANCE) * (1 << 32) + w for p, _, w in written])
+        )
+    found = []
+    for i, layer in enumerate(network.layers):
+        if i < streamed:  # streaming layers never hold their inputs whole (plan/streaming.py)
+            continue
+        out = instance_words[layer.name]
+        if any(np.intersect1d(out, instance_words[src]).size for src in layer.inputs):
+            found.append(layer.name)
+    return tuple(found)
+
+
+def _write(mem, network, index, name, place, ids, live, names, overlap, chw=False) -> list:
+    from cnnforge.plan.validate import Issue
+
+    geo = tensor_geometry(network, name)
+    words = _written(network, name, place, chw)
     top = max(int(w.max()) for _, _, w in words)
     where = name if name != INPUT else (network.layers[0].name)
     if top >= mem.words:
