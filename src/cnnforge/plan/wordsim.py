@@ -128,19 +128,26 @@ def in_place_layers(network: Network, plan: Plan) -> tuple[str, ...]:
     streamed = streaming_prefix(plan)
     homes = {INPUT: (Placement(INPUT, 0, first.in_processors, 0, first.in_offset), chw)}
     homes.update({x.layer: (x, False) for x in plan.placements})
-    instance_words = {}
-    for name, (place, is_chw) in homes.items():
+    def marks(name: str) -> np.ndarray:  # (instance, word) -> written (whole words)
+        place, is_chw = homes[name]
         written = _written(network, name, place, is_chw)
-        instance_words[name] = np.unique(
-            np.concatenate([(p // PER_INSTANCE) * (1 << 32) + w for p, _, w in written])
-        )
+        top = max(int(w.max()) for _, _, w in written) + 1
+        mark = np.zeros((PROCESSORS // PER_INSTANCE, top), dtype=bool)
+        for p, _, w in written:
+            mark[p // PER_INSTANCE, w] = True
+        return mark
+
     found = []
     for i, layer in enumerate(network.layers):
         if i < streamed:  # streaming layers never hold their inputs whole (plan/streaming.py)
             continue
-        out = instance_words[layer.name]
-        if any(np.intersect1d(out, instance_words[src]).size for src in layer.inputs):
-            found.append(layer.name)
+        out = marks(layer.name)
+        for src in layer.inputs:
+            held = marks(src)
+            n = min(out.shape[1], held.shape[1])
+            if (out[:, :n] & held[:, :n]).any():
+                found.append(layer.name)
+                break
     return tuple(found)
 
 
