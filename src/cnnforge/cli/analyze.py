@@ -5,14 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import typer
-from rich.console import Console
 
 from cnnforge.cli import app
 from cnnforge.cli.common import console, parse_model_args, parse_shape
 from cnnforge.outputs import atomic_outputs
-
-#: Console width when stdout is not a terminal (the table is not folded).
-PIPE_WIDTH = 200
 
 
 @app.command("analyze")
@@ -70,7 +66,7 @@ def analyze(
     if "-" in (json_out, markdown_out):
         return
     # Piped output is not cut to 80 columns: the full table, for files and other tools.
-    out = console if console.is_terminal else Console(width=PIPE_WIDTH)
+    out = console  # unwrapped when not a terminal (cli/common.py)
     out.print(to_table(result))
     for label, value in totals_lines(result):
         out.print(f"[bold]{label}[/bold]: {value}", highlight=False)

@@ -20,12 +20,11 @@ from rich.console import Console
 from rich.text import Text
 
 from cnnforge.cli import app
-from cnnforge.cli.common import console, err_console, parse_model_args, parse_shape
+from cnnforge.cli.common import PIPE_WIDTH, console, err_console, parse_model_args, parse_shape
 from cnnforge.errors import InputError
 from cnnforge.outputs import atomic_output_dir, atomic_output_file
 
 #: Width of the text report written to generic-plan.txt (tables are not folded).
-FILE_WIDTH = 240
 
 
 @app.command("budget")
@@ -118,7 +117,7 @@ def run_budget(
     if json_out == "-":
         typer.echo(report.to_json(plan), nl=False)
     else:
-        out = console if console.is_terminal else Console(width=FILE_WIDTH)
+        out = console  # unwrapped when not a terminal (cli/common.py)
         _print(out, plan)
     if accuracy:
         (err_console if json_out == "-" else console).print(
@@ -137,7 +136,7 @@ def run_budget(
             (tmp / "ddr-vs-budget.svg").write_text(report.curve_svg(plan), encoding="utf-8")
             (tmp / "report.html").write_text(report.to_html(plan), encoding="utf-8")
             with (tmp / "generic-plan.txt").open("w", encoding="utf-8") as fh:
-                _print(Console(file=fh, width=FILE_WIDTH, color_system=None), plan)
+                _print(Console(file=fh, width=PIPE_WIDTH, color_system=None), plan)
         if json_out != "-":
             console.print(f"wrote [bold]{output}[/bold]: 4 files", highlight=False)
 

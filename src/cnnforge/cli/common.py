@@ -15,12 +15,12 @@ if TYPE_CHECKING:  # numpy and torch load when a command needs them (cnnforge --
 
 # Piped output (files, `less`, CI logs) gets no width limit: rich would otherwise wrap tables at
 # 80 columns into one word per line. Emoji codes stay text (``file.yaml:100:`` is a location).
-_PIPE_WIDTH = 100_000
+PIPE_WIDTH = 100_000
 
 
 def make_console(*, stderr: bool = False) -> Console:
     """A console that wraps at the terminal's width, and not at all when output is not a tty."""
-    width = None if Console(stderr=stderr).is_terminal else _PIPE_WIDTH
+    width = None if Console(stderr=stderr).is_terminal else PIPE_WIDTH
     return Console(stderr=stderr, width=width, emoji=False, highlight=not stderr)
 
 
