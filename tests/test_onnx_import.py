@@ -130,3 +130,23 @@ def test_a_batchnorm_divided_by_a_constant_is_one_batchnorm(tmp_path):
     got = run_float(net, x.numpy(), all_layers=True, given=opaque)[net.layers[3].name]
     want = module.conv2(torch.relu(module.bn(module.conv(x)) / 4))
     np.testing.assert_allclose(got.numpy(), want.detach().numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_a_mis_mapped_import_is_refused_naming_the_layer(tmp_path):
+    """The gate of load_onnx: a network that computes something else than onnxruntime (here
+    one conv's weights negated, as a wrong operator mapping would) is a ModelError."""
+    import dataclasses
+
+    from cnnforge.errors import ModelError
+    from cnnforge.frontend.onnx import read_onnx
+    from cnnforge.frontend.onnx_check import check_against_onnxruntime
+
+    path = export(Mixed(), (3, 16, 16), tmp_path / "mixed.onnx")
+    net, tensors = read_onnx(path, None)
+    check_against_onnxruntime(path, net, tensors)  # the faithful import passes
+    conv = next(layer for layer in net.layers if layer.op is Op.CONV2D)
+    wrong = net.with_layers(
+        dataclasses.replace(x, weight=-x.weight) if x is conv else x for x in net.layers
+    )
+    with pytest.raises(ModelError, match=f"differs from onnxruntime at layer {conv.name}"):
+        check_against_onnxruntime(path, wrong, tensors)

@@ -21,6 +21,7 @@ from cnnforge.analysis import analyze_network
 from cnnforge.devices import get_device
 from cnnforge.frontend.capture import capture
 from cnnforge.frontend.onnx import read_onnx
+from cnnforge.frontend.onnx_check import onnxruntime_values
 from cnnforge.ir import Network, Op
 from cnnforge.models import build_model
 from cnnforge.passes.check import check_network
@@ -105,24 +106,13 @@ def test_same_analysis(name, round_trip):
     assert _rows(lowered[0]) == _rows(lowered[1])
 
 
-def _onnxruntime_values(path: Path, x: np.ndarray, tensors: list[str]) -> dict[str, np.ndarray]:
-    """onnxruntime's value of every tensor in ``tensors`` (made graph outputs) on ``x``."""
-    model = onnx.load(str(path))
-    known = {o.name for o in model.graph.output}
-    model.graph.output.extend(onnx.ValueInfoProto(name=t) for t in tensors if t not in known)
-    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
-    names = [o.name for o in session.get_outputs()]
-    values = session.run(None, {session.get_inputs()[0].name: x})
-    return dict(zip(names, values, strict=True))
-
-
 @pytest.mark.parametrize("name", MODELS)
 def test_float_equals_onnxruntime(name, round_trip):
     """The IR's float evaluation equals onnxruntime's; OPAQUE layers (no float semantics in the
     IR) get onnxruntime's value, as the PyTorch path's gate gives them eager PyTorch's."""
     rt = round_trip(name)
     x = np.random.default_rng(0).uniform(-1, 1, (1, *rt.shape)).astype(np.float32)
-    values = _onnxruntime_values(rt.path, x, list(rt.tensors.values()))
+    values = onnxruntime_values(rt.path, x, list(rt.tensors.values()))
     given = {
         layer.name: torch.from_numpy(values[rt.tensors[layer.name]])
         for layer in rt.ours.layers

@@ -53,15 +53,20 @@ def is_onnx_spec(spec: str) -> bool:
 
 
 def load_onnx(path: str | Path, input_shape: Sequence[int] | None) -> Network:
-    """Read ``path`` and map its graph to a model-level float ``Network``."""
-    return read_onnx(path, input_shape)[0]
+    """Read ``path``, map its graph to a model-level float ``Network`` and check that network
+    against onnxruntime on a seeded input (frontend/onnx_check.py): a mismatch is an error."""
+    from cnnforge.frontend.onnx_check import check_against_onnxruntime
+
+    network, tensors = read_onnx(path, input_shape)
+    check_against_onnxruntime(Path(path), network, tensors)
+    return network
 
 
 def read_onnx(
     path: str | Path, input_shape: Sequence[int] | None
 ) -> tuple[Network, dict[str, str]]:
-    """``load_onnx`` and, per layer, the ONNX tensor it computes (for an equivalence check
-    against onnxruntime that feeds OPAQUE layers their onnxruntime values)."""
+    """The unchecked import of ``load_onnx`` and, per layer, the ONNX tensor it computes (for
+    the equivalence check against onnxruntime, which feeds OPAQUE layers their values)."""
     import onnx
 
     path = Path(path)
