@@ -555,7 +555,8 @@ class _Importer:
             weight = weight if attrs.get("transB", 0) else weight.T
             bias = self._constant_input(node, 2, "bias")
             if bias is not None:
-                bias = np.broadcast_to(bias * float(attrs.get("beta", 1.0)), (weight.shape[0],))
+                beta = float(attrs.get("beta", 1.0))
+                bias = np.broadcast_to(bias * beta, (weight.shape[0],)).copy()
         else:
             weight, bias = weight.T, None
         return self._layer(
