@@ -19,6 +19,7 @@ from pathlib import Path
 from hypothesis import strategies as st
 
 from cnnforge.cli import main
+from cnnforge.frontend.ai8x_yaml import ALIASES, LAYER_KEYS
 
 #: Examples per family: a few dozen in CI, thousands with CNNFORGE_FUZZ=large.
 FUZZ_LEVELS = {"small": 40, "medium": 200, "large": 1000}
@@ -195,47 +196,14 @@ class NotModule:
 # MODULE
 """
 
+# Every key the importer knows (its own tables), plus the top-level ones: mutations hit them.
 YAML_KEYS = (
     "arch",
     "dataset",
     "layers",
     "output_map",
     "unload",
-    "processors",
-    "output_processors",
-    "op",
-    "operation",
-    "eltwise",
-    "activate",
-    "kernel_size",
-    "pad",
-    "stride",
-    "max_pool",
-    "avg_pool",
-    "pool_stride",
-    "quantization",
-    "output_shift",
-    "output_width",
-    "data_format",
-    "flatten",
-    "in_offset",
-    "out_offset",
-    "in_sequences",
-    "write_gap",
-    "in_channels",
-    "out_channels",
-    "in_dim",
-    "name",
-    "sequence",
-    "next_sequence",
-    "output",
-    "bias_group",
-    "conv_groups",
-    "dilation",
-    "pool_first",
-    "operands",
-    "streaming",
-    "calcx4",
+    *sorted(LAYER_KEYS | {alias for names in ALIASES.values() for alias in names}),
 )
 
 YAML_SPECIALS = (
