@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import typer
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
@@ -86,6 +87,11 @@ def compile_command(
         report=report,
         in_place=not no_in_place,
     )
+    _print_summary(summary(_compile_with_progress(options, compile_model)), output)
+
+
+def _compile_with_progress(options: Any, compile_model: Any) -> Any:
+    """Run the compile pipeline with a transient progress line naming the current step."""
     columns = (TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn())
     with Progress(*columns, console=console, transient=True) as progress:
         task = progress.add_task("compile", total=None)
@@ -95,8 +101,7 @@ def compile_command(
                 task, description=f"[{index + 1}/{total}] {name}", total=total, completed=index
             )
 
-        state = compile_model(options, on_step)
-    _print_summary(summary(state), output)
+        return compile_model(options, on_step)
 
 
 def _weight_bits(text: str, device: str) -> int | str:

@@ -76,9 +76,9 @@ def plan(
                 "--validate-only, --weight-bits and --allow-overlap do not apply",
                 hint="see 'cnnforge budget --help'",
             )
-        return run_budget(
-            model, device, input_shape, model_arg, checkpoint, output=output, overwrite=overwrite
-        )
+        run_budget(model, device, input_shape, model_arg, checkpoint, output=output,
+                   overwrite=overwrite)  # fmt: skip
+        return
     dev = get_device(device)
     shape = _input_shape(model, input_shape)
     if not validate_only and output is None:
@@ -93,14 +93,7 @@ def plan(
             _print_issues(result)
             raise typer.Exit(1 if result.issues else 0)
     else:
-        if model is None or shape is None:
-            raise InputError(
-                "MODEL and --input-shape are needed", hint="e.g. unet-large -i 48,88,88"
-            )
-        bits = parse_weight_bits(weight_bits) if weight_bits is not None else None
-        args = parse_model_args(model_arg)
-        network = deploy.quantized_network(model, shape, args, checkpoint, dev, bits)
-        result = deploy.plan_and_validate(network, dev, not no_in_place)
+        result = _planned_model(model, shape, model_arg, checkpoint, dev, weight_bits, no_in_place)
     _print_summary(result)
     if validate_only:
         return
@@ -115,6 +108,21 @@ def _input_shape(model: str | None, text: str | None) -> tuple[int, ...] | None:
     if text:
         return parse_shape(text)
     return default_input_shape(model) if model in model_names() else None
+
+
+def _planned_model(
+    model, shape, model_arg, checkpoint, dev, weight_bits, no_in_place
+) -> PlanResult:
+    """Quantize a PyTorch MODEL for ``dev`` and plan it (the plan must validate)."""
+    from cnnforge.plan import deploy
+
+    if model is None or shape is None:
+        raise InputError("MODEL and --input-shape are needed", hint="e.g. unet-large -i 48,88,88")
+    bits = parse_weight_bits(weight_bits) if weight_bits is not None else None
+    network = deploy.quantized_network(
+        model, shape, parse_model_args(model_arg), checkpoint, dev, bits
+    )
+    return deploy.plan_and_validate(network, dev, not no_in_place)
 
 
 def _vendor(
