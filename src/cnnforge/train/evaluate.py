@@ -34,11 +34,12 @@ class Evaluation:
 
 
 def hardware_network(model: nn.Module, input_shape: tuple[int, ...]) -> Network:
-    """The quantized model as the simulator runs it: trace (QAT modules as leaves), lower."""
-    from cnnforge.frontend.torch_fx import trace
+    """The quantized model as the simulator runs it: capture (QAT modules as leaves; checked
+    against the eager model like every capture), lower."""
+    from cnnforge.frontend.capture import capture
     from cnnforge.passes.lower import lower_to_hardware
 
-    return lower_to_hardware(trace(model, input_shape, name=type(model).__name__)).network
+    return lower_to_hardware(capture(model, input_shape, name=type(model).__name__)).network
 
 
 def output_scale(network: Network) -> float:
