@@ -141,6 +141,7 @@ def test_golden_hls(tmp_path: Path) -> None:
         case.mkdir(parents=True, exist_ok=True)
         for name, data in got.items():
             (case / name).write_bytes(data)
+        pytest.skip("golden files regenerated: rerun without CNNFORGE_REGEN_GOLDEN to compare")
     assert got == _files(case)
     text = got["cnnforge_top.cpp"].decode()
     for pragma in ("INTERFACE axis", "INTERFACE s_axilite", "PIPELINE II=1"):
