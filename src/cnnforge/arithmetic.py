@@ -237,3 +237,25 @@ def output_unit(weight_bits: int, output_shift: int, wide: bool, exponent: int =
     """
     unit = 2.0 ** (output_shift + 1 - abs(weight_bits)) if wide else 1.0
     return unit * 2.0**exponent / ACT_SCALE
+
+
+# ---- generic fixed point (docs/generic-target.md): power-of-two scales, any width --------------
+
+
+def saturate_signed(x: torch.Tensor, bits: int) -> torch.Tensor:
+    """Clamp to the signed ``bits`` range."""
+    return saturate(x, -(2 ** (bits - 1)), 2 ** (bits - 1) - 1)
+
+
+def shift_round_half_up(x: torch.Tensor, shift: int) -> torch.Tensor:
+    """``x / 2**shift`` rounded half up (``shift`` <= 0: an exact left shift)."""
+    if shift <= 0:
+        return x * 2 ** (-shift)
+    return torch.floor((x + 2 ** (shift - 1)) / 2**shift)
+
+
+def fraction_bits(max_abs: float, bits: int) -> int:
+    """Fractional bits that fit ``max_abs`` in a signed ``bits`` integer."""
+    if max_abs <= 0 or not math.isfinite(max_abs):
+        return bits - 1
+    return bits - 1 - math.ceil(math.log2(max_abs * (1 + 2.0**-20)))

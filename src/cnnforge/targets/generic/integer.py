@@ -25,6 +25,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from cnnforge.arithmetic import fraction_bits, saturate_signed, shift_round_half_up
 from cnnforge.errors import SimulationError
 from cnnforge.ir import INPUT, Activation, EltwiseOp, Layer, Network, Op, PoolKind
 from cnnforge.targets.generic.target import GenericTarget
@@ -49,25 +50,6 @@ class IntegerSemantics:
         return cls(act_bits=8 * target.act_bytes, weight_bits=8 * target.weight_bytes)
 
 
-def saturate(x: torch.Tensor, bits: int) -> torch.Tensor:
-    """Clamp to the signed ``bits`` range."""
-    return x.clamp(-(2 ** (bits - 1)), 2 ** (bits - 1) - 1)
-
-
-def shift_round(x: torch.Tensor, shift: int) -> torch.Tensor:
-    """``x / 2**shift`` rounded half up (``shift`` <= 0: an exact left shift)."""
-    if shift <= 0:
-        return x * 2 ** (-shift)
-    return torch.floor((x + 2 ** (shift - 1)) / 2**shift)
-
-
-def frac_bits(max_abs: float, bits: int) -> int:
-    """Fractional bits that fit ``max_abs`` in a signed ``bits`` integer."""
-    if max_abs <= 0 or not math.isfinite(max_abs):
-        return bits - 1
-    return bits - 1 - math.ceil(math.log2(max_abs * (1 + 2.0**-20)))
-
-
 @dataclass(frozen=True, eq=False)
 class QuantizedGeneric:
     """A BatchNorm-folded network with integer weights and a scale for every tensor."""
@@ -82,7 +64,7 @@ class QuantizedGeneric:
     def to_int(self, x: np.ndarray) -> torch.Tensor:
         """Float input (N, C, ...) -> the target's integers."""
         t = torch.as_tensor(np.asarray(x, dtype=np.float64))
-        return saturate(torch.round(t * 2.0 ** self.frac[INPUT]), self.semantics.act_bits)
+        return saturate_signed(torch.round(t * 2.0 ** self.frac[INPUT]), self.semantics.act_bits)
 
     def to_float(self, name: str, y: torch.Tensor) -> torch.Tensor:
         return y / 2.0 ** self.frac[name]
@@ -101,7 +83,7 @@ def quantize_generic(
     sem = IntegerSemantics.of(target)
     net = fold_batchnorm(network)
     values = run_float(net, np.asarray(calibration, dtype=np.float64), all_layers=True)
-    frac = {INPUT: frac_bits(float(np.abs(calibration).max()), sem.act_bits)}
+    frac = {INPUT: fraction_bits(float(np.abs(calibration).max()), sem.act_bits)}
     weights, bias, wfrac = {}, {}, {}
     for layer in net.layers:
         _check_integer(layer)
@@ -111,10 +93,10 @@ def quantize_generic(
         elif layer.op is Op.CONCAT:
             frac[layer.name] = min(ins)
         else:
-            frac[layer.name] = frac_bits(float(values[layer.name].abs().max()), sem.act_bits)
+            frac[layer.name] = fraction_bits(float(values[layer.name].abs().max()), sem.act_bits)
         if layer.has_weights:
             w = np.asarray(layer.weight, dtype=np.float64)
-            wf = frac_bits(float(np.abs(w).max()), sem.weight_bits)
+            wf = fraction_bits(float(np.abs(w).max()), sem.weight_bits)
             weights[layer.name] = np.clip(np.round(w * 2.0**wf), *_range(sem.weight_bits))
             wfrac[layer.name] = wf
             b = np.zeros(layer.out_channels) if layer.bias is None else layer.bias
@@ -169,14 +151,15 @@ def _run(q: QuantizedGeneric, layer: Layer, xs: list[torch.Tensor]) -> torch.Ten
         return _pool(x, layer)
     if op in (Op.ELTWISE, Op.CONCAT):
         parts = [
-            saturate(shift_round(v, f - f_out), sem.act_bits) for v, f in zip(xs, ins, strict=True)
+            saturate_signed(shift_round_half_up(v, f - f_out), sem.act_bits)
+            for v, f in zip(xs, ins, strict=True)
         ]
         if op is Op.CONCAT:
             return torch.cat(parts, dim=1)
         y = parts[0]
         for v in parts[1:]:
             y = y + v if layer.eltwise is EltwiseOp.ADD else y - v
-        return saturate(y, sem.act_bits)
+        return saturate_signed(y, sem.act_bits)
     if op is Op.FLATTEN:
         return x.reshape(x.shape[0], -1)
     if op is Op.UPSAMPLE:
@@ -210,7 +193,7 @@ def _weighted(q: QuantizedGeneric, layer: Layer, x: torch.Tensor) -> torch.Tenso
         fn = F.conv1d if layer.op is Op.CONV1D else F.conv2d
         acc = fn(x, w, b, layer.stride, layer.padding, layer.dilation, layer.groups)
     shift = q.frac[layer.inputs[0]] + q.weight_frac[layer.name] - q.frac[layer.name]
-    return saturate(shift_round(acc, shift), q.semantics.act_bits)
+    return saturate_signed(shift_round_half_up(acc, shift), q.semantics.act_bits)
 
 
 def _activate(x: torch.Tensor, layer: Layer, f: int) -> torch.Tensor:
