@@ -12,13 +12,13 @@ vendor's ``--overlap-data`` accepts: a layer writing over its own inputs that di
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from cnnforge.errors import PlanError
 from cnnforge.ir import Layer, Network, Op
+from cnnforge.plan.issues import Issue
 from cnnforge.plan.kernels import (
     COLUMN_ALIGN,
     QUADRANTS,
@@ -30,18 +30,8 @@ from cnnforge.plan.kernels import (
 from cnnforge.plan.liveness import layer_in_geometry, tensor_geometry
 from cnnforge.plan.model import Placement, Plan
 from cnnforge.plan.resources import PER_QUADRANT, PROCESSORS, Resources, resources_of
-
-
-@dataclass(frozen=True)
-class Issue:
-    """One broken rule: the layer, a short rule name and a sentence with the numbers."""
-
-    layer: str
-    rule: str
-    message: str
-
-    def one_line(self) -> str:
-        return f"layer {self.layer}: {self.message} [{self.rule}]"
+from cnnforge.plan.streaming import streaming_issues
+from cnnforge.plan.wordsim import simulate_words
 
 
 def validate_plan(
@@ -52,9 +42,6 @@ def validate_plan(
     ``in_place=False``: also report layers overwriting their own input where that is proven
     safe (plan/inplace.py), i.e. the vendor simulator's check without ``--overlap-data``.
     """
-    from cnnforge.plan.streaming import streaming_issues
-    from cnnforge.plan.wordsim import simulate_words
-
     res = resources_of(device)
     issues = _structure(network, plan, res)
     if issues:

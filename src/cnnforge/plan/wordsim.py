@@ -17,6 +17,7 @@ import numpy as np
 
 from cnnforge.ir import INPUT, Layer, Network
 from cnnforge.plan.inplace import in_place_words
+from cnnforge.plan.issues import Issue
 from cnnforge.plan.liveness import layer_in_geometry, live_intervals, tensor_geometry
 from cnnforge.plan.model import Placement, Plan
 from cnnforge.plan.resources import PER_INSTANCE, PROCESSORS, Resources
@@ -47,8 +48,6 @@ def simulate_words(
 
     ``in_place``: accept a layer overwriting its dying input where plan/inplace.py proves it.
     """
-    from cnnforge.plan.validate import Issue
-
     names = [INPUT, *(x.name for x in network.layers)]
     ids = {n: i for i, n in enumerate(names)}
     live = live_intervals(network)
@@ -152,8 +151,6 @@ def in_place_layers(network: Network, plan: Plan) -> tuple[str, ...]:
 
 
 def _write(mem, network, index, name, place, ids, live, names, overlap, chw=False) -> list:
-    from cnnforge.plan.validate import Issue
-
     geo = tensor_geometry(network, name)
     words = _written(network, name, place, chw)
     top = max(int(w.max()) for _, _, w in words)
@@ -199,8 +196,6 @@ def _proven_in_place(network: Network, index: int, place: Placement) -> bool:
 
 
 def _overwrites(mem, network, index, name, words, ids, live, names, allow_overlap) -> list:
-    from cnnforge.plan.validate import Issue
-
     layer = network.layers[index] if index >= 0 else None
     written = np.zeros((PROCESSORS // PER_INSTANCE, mem.words), dtype=bool)
     for p, _, w in words:
@@ -237,8 +232,6 @@ def _until(network: Network, index: int) -> str:
 
 def _read(mem, network: Network, layer: Layer, place: Placement, ids, names, chw: bool) -> list:
     """Check every word the layer reads holds the expected (tensor, channel, pixel)."""
-    from cnnforge.plan.validate import Issue
-
     geo = layer_in_geometry(network, layer)
     procs = _procs(place.in_processors)
     t, e_in = len(procs), geo.passes
