@@ -7,6 +7,7 @@ import dataclasses
 import numpy as np
 import pytest
 
+from cnnforge.devices import get_device
 from cnnforge.errors import PlanError
 from cnnforge.ir import INPUT, EltwiseOp, Network, Op, Quantized
 from cnnforge.plan.groups import identity_conv, is_copy
@@ -14,7 +15,6 @@ from cnnforge.plan.inplace import IN_PLACE_MARGIN_WORDS, in_place_words
 from cnnforge.plan.latency import START_CYCLES, LatencyInputs, layer_cycles, layer_inputs
 from cnnforge.plan.liveness import live_intervals
 from cnnforge.plan.planner import plan_cycles, plan_network
-from cnnforge.plan.resources import resources_of
 from cnnforge.plan.validate import validate_plan
 from test_plan_support import POOL2, conv, passthrough, small_unet, upconv, with_weights
 
@@ -216,9 +216,9 @@ def test_too_many_layers():
 
 
 def test_resources_come_from_the_device():
-    res = resources_of("MAX78002")
-    assert res.instance_bytes == 81920 and res.kernel_capacity(16) == 5120
-    assert res.kernel_capacity(17) == 4096 and res.bias_entries == 2048
+    dev = get_device("MAX78002")  # the planner reads the typed Device (plan/resources.py is gone)
+    assert dev.instance_bytes == 81920 and dev.kernel_words(16) == 5120
+    assert dev.kernel_words(17) == 4096 and dev.bias_entries_per_quadrant == 2048
     assert upconv  # helper used by small_unet
 
 

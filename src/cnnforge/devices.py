@@ -168,7 +168,7 @@ class Device:
 
     @property
     def pool_passthrough_max_passes(self) -> int:
-        """Alias of ``passthrough_pool_max_passes`` (the name plan/resources.py asks for)."""
+        """Alias of ``passthrough_pool_max_passes`` (the name the latency model used)."""
         return self.passthrough_pool_max_passes
 
     @property
@@ -243,8 +243,14 @@ class Device:
         return out_passes * (write_gap + 1) <= 1 << self.write_ptr_inc_bits
 
     def passes(self, channels: int) -> int:
-        """Multi-pass count E = ceil(C / 64) (§2)."""
+        """Multi-pass count E = ceil(C / 64) (§2); cnnforge.geometry asks here."""
         return max(1, -(-channels // self.pass_channels))
+
+    def processors_per_pass(self, channels: int) -> int:
+        """T = ceil(C / E), rounded up to a multiple of 4 when C > 64 (§2)."""
+        n = self.passes(channels)
+        per = -(-channels // n)
+        return min(self.pass_channels, per + (-per) % self.pass_align) if n > 1 else per
 
     def _check_processor(self, processor: int) -> None:
         if not 0 <= processor < self.processors:

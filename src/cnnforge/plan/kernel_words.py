@@ -19,26 +19,14 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from cnnforge.geometry import COMMON, kernel_count, main_input_shape, passes, processors_per_pass
 from cnnforge.ir import BINARY_BITS, Layer, Network
 
 if TYPE_CHECKING:
     from cnnforge.devices import Device
 
 KERNEL_WORD_BITS = 72  # one kernel-memory word (devices.md §3)
-PROCESSORS = 64  # processors per pass on every MAX7800x (devices.md §1 "Processors")
-PASS_ALIGN = 4  # processors per data-memory instance: multi-pass rounding (network-yaml.md §4)
-
-
-def passes(channels: int, processors: int = PROCESSORS) -> int:
-    """Passes needed for ``channels`` channels (network-yaml.md §4 "Passes")."""
-    return max(1, math.ceil(channels / processors))
-
-
-def processors_per_pass(channels: int, processors: int = PROCESSORS) -> int:
-    """Processors per pass: ceil(C / passes), rounded up to a multiple of 4 when C > 64."""
-    n = passes(channels, processors)
-    per = math.ceil(channels / n)
-    return min(processors, per + (-per) % PASS_ALIGN) if n > 1 else per
+PASS_ALIGN = COMMON.kernel_start_align  # a layer's first kernel column: a multiple of 4 (§3)
 
 
 def packed_words(kernels: int, ksize: int, weight_bits: int) -> int:
@@ -49,15 +37,15 @@ def packed_words(kernels: int, ksize: int, weight_bits: int) -> int:
     return math.ceil((kernels * ksize * bits + pad) / KERNEL_WORD_BITS)
 
 
-def output_slots(out_mask: int, out_channels: int, processors: int = PROCESSORS) -> int:
+def output_slots(out_mask: int, out_channels: int, device: Device | None = None) -> int:
     """Output slots S of a placed layer from its output-processor mask (devices.md §3): last -
     first + 1, the first rounded down to a multiple of 4 when the output has several passes."""
     if out_mask <= 0:
         raise ValueError("an output mask needs at least one processor")
     first = (out_mask & -out_mask).bit_length() - 1
     last = out_mask.bit_length() - 1
-    if passes(out_channels, processors) > 1:
-        first -= first % PASS_ALIGN
+    if passes(out_channels, device) > 1:
+        first -= first % (device or COMMON).pass_align
     return last - first + 1
 
 
@@ -78,10 +66,6 @@ class KernelNeed:
         return self.words * self.processors
 
 
-def _processors(device: Device | None) -> int:
-    return device.pass_channels if device is not None else PROCESSORS
-
-
 def layer_kernel_need(
     layer: Layer,
     device: Device | None = None,
@@ -96,29 +80,22 @@ def layer_kernel_need(
     """
     if not layer.has_weights:
         return None
-    procs = _processors(device)
     bits = weight_bits or (layer.quant.weight_bits if layer.quant is not None else 8)
-    cin, cout = layer.in_channels, layer.out_channels
+    cin = layer.in_channels
     ksize = math.prod(layer.kernel_size) if layer.kernel_size else 1
+    pixels = 1
     if layer.flatten:
         if in_shape is None:
             raise ValueError(f"layer {layer.name}: flatten needs the input shape")
-        cin = in_shape[0]
-        ksize = 1
-    e_in, e_out = passes(cin, procs), passes(cout, procs)
-    slots = out_slots or processors_per_pass(cout, procs)
-    if layer.groups > 1:
-        kc = e_in
-    elif layer.flatten:
-        pixels = math.prod(in_shape[1:]) if in_shape else 1
-        kc = (slots * e_out - (e_out * processors_per_pass(cout, procs) - cout)) * pixels * e_in
-    else:
-        kc = slots * e_out * e_in
+        cin, ksize = in_shape[0], 1
+        pixels = math.prod(in_shape[1:])
+    slots = out_slots or processors_per_pass(layer.out_channels, device)
+    kc = kernel_count(layer, cin, layer.out_channels, slots, pixels, device)
     return KernelNeed(
         layer=layer.name,
         module_path=layer.module_path or layer.name,
         weight_bits=bits,
-        processors=processors_per_pass(cin, procs),
+        processors=processors_per_pass(cin, device),
         kernels=kc,
         ksize=ksize,
         words=packed_words(kc, ksize, bits),
@@ -135,16 +112,6 @@ def layer_kernel_words(
     """72-bit kernel-memory words per input processor of ``layer`` (0 for weightless layers)."""
     need = layer_kernel_need(layer, device, weight_bits, in_shape, out_slots)
     return need.words if need is not None else 0
-
-
-def main_input_shape(network: Network, layer: Layer) -> tuple[int, ...]:
-    """(C, dims...) entering the layer's main op: after pooling, concatenation/element-wise."""
-    shapes = network.input_shapes(layer)
-    dims = shapes[0][1:]
-    if layer.pool is not None:
-        dims = layer.pool.output_dims(dims)
-    channels = shapes[0][0] if layer.eltwise is not None else sum(s[0] for s in shapes)
-    return (channels, *dims)
 
 
 def network_kernel_needs(

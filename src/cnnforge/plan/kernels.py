@@ -16,14 +16,17 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from cnnforge.devices import Device
 from cnnforge.errors import PlanError
+from cnnforge.geometry import COMMON, kernel_count, main_input_shape, passes
 from cnnforge.ir import Layer, Network, Op
 from cnnforge.plan.kernel_words import layer_kernel_words as _words
-from cnnforge.plan.kernel_words import main_input_shape, passes, processors_per_pass
-from cnnforge.plan.resources import PER_QUADRANT, PROCESSORS, Resources
 
-COLUMN_ALIGN = 4  # devices.md §3 "the start is a multiple of 4"
-QUADRANTS = PROCESSORS // PER_QUADRANT
+PER_QUADRANT = COMMON.processors_per_quadrant  # processors per quadrant
+PROCESSORS = COMMON.processors  # devices.md §1 "Processors" (both parts)
+
+COLUMN_ALIGN = COMMON.kernel_start_align  # devices.md §3 "the start is a multiple of 4"
+QUADRANTS = COMMON.quadrants
 
 
 def budget_slots(out_mask: int, out_passes: int) -> int:
@@ -43,24 +46,18 @@ def kernel_words_placed(network: Network, layer: Layer, out_mask: int) -> int:
 
 
 def kernels_per_processor(network: Network, layer: Layer, out_mask: int) -> int:
-    """kc of devices.md §3: kernels per input processor (S * E_out * E_in [* pixels])."""
-    shape = main_input_shape(network, layer)
-    e_in, e_out = passes(shape[0]), passes(layer.out_shape[0])
+    """kc of devices.md §3 (cnnforge.geometry.kernel_count) with the budget's output slots."""
     if layer.op is Op.PASSTHROUGH:
         return 0
-    slots = budget_slots(out_mask, e_out)
-    if layer.groups > 1:
-        return e_in
+    shape = main_input_shape(network, layer)
+    slots = budget_slots(out_mask, passes(layer.out_shape[0]))
     pixels = int(np.prod(shape[1:])) if layer.flatten and len(shape) > 1 else 1
-    if layer.flatten:
-        cout = layer.out_shape[0]
-        return (slots * e_out - (e_out * processors_per_pass(cout) - cout)) * pixels * e_in
-    return slots * e_out * e_in
+    return kernel_count(layer, shape[0], layer.out_shape[0], slots, pixels)
 
 
-def _bank_edges(res: Resources, processor: int) -> set[int]:
+def _bank_edges(dev: Device, processor: int) -> set[int]:
     edges, pos = set(), 0
-    for size in res.kernel_banks(processor):
+    for size in dev.kernel_banks(processor):
         pos += size
         edges.add(pos)
     return edges
@@ -83,10 +80,10 @@ class KernelSlot:
 
 
 def assign_kernels(
-    network: Network, masks: dict[str, tuple[int, int]], res: Resources
+    network: Network, masks: dict[str, tuple[int, int]], dev: Device
 ) -> dict[str, KernelSlot]:
     """``{layer: KernelSlot}`` for every weight layer; ``masks`` is {layer: (in, out)}."""
-    cap = np.array([res.kernel_capacity(p) for p in range(PROCESSORS)])
+    cap = np.array([dev.kernel_words(p) for p in range(PROCESSORS)])
     used = np.zeros((PROCESSORS, int(cap.max())), dtype=bool)
     for p in range(PROCESSORS):
         used[p, cap[p] :] = True
@@ -104,7 +101,7 @@ def assign_kernels(
             out[layer.name] = KernelSlot(layer.name, shared[key], words)
             continue
         procs = [p for p in range(PROCESSORS) if in_mask >> p & 1]
-        start = _lowest_start(used, procs, words, res if layer.groups > 1 else None)
+        start = _lowest_start(used, procs, words, dev if layer.groups > 1 else None)
         if start is None:
             total = sum(need[x.name] * masks[x.name][0].bit_count() for x in todo)
             raise _kernel_error(layer, procs, words, used, (total, int(cap.sum())))
@@ -116,7 +113,7 @@ def assign_kernels(
 
 
 def _lowest_start(
-    used: np.ndarray, procs: list[int], words: int, banks: Resources | None
+    used: np.ndarray, procs: list[int], words: int, banks: Device | None
 ) -> int | None:
     busy = used[procs].any(axis=0)
     run = np.concatenate(([0], np.cumsum(busy)))
@@ -164,7 +161,7 @@ def bias_length(layer: Layer, out_mask: int) -> int:
 
 
 def assign_bias(
-    network: Network, masks: dict[str, tuple[int, int]], res: Resources
+    network: Network, masks: dict[str, tuple[int, int]], dev: Device
 ) -> dict[str, tuple[int, int]]:
     """``{layer: (quadrant, first entry)}`` for every layer with bias (devices.md §4)."""
     used_quadrants = set()  # quadrants that execute some layer (devices.md §7 `bias_group`)
@@ -176,7 +173,7 @@ def assign_bias(
     todo = [x for x in network.layers if x.has_weights and has_bias(x)]
     todo.sort(
         key=lambda x: (
-            not (res.flatten_bias_first and x.flatten),
+            not (dev.bias_flatten_first and x.flatten),
             -bias_length(x, masks[x.name][1]),
         )
     )
@@ -184,14 +181,14 @@ def assign_bias(
     for layer in [x for x in todo if x.groups > 1]:  # depthwise: a slice per quadrant (§4)
         for q, n in depthwise_bias_slices(layer, masks[layer.name][1]).items():
             fill[q] += n
-            if fill[q] > res.bias_entries:
-                raise _bias_error(layer, q, n, fill[q] - n, res)
+            if fill[q] > dev.bias_entries_per_quadrant:
+                raise _bias_error(layer, q, n, fill[q] - n, dev)
     out: dict[str, tuple[int, int]] = {}
     for layer in [x for x in todo if x.groups == 1]:
         n = bias_length(layer, masks[layer.name][1])
         q = min(quadrants, key=lambda k: (fill[k], k))
-        if fill[q] + n > res.bias_entries:
-            raise _bias_error(layer, q, n, fill[q], res)
+        if fill[q] + n > dev.bias_entries_per_quadrant:
+            raise _bias_error(layer, q, n, fill[q], dev)
         out[layer.name] = (q, fill[q])
         fill[q] += n
     return out
@@ -208,11 +205,11 @@ def depthwise_bias_slices(layer: Layer, out_mask: int) -> dict[int, int]:
     return slices
 
 
-def _bias_error(layer: Layer, q: int, n: int, filled: int, res: Resources) -> PlanError:
+def _bias_error(layer: Layer, q: int, n: int, filled: int, dev: Device) -> PlanError:
     return PlanError(
         f"bias memory exhausted: {n} values do not fit; quadrant {q} has "
-        f"{res.bias_entries - filled} of {res.bias_entries} entries left "
-        f"(short by {filled + n - res.bias_entries})",
+        f"{dev.bias_entries_per_quadrant - filled} of {dev.bias_entries_per_quadrant} entries left "
+        f"(short by {filled + n - dev.bias_entries_per_quadrant})",
         where=f"layer {layer.name} ({layer.module_path or layer.name})",
         hint="use processors in more quadrants, fewer output channels, or MAX78002",
     )

@@ -15,12 +15,16 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from cnnforge.devices import Device
 from cnnforge.errors import PlanError
+from cnnforge.geometry import COMMON
 from cnnforge.ir import INPUT, Network, Op
 from cnnforge.plan.groups import Group, GroupKind, is_copy
 from cnnforge.plan.kernel_words import layer_kernel_words, main_input_shape
 from cnnforge.plan.liveness import TensorGeometry, tensor_geometry
-from cnnforge.plan.resources import PER_INSTANCE, PROCESSORS, Resources
+
+PER_INSTANCE = COMMON.processors_per_instance  # processors per data-memory instance
+PROCESSORS = COMMON.processors  # devices.md §1 "Processors" (both parts)
 
 ALIGN = 4  # unit starts are multiples of 4 processors (devices.md §6)
 CHW_MAX_CHANNELS = 16  # one channel per data-memory instance (devices.md §2 "CHW")
@@ -86,7 +90,7 @@ def instances_of(mask: int) -> int:
     return out
 
 
-def choose_data_format(network: Network, res: Resources) -> str:
+def choose_data_format(network: Network, dev: Device) -> str:
     """CHW when the input is too large for HWC and CHW can carry it, else HWC (devices.md §2)."""
     geo = tensor_geometry(network, INPUT)
     readers = [i for i, x in enumerate(network.layers) if INPUT in x.inputs]
@@ -95,9 +99,9 @@ def choose_data_format(network: Network, res: Resources) -> str:
         readers == [0]
         and network.layers[0].inputs == (INPUT,)
         and geo.channels <= CHW_MAX_CHANNELS
-        and geo.pixels <= res.instance_bytes
+        and geo.pixels <= dev.instance_bytes
     )
-    return "CHW" if chw_ok and hwc_bytes > res.instance_bytes else "HWC"
+    return "CHW" if chw_ok and hwc_bytes > dev.instance_bytes else "HWC"
 
 
 def chw_mask(channels: int) -> int:
@@ -108,12 +112,12 @@ def chw_mask(channels: int) -> int:
 class _Loads:
     """Running estimates of data words per (instance, time) and kernel words per processor."""
 
-    def __init__(self, network: Network, res: Resources) -> None:
+    def __init__(self, network: Network, dev: Device) -> None:
         steps = len(network.layers) + 2
         self.data = np.zeros((PROCESSORS // PER_INSTANCE, steps), dtype=np.int64)
         self.kern = np.zeros(PROCESSORS, dtype=np.int64)
-        self.cap = np.array([res.kernel_capacity(p) for p in range(PROCESSORS)], dtype=np.int64)
-        self.words = res.instance_bytes // 4
+        self.cap = np.array([dev.kernel_words(p) for p in range(PROCESSORS)], dtype=np.int64)
+        self.words = dev.instance_bytes // 4
 
     def cost(
         self, spans: list[tuple[int, int, int, int]], kern: list[tuple[int, int]]
@@ -151,7 +155,7 @@ def assign_masks(
     network: Network,
     groups: tuple[Group, ...],
     live: dict[str, tuple[int, int]],
-    res: Resources,
+    dev: Device,
     data_format: str,
     policy: str = "low",
 ) -> dict[str, int]:
@@ -162,7 +166,7 @@ def assign_masks(
     """
     units = sorted((make_unit(network, g, live) for g in groups), key=lambda u: u.birth)
     readers = _kernel_readers(network)
-    loads = _Loads(network, res)
+    loads = _Loads(network, dev)
     for unit in units:  # full-width units have no choice: their kernels load every processor
         if unit.width == PROCESSORS:
             loads.add([], _demand(network, unit, 0, readers, live)[1])

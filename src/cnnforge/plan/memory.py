@@ -12,13 +12,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from cnnforge.devices import Device
 from cnnforge.errors import PlanError
 from cnnforge.ir import INPUT, Network
 from cnnforge.plan.groups import GroupKind
 from cnnforge.plan.inplace import in_place_words
 from cnnforge.plan.liveness import tensor_geometry
 from cnnforge.plan.masks import Unit, instances_of
-from cnnforge.plan.resources import Resources
 
 
 @dataclass(frozen=True)
@@ -108,7 +108,7 @@ def assign_offsets(
     units: list[Unit],
     masks: dict[str, int],
     live: dict[str, tuple[int, int]],
-    res: Resources,
+    dev: Device,
     data_format: str,
     in_place: bool = False,
     spans: dict[str, int] | None = None,
@@ -126,13 +126,13 @@ def assign_offsets(
     by_birth = sorted(range(len(units)), key=lambda i: (units[i].birth, i))
     best: dict[int, int] | None = None
     for order in (by_size, by_size_late, by_birth, by_birth[::-1]):
-        bases = _place(order, rects, res.instance_bytes)
+        bases = _place(order, rects, dev.instance_bytes)
         if bases is not None and (best is None or _top(bases, rects) < _top(best, rects)):
             best = bases
     if best is None:
         unbounded = [_place(order, rects, 1 << 40) for order in (by_size, by_birth)]
         top = min(_top(b, rects) for b in unbounded if b is not None)
-        raise _exhausted(network, rects, res, top)
+        raise _exhausted(network, rects, dev, top)
     out: dict[str, int] = {}
     for i, unit in enumerate(units):
         step = 4 if unit.group.kind is GroupKind.INTERLEAVED else 0
@@ -190,9 +190,7 @@ def _fits(mine: tuple[Rect, ...], base: int, near: list[tuple[Rect, int]], limit
     return not any(m.conflicts(r, base, b) for m in mine for r, b in near)
 
 
-def _exhausted(
-    network: Network, rects: list[tuple[Rect, ...]], res: Resources, top: int
-) -> PlanError:
+def _exhausted(network: Network, rects: list[tuple[Rect, ...]], dev: Device, top: int) -> PlanError:
     """Which layer needs the most data memory in one instance, and by how much it is short
     (``top``: the highest byte the best arrangement found would need)."""
     steps = range(-1, len(network.layers) + 1)
@@ -208,11 +206,11 @@ def _exhausted(
             worst = max(worst, (need, t, k))
     need, t, k = worst
     layer = network.layers[max(0, min(t, len(network.layers) - 1))]
-    short = max(need, top) - res.instance_bytes
+    short = max(need, top) - dev.instance_bytes
     return PlanError(
-        f"data memory exhausted on {res.name}: at layer {layer.name} the live tensors need "
+        f"data memory exhausted on {dev.name}: at layer {layer.name} the live tensors need "
         f"{need} bytes in instance {k}; the best arrangement found needs {top} of the "
-        f"{res.instance_bytes} bytes per instance (short by {short} bytes)",
+        f"{dev.instance_bytes} bytes per instance (short by {short} bytes)",
         where=f"layer {layer.name} ({layer.module_path or layer.name})",
         hint="reduce the input size or the channels, fold the input (space-to-depth), "
         "or use a device with more data memory (MAX78002)",

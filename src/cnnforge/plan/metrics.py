@@ -14,12 +14,17 @@ from typing import Any
 
 import numpy as np
 
+from cnnforge.devices import Device, get_device
+from cnnforge.geometry import COMMON
 from cnnforge.ir import INPUT, Network
 from cnnforge.plan.kernels import bias_length, has_bias, kernel_words_placed
 from cnnforge.plan.latency import START_CYCLES
 from cnnforge.plan.liveness import live_intervals, tensor_geometry
 from cnnforge.plan.model import Placement, Plan
-from cnnforge.plan.resources import PER_INSTANCE, PER_QUADRANT, PROCESSORS, resources_of
+
+PER_INSTANCE = COMMON.processors_per_instance  # processors per data-memory instance
+PER_QUADRANT = COMMON.processors_per_quadrant  # processors per quadrant
+PROCESSORS = COMMON.processors  # devices.md §1 "Processors" (both parts)
 
 
 @dataclass(frozen=True)
@@ -60,7 +65,6 @@ def tensor_words(network: Network, plan: Plan, name: str) -> tuple[int, np.ndarr
     base = place.out_offset // 4
     reader = _streamed_reader(network, plan, name)
     if reader is not None:  # held in its reader's rollover buffer (plan/streaming.py)
-        from cnnforge.devices import get_device
         from cnnforge.plan.streaming import rollover_words
 
         return inst, base + np.arange(
@@ -99,10 +103,10 @@ def live_cells(network: Network, plan: Plan, step: int, words: int) -> np.ndarra
     return cells
 
 
-def plan_metrics(network: Network, plan: Plan, device: Any) -> PlanMetrics:
+def plan_metrics(network: Network, plan: Plan, device: Device | str) -> PlanMetrics:
     """The figures of ``plan`` on ``device`` (see the module docstring)."""
-    res = resources_of(device)
-    words = res.instance_bytes // 4
+    dev = get_device(device)
+    words = dev.instance_bytes // 4
     high = 0
     for name in [INPUT, *(x.name for x in network.layers)]:
         _, idx = tensor_words(network, plan, name)
@@ -117,20 +121,20 @@ def plan_metrics(network: Network, plan: Plan, device: Any) -> PlanMetrics:
         if layer.has_weights and has_bias(layer) and place.bias_quadrant is not None:
             bias[place.bias_quadrant] += bias_length(layer, place.out_processors)
     cycles = START_CYCLES + sum(p.cycles or 0 for p in plan.placements)
-    capacity = sum(res.kernel_capacity(p) for p in range(PROCESSORS))
+    capacity = sum(dev.kernel_words(p) for p in range(PROCESSORS))
     return PlanMetrics(
         layers=len(network),
         cycles=cycles,
-        time_us=cycles / res.clock_mhz,
+        time_us=cycles / dev.cnn_clock_mhz,
         high_water_bytes=high,
         peak_live_bytes=peak,
-        data_bytes=16 * res.instance_bytes,
+        data_bytes=16 * dev.instance_bytes,
         kernel_words=kernel,
         kernel_capacity=capacity,
         kernel_max_column=top,
         bias_entries=tuple(bias),
-        bias_capacity=res.bias_entries,
-        vendor_latency_model=res.has_latency_model,
+        bias_capacity=dev.bias_entries_per_quadrant,
+        vendor_latency_model=dev.has_latency_model,
     )
 
 

@@ -21,7 +21,9 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from cnnforge.devices import Device, get_device
 from cnnforge.errors import PlanError
+from cnnforge.geometry import COMMON
 from cnnforge.ir import INPUT, Layer, Network, Op
 from cnnforge.plan.groups import Group, GroupKind, form_groups, identity_conv
 from cnnforge.plan.kernels import KernelSlot, assign_bias, assign_kernels, kernels_per_processor
@@ -30,31 +32,34 @@ from cnnforge.plan.liveness import layer_in_geometry, live_intervals
 from cnnforge.plan.masks import assign_masks, choose_data_format, instances_of, make_unit
 from cnnforge.plan.memory import assign_offsets, tensor_span
 from cnnforge.plan.model import Placement, Plan
-from cnnforge.plan.resources import PER_QUADRANT, resources_of
 from cnnforge.plan.streaming import fifo_mask, streamed_spans, streaming_layers
 from cnnforge.plan.validate import passthrough_masks_ok
 
+PER_QUADRANT = COMMON.processors_per_quadrant  # processors per quadrant
 
-def plan_network(network: Network, device: Any, *, in_place: bool = True) -> tuple[Network, Plan]:
+
+def plan_network(
+    network: Network, device: Device | str, *, in_place: bool = True
+) -> tuple[Network, Plan]:
     """Place ``network`` (hardware layers, quantized or not) on ``device``.
 
     Returns the network with any inserted copy layers and its ``Plan``. ``in_place``: layers
     may overwrite their own dying input where plan/inplace.py proves it safe (the vendor tool
     then needs ``--overlap-data``, as for its own U-Net); False keeps every live tensor apart.
     """
-    res = resources_of(device)
+    dev = get_device(device)
     _require_hardware(network)
     network, groups = form_groups(network)
-    if len(network.layers) > res.max_layers:
+    if len(network.layers) > dev.max_layers:
         raise PlanError(
-            f"{len(network.layers)} hardware layers (with copies) exceed the {res.max_layers} "
-            f"of {res.name}",
+            f"{len(network.layers)} hardware layers (with copies) exceed the {dev.max_layers} "
+            f"of {dev.name}",
             where=f"network {network.name}",
             hint="merge layers, or use a device with more layers (MAX78002)",
         )
     live = live_intervals(network)
-    streamed, spans = _streaming(network, res.name)
-    data_format = "HWC" if streamed else choose_data_format(network, res)
+    streamed, spans = _streaming(network, dev.name)
+    data_format = "HWC" if streamed else choose_data_format(network, dev)
     # Streamed tensors sit in rollover buffers that all live while the streaming layers run.
     names = [INPUT, *(x.name for x in network.layers)][:streamed]
     live.update({name: (live[INPUT][0], streamed - 1) for name in names})
@@ -62,7 +67,7 @@ def plan_network(network: Network, device: Any, *, in_place: bool = True) -> tup
     for policy in MASK_POLICIES:
         try:
             results.append(
-                _attempt(network, groups, live, res, data_format, policy, in_place, spans)
+                _attempt(network, groups, live, dev, data_format, policy, in_place, spans)
             )
         except PlanError as exc:
             errors.append(exc)
@@ -79,14 +84,12 @@ def plan_network(network: Network, device: Any, *, in_place: bool = True) -> tup
         *_in_place_notes(network, placements, data_format, streamed),
         *_shared_kernel_notes(placements),
     )
-    plan = Plan(res.name, data_format, tuple(placements), notes=notes, fifo=streamed > 0)
+    plan = Plan(dev.name, data_format, tuple(placements), notes=notes, fifo=streamed > 0)
     return network, plan
 
 
 def _streaming(network: Network, device: str) -> tuple[int, dict[str, int]]:
     """Leading layers that must stream through the FIFO, and their inputs' buffer sizes."""
-    from cnnforge.devices import get_device
-
     dev = get_device(device)
     streamed = streaming_layers(network, dev)
     return streamed, streamed_spans(network, streamed, dev) if streamed else {}
@@ -138,17 +141,17 @@ def _placements(
 MASK_POLICIES = ("low", "long-high", "high")
 
 
-def _attempt(network, groups, live, res, data_format, policy, in_place, spans) -> tuple:
+def _attempt(network, groups, live, dev, data_format, policy, in_place, spans) -> tuple:
     """One full placement with one mask policy: (top, network, masks, offsets, kernels, bias)."""
-    masks = assign_masks(network, groups, live, res, data_format, policy)
+    masks = assign_masks(network, groups, live, dev, data_format, policy)
     if INPUT in spans:  # the FIFOs feed their own processors (devices.md §1 "Standard FIFOs")
         masks = {**masks, INPUT: fifo_mask(network.input_shape[0])}
     units = [make_unit(network, g, live) for g in groups]
-    offsets = assign_offsets(network, units, masks, live, res, data_format, in_place, spans)
+    offsets = assign_offsets(network, units, masks, live, dev, data_format, in_place, spans)
     layer_masks = {x.name: (_in_mask(x, masks, groups), masks[x.name]) for x in network.layers}
     network = _fix_copies(network, layer_masks)
-    kernels = assign_kernels(network, layer_masks, res)
-    bias = assign_bias(network, layer_masks, res)
+    kernels = assign_kernels(network, layer_masks, dev)
+    bias = assign_bias(network, layer_masks, dev)
     top = max(offsets[n] + spans.get(n, tensor_span(network, n, data_format)) for n in offsets)
     return top, network, layer_masks, offsets, kernels, bias
 

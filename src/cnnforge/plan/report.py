@@ -13,13 +13,16 @@ import json
 from pathlib import Path
 from typing import Any
 
+from cnnforge.devices import Device, get_device
+from cnnforge.geometry import COMMON
 from cnnforge.ir import INPUT, Network
 from cnnforge.plan.groups import is_copy
 from cnnforge.plan.liveness import live_intervals
 from cnnforge.plan.masks import mask_runs
 from cnnforge.plan.metrics import PlanMetrics, tensor_words
 from cnnforge.plan.model import Plan
-from cnnforge.plan.resources import PROCESSORS, resources_of
+
+PROCESSORS = COMMON.processors  # devices.md §1 "Processors" (both parts)
 
 PLAN_SCHEMA = "cnnforge-plan/1"
 
@@ -132,11 +135,11 @@ def _text(title: str) -> str:
 
 
 def memory_map_png(
-    network: Network, plan: Plan, device: Any, index: int, path: Path, fig: Any = None
+    network: Network, plan: Plan, device: Device | str, index: int, path: Path, fig: Any = None
 ) -> None:
     """Data memory during layer ``index``: every live tensor as boxes per instance."""
     plt = _pyplot()
-    res = resources_of(device)
+    dev = get_device(device)
     layer = network.layers[index]
     live = live_intervals(network)
     own = fig is None
@@ -168,7 +171,7 @@ def memory_map_png(
         first = (inst & -inst).bit_length() - 1
         ax.text(first + 0.05, lo, name if name != INPUT else "input", fontsize=6, va="bottom")
     ax.set_xlim(0, 16)
-    ax.set_ylim(0, res.instance_bytes)
+    ax.set_ylim(0, dev.instance_bytes)
     ax.set_xlabel("data-memory instance (processors 4k..4k+3)")
     ax.set_ylabel("byte offset")
     ax.set_title(_text(f"layer {index}: {layer.name} ({layer.label()}) - live data"), fontsize=9)
@@ -177,10 +180,10 @@ def memory_map_png(
         plt.close(fig)
 
 
-def kernel_map_png(network: Network, plan: Plan, device: Any, path: Path) -> None:
+def kernel_map_png(network: Network, plan: Plan, device: Device | str, path: Path) -> None:
     """Kernel memory: each layer's columns on its input processors."""
     plt = _pyplot()
-    res = resources_of(device)
+    dev = get_device(device)
     fig, ax = plt.subplots(figsize=(8, 4.5))
     colors = plt.get_cmap("tab20")
     for k, p in enumerate(plan.placements):
@@ -191,7 +194,7 @@ def kernel_map_png(network: Network, plan: Plan, device: Any, path: Path) -> Non
         first = (p.in_processors & -p.in_processors).bit_length() - 1
         ax.text(first, p.kernel_start, p.layer, fontsize=5, va="bottom")
     ax.set_xlim(0, PROCESSORS)
-    ax.set_ylim(0, max(res.kernel_words_large, res.kernel_words_small))
+    ax.set_ylim(0, max(dev.kernel_words_large, dev.kernel_words_small))
     ax.set_xlabel("processor")
     ax.set_ylabel("kernel column (72-bit words)")
     ax.set_title(_text(f"{network.name}: kernel memory on {plan.device}"), fontsize=9)
@@ -200,10 +203,10 @@ def kernel_map_png(network: Network, plan: Plan, device: Any, path: Path) -> Non
     plt.close(fig)
 
 
-def timeline_png(network: Network, plan: Plan, device: Any, path: Path) -> None:
+def timeline_png(network: Network, plan: Plan, device: Device | str, path: Path) -> None:
     """Two views over the layer order: processors read/written, and data memory x time."""
     plt = _pyplot()
-    res = resources_of(device)
+    dev = get_device(device)
     fig, (top, bottom) = plt.subplots(2, 1, figsize=(9, 7))
     colors = plt.get_cmap("tab20")
     for i, p in enumerate(plan.placements):
@@ -225,7 +228,7 @@ def timeline_png(network: Network, plan: Plan, device: Any, path: Path) -> None:
             bottom.broken_barh(
                 [(lo, hi - lo)], (birth - 0.5, end - birth + 0.5), color=colors(k % 20), alpha=0.5
             )
-    bottom.set_xlim(0, res.instance_bytes)
+    bottom.set_xlim(0, dev.instance_bytes)
     bottom.set_xlabel("byte offset (every instance the tensor uses)")
     bottom.set_ylabel("layer (live tensors)")
     bottom.invert_yaxis()
@@ -235,7 +238,12 @@ def timeline_png(network: Network, plan: Plan, device: Any, path: Path) -> None:
 
 
 def write_report(
-    network: Network, plan: Plan, device: Any, metrics: PlanMetrics, folder: Path, wall_s: float
+    network: Network,
+    plan: Plan,
+    device: Device | str,
+    metrics: PlanMetrics,
+    folder: Path,
+    wall_s: float,
 ) -> None:
     """plan.json, plan.md, memory/*.png and kernels.png into ``folder``."""
     write_plan_json(network, plan, metrics, folder / "plan.json")

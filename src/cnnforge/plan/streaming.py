@@ -14,9 +14,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from cnnforge.devices import Device, get_device
+from cnnforge.geometry import COMMON, layer_in_channels, passes
 from cnnforge.ir import INPUT, Layer, Network, Op
 from cnnforge.plan.model import Placement, Plan
-from cnnforge.plan.resources import PER_INSTANCE, PROCESSORS
+
+PER_INSTANCE = COMMON.processors_per_instance  # processors per data-memory instance
+PROCESSORS = COMMON.processors  # devices.md §1 "Processors" (both parts)
 
 _INCREASE_START = 2  # the vendor's default `--increase-start` (MAX78000 formula)
 
@@ -90,7 +93,7 @@ def _geometry(network: Network, layer: Layer, dev: Device) -> _Geometry:
         (kernel[0], kernel[1]),
         (pooled[0], pooled[1]),
         operands,
-        -(-channels // 64),
+        passes(channels, dev),
     )
 
 
@@ -245,9 +248,9 @@ def _input_bytes(network: Network, index: int, dev: Device) -> int:
     pixels = 1
     for d in shapes[0][1:]:
         pixels *= d
-    channels = shapes[0][0] if layer.eltwise is not None else sum(x[0] for x in shapes)
+    channels = layer_in_channels(network, layer)
     operands = len(layer.inputs) if layer.eltwise is not None else 1
-    need = 4 * pixels * -(-channels // 64) * operands
+    need = 4 * pixels * passes(channels, dev) * operands
     if layer.inputs == (INPUT,) and channels <= dev.data_instances:
         need = min(need, pixels)
     return need

@@ -12,11 +12,11 @@ vendor's ``--overlap-data`` accepts: a layer writing over its own inputs that di
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 
+from cnnforge.devices import Device, get_device
 from cnnforge.errors import PlanError
+from cnnforge.geometry import COMMON
 from cnnforge.ir import Layer, Network, Op
 from cnnforge.plan.issues import Issue
 from cnnforge.plan.kernels import (
@@ -29,33 +29,39 @@ from cnnforge.plan.kernels import (
 )
 from cnnforge.plan.liveness import layer_in_geometry, tensor_geometry
 from cnnforge.plan.model import Placement, Plan
-from cnnforge.plan.resources import PER_QUADRANT, PROCESSORS, Resources, resources_of
 from cnnforge.plan.streaming import streaming_issues
 from cnnforge.plan.wordsim import simulate_words
 
+PER_QUADRANT = COMMON.processors_per_quadrant  # processors per quadrant
+PROCESSORS = COMMON.processors  # devices.md §1 "Processors" (both parts)
+
 
 def validate_plan(
-    network: Network, plan: Plan, device: Any, allow_overlap: bool = False, in_place: bool = True
+    network: Network,
+    plan: Plan,
+    device: Device | str,
+    allow_overlap: bool = False,
+    in_place: bool = True,
 ) -> tuple[Issue, ...]:
     """Every rule ``plan`` breaks on ``device`` (empty when the plan is valid).
 
     ``in_place=False``: also report layers overwriting their own input where that is proven
     safe (plan/inplace.py), i.e. the vendor simulator's check without ``--overlap-data``.
     """
-    res = resources_of(device)
-    issues = _structure(network, plan, res)
+    dev = get_device(device)
+    issues = _structure(network, plan, dev)
     if issues:
         return tuple(issues)
     if plan.fifo or any(p.streaming for p in plan.placements):
         stream = streaming_issues(network, plan, plan.device)
         issues.extend(Issue(network.layers[x.index].name, x.rule, x.message) for x in stream)
     for i, (layer, place) in enumerate(zip(network.layers, plan.placements, strict=True)):
-        issues.extend(_layer_issues(network, plan, i, layer, place, res))
-    issues.extend(_kernel_issues(network, plan, res))
-    issues.extend(_bias_issues(network, plan, res))
+        issues.extend(_layer_issues(network, plan, i, layer, place, dev))
+    issues.extend(_kernel_issues(network, plan, dev))
+    issues.extend(_bias_issues(network, plan, dev))
     if not issues or all(x.rule in ("kernel-memory", "bias-memory") for x in issues):
         overlap = allow_overlap or plan.allow_overlap
-        issues.extend(simulate_words(network, plan, res, overlap, in_place))
+        issues.extend(simulate_words(network, plan, dev, overlap, in_place))
     return tuple(issues)
 
 
@@ -71,7 +77,7 @@ def raise_on_issues(issues: tuple[Issue, ...], what: str = "the plan") -> None:
         )
 
 
-def _structure(network: Network, plan: Plan, res: Resources) -> list[Issue]:
+def _structure(network: Network, plan: Plan, dev: Device) -> list[Issue]:
     if len(plan.placements) != len(network.layers):
         return [
             Issue(
@@ -85,12 +91,12 @@ def _structure(network: Network, plan: Plan, res: Resources) -> list[Issue]:
         for layer, place in zip(network.layers, plan.placements, strict=True)
         if place.layer != layer.name
     ]
-    if len(network.layers) > res.max_layers:
+    if len(network.layers) > dev.max_layers:
         out.append(
             Issue(
                 network.name,
                 "layer-count",
-                f"{len(network.layers)} layers exceed {res.max_layers} on {res.name}",
+                f"{len(network.layers)} layers exceed {dev.max_layers} on {dev.name}",
             )
         )
     used = 0
@@ -102,12 +108,12 @@ def _structure(network: Network, plan: Plan, res: Resources) -> list[Issue]:
 
 
 def _layer_issues(
-    network: Network, plan: Plan, i: int, layer: Layer, place: Placement, res: Resources
+    network: Network, plan: Plan, i: int, layer: Layer, place: Placement, dev: Device
 ) -> list[Issue]:
-    """The static rules of one layer (devices.md §7 "Resources")."""
+    """The static rules of one layer (devices.md §7 "Device")."""
     chw = i == 0 and plan.data_format == "CHW"
     found = _mask_issues(network, layer, place, chw) + _memory_issues(
-        network, layer, place, res, chw
+        network, layer, place, dev, chw
     )
     return [Issue(layer.name, rule, message) for rule, message in found]
 
@@ -158,7 +164,7 @@ def _mask_issues(
 
 
 def _memory_issues(
-    network: Network, layer: Layer, place: Placement, res: Resources, chw: bool
+    network: Network, layer: Layer, place: Placement, dev: Device, chw: bool
 ) -> list[tuple[str, str]]:
     out = []
     geo_in = layer_in_geometry(network, layer)
@@ -168,7 +174,7 @@ def _memory_issues(
             out.append(("offset-align", f"`{key}` {off:#x} is not a non-negative multiple of 4"))
     operands = len(layer.inputs) if layer.eltwise is not None else 1
     in_bytes = geo_in.pixels * geo_in.passes * operands * (1 if chw else 4)
-    end = res.instance_bytes
+    end = dev.instance_bytes
     if place.in_offset + in_bytes > end and not place.streaming:  # streaming: plan/streaming.py
         out.append(
             (
@@ -187,12 +193,12 @@ def _memory_issues(
                 f"passes the instance end {end:#x}",
             )
         )
-    if geo_out.passes * (place.write_gap + 1) > 1 << res.write_ptr_inc_bits:
+    if geo_out.passes * (place.write_gap + 1) > 1 << dev.write_ptr_inc_bits:
         out.append(
             (
                 "write-gap",
                 f"{geo_out.passes} output passes x (write_gap "
-                f"{place.write_gap} + 1) exceed {1 << res.write_ptr_inc_bits}",
+                f"{place.write_gap} + 1) exceed {1 << dev.write_ptr_inc_bits}",
             )
         )
     if any(name != "input" and network.layer(name).wide for name in layer.inputs):
@@ -219,7 +225,7 @@ def passthrough_masks_ok(in_mask: int, out_mask: int) -> bool:
     return True
 
 
-def _kernel_issues(network: Network, plan: Plan, res: Resources) -> list[Issue]:
+def _kernel_issues(network: Network, plan: Plan, dev: Device) -> list[Issue]:
     """Kernel columns in range and never shared by two different layers (or allocatable)."""
     out: list[Issue] = []
     taken: dict[int, list[tuple[int, int, str]]] = {}
@@ -230,7 +236,7 @@ def _kernel_issues(network: Network, plan: Plan, res: Resources) -> list[Issue]:
         procs = [p for p in range(PROCESSORS) if place.in_processors >> p & 1]
         start = place.kernel_start
         if start is None:
-            start = _greedy_start(taken, procs, words, res)
+            start = _greedy_start(taken, procs, words, dev)
             if start is None:
                 out.append(
                     Issue(
@@ -250,14 +256,14 @@ def _kernel_issues(network: Network, plan: Plan, res: Resources) -> list[Issue]:
                     f"kernel start {start} is not a multiple of {COLUMN_ALIGN}",
                 )
             )
-        over = [p for p in procs if start + words > res.kernel_capacity(p)]
+        over = [p for p in procs if start + words > dev.kernel_words(p)]
         if over:
             out.append(
                 Issue(
                     layer.name,
                     "kernel-memory",
                     f"columns {start}..{start + words} pass "
-                    f"the capacity of processor {over[0]} ({res.kernel_capacity(over[0])})",
+                    f"the capacity of processor {over[0]} ({dev.kernel_words(over[0])})",
                 )
             )
         out.extend(_kernel_clash(network, layer, procs, start, words, taken, plan))
@@ -300,9 +306,9 @@ def _same_kernels(plan: Plan, a: Layer, b: Layer) -> bool:
     )
 
 
-def _greedy_start(taken, procs, words, res: Resources) -> int | None:
+def _greedy_start(taken, procs, words, dev: Device) -> int | None:
     """The vendor's allocator for plans without a kernel map: the lowest free aligned start."""
-    cap = min(res.kernel_capacity(p) for p in procs)
+    cap = min(dev.kernel_words(p) for p in procs)
     start = 0
     while start + words <= cap:
         clash = [
@@ -314,7 +320,7 @@ def _greedy_start(taken, procs, words, res: Resources) -> int | None:
     return None
 
 
-def _bias_issues(network: Network, plan: Plan, res: Resources) -> list[Issue]:
+def _bias_issues(network: Network, plan: Plan, dev: Device) -> list[Issue]:
     """Bias entries inside one quadrant, never shared; plans without offsets are allocated."""
     out: list[Issue] = []
     spans: list[list[tuple[int, int, str]]] = [[] for _ in range(QUADRANTS)]
@@ -326,8 +332,9 @@ def _bias_issues(network: Network, plan: Plan, res: Resources) -> list[Issue]:
             for k, m in depthwise_bias_slices(layer, place.out_processors).items():
                 spans[k].append((fill[k], fill[k] + m, layer.name))
                 fill[k] += m
-                if fill[k] > res.bias_entries:
-                    message = f"quadrant {k} bias memory needs {fill[k]} of {res.bias_entries}"
+                if fill[k] > dev.bias_entries_per_quadrant:
+                    have = dev.bias_entries_per_quadrant
+                    message = f"quadrant {k} bias memory needs {fill[k]} of {have}"
                     out.append(Issue(layer.name, "bias-memory", message))
             continue
         n = bias_length(layer, place.out_processors)
@@ -347,13 +354,13 @@ def _bias_issues(network: Network, plan: Plan, res: Resources) -> list[Issue]:
                     f"bias entries {start}..{start + n} of quadrant {q} overlap layer {clash[0]}'s",
                 )
             )
-        if start + n > res.bias_entries:
+        if start + n > dev.bias_entries_per_quadrant:
             out.append(
                 Issue(
                     layer.name,
                     "bias-memory",
                     f"bias entries {start}..{start + n} pass "
-                    f"the {res.bias_entries} of quadrant {q}",
+                    f"the {dev.bias_entries_per_quadrant} of quadrant {q}",
                 )
             )
         spans[q].append((start, start + n, layer.name))

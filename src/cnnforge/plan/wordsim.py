@@ -15,13 +15,17 @@ from __future__ import annotations
 
 import numpy as np
 
+from cnnforge.devices import Device
+from cnnforge.geometry import COMMON
 from cnnforge.ir import INPUT, Layer, Network
 from cnnforge.plan.inplace import in_place_words
 from cnnforge.plan.issues import Issue
 from cnnforge.plan.liveness import layer_in_geometry, live_intervals, tensor_geometry
 from cnnforge.plan.model import Placement, Plan
-from cnnforge.plan.resources import PER_INSTANCE, PROCESSORS, Resources
 from cnnforge.plan.streaming import streaming_prefix
+
+PER_INSTANCE = COMMON.processors_per_instance  # processors per data-memory instance
+PROCESSORS = COMMON.processors  # devices.md §1 "Processors" (both parts)
 
 EMPTY = -1
 CHW_ANY = -2  # CHW input bytes: one channel per word, four pixels per word
@@ -42,7 +46,7 @@ def _procs(mask: int) -> np.ndarray:
 
 
 def simulate_words(
-    network: Network, plan: Plan, res: Resources, allow_overlap: bool, in_place: bool = True
+    network: Network, plan: Plan, dev: Device, allow_overlap: bool, in_place: bool = True
 ) -> list:
     """The issues found by running ``plan`` at word level (see the module docstring).
 
@@ -51,7 +55,7 @@ def simulate_words(
     names = [INPUT, *(x.name for x in network.layers)]
     ids = {n: i for i, n in enumerate(names)}
     live = live_intervals(network)
-    mem = _Memory(res.instance_bytes // 4)
+    mem = _Memory(dev.instance_bytes // 4)
     issues: list[Issue] = []
     first = network.layers[0]
     place0 = plan.placements[0]
@@ -127,6 +131,7 @@ def in_place_layers(network: Network, plan: Plan) -> tuple[str, ...]:
     streamed = streaming_prefix(plan)
     homes = {INPUT: (Placement(INPUT, 0, first.in_processors, 0, first.in_offset), chw)}
     homes.update({x.layer: (x, False) for x in plan.placements})
+
     def marks(name: str) -> np.ndarray:  # (instance, word) -> written (whole words)
         place, is_chw = homes[name]
         written = _written(network, name, place, is_chw)

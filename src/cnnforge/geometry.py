@@ -1,0 +1,169 @@
+"""One formula per hardware fact of the data layout, asked of the typed ``Device``.
+
+Passes and processors per pass (../shared/spec/devices.md §2), the channels and the shape a
+layer's main op reads, the kernel count ``kc`` of a weight layer (§3), and when each tensor
+is live (§6 "No overwrite of live data"). Analysis, passes, planner, validator, frontend and
+emitters ask here instead of writing the formulas again. Questions asked without a device use
+``COMMON``: both MAX7800x parts have the same processors and pass rules (§1).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from cnnforge.devices import MAX78000, Device
+from cnnforge.ir import INPUT, Layer, Network
+
+#: The device whose geometry questions without a device use (equal on MAX78000 and MAX78002).
+COMMON: Device = MAX78000
+
+#: Layer index at which the network input is produced (before the first layer).
+BEFORE_FIRST = -1
+
+
+def processors(device: Device | None = None) -> int:
+    """Processors of the device: the width of a processor mask (devices.md §1)."""
+    return (device or COMMON).processors
+
+
+def passes(channels: int, device: Device | None = None) -> int:
+    """Passes E = ceil(C / processors per pass) a tensor of ``channels`` channels needs (§2)."""
+    return (device or COMMON).passes(channels)
+
+
+def processors_per_pass(channels: int, device: Device | None = None) -> int:
+    """Processors per pass T = ceil(C / E), rounded up to the 4-processor instance when E > 1."""
+    return (device or COMMON).processors_per_pass(channels)
+
+
+def words_per_pixel(channels: int, device: Device | None = None) -> int:
+    """32-bit words one pixel of the tensor takes per instance group: E * ceil(T / 4) (§2)."""
+    dev = device or COMMON
+    per_pass = math.ceil(channels / dev.passes(channels))
+    return dev.passes(channels) * math.ceil(per_pass / dev.processors_per_instance)
+
+
+def layer_in_channels(network: Network, layer: Layer) -> int:
+    """Channels the layer's input mask carries: one operand's for element-wise layers, else the
+    concatenation of its inputs (devices.md §2 "Concatenation")."""
+    shapes = network.input_shapes(layer)
+    return shapes[0][0] if layer.eltwise is not None else sum(s[0] for s in shapes)
+
+
+def main_input_shape(network: Network, layer: Layer) -> tuple[int, ...]:
+    """(C, dims...) entering the layer's main op: after pooling, concatenation/element-wise."""
+    dims = network.input_shapes(layer)[0][1:]
+    if layer.pool is not None:
+        dims = layer.pool.output_dims(dims)
+    return (layer_in_channels(network, layer), *dims)
+
+
+def kernel_count(
+    layer: Layer,
+    in_channels: int,
+    out_channels: int,
+    slots: int,
+    pixels: int = 1,
+    device: Device | None = None,
+) -> int:
+    """kc of devices.md §3: kernels per input processor for ``slots`` output slots S.
+
+    S * E_out * E_in; depthwise: E_in; flatten: (S * E_out - unused slots) * pixels * E_in,
+    ``pixels`` the H*W flattened per channel.
+    """
+    cout = out_channels
+    e_in, e_out = passes(in_channels, device), passes(cout, device)
+    if layer.groups > 1:
+        return e_in
+    if layer.flatten:
+        unused = e_out * processors_per_pass(cout, device) - cout
+        return (slots * e_out - unused) * pixels * e_in
+    return slots * e_out * e_in
+
+
+def live_intervals(network: Network) -> dict[str, tuple[int, int]]:
+    """``{tensor: (first, last)}`` layer indices (inclusive) over which each tensor is live.
+
+    ``first`` is the producer's index (``-1`` for the input), ``last`` the index of the last
+    consumer; network outputs end at ``len(network)`` (forever); a tensor nobody reads lives
+    only while its producer writes it.
+    """
+    n = len(network.layers)
+    live: dict[str, tuple[int, int]] = {INPUT: (BEFORE_FIRST, BEFORE_FIRST)}
+    for i, layer in enumerate(network.layers):
+        live[layer.name] = (i, i)
+        for name in layer.inputs:
+            live[name] = (live[name][0], i)
+    for name in network.outputs:
+        live[name] = (live[name][0], n)
+    return live
+
+
+def last_use(network: Network) -> dict[str, int]:
+    """Tensor name -> index of the last layer reading it (len(layers) for network outputs)."""
+    return {name: last for name, (_, last) in live_intervals(network).items()}
+
+
+@dataclass(frozen=True)
+class TensorGeometry:
+    """What data memory needs to know about one tensor (devices.md §2)."""
+
+    name: str
+    channels: int
+    pixels: int  # H*W (or L; 1 for a (C,) tensor)
+    passes: int  # E
+    processors: int  # T = processors per pass
+    wide: bool = False  # 32-bit output (4 words per pixel and pass)
+
+    @property
+    def words(self) -> int:
+        """32-bit words per instance without gaps (devices.md §2 "Footprint")."""
+        return self.pixels * self.passes * (4 if self.wide else 1)
+
+
+def tensor_geometry(network: Network, name: str, device: Device | None = None) -> TensorGeometry:
+    """The geometry of the input or of one layer's output."""
+    shape = network.shape_of(name)
+    channels = shape[0]
+    return TensorGeometry(
+        name=name,
+        channels=channels,
+        pixels=math.prod(shape[1:]) if len(shape) > 1 else 1,
+        passes=passes(channels, device),
+        processors=processors_per_pass(channels, device),
+        wide=name != INPUT and network.layer(name).wide,
+    )
+
+
+def layer_in_geometry(
+    network: Network, layer: Layer, device: Device | None = None
+) -> TensorGeometry:
+    """The (pre-pooling) input of ``layer`` as the hardware reads it: C, pixels, E, T."""
+    shape = network.input_shapes(layer)[0]
+    channels = layer_in_channels(network, layer)
+    return TensorGeometry(
+        name=layer.name,
+        channels=channels,
+        pixels=math.prod(shape[1:]) if len(shape) > 1 else 1,
+        passes=passes(channels, device),
+        processors=processors_per_pass(channels, device),
+    )
+
+
+__all__ = [
+    "BEFORE_FIRST",
+    "COMMON",
+    "TensorGeometry",
+    "kernel_count",
+    "last_use",
+    "layer_in_channels",
+    "layer_in_geometry",
+    "live_intervals",
+    "main_input_shape",
+    "passes",
+    "processors",
+    "processors_per_pass",
+    "tensor_geometry",
+    "words_per_pixel",
+]
