@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 
+from cnnforge.geometry import words_per_pixel
 from cnnforge.ir import BINARY_BITS, Layer, Op, PoolKind
 
 COUNT_MODES = ("true", "thop")
@@ -101,16 +102,12 @@ def int8_layout_bytes(shape: tuple[int, ...], wide: bool = False) -> int:
     """Bytes of a tensor in the accelerator's HWC data memory (devices.md §2, network-yaml.md §4).
 
     Each pixel holds one 32-bit word per pass and per group of 4 processors (unused byte lanes
-    count); passes = ceil(C / 64), processors per pass = ceil(C / passes), rounded up to a
-    multiple of 4 above 64 channels. A 32-bit (wide) output takes 4 bytes per channel.
+    count; cnnforge.geometry.words_per_pixel). A 32-bit (wide) output takes 4 bytes per channel.
     """
     if not shape:
         return 0
-    channels, pixels = shape[0], math.prod(shape[1:])
-    passes = math.ceil(channels / 64)
-    per_pass = math.ceil(channels / passes)
-    words = passes * math.ceil(per_pass / 4)
-    return pixels * words * 4 * (4 if wide else 1)
+    pixels = math.prod(shape[1:])
+    return pixels * words_per_pixel(shape[0]) * 4 * (4 if wide else 1)
 
 
 def float32_bytes(shape: tuple[int, ...]) -> int:

@@ -13,19 +13,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from cnnforge.geometry import last_use
 from cnnforge.ir import INPUT, Network
 
-
-def last_use(network: Network) -> dict[str, int]:
-    """Tensor name -> index of the last layer reading it (len(layers) for network outputs)."""
-    last = {INPUT: -1}
-    for i, layer in enumerate(network.layers):
-        last.setdefault(layer.name, i)
-        for name in layer.inputs:
-            last[name] = i
-    for name in network.outputs:
-        last[name] = len(network.layers)
-    return last
+__all__ = ["last_use", "peak_memory"]
 
 
 def peak_memory(network: Network, size: Callable[[str], int]) -> tuple[int, str]:

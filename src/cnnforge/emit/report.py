@@ -17,6 +17,7 @@ import jinja2
 import numpy as np
 
 from cnnforge.arithmetic import output_unit
+from cnnforge.devices import get_device
 from cnnforge.emit import report_figures as figs
 from cnnforge.ir import INPUT, Network
 from cnnforge.outputs import atomic_output_file
@@ -115,7 +116,8 @@ def kernel_map(plan: Any) -> str | None:
         top = max(top, p.kernel_start + p.kernel_words)
     if not rects:
         return None
-    return figs.rect_map(rects, "processor", "kernel word", "kernel map", (0, 64, 0, top * 1.05))
+    width = get_device(plan.device).processors
+    return figs.rect_map(rects, "processor", "kernel word", "kernel map", (0, width, 0, top * 1.05))
 
 
 def output_figures(state: Any) -> list[dict[str, str]]:
@@ -140,7 +142,8 @@ def _plan_section(state: Any) -> dict[str, Any] | None:
         return None
     rows = plan_rows(network, plan)
     names = [r["name"] for r in rows]
-    util = [100.0 * r["in_procs"] / 64 for r in rows]
+    procs = get_device(plan.device).processors
+    util = [100.0 * r["in_procs"] / procs for r in rows]
     cycles = [float(r["cycles"] or 0) for r in rows]
     return {
         "device": plan.device,
@@ -148,7 +151,7 @@ def _plan_section(state: Any) -> dict[str, Any] | None:
         "rows": rows,
         "memory_map": memory_map(network, plan),
         "kernel_map": kernel_map(plan),
-        "utilization": figs.bar_figure(names, util, "% of 64 processors", "input processors"),
+        "utilization": figs.bar_figure(names, util, f"% of {procs} processors", "input processors"),
         "cycles": figs.bar_figure(names, cycles, "cycles", "cycle estimate per layer"),
         "total_cycles": int(sum(cycles)),
         "clock_text": _clock_text(state.device, sum(cycles)),

@@ -21,8 +21,8 @@ from cnnforge.frontend.ai8x_checkpoint import CheckpointData, CheckpointLayer, r
 from cnnforge.frontend.ai8x_layers import LayerContext, build_layer
 from cnnforge.frontend.ai8x_rules import check_streaming, duplicate_copy
 from cnnforge.frontend.ai8x_yaml import YamlConfig, YamlLayer, read_yaml_config
+from cnnforge.geometry import layer_in_channels, passes, processors_per_pass
 from cnnforge.ir import INPUT, Layer, Network, Op
-from cnnforge.plan.kernel_words import processors_per_pass
 from cnnforge.plan.model import Placement, Plan
 
 
@@ -297,20 +297,15 @@ def _output_map(cfg: YamlConfig, y: YamlLayer, i: int) -> int:
     return cfg.layers[i + 1].processors
 
 
-def _in_channels(network: Network, layer: Layer) -> int:
-    shapes = network.input_shapes(layer)
-    return shapes[0][0] if layer.eltwise is not None else sum(s[0] for s in shapes)
-
-
 def _check_processors(cfg: YamlConfig, y: YamlLayer, net: Network, layer: Layer, fmt: str) -> None:
-    channels = _in_channels(net, layer)
+    channels = layer_in_channels(net, layer)
     need = processors_per_pass(channels)
     have = y.processors.bit_count()
     where = f"{cfg.path}:{y.line_of('processors')}"
     if have != need:
-        passes = -(-channels // 64)
         raise ConfigError(
-            f"{y.label()}: {channels} input channels use {passes} pass(es) of {need} processors, "
+            f"{y.label()}: {channels} input channels use {passes(channels)} pass(es) of {need} "
+            f"processors, "
             f"but `processors` {y.processors:#018x} has {have}",
             where=where,
             hint=f"enable exactly {need} processors",
@@ -332,7 +327,7 @@ def _check_output_map(cfg: YamlConfig, y: YamlLayer, layer: Layer, out_map: int)
     if have != need:
         channels = layer.out_shape[0]
         raise ConfigError(
-            f"{y.label()}: {channels} output channels use {-(-channels // 64)} pass(es) of "
+            f"{y.label()}: {channels} output channels use {passes(channels)} pass(es) of "
             f"{need} processors, but the output map {out_map:#018x} has {have}",
             where=f"{cfg.path}:{y.line_of('output_processors')}",
             hint=f"set `output_processors` (or the next layer's `processors`) to {need} processors",

@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from cnnforge import geometry
 from cnnforge.arithmetic import ACT_MAX, ACT_MIN, ACT_SCALE
 from cnnforge.ir import (
     HARDWARE_ELTWISE,
@@ -74,7 +75,6 @@ OUT_MAX = ACT_MAX / ACT_SCALE  # 127/128
 POOL_TARGETS = frozenset({Op.CONV1D, Op.CONV2D, Op.CONVTRANSPOSE2D, Op.LINEAR, Op.PASSTHROUGH})
 CONCAT_TARGETS = POOL_TARGETS
 MAX_POOL_LAST_OPERANDS = 2  # pool after element-wise: at most 2 operands (devices.md §1)
-SINGLE_PASS_CHANNELS = 64  # channels per pass: one-pass in-flight element-wise is always legal
 
 
 def hardware_activation(layer: Layer) -> Activation | None:
@@ -282,7 +282,7 @@ def why_no_eltwise_act(device: Device | None, inner: Layer) -> str:
     channels, operands = inner.out_shape[0], len(inner.inputs)
     if _in_flight_allowed(device, operands, channels, bias=False):
         return ""
-    passes = -(-channels // SINGLE_PASS_CHANNELS)
+    passes = geometry.passes(channels, device)
     if device is None:
         return f"{channels} channels need {passes} passes; which device? (give --device)"
     return (
@@ -311,7 +311,7 @@ def fuse_pool(network: Network, layer: Layer) -> tuple[Network, Rewrite] | None:
 def _in_flight_allowed(device: Device | None, operands: int, channels: int, bias: bool) -> bool:
     """Element-wise in flight with a conv over several passes (devices.md §1 "Element-wise with
     multi-pass"): device-specific, so only with a device that allows it; one pass always."""
-    passes = -(-channels // SINGLE_PASS_CHANNELS)
+    passes = geometry.passes(channels, device)  # one pass: in-flight element-wise always legal
     if passes == 1:
         return True
     if device is None:

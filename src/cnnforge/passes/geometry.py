@@ -6,19 +6,18 @@ windows dropped); concatenation sums channels, element-wise keeps one operand's.
 
 from __future__ import annotations
 
+from cnnforge.geometry import layer_in_channels, main_input_shape
 from cnnforge.ir import Layer, Network, Op
 
 
 def pooled_dims(network: Network, layer: Layer) -> tuple[int, ...]:
     """Spatial size the layer's main op sees: its first input, after the layer's pooling."""
-    dims = network.input_shapes(layer)[0][1:]
-    return layer.pool.output_dims(dims) if layer.pool is not None else dims
+    return main_input_shape(network, layer)[1:]
 
 
 def input_channels(network: Network, layer: Layer) -> int:
     """Channels entering the main op: one operand's (element-wise) or the sum (concatenation)."""
-    chans = [shape[0] for shape in network.input_shapes(layer)]
-    return chans[0] if layer.eltwise is not None else sum(chans)
+    return layer_in_channels(network, layer)
 
 
 def conv_out_dims(layer: Layer, dims: tuple[int, ...]) -> tuple[int, ...]:

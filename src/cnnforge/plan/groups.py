@@ -25,10 +25,10 @@ from enum import StrEnum
 import numpy as np
 
 from cnnforge.errors import PlanError
+from cnnforge.geometry import COMMON, passes, processors_per_pass
 from cnnforge.ir import INPUT, Layer, Network, Op, Quantized
-from cnnforge.plan.kernel_words import passes, processors_per_pass
 
-MAX_ADJACENT_CHANNELS = 64  # one pass (devices.md §2 "Concatenation")
+MAX_ADJACENT_CHANNELS = COMMON.pass_channels  # one pass (devices.md §2 "Concatenation")
 COPY_TAG = "copy"  # module_path prefix of the passthrough copies the planner inserts
 
 

@@ -18,6 +18,7 @@ import torch
 
 from cnnforge.devices import Device, get_device
 from cnnforge.errors import SimulationError
+from cnnforge.geometry import last_use
 from cnnforge.ir import INPUT, Layer, Network
 from cnnforge.sim.checks import check_input, check_network, check_shape
 from cnnforge.sim.exact import float32_is_exact
@@ -56,7 +57,7 @@ def simulate(
     x64, batched = check_input(network, x)
     values = {INPUT: x64 if engine == "int64" else x64.float()}
     keep = set(network.outputs)
-    last_use = _last_use(network)
+    last = last_use(network)
     everything: dict[str, torch.Tensor] = {}
     with torch.no_grad():
         for i, layer in enumerate(network.layers):
@@ -65,7 +66,7 @@ def simulate(
             if all_layers:
                 everything[layer.name] = _as_int(y, batched)
             for name in layer.inputs:
-                if last_use.get(name) == i and name not in keep:
+                if last.get(name) == i and name not in keep:
                     values.pop(name, None)
     outputs = {name: _as_int(values[name], batched) for name in network.outputs}
     return SimResult(outputs=outputs, layers=everything if all_layers else None)
@@ -93,14 +94,6 @@ def _params(layer: Layer, engine: str) -> tuple[torch.Tensor, torch.Tensor | Non
     w = torch.from_numpy(np.asarray(q.weights)).to(dtype)
     bias = None if q.bias is None else torch.from_numpy(np.asarray(q.bias)).to(dtype)
     return w, bias
-
-
-def _last_use(network: Network) -> dict[str, int]:
-    last: dict[str, int] = {}
-    for i, layer in enumerate(network.layers):
-        for name in layer.inputs:
-            last[name] = i
-    return last
 
 
 def _as_int(y: torch.Tensor, batched: bool) -> torch.Tensor:
