@@ -13,7 +13,7 @@ import math
 from dataclasses import dataclass
 
 from cnnforge.devices import MAX78000, Device
-from cnnforge.ir import INPUT, Layer, Network
+from cnnforge.ir import BINARY_BITS, INPUT, Layer, Network
 
 #: The device whose geometry questions without a device use (equal on MAX78000 and MAX78002).
 COMMON: Device = MAX78000
@@ -80,6 +80,56 @@ def kernel_count(
         unused = e_out * processors_per_pass(cout, device) - cout
         return (slots * e_out - unused) * pixels * e_in
     return slots * e_out * e_in
+
+
+def kernel_slots(out_mask: int, device: Device | None = None) -> int:
+    """S of devices.md §3 with the filler kernels of a mask not starting at a multiple of 4: last
+    - first + 1, ``first`` rounded down to the 4-processor instance (the safe budget)."""
+    first = (out_mask & -out_mask).bit_length() - 1
+    last = out_mask.bit_length() - 1
+    return last - (first - first % (device or COMMON).processors_per_instance) + 1
+
+
+def packed_kernel_words(
+    kernels: int, ksize: int, weight_bits: int, device: Device | None = None
+) -> int:
+    """72-bit words for ``kernels`` kernels of ``ksize`` b-bit weights (vendor formula, §3).
+
+    ceil((kc * ksize * b + (kc mod q) * ksize * (q - 1)) / 72), q = 8 / b.
+    """
+    bits = abs(weight_bits) if weight_bits != BINARY_BITS else 1
+    q = 8 // bits
+    pad = (kernels % q) * ksize * (q - 1)
+    return math.ceil((kernels * ksize * bits + pad) / (device or COMMON).kernel_word_bits)
+
+
+def has_bias(layer: Layer) -> bool:
+    """Whether the layer adds a bias (its integer one once quantized)."""
+    if layer.quant is not None:
+        return layer.quant.bias is not None
+    return layer.bias is not None
+
+
+def bias_entries(out_channels: int, out_mask: int, device: Device | None = None) -> int:
+    """Bias entries of a layer: Cout + (first output processor mod 4) * E_out (devices.md §4)."""
+    first = (out_mask & -out_mask).bit_length() - 1
+    align = (device or COMMON).processors_per_instance
+    return out_channels + (first % align) * passes(out_channels, device)
+
+
+def depthwise_bias_slices(
+    out_channels: int, out_mask: int, device: Device | None = None
+) -> dict[int, int]:
+    """Bias entries a depthwise layer keeps in each quadrant it writes (devices.md §4)."""
+    dev = device or COMMON
+    per = dev.processors_per_quadrant
+    e_out = passes(out_channels, dev)
+    slices = {}
+    for q in range(dev.quadrants):
+        bits = (out_mask >> (per * q) & ((1 << per) - 1)).bit_count()
+        if bits:
+            slices[q] = bits * e_out
+    return slices
 
 
 def live_intervals(network: Network) -> dict[str, tuple[int, int]]:
@@ -155,12 +205,17 @@ __all__ = [
     "BEFORE_FIRST",
     "COMMON",
     "TensorGeometry",
+    "bias_entries",
+    "depthwise_bias_slices",
+    "has_bias",
     "kernel_count",
+    "kernel_slots",
     "last_use",
     "layer_in_channels",
     "layer_in_geometry",
     "live_intervals",
     "main_input_shape",
+    "packed_kernel_words",
     "passes",
     "processors",
     "processors_per_pass",

@@ -6,7 +6,7 @@ windows dropped); concatenation sums channels, element-wise keeps one operand's.
 
 from __future__ import annotations
 
-from cnnforge.geometry import layer_in_channels, main_input_shape
+from cnnforge.geometry import has_bias, layer_in_channels, main_input_shape
 from cnnforge.ir import Layer, Network, Op
 
 
@@ -45,8 +45,10 @@ def expected_out_shape(network: Network, layer: Layer) -> tuple[int, ...] | None
     return None
 
 
-def has_bias(layer: Layer) -> bool:
-    """Whether the layer adds a bias (its integer one once quantized)."""
-    if layer.quant is not None:
-        return layer.quant.bias is not None
-    return layer.bias is not None
+__all__ = [
+    "conv_out_dims",
+    "expected_out_shape",
+    "has_bias",
+    "input_channels",
+    "pooled_dims",
+]

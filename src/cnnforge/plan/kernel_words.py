@@ -20,21 +20,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from cnnforge.geometry import COMMON, kernel_count, main_input_shape, passes, processors_per_pass
-from cnnforge.ir import BINARY_BITS, Layer, Network
+from cnnforge.geometry import packed_kernel_words as packed_words
+from cnnforge.ir import Layer, Network
 
 if TYPE_CHECKING:
     from cnnforge.devices import Device
 
-KERNEL_WORD_BITS = 72  # one kernel-memory word (devices.md §3)
 PASS_ALIGN = COMMON.kernel_start_align  # a layer's first kernel column: a multiple of 4 (§3)
-
-
-def packed_words(kernels: int, ksize: int, weight_bits: int) -> int:
-    """72-bit words for ``kernels`` kernels of ``ksize`` b-bit weights (vendor formula, §3)."""
-    bits = abs(weight_bits) if weight_bits != BINARY_BITS else 1
-    q = 8 // bits
-    pad = (kernels % q) * ksize * (q - 1)
-    return math.ceil((kernels * ksize * bits + pad) / KERNEL_WORD_BITS)
 
 
 def output_slots(out_mask: int, out_channels: int, device: Device | None = None) -> int:

@@ -18,7 +18,16 @@ import numpy as np
 
 from cnnforge.devices import Device
 from cnnforge.errors import PlanError
-from cnnforge.geometry import COMMON, kernel_count, main_input_shape, passes
+from cnnforge.geometry import (
+    COMMON,
+    bias_entries,
+    depthwise_bias_slices,
+    has_bias,
+    kernel_count,
+    kernel_slots,
+    main_input_shape,
+    passes,
+)
 from cnnforge.ir import Layer, Network, Op
 from cnnforge.plan.kernel_words import layer_kernel_words as _words
 
@@ -30,11 +39,8 @@ QUADRANTS = COMMON.quadrants
 
 
 def budget_slots(out_mask: int, out_passes: int) -> int:
-    """S of devices.md §3 plus the filler kernels of a mask not starting at a multiple of 4 (the
-    safe budget; ``kernel_words.output_slots`` is S alone)."""
-    first = (out_mask & -out_mask).bit_length() - 1
-    last = out_mask.bit_length() - 1
-    return last - (first - first % 4) + 1 if out_passes >= 1 else 1
+    """S of devices.md §3 plus the filler kernels (cnnforge.geometry.kernel_slots)."""
+    return kernel_slots(out_mask) if out_passes >= 1 else 1
 
 
 def kernel_words_placed(network: Network, layer: Layer, out_mask: int) -> int:
@@ -147,17 +153,9 @@ def _kernel_error(
     )
 
 
-def has_bias(layer: Layer) -> bool:
-    """True when the layer stores bias values (quantized bias, else float bias)."""
-    if layer.quant is not None:
-        return layer.quant.bias is not None
-    return layer.bias is not None
-
-
 def bias_length(layer: Layer, out_mask: int) -> int:
-    """Bias entries of a layer: Cout + (first output processor mod 4) * E_out (devices.md §4)."""
-    first = (out_mask & -out_mask).bit_length() - 1
-    return layer.out_shape[0] + (first % 4) * passes(layer.out_shape[0])
+    """Bias entries of a layer (devices.md §4, cnnforge.geometry.bias_entries)."""
+    return bias_entries(layer.out_shape[0], out_mask)
 
 
 def assign_bias(
@@ -179,7 +177,7 @@ def assign_bias(
     )
     fill = dict.fromkeys(range(QUADRANTS), 0)
     for layer in [x for x in todo if x.groups > 1]:  # depthwise: a slice per quadrant (§4)
-        for q, n in depthwise_bias_slices(layer, masks[layer.name][1]).items():
+        for q, n in depthwise_bias_slices(layer.out_shape[0], masks[layer.name][1]).items():
             fill[q] += n
             if fill[q] > dev.bias_entries_per_quadrant:
                 raise _bias_error(layer, q, n, fill[q] - n, dev)
@@ -192,17 +190,6 @@ def assign_bias(
         out[layer.name] = (q, fill[q])
         fill[q] += n
     return out
-
-
-def depthwise_bias_slices(layer: Layer, out_mask: int) -> dict[int, int]:
-    """Bias entries a depthwise layer keeps in each quadrant it writes (devices.md §4)."""
-    e_out = passes(layer.out_shape[0])
-    slices = {}
-    for q in range(QUADRANTS):
-        bits = (out_mask >> (PER_QUADRANT * q) & 0xFFFF).bit_count()
-        if bits:
-            slices[q] = bits * e_out
-    return slices
 
 
 def _bias_error(layer: Layer, q: int, n: int, filled: int, dev: Device) -> PlanError:

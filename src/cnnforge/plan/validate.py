@@ -12,22 +12,26 @@ vendor's ``--overlap-data`` accepts: a layer writing over its own inputs that di
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from cnnforge.devices import Device, get_device
 from cnnforge.errors import PlanError
-from cnnforge.geometry import COMMON
-from cnnforge.ir import Layer, Network, Op
-from cnnforge.plan.issues import Issue
-from cnnforge.plan.kernels import (
-    COLUMN_ALIGN,
-    QUADRANTS,
-    bias_length,
+from cnnforge.geometry import (
+    COMMON,
+    bias_entries,
     depthwise_bias_slices,
     has_bias,
-    kernel_words_placed,
+    kernel_count,
+    kernel_slots,
+    layer_in_geometry,
+    main_input_shape,
+    packed_kernel_words,
+    tensor_geometry,
 )
-from cnnforge.plan.liveness import layer_in_geometry, tensor_geometry
+from cnnforge.ir import Layer, Network, Op
+from cnnforge.plan.issues import Issue
 from cnnforge.plan.model import Placement, Plan
 from cnnforge.plan.streaming import streaming_issues
 from cnnforge.plan.wordsim import simulate_words
@@ -215,7 +219,7 @@ def out_span(pixels: int, out_passes: int, gap: int, wide: bool) -> int:
 
 def passthrough_masks_ok(in_mask: int, out_mask: int) -> bool:
     """Per quadrant, the output bits are the input bits packed together (devices.md §6)."""
-    for q in range(QUADRANTS):
+    for q in range(COMMON.quadrants):
         a = in_mask >> (PER_QUADRANT * q) & 0xFFFF
         b = out_mask >> (PER_QUADRANT * q) & 0xFFFF
         if a.bit_count() != b.bit_count():
@@ -225,6 +229,19 @@ def passthrough_masks_ok(in_mask: int, out_mask: int) -> bool:
     return True
 
 
+def spec_kernel_words(network: Network, layer: Layer, out_mask: int, dev: Device) -> int:
+    """72-bit kernel words per input processor of a placed weight layer, derived here from
+    devices.md §3 and the placed output mask (not from the planner's sizing helpers)."""
+    shape = main_input_shape(network, layer)
+    flat = layer.flatten
+    ksize = 1 if flat or not layer.kernel_size else math.prod(layer.kernel_size)
+    pixels = math.prod(shape[1:]) if flat else 1
+    slots = kernel_slots(out_mask, dev)
+    kc = kernel_count(layer, shape[0], layer.out_shape[0], slots, pixels, dev)
+    bits = layer.quant.weight_bits if layer.quant is not None else dev.default_weight_bits
+    return packed_kernel_words(kc, ksize, bits, dev)
+
+
 def _kernel_issues(network: Network, plan: Plan, dev: Device) -> list[Issue]:
     """Kernel columns in range and never shared by two different layers (or allocatable)."""
     out: list[Issue] = []
@@ -232,9 +249,18 @@ def _kernel_issues(network: Network, plan: Plan, dev: Device) -> list[Issue]:
     for layer, place in zip(network.layers, plan.placements, strict=True):
         if not layer.has_weights:
             continue
-        words = kernel_words_placed(network, layer, place.out_processors)
-        procs = [p for p in range(PROCESSORS) if place.in_processors >> p & 1]
+        words = spec_kernel_words(network, layer, place.out_processors, dev)
+        procs = [p for p in range(dev.processors) if place.in_processors >> p & 1]
         start = place.kernel_start
+        if start is not None and place.kernel_words < words:
+            out.append(
+                Issue(
+                    layer.name,
+                    "kernel-words",
+                    f"the plan keeps {place.kernel_words} kernel words per processor, "
+                    f"devices.md §3 gives {words} for these masks",
+                )
+            )
         if start is None:
             start = _greedy_start(taken, procs, words, dev)
             if start is None:
@@ -248,12 +274,12 @@ def _kernel_issues(network: Network, plan: Plan, dev: Device) -> list[Issue]:
                     )
                 )
                 continue
-        elif start % COLUMN_ALIGN:
+        elif start % dev.kernel_start_align:
             out.append(
                 Issue(
                     layer.name,
                     "kernel-align",
-                    f"kernel start {start} is not a multiple of {COLUMN_ALIGN}",
+                    f"kernel start {start} is not a multiple of {dev.kernel_start_align}",
                 )
             )
         over = [p for p in procs if start + words > dev.kernel_words(p)]
@@ -316,20 +342,23 @@ def _greedy_start(taken, procs, words, dev: Device) -> int | None:
         ]
         if not clash:
             return start
-        start = max(clash) + (-max(clash)) % COLUMN_ALIGN
+        start = max(clash) + (-max(clash)) % dev.kernel_start_align
     return None
 
 
 def _bias_issues(network: Network, plan: Plan, dev: Device) -> list[Issue]:
     """Bias entries inside one quadrant, never shared; plans without offsets are allocated."""
     out: list[Issue] = []
-    spans: list[list[tuple[int, int, str]]] = [[] for _ in range(QUADRANTS)]
-    fill = [0] * QUADRANTS
+    quadrants = dev.quadrants
+    spans: list[list[tuple[int, int, str]]] = [[] for _ in range(quadrants)]
+    fill = [0] * quadrants
     for layer, place in zip(network.layers, plan.placements, strict=True):
         if not (layer.has_weights and has_bias(layer)):
             continue
         if layer.groups > 1:  # depthwise: a slice in each quadrant it writes
-            for k, m in depthwise_bias_slices(layer, place.out_processors).items():
+            for k, m in depthwise_bias_slices(
+                layer.out_shape[0], place.out_processors, dev
+            ).items():
                 spans[k].append((fill[k], fill[k] + m, layer.name))
                 fill[k] += m
                 if fill[k] > dev.bias_entries_per_quadrant:
@@ -337,11 +366,11 @@ def _bias_issues(network: Network, plan: Plan, dev: Device) -> list[Issue]:
                     message = f"quadrant {k} bias memory needs {fill[k]} of {have}"
                     out.append(Issue(layer.name, "bias-memory", message))
             continue
-        n = bias_length(layer, place.out_processors)
+        n = bias_entries(layer.out_shape[0], place.out_processors, dev)
         q = place.bias_quadrant
         if q is None:
-            q = min(range(QUADRANTS), key=lambda k: (fill[k], k))
-        if not 0 <= q < QUADRANTS:
+            q = min(range(quadrants), key=lambda k: (fill[k], k))
+        if not 0 <= q < quadrants:
             out.append(Issue(layer.name, "bias-group", f"bias quadrant {q} does not exist"))
             continue
         start = fill[q] if place.bias_offset is None else place.bias_offset
@@ -368,4 +397,4 @@ def _bias_issues(network: Network, plan: Plan, dev: Device) -> list[Issue]:
     return out
 
 
-__all__ = ["Issue", "passthrough_masks_ok", "raise_on_issues", "validate_plan"]
+__all__ = ["Issue", "passthrough_masks_ok", "raise_on_issues", "spec_kernel_words", "validate_plan"]
