@@ -27,9 +27,9 @@ from cnnforge.emit.hls.build import find_ap_types
 from cnnforge.emit.hls.emitter import emit_hls
 from cnnforge.emit.hls.plan import PINGPONG, plan_hls
 from cnnforge.errors import DeviceLimitError
+from cnnforge.geometry import live_intervals
 from cnnforge.hls_target import HLS
 from cnnforge.ir import Op
-from cnnforge.plan.liveness import live_intervals
 from cnnforge.sim import simulate
 from test_emit_c_support import random_network
 from test_hls_support import csim_batch, random_hls_network, random_sample

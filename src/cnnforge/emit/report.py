@@ -90,7 +90,7 @@ def _kernel_text(p: Any) -> str:
 
 def memory_map(network: Network, plan: Any) -> str:
     """Data memory (bytes per instance) over the layer order: where each output lives, when."""
-    from cnnforge.plan.liveness import live_intervals, tensor_geometry
+    from cnnforge.geometry import live_intervals, tensor_geometry
 
     live = live_intervals(network)
     rects, top = [], 1

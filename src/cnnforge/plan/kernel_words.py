@@ -26,7 +26,7 @@ from cnnforge.ir import Layer, Network
 if TYPE_CHECKING:
     from cnnforge.devices import Device
 
-PASS_ALIGN = COMMON.kernel_start_align  # a layer's first kernel column: a multiple of 4 (§3)
+START_ALIGN = COMMON.kernel_start_align  # a layer's first kernel column: a multiple of 4 (§3)
 
 
 def output_slots(out_mask: int, out_channels: int, device: Device | None = None) -> int:
@@ -129,7 +129,7 @@ class KernelCapacity:
     """72-bit kernel words of every processor of a device, and the allocator's alignment."""
 
     per_processor: tuple[int, ...]
-    start_align: int = PASS_ALIGN
+    start_align: int = START_ALIGN
 
     @property
     def total_words(self) -> int:
@@ -152,7 +152,7 @@ def device_weight_bits(device: Device) -> tuple[int, ...]:
     return tuple(b for b in device.allowed_weight_bits if b > 0)
 
 
-def aligned_words(need: KernelNeed, align: int = PASS_ALIGN) -> int:
+def aligned_words(need: KernelNeed, align: int = START_ALIGN) -> int:
     """A layer's words on all its processors, each column count rounded up to the 4-word start
     alignment of the allocator: a budget with room for a placement."""
     return (need.words + (-need.words) % align) * need.processors

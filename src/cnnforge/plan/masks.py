@@ -17,11 +17,10 @@ import numpy as np
 
 from cnnforge.devices import Device
 from cnnforge.errors import PlanError
-from cnnforge.geometry import COMMON
+from cnnforge.geometry import COMMON, TensorGeometry, tensor_geometry
 from cnnforge.ir import INPUT, Network, Op
 from cnnforge.plan.groups import Group, GroupKind, is_copy
 from cnnforge.plan.kernel_words import layer_kernel_words, main_input_shape
-from cnnforge.plan.liveness import TensorGeometry, tensor_geometry
 
 PER_INSTANCE = COMMON.processors_per_instance  # processors per data-memory instance
 PROCESSORS = COMMON.processors  # devices.md §1 "Processors" (both parts)

@@ -14,10 +14,10 @@ from dataclasses import dataclass
 
 from cnnforge.devices import Device
 from cnnforge.errors import PlanError
+from cnnforge.geometry import tensor_geometry
 from cnnforge.ir import INPUT, Network
 from cnnforge.plan.groups import GroupKind
 from cnnforge.plan.inplace import in_place_words
-from cnnforge.plan.liveness import tensor_geometry
 from cnnforge.plan.masks import Unit, instances_of
 
 

@@ -15,11 +15,10 @@ from typing import Any
 import numpy as np
 
 from cnnforge.devices import Device, get_device
-from cnnforge.geometry import COMMON
+from cnnforge.geometry import COMMON, live_intervals, tensor_geometry
 from cnnforge.ir import INPUT, Network
 from cnnforge.plan.kernels import bias_length, has_bias, kernel_words_placed
 from cnnforge.plan.latency import START_CYCLES
-from cnnforge.plan.liveness import live_intervals, tensor_geometry
 from cnnforge.plan.model import Placement, Plan
 
 PER_INSTANCE = COMMON.processors_per_instance  # processors per data-memory instance

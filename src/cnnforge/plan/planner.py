@@ -5,7 +5,7 @@ The recipe, each step a plain function of the previous results:
 1. ``form_groups``: decide for the whole graph which tensors are read together (concatenation
    by adjacency, interleaving for element-wise operands and wide concatenations) and insert
    passthrough copies where a tensor cannot be produced in place (plan/groups.py);
-2. ``live_intervals``: when each tensor is live (plan/liveness.py);
+2. ``live_intervals``: when each tensor is live (cnnforge.geometry);
 3. ``choose_data_format`` and ``assign_masks``: input layout and processor masks
    (plan/masks.py);
 4. ``assign_offsets``: data-memory offsets without overlap of live data (plan/memory.py);
@@ -23,12 +23,11 @@ from typing import Any
 
 from cnnforge.devices import Device, get_device
 from cnnforge.errors import PlanError
-from cnnforge.geometry import COMMON
+from cnnforge.geometry import COMMON, layer_in_geometry, live_intervals
 from cnnforge.ir import INPUT, Layer, Network, Op
 from cnnforge.plan.groups import Group, GroupKind, form_groups, identity_conv
 from cnnforge.plan.kernels import KernelSlot, assign_bias, assign_kernels, kernels_per_processor
 from cnnforge.plan.latency import START_CYCLES, layer_cycles, layer_inputs
-from cnnforge.plan.liveness import layer_in_geometry, live_intervals
 from cnnforge.plan.masks import assign_masks, choose_data_format, instances_of, make_unit
 from cnnforge.plan.memory import assign_offsets, tensor_span
 from cnnforge.plan.model import Placement, Plan

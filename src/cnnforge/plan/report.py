@@ -14,10 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from cnnforge.devices import Device, get_device
-from cnnforge.geometry import COMMON
+from cnnforge.geometry import COMMON, live_intervals
 from cnnforge.ir import INPUT, Network
 from cnnforge.plan.groups import is_copy
-from cnnforge.plan.liveness import live_intervals
 from cnnforge.plan.masks import mask_runs
 from cnnforge.plan.metrics import PlanMetrics, tensor_words
 from cnnforge.plan.model import Plan

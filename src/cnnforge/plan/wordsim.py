@@ -7,7 +7,7 @@ there. Layers run in order; each first reads (devices.md §2 input addressing: w
 the input mask) and every read must find the expected channel and pixel, then writes (output
 addressing: ``out_offset/4 + (pixel*E_out + pass)*(write_gap + 1)``; 32-bit output: one word per
 channel). A write touches whole words (the other lanes of the instance are written too), and
-may not land on data still live (plan/liveness.py) unless ``allow_overlap`` and the data is the
+may not land on data still live (cnnforge.geometry) unless ``allow_overlap`` and the data is the
 layer's own input dying with it. The network input is loaded where the first layer reads it.
 """
 
@@ -16,11 +16,10 @@ from __future__ import annotations
 import numpy as np
 
 from cnnforge.devices import Device
-from cnnforge.geometry import COMMON
+from cnnforge.geometry import COMMON, layer_in_geometry, live_intervals, tensor_geometry
 from cnnforge.ir import INPUT, Layer, Network
 from cnnforge.plan.inplace import in_place_words
 from cnnforge.plan.issues import Issue
-from cnnforge.plan.liveness import layer_in_geometry, live_intervals, tensor_geometry
 from cnnforge.plan.model import Placement, Plan
 from cnnforge.plan.streaming import streaming_prefix
 

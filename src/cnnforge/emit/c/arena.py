@@ -5,7 +5,7 @@ is a ``Buffer`` live from the step that writes it to the last step that reads it
 outputs stay live to the end). Buffers whose lifetimes overlap never share bytes; the others
 reuse memory. The result is a compile-time constant size and one constant offset per buffer.
 Step -1 is ``cnn_load_input``; step i is layer i. The intervals come from the planner's
-``plan.liveness.live_intervals`` (the emitter builds the buffers), the offsets from ``allocate``.
+``geometry.live_intervals`` (the emitter builds the buffers), the offsets from ``allocate``.
 """
 
 from __future__ import annotations

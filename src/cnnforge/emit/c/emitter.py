@@ -22,8 +22,8 @@ from cnnforge.emit.c.arrays import c_array, c_comment, c_string, check_range, fn
 from cnnforge.emit.c.host import c_doubles, host_steps
 from cnnforge.emit.c.model import BINARY_CODE, KIND, CLayer, chw, describe_layer, weight_rows
 from cnnforge.errors import EmitError, InputError
+from cnnforge.geometry import live_intervals
 from cnnforge.ir import INPUT, Layer, Network
-from cnnforge.plan.liveness import live_intervals
 
 STATIC_FILES = ("cnn_kernels.h", "cnn_kernels.c")
 
@@ -76,7 +76,7 @@ def _load_template(name: str) -> str:
 
 def _tables(network: Network, force_acc64: bool) -> _Tables:
     """Describe every layer, then place the input, outputs and prep scratch in the arena."""
-    live = live_intervals(network)  # the planner's liveness (plan/liveness.py)
+    live = live_intervals(network)  # the planner's liveness (cnnforge.geometry)
     ids = {INPUT: 0}
     buffers = [Buffer(INPUT, math.prod(network.input_shape), *live[INPUT])]
     clayers, out_ids, prep_ids = [], [], []

@@ -22,6 +22,7 @@ from cnnforge.emit.c.emitter import output_vector, sample_vector
 from cnnforge.emit.hls.plan import HlsPlan, LayerPlan, plan_hls
 from cnnforge.emit.hls.regmap import regmap_markdown
 from cnnforge.errors import DeviceLimitError, InputError
+from cnnforge.geometry import main_input_shape
 from cnnforge.hls_target import HLS, HlsTarget
 from cnnforge.ir import INPUT, Activation, EltwiseOp, Layer, Network, Op, Pooling, PoolKind
 
@@ -199,12 +200,8 @@ def _weight_call(network: Network, lp: LayerPlan, name: str, in_type: str, t: Hl
 
 
 def _input_dims(network: Network, layer: Layer) -> tuple[int, int, int]:
-    shapes = network.input_shapes(layer)
-    c = shapes[0][0] if layer.eltwise is not None else sum(s[0] for s in shapes)
-    dims = shapes[0][1:]
-    if layer.pool is not None:
-        dims = layer.pool.output_dims(dims)
-    return c, dims[0], dims[1]
+    c, h, w = main_input_shape(network, layer)
+    return c, h, w
 
 
 def _pool_type(src: str, pool: Pooling, rounding: bool) -> str:

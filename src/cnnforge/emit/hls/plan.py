@@ -3,7 +3,7 @@
 Buffers (docs/hls-target.md §6): a tensor read only by the next layer lives in one of two
 activation RAMs used ping-pong (layer i writes ``ping`` when i is even, ``pong`` when odd; the
 input counts as layer -1); every other tensor (a U-Net skip, a network output read later) gets a
-skip store, shared first-fit by tensors whose live intervals (plan.liveness, the planner's own
+skip store, shared first-fit by tensors whose live intervals (cnnforge.geometry, the planner's own
 analysis) do not overlap, and sized by its largest tenant. The estimate (§7) counts ROM bits,
 RAM bits, multipliers and cycles at the target's parallelism and II.
 """
@@ -15,9 +15,9 @@ from dataclasses import dataclass
 
 from cnnforge.arithmetic import accumulator_bits
 from cnnforge.errors import DeviceLimitError, EmitError
+from cnnforge.geometry import BEFORE_FIRST, live_intervals
 from cnnforge.hls_target import HlsTarget
 from cnnforge.ir import INPUT, Activation, Layer, Network, Op, PoolKind
-from cnnforge.plan.liveness import BEFORE_FIRST, live_intervals
 
 PINGPONG = ("ping", "pong")
 ENGINES = {Op.CONV2D: "conv2d", Op.CONVTRANSPOSE2D: "transconv", Op.PASSTHROUGH: "copy"}
