@@ -12,7 +12,12 @@ import math
 
 import torch
 
-from cnnforge.ir import BINARY_BITS, Activation, EltwiseOp
+# A leaf: it imports nothing of cnnforge. Activations and element-wise ops are compared by their
+# values ("relu", "add", ...), which the StrEnums of kinds.py equal.
+
+#: Weight width code of binary (-1/+1) weights (R1.2); the same code as kinds.BINARY_BITS
+#: (tests/test_arithmetic_leaf.py pins them equal).
+BINARY_BITS = -1
 
 ACT_MIN, ACT_MAX = -128, 127  # int8 activations (R1.1)
 ACT_SCALE = 128  # activation v represents v / 128 (R1.1)
@@ -100,13 +105,15 @@ def saturate(y: torch.Tensor, lo: int = ACT_MIN, hi: int = ACT_MAX) -> torch.Ten
     return torch.clamp(y, lo, hi)
 
 
-def activate_int(y: torch.Tensor, activation: Activation) -> torch.Tensor:
-    """Hardware activation on saturated int8 values (R2.3: Abs(-128) = 127)."""
-    if activation is Activation.NONE:
+def activate_int(y: torch.Tensor, activation: str) -> torch.Tensor:
+    """Hardware activation on saturated int8 values (R2.3: Abs(-128) = 127).
+
+    ``activation`` is a ``kinds.Activation`` or its value ("none", "relu", "abs")."""
+    if activation == "none":
         return y
-    if activation is Activation.RELU:
+    if activation == "relu":
         return torch.clamp(y, 0, ACT_MAX)
-    if activation is Activation.ABS:
+    if activation == "abs":
         return torch.clamp(y.abs(), 0, ACT_MAX)
     raise ValueError(f"activation {activation} does not exist in hardware")
 
@@ -114,7 +121,7 @@ def activate_int(y: torch.Tensor, activation: Activation) -> torch.Tensor:
 def finish_output(
     acc: torch.Tensor,
     total_shift: int,
-    activation: Activation,
+    activation: str,
     wide: bool,
     *,
     inplace: bool = False,
@@ -132,13 +139,11 @@ def finish_output(
     return finish_scaled(acc.mul_(scale).add_(offset), activation, inplace=True)
 
 
-def finish_scaled(
-    scaled: torch.Tensor, activation: Activation, *, inplace: bool = False
-) -> torch.Tensor:
+def finish_scaled(scaled: torch.Tensor, activation: str, *, inplace: bool = False) -> torch.Tensor:
     """Layer output from ``acc * scale + offset`` (``rounding_affine``, a float tensor):
     floor (the rounding of R2.3), saturate, activate. ``inplace`` overwrites ``scaled``."""
     y = scaled.floor_() if inplace else torch.floor(scaled)
-    if activation is Activation.RELU:
+    if activation == "relu":
         return y.clamp_(0, ACT_MAX)  # saturate, then ReLU: one clip to [0, 127]
     return activate_int(y.clamp_(ACT_MIN, ACT_MAX), activation)
 
@@ -157,24 +162,24 @@ def avgpool_divide(total: torch.Tensor, count: int, rounding: bool) -> torch.Ten
     return saturate(torch.sign(total) * mag)
 
 
-def eltwise_fold(op: EltwiseOp, operands: list[torch.Tensor], wide: bool = False) -> torch.Tensor:
+def eltwise_fold(op: str, operands: list[torch.Tensor], wide: bool = False) -> torch.Tensor:
     """Left fold in exact integers, one saturation at the end (R4.2); none if wide (R4.4).
 
     Integer-valued float operands are fine for add/sub (|sum| <= 16 * 128 is exact); or/xor act
     on the two's-complement patterns, so floats are folded as int64 and converted back.
     """
-    if op in (EltwiseOp.OR, EltwiseOp.XOR) and operands[0].is_floating_point():
+    if op in ("or", "xor") and operands[0].is_floating_point():
         ints = [x.to(torch.int64) for x in operands]
         return eltwise_fold(op, ints, wide).to(operands[0].dtype)
     result = operands[0]
     for x in operands[1:]:
-        if op is EltwiseOp.ADD:
+        if op == "add":
             result = result + x
-        elif op is EltwiseOp.SUB:
+        elif op == "sub":
             result = result - x
-        elif op is EltwiseOp.OR:
+        elif op == "or":
             result = result | x
-        elif op is EltwiseOp.XOR:
+        elif op == "xor":
             result = result ^ x
         else:
             raise ValueError(f"element-wise {op} does not exist in hardware")
