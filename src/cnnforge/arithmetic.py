@@ -9,7 +9,9 @@ the reference its C twin is tested against, the C emitter. Every rule cites
 from __future__ import annotations
 
 import math
+from typing import Any
 
+import numpy as np
 import torch
 
 # A leaf: it imports nothing of cnnforge. Activations and element-wise ops are compared by their
@@ -233,14 +235,33 @@ def quantize_weights(w: torch.Tensor, weight_bits: int, output_shift: int) -> to
     return torch.clamp(scaled, lo, hi).to(torch.int64)
 
 
+def weight_scale(weight_bits: int, output_shift: int, wide: bool) -> float:
+    """Real value of one unit of a layer's integer weights and bias: ``2^(s + 1 - |bits|)``.
+
+    ``s`` is ``output_shift`` for 8-bit outputs (R6.2: the QAT forward multiplies by 2^s_t) and
+    0 for wide outputs, whose shift the hardware ignores (R2.4) and the QAT forward skips (R6.3
+    step 6): the vendor's wide output is Q17.14 whatever ``output_shift`` is (R1.7, §7 example A).
+    """
+    return 2.0 ** ((0 if wide else output_shift) + 1 - abs(weight_bits))
+
+
+def dequantize_params(
+    weights: Any, bias: Any | None, weight_bits: int, output_shift: int, wide: bool
+) -> tuple[np.ndarray, np.ndarray | None]:
+    """Float32 weights and bias with the meaning of the integer ones (``weight_scale``)."""
+    scale = weight_scale(weight_bits, output_shift, wide)
+    weight = (np.asarray(weights) * scale).astype(np.float32)
+    return weight, None if bias is None else (np.asarray(bias) * scale).astype(np.float32)
+
+
 def output_unit(weight_bits: int, output_shift: int, wide: bool, exponent: int = 0) -> float:
     """Real value of one unit of a layer's integer output (R1.1, R1.7, R6.2).
 
-    8-bit outputs: ``1/128``. Wide outputs keep the accumulator, whose unit is
-    ``2^(output_shift + 1 - |bits|) / 128`` (Q17.14 for 8-bit weights and shift 0). A calibrated
-    PTQ activation scale ``2^exponent`` (quant/ptq.py) multiplies either.
+    8-bit outputs: ``1/128``. Wide outputs keep the accumulator, whose unit is the weight unit
+    over 128: ``2^(1 - |bits|) / 128`` (Q17.14 for 8-bit weights; ``output_shift`` plays no part,
+    R1.7/R2.4). A calibrated PTQ activation scale ``2^exponent`` (quant/ptq.py) multiplies either.
     """
-    unit = 2.0 ** (output_shift + 1 - abs(weight_bits)) if wide else 1.0
+    unit = weight_scale(weight_bits, output_shift, wide) if wide else 1.0
     return unit * 2.0**exponent / ACT_SCALE
 
 

@@ -12,7 +12,13 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from cnnforge.arithmetic import SHIFT_MAX, SHIFT_MIN, implicit_shift, weight_range
+from cnnforge.arithmetic import (
+    SHIFT_MAX,
+    SHIFT_MIN,
+    dequantize_params,
+    implicit_shift,
+    weight_range,
+)
 from cnnforge.devices import Device
 from cnnforge.errors import ConfigError
 from cnnforge.frontend.ai8x_checkpoint import CheckpointLayer
@@ -170,7 +176,9 @@ def _weight_layer(
     else:
         geometry = _conv(y, ck, ctx, channels, dims)
     quant = _quantized(y, ck, ctx)
-    weight, bias = _float_params(quant, y.wide)
+    weight, bias = dequantize_params(
+        quant.weights, quant.bias, quant.weight_bits, quant.output_shift, y.wide
+    )
     return Layer(
         name=ctx.name, op=y.op, inputs=ctx.inputs, weight=weight, bias=bias, quant=quant, **geometry
     )
@@ -387,14 +395,6 @@ def _quantized(y: YamlLayer, ck: CheckpointLayer, ctx: LayerContext) -> Quantize
             "output_shift",
         )
     return Quantized(weight_bits=bits, weights=ck.weight, bias=bias, output_shift=shift)
-
-
-def _float_params(q: Quantized, wide: bool) -> tuple[np.ndarray, np.ndarray | None]:
-    """Float weights with the same meaning (arithmetic.md R6.2): w * 2^(shift + 1 - |bits|)."""
-    scale = 2.0 ** ((0 if wide else q.output_shift) + 1 - abs(q.weight_bits))
-    weight = (q.weights * scale).astype(np.float32)
-    bias = None if q.bias is None else (q.bias * scale).astype(np.float32)
-    return weight, bias
 
 
 def _check_op_keys(y: YamlLayer, layer: Layer, ctx: LayerContext) -> None:

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
-from cnnforge.arithmetic import quantize_weights, shift_for_max
+from cnnforge.arithmetic import dequantize_params, quantize_weights, shift_for_max
 from cnnforge.errors import InputError, ModelError
 from cnnforge.ir import BINARY_BITS, Layer, Network, Quantized
 from cnnforge.quant.scales import activation_scales
@@ -208,8 +208,8 @@ def _selection_quant(weight: np.ndarray, bias: np.ndarray | None, bits: int) -> 
 
 
 def dequantized(layer: Layer, quant: Quantized) -> Layer:
-    """``layer`` with ``quant`` and the float weights it stands for, w_int * 2^(s + 1 - |b|)."""
-    factor = 2.0 ** (quant.output_shift + 1 - abs(quant.weight_bits))
-    bias = None if quant.bias is None else (quant.bias * factor).astype(np.float32)
-    weight = (quant.weights * factor).astype(np.float32)
+    """``layer`` with ``quant`` and the float weights it stands for (arithmetic.weight_scale)."""
+    weight, bias = dequantize_params(
+        quant.weights, quant.bias, quant.weight_bits, quant.output_shift, layer.wide
+    )
     return dataclasses.replace(layer, weight=weight, bias=bias, quant=quant)
