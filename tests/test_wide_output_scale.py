@@ -67,3 +67,27 @@ def test_mnist_known_answer_wide_head_means_acc_over_2_14(ai8x_data) -> None:
     y = F.linear(feed, torch.from_numpy(fc.weight).double(), torch.from_numpy(fc.bias).double())
     unit = output_unit(fc.quant.weight_bits, fc.quant.output_shift, fc.wide)
     assert torch.equal(y, torch.from_numpy(expected.reshape(-1) * unit))
+
+
+def test_ptq_wide_output_keeps_the_float_meaning_through_its_scale() -> None:
+    """PTQ of a wide layer with large weights (shift 2): the float weights mean w_int * 2^-7,
+    the output scale carries the 2^2, and sim * unit matches the float layer."""
+    from cnnforge.quant.ptq import quantize_with_scales
+    from cnnforge.sim.float_eval import run_float
+
+    rng = np.random.default_rng(0)
+    w = (rng.uniform(-3, 3, (2, 2, 1, 1))).astype(np.float32)
+    layer = Layer(
+        "c", Op.CONV2D, (INPUT,), (2, 4, 4), weight=w, bias=np.array([0.5, -1.0], np.float32),
+        wide=True, in_channels=2, out_channels=2, kernel_size=(1, 1), padding=(0, 0),
+    )  # fmt: skip
+    net = Network("w", (2, 4, 4), (layer,))
+    q, exps = quantize_with_scales(net)
+    ql = q.layer("c")
+    assert ql.quant.output_shift == 2 and exps == {"c": 2}
+    assert np.array_equal(ql.weight, (ql.quant.weights * 2.0**-7).astype(np.float32))
+    x = rng.integers(-128, 128, (2, 4, 4))
+    acc = simulate(q, torch.from_numpy(x)).outputs["c"].double()
+    unit = output_unit(8, ql.quant.output_shift, True, exps["c"])
+    want = run_float(net, torch.from_numpy(x).double() / 128)["c"]
+    assert torch.allclose(acc * unit, want.double(), atol=0.05)

@@ -13,6 +13,10 @@ represented function is unchanged while the outputs stay inside [-1, 1). Element
 and the inputs of a pass-through share one scale. ``quantize_with_scales`` returns the scales of
 the outputs; ``quantize_network`` returns only the Network.
 
+A wide (32-bit) output ignores its ``output_shift`` (R2.4): it means ``acc * 2^(1-bits) / 128``
+(Q17.14 for 8 bits, R1.7), so a wide layer quantized with shift ``s`` stands for the float layer
+divided by ``2^s``; its output scale gets ``+ s`` (and its float weights are ``w_int * 2^(1-bits)``).
+
 Layers that already carry ``quant`` (QAT-trained modules of cnnforge.nn, imported vendor
 checkpoints) are kept as they are: this is the import path of a QAT-trained model.
 """
@@ -80,6 +84,8 @@ def quantize_with_scales(
         if layer.has_weights and layer.quant is None:
             layer = _rescaled(network, layer, exps)
             layer = quantize_layer(layer, bits_of(layer), clip, scale=scale, nstd=nstd)
+            if layer.wide and layer.quant.output_shift:
+                exps[layer.name] = exps.get(layer.name, 0) + layer.quant.output_shift
         layers.append(layer)
     out_exps = {name: exps.get(name, 0) for name in network.outputs}
     return network.with_layers(layers), out_exps
