@@ -24,6 +24,7 @@ BINARY_BITS = -1
 ACT_MIN, ACT_MAX = -128, 127  # int8 activations (R1.1)
 ACT_SCALE = 128  # activation v represents v / 128 (R1.1)
 BIAS_SHIFT = 7  # bias enters the accumulator as b << 7 (R1.5)
+BIAS_MIN, BIAS_MAX = -128, 127  # the 8-bit bias memory (R1.5)
 SHIFT_MIN, SHIFT_MAX = -15, 15  # total output shift range (R2.1)
 WIDE_FRACTION_BITS = 14  # wide output of 8-bit weights is Q17.14 (R1.7)
 #: Every weight width these semantics define (R1.2): the MAX parts store 8/4/2/1 (and binary),
@@ -263,6 +264,28 @@ def output_unit(weight_bits: int, output_shift: int, wide: bool, exponent: int =
     """
     unit = weight_scale(weight_bits, output_shift, wide) if wide else 1.0
     return unit * 2.0**exponent / ACT_SCALE
+
+
+# ---- the vendor checkpoint's scaling (R1.6) ---------------------------------------------------
+
+
+def checkpoint_bias_divisor(stored_bits: int) -> int:
+    """``2^(b-1)``: a quantized checkpoint stores the bias times this; ``b`` is the checkpoint's
+    ``weight_bits`` entry, 8 when absent or 0 (R1.6)."""
+    return 1 << ((stored_bits or 8) - 1)
+
+
+def bias_from_checkpoint(stored: Any, stored_bits: int) -> np.ndarray:
+    """Bias-memory integers from a checkpoint's stored bias: ``floor(stored / 2^(b-1))`` (R1.6)."""
+    divisor = float(checkpoint_bias_divisor(stored_bits))
+    return np.floor(np.asarray(stored, dtype=np.float64) / divisor).astype(np.int64)
+
+
+def bias_to_checkpoint(bias: Any, stored_bits: int) -> np.ndarray:
+    """The stored (float32) checkpoint bias of bias-memory integers: ``b * 2^(b-1)`` (R1.6);
+    ``bias_from_checkpoint`` inverts it."""
+    stored = np.asarray(bias, dtype=np.int64) * checkpoint_bias_divisor(stored_bits)
+    return stored.astype(np.float32)
 
 
 # ---- generic fixed point (docs/generic-target.md): power-of-two scales, any width --------------

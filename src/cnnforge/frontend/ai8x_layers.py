@@ -15,6 +15,7 @@ import numpy as np
 from cnnforge.arithmetic import (
     SHIFT_MAX,
     SHIFT_MIN,
+    bias_from_checkpoint,
     dequantize_params,
     implicit_shift,
     weight_range,
@@ -375,8 +376,7 @@ def _quantized(y: YamlLayer, ck: CheckpointLayer, ctx: LayerContext) -> Quantize
                 ctx,
                 f"`{ck.module}` bias of shape {list(ck.bias.shape)} does not match its weights",
             )
-        divisor = 2.0 ** ((ck.weight_bits or 8) - 1)  # R1.6: the checkpoint's bits
-        bias = np.floor(ck.bias / divisor).astype(np.int64)
+        bias = bias_from_checkpoint(ck.bias, ck.weight_bits)  # R1.6: the checkpoint's bits
         if bias.size and (bias.min() < -128 or bias.max() > 127):
             _fail(
                 y,

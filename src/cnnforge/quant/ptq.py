@@ -15,7 +15,7 @@ the outputs; ``quantize_network`` returns only the Network.
 
 A wide (32-bit) output ignores its ``output_shift`` (R2.4): it means ``acc * 2^(1-bits) / 128``
 (Q17.14 for 8 bits, R1.7), so a wide layer quantized with shift ``s`` stands for the float layer
-divided by ``2^s``; its output scale gets ``+ s`` (and its float weights are ``w_int * 2^(1-bits)``).
+divided by ``2^s``: its output scale gets ``+ s``, its float weights are ``w_int * 2^(1-bits)``.
 
 Layers that already carry ``quant`` (QAT-trained modules of cnnforge.nn, imported vendor
 checkpoints) are kept as they are: this is the import path of a QAT-trained model.
