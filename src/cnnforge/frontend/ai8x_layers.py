@@ -13,18 +13,16 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from cnnforge.arithmetic import (
-    SHIFT_MAX,
-    SHIFT_MIN,
     bias_from_checkpoint,
     dequantize_params,
     implicit_shift,
-    weight_range,
 )
 from cnnforge.devices import Device
 from cnnforge.errors import ConfigError
 from cnnforge.frontend.ai8x_checkpoint import CheckpointLayer
 from cnnforge.frontend.ai8x_yaml import YamlLayer
 from cnnforge.ir import BINARY_BITS, Activation, Layer, Op, Pooling, Quantized
+from cnnforge.quant.ranges import verify_quantized
 
 
 @dataclass(frozen=True)
@@ -352,17 +350,6 @@ def _weight_bits(y: YamlLayer, ck: CheckpointLayer, ctx: LayerContext) -> int:
             "quantization",
             f"allowed: {', '.join(map(str, ctx.device.allowed_weight_bits))}",
         )
-    lo, hi = weight_range(bits)
-    bad = ck.weight[
-        (ck.weight < lo) | (ck.weight > hi) | ((bits == BINARY_BITS) & (ck.weight == 0))
-    ]
-    if bad.size:
-        _fail(
-            y,
-            ctx,
-            f"`{ck.weight_key}` holds {int(bad[0])}, outside the {bits}-bit range [{lo}, {hi}]",
-            "quantization",
-        )
     return bits
 
 
@@ -377,24 +364,31 @@ def _quantized(y: YamlLayer, ck: CheckpointLayer, ctx: LayerContext) -> Quantize
                 f"`{ck.module}` bias of shape {list(ck.bias.shape)} does not match its weights",
             )
         bias = bias_from_checkpoint(ck.bias, ck.weight_bits)  # R1.6: the checkpoint's bits
-        if bias.size and (bias.min() < -128 or bias.max() > 127):
+    shift = ck.output_shift if y.output_shift is None else y.output_shift
+    quant = Quantized(weight_bits=bits, weights=ck.weight, bias=bias, output_shift=shift)
+    for p in verify_quantized(quant, y.wide):
+        if p.field == "weights":
             _fail(
                 y,
                 ctx,
-                f"`{ck.module}` bias {int(bias.min())}..{int(bias.max())} does not fit "
-                "the 8-bit bias memory [-128, 127]",
+                f"`{ck.weight_key}` holds {p.first}, outside the {bits}-bit range [{p.lo}, {p.hi}]",
+                "quantization",
             )
-    shift = ck.output_shift if y.output_shift is None else y.output_shift
-    total = shift + implicit_shift(bits)
-    if not y.wide and not SHIFT_MIN <= total <= SHIFT_MAX:
+        if p.field == "bias":
+            _fail(
+                y,
+                ctx,
+                f"`{ck.module}` bias {p.low}..{p.high} does not fit "
+                f"the 8-bit bias memory [{p.lo}, {p.hi}]",
+            )
         _fail(
             y,
             ctx,
-            f"output shift {shift} + {implicit_shift(bits)} (implicit) = {total} is "
-            f"outside [{SHIFT_MIN}, {SHIFT_MAX}]",
+            f"output shift {shift} + {implicit_shift(bits)} (implicit) = {p.low} is "
+            f"outside [{p.lo}, {p.hi}]",
             "output_shift",
         )
-    return Quantized(weight_bits=bits, weights=ck.weight, bias=bias, output_shift=shift)
+    return quant
 
 
 def _check_op_keys(y: YamlLayer, layer: Layer, ctx: LayerContext) -> None:
