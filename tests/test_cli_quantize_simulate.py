@@ -301,7 +301,7 @@ def test_qat_checkpoint_keeps_its_integers(tmp_path: Path, capsys) -> None:
     )
     assert code == 0, err
     head = model.head.quantized_params()
-    factor = 128 * 2.0 ** -(head.output_shift + 1 - head.weight_bits)  # wide (nn/layers.py)
+    factor = 128 * 2.0 ** (head.weight_bits - 1)  # wide: Q17.14 for 8 bits (arithmetic.md R1.7)
     expected = model(torch.from_numpy(x).float() / 128).double() * factor
     np.testing.assert_array_equal(np.load(y), expected.numpy().astype(np.int64))
     assert load_quantized(q).layer("c2").quant.weight_bits == 4

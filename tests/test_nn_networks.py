@@ -115,9 +115,9 @@ def test_random_networks_match_simulator(spec, seed, log_scale) -> None:
     network = lower_to_hardware(trace(model, (c0, size, size))).network
     assert network.is_hardware and network.is_quantized
     last = network.layer(network.outputs[0])
-    factor = 128.0  # wide: module * 128 == sim * 2^(output_shift + 1 - bits) (nn/layers.py)
+    factor = 128.0  # wide: module * 128 == sim * 2^(1 - bits), Q17.14 for 8 bits (R1.7)
     if last.wide:
-        factor *= 2.0 ** -(last.quant.output_shift + 1 - abs(last.quant.weight_bits))
+        factor *= 2.0 ** (abs(last.quant.weight_bits) - 1)
     expected = model(x.float() / 128).double() * factor
     out = simulate(network, x).outputs[network.outputs[0]]
     assert torch.equal(expected, expected.round())
@@ -137,6 +137,6 @@ def test_qat_unet_matches_simulator() -> None:
     x = torch.randint(-128, 128, (2, 3, 16, 16), generator=torch.Generator().manual_seed(1))
     network = lower_to_hardware(trace(model, (3, 16, 16))).network
     head = network.layer(network.outputs[0]).quant
-    factor = 128.0 * 2.0 ** -(head.output_shift + 1 - head.weight_bits)
+    factor = 128.0 * 2.0 ** (head.weight_bits - 1)  # wide head: Q17.14 for 8 bits (R1.7)
     expected = model(x.float() / 128).double() * factor
     assert torch.equal(expected.to(torch.int64), simulate(network, x).outputs[network.outputs[0]])

@@ -2,7 +2,8 @@
 
 Single layers: every op, pooling mode, activation, weight width, wide output, bias, and weights
 scaled over 2^-18..2^6 so the output shift sweeps its range. Identity (nn/layers.py):
-``module(x_int / 128) * 128 == sim(x_int)`` (wide: ``* 2^(output_shift + 1 - bits)``).
+``module(x_int / 128) * 128 == sim(x_int)`` (wide: ``* 2^(1 - bits)``, Q17.14 for 8 bits
+whatever the output shift, arithmetic.md R1.7).
 """
 
 from __future__ import annotations
@@ -58,7 +59,7 @@ def _check(module, x_int: torch.Tensor, rounding: bool = False, n_inputs: int = 
     factor = 128.0
     if layer.wide:
         q = layer.quant
-        factor = 128.0 * 2.0 ** -(q.output_shift + 1 - abs(q.weight_bits))
+        factor = 128.0 * 2.0 ** (abs(q.weight_bits) - 1)
     got_int = got.double() * factor
     assert torch.equal(got_int, got_int.round()), "module output is not on the integer grid"
     assert torch.equal(got_int.to(torch.int64), expected.to(torch.int64))

@@ -9,14 +9,22 @@ the reference its C twin is tested against, the C emitter. Every rule cites
 from __future__ import annotations
 
 import math
+from typing import Any
 
+import numpy as np
 import torch
 
-from cnnforge.ir import BINARY_BITS, Activation, EltwiseOp
+# A leaf: it imports nothing of cnnforge. Activations and element-wise ops are compared by their
+# values ("relu", "add", ...), which the StrEnums of kinds.py equal.
+
+#: Weight width code of binary (-1/+1) weights (R1.2); the same code as kinds.BINARY_BITS
+#: (tests/test_arithmetic_leaf.py pins them equal).
+BINARY_BITS = -1
 
 ACT_MIN, ACT_MAX = -128, 127  # int8 activations (R1.1)
 ACT_SCALE = 128  # activation v represents v / 128 (R1.1)
 BIAS_SHIFT = 7  # bias enters the accumulator as b << 7 (R1.5)
+BIAS_MIN, BIAS_MAX = -128, 127  # the 8-bit bias memory (R1.5)
 SHIFT_MIN, SHIFT_MAX = -15, 15  # total output shift range (R2.1)
 WIDE_FRACTION_BITS = 14  # wide output of 8-bit weights is Q17.14 (R1.7)
 #: Every weight width these semantics define (R1.2): the MAX parts store 8/4/2/1 (and binary),
@@ -100,13 +108,15 @@ def saturate(y: torch.Tensor, lo: int = ACT_MIN, hi: int = ACT_MAX) -> torch.Ten
     return torch.clamp(y, lo, hi)
 
 
-def activate_int(y: torch.Tensor, activation: Activation) -> torch.Tensor:
-    """Hardware activation on saturated int8 values (R2.3: Abs(-128) = 127)."""
-    if activation is Activation.NONE:
+def activate_int(y: torch.Tensor, activation: str) -> torch.Tensor:
+    """Hardware activation on saturated int8 values (R2.3: Abs(-128) = 127).
+
+    ``activation`` is a ``kinds.Activation`` or its value ("none", "relu", "abs")."""
+    if activation == "none":
         return y
-    if activation is Activation.RELU:
+    if activation == "relu":
         return torch.clamp(y, 0, ACT_MAX)
-    if activation is Activation.ABS:
+    if activation == "abs":
         return torch.clamp(y.abs(), 0, ACT_MAX)
     raise ValueError(f"activation {activation} does not exist in hardware")
 
@@ -114,7 +124,7 @@ def activate_int(y: torch.Tensor, activation: Activation) -> torch.Tensor:
 def finish_output(
     acc: torch.Tensor,
     total_shift: int,
-    activation: Activation,
+    activation: str,
     wide: bool,
     *,
     inplace: bool = False,
@@ -132,13 +142,11 @@ def finish_output(
     return finish_scaled(acc.mul_(scale).add_(offset), activation, inplace=True)
 
 
-def finish_scaled(
-    scaled: torch.Tensor, activation: Activation, *, inplace: bool = False
-) -> torch.Tensor:
+def finish_scaled(scaled: torch.Tensor, activation: str, *, inplace: bool = False) -> torch.Tensor:
     """Layer output from ``acc * scale + offset`` (``rounding_affine``, a float tensor):
     floor (the rounding of R2.3), saturate, activate. ``inplace`` overwrites ``scaled``."""
     y = scaled.floor_() if inplace else torch.floor(scaled)
-    if activation is Activation.RELU:
+    if activation == "relu":
         return y.clamp_(0, ACT_MAX)  # saturate, then ReLU: one clip to [0, 127]
     return activate_int(y.clamp_(ACT_MIN, ACT_MAX), activation)
 
@@ -157,24 +165,24 @@ def avgpool_divide(total: torch.Tensor, count: int, rounding: bool) -> torch.Ten
     return saturate(torch.sign(total) * mag)
 
 
-def eltwise_fold(op: EltwiseOp, operands: list[torch.Tensor], wide: bool = False) -> torch.Tensor:
+def eltwise_fold(op: str, operands: list[torch.Tensor], wide: bool = False) -> torch.Tensor:
     """Left fold in exact integers, one saturation at the end (R4.2); none if wide (R4.4).
 
     Integer-valued float operands are fine for add/sub (|sum| <= 16 * 128 is exact); or/xor act
     on the two's-complement patterns, so floats are folded as int64 and converted back.
     """
-    if op in (EltwiseOp.OR, EltwiseOp.XOR) and operands[0].is_floating_point():
+    if op in ("or", "xor") and operands[0].is_floating_point():
         ints = [x.to(torch.int64) for x in operands]
         return eltwise_fold(op, ints, wide).to(operands[0].dtype)
     result = operands[0]
     for x in operands[1:]:
-        if op is EltwiseOp.ADD:
+        if op == "add":
             result = result + x
-        elif op is EltwiseOp.SUB:
+        elif op == "sub":
             result = result - x
-        elif op is EltwiseOp.OR:
+        elif op == "or":
             result = result | x
-        elif op is EltwiseOp.XOR:
+        elif op == "xor":
             result = result ^ x
         else:
             raise ValueError(f"element-wise {op} does not exist in hardware")
@@ -228,15 +236,56 @@ def quantize_weights(w: torch.Tensor, weight_bits: int, output_shift: int) -> to
     return torch.clamp(scaled, lo, hi).to(torch.int64)
 
 
+def weight_scale(weight_bits: int, output_shift: int, wide: bool) -> float:
+    """Real value of one unit of a layer's integer weights and bias: ``2^(s + 1 - |bits|)``.
+
+    ``s`` is ``output_shift`` for 8-bit outputs (R6.2: the QAT forward multiplies by 2^s_t) and
+    0 for wide outputs, whose shift the hardware ignores (R2.4) and the QAT forward skips (R6.3
+    step 6): the vendor's wide output is Q17.14 whatever ``output_shift`` is (R1.7, §7 example A).
+    """
+    return 2.0 ** ((0 if wide else output_shift) + 1 - abs(weight_bits))
+
+
+def dequantize_params(
+    weights: Any, bias: Any | None, weight_bits: int, output_shift: int, wide: bool
+) -> tuple[np.ndarray, np.ndarray | None]:
+    """Float32 weights and bias with the meaning of the integer ones (``weight_scale``)."""
+    scale = weight_scale(weight_bits, output_shift, wide)
+    weight = (np.asarray(weights) * scale).astype(np.float32)
+    return weight, None if bias is None else (np.asarray(bias) * scale).astype(np.float32)
+
+
 def output_unit(weight_bits: int, output_shift: int, wide: bool, exponent: int = 0) -> float:
     """Real value of one unit of a layer's integer output (R1.1, R1.7, R6.2).
 
-    8-bit outputs: ``1/128``. Wide outputs keep the accumulator, whose unit is
-    ``2^(output_shift + 1 - |bits|) / 128`` (Q17.14 for 8-bit weights and shift 0). A calibrated
-    PTQ activation scale ``2^exponent`` (quant/ptq.py) multiplies either.
+    8-bit outputs: ``1/128``. Wide outputs keep the accumulator, whose unit is the weight unit
+    over 128: ``2^(1 - |bits|) / 128`` (Q17.14 for 8-bit weights; ``output_shift`` plays no part,
+    R1.7/R2.4). A calibrated PTQ activation scale ``2^exponent`` (quant/ptq.py) multiplies either.
     """
-    unit = 2.0 ** (output_shift + 1 - abs(weight_bits)) if wide else 1.0
+    unit = weight_scale(weight_bits, output_shift, wide) if wide else 1.0
     return unit * 2.0**exponent / ACT_SCALE
+
+
+# ---- the vendor checkpoint's scaling (R1.6) ---------------------------------------------------
+
+
+def checkpoint_bias_divisor(stored_bits: int) -> int:
+    """``2^(b-1)``: a quantized checkpoint stores the bias times this; ``b`` is the checkpoint's
+    ``weight_bits`` entry, 8 when absent or 0 (R1.6)."""
+    return 1 << ((stored_bits or 8) - 1)
+
+
+def bias_from_checkpoint(stored: Any, stored_bits: int) -> np.ndarray:
+    """Bias-memory integers from a checkpoint's stored bias: ``floor(stored / 2^(b-1))`` (R1.6)."""
+    divisor = float(checkpoint_bias_divisor(stored_bits))
+    return np.floor(np.asarray(stored, dtype=np.float64) / divisor).astype(np.int64)
+
+
+def bias_to_checkpoint(bias: Any, stored_bits: int) -> np.ndarray:
+    """The stored (float32) checkpoint bias of bias-memory integers: ``b * 2^(b-1)`` (R1.6);
+    ``bias_from_checkpoint`` inverts it."""
+    stored = np.asarray(bias, dtype=np.int64) * checkpoint_bias_divisor(stored_bits)
+    return stored.astype(np.float32)
 
 
 # ---- generic fixed point (docs/generic-target.md): power-of-two scales, any width --------------

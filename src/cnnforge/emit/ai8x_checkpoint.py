@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from cnnforge.arithmetic import bias_to_checkpoint
 from cnnforge.errors import EmitError
 from cnnforge.ir import BINARY_BITS, Layer, Network
 from cnnforge.outputs import atomic_output_file
@@ -45,7 +46,7 @@ def layer_state(layer: Layer, module: str) -> OrderedDict[str, torch.Tensor]:
         bias = np.asarray(q.bias, dtype=np.int64)
         if bias.size and (bias.min() < -128 or bias.max() > 127):
             raise EmitError("bias outside the 8-bit bias memory", where=f"layer {layer.name}")
-        state[f"{module}.op.bias"] = torch.from_numpy((bias * 2 ** (bits - 1)).astype(np.float32))
+        state[f"{module}.op.bias"] = torch.from_numpy(bias_to_checkpoint(bias, bits))
     state[f"{module}.output_shift"] = _scalar(q.output_shift)
     state[f"{module}.weight_bits"] = _scalar(bits)
     state[f"{module}.bias_bits"] = _scalar(bits)

@@ -12,12 +12,17 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from cnnforge.arithmetic import SHIFT_MAX, SHIFT_MIN, implicit_shift, weight_range
+from cnnforge.arithmetic import (
+    bias_from_checkpoint,
+    dequantize_params,
+    implicit_shift,
+)
 from cnnforge.devices import Device
 from cnnforge.errors import ConfigError
 from cnnforge.frontend.ai8x_checkpoint import CheckpointLayer
 from cnnforge.frontend.ai8x_yaml import YamlLayer
 from cnnforge.ir import BINARY_BITS, Activation, Layer, Op, Pooling, Quantized
+from cnnforge.quant.ranges import verify_quantized
 
 
 @dataclass(frozen=True)
@@ -170,7 +175,9 @@ def _weight_layer(
     else:
         geometry = _conv(y, ck, ctx, channels, dims)
     quant = _quantized(y, ck, ctx)
-    weight, bias = _float_params(quant, y.wide)
+    weight, bias = dequantize_params(
+        quant.weights, quant.bias, quant.weight_bits, quant.output_shift, y.wide
+    )
     return Layer(
         name=ctx.name, op=y.op, inputs=ctx.inputs, weight=weight, bias=bias, quant=quant, **geometry
     )
@@ -343,17 +350,6 @@ def _weight_bits(y: YamlLayer, ck: CheckpointLayer, ctx: LayerContext) -> int:
             "quantization",
             f"allowed: {', '.join(map(str, ctx.device.allowed_weight_bits))}",
         )
-    lo, hi = weight_range(bits)
-    bad = ck.weight[
-        (ck.weight < lo) | (ck.weight > hi) | ((bits == BINARY_BITS) & (ck.weight == 0))
-    ]
-    if bad.size:
-        _fail(
-            y,
-            ctx,
-            f"`{ck.weight_key}` holds {int(bad[0])}, outside the {bits}-bit range [{lo}, {hi}]",
-            "quantization",
-        )
     return bits
 
 
@@ -367,34 +363,32 @@ def _quantized(y: YamlLayer, ck: CheckpointLayer, ctx: LayerContext) -> Quantize
                 ctx,
                 f"`{ck.module}` bias of shape {list(ck.bias.shape)} does not match its weights",
             )
-        divisor = 2.0 ** ((ck.weight_bits or 8) - 1)  # R1.6: the checkpoint's bits
-        bias = np.floor(ck.bias / divisor).astype(np.int64)
-        if bias.size and (bias.min() < -128 or bias.max() > 127):
+        bias = bias_from_checkpoint(ck.bias, ck.weight_bits)  # R1.6: the checkpoint's bits
+    shift = ck.output_shift if y.output_shift is None else y.output_shift
+    quant = Quantized(weight_bits=bits, weights=ck.weight, bias=bias, output_shift=shift)
+    for p in verify_quantized(quant, y.wide):
+        if p.field == "weights":
             _fail(
                 y,
                 ctx,
-                f"`{ck.module}` bias {int(bias.min())}..{int(bias.max())} does not fit "
-                "the 8-bit bias memory [-128, 127]",
+                f"`{ck.weight_key}` holds {p.first}, outside the {bits}-bit range [{p.lo}, {p.hi}]",
+                "quantization",
             )
-    shift = ck.output_shift if y.output_shift is None else y.output_shift
-    total = shift + implicit_shift(bits)
-    if not y.wide and not SHIFT_MIN <= total <= SHIFT_MAX:
+        if p.field == "bias":
+            _fail(
+                y,
+                ctx,
+                f"`{ck.module}` bias {p.low}..{p.high} does not fit "
+                f"the 8-bit bias memory [{p.lo}, {p.hi}]",
+            )
         _fail(
             y,
             ctx,
-            f"output shift {shift} + {implicit_shift(bits)} (implicit) = {total} is "
-            f"outside [{SHIFT_MIN}, {SHIFT_MAX}]",
+            f"output shift {shift} + {implicit_shift(bits)} (implicit) = {p.low} is "
+            f"outside [{p.lo}, {p.hi}]",
             "output_shift",
         )
-    return Quantized(weight_bits=bits, weights=ck.weight, bias=bias, output_shift=shift)
-
-
-def _float_params(q: Quantized, wide: bool) -> tuple[np.ndarray, np.ndarray | None]:
-    """Float weights with the same meaning (arithmetic.md R6.2): w * 2^(shift + 1 - |bits|)."""
-    scale = 2.0 ** ((0 if wide else q.output_shift) + 1 - abs(q.weight_bits))
-    weight = (q.weights * scale).astype(np.float32)
-    bias = None if q.bias is None else (q.bias * scale).astype(np.float32)
-    return weight, bias
+    return quant
 
 
 def _check_op_keys(y: YamlLayer, layer: Layer, ctx: LayerContext) -> None:

@@ -12,7 +12,7 @@ activation none/relu/abs -> 8-bit output (or 32-bit ``wide``). Three stages, kep
   (round and saturate, then the activation). For any ``x_int`` in [-128, 127]::
 
       module(x_int / 128) * 128 == sim(layer, x_int)                      (8-bit output)
-      module(x_int / 128) * 128 == sim(layer, x_int) * 2^(output_shift + 1 - bits)   (wide)
+      module(x_int / 128) * 128 == sim(layer, x_int) * 2^(1 - bits)   (wide: Q17.14 for 8 bits)
 
   where ``layer = module.cnnforge_layer(...)`` and ``sim`` is ``cnnforge.sim.simulate`` (wide
   outputs come back as float64 so that the identity is exact).
@@ -31,6 +31,7 @@ from torch import nn
 from cnnforge.arithmetic import (
     ACT_SCALE,
     add_bias,
+    dequantize_params,
     finish_output,
     implicit_shift,
     output_unit,
@@ -191,7 +192,9 @@ class _WeightLayer(QATModule):
         q = self.quantized_params()
         w = effective(self.weight, q.weight, q.weight_bits, q.output_shift)
         b = None if q.bias is None else effective(self.bias, q.bias, q.weight_bits, q.output_shift)
-        y = self._apply_op(x, w, b) * 2.0**q.output_shift
+        y = self._apply_op(x, w, b)
+        if not self.wide:  # wide outputs skip the output scale (R6.3 step 6, R2.4)
+            y = y * 2.0**q.output_shift
         return quantize_output_ste(self._activate(y), self.wide)
 
     def _activate(self, y: torch.Tensor) -> torch.Tensor:
@@ -231,8 +234,8 @@ class _WeightLayer(QATModule):
     ) -> Layer:
         """This module as one hardware Layer; ``quant`` filled from the QAT stage on.
 
-        Float weights follow the importer's convention: ``w_int * 2^(output_shift + 1 - bits)``
-        once quantized, the BN-folded float weights before.
+        Float weights follow the importer's convention (``arithmetic.dequantize_params``) once
+        quantized, the BN-folded float weights before.
         """
         layer = Layer(
             name=name,
@@ -248,12 +251,14 @@ class _WeightLayer(QATModule):
             w, b = self._folded_numpy()
             return dataclasses.replace(layer, weight=w, bias=b)
         q = self.quantized_params()
-        scale = 2.0 ** (q.output_shift + 1 - abs(q.weight_bits))
         bias = None if q.bias is None else q.bias.numpy()
+        weight, float_bias = dequantize_params(
+            q.weight.numpy(), bias, q.weight_bits, q.output_shift, self.wide
+        )
         return dataclasses.replace(
             layer,
-            weight=(q.weight.numpy() * scale).astype(np.float32),
-            bias=None if bias is None else (bias * scale).astype(np.float32),
+            weight=weight,
+            bias=float_bias,
             quant=Quantized(q.weight_bits, q.weight.numpy(), bias, q.output_shift),
         )
 

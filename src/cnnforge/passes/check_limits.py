@@ -13,6 +13,7 @@ from cnnforge.ir import HARDWARE_ELTWISE, INPUT, Activation, Layer, Op, PoolKind
 from cnnforge.passes.check_rules import Context, LayerRule, Violation, _fmt
 from cnnforge.passes.concat_channels import why_not_padded
 from cnnforge.passes.geometry import has_bias, input_channels, pooled_dims
+from cnnforge.quant.ranges import verify_quantized
 
 WORD_BYTES = 4  # one data-memory word: 4 channels of one pixel (devices.md §2)
 WIDE_BYTES = 4  # a 32-bit output channel takes a word of its own
@@ -224,9 +225,10 @@ def quantization(ctx: Context, layer: Layer) -> Iterator[Violation]:
             lambda d: d.weight_bits_allowed(q.weight_bits)
         )
         yield ctx.violation(layer, "weight-bits", q.weight_bits, _fmt(dev.weight_bits), hint)
-    if not layer.wide and not dev.shift_allowed(q.total_shift):
-        lo, hi = dev.shift_range
-        yield ctx.violation(layer, "output-shift", q.total_shift, f"{lo}..{hi}", "requantize")
+    for problem in verify_quantized(q, layer.wide, shift_range=dev.shift_range):
+        if problem.field == "shift":  # weights and bias: the simulator's check (sim/checks.py)
+            limit = f"{problem.lo}..{problem.hi}"
+            yield ctx.violation(layer, "output-shift", q.total_shift, limit, "requantize")
     if layer.op is Op.PASSTHROUGH and q.output_shift:
         yield ctx.violation(layer, "output-shift", q.output_shift, 0, "passthrough: shift 0")
 

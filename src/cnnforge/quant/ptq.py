@@ -13,6 +13,10 @@ represented function is unchanged while the outputs stay inside [-1, 1). Element
 and the inputs of a pass-through share one scale. ``quantize_with_scales`` returns the scales of
 the outputs; ``quantize_network`` returns only the Network.
 
+A wide (32-bit) output ignores its ``output_shift`` (R2.4): it means ``acc * 2^(1-bits) / 128``
+(Q17.14 for 8 bits, R1.7), so a wide layer quantized with shift ``s`` stands for the float layer
+divided by ``2^s``: its output scale gets ``+ s``, its float weights are ``w_int * 2^(1-bits)``.
+
 Layers that already carry ``quant`` (QAT-trained modules of cnnforge.nn, imported vendor
 checkpoints) are kept as they are: this is the import path of a QAT-trained model.
 """
@@ -26,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
-from cnnforge.arithmetic import quantize_weights, shift_for_max
+from cnnforge.arithmetic import dequantize_params, quantize_weights, shift_for_max
 from cnnforge.errors import InputError, ModelError
 from cnnforge.ir import BINARY_BITS, Layer, Network, Quantized
 from cnnforge.quant.scales import activation_scales
@@ -80,6 +84,8 @@ def quantize_with_scales(
         if layer.has_weights and layer.quant is None:
             layer = _rescaled(network, layer, exps)
             layer = quantize_layer(layer, bits_of(layer), clip, scale=scale, nstd=nstd)
+            if layer.wide and layer.quant.output_shift:
+                exps[layer.name] = exps.get(layer.name, 0) + layer.quant.output_shift
         layers.append(layer)
     out_exps = {name: exps.get(name, 0) for name in network.outputs}
     return network.with_layers(layers), out_exps
@@ -208,8 +214,8 @@ def _selection_quant(weight: np.ndarray, bias: np.ndarray | None, bits: int) -> 
 
 
 def dequantized(layer: Layer, quant: Quantized) -> Layer:
-    """``layer`` with ``quant`` and the float weights it stands for, w_int * 2^(s + 1 - |b|)."""
-    factor = 2.0 ** (quant.output_shift + 1 - abs(quant.weight_bits))
-    bias = None if quant.bias is None else (quant.bias * factor).astype(np.float32)
-    weight = (quant.weights * factor).astype(np.float32)
+    """``layer`` with ``quant`` and the float weights it stands for (arithmetic.weight_scale)."""
+    weight, bias = dequantize_params(
+        quant.weights, quant.bias, quant.weight_bits, quant.output_shift, layer.wide
+    )
     return dataclasses.replace(layer, weight=weight, bias=bias, quant=quant)

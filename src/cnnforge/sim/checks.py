@@ -16,10 +16,7 @@ import torch
 from cnnforge.arithmetic import (
     ACT_MAX,
     ACT_MIN,
-    SHIFT_MAX,
-    SHIFT_MIN,
     WEIGHT_WIDTHS,
-    weight_range,
 )
 from cnnforge.devices import Device
 from cnnforge.errors import SimulationError
@@ -34,6 +31,7 @@ from cnnforge.ir import (
     Op,
     PoolKind,
 )
+from cnnforge.quant.ranges import RangeProblem, verify_quantized, wide_readers
 
 
 def _fail(layer: Layer, what: str, hint: str | None = None) -> SimulationError:
@@ -162,42 +160,34 @@ def _check_quantized(layer: Layer, device: Device | None) -> None:
         layer.groups, layer.in_channels, layer.out_channels
     ):
         raise _fail(layer, f"groups={layer.groups} is not supported on {device.name}")
-    _check_values(layer, q.weights, *weight_range(bits), "weights", binary=bits == BINARY_BITS)
-    if q.bias is not None:
-        _check_values(layer, q.bias, ACT_MIN, ACT_MAX, "bias")
-    if not layer.wide and not SHIFT_MIN <= q.total_shift <= SHIFT_MAX:
-        raise _fail(
+    for problem in verify_quantized(q, layer.wide):
+        raise _range_failure(layer, problem)
+
+
+def _range_failure(layer: Layer, problem: RangeProblem) -> SimulationError:
+    """The simulator's wording of a ``verify_quantized`` problem."""
+    if problem.field == "shift":
+        return _fail(
             layer,
-            f"total output shift {q.total_shift} is outside [-15, 15] (R2.1)",
+            f"total output shift {problem.low} is outside [{problem.lo}, {problem.hi}] (R2.1)",
             "requantize with a smaller output_shift",
         )
-
-
-def _check_values(layer: Layer, values, lo: int, hi: int, what: str, binary=False) -> None:
-    arr = np.asarray(values)
-    if arr.size == 0:
-        return
-    if not np.issubdtype(arr.dtype, np.integer) and not np.array_equal(arr, np.round(arr)):
-        raise _fail(layer, f"quantized {what} are not integers")
-    if int(arr.min()) < lo or int(arr.max()) > hi or (binary and bool((arr == 0).any())):
-        span = "-1/+1" if binary else f"[{lo}, {hi}]"
-        raise _fail(
-            layer,
-            f"quantized {what} {int(arr.min())}..{int(arr.max())} leave the range {span}",
-            "requantize the layer (arithmetic.md R1.2, R1.5)",
-        )
+    if not problem.integral:
+        return _fail(layer, f"quantized {problem.field} are not integers")
+    return _fail(
+        layer,
+        f"quantized {problem.field} {problem.low}..{problem.high} leave the range {problem.span()}",
+        "requantize the layer (arithmetic.md R1.2, R1.5)",
+    )
 
 
 def _check_wide_consumers(network: Network) -> None:
-    wide = {layer.name for layer in network.layers if layer.wide}
-    for layer in network.layers:
-        for name in layer.inputs:
-            if name in wide:
-                raise _fail(
-                    layer,
-                    f"reads the 32-bit (wide) output of {name!r}",
-                    "only network outputs may be 32-bit (devices.md §1 'Wide output')",
-                )
+    for layer, name in wide_readers(network):
+        raise _fail(
+            layer,
+            f"reads the 32-bit (wide) output of {name!r}",
+            "only network outputs may be 32-bit (devices.md §1 'Wide output')",
+        )
 
 
 def check_shape(layer: Layer, y: torch.Tensor) -> None:

@@ -24,6 +24,7 @@ from cnnforge.emit.c.model import BINARY_CODE, KIND, CLayer, chw, describe_layer
 from cnnforge.errors import EmitError, InputError
 from cnnforge.geometry import live_intervals
 from cnnforge.ir import INPUT, Layer, Network
+from cnnforge.quant.ranges import verify_quantized, wide_readers
 
 STATIC_FILES = ("cnn_kernels.h", "cnn_kernels.c")
 
@@ -96,15 +97,12 @@ def _tables(network: Network, force_acc64: bool) -> _Tables:
 
 
 def _check_wide_consumers(network: Network) -> None:
-    wide = {layer.name for layer in network.layers if layer.wide}
-    for layer in network.layers:
-        for name in layer.inputs:
-            if name in wide:
-                raise EmitError(
-                    f"reads the 32-bit output of layer {name}",
-                    where=f"layer {layer.name}",
-                    hint="only a network output may be wide (output_width 32)",
-                )
+    for layer, name in wide_readers(network):
+        raise EmitError(
+            f"reads the 32-bit output of layer {name}",
+            where=f"layer {layer.name}",
+            hint="only a network output may be wide (output_width 32)",
+        )
 
 
 # ---- C text of the layer table -------------------------------------------------------------
@@ -156,25 +154,35 @@ def _weights_h(network: Network, clayers: tuple[CLayer, ...]) -> str:
     for i, (cl, layer) in enumerate(zip(clayers, network.layers, strict=True)):
         if cl.kind == KIND["copy"] or layer.quant is None:
             continue
-        where = f"layer {layer.name}"
+        _check_values(layer, cl.wbits)
         rows = weight_rows(layer)
         parts.append(f"/* {i}: {c_comment(layer.name)} */\n")
         if cl.wbits == 8:
-            check_range(rows, -128, 127, "8-bit weights", where)
             parts.append(c_array("int8_t", f"cnn_w_{i:03d}", rows))
         else:
             binary = cl.wbits == BINARY_CODE
             bits = 1 if binary else cl.wbits
-            lo, hi = (-1, 1) if binary else (-(1 << (bits - 1)), (1 << (bits - 1)) - 1)
-            check_range(rows, lo, hi, f"{bits}-bit weights", where)
-            if binary and np.any(rows == 0):
-                raise EmitError("binary weights must be -1 or +1", where=where)
             parts.append(c_array("uint8_t", f"cnn_wp_{i:03d}", pack_rows(rows, bits, binary)))
         if layer.quant.bias is not None:
-            check_range(layer.quant.bias, -128, 127, "bias", where)
             parts.append(c_array("int8_t", f"cnn_b_{i:03d}", layer.quant.bias))
     parts.append("\n#endif /* CNN_WEIGHTS_H */\n")
     return "".join(parts)
+
+
+def _check_values(layer: Layer, wbits: int) -> None:
+    """EmitError for weights or bias outside their range (``quant.ranges.verify_quantized``)."""
+    where = f"layer {layer.name}"
+    for p in verify_quantized(layer.quant, wide=True):  # the shift: checked by emit.c.model
+        if p.binary and p.lo <= p.low and p.high <= p.hi:
+            raise EmitError("binary weights must be -1 or +1", where=where)
+        what = (
+            "bias" if p.field == "bias" else f"{1 if wbits == BINARY_CODE else wbits}-bit weights"
+        )
+        if not p.integral:
+            raise EmitError(f"{what} are not integers", where=where)
+        raise EmitError(
+            f"{what} out of range [{p.lo}, {p.hi}] (min {p.low}, max {p.high})", where=where
+        )
 
 
 # ---- samples --------------------------------------------------------------------------------

@@ -19,7 +19,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from cnnforge.arithmetic import SHIFT_MAX, SHIFT_MIN
 from cnnforge.errors import EmitError
 from cnnforge.ir import (
     BINARY_BITS,
@@ -31,6 +30,7 @@ from cnnforge.ir import (
     Pooling,
     PoolKind,
 )
+from cnnforge.quant.ranges import verify_quantized
 
 # Codes shared with the C runtime (templates/cnn.c.j2 defines the same names).
 KIND = {"conv": 0, "convt": 1, "linear": 2, "copy": 3}
@@ -254,8 +254,12 @@ def _weight_fields(layer: Layer, kind: int, f: dict[str, int], force64: bool) ->
             f"weights of shape {tuple(q.weights.shape)} do not match the layer "
             f"({f['oc']} outputs x {row_len} weights each)",
         )
-    if not layer.wide and not SHIFT_MIN <= q.total_shift <= SHIFT_MAX:
-        raise _fail(layer, f"total output shift {q.total_shift} is outside [-15, 15] (R2.1)")
+    for problem in verify_quantized(q, layer.wide):
+        if problem.field == "shift":  # weights and bias: checked as weights.h is written
+            raise _fail(
+                layer,
+                f"total output shift {problem.low} is outside [{problem.lo}, {problem.hi}] (R2.1)",
+            )
     bound = _acc_bound(rows, q.bias)
     if layer.wide and bound >= 1 << 31:
         raise _fail(layer, f"its 32-bit output can reach {bound}, beyond int32")

@@ -1,0 +1,87 @@
+"""The hardware ranges of a quantized layer, checked in one place (arithmetic.md R1.2, R1.5, R2.1).
+
+``verify_quantized`` reports what is out of range as data; the simulator, the C emitter, the
+vendor importer and the device checker each turn a problem into their own error or violation
+(their messages differ on purpose: each names what its user gave). ``wide_readers`` finds
+layers that read a 32-bit output, which only a network output may have (R2.4).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from cnnforge.arithmetic import BIAS_MAX, BIAS_MIN, SHIFT_MAX, SHIFT_MIN, weight_range
+from cnnforge.ir import BINARY_BITS, Layer, Network, Quantized
+
+
+@dataclass(frozen=True)
+class RangeProblem:
+    """One quantized parameter outside its range.
+
+    ``field``: "weights", "bias" or "shift". ``lo``/``hi``: the allowed range. ``low``/``high``:
+    the smallest and largest value found (for the shift: the total shift, twice). ``first``: the
+    first value outside the range. ``integral``: False when the values are not integers at all.
+    ``binary``: binary weights, whose range is -1/+1 (0 is out of range too).
+    """
+
+    field: str
+    lo: int
+    hi: int
+    low: int
+    high: int
+    first: int
+    integral: bool = True
+    binary: bool = False
+
+    def span(self) -> str:
+        """The allowed range as text: ``[lo, hi]``, or ``-1/+1`` for binary weights."""
+        return "-1/+1" if self.binary else f"[{self.lo}, {self.hi}]"
+
+
+def verify_quantized(
+    quant: Quantized, wide: bool, *, shift_range: tuple[int, int] = (SHIFT_MIN, SHIFT_MAX)
+) -> tuple[RangeProblem, ...]:
+    """Weights in the ``weight_bits`` range (binary: -1/+1), bias in the 8-bit bias memory, and
+    -- unless ``wide``, whose shift the hardware ignores (R2.4) -- the total shift in
+    ``shift_range``. An empty tuple: all in range. Unknown widths are the caller's to refuse."""
+    problems = []
+    binary = quant.weight_bits == BINARY_BITS
+    lo, hi = weight_range(quant.weight_bits)
+    problem = _values("weights", quant.weights, lo, hi, binary)
+    if problem is not None:
+        problems.append(problem)
+    if quant.bias is not None:
+        problem = _values("bias", quant.bias, BIAS_MIN, BIAS_MAX, False)
+        if problem is not None:
+            problems.append(problem)
+    total = quant.total_shift
+    if not wide and not shift_range[0] <= total <= shift_range[1]:
+        problems.append(RangeProblem("shift", *shift_range, total, total, total))
+    return tuple(problems)
+
+
+def layer_problems(layer: Layer, **options: tuple[int, int]) -> tuple[RangeProblem, ...]:
+    """``verify_quantized`` of a quantized layer (none for a layer without ``quant``)."""
+    if layer.quant is None:
+        return ()
+    return verify_quantized(layer.quant, layer.wide, **options)
+
+
+def _values(field: str, values, lo: int, hi: int, binary: bool) -> RangeProblem | None:
+    arr = np.asarray(values)
+    if arr.size == 0:
+        return None
+    integral = bool(np.issubdtype(arr.dtype, np.integer) or np.array_equal(arr, np.round(arr)))
+    bad = (arr < lo) | (arr > hi) | (binary & (arr == 0))
+    if integral and not bad.any():
+        return None
+    first = arr[bad].flat[0] if bad.any() else arr.flat[0]
+    return RangeProblem(field, lo, hi, int(arr.min()), int(arr.max()), int(first), integral, binary)
+
+
+def wide_readers(network: Network) -> list[tuple[Layer, str]]:
+    """``(reader, wide layer name)`` for every layer input that is a 32-bit (wide) output."""
+    wide = {layer.name for layer in network.layers if layer.wide}
+    return [(layer, name) for layer in network.layers for name in layer.inputs if name in wide]
