@@ -53,7 +53,7 @@ def plan_network(network: Network, device: Any, *, in_place: bool = True) -> tup
             hint="merge layers, or use a device with more layers (MAX78002)",
         )
     live = live_intervals(network)
-    streamed, spans = _streaming(network, res.name)
+    streamed, spans = _streaming(network, res.name, device)
     data_format = "HWC" if streamed else choose_data_format(network, res)
     # Streamed tensors sit in rollover buffers that all live while the streaming layers run.
     names = [INPUT, *(x.name for x in network.layers)][:streamed]
@@ -83,11 +83,11 @@ def plan_network(network: Network, device: Any, *, in_place: bool = True) -> tup
     return network, plan
 
 
-def _streaming(network: Network, device: str) -> tuple[int, dict[str, int]]:
+def _streaming(network: Network, name: str, device: Any = None) -> tuple[int, dict[str, int]]:
     """Leading layers that must stream through the FIFO, and their inputs' buffer sizes."""
-    from cnnforge.devices import get_device
+    from cnnforge.devices import Device, get_device
 
-    dev = get_device(device)
+    dev = device if isinstance(device, Device) else get_device(name)
     streamed = streaming_layers(network, dev)
     return streamed, streamed_spans(network, streamed, dev) if streamed else {}
 
