@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from cnnforge.cli import app
+from cnnforge.cli.app import app
 from cnnforge.cli.common import console, parse_model_args, parse_shape
 from cnnforge.outputs import atomic_outputs
 

@@ -19,7 +19,7 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
-from cnnforge.cli import app
+from cnnforge.cli.app import app
 from cnnforge.cli.common import PIPE_WIDTH, console, err_console, parse_model_args, parse_shape
 from cnnforge.errors import InputError
 from cnnforge.outputs import atomic_output_file

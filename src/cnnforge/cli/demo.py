@@ -7,7 +7,7 @@ from pathlib import Path
 
 import typer
 
-from cnnforge.cli import app
+from cnnforge.cli.app import app
 from cnnforge.cli.common import console
 
 

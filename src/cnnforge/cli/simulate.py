@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from cnnforge.cli import app
+from cnnforge.cli.app import app
 from cnnforge.cli.common import (
     console,
     err_console,
