@@ -338,7 +338,7 @@ def test_bad_checkpoints(ai8x_data, tmp_path):
 
 def test_network_for_cli_sources(ai8x_data):
     from cnnforge.errors import InputError
-    from cnnforge.frontend.ai8x import network_for_cli
+    from cnnforge.pipeline.sources import network_for_cli
 
     yaml_path, ckpt = pair(ai8x_data, "mnist")
     assert network_for_cli("unet-voc", (3, 64, 64), None, None) is None

@@ -22,7 +22,7 @@ from cnnforge.errors import ConfigError, InputError, plain_text
 from cnnforge.frontend.ai8x import read_ai8x
 from cnnforge.frontend.ai8x_checkpoint import load_checkpoint_dict
 from cnnforge.outputs import MANIFEST
-from cnnforge.plan.deploy import plan_and_validate, write_outputs
+from cnnforge.pipeline.plan import plan_and_validate, write_outputs
 from cnnforge.sim import simulate
 from conftest import AI8X
 

@@ -11,7 +11,7 @@ from cnnforge.devices import get_device
 from cnnforge.errors import PlanError
 from cnnforge.ir import INPUT, EltwiseOp, Layer, Network
 from cnnforge.passes.check import check_report
-from cnnforge.plan.deploy import plan_and_validate
+from cnnforge.pipeline.plan import plan_and_validate
 from cnnforge.quant.ptq import quantize_network
 from test_plan_random import _pick
 from test_plan_support import POOL2, conv, passthrough, upconv, with_weights

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from cnnforge.train.demo import quick_train, run_demo, shipped_checkpoint
+from cnnforge.pipeline.demo import run_demo
+from cnnforge.train.demo import quick_train, shipped_checkpoint
 
 
 @pytest.mark.slow

@@ -22,15 +22,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cnnforge.arithmetic import accumulator_bits
-from cnnforge.devices import MAX78000, Device, get_device
+from cnnforge.devices import MAX78000, Device
 from cnnforge.emit.hls.build import find_ap_types
 from cnnforge.emit.hls.emitter import emit_hls
 from cnnforge.emit.hls.plan import PINGPONG, plan_hls
 from cnnforge.errors import DeviceLimitError
 from cnnforge.geometry import live_intervals
-from cnnforge.hls_target import HLS
 from cnnforge.ir import Op
+from cnnforge.pipeline.targets import resolve_device
 from cnnforge.sim import simulate
+from cnnforge.targets.hls.device import HLS
 from test_emit_c_support import random_network
 from test_hls_support import csim_batch, random_hls_network, random_sample
 
@@ -47,7 +48,7 @@ def _answer(net, x) -> dict[str, np.ndarray]:
 
 
 def test_the_target_is_data() -> None:
-    hls = get_device("hls")
+    hls = resolve_device("hls")
     assert hls is HLS and isinstance(hls, Device)
     assert (hls.default_weight_bits, hls.activation_bits) == (5, 8)
     assert hls.weight_bits_allowed(5) and not MAX78000.weight_bits_allowed(5)

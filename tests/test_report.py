@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from cnnforge.emit.report import write_report
-from cnnforge.pipeline import CompileOptions, compile_model
+from cnnforge.pipeline import CompileOptions, compile_model, summary
 
 SEG = """
 import torch
@@ -70,7 +70,7 @@ def test_report_is_self_contained_with_every_section(compiled) -> None:
 
 def test_report_is_deterministic(compiled, tmp_path: Path) -> None:
     state, out = compiled
-    write_report(state, tmp_path / "again.html")
+    write_report(state, tmp_path / "again.html", summary(state))
     assert (tmp_path / "again.html").read_bytes() == (out / "report.html").read_bytes()
 
 

@@ -372,13 +372,12 @@ DEVICES: tuple[Device, ...] = (MAX78000, MAX78002)
 
 
 def get_device(name: str | Device) -> Device:
-    """The device called ``name`` (case-insensitive; a ``Device`` is returned as is)."""
+    """The MAX7800x device called ``name`` (case-insensitive; a ``Device`` is returned as is).
+    Every target, the FPGA and generic ones included: ``pipeline.targets.resolve_device``."""
     if isinstance(name, Device):
         return name
-    from cnnforge.hls_target import HLS_TARGETS  # FPGA targets (docs/hls-target.md)
-
-    for device in (*DEVICES, *HLS_TARGETS):
+    for device in DEVICES:
         if str(name).strip().upper() in (device.name, device.die):
             return device
-    known = ", ".join(d.name for d in (*DEVICES, *HLS_TARGETS))
+    known = ", ".join(d.name for d in DEVICES)
     raise InputError(f"unknown device {name!r}", hint=f"choose one of {known}")

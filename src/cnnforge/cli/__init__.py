@@ -15,38 +15,11 @@ import warnings
 
 import typer
 
-from cnnforge import __version__
+# Command modules register themselves on ``app`` (cli/app.py) when imported, one per command.
+from cnnforge.cli import commands  # noqa: F401
+from cnnforge.cli.app import app
 from cnnforge.cli.common import err_console
 from cnnforge.errors import CnnforgeError, plain_text
-
-app = typer.Typer(
-    name="cnnforge",
-    help="Compile PyTorch CNNs for the MAX78000/MAX78002: analyze, check, quantize, plan, "
-    "simulate bit-exactly, emit vendor YAML + checkpoint and portable C.",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-    rich_markup_mode="rich",
-)
-
-
-def _version(value: bool) -> None:
-    if value:
-        typer.echo(f"cnnforge {__version__}")
-        raise typer.Exit()
-
-
-@app.callback()
-def _root(
-    version: bool = typer.Option(
-        False, "--version", help="Print the version and exit.", callback=_version, is_eager=True
-    ),
-) -> None:
-    """cnnforge: from a plain PyTorch CNN to a MAX78000/MAX78002 deployment."""
-
-
-# Command modules register themselves on ``app`` when imported (one module per command).
-from cnnforge.cli import commands  # noqa: E402, F401
 
 
 def _usage_line(exc: typer.TyperException, argv: list[str]) -> str:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from cnnforge.cli import app
+from cnnforge.cli.app import app
 from cnnforge.cli.common import console, parse_model_args, parse_shape
 from cnnforge.outputs import atomic_outputs
 
@@ -52,8 +52,8 @@ def analyze(
     from cnnforge.analysis import analyze_network
     from cnnforge.analysis.render import to_json, to_markdown, to_table, totals_lines
     from cnnforge.frontend import load_network
-    from cnnforge.frontend.ai8x import network_for_cli
     from cnnforge.models import default_input_shape, model_names
+    from cnnforge.pipeline.sources import network_for_cli
 
     shape = parse_shape(input_shape) if input_shape else None
     if shape is None and model in model_names():  # a shipped model knows its input

@@ -19,10 +19,10 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
-from cnnforge.cli import app
+from cnnforge.cli.app import app
 from cnnforge.cli.common import PIPE_WIDTH, console, err_console, parse_model_args, parse_shape
 from cnnforge.errors import InputError
-from cnnforge.outputs import atomic_output_dir, atomic_output_file
+from cnnforge.outputs import atomic_output_file
 
 #: Width of the text report written to generic-plan.txt (tables are not folded).
 
@@ -88,32 +88,18 @@ def run_budget(
     scored: tuple[str | None, int] = (None, 0),
 ) -> None:
     """The ``budget`` command's work (``plan -d generic:...`` calls it too)."""
-    from cnnforge.frontend import load_network
-    from cnnforge.models import default_input_shape, model_names
+    from cnnforge.pipeline.generic import plan_budget, write_budget
     from cnnforge.targets.generic import report
-    from cnnforge.targets.generic.plan import plan_generic
-    from cnnforge.targets.generic.target import parse_generic
 
-    target = parse_generic(device)
     if scored[0] is not None and (scored[0] != "shapes" or not accuracy or scored[1] < 1):
         raise InputError(
             f"--dataset {scored[0]} --length {scored[1]}",
             hint="--dataset shapes goes with --accuracy and a --length of at least 1",
         )
-    if points < 2:
-        raise InputError(f"--points {points} is below 2", hint="e.g. --points 24")
-    if model is None:
-        raise InputError("no MODEL", hint="e.g. cnnforge budget unet-voc -d generic:onchip=1MiB")
-    if input_shape:
-        shape = parse_shape(input_shape)
-    elif model in model_names():
-        shape = default_input_shape(model)
-    elif model.lower().endswith(".onnx"):
-        shape = None  # the file's own static input shape
-    else:
-        raise InputError("--input-shape is needed", hint="e.g. -i 3,224,224")
-    network = load_network(model, shape, parse_model_args(model_arg), checkpoint)
-    plan = plan_generic(network, target, points)
+    shape = parse_shape(input_shape) if input_shape else None
+    target, network, plan = plan_budget(
+        model, device, shape, parse_model_args(model_arg), checkpoint, points
+    )
     if json_out == "-":
         typer.echo(report.to_json(plan), nl=False)
     else:
@@ -131,14 +117,15 @@ def run_budget(
         with atomic_output_file(Path(json_out)) as tmp:
             tmp.write_text(report.to_json(plan), encoding="utf-8")
     if output is not None:
-        with atomic_output_dir(output, overwrite) as tmp:
-            (tmp / "generic-plan.json").write_text(report.to_json(plan), encoding="utf-8")
-            (tmp / "ddr-vs-budget.svg").write_text(report.curve_svg(plan), encoding="utf-8")
-            (tmp / "report.html").write_text(report.to_html(plan), encoding="utf-8")
-            with (tmp / "generic-plan.txt").open("w", encoding="utf-8") as fh:
-                _print(Console(file=fh, width=PIPE_WIDTH, color_system=None), plan)
+        write_budget(plan, output, overwrite, _write_text)
         if json_out != "-":
             console.print(f"wrote [bold]{output}[/bold]: 4 files", highlight=False)
+
+
+def _write_text(plan, path: Path) -> None:
+    """generic-plan.txt: the tables as the terminal shows them, unfolded."""
+    with path.open("w", encoding="utf-8") as fh:
+        _print(Console(file=fh, width=PIPE_WIDTH, color_system=None), plan)
 
 
 def _accuracy_line(network, target) -> str:

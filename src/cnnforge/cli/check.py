@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 import typer
 from rich.table import Table
 
-from cnnforge.cli import app
+from cnnforge.cli.app import app
 from cnnforge.cli.common import console, parse_model_args, parse_shape, parse_weight_bits
 from cnnforge.outputs import atomic_output_file
 
@@ -54,13 +54,13 @@ def check(
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace an existing --json FILE."),
 ) -> None:
     """List the exact rewrites applied and ALL device violations; exit 1 if it does not fit."""
-    from cnnforge.devices import get_device
     from cnnforge.frontend import load_network
-    from cnnforge.frontend.ai8x import network_for_cli
     from cnnforge.models import default_input_shape, model_names
     from cnnforge.passes.check import check_report
+    from cnnforge.pipeline.sources import network_for_cli
+    from cnnforge.pipeline.targets import resolve_device
 
-    dev = get_device(device)
+    dev = resolve_device(device)
     bits = parse_weight_bits(weight_bits, binary=True) if weight_bits else None
     shape = parse_shape(input_shape) if input_shape else None
     if shape is None and model in model_names():  # a shipped model knows its input

@@ -9,7 +9,7 @@ import typer
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from cnnforge.cli import app
+from cnnforge.cli.app import app
 from cnnforge.cli.common import console, parse_model_args, parse_shape, parse_weight_bits
 
 
@@ -20,7 +20,10 @@ def compile_command(
     ),
     output: Path = typer.Option(..., "--output", "-o", help="Output directory to create."),
     device: str = typer.Option(
-        "MAX78000", "--device", "-d", help="MAX78000, MAX78002 or HLS (FPGA, HLS C++)."
+        "MAX78000",
+        "--device",
+        "-d",
+        help="MAX78000, MAX78002 or HLS (FPGA, HLS C++): a target of pipeline.targets.",
     ),
     checkpoint: Path = typer.Option(
         None, "--checkpoint", help="QAT state_dict or cnnforge quantized checkpoint."
@@ -105,9 +108,9 @@ def _compile_with_progress(options: Any, compile_model: Any) -> Any:
 
 
 def _weight_bits(text: str, device: str) -> int | str:
-    from cnnforge.devices import get_device
+    from cnnforge.pipeline.targets import resolve_device
 
-    return parse_weight_bits(text, widths=get_device(device).weight_bits)
+    return parse_weight_bits(text, widths=resolve_device(device).weight_bits)
 
 
 def _print_summary(facts: dict, output: Path) -> None:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import typer
 
-from cnnforge.cli import app
+from cnnforge.cli.app import app
 from cnnforge.cli.common import console
 
 
@@ -22,7 +22,8 @@ def demo(
 ) -> None:
     """Offline end-to-end demo: float vs QAT-eval vs bit-exact mIoU, compile, C self-test."""
     from cnnforge.cli.evaluate import agreement_line, evaluation_table
-    from cnnforge.train.demo import quick_train, run_demo
+    from cnnforge.pipeline.demo import run_demo
+    from cnnforge.train.demo import quick_train
 
     with tempfile.TemporaryDirectory() as tmp:
         checkpoint = None

@@ -14,13 +14,13 @@ from typing import TYPE_CHECKING
 import typer
 from rich.table import Table
 
-from cnnforge.cli import app
+from cnnforge.cli.app import app
 from cnnforge.cli.common import console, parse_model_args, parse_shape, parse_weight_bits
 from cnnforge.errors import InputError
 from cnnforge.outputs import check_target
 
 if TYPE_CHECKING:
-    from cnnforge.plan.deploy import PlanResult
+    from cnnforge.pipeline.plan import PlanResult
 
 
 @app.command("plan")
@@ -29,7 +29,10 @@ def plan(
         None, help="path/to/file.py:Name, package.module:Name, or a short name (unet-large)."
     ),
     device: str = typer.Option(
-        "MAX78000", "--device", "-d", help="MAX78000, MAX78002 or generic:onchip=3MiB,..."
+        "MAX78000",
+        "--device",
+        "-d",
+        help="MAX78000, MAX78002 or generic:onchip=3MiB,... (a target of pipeline.targets)",
     ),
     input_shape: str = typer.Option(
         None, "--input-shape", "-i", help="C,H,W (or C,L); shipped models know theirs."
@@ -61,43 +64,65 @@ def plan(
         help="Never let a layer overwrite its own input, even where proven safe (planning "
         "and --validate-only).",
     ),
+    sample: Path = typer.Option(
+        None,
+        "--sample",
+        help="C,H,W .npy (as compile's --sample): calibrates PTQ as compile does and is "
+        "written as the sample input (default: a seeded random one, no calibration).",
+    ),
+    calibration: Path = typer.Option(
+        None, "--calibration", help="N,C,H,W .npy calibrating PTQ (as compile's --calibration)."
+    ),
 ) -> None:
     """Plan processors, data memory, kernels and bias; validate; write YAML + checkpoint + plan."""
-    from cnnforge.devices import get_device
-    from cnnforge.plan import deploy
-    from cnnforge.targets.generic.target import is_generic
+    from cnnforge.pipeline import plan as pipeline_plan
+    from cnnforge.pipeline.targets import get_target
 
-    if is_generic(device):  # an on-chip budget + DDR, planned on the float model (budget.py)
+    target = get_target(device)
+    if target.parse is not None:  # a parametrised budget target: planned on the float model
         from cnnforge.cli.budget import run_budget
 
         if ai8x_yaml or ai8x_checkpoint or validate_only or weight_bits or allow_overlap:
             raise InputError(
-                "--device generic plans a float MODEL: --ai8x-yaml/--ai8x-checkpoint, "
+                f"--device {target.name} plans a float MODEL: --ai8x-yaml/--ai8x-checkpoint, "
                 "--validate-only, --weight-bits and --allow-overlap do not apply",
                 hint="see 'cnnforge budget --help'",
             )
         run_budget(model, device, input_shape, model_arg, checkpoint, output=output,
                    overwrite=overwrite)  # fmt: skip
         return
-    dev = get_device(device)
-    shape = _input_shape(model, input_shape)
+    if target.planner is None:
+        raise InputError(
+            f"--device {target.name} has no `cnnforge plan`",
+            hint=f"compile it: cnnforge compile -d {target.name}",
+        )
+    dev = target.resolve(device)
     if not validate_only and output is None:
         raise InputError("no output directory", hint="give -o DIR, or --validate-only")
     if not validate_only:
         check_target(output, directory=True, overwrite=overwrite)  # refuse before planning
-    if ai8x_yaml is not None or ai8x_checkpoint is not None:
-        result = _vendor(
-            model, shape, ai8x_yaml, ai8x_checkpoint, dev, allow_overlap, validate_only, no_in_place
-        )
-        if validate_only:
-            _print_issues(result)
-            raise typer.Exit(1 if result.issues else 0)
-    else:
-        result = _planned_model(model, shape, model_arg, checkpoint, dev, weight_bits, no_in_place)
+    request = pipeline_plan.PlanRequest(
+        model=model,
+        input_shape=_input_shape(model, input_shape),
+        model_args=parse_model_args(model_arg),
+        checkpoint=checkpoint,
+        weight_bits=parse_weight_bits(weight_bits) if weight_bits is not None else None,
+        sample=sample,
+        calibration=calibration,
+        ai8x_yaml=ai8x_yaml,
+        ai8x_checkpoint=ai8x_checkpoint,
+        allow_overlap=allow_overlap,
+        validate_only=validate_only,
+        in_place=not no_in_place,
+    )
+    result = target.planner(request, dev)
+    if validate_only and request.ai8x_yaml is not None:
+        _print_issues(result)
+        raise typer.Exit(1 if result.issues else 0)
     _print_summary(result)
     if validate_only:
         return
-    written = deploy.write_outputs(result, dev, output, overwrite)
+    written = pipeline_plan.write_outputs(result, dev, output, overwrite)
     console.print(f"wrote [bold]{output}[/bold]: {len(written.files)} files", highlight=False)
 
 
@@ -108,39 +133,6 @@ def _input_shape(model: str | None, text: str | None) -> tuple[int, ...] | None:
     if text:
         return parse_shape(text)
     return default_input_shape(model) if model in model_names() else None
-
-
-def _planned_model(
-    model, shape, model_arg, checkpoint, dev, weight_bits, no_in_place
-) -> PlanResult:
-    """Quantize a PyTorch MODEL for ``dev`` and plan it (the plan must validate)."""
-    from cnnforge.plan import deploy
-
-    if model is None or shape is None:
-        raise InputError("MODEL and --input-shape are needed", hint="e.g. unet-large -i 48,88,88")
-    bits = parse_weight_bits(weight_bits) if weight_bits is not None else None
-    network = deploy.quantized_network(
-        model, shape, parse_model_args(model_arg), checkpoint, dev, bits
-    )
-    return deploy.plan_and_validate(network, dev, not no_in_place)
-
-
-def _vendor(
-    model, shape, yaml_path, ckpt, dev, allow_overlap, validate_only, no_in_place
-) -> PlanResult:
-    from cnnforge.frontend.ai8x import load_ai8x
-    from cnnforge.plan import deploy
-
-    if yaml_path is None or ckpt is None:
-        raise InputError("--ai8x-yaml and --ai8x-checkpoint must be given together")
-    if model is not None:
-        raise InputError(f"give MODEL ({model}) or --ai8x-yaml, not both")
-    network, vendor_plan = load_ai8x(
-        yaml_path, ckpt, shape, device=dev.name, overlap_data=allow_overlap
-    )
-    if validate_only:
-        return deploy.validate_imported(network, vendor_plan, dev, allow_overlap, not no_in_place)
-    return deploy.plan_and_validate(network, dev, not no_in_place)
 
 
 def _print_issues(result: PlanResult) -> None:

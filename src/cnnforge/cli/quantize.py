@@ -8,27 +8,12 @@ from typing import TYPE_CHECKING
 import typer
 from rich.table import Table
 
-from cnnforge.cli import app
-from cnnforge.cli.common import (
-    console,
-    parse_bits_option,
-    parse_model_args,
-    parse_shape,
-    read_input_array,
-)
+from cnnforge.cli.app import app
+from cnnforge.cli.common import console, parse_bits_option, parse_model_args, parse_shape
 from cnnforge.errors import InputError
 
 if TYPE_CHECKING:
-    import numpy as np
-
     from cnnforge.ir import Network
-
-
-def read_calibration(path: Path | None) -> np.ndarray | None:
-    """An int8-valued .npy (N,C,H,W or C,H,W) for activation scaling, or None."""
-    if path is None:
-        return None
-    return read_input_array(path, "--calibration")
 
 
 @app.command("quantize")
@@ -57,24 +42,26 @@ def quantize(
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace an existing -o file."),
 ) -> None:
     """Trace, lower, quantize (PTQ; QAT modules keep their integers) and save."""
-    from cnnforge.devices import get_device
+    from cnnforge.pipeline.quantized import quantized_from_source
+    from cnnforge.pipeline.sources import model_source, read_calibration
+    from cnnforge.pipeline.targets import resolve_device
     from cnnforge.quant.checkpoint import save_quantized
-    from cnnforge.quant.pipeline import quantize_model
 
-    dev = get_device(device)
+    dev = resolve_device(device)
     bits = parse_bits_option(weight_bits)
     if output.exists() and not overwrite:
         raise InputError(f"{output} already exists", hint="pass --overwrite or choose another -o")
-    network, scales = quantize_model(
-        model,
-        parse_shape(input_shape),
+    shape = parse_shape(input_shape)
+    quantized = quantized_from_source(
+        model_source(model, checkpoint),
+        shape,
         parse_model_args(model_arg),
-        checkpoint,
-        device=dev,
-        weight_bits=bits,
+        dev,
+        bits,
         clip=clip,
-        calibration=read_calibration(calibration),
+        calibration=read_calibration(calibration, shape),
     )
+    network, scales = quantized.network, quantized.output_exponents
     save_quantized(network, output, output_scales=scales)
     console.print(summary_table(network))
     for name, e in scales.items():

@@ -1,7 +1,7 @@
 """``cnnforge simulate``: run a quantized network bit-exactly on int8 input from a .npy file.
 
-The network comes from a vendor pair (``--ai8x-yaml`` + ``--ai8x-checkpoint``, read by
-``frontend.ai8x.network_for_cli``) or else from ``resolve_network``: a cnnforge quantized
+The network comes from exactly one source (pipeline.sources.model_source): a vendor pair
+(``--ai8x-yaml`` + ``--ai8x-checkpoint``) or else ``resolve_network``: a cnnforge quantized
 checkpoint (``--network``, or ``--checkpoint`` when it is one), or MODEL (+ float or QAT
 ``--checkpoint``) quantized on the fly.
 """
@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from cnnforge.cli import app
+from cnnforge.cli.app import app
 from cnnforge.cli.common import (
     console,
     err_console,
@@ -44,23 +44,18 @@ def resolve_network(
     clip: str,
 ) -> Network:
     """The quantized network to simulate, from exactly one source (see the module docstring)."""
-    from cnnforge.quant.checkpoint import is_quantized_checkpoint, load_quantized
+    from cnnforge.pipeline.quantized import quantized_checkpoint, quantized_from_source
+    from cnnforge.pipeline.sources import model_source
+    from cnnforge.pipeline.targets import resolve_device
 
-    if network_path is not None:
-        if model is not None or checkpoint is not None:
-            raise InputError("give --network alone, or MODEL with --checkpoint, not both")
-        return load_quantized(network_path)
-    if model is None:
-        raise InputError("no network given", hint="give MODEL [--checkpoint], or --network q.pth")
-    if checkpoint is not None and is_quantized_checkpoint(checkpoint):
-        return load_quantized(checkpoint)
-    if input_shape is None:
+    source = model_source(
+        model, checkpoint, network_path, hint="give MODEL [--checkpoint], or --network q.pth"
+    )
+    if quantized_checkpoint(source) is None and input_shape is None:
         raise InputError("MODEL needs --input-shape", hint="e.g. --input-shape 3,64,64")
-    from cnnforge.devices import get_device
-    from cnnforge.frontend import UNTRAINED_SEED
-    from cnnforge.quant.pipeline import quantize_model
+    if quantized_checkpoint(source) is None and checkpoint is None:
+        from cnnforge.frontend import UNTRAINED_SEED
 
-    if checkpoint is None:
         err_console.print(
             f"note: {model} has no --checkpoint: untrained weights seeded with "
             f"torch.manual_seed({UNTRAINED_SEED}), the same as compile, plan and quantize use",
@@ -68,17 +63,10 @@ def resolve_network(
             highlight=False,
             soft_wrap=True,
         )
-
-    network, _ = quantize_model(
-        model,
-        input_shape,
-        model_args,
-        checkpoint,
-        device=get_device(device),
-        weight_bits=weight_bits,
-        clip=clip,
-    )
-    return network
+    dev = resolve_device(device)
+    return quantized_from_source(
+        source, input_shape, model_args, dev, weight_bits, clip=clip
+    ).network
 
 
 def batch_input(data: np.ndarray, network: Network, path: Path) -> tuple[np.ndarray, bool]:
@@ -129,19 +117,17 @@ def simulate(
     """Simulate bit-exactly; write the output (and every layer's output with --layers)."""
     import numpy as np
 
-    from cnnforge.frontend.ai8x import network_for_cli
+    from cnnforge.pipeline.sources import VENDOR, model_source, vendor_network
+    from cnnforge.pipeline.targets import resolve_device
     from cnnforge.sim import simulate as run_sim
 
     data = read_input_array(input_path)
     shape = parse_shape(input_shape) if input_shape else _shape_from_data(data)
+    source = model_source(model, checkpoint, network_path, ai8x_yaml, ai8x_checkpoint)
+    dev = resolve_device(device)
     network = None
-    if ai8x_yaml is not None or ai8x_checkpoint is not None:
-        if network_path is not None or checkpoint is not None:
-            raise InputError(
-                "give the vendor pair or --network/--checkpoint, not both",
-                hint="--ai8x-yaml with --ai8x-checkpoint describe the whole network",
-            )
-        network = network_for_cli(model, shape, ai8x_yaml, ai8x_checkpoint, device=device)
+    if source.kind == VENDOR:
+        network = vendor_network(source, shape, dev)
     network = network or resolve_network(
         model,
         shape if model else None,
@@ -156,7 +142,7 @@ def simulate(
     with atomic_outputs() as staged:  # both outputs or neither
         out_file = staged.file(output, overwrite)
         out_layers = None if layers_dir is None else staged.directory(layers_dir, overwrite)
-        result = run_sim(network, x, all_layers=layers_dir is not None, device=device)
+        result = run_sim(network, x, all_layers=layers_dir is not None, device=dev)
         outputs = {k: _unbatch(v, added) for k, v in result.outputs.items()}
         write_outputs(outputs, out_file)
         if out_layers is not None:

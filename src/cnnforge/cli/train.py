@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 import typer
 from rich.table import Table
 
-from cnnforge.cli import app
+from cnnforge.cli.app import app
 from cnnforge.cli.common import console, parse_model_args
 
 if TYPE_CHECKING:

@@ -166,14 +166,13 @@ def _clock_text(device: Any, cycles: float) -> str:
     return f"= {cycles / hz * 1e3:.3f} ms at {hz / 1e6:g} MHz"
 
 
-def report_context(state: Any) -> dict[str, Any]:
-    """Everything the template shows, from a pipeline ``CompileState``."""
-    from cnnforge.pipeline import summary
-
+def report_context(state: Any, summary: dict[str, Any]) -> dict[str, Any]:
+    """Everything the template shows, from a compile state and its ``summary`` facts (the
+    caller's: pipeline.state.summary), so the report never imports the pipeline."""
     network = state.network
     return {
         "title": f"cnnforge report: {network.name}",
-        "summary": summary(state),
+        "summary": summary,
         "input_shape": "x".join(map(str, network.input_shape)),
         "analysis": analysis_rows(network),
         "rewrites": [r.to_dict() for r in state.rewrites],
@@ -210,9 +209,9 @@ def _agreement(state: Any) -> list[dict[str, Any]]:
     return rows
 
 
-def write_report(state: Any, path: Path) -> Path:
-    """Render report.html for a finished compile state (atomically)."""
-    html = _template().render(report_context(state))
+def write_report(state: Any, path: Path, summary: dict[str, Any]) -> Path:
+    """Render report.html for a finished compile state and its summary facts (atomically)."""
+    html = _template().render(report_context(state, summary))
     with atomic_output_file(Path(path)) as tmp:
         tmp.write_text(html, "utf-8")
         tmp.chmod(0o644)  # mkstemp creates 0600; the report is meant to be shared

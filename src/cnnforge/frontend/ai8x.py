@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from cnnforge.devices import Device, get_device
-from cnnforge.errors import ConfigError, InputError
+from cnnforge.errors import ConfigError
 from cnnforge.frontend.ai8x_checkpoint import CheckpointData, CheckpointLayer, read_checkpoint
 from cnnforge.frontend.ai8x_layers import LayerContext, build_layer
 from cnnforge.frontend.ai8x_rules import check_streaming, duplicate_copy
@@ -92,30 +92,6 @@ def read_ai8x(
         (names[y.index], ck.module) for y, ck in zip(cfg.layers, pairs, strict=True) if ck
     )
     return Ai8xModel(network, plan, cfg.arch, cfg.dataset, ckpt.epoch, modules, ckpt.extras)
-
-
-def network_for_cli(
-    model: str | None,
-    input_shape: tuple[int, ...] | None,
-    ai8x_yaml: Path | str | None,
-    ai8x_checkpoint: Path | str | None,
-    device: str = "MAX78000",
-) -> Network | None:
-    """For commands taking MODEL or `--ai8x-yaml`/`--ai8x-checkpoint`: the imported network, or
-    None when MODEL (with its input shape) is to be loaded; exactly one source must be given."""
-    if ai8x_yaml is None and ai8x_checkpoint is None:
-        if model is None:
-            raise InputError(
-                "no network given", hint="give a MODEL, or --ai8x-yaml with --ai8x-checkpoint"
-            )
-        if input_shape is None and not str(model).lower().endswith(".onnx"):  # ONNX: its own
-            raise InputError("MODEL needs --input-shape", hint="e.g. --input-shape 3,64,64")
-        return None
-    if ai8x_yaml is None or ai8x_checkpoint is None:
-        raise InputError("--ai8x-yaml and --ai8x-checkpoint must be given together")
-    if model is not None:
-        raise InputError(f"give MODEL ({model}) or --ai8x-yaml, not both")
-    return load_ai8x(ai8x_yaml, ai8x_checkpoint, input_shape, device=device)[0]
 
 
 def _check_arch(cfg: YamlConfig, ckpt: CheckpointData) -> None:

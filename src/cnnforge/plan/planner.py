@@ -57,7 +57,7 @@ def plan_network(
             hint="merge layers, or use a device with more layers (MAX78002)",
         )
     live = live_intervals(network)
-    streamed, spans = _streaming(network, dev.name)
+    streamed, spans = _streaming(network, dev)
     data_format = "HWC" if streamed else choose_data_format(network, dev)
     # Streamed tensors sit in rollover buffers that all live while the streaming layers run.
     names = [INPUT, *(x.name for x in network.layers)][:streamed]
@@ -87,11 +87,10 @@ def plan_network(
     return network, plan
 
 
-def _streaming(network: Network, device: str) -> tuple[int, dict[str, int]]:
+def _streaming(network: Network, device: Device) -> tuple[int, dict[str, int]]:
     """Leading layers that must stream through the FIFO, and their inputs' buffer sizes."""
-    dev = get_device(device)
-    streamed = streaming_layers(network, dev)
-    return streamed, streamed_spans(network, streamed, dev) if streamed else {}
+    streamed = streaming_layers(network, device)
+    return streamed, streamed_spans(network, streamed, device) if streamed else {}
 
 
 def streaming_notes(network: Network, streamed: int) -> tuple[str, ...]:

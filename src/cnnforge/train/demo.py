@@ -1,4 +1,5 @@
-"""``cnnforge demo``: the whole flow, offline, on the shipped small U-Net and the shapes data.
+"""The demo's pieces (its sequence is pipeline.demo.run_demo): the shipped small U-Net and
+checkpoint, retraining, the masks figure and the README.
 
 shipped checkpoint (or ``--train``) -> float / QAT-eval / bit-exact mIoU on a held-out split ->
 ``compile`` for MAX78000 with the C self-test run on the host -> masks figure + report.
@@ -8,17 +9,13 @@ docs/training.md); ``--train`` reruns a shorter version of it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import Any
 
-import numpy as np
 import torch
 
-from cnnforge.outputs import atomic_output_dir
-from cnnforge.train.datasets import SHAPES_CLASSES, ShapesDataset
-from cnnforge.train.evaluate import Evaluation, evaluate_three_ways
+from cnnforge.train.datasets import ShapesDataset
+from cnnforge.train.evaluate import Evaluation
 
 MODEL = "qat-unet"
 SIZE = 32
@@ -28,14 +25,6 @@ TRAIN_COMMAND = (
     "--train-length 3072 --val-length 256 --seed 0 -o runs/shapes"
 )
 HELD_OUT = 256  # images of the shapes 'test' split, never seen in training or validation
-
-
-@dataclass(frozen=True)
-class DemoResult:
-    evaluation: Evaluation
-    compile_state: Any
-    output: Path
-    checkpoint: Path
 
 
 def shipped_checkpoint() -> Path:
@@ -56,38 +45,6 @@ def quick_train(
         lengths=lengths, on_epoch=on_epoch,
     )  # fmt: skip
     return out_dir / "best.pth"
-
-
-def run_demo(
-    output: Path,
-    *,
-    checkpoint: Path | None = None,
-    overwrite: bool = False,
-    run_c: bool = True,
-    held_out: int = HELD_OUT,
-    on_step=None,
-) -> DemoResult:
-    """Evaluate three ways, compile for MAX78000 with the C self-test, write masks + report."""
-    from cnnforge.frontend.torch_fx import load_model
-    from cnnforge.pipeline import CompileOptions, compile_model
-
-    checkpoint = checkpoint or shipped_checkpoint()
-    model = load_model(MODEL, {}, checkpoint)
-    test_set = ShapesDataset("test", held_out, SIZE)
-    evaluation = evaluate_three_ways(model, test_set, len(SHAPES_CLASSES))
-    sample = test_set[0][0].numpy().astype(np.int64)
-    with atomic_output_dir(Path(output), overwrite=overwrite) as work:
-        np.save(work / "sample.npy", sample)
-        state = compile_model(
-            CompileOptions(
-                output=work / "compile", model=MODEL, device="MAX78000", checkpoint=checkpoint,
-                sample=work / "sample.npy", input_shape=(3, SIZE, SIZE), run=run_c,
-            ),
-            on_step=on_step,
-        )  # fmt: skip
-        masks_figure(model, test_set, work / "masks.png")
-        (work / "README.md").write_text(_readme(evaluation, checkpoint))
-    return DemoResult(evaluation, state, Path(output), checkpoint)
 
 
 def masks_figure(model: torch.nn.Module, dataset: ShapesDataset, path: Path, n: int = 6) -> None:
@@ -127,7 +84,7 @@ def masks_figure(model: torch.nn.Module, dataset: ShapesDataset, path: Path, n: 
     plt.close(fig)
 
 
-def _readme(evaluation: Evaluation, checkpoint: Path) -> str:
+def readme_text(evaluation: Evaluation, checkpoint: Path) -> str:
     lines = [
         "# cnnforge demo",
         "",

@@ -23,8 +23,8 @@ from cnnforge.emit.hls.plan import HlsPlan, LayerPlan, plan_hls
 from cnnforge.emit.hls.regmap import regmap_markdown
 from cnnforge.errors import DeviceLimitError, InputError
 from cnnforge.geometry import main_input_shape
-from cnnforge.hls_target import HLS, HlsTarget
 from cnnforge.ir import INPUT, Activation, EltwiseOp, Layer, Network, Op, Pooling, PoolKind
+from cnnforge.targets.hls.device import HLS, HlsTarget
 
 TEMPLATES = Path(__file__).parent / "templates"
 ENGINES_HEADER = "cnnforge_hls.h"

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from cnnforge.arithmetic import accumulator_bits
 from cnnforge.errors import DeviceLimitError, EmitError
 from cnnforge.geometry import BEFORE_FIRST, live_intervals
-from cnnforge.hls_target import HlsTarget
 from cnnforge.ir import INPUT, Activation, Layer, Network, Op, PoolKind
+from cnnforge.targets.hls.device import HlsTarget
 
 PINGPONG = ("ping", "pong")
 ENGINES = {Op.CONV2D: "conv2d", Op.CONVTRANSPOSE2D: "transconv", Op.PASSTHROUGH: "copy"}

@@ -1,6 +1,6 @@
 """The AXI-Lite register map of an HLS top function as a markdown table (regmap.md).
 
-Offsets come from the target (hls_target.HlsTarget, docs/hls-target.md §5); the first four
+Offsets come from the target (targets.hls.device.HlsTarget, docs/hls-target.md §5); the first four
 match seed 001 §7 (0x000 control, 0x010 {height, width}, 0x020 {kernel_size, padding},
 0x030 {in_channels, out_channels}).
 """
@@ -8,8 +8,8 @@ match seed 001 §7 (0x000 control, 0x010 {height, width}, 0x020 {kernel_size, pa
 from __future__ import annotations
 
 from cnnforge.emit.hls.plan import HlsPlan
-from cnnforge.hls_target import HlsTarget
 from cnnforge.ir import Network
+from cnnforge.targets.hls.device import HlsTarget
 
 
 def register_rows(target: HlsTarget) -> list[tuple[str, str, str]]:

@@ -23,7 +23,6 @@ HLS_OPS = frozenset({Op.CONV2D, Op.CONVTRANSPOSE2D, Op.PASSTHROUGH})
 class HlsTarget(Device):
     """One HLS C++ overlay: engines, widths, parallelism and register map (hls-target.md)."""
 
-    emitter: str = "hls"  # the compile recipe (pipeline.steps_for): emit/hls/steps.py
     activation_bits: int = 8  # A8: ap_int<8> activations, value v / 128 (§2 H1)
     default_weight_bits: int = 5  # W5 unless --weight-bits says otherwise (§2 H2)
     accumulator_bits_max: int = 32  # widest accumulator an engine may have (§2 H4)
@@ -105,5 +104,5 @@ HLS = HlsTarget(
     output_widths=(8,),  # no 32-bit output layers (§3)
 )
 
-#: The HLS targets, in a stable order (``devices.get_device`` finds them by name).
+#: The HLS targets, in a stable order (pipeline.targets.TARGETS lists them).
 HLS_TARGETS: tuple[HlsTarget, ...] = (HLS,)

@@ -1,5 +1,6 @@
-"""What ``cnnforge plan`` does, callable from Python: get a quantized network, plan, validate,
-write the vendor pair (network.yaml + checkpoint), a sample input and the readable plan.
+"""The ``cnnforge plan`` sequence for the MAX7800x: get the quantized network (the one way,
+pipeline.quantized), plan, validate, write the vendor pair (network.yaml + checkpoint), a sample
+input and the readable plan. Imported vendor pairs are re-planned or only validated.
 
 The output directory appears whole or not at all (cnnforge.outputs.atomic_output_dir).
 """
@@ -7,15 +8,24 @@ The output directory appears whole or not at all (cnnforge.outputs.atomic_output
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from cnnforge.errors import EmitError
+from cnnforge.errors import EmitError, InputError
 from cnnforge.ir import Network
 from cnnforge.outputs import atomic_output_dir, safe_file_stem
+from cnnforge.pipeline.quantized import quantized_from_source
+from cnnforge.pipeline.sources import (
+    VENDOR,
+    match_sample,
+    model_source,
+    read_calibration,
+    read_sample,
+)
 from cnnforge.plan.metrics import PlanMetrics, plan_metrics
 from cnnforge.plan.model import Plan
 from cnnforge.plan.planner import plan_network
@@ -34,35 +44,64 @@ class PlanResult:
     wall_s: float
     issues: tuple[Issue, ...] = ()
     files: tuple[str, ...] = field(default=())
+    sample: np.ndarray | None = None  # the --sample, written instead of a seeded random one
 
 
-def quantized_network(
-    model: str,
-    input_shape: tuple[int, ...],
-    model_args: dict[str, object] | None,
-    checkpoint: Path | None,
-    device: Any,
-    weight_bits: int | str | None = None,
-) -> Network:
-    """The quantized hardware network to plan: a cnnforge quantized checkpoint as it is, else
-    the model (with a float checkpoint, if given) lowered and quantized (``auto``: widths that
-    fit kernel memory, passes.weight_bits)."""
-    from cnnforge.quant.checkpoint import is_quantized_checkpoint, load_quantized
+@dataclass(frozen=True)
+class PlanRequest:
+    """What ``cnnforge plan`` was asked to plan (see the CLI's help for each option)."""
 
-    if checkpoint is not None and is_quantized_checkpoint(checkpoint):
-        return load_quantized(checkpoint)
-    from cnnforge.frontend import load_network
-    from cnnforge.passes.lower import lower_to_hardware
-    from cnnforge.quant.ptq import quantize_network
+    model: str | None = None
+    input_shape: tuple[int, ...] | None = None
+    model_args: Mapping[str, Any] = field(default_factory=dict)
+    checkpoint: Path | None = None
+    weight_bits: int | str | Mapping[str, int] | None = None
+    sample: Path | np.ndarray | None = None  # calibrates PTQ as compile's --sample does
+    calibration: Path | np.ndarray | None = None  # as compile's --calibration
+    ai8x_yaml: Path | None = None
+    ai8x_checkpoint: Path | None = None
+    allow_overlap: bool = False
+    validate_only: bool = False
+    in_place: bool = True
 
-    network = load_network(model, input_shape, dict(model_args or {}), checkpoint)
-    lowered = lower_to_hardware(network, device).network
-    bits: Any = weight_bits if weight_bits is not None else 8
-    if weight_bits == "auto":
-        from cnnforge.passes.weight_bits import choose_weight_bits
 
-        bits = choose_weight_bits(lowered, device).bits
-    return quantize_network(lowered, bits, device=device)
+def plan_request(request: PlanRequest, device: Any) -> PlanResult:
+    """Plan a model (quantized the one way) or a vendor pair (re-planned, or only validated)."""
+    source = model_source(
+        request.model, request.checkpoint, None, request.ai8x_yaml, request.ai8x_checkpoint,
+        hint="give MODEL, or --ai8x-yaml with --ai8x-checkpoint",
+    )  # fmt: skip
+    if source.kind == VENDOR:
+        return _vendor(request, device)
+    if request.input_shape is None:
+        raise InputError("MODEL and --input-shape are needed", hint="e.g. unet-large -i 48,88,88")
+    sample = None
+    if request.sample is not None:
+        sample = match_sample(read_sample(request.sample).values, request.input_shape)
+    calibration = read_calibration(request.calibration, request.input_shape)
+    quantized = quantized_from_source(
+        source, request.input_shape, request.model_args, device, request.weight_bits,
+        calibration=calibration, sample=sample,
+    )  # fmt: skip
+    result = plan_and_validate(quantized.network, device, request.in_place)
+    return replace(result, sample=sample)
+
+
+def _vendor(request: PlanRequest, device: Any) -> PlanResult:
+    from cnnforge.frontend.ai8x import load_ai8x
+
+    network, vendor_plan = load_ai8x(
+        request.ai8x_yaml,
+        request.ai8x_checkpoint,
+        request.input_shape,
+        device=device.name,
+        overlap_data=request.allow_overlap,
+    )
+    if request.validate_only:
+        return validate_imported(
+            network, vendor_plan, device, request.allow_overlap, request.in_place
+        )
+    return plan_and_validate(network, device, request.in_place)
 
 
 def plan_and_validate(network: Network, device: Any, in_place: bool = True) -> PlanResult:
@@ -101,13 +140,15 @@ def write_outputs(
             _write_vendor_pair(net, plan, tmp, dataset)
         except EmitError as exc:  # the vendor format cannot express it; the plan still stands
             notes.append(f"network.yaml not written: {exc.one_line()}")
-        rng = np.random.default_rng(SAMPLE_SEED)
-        sample = rng.integers(-128, 128, size=net.input_shape, dtype=np.int64)
+        sample = result.sample
+        if sample is None:
+            rng = np.random.default_rng(SAMPLE_SEED)
+            sample = rng.integers(-128, 128, size=net.input_shape, dtype=np.int64)
         np.save(tmp / f"sample_{dataset}.npy", sample)
         plan = replace(plan, notes=tuple(notes))
         write_report(net, plan, device, result.metrics, tmp, result.wall_s)
         files = tuple(sorted(str(p.relative_to(tmp)) for p in tmp.rglob("*") if p.is_file()))
-    return PlanResult(net, plan, result.metrics, result.wall_s, result.issues, files)
+    return replace(result, plan=plan, files=files)
 
 
 def _write_vendor_pair(network: Network, plan: Plan, folder: Path, dataset: str) -> None:

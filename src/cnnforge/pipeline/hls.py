@@ -1,4 +1,4 @@
-"""The compile recipe of an HLS target (pipeline.steps_for picks it by ``target.emitter``).
+"""The compile recipe of an HLS target (its entry in pipeline.targets.TARGETS names it).
 
 Shared with the MAX78000/MAX78002 recipe: load, lower and check, quantize, simulate (the known
 answer), float model, summary. Own steps: the HLS plan (buffers, estimate), the HLS C++
@@ -12,13 +12,9 @@ import json
 import tempfile
 from pathlib import Path
 
-from cnnforge.emit.hls.build import csim
-from cnnforge.emit.hls.emitter import emit_hls
-from cnnforge.emit.hls.plan import plan_hls
-from cnnforge.emit.hls.report import report_markdown, resources
 from cnnforge.errors import EmitError
-from cnnforge.pipeline import (
-    CompileState,
+from cnnforge.pipeline.state import CompileState, Steps
+from cnnforge.pipeline.steps import (
     step_float,
     step_load,
     step_lower,
@@ -34,12 +30,16 @@ RESOURCES = "resources.json"
 
 def step_plan_hls(state: CompileState, workdir: Path) -> CompileState:
     """Ping-pong buffers, skip stores (liveness), accumulator widths, resource estimate."""
+    from cnnforge.emit.hls.plan import plan_hls
+
     del workdir
     return state.with_(plan=plan_hls(state.network, state.device))
 
 
 def step_emit_hls(state: CompileState, workdir: Path) -> CompileState:
     """The HLS C++ project with its known-answer testbench."""
+    from cnnforge.emit.hls.emitter import emit_hls
+
     out = workdir / HLS_DIR
     out.mkdir()
     emitted = emit_hls(state.network, state.sample, state.answer, out, state.device)
@@ -50,6 +50,8 @@ def step_csim(state: CompileState, workdir: Path) -> CompileState:
     """With --run: g++ against the ap_types headers, run tb.cpp (builds outside the output)."""
     if not state.options.run:
         return state
+    from cnnforge.emit.hls.build import csim
+
     with tempfile.TemporaryDirectory(prefix="cnnforge-hls-") as tmp:
         result = csim(
             workdir / HLS_DIR,
@@ -70,13 +72,15 @@ def step_report_hls(state: CompileState, workdir: Path) -> CompileState:
     """report.md (resource table, register map, float vs quantized) and resources.json."""
     if not state.options.report:
         return state
+    from cnnforge.emit.hls.report import report_markdown, resources
+
     (workdir / REPORT).write_text(report_markdown(state), "utf-8")
     data = resources(state.plan)
     (workdir / RESOURCES).write_text(json.dumps(data, indent=1) + "\n", "utf-8")
     return state.wrote(REPORT, RESOURCES)
 
 
-STEPS = (
+STEPS: Steps = (
     ("load", step_load),
     ("lower and check", step_lower),
     ("quantize", step_quantize),

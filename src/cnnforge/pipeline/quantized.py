@@ -1,0 +1,142 @@
+"""The one way to a quantized hardware network, used by compile, plan, simulate and quantize.
+
+A cnnforge quantized checkpoint is taken as it is; a model is loaded (frontend), lowered
+(passes.lower), given its weight widths (``None``: the device's default, ``"auto"``: widths
+that fit kernel memory) and quantized post-training (quant.ptq), calibrated on ``--calibration``
+or else on the sample when one is given. QAT layers keep their integers. The same model and
+options therefore give the same network from every command.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from cnnforge.ir import Network
+from cnnforge.pipeline.sources import NETWORK, ModelSource
+from cnnforge.samples import InputArray
+
+Widths = int | str | Mapping[str, int] | None
+
+
+@dataclass(frozen=True)
+class QuantizedNetwork:
+    """A quantized hardware network, its calibrated output scales and what calibrated it."""
+
+    network: Network
+    output_exponents: dict[str, int] = field(default_factory=dict)
+    notes: tuple[str, ...] = ()
+
+
+def calibration_set(
+    calibration: InputArray | None, sample: np.ndarray | None
+) -> tuple[np.ndarray | None, str]:
+    """The PTQ calibration inputs (N,...) and how to name them: --calibration, else the sample."""
+    if calibration is not None:
+        return calibration.values, f"--calibration {calibration.describe()}"
+    if sample is None:
+        return None, ""
+    used = "the sample alone (1 sample; pass --calibration N.npy for a representative set)"
+    return sample[None], used
+
+
+def quantize_lowered(
+    network: Network,
+    device: Any,
+    weight_bits: int | Mapping[str, int],
+    *,
+    clip: str = "max",
+    calibration: np.ndarray | None = None,
+    used: str = "",
+) -> QuantizedNetwork:
+    """PTQ of a lowered ``network``'s float layers (an already quantized one is returned)."""
+    from cnnforge.quant.ptq import quantize_with_scales
+
+    if network.is_quantized:
+        return QuantizedNetwork(network)
+    q, exps = quantize_with_scales(
+        network, weight_bits, clip, calibration=calibration, device=device
+    )
+    notes = [f"PTQ activation scales calibrated on {used}"] if used else []
+    notes += [f"output {n} is calibrated: value x 2^{e}" for n, e in sorted(exps.items()) if e]
+    return QuantizedNetwork(q, dict(exps), tuple(notes))
+
+
+def quantized_network(
+    source: Network,
+    device: Any,
+    weight_bits: Widths = None,
+    *,
+    clip: str = "max",
+    calibration: InputArray | None = None,
+    sample: np.ndarray | None = None,
+) -> QuantizedNetwork:
+    """Lower a model-level ``source`` for ``device``, choose widths, quantize (calibrated)."""
+    from cnnforge.passes.lower import lower_to_hardware
+
+    lowered = lower_to_hardware(source, device).network
+    values, used = calibration_set(calibration, sample)
+    bits = _widths(lowered, device, weight_bits)
+    return quantize_lowered(lowered, device, bits, clip=clip, calibration=values, used=used)
+
+
+def _widths(network: Network, device: Any, weight_bits: Widths) -> int | Mapping[str, int]:
+    """``None``: the device's default width; ``"auto"``: passes.weight_bits; else as given."""
+    if weight_bits is None:
+        return int(getattr(device, "default_weight_bits", 8))
+    if weight_bits == "auto":
+        from cnnforge.passes.weight_bits import choose_weight_bits
+
+        return choose_weight_bits(network, device).bits
+    if isinstance(weight_bits, str):
+        return int(weight_bits)
+    return weight_bits
+
+
+def quantized_checkpoint(source: ModelSource) -> Path | None:
+    """The cnnforge quantized checkpoint to take as it is: --network, or such a --checkpoint."""
+    from cnnforge.quant.checkpoint import is_quantized_checkpoint
+
+    if source.kind == NETWORK:
+        return source.network
+    if source.checkpoint is not None and is_quantized_checkpoint(source.checkpoint):
+        return source.checkpoint
+    return None
+
+
+def load_source(
+    source: ModelSource, input_shape: tuple[int, ...] | None, model_args: Mapping[str, Any]
+) -> Network:
+    """The network of a MODEL or --network source: quantized as saved, or model-level float."""
+    path = quantized_checkpoint(source)
+    if path is not None:
+        from cnnforge.quant.checkpoint import load_quantized
+
+        return load_quantized(path)
+    from cnnforge.frontend import load_network
+
+    return load_network(source.model, input_shape, dict(model_args), source.checkpoint)
+
+
+def quantized_from_source(
+    source: ModelSource,
+    input_shape: tuple[int, ...] | None,
+    model_args: Mapping[str, Any],
+    device: Any,
+    weight_bits: Widths = None,
+    *,
+    clip: str = "max",
+    calibration: InputArray | None = None,
+    sample: np.ndarray | None = None,
+) -> QuantizedNetwork:
+    """``load_source`` then, for a model, ``quantized_network`` (the commands' common path)."""
+    if quantized_checkpoint(source) is not None:
+        return QuantizedNetwork(load_source(source, input_shape, model_args))
+    network = load_source(source, input_shape, model_args)
+    return quantized_network(
+        network, device, weight_bits, clip=clip, calibration=calibration, sample=sample
+    )

@@ -1,0 +1,111 @@
+"""What the compile steps pass along: the options, the immutable state and the output names.
+
+Every step is a plain function ``(CompileState, workdir) -> CompileState``; ``summary`` is the
+facts the CLI prints, summary.json records and the report shows.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from cnnforge.ir import Network
+from cnnforge.plan.model import Plan
+from cnnforge.samples import InputArray
+
+C_DIR = "c"
+AI8X_DIR = "ai8x"
+REPORT = "report.html"
+SUMMARY = "summary.json"
+KNOWN_ANSWER = "sample_output.npz"
+SAMPLE = "sample_input.npy"
+QUANTIZED = "network.json"
+CHECKPOINT = "network.pth"  # cnnforge quantized checkpoint (cnnforge simulate --network)
+
+
+@dataclass(frozen=True)
+class CompileOptions:
+    """What ``cnnforge compile`` was asked to do (see the CLI's help for each option)."""
+
+    output: Path
+    model: str | None = None
+    device: str = "MAX78000"
+    checkpoint: Path | None = None
+    ptq: bool = False
+    sample: Path | np.ndarray | None = None
+    calibration: Path | np.ndarray | None = None  # --ptq activation scales (default: the sample)
+    input_shape: tuple[int, ...] | None = None
+    model_args: Mapping[str, Any] = field(default_factory=dict)
+    weight_bits: int | str | Mapping[str, int] | None = None  # None: the device's default
+    ai8x_yaml: Path | None = None
+    ai8x_checkpoint: Path | None = None
+    overwrite: bool = False
+    run: bool = False
+    probe: bool = False
+    sanitize: bool = False  # --run under AddressSanitizer + UBSan
+    max_verify: int | None = None
+    report: bool = True
+    in_place: bool = True  # layers may overwrite their dying input (vendor: --overlap-data)
+
+
+@dataclass(frozen=True)
+class CompileState:
+    """Everything the steps have produced so far (immutable: each step returns a new one)."""
+
+    options: CompileOptions
+    device: Any = None
+    source: Network | None = None  # model-level float network (None for quantized inputs)
+    imported: Any = None  # frontend.ai8x.Ai8xModel for a vendor pair
+    rewrites: tuple = ()
+    violations: tuple = ()
+    weight_mode: str = ""
+    weight_bits: dict[str, int] = field(default_factory=dict)
+    network: Network | None = None  # quantized hardware network
+    plan: Plan | None = None
+    plan_issues: tuple = ()
+    sample: np.ndarray | None = None  # int64, C,H,W (or C,L)
+    calibration: InputArray | None = None  # --calibration, N,C,H,W int64
+    answer: dict[str, np.ndarray] = field(default_factory=dict)
+    output_exponents: dict[str, int] = field(default_factory=dict)  # calibrated PTQ scales
+    layer_outputs: dict[str, np.ndarray] = field(default_factory=dict)
+    float_outputs: dict[str, np.ndarray] = field(default_factory=dict)
+    emitted: Any = None  # emit.c.EmittedC
+    files: tuple[str, ...] = ()
+    selftest: Any = None  # emit.c.build.RunResult
+    notes: tuple[str, ...] = ()
+
+    def with_(self, **changes: Any) -> CompileState:
+        """A copy with some fields replaced."""
+        return dataclasses.replace(self, **changes)
+
+    def wrote(self, *names: str) -> CompileState:
+        """A copy that also lists ``names`` (paths relative to the output) as written."""
+        return self.with_(files=tuple(sorted({*self.files, *names})))
+
+
+Step = Callable[[CompileState, Path], CompileState]
+Steps = tuple[tuple[str, Step], ...]
+
+
+def summary(state: CompileState) -> dict[str, Any]:
+    """The facts the CLI prints and summary.json records."""
+    e = state.emitted
+    run = state.selftest
+    return {
+        "network": state.network.name if state.network else None,
+        "device": state.device.name if state.device else None,
+        "layers": len(state.network.layers) if state.network else 0,
+        "macs": e.macs if e else None,
+        "c_arena_bytes": e.arena_bytes if e else None,
+        "outputs": e.output_size if e else None,
+        "verified_outputs": e.verify_count if e else None,
+        "checksum": f"{e.checksum:08x}" if e else None,
+        "selftest": None if run is None else {"passed": run.passed, "output": run.output},
+        "notes": list(state.notes),
+        "files": [f for f in state.files if f != SUMMARY],
+    }

@@ -1,0 +1,374 @@
+"""The MAX78000/MAX78002 compile steps: a model (or vendor pair) to vendor files, portable C,
+the known answer and the report. Each step is a plain function ``(CompileState, workdir) ->
+CompileState``; ``STEPS`` is the recipe (pipeline.compile runs it, pipeline.targets names it):
+
+    load -> lower and check -> quantize -> plan -> simulate the sample (the known answer)
+    -> float model -> vendor YAML + checkpoint -> portable C -> [build and run] -> report -> summary
+
+Stages are imported inside the steps that use them (``cnnforge --help`` stays light).
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from cnnforge.errors import DeviceLimitError, EmitError, InputError
+from cnnforge.ir import Network
+from cnnforge.outputs import safe_file_stem
+from cnnforge.pipeline.sources import (
+    MODEL,
+    default_shape,
+    match_sample,
+    model_source,
+    read_calibration,
+    read_sample,
+)
+from cnnforge.pipeline.state import (
+    AI8X_DIR,
+    C_DIR,
+    CHECKPOINT,
+    KNOWN_ANSWER,
+    QUANTIZED,
+    REPORT,
+    SAMPLE,
+    SUMMARY,
+    CompileState,
+    Steps,
+    summary,
+)
+from cnnforge.samples import FLOAT_RULE, InputArray
+
+# ---- steps ---------------------------------------------------------------------------------
+
+
+def step_load(state: CompileState, workdir: Path) -> CompileState:
+    """Read the sample and load the model (PyTorch spec, quantized checkpoint or vendor pair)."""
+    del workdir
+    o = state.options
+    source = model_source(
+        o.model, o.checkpoint, None, o.ai8x_yaml, o.ai8x_checkpoint,
+        hint="give MODEL, or --ai8x-yaml with --ai8x-checkpoint",
+    )  # fmt: skip
+    if source.kind != MODEL:
+        return _load_ai8x(state)
+    if not o.ptq and o.checkpoint is None:
+        raise InputError(
+            "give --checkpoint (QAT or quantized) or --ptq", hint="--ptq quantizes post-training"
+        )
+    read = read_sample(o.sample)
+    state = _sample_note(state, read)
+    sample = read.values
+    shape = o.input_shape or default_shape(o.model, sample)
+    from cnnforge.pipeline.quantized import load_source, quantized_checkpoint
+
+    network = load_source(source, shape, o.model_args)
+    if quantized_checkpoint(source) is not None:
+        return state.with_(network=network, sample=match_sample(sample, network.input_shape))
+    state = state.with_(source=network, sample=match_sample(sample, network.input_shape))
+    return _read_calibration(state, network.input_shape)
+
+
+def _sample_note(state: CompileState, read: InputArray) -> CompileState:
+    """Say on the summary and in the report when the sample was converted from floats."""
+    if not read.converted_from_float:
+        return state
+    note = f"sample {read.describe()}: {FLOAT_RULE}"
+    return state.with_(notes=(*state.notes, note))
+
+
+def _read_calibration(state: CompileState, shape: tuple[int, ...]) -> CompileState:
+    """``--calibration`` for --ptq: N samples of the model's input shape."""
+    o = state.options
+    if o.calibration is not None and not o.ptq:
+        raise InputError(
+            "--calibration is only used with --ptq", hint="drop it, or quantize with --ptq"
+        )
+    return state.with_(calibration=read_calibration(o.calibration, shape))
+
+
+def _load_ai8x(state: CompileState) -> CompileState:
+    """A vendor pair: its network and its plan, as the vendor tool would place it."""
+    from cnnforge.frontend.ai8x import read_ai8x, sample_path
+
+    o = state.options
+    if o.calibration is not None:
+        raise InputError(
+            "--calibration is for --ptq of a float model; a vendor pair is already quantized",
+            hint="drop --calibration",
+        )
+    read = read_sample(o.sample) if o.sample is not None else None
+    given = read.values if read is not None else None
+    if read is not None:
+        state = _sample_note(state, read)
+    shape = o.input_shape
+    if shape is None and given is not None:  # the sample decides the input size
+        shape = tuple(given.shape[1:] if given.ndim == 4 else given.shape)
+    model = read_ai8x(
+        o.ai8x_yaml, o.ai8x_checkpoint, shape, device=state.device.name, overlap_data=True
+    )
+    if given is None:
+        given = read_sample(sample_path(o.ai8x_yaml, model.dataset)).values
+    sample = match_sample(given, model.network.input_shape)
+    return state.with_(imported=model, network=model.network, plan=model.plan, sample=sample)
+
+
+def step_lower(state: CompileState, workdir: Path) -> CompileState:
+    """Fold, fuse and legalize, choose weight widths, check every device limit."""
+    del workdir
+    if state.source is None:  # already hardware: check only
+        from cnnforge.passes.check import check_network
+
+        violations = check_network(state.network, state.device)
+        if state.imported is None:
+            _raise_violations(violations)
+        notes = tuple(
+            f"vendor network: layer {v.layer}: {v.rule}: {v.actual} (limit {v.limit})"
+            for v in violations
+        )
+        return state.with_(violations=violations, notes=(*state.notes, *notes))
+    bits = state.options.weight_bits
+    bits = state.device.default_weight_bits if bits is None else bits
+    from cnnforge.passes.check import check_report
+
+    report = check_report(state.source, state.device, _bits_option(bits))
+    _raise_violations(report.violations)
+    return state.with_(
+        network=report.network,
+        rewrites=report.rewrites,
+        weight_mode=report.weight_mode,
+        weight_bits=dict(report.weight_bits),
+        notes=(
+            *state.notes,
+            *_bits_notes(report.weight_bits, state.device.default_weight_bits),
+            *_host_notes(report.network),
+        ),
+    )
+
+
+def _host_notes(network: Network) -> tuple[str, ...]:
+    """Outputs whose softmax/argmax runs on the host (passes/host_ops.py)."""
+    notes = []
+    for name, kind in zip(network.outputs, network.host_reduce, strict=False):
+        if not kind:
+            continue
+        note = (
+            f"output {name}: {kind.partition(':')[0]} over the channels runs on the host "
+            "(C: cnn_host_output, checked by the self-test); the known answer is taken before it"
+        )
+        if kind == "softmax" and all(n == 1 for n in network.shape_of(name)[1:]):
+            note += "; for the vendor tool add --softmax (one softmax over all outputs)"
+        notes.append(note)
+    return tuple(notes)
+
+
+def _bits_option(value: int | str | Mapping[str, int]) -> int | str | dict[str, int]:
+    if isinstance(value, str) and value != "auto":
+        try:
+            return int(value)
+        except ValueError:
+            raise InputError(f"--weight-bits {value!r}", hint="use 8, 4, 2, 1 or auto") from None
+    return dict(value) if isinstance(value, Mapping) else value
+
+
+def _bits_notes(bits: Mapping[str, int], default: int = 8) -> tuple[str, ...]:
+    narrow = {n: b for n, b in bits.items() if b != default}
+    return (f"weight bits other than {default}: {narrow}",) if narrow else ()
+
+
+def _raise_violations(violations: tuple) -> None:
+    if violations:
+        v = violations[0]
+        more = f" (and {len(violations) - 1} more)" if len(violations) > 1 else ""
+        raise DeviceLimitError(
+            f"{v.rule}: {v.actual} (limit {v.limit}){more}",
+            where=f"layer {v.layer} ({v.module_path})",
+            hint=v.hint or "run `cnnforge check` for every violation",
+        )
+
+
+def step_quantize(state: CompileState, workdir: Path) -> CompileState:
+    """PTQ of float layers with the chosen widths (QAT layers keep their integers)."""
+    del workdir
+    network = state.network
+    if network is None:
+        raise EmitError("nothing to quantize")
+    if network.is_quantized:
+        return state
+    if not state.options.ptq:
+        missing = next(x for x in network.layers if x.has_weights and x.quant is None)
+        raise InputError(
+            "the model has float layers and --ptq was not given",
+            where=f"layer {missing.name} ({missing.module_path})",
+            hint="pass --ptq, or a QAT / quantized --checkpoint",
+        )
+    # Calibrated on --calibration, else on the sample: layers whose float outputs would leave
+    # the int8 range get a power-of-two activation scale (quant/ptq.py), per network output.
+    from cnnforge.pipeline.quantized import calibration_set, quantize_lowered
+
+    values, used = calibration_set(state.calibration, state.sample)
+    q = quantize_lowered(
+        network, state.device, state.weight_bits or 8, calibration=values, used=used
+    )
+    return state.with_(
+        network=q.network,
+        output_exponents=dict(q.output_exponents),
+        notes=(*state.notes, *q.notes),
+    )
+
+
+def step_plan(state: CompileState, workdir: Path) -> CompileState:
+    """Place the network (processors, memories, kernels); validate the plan independently."""
+    del workdir
+    from cnnforge.plan.planner import plan_network
+    from cnnforge.plan.validate import raise_on_issues, validate_plan
+
+    if state.plan is None:
+        network, plan = plan_network(state.network, state.device, in_place=state.options.in_place)
+        raise_on_issues(validate_plan(network, plan, state.device))
+        flags = tuple(n for n in plan.notes if "the vendor tool needs" in n)  # --fifo, ...
+        return state.with_(network=network, plan=plan, notes=(*state.notes, *flags))
+    issues = validate_plan(state.network, state.plan, state.device, allow_overlap=True)
+    notes = tuple(f"imported plan: {x.one_line()}" for x in issues)
+    return state.with_(plan_issues=issues, notes=(*state.notes, *notes))
+
+
+def step_simulate(state: CompileState, workdir: Path) -> CompileState:
+    """The known answer: the bit-exact simulator on the sample (every layer kept for probes)."""
+    from cnnforge.quant.checkpoint import save_quantized
+    from cnnforge.sim import simulate
+
+    result = simulate(state.network, state.sample[None], all_layers=True)
+    answer = {k: _np(v)[0] for k, v in result.outputs.items()}
+    layers = {k: _np(v)[0] for k, v in (result.layers or {}).items()}
+    np.savez(workdir / KNOWN_ANSWER, **{k: answer[k] for k in sorted(answer)})
+    np.save(workdir / SAMPLE, state.sample.astype(np.int8))
+    text = state.network.to_json()
+    (workdir / QUANTIZED).write_text(text, "utf-8")
+    save_quantized(state.network, workdir / CHECKPOINT, network_json=text)
+    state = state.with_(answer=answer, layer_outputs=layers)
+    return state.wrote(KNOWN_ANSWER, SAMPLE, QUANTIZED, CHECKPOINT)
+
+
+def _np(value: Any) -> np.ndarray:
+    return value.numpy() if hasattr(value, "numpy") else np.asarray(value)
+
+
+def step_float(state: CompileState, workdir: Path) -> CompileState:
+    """The float model on the same sample (x / 128), for the report's comparison."""
+    del workdir
+    if state.source is None or not state.options.report:
+        return state
+    from cnnforge.sim.float_eval import run_float
+
+    x = state.sample[None].astype(np.float32) / 128.0
+    outputs = run_float(state.source, x, all_layers=True)
+    # Fusion may rename layers: pair the model's outputs with the hardware outputs by position;
+    # an output whose softmax runs on the host is compared before it (the known answer is).
+    pairs = zip(state.network.outputs, state.source.outputs, strict=False)
+    host = dict(zip(state.network.outputs, state.network.host_reduce, strict=False))
+    before = {hw: state.source.layer(fl).inputs[0] if host.get(hw) else fl for hw, fl in pairs}
+    return state.with_(float_outputs={hw: _np(outputs[fl])[0] for hw, fl in before.items()})
+
+
+def step_vendor(state: CompileState, workdir: Path) -> CompileState:
+    """The vendor's YAML and quantized checkpoint (for ai8x-synthesis)."""
+    from cnnforge.emit.ai8x_checkpoint import write_checkpoint as write_ckpt
+    from cnnforge.emit.ai8x_yaml import write_yaml
+
+    arch = _arch(state)
+    (workdir / AI8X_DIR).mkdir()
+    yaml_name, ckpt_name = f"{AI8X_DIR}/{arch}.yaml", f"{AI8X_DIR}/{arch}-q.pth.tar"
+    dataset = state.imported.dataset if state.imported is not None else None
+    write_yaml(state.network, state.plan, workdir / yaml_name, arch=arch, dataset=dataset)
+    modules = dict(state.imported.modules) if state.imported is not None else None
+    write_ckpt(state.network, workdir / ckpt_name, arch=arch, modules=modules)
+    return state.wrote(yaml_name, ckpt_name)
+
+
+def _arch(state: CompileState) -> str:
+    name = state.imported.arch if state.imported is not None else state.network.name
+    return safe_file_stem(name)
+
+
+def step_emit_c(state: CompileState, workdir: Path) -> CompileState:
+    """Portable C with the known-answer self-test."""
+    from cnnforge.emit.c import emit_c
+
+    c_dir = workdir / C_DIR
+    c_dir.mkdir()
+    emitted = emit_c(
+        state.network,
+        state.sample,
+        state.answer,
+        c_dir,
+        max_verify=state.options.max_verify,
+        output_exponents=state.output_exponents,
+    )
+    return state.with_(emitted=emitted).wrote(*(f"{C_DIR}/{f}" for f in emitted.files))
+
+
+def step_run(state: CompileState, workdir: Path) -> CompileState:
+    """With --run: build with the host cc and run the self-test (builds outside the output)."""
+    if not (state.options.run or state.options.probe):
+        return state
+    from cnnforge.emit.c.build import build_and_run
+    from cnnforge.emit.c.probe import run_probe
+
+    with tempfile.TemporaryDirectory(prefix="cnnforge-build-") as tmp:
+        result = build_and_run(
+            workdir / C_DIR, build_dir=Path(tmp), sanitize=state.options.sanitize
+        )
+        if state.options.probe:
+            run_probe(workdir / C_DIR, Path(tmp), workdir / "probe")
+    if not result.passed:
+        raise EmitError(
+            f"the C self-test failed: {result.output}",
+            where=f"{C_DIR}/main.c",
+            hint="compile without --run; then `make probe` in c/, `cnnforge simulate --network "
+            "network.pth --input sample_input.npy --output o.npy --layers L` and "
+            "`cnnforge diff c/probe L` name the first diverging layer",
+        )
+    state = state.with_(selftest=result)
+    if state.options.probe:
+        layers = {x.name: state.layer_outputs[x.name] for x in state.network.layers}
+        np.savez(workdir / "sim_layers.npz", **layers)  # in layer order, as diff reads it
+        state = state.wrote("probe/manifest.txt", "sim_layers.npz")
+    return state
+
+
+def step_report(state: CompileState, workdir: Path) -> CompileState:
+    """The self-contained HTML report."""
+    if not state.options.report:
+        return state
+    from cnnforge.emit.report import write_report
+
+    write_report(state, workdir / REPORT, summary(state))
+    return state.wrote(REPORT)
+
+
+def step_summary(state: CompileState, workdir: Path) -> CompileState:
+    """summary.json: what was written and the self-test verdict (machine-readable)."""
+    (workdir / SUMMARY).write_text(json.dumps(summary(state), indent=1) + "\n", "utf-8")
+    return state.wrote(SUMMARY)
+
+
+#: The compile recipe, in order.
+STEPS: Steps = (
+    ("load", step_load),
+    ("lower and check", step_lower),
+    ("quantize", step_quantize),
+    ("plan", step_plan),
+    ("simulate", step_simulate),
+    ("float model", step_float),
+    ("vendor files", step_vendor),
+    ("C code", step_emit_c),
+    ("build and run", step_run),
+    ("report", step_report),
+    ("summary", step_summary),
+)

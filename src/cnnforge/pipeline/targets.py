@@ -1,0 +1,126 @@
+"""Every target cnnforge compiles or plans for, as one table of records.
+
+A ``Target`` says in one place what a ``--device`` name means: its device data (or how to read
+a parametrised one), its integer semantics, its planner for ``cnnforge plan``, its compile
+recipe and the report files it writes. ``get_target``/``resolve_device`` look names up here;
+the pipeline asks the record and never branches on a target. Adding a target adds an entry
+below and a package (targets/<name>/ for its data, pipeline/<name>.py for its steps).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from cnnforge.devices import MAX78000, MAX78002, Device
+from cnnforge.errors import InputError
+from cnnforge.pipeline import hls, plan, steps
+from cnnforge.pipeline.state import Steps
+from cnnforge.targets.generic.target import parse_generic
+from cnnforge.targets.hls.device import HLS
+
+
+@dataclass(frozen=True)
+class Target:
+    """One target: what ``--device NAME`` resolves to and what each command runs for it."""
+
+    name: str  # the --device name (case-insensitive); ``parse`` targets match NAME[:params]
+    description: str
+    semantics: str  # the module whose integer rules its bit-exact simulation follows
+    device: Device | None = None  # fixed device data
+    parse: Callable[[str], Any] | None = None  # parametrised targets: --device text -> record
+    aliases: tuple[str, ...] = ()
+    compile_steps: Steps | None = None  # `cnnforge compile` (None: it cannot be compiled)
+    planner: Callable[..., Any] | None = None  # `cnnforge plan`'s planner (None: plan refuses)
+    report: tuple[str, ...] = ()  # the report files its recipe writes
+
+    def matches(self, text: str) -> bool:
+        """True when ``--device text`` names this target."""
+        key = text.strip().upper()
+        if self.parse is not None:
+            key = key.split(":", 1)[0]
+        return key in {self.name.upper(), *(a.upper() for a in self.aliases)}
+
+    def resolve(self, text: str) -> Any:
+        """The device record ``text`` names (a parametrised target reads its parameters)."""
+        return self.parse(text) if self.parse is not None else self.device
+
+
+_MAX_REPORT = ("report.html", "summary.json")
+
+#: The targets, MAX7800x first; ``cnnforge --device`` accepts each name.
+TARGETS: tuple[Target, ...] = (
+    Target(
+        "MAX78000",
+        "Analog Devices MAX78000 CNN accelerator",
+        "cnnforge.arithmetic (the vendor's integer rules)",
+        device=MAX78000,
+        aliases=(MAX78000.die,),
+        compile_steps=steps.STEPS,
+        planner=plan.plan_request,
+        report=_MAX_REPORT,
+    ),
+    Target(
+        "MAX78002",
+        "Analog Devices MAX78002 CNN accelerator",
+        "cnnforge.arithmetic (the vendor's integer rules)",
+        device=MAX78002,
+        aliases=(MAX78002.die,),
+        compile_steps=steps.STEPS,
+        planner=plan.plan_request,
+        report=_MAX_REPORT,
+    ),
+    Target(
+        "HLS",
+        "FPGA overlay from HLS C++ (docs/hls-target.md)",
+        "cnnforge.arithmetic (A8 activations, W1-8 weights, docs/hls-target.md §2)",
+        device=HLS,
+        compile_steps=hls.STEPS,
+        report=(hls.REPORT, hls.RESOURCES, "summary.json"),
+    ),
+    Target(
+        "generic",
+        "generic accelerator: on-chip budget + DDR (generic:onchip=3MiB,...)",
+        "cnnforge.targets.generic.integer (saturating fixed point)",
+        parse=parse_generic,
+        planner=None,  # planned on the float model: pipeline.generic.plan_budget
+        report=("generic-plan.json", "generic-plan.txt", "ddr-vs-budget.svg", "report.html"),
+    ),
+)
+
+
+def target_names() -> str:
+    """The ``--device`` names, for help and error hints."""
+    return ", ".join(t.name + ("[:KEY=VALUE,...]" if t.parse else "") for t in TARGETS)
+
+
+def get_target(name: str) -> Target:
+    """The target ``--device name`` names; a one-line InputError listing them otherwise."""
+    for target in TARGETS:
+        if target.matches(str(name)):
+            return target
+    raise InputError(f"unknown device {name!r}", hint=f"choose one of {target_names()}")
+
+
+def resolve_device(name: Any) -> Any:
+    """The device record of ``--device name`` (a record is returned as it is)."""
+    if not isinstance(name, str):
+        return name
+    return get_target(name).resolve(name)
+
+
+def target_of(device: Any) -> Target:
+    """The table entry of a device record (or of a ``--device`` name)."""
+    return get_target(device if isinstance(device, str) else device.name)
+
+
+def steps_for(device: Any) -> Steps:
+    """The compile recipe of ``device``'s target (InputError if it cannot be compiled)."""
+    target = target_of(device)
+    if target.compile_steps is None:
+        raise InputError(
+            f"--device {target.name} cannot be compiled",
+            hint="plan it with `cnnforge plan` or `cnnforge budget`",
+        )
+    return target.compile_steps
