@@ -18,6 +18,15 @@ from support.paths import AI8X, REQUIRE_VENDOR_DATA_ENV, REQUIRED_DATA  # noqa: 
 # (and each xdist worker already has its own core).
 torch.set_num_threads(1)
 
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    """Every test single-threaded, even after code under test changed the thread count."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
 settings.register_profile(
     "cnnforge",
     derandomize=True,

@@ -24,8 +24,8 @@ from cnnforge.emit.c.build import build_and_run, compile_c
 from cnnforge.errors import EmitError, InputError
 from cnnforge.ir import BINARY_BITS, Activation, Layer, Network, Op, Quantized
 from cnnforge.sim import simulate
+from support.emit_c import build_batch, random_input, random_network
 from support.golden import check_files, folder_files
-from test_emit_c_support import build_batch, random_input, random_network
 
 GOLDEN = Path(__file__).parent / "golden_c"
 

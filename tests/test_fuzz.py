@@ -28,7 +28,7 @@ from cnnforge.frontend.ai8x import read_ai8x
 from cnnforge.frontend.ai8x_checkpoint import load_checkpoint_dict
 from cnnforge.outputs import MANIFEST
 from cnnforge.quant.checkpoint import save_quantized
-from fuzz_support import (
+from support.fuzz import (
     MODEL_SOURCE,
     NASTY_TEXTS,
     PATHS,

@@ -30,14 +30,13 @@ from cnnforge.ir import Activation, EltwiseOp, Network, Pooling, PoolKind
 from cnnforge.plan.model import Plan
 from cnnforge.sim import simulate
 from support.golden import check_text
-from test_ai8x_random import _one_thread  # noqa: F401 -- autouse: single-threaded simulations
 
 GOLDEN = Path(__file__).parent / "golden"
 
 
 def small_network() -> tuple[Network, Plan]:
     """Nine layers over a 3x16x16 input with a consistent MAX78000 placement."""
-    from test_ai8x_random import Builder, conv, linear, passthrough
+    from support.ai8x import Builder, conv, linear, passthrough
 
     b = Builder((3, 16, 16), np.random.default_rng(0))
     pool2 = Pooling(PoolKind.MAX, (2, 2), (2, 2))
@@ -106,7 +105,7 @@ def test_small_network_checkpoint_golden():
 def test_small_network_reimports(tmp_path):
     from cnnforge.emit.ai8x_checkpoint import write_checkpoint
     from cnnforge.emit.ai8x_yaml import write_yaml
-    from test_ai8x_random import semantic_differences
+    from support.ai8x import semantic_differences
 
     network, plan = small_network()
     write_yaml(network, plan, tmp_path / "s.yaml")
@@ -150,7 +149,7 @@ def test_vendor_known_answers(ai8x_data, tmp_path, case):
     got = _simulate(model.network, x)
     assert got.dtype == np.int64
     assert np.array_equal(got.reshape(expected.shape), expected)
-    from test_ai8x_roundtrip import roundtrip
+    from support.ai8x import roundtrip
 
     again = roundtrip(model, tmp_path, x.shape)
     assert np.array_equal(_simulate(again.network, x), got)

@@ -30,9 +30,9 @@ from cnnforge.hls_target import HLS
 from cnnforge.ir import Op
 from cnnforge.plan.liveness import live_intervals
 from cnnforge.sim import simulate
+from support.emit_c import random_network
 from support.golden import check_files, folder_files
-from test_emit_c_support import random_network
-from test_hls_support import csim_batch, random_hls_network, random_sample
+from support.hls import csim_batch, random_hls_network, random_sample
 
 GOLDEN = Path(__file__).parent / "golden_hls"
 N_RANDOM = 50

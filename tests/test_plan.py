@@ -16,7 +16,7 @@ from cnnforge.plan.liveness import live_intervals
 from cnnforge.plan.planner import plan_cycles, plan_network
 from cnnforge.plan.resources import resources_of
 from cnnforge.plan.validate import validate_plan
-from test_plan_support import POOL2, conv, passthrough, small_unet, upconv, with_weights
+from support.plan import POOL2, conv, passthrough, small_unet, upconv, with_weights
 
 # ---- latency model: the three check values of devices.md §5 ---------------------------------
 
