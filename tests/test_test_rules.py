@@ -3,13 +3,18 @@
 Test modules never import one another: a builder two modules share lives in tests/support/
 (importing a test module also collects its fixtures and tests twice, and hides which helpers
 are shared). tests/support/ never imports a test module either, and holds no tests (pytest
-would not collect them there).
+would not collect them there). Golden files cannot pass by comparing with what the same run
+wrote (tests/support/golden.py).
 """
 
 from __future__ import annotations
 
 import ast
 from pathlib import Path
+
+import pytest
+
+from support.golden import REGEN_ENV, check_files, check_text
 
 TESTS = Path(__file__).resolve().parent
 
@@ -54,3 +59,23 @@ def test_shared_helpers_are_only_in_support() -> None:
     """No loose helper modules next to the tests: they go to tests/support/."""
     loose = [p.name for p in TESTS.glob("*.py") if not p.name.startswith(("test_", "conftest"))]
     assert loose == []
+
+
+def test_regenerating_a_golden_file_skips_instead_of_passing(tmp_path, monkeypatch) -> None:
+    """A regenerating run writes the expectation and skips: it never compares with itself."""
+    monkeypatch.setenv(REGEN_ENV, "1")
+    with pytest.raises(pytest.skip.Exception):
+        check_text(tmp_path / "a.txt", "new")
+    with pytest.raises(pytest.skip.Exception):
+        check_files(tmp_path / "d", {"x.c": b"1"})
+    assert (tmp_path / "a.txt").read_text() == "new"
+    monkeypatch.delenv(REGEN_ENV)
+    check_text(tmp_path / "a.txt", "new")
+    check_files(tmp_path / "d", {"x.c": b"1"})
+    for wrong in (
+        lambda: check_text(tmp_path / "a.txt", "other"),
+        lambda: check_text(tmp_path / "missing.txt", "new"),
+        lambda: check_files(tmp_path / "d", {"x.c": b"1", "y.c": b""}),
+    ):
+        with pytest.raises(AssertionError):
+            wrong()
