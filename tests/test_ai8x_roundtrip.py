@@ -7,7 +7,6 @@ simulation; test_golden.py additionally simulates both sides.
 from __future__ import annotations
 
 import dataclasses
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -20,7 +19,7 @@ from cnnforge.errors import EmitError
 from cnnforge.frontend.ai8x import read_ai8x
 from cnnforge.frontend.ai8x_checkpoint import read_checkpoint
 from cnnforge.ir import Network
-from test_ai8x_random import _one_thread  # noqa: F401 -- autouse: single-threaded simulations
+from support.ai8x import roundtrip
 
 PAIRS = {
     "mnist": ("mnist-chw-ai85.yaml", "ai85-mnist-qat8-q.pth.tar"),
@@ -61,13 +60,6 @@ def layer_differences(a: Network, b: Network, ignore=("module_path",)) -> list[s
     return diffs
 
 
-def roundtrip(model, tmp_path: Path, sample_shape):
-    yaml_path, ckpt_path = tmp_path / "net.yaml", tmp_path / "net.pth.tar"
-    write_yaml(model.network, model.plan, yaml_path, arch=model.arch, dataset=model.dataset)
-    write_checkpoint(
-        model.network, ckpt_path, arch=model.arch, epoch=model.epoch, modules=dict(model.modules)
-    )
-    return read_ai8x(yaml_path, ckpt_path, sample_shape, overlap_data=model.plan.allow_overlap)
 
 
 @pytest.mark.parametrize("key", sorted(PAIRS))
@@ -168,7 +160,7 @@ def test_shipped_unets_planned_roundtrip(tmp_path, model, device, bits):
     from cnnforge.plan.validate import validate_plan
     from cnnforge.quant.ptq import quantize_network
     from cnnforge.sim import simulate
-    from test_ai8x_random import semantic_differences
+    from support.ai8x import semantic_differences
 
     dev = get_device(device)
     shape = default_input_shape(model)

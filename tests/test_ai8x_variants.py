@@ -17,7 +17,6 @@ from cnnforge.ir import BINARY_BITS, Activation, Layer, Network, Op, Pooling, Po
 from cnnforge.ir import Quantized as Q
 from cnnforge.plan.model import Placement, Plan
 from cnnforge.sim import simulate
-from test_ai8x_random import _one_thread  # noqa: F401 -- autouse: single-threaded simulations
 
 RNG = np.random.default_rng(7)
 
@@ -155,7 +154,7 @@ def test_pooled_eltwise_roundtrip(tmp_path, pool_first):
     from dataclasses import replace
 
     from cnnforge.ir import EltwiseOp
-    from test_ai8x_random import Builder, conv, passthrough
+    from support.ai8x import Builder, conv, passthrough
 
     b = Builder((8, 8, 8), RNG)
     b.add(passthrough(b, "a", ("input",)))
@@ -173,7 +172,7 @@ def test_avg_pool_rounding_flag(tmp_path):
     """The global rounding flag is a vendor command-line flag: a YAML comment out, an option in."""
     from dataclasses import replace
 
-    from test_ai8x_random import Builder, passthrough
+    from support.ai8x import Builder, passthrough
 
     b = Builder((4, 8, 8), RNG)
     b.add(passthrough(b, "p", ("input",), pool=Pooling(PoolKind.AVG, (2, 2), (2, 2))))

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from cnnforge.cli import main
+from support.cli import run_cli
 
 MODELS = """
 import torch
@@ -41,12 +41,6 @@ def models_py(tmp_path: Path) -> Path:
     return path
 
 
-def run_cli(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    """Run ``cnnforge`` in-process: (exit status, stdout, stderr)."""
-    with pytest.raises(SystemExit) as exit_info:
-        main(args)
-    out, err = capsys.readouterr()
-    return int(exit_info.value.code or 0), out, err
 
 
 def test_analyze_prints_the_seed_figures(capsys: pytest.CaptureFixture[str]) -> None:

@@ -24,7 +24,7 @@ from cnnforge.frontend.ai8x_checkpoint import load_checkpoint_dict
 from cnnforge.outputs import MANIFEST
 from cnnforge.pipeline.plan import plan_and_validate, write_outputs
 from cnnforge.sim import simulate
-from conftest import AI8X
+from support.paths import AI8X
 
 needs_ai8x = pytest.mark.skipif(not AI8X.is_dir(), reason="../shared/data/ai8x is not present")
 YAML = AI8X / "networks" / "mnist-chw-ai85.yaml"

@@ -18,7 +18,7 @@ from cnnforge.devices import MAX78000, MAX78002
 from cnnforge.frontend.torch_fx import trace
 from cnnforge.passes.check import check_report
 from cnnforge.passes.verify import verify
-from test_fuse_random import BLOCKS, RandomNet
+from support.torch_models import BLOCKS, Cat, RandomNet
 
 
 class Seq(nn.Module):
@@ -34,17 +34,6 @@ class Seq(nn.Module):
         return x
 
 
-class Cat(nn.Module):
-    """cat(a(x), b(x)), then a 1x1 head (``head``) or as the output (no conv to take zeros)."""
-
-    def __init__(self, a: int, b: int, head: bool = True) -> None:
-        super().__init__()
-        self.a = nn.Conv2d(3, a, 3, padding=1)
-        self.b = nn.Conv2d(3, b, 3, padding=1)
-        self.head = nn.Conv2d(a + b, 4, 1) if head else nn.Identity()
-
-    def forward(self, x):
-        return self.head(torch.cat((self.a(x), self.b(x)), 1))
 
 
 class Mul(nn.Module):

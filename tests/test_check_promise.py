@@ -13,8 +13,7 @@ from cnnforge.ir import INPUT, EltwiseOp, Layer, Network
 from cnnforge.passes.check import check_report
 from cnnforge.pipeline.plan import plan_and_validate
 from cnnforge.quant.ptq import quantize_network
-from test_plan_random import _pick
-from test_plan_support import POOL2, conv, passthrough, upconv, with_weights
+from support.plan import POOL2, conv, passthrough, pick, upconv, with_weights
 
 CHANNELS = (3, 4, 8, 12, 16, 20, 32, 48, 64, 96, 128)
 STEPS = ("conv", "conv1", "down", "up", "concat", "add", "pool")
@@ -36,7 +35,7 @@ def networks(draw) -> Network:
 
 
 def _step(draw, name: str, kind: str, tensors) -> Layer:
-    src = _pick(draw, tensors)
+    src = pick(draw, tensors)
     c, hw = tensors[src]
     cout = draw(st.sampled_from(CHANNELS))
     if kind == "down" and hw >= 4:

@@ -21,7 +21,7 @@ from cnnforge.ir import (
     Quantized,
 )
 from cnnforge.passes.check import check_network
-from test_fuse_reference import conv2d
+from support.fuse_reference import conv2d
 
 
 def _q(layer: Layer, bits: int = 8, shift: int = 0) -> Layer:

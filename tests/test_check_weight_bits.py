@@ -9,7 +9,7 @@ from cnnforge.ir import Network
 from cnnforge.passes.check import check_network
 from cnnforge.passes.weight_bits import choose_weight_bits
 from cnnforge.plan.kernel_words import KernelNeed, kernel_capacity, skyline_fits
-from test_fuse_reference import conv2d
+from support.fuse_reference import conv2d
 
 
 def _chain(channels: list[int], size: int = 4) -> Network:

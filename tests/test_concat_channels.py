@@ -14,7 +14,7 @@ from cnnforge.passes.verify import verify
 from cnnforge.quant.ptq import quantize_network
 from cnnforge.sim import simulate
 from cnnforge.sim.float_eval import run_float
-from test_plan_support import POOL2, conv, passthrough, upconv, with_weights
+from support.plan import POOL2, conv, passthrough, upconv, with_weights
 
 
 def _unet(cin: int, c1: int, c2: int, up: int, hw: int = 8, skip_pool: bool = False) -> Network:
@@ -86,7 +86,7 @@ def test_check_lists_the_rewrite_and_fits():
     from cnnforge.devices import MAX78000
     from cnnforge.frontend.torch_fx import trace
     from cnnforge.passes.check import check_report
-    from test_check import Cat
+    from support.torch_models import Cat
 
     report = check_report(trace(Cat(4, 8).eval(), (3, 8, 8)), MAX78000)
     assert report.fits, report.violations

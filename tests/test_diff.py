@@ -26,7 +26,7 @@ from cnnforge.frontend.torch_fx import trace
 from cnnforge.passes.lower import lower_to_hardware
 from cnnforge.sim import simulate
 from cnnforge.sim.float_eval import run_float
-from test_emit_c_support import random_input, random_network
+from support.emit_c import random_input, random_network
 
 
 def run(argv: list[str], capsys) -> tuple[int, str, str]:

@@ -3,13 +3,12 @@ literals, determinism, golden files and errors.
 
 Golden files: tests/golden_c/<case>/ holds the emitted project of a small network; regenerate
 after an intended format change with
-``CNNFORGE_REGEN_GOLDEN=1 python -m pytest -q tests/test_emit_c.py -k golden``.
+``CNNFORGE_REGEN_GOLDEN=1 python -m pytest -q tests/test_emit_c.py -k golden`` (they then skip).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import os
 import subprocess
 from pathlib import Path
 
@@ -25,7 +24,8 @@ from cnnforge.emit.c.build import build_and_run, compile_c
 from cnnforge.errors import EmitError, InputError
 from cnnforge.ir import BINARY_BITS, Activation, Layer, Network, Op, Quantized
 from cnnforge.sim import simulate
-from test_emit_c_support import build_batch, random_input, random_network
+from support.emit_c import build_batch, random_input, random_network
+from support.golden import check_files, folder_files
 
 GOLDEN = Path(__file__).parent / "golden_c"
 
@@ -170,16 +170,12 @@ def _project(seed: int, out: Path, **kw) -> None:
     emit_c(net, x, answer, out, **kw)
 
 
-def _files(d: Path) -> dict[str, bytes]:
-    return {p.name: p.read_bytes() for p in sorted(d.iterdir()) if p.is_file()}
-
-
 def test_emit_is_deterministic(tmp_path: Path) -> None:
     (tmp_path / "a").mkdir()
     (tmp_path / "b").mkdir()
     _project(11, tmp_path / "a")
     _project(11, tmp_path / "b")
-    assert _files(tmp_path / "a") == _files(tmp_path / "b")
+    assert folder_files(tmp_path / "a") == folder_files(tmp_path / "b")
 
 
 GOLDEN_CASES = {"rand5": 5, "rand40": 40}
@@ -189,12 +185,7 @@ GOLDEN_CASES = {"rand5": 5, "rand40": 40}
 def test_golden_c(tmp_path: Path, case: str) -> None:
     """The emitted project of small networks, byte for byte (see the module docstring)."""
     _project(GOLDEN_CASES[case], tmp_path, max_verify=4)
-    got = _files(tmp_path)
-    if os.environ.get("CNNFORGE_REGEN_GOLDEN"):
-        (GOLDEN / case).mkdir(parents=True, exist_ok=True)
-        for name, data in got.items():
-            (GOLDEN / case / name).write_bytes(data)
-    assert got == _files(GOLDEN / case)
+    check_files(GOLDEN / case, folder_files(tmp_path))
 
 
 def test_max_verify_keeps_the_checksum(tmp_path: Path) -> None:

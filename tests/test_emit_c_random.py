@@ -1,6 +1,6 @@
 """The generated C equals the simulator bit for bit on >= 100 random small networks.
 
-Random networks (test_emit_c_support.random_network) cover every operation the simulator runs;
+Random networks (support/emit_c.random_network) cover every operation the simulator runs;
 they are batched into one executable per build flavour to keep the test fast: each project gets
 its own API prefix and the driver runs every known-answer test (full output compared).
 """
@@ -14,7 +14,18 @@ import pytest
 
 from cnnforge.emit.c import emit_c
 from cnnforge.sim import simulate
-from test_emit_c_support import build_batch, random_input, random_network
+from support.emit_c import build_batch, random_input, random_network
+
+
+def test_random_networks_are_consistent() -> None:
+    """Every generated layer's shape matches its inputs (a sanity check of the generator)."""
+    for seed in range(50):
+        net = random_network(seed)
+        assert net.layers
+        for layer in net.layers:
+            for name in layer.inputs:
+                net.shape_of(name)
+
 
 N_RANDOM = 120  # acceptance: >= 100 random small networks
 N_SANITIZE = 30

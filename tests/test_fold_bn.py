@@ -11,7 +11,6 @@ from torch import nn
 
 from cnnforge.ir import Activation, BatchNormParams, Layer, Network, Op
 from cnnforge.passes.fold_bn import fold_batchnorm, fold_bn_arrays
-from test_nn_sim import one_thread  # noqa: F401  (autouse fixture)
 
 
 def _bn_params(rng: np.random.Generator, c: int, affine: bool) -> BatchNormParams:

@@ -11,7 +11,7 @@ from cnnforge.ir import Activation, EltwiseOp, Layer, Network, Op, Pooling, Pool
 from cnnforge.passes.check import check_network
 from cnnforge.passes.fuse import fuse, fuse_with_log, hardware_activation
 from cnnforge.passes.verify import verify
-from test_fuse_reference import act, combine, conv2d, maxpool, run
+from support.fuse_reference import act, combine, conv2d, maxpool, run
 
 
 def _same_outputs(a: Network, b: Network, shape=(2, 3, 8, 8), clamp: bool = False) -> None:

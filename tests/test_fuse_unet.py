@@ -12,7 +12,7 @@ from cnnforge.models.unet import UNetLarge, UNetVOC
 from cnnforge.passes.lower import LOWERING_STEPS, lower_to_hardware
 from cnnforge.passes.verify import verify
 from cnnforge.sim.float_eval import run_float
-from test_fuse_reference import run
+from support.fuse_reference import run
 
 
 def _randomize_bn(model: torch.nn.Module, seed: int = 0) -> torch.nn.Module:

@@ -28,8 +28,7 @@ from cnnforge.frontend.ai8x import read_ai8x
 from cnnforge.frontend.ai8x_checkpoint import load_checkpoint_dict
 from cnnforge.outputs import MANIFEST
 from cnnforge.quant.checkpoint import save_quantized
-from conftest import AI8X
-from fuzz_support import (
+from support.fuzz import (
     MODEL_SOURCE,
     NASTY_TEXTS,
     PATHS,
@@ -44,6 +43,7 @@ from fuzz_support import (
     snapshot,
     yaml_values,
 )
+from support.paths import AI8X
 
 pytestmark = pytest.mark.skipif(not AI8X.is_dir(), reason="../shared/data/ai8x is not present")
 

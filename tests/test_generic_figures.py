@@ -17,9 +17,9 @@ import pytest
 from cnnforge.frontend import load_network
 from cnnforge.targets.generic.plan import plan_generic
 from cnnforge.targets.generic.target import parse_generic
-from test_analysis_cli import run_cli
+from support.cli import run_cli
 
-MODELS = Path(__file__).with_name("generic_models.py")
+MODELS = Path(__file__).parent / "support" / "generic_models.py"
 XFDNN_RESNET50_OPS = 7_719_276_544
 XFDNN_RESNET50_DDR = 33_030_144
 XFDNN_GOOGLENET_OPS = 3_176_103_168

@@ -140,7 +140,7 @@ def test_no_integer_semantics_is_refused():
 
 
 def test_budget_accuracy_line(capsys):
-    from test_analysis_cli import run_cli
+    from support.cli import run_cli
 
     code, out, _ = run_cli(
         ["budget", "unet-voc", "-d", "generic:onchip=1MiB", "--accuracy"], capsys

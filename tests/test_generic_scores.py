@@ -15,8 +15,8 @@ from cnnforge.targets.generic.scores import evaluate_generic
 from cnnforge.targets.generic.target import parse_generic
 from cnnforge.train.datasets import SHAPES_CLASSES, ShapesDataset
 from cnnforge.train.demo import shipped_checkpoint
-from test_analysis_cli import run_cli
-from test_onnx_import import export
+from support.cli import run_cli
+from support.onnx_export import export
 
 pytest.importorskip("onnx")
 

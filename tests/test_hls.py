@@ -12,7 +12,6 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import json
-import os
 import shutil
 from pathlib import Path
 
@@ -32,8 +31,9 @@ from cnnforge.ir import Op
 from cnnforge.pipeline.targets import resolve_device
 from cnnforge.sim import simulate
 from cnnforge.targets.hls.device import HLS
-from test_emit_c_support import random_network
-from test_hls_support import csim_batch, random_hls_network, random_sample
+from support.emit_c import random_network
+from support.golden import check_files, folder_files
+from support.hls import csim_batch, random_hls_network, random_sample
 
 GOLDEN = Path(__file__).parent / "golden_hls"
 N_RANDOM = 50
@@ -128,22 +128,12 @@ def _golden_network():
     raise AssertionError("no golden candidate")
 
 
-def _files(d: Path) -> dict[str, bytes]:
-    return {p.name: p.read_bytes() for p in sorted(d.iterdir()) if p.is_file()}
-
-
 def test_golden_hls(tmp_path: Path) -> None:
     """The emitted project of a small network, byte for byte (see the module docstring)."""
     net, x = _golden_network()
     emit_hls(net, x, _answer(net, x), tmp_path)
-    got = _files(tmp_path)
-    case = GOLDEN / "small"
-    if os.environ.get("CNNFORGE_REGEN_GOLDEN"):
-        case.mkdir(parents=True, exist_ok=True)
-        for name, data in got.items():
-            (case / name).write_bytes(data)
-        pytest.skip("golden files regenerated: rerun without CNNFORGE_REGEN_GOLDEN to compare")
-    assert got == _files(case)
+    got = folder_files(tmp_path)
+    check_files(GOLDEN / "small", got)
     text = got["cnnforge_top.cpp"].decode()
     for pragma in ("INTERFACE axis", "INTERFACE s_axilite", "PIPELINE II=1"):
         assert f"#pragma HLS {pragma}" in text

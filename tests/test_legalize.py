@@ -15,7 +15,7 @@ from cnnforge.ir import Layer, Network, Op, Pooling, PoolKind
 from cnnforge.passes.legalize import legalize, legalize_with_log
 from cnnforge.passes.lower import lower_to_hardware
 from cnnforge.passes.verify import verify
-from test_fuse_reference import conv2d, run
+from support.fuse_reference import conv2d, convtranspose, run
 
 SMALL = settings(max_examples=25)
 
@@ -31,26 +31,6 @@ def _assert_same(a: Network, b: Network, x: torch.Tensor) -> None:
         torch.testing.assert_close(u, v, rtol=1e-5, atol=1e-9)
 
 
-def convtranspose(name, inp, in_shape, cout, k=2, s=2, p=0, op=0, seed=0) -> Layer:
-    cin, h, w = in_shape
-    rng = np.random.default_rng(seed)
-    size = [(n - 1) * s - 2 * p + k + op for n in (h, w)]
-    return Layer(
-        name,
-        Op.CONVTRANSPOSE2D,
-        inputs=(inp,),
-        out_shape=(cout, *size),
-        module_path=name,
-        in_channels=cin,
-        out_channels=cout,
-        kernel_size=(k, k),
-        stride=(s, s),
-        padding=(p, p),
-        dilation=(1, 1),
-        output_padding=(op, op),
-        weight=rng.standard_normal((cin, cout, k, k)).astype(np.float32),
-        bias=None,
-    )
 
 
 @SMALL

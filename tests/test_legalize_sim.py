@@ -16,8 +16,7 @@ from cnnforge.ir import Activation, Network, Quantized
 from cnnforge.passes.legalize import legalize_with_log
 from cnnforge.passes.verify import verify
 from cnnforge.sim import simulate
-from test_fuse_reference import conv2d
-from test_legalize import convtranspose
+from support.fuse_reference import conv2d, convtranspose
 
 SMALL = settings(max_examples=20)
 

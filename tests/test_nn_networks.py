@@ -13,7 +13,6 @@ import cnnforge.nn as qnn
 from cnnforge.frontend.torch_fx import trace
 from cnnforge.passes.lower import lower_to_hardware
 from cnnforge.sim import simulate
-from test_nn_sim import one_thread  # noqa: F401  (autouse fixture)
 
 
 class RandomNet(nn.Module):

@@ -9,7 +9,6 @@ whatever the output shift, arithmetic.md R1.7).
 from __future__ import annotations
 
 import numpy as np
-import pytest
 import torch
 from hypothesis import given, reject, settings
 from hypothesis import strategies as st
@@ -17,16 +16,6 @@ from hypothesis import strategies as st
 import cnnforge.nn as qnn
 from cnnforge.ir import INPUT, Layer, Network, Op, Quantized
 from cnnforge.sim import simulate
-
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    """Tiny tensors: intra-op threads only add contention on the shared cores (30x slower)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
 
 BITS = st.sampled_from([1, 2, 4, 8])
 ACTS = st.sampled_from(["none", "relu", "abs"])

@@ -3,9 +3,6 @@
 
 from __future__ import annotations
 
-import warnings
-from pathlib import Path
-
 import numpy as np
 import pytest
 import torch
@@ -14,29 +11,13 @@ from torch import nn
 from cnnforge.frontend.onnx import load_onnx
 from cnnforge.ir import Op
 from cnnforge.models import build_model
-from test_analysis_cli import run_cli
+from support.cli import run_cli
+from support.onnx_export import export
 
 onnx = pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")
 
 
-def export(module: nn.Module, shape, path: Path, dynamic: bool = False) -> Path:
-    """torch.onnx.export (TorchScript exporter: fast), BatchNorm kept as its own node."""
-    module.eval()
-    axes = {"x": {0: "n", 2: "h", 3: "w"}} if dynamic else None
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        torch.onnx.export(
-            module,
-            (torch.zeros(1, *shape),),
-            str(path),
-            dynamo=False,
-            input_names=["x"],
-            training=torch.onnx.TrainingMode.PRESERVE,
-            do_constant_folding=False,
-            dynamic_axes=axes,
-        )
-    return path
 
 
 class Mixed(nn.Module):

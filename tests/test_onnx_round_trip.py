@@ -1,4 +1,4 @@
-"""ONNX round trip of every shipped model and the zoo (tests/zoo_models.py, MONAI included):
+"""ONNX round trip of every shipped model and the zoo (tests/support/zoo_models.py, MONAI included):
 exported with torch.onnx.export, the ONNX path gives the PyTorch path's analysis row by row
 (OPAQUE rows by position), a float evaluation equal to onnxruntime's within float round-off,
 the same MAX78000 check verdict and the same quantized network with a bit-exact simulation:
@@ -16,7 +16,6 @@ import pytest
 import torch
 from torch import nn
 
-import zoo_models
 from cnnforge.analysis import analyze_network
 from cnnforge.devices import get_device
 from cnnforge.frontend.capture import capture
@@ -29,7 +28,8 @@ from cnnforge.passes.lower import lower_to_hardware
 from cnnforge.quant.ptq import quantize_with_scales
 from cnnforge.sim import simulate
 from cnnforge.sim.float_eval import run_float
-from test_onnx_import import export
+from support import zoo_models
+from support.onnx_export import export
 
 onnx = pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")

@@ -16,7 +16,7 @@ from cnnforge.plan.inplace import IN_PLACE_MARGIN_WORDS, in_place_words
 from cnnforge.plan.latency import START_CYCLES, LatencyInputs, layer_cycles, layer_inputs
 from cnnforge.plan.planner import plan_cycles, plan_network
 from cnnforge.plan.validate import validate_plan
-from test_plan_support import POOL2, conv, passthrough, small_unet, upconv, with_weights
+from support.plan import POOL2, conv, passthrough, small_unet, upconv, with_weights
 
 # ---- latency model: the three check values of devices.md §5 ---------------------------------
 

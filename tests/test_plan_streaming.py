@@ -119,7 +119,7 @@ def test_fifo_input_processors() -> None:
 def _large_input_chains(draw) -> Network:
     """Conv chains on 1..16 x 96..136 inputs (too large for one MAX78000 instance as HWC), with
     1x1 or 3x3 kernels and pooling 2/2 in between, as the planner must stream them."""
-    from test_plan_support import POOL2, conv
+    from support.plan import POOL2, conv
 
     hw = draw(st.sampled_from((96, 104, 112, 128, 136)))
     c = draw(st.integers(1, 16))

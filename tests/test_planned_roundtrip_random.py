@@ -21,9 +21,8 @@ from cnnforge.plan.planner import plan_network
 from cnnforge.plan.validate import validate_plan
 from cnnforge.quant.ptq import quantize_network
 from cnnforge.sim import simulate
-from test_ai8x_random import semantic_differences
-from test_plan_random import networks
-from test_plan_support import with_weights
+from support.ai8x import semantic_differences
+from support.plan import networks, with_weights
 
 
 def _vendor_writable(network) -> bool:

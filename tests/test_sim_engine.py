@@ -27,8 +27,7 @@ from cnnforge.ir import (
 )
 from cnnforge.sim import simulate
 from cnnforge.sim.exact import float32_is_exact
-from test_sim_ops import int_array, with_shapes
-from test_sim_reference import one_thread, run_reference  # noqa: F401 (autouse fixture)
+from support.sim_reference import int_array, run_reference, with_shapes
 
 
 def conv(name, inputs, cin, cout, k=3, pad=1, bits=8, shift=0, act=Activation.NONE, **kw):

@@ -24,7 +24,6 @@ from cnnforge.ir import (
     PoolKind,
 )
 from cnnforge.sim.float_eval import run_float
-from test_sim_reference import one_thread  # noqa: F401 (autouse fixture)
 
 
 def close(a: torch.Tensor, b: torch.Tensor) -> None:

@@ -5,7 +5,7 @@ convtranspose2d, linear with flatten, passthrough; pooling max/avg/stride-only b
 element-wise add/sub/or/xor with pool_first true/false, concatenation; relu/abs/none; weight
 bits 8/4/2/1/binary; wide output; any total shift in [-15, 15]; both avg-pool modes), with
 random 1x1-conv producers feeding multi-input layers, and compares both simulator engines with
-``run_reference`` (tests/test_sim_reference.py).
+``run_reference`` (tests/support/sim_reference.py).
 """
 
 from __future__ import annotations
@@ -31,19 +31,11 @@ from cnnforge.ir import (
     Quantized,
 )
 from cnnforge.sim import simulate
-from test_sim_reference import one_thread, run_reference  # noqa: F401 (autouse fixture)
+from support.sim_reference import int_array, with_shapes
 
 BITS = (8, 4, 2, 1, BINARY_BITS)
 
 
-def int_array(draw, shape, lo: int, hi: int) -> np.ndarray:
-    """Random ints with a drawn seed (hypothesis shrinks the seed, numpy draws the values)."""
-    seed = draw(st.integers(0, 2**32 - 1))
-    extreme = draw(st.booleans())
-    rng = np.random.default_rng(seed)
-    if extreme:  # the corners: only the range ends
-        return rng.choice(np.array([lo, hi]), size=shape).astype(np.int64)
-    return rng.integers(lo, hi + 1, size=shape, dtype=np.int64)
 
 
 def quantized(draw, shape, cout: int) -> Quantized:
@@ -157,11 +149,6 @@ def single_layer_networks(draw):
     return net, x
 
 
-def with_shapes(net: Network, x: np.ndarray) -> tuple[Network, dict]:
-    """Fill every out_shape from the reference, so the simulator's shape check runs too."""
-    ref = run_reference(net, x, all_layers=True)
-    layers = [dataclasses.replace(la, out_shape=tuple(ref[la.name].shape[1:])) for la in net]
-    return net.with_layers(layers), ref
 
 
 @settings(max_examples=400)

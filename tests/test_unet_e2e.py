@@ -1,9 +1,9 @@
 """End to end on U-Nets as users write them: ``compile --ptq --run`` prints PASS and the
 compiled known answer tracks the eager float model (correlation >= 0.99, seeded weights).
 
-PadUNet (tests/unet_styles.py): F.pad after size arithmetic, unequal concatenations, BN + ReLU,
-softmax at the output; MONAI BasicUNet (small, BN + ReLU) and UNet (channels 8, 16, 32, 32,
-BN + ReLU). Small inputs keep each under a few seconds.
+PadUNet (tests/support/unet_styles.py): F.pad after size arithmetic, unequal concatenations,
+BN + ReLU, softmax at the output; MONAI BasicUNet (small, BN + ReLU) and UNet (channels 8, 16,
+32, 32, BN + ReLU). Small inputs keep each under a few seconds.
 """
 
 from __future__ import annotations
@@ -14,12 +14,11 @@ import numpy as np
 import pytest
 import torch
 
-import unet_styles
-import zoo_models
 from cnnforge.cli import main
 from cnnforge.emit.c.host import output_unit_of
 from cnnforge.pipeline import CompileOptions, compile_model
 from cnnforge.sim.float_eval import host_reduce_float
+from support import unet_styles, zoo_models
 
 STYLES = Path(unet_styles.__file__)
 

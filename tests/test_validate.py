@@ -13,7 +13,7 @@ from cnnforge.frontend.ai8x import load_ai8x
 from cnnforge.plan.model import Plan
 from cnnforge.plan.planner import plan_network
 from cnnforge.plan.validate import raise_on_issues, validate_plan
-from test_plan_support import small_unet
+from support.plan import small_unet
 
 PAIRS = {
     "mnist": ("mnist-chw-ai85.yaml", "ai85-mnist-qat8-q.pth.tar", None),

@@ -1,5 +1,6 @@
-"""The zoo (tests/zoo_models.py): every model is captured (checked against eager), analyzed with
-exact parameter counts, and checked with exit 0 or 1 -- never 2 -- and every reason named."""
+"""The zoo (tests/support/zoo_models.py): every model is captured (checked against eager),
+analyzed with exact parameter counts, and checked with exit 0 or 1 -- never 2 -- and every
+reason named."""
 
 from __future__ import annotations
 
@@ -9,8 +10,8 @@ from pathlib import Path
 import pytest
 import torch
 
-import zoo_models
 from cnnforge.cli import main
+from support import zoo_models
 
 ZOO_FILE = Path(zoo_models.__file__)
 

@@ -17,7 +17,7 @@ import numpy as np
 
 from cnnforge.emit.hls.build import compile_cpp
 from cnnforge.ir import INPUT, Layer, Network, Op, PoolKind, Quantized
-from test_emit_c_support import ACTS, _Builder, _inputs, _pool
+from support.emit_c import ACTS, _Builder, _inputs, _pool
 
 
 def _quant(rng: np.random.Generator, w_shape: tuple[int, ...], oc: int) -> Quantized:

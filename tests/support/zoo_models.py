@@ -3,7 +3,8 @@
 MONAI's networks (built by the factories below, 2-D, small features) and hand-written U-Nets
 in the styles found in the wild: the classic ``Up`` block that pads after size arithmetic
 (milesial/Pytorch-UNet), decoders whose widths differ from the encoder's (unequal
-concatenations), and a softmax at the output. Named by the CLI as ``tests/zoo_models.py:Name``.
+concatenations), and a softmax at the output. Named by the CLI as
+``tests/support/zoo_models.py:Name``.
 """
 
 from __future__ import annotations

@@ -1,10 +1,11 @@
-"""Helpers for the planner tests: hand-built hardware layers (no frontend needed)."""
+"""Helpers for the planner tests: hand-built hardware layers and random networks (hypothesis)."""
 
 from __future__ import annotations
 
 import dataclasses
 
 import numpy as np
+from hypothesis import strategies as st
 
 from cnnforge.ir import INPUT, EltwiseOp, Layer, Network, Op, Pooling, PoolKind
 
@@ -108,3 +109,56 @@ def with_weights(net: Network, seed: int = 0) -> Network:
         b = (0.1 * rng.normal(size=x.out_channels)).astype(np.float32)
         layers.append(dataclasses.replace(x, weight=w, bias=b))
     return net.with_layers(layers)
+
+
+CHANNELS = (4, 6, 8, 12, 16, 24, 30, 32, 48, 64)
+
+
+STEPS = ("conv", "conv1", "down", "up", "concat", "add", "pool")
+
+
+@st.composite
+def networks(draw) -> Network:
+    """3..14 layers over 4x4..16x16 tensors; every multi-input layer is one the planner supports."""
+    hw = draw(st.sampled_from((8, 16)))
+    cin = draw(st.integers(1, 8))
+    tensors: dict[str, tuple[int, int]] = {INPUT: (cin, hw)}
+    layers: list[Layer] = []
+    for i in range(draw(st.integers(3, 14))):
+        name = f"l{i}"
+        layer = _step(draw, name, draw(st.sampled_from(STEPS)), tensors, layers)
+        layers.append(layer)
+        tensors[name] = (layer.out_shape[0], layer.out_shape[1])
+    extra = draw(st.sampled_from([x.name for x in layers]))
+    outputs = tuple(dict.fromkeys((layers[-1].name, extra)))
+    return Network("random", (cin, hw, hw), tuple(layers), outputs=outputs)
+
+
+def pick(draw, tensors, recent_bias: bool = True) -> str:
+    names = list(tensors)
+    if recent_bias and draw(st.booleans()):
+        return names[-1]
+    return draw(st.sampled_from(names))
+
+
+def _step(draw, name: str, kind: str, tensors, layers) -> Layer:
+    src = pick(draw, tensors)
+    c, hw = tensors[src]
+    cout = draw(st.sampled_from(CHANNELS))
+    if kind == "down" and hw >= 4:
+        return conv(name, src, c, cout, hw // 2, pool=POOL2)
+    if kind == "up" and hw <= 8:
+        return upconv(name, src, c, cout, hw * 2)
+    if kind == "pool" and hw >= 4 and src != INPUT:
+        return passthrough(name, src, (c, hw // 2, hw // 2), pool=POOL2)
+    if kind in ("concat", "add"):
+        partners = [n for n, (c2, h2) in tensors.items() if h2 == hw and n != src]
+        if partners:
+            other = draw(st.sampled_from(partners))
+            c2 = tensors[other][0]
+            if kind == "add" and c2 == c:
+                return conv(name, (src, other), c, cout, hw, eltwise=EltwiseOp.ADD)
+            adjacent = c + c2 <= 64
+            if kind == "concat" and (adjacent or (c == c2 and c % 4 == 0)):
+                return conv(name, (src, other), c + c2, cout, hw)
+    return conv(name, src, c, cout, hw, k=1 if kind == "conv1" else 3)

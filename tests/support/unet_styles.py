@@ -11,7 +11,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from zoo_models import DoubleConv, Up
+from support.zoo_models import DoubleConv, Up
 
 
 class PadUNet(nn.Module):

@@ -1,0 +1,145 @@
+"""Architecture rules the import contracts (pyproject.toml, lint-imports) do not cover.
+
+- No import cycle between modules of src/cnnforge (grimp's graph, imports inside functions
+  included). KNOWN_CYCLES lists today's cycles with the change that removes each; the test fails
+  on any other cycle and on a listed one that is gone, so delete an entry with the fix.
+- Stages are imported by ordinary ``import`` statements that readers and linters can follow:
+  ``importlib.import_module`` / ``__import__`` only where a user names the module to load.
+- Every folder of Python files is a regular package (``__init__.py``); grimp and import-linter do
+  not see namespace packages, so the contracts would silently skip them.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import grimp
+
+SRC = Path(__file__).resolve().parents[1] / "src"
+PACKAGE = SRC / "cnnforge"
+
+# Each cycle: the modules of one strongly connected component of the import graph.
+KNOWN_CYCLES: dict[frozenset[str], str] = {
+    frozenset({"cnnforge.emit.report", "cnnforge.pipeline"}): (
+        "removed by #19 part A: the report takes the summary as an argument"
+    ),
+    frozenset({"cnnforge.plan.validate", "cnnforge.plan.wordsim"}): (
+        "removed by #19 part B: Issue lives where both import it"
+    ),
+    frozenset({"cnnforge.devices", "cnnforge.hls_target"}): (
+        "removed by #19 part A: get_device resolves through the targets table"
+    ),
+    frozenset(
+        {"cnnforge.cli"}
+        | {
+            f"cnnforge.cli.{name}"
+            for name in (
+                *("analyze", "budget", "check", "commands", "compile", "demo", "diff"),
+                *("evaluate", "plan", "quantize", "simulate", "train"),
+            )
+        }
+    ): (
+        "part A (owns cli/): the command modules take `app` from cli/__init__, which imports "
+        "them; `app` in its own module (cli/app.py) ends it"
+    ),
+}
+
+# Files allowed to import a module by a computed name: the user's model file or module.
+DYNAMIC_IMPORTS_ALLOWED = {"frontend/loading.py"}
+KNOWN_DYNAMIC_IMPORTS = {
+    "pipeline.py": "removed by #19 part A: the pipeline imports its stages by name",
+}
+
+KNOWN_NAMESPACE_PACKAGES = {
+    "targets/generic": "part A (targets/): add targets/generic/__init__.py",
+}
+
+
+def _cycles() -> set[frozenset[str]]:
+    """The strongly connected components (more than one module) of cnnforge's import graph."""
+    graph = grimp.build_graph("cnnforge", include_external_packages=False, cache_dir=None)
+    edges = {m: sorted(graph.find_modules_directly_imported_by(m)) for m in graph.modules}
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: set[frozenset[str]] = set()
+
+    def visit(root: str) -> None:  # iterative Tarjan: no recursion limit on deep chains
+        work = [(root, iter(edges[root]))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(edges[child])))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = set()
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.add(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    found.add(frozenset(component))
+
+    for module in sorted(edges):
+        if module not in index:
+            visit(module)
+    return found
+
+
+def test_no_new_import_cycles_and_no_stale_known_ones() -> None:
+    found = _cycles()
+    new = [sorted(c) for c in found - KNOWN_CYCLES.keys()]
+    gone = [sorted(c) for c in KNOWN_CYCLES.keys() - found]
+    assert not new, f"new import cycles: {new}"
+    assert not gone, f"cycles that are gone (delete them from KNOWN_CYCLES): {gone}"
+
+
+def _dynamic_imports(path: Path) -> list[int]:
+    """Lines calling importlib.import_module or __import__."""
+    lines = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Call):
+            f = node.func
+            if (isinstance(f, ast.Attribute) and f.attr == "import_module") or (
+                isinstance(f, ast.Name) and f.id in ("import_module", "__import__")
+            ):
+                lines.append(node.lineno)
+    return lines
+
+
+def test_stages_are_imported_by_name() -> None:
+    found = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        rel = path.relative_to(PACKAGE).as_posix()
+        if rel not in DYNAMIC_IMPORTS_ALLOWED and (lines := _dynamic_imports(path)):
+            found[rel] = lines
+    assert set(found) == set(KNOWN_DYNAMIC_IMPORTS), (
+        f"dynamic imports {found}; known (delete when fixed): {sorted(KNOWN_DYNAMIC_IMPORTS)}"
+    )
+
+
+def test_every_source_folder_is_a_package() -> None:
+    folders = {p.parent for p in PACKAGE.rglob("*.py")}
+    missing = {
+        f.relative_to(PACKAGE).as_posix() for f in folders if not (f / "__init__.py").is_file()
+    }
+    assert missing == set(KNOWN_NAMESPACE_PACKAGES), (
+        f"folders without __init__.py: {sorted(missing)}; known: {sorted(KNOWN_NAMESPACE_PACKAGES)}"
+    )

@@ -1,0 +1,81 @@
+"""Rules for the test suite itself.
+
+Test modules never import one another: a builder two modules share lives in tests/support/
+(importing a test module also collects its fixtures and tests twice, and hides which helpers
+are shared). tests/support/ never imports a test module either, and holds no tests (pytest
+would not collect them there). Golden files cannot pass by comparing with what the same run
+wrote (tests/support/golden.py).
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+from support.golden import REGEN_ENV, check_files, check_text
+
+TESTS = Path(__file__).resolve().parent
+
+
+def _imported_modules(path: Path) -> set[str]:
+    """The top-level names of every module ``path`` imports (at any depth of the file)."""
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            names.update(alias.name.split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names.add(node.module.split(".")[0])
+    return names
+
+
+def _python_files() -> list[Path]:
+    return sorted(TESTS.glob("*.py")) + sorted((TESTS / "support").glob("*.py"))
+
+
+def test_no_module_imports_a_test_module_or_conftest() -> None:
+    test_modules = {p.stem for p in TESTS.glob("test_*.py")} | {"conftest", "tests"}
+    found = {
+        str(path.relative_to(TESTS)): sorted(_imported_modules(path) & test_modules)
+        for path in _python_files()
+    }
+    assert {k: v for k, v in found.items() if v} == {}
+
+
+def test_support_holds_no_tests() -> None:
+    found = []
+    for path in sorted((TESTS / "support").glob("*.py")):
+        assert not path.name.startswith("test_"), f"{path.name}: move it out of support/"
+        for node in ast.parse(path.read_text()).body:
+            if isinstance(node, ast.FunctionDef | ast.ClassDef) and node.name.startswith(
+                ("test_", "Test")
+            ):
+                found.append(f"{path.name}:{node.name}")
+    assert found == []
+
+
+def test_shared_helpers_are_only_in_support() -> None:
+    """No loose helper modules next to the tests: they go to tests/support/."""
+    loose = [p.name for p in TESTS.glob("*.py") if not p.name.startswith(("test_", "conftest"))]
+    assert loose == []
+
+
+def test_regenerating_a_golden_file_skips_instead_of_passing(tmp_path, monkeypatch) -> None:
+    """A regenerating run writes the expectation and skips: it never compares with itself."""
+    monkeypatch.setenv(REGEN_ENV, "1")
+    with pytest.raises(pytest.skip.Exception):
+        check_text(tmp_path / "a.txt", "new")
+    with pytest.raises(pytest.skip.Exception):
+        check_files(tmp_path / "d", {"x.c": b"1"})
+    assert (tmp_path / "a.txt").read_text() == "new"
+    monkeypatch.delenv(REGEN_ENV)
+    check_text(tmp_path / "a.txt", "new")
+    check_files(tmp_path / "d", {"x.c": b"1"})
+    for wrong in (
+        lambda: check_text(tmp_path / "a.txt", "other"),
+        lambda: check_text(tmp_path / "missing.txt", "new"),
+        lambda: check_files(tmp_path / "d", {"x.c": b"1", "y.c": b""}),
+    ):
+        with pytest.raises(AssertionError):
+            wrong()
