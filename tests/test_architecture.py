@@ -20,36 +20,11 @@ SRC = Path(__file__).resolve().parents[1] / "src"
 PACKAGE = SRC / "cnnforge"
 
 # Each cycle: the modules of one strongly connected component of the import graph.
-KNOWN_CYCLES: dict[frozenset[str], str] = {
-    frozenset({"cnnforge.emit.report", "cnnforge.pipeline"}): (
-        "removed by #19 part A: the report takes the summary as an argument"
-    ),
-    frozenset({"cnnforge.plan.validate", "cnnforge.plan.wordsim"}): (
-        "removed by #19 part B: Issue lives where both import it"
-    ),
-    frozenset({"cnnforge.devices", "cnnforge.hls_target"}): (
-        "removed by #19 part A: get_device resolves through the targets table"
-    ),
-    frozenset(
-        {"cnnforge.cli"}
-        | {
-            f"cnnforge.cli.{name}"
-            for name in (
-                *("analyze", "budget", "check", "commands", "compile", "demo", "diff"),
-                *("evaluate", "plan", "quantize", "simulate", "train"),
-            )
-        }
-    ): (
-        "part A (owns cli/): the command modules take `app` from cli/__init__, which imports "
-        "them; `app` in its own module (cli/app.py) ends it"
-    ),
-}
+KNOWN_CYCLES: dict[frozenset[str], str] = {}
 
 # Files allowed to import a module by a computed name: the user's model file or module.
 DYNAMIC_IMPORTS_ALLOWED = {"frontend/loading.py"}
-KNOWN_DYNAMIC_IMPORTS = {
-    "pipeline.py": "removed by #19 part A: the pipeline imports its stages by name",
-}
+KNOWN_DYNAMIC_IMPORTS: dict[str, str] = {}
 
 KNOWN_NAMESPACE_PACKAGES = {
     "targets/generic": "part A (targets/): add targets/generic/__init__.py",
