@@ -16,8 +16,9 @@ from pathlib import Path
 
 import grimp
 
-SRC = Path(__file__).resolve().parents[1] / "src"
-PACKAGE = SRC / "cnnforge"
+import cnnforge
+
+PACKAGE = Path(cnnforge.__file__).parent  # the sources grimp reads: the imported package
 
 # Each cycle: the modules of one strongly connected component of the import graph.
 KNOWN_CYCLES: dict[frozenset[str], str] = {
