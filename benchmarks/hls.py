@@ -24,10 +24,10 @@ from simulate import best_of
 from cnnforge.emit.hls.build import compile_cpp, find_ap_types
 from cnnforge.emit.hls.emitter import emit_hls
 from cnnforge.frontend.torch_fx import load_model, trace
-from cnnforge.hls_target import HLS
 from cnnforge.passes.check import check_report
 from cnnforge.quant.ptq import quantize_with_scales
 from cnnforge.sim import simulate
+from cnnforge.targets.hls.device import HLS
 from cnnforge.train.datasets import ShapesConfig, render_shapes, to_hardware_range
 
 SHAPE = (3, 64, 64)

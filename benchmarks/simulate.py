@@ -42,11 +42,13 @@ def seed_unet() -> tuple[str, Network]:
 
 
 def _ptq(name: str, shape: tuple[int, ...]) -> Network:
-    from cnnforge.quant.pipeline import quantize_model
+    from cnnforge.devices import MAX78000
+    from cnnforge.frontend import load_network
+    from cnnforge.pipeline.quantized import quantized_network
 
     calib = np.random.default_rng(0).integers(-128, 128, (4, *shape))
-    result = quantize_model(name, shape, calibration=calib)
-    return result[0] if isinstance(result, tuple) else result  # (network, output scales)
+    model = load_network(name, shape, {}, None)
+    return quantized_network(model, MAX78000, 8, calibration=calib).network
 
 
 def best_of(fn, repeat: int) -> float:

@@ -27,6 +27,7 @@ def one_thread():
     yield
     torch.set_num_threads(threads)
 
+
 settings.register_profile(
     "cnnforge",
     derandomize=True,

@@ -60,8 +60,6 @@ def layer_differences(a: Network, b: Network, ignore=("module_path",)) -> list[s
     return diffs
 
 
-
-
 @pytest.mark.parametrize("key", sorted(PAIRS))
 def test_vendor_pairs_roundtrip(ai8x_data, tmp_path, key):
     yaml_name, ckpt_name = PAIRS[key]

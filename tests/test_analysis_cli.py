@@ -41,8 +41,6 @@ def models_py(tmp_path: Path) -> Path:
     return path
 
 
-
-
 def test_analyze_prints_the_seed_figures(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run_cli(["analyze", "unet-voc", "--input-shape", "3,64,64"], capsys)
     assert code == 0

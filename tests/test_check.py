@@ -34,8 +34,6 @@ class Seq(nn.Module):
         return x
 
 
-
-
 class Mul(nn.Module):
     def __init__(self) -> None:
         super().__init__()

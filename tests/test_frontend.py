@@ -390,7 +390,7 @@ def test_pad_and_softmax_map_to_their_ops() -> None:
 
 
 def test_cnnforge_nn_modules_trace_to_hardware_layers() -> None:
-    qnn = pytest.importorskip("cnnforge.nn")
+    from cnnforge import nn as qnn
 
     class Qat(nn.Module):
         def __init__(self) -> None:

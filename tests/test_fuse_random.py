@@ -26,8 +26,6 @@ def _randomize(model: nn.Module, seed: int) -> nn.Module:
     return model.eval()
 
 
-
-
 @settings(max_examples=30)
 @given(blocks=BLOCKS, c=st.integers(1, 4), seed=st.integers(0, 1000))
 def test_random_models_lower_exactly(blocks, c, seed) -> None:

@@ -35,14 +35,3 @@ def test_reference_matches_torch_conv_relu_pool() -> None:
     net = Network("n", (3, 8, 8), (layer,))
     expected = torch.relu(conv(F.max_pool2d(x, 2)))
     assert torch.equal(run(net, x)["c"], expected)
-
-
-# ---- builders of small model-level networks ------------------------------------------------
-
-
-
-
-
-
-
-

@@ -18,8 +18,6 @@ from cnnforge.train.demo import shipped_checkpoint
 from support.cli import run_cli
 from support.onnx_export import export
 
-pytest.importorskip("onnx")
-
 
 @pytest.fixture(scope="module")
 def trained_onnx(tmp_path_factory):

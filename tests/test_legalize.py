@@ -31,8 +31,6 @@ def _assert_same(a: Network, b: Network, x: torch.Tensor) -> None:
         torch.testing.assert_close(u, v, rtol=1e-5, atol=1e-9)
 
 
-
-
 @SMALL
 @given(
     cin=st.integers(1, 6),

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import numpy as np
+import onnx
 import pytest
 import torch
 from torch import nn
@@ -13,11 +14,6 @@ from cnnforge.ir import Op
 from cnnforge.models import build_model
 from support.cli import run_cli
 from support.onnx_export import export
-
-onnx = pytest.importorskip("onnx")
-ort = pytest.importorskip("onnxruntime")
-
-
 
 
 class Mixed(nn.Module):

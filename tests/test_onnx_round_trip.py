@@ -31,9 +31,6 @@ from cnnforge.sim.float_eval import run_float
 from support import zoo_models
 from support.onnx_export import export
 
-onnx = pytest.importorskip("onnx")
-ort = pytest.importorskip("onnxruntime")
-
 #: Shipped models at small inputs (cats-dogs' classifier needs its own 128 x 128).
 SHIPPED = {
     "unet-voc": (3, 32, 32),
@@ -64,8 +61,6 @@ def round_trip(tmp_path_factory):
 
     @cache
     def get(name: str) -> RoundTrip:
-        if name.startswith("monai"):
-            pytest.importorskip("monai")
         torch.manual_seed(0)
         if name in SHIPPED:
             module, shape = build_model(name), SHIPPED[name]

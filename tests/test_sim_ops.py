@@ -36,8 +36,6 @@ from support.sim_reference import int_array, with_shapes
 BITS = (8, 4, 2, 1, BINARY_BITS)
 
 
-
-
 def quantized(draw, shape, cout: int) -> Quantized:
     bits = draw(st.sampled_from(BITS))
     if bits == BINARY_BITS:
@@ -147,8 +145,6 @@ def single_layer_networks(draw):
     net = Network("n", (c, *dims), (*layers, layer), avg_pool_rounding=draw(st.booleans()))
     x = int_array(draw, (draw(st.integers(1, 2)), c, *dims), -128, 127)
     return net, x
-
-
 
 
 @settings(max_examples=400)

@@ -3,8 +3,8 @@
 Test modules never import one another: a builder two modules share lives in tests/support/
 (importing a test module also collects its fixtures and tests twice, and hides which helpers
 are shared). tests/support/ never imports a test module either, and holds no tests (pytest
-would not collect them there). Golden files cannot pass by comparing with what the same run
-wrote (tests/support/golden.py).
+would not collect them there). No test skips because a package is missing. Golden files
+cannot pass by comparing with what the same run wrote (tests/support/golden.py).
 """
 
 from __future__ import annotations
@@ -41,6 +41,18 @@ def test_no_module_imports_a_test_module_or_conftest() -> None:
         for path in _python_files()
     }
     assert {k: v for k, v in found.items() if v} == {}
+
+
+def test_no_test_skips_for_a_missing_package() -> None:
+    """Every package the tests use is a declared dependency (pyproject.toml): a missing or broken
+    one must fail, not make its tests vanish (no ``pytest.importorskip``)."""
+    found = [
+        f"{path.relative_to(TESTS)}:{node.lineno}"
+        for path in _python_files()
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.Attribute) and node.attr == "importorskip"
+    ]
+    assert found == []
 
 
 def test_support_holds_no_tests() -> None:

@@ -38,8 +38,6 @@ def _eager(module, name: str, sample: np.ndarray) -> torch.Tensor:
 
 @pytest.mark.parametrize(("module", "name", "shape", "rules"), CASES, ids=[c[1] for c in CASES])
 def test_compile_ptq_run_tracks_eager(module, name, shape, rules, tmp_path):
-    if name.startswith("monai"):
-        pytest.importorskip("monai")
     sample = np.random.default_rng(0).integers(-128, 128, shape)
     options = CompileOptions(
         output=tmp_path / "out",

@@ -25,8 +25,6 @@ def _run(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str,
 
 @pytest.mark.parametrize("name", list(zoo_models.ZOO))
 def test_zoo_model_is_analyzed_and_checked(name: str, capsys: pytest.CaptureFixture[str]) -> None:
-    if name.startswith("monai"):
-        pytest.importorskip("monai")
     torch.manual_seed(0)
     spec = f"{ZOO_FILE}:{name}"
     shape = ",".join(map(str, zoo_models.ZOO[name]))

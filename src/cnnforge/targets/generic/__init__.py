@@ -1,0 +1,1 @@
+"""The generic on-chip-budget target: schedule, lifetimes, allocation with DDR spill, report."""
