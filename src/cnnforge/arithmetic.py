@@ -40,18 +40,25 @@ def add_bias(acc: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
     return acc + bias.to(acc.dtype).reshape(shape) * (1 << BIAS_SHIFT)
 
 
-def accumulator_bits(weights, bias=None) -> int:
-    """Signed bits holding every accumulator of a layer (docs/hls-target.md H4).
+def accumulator_bound(weights: Any, bias: Any | None = None) -> int:
+    """Largest |accumulator| a layer can reach (R1.4, R1.5).
 
     Worst case over output channels (axis 0 of ``weights``, the conv layout; pass the
     transposed conv's weights with out-channels first) of ``sum |w| * 128 + |b| << 7``: int8
     inputs are at most 128 in magnitude (R1.1) and the bias enters as ``b << 7`` (R1.5).
     """
-    w = torch.as_tensor(weights).to(torch.int64).abs()
+    w = torch.as_tensor(np.asarray(weights)).to(torch.int64).abs()
+    if w.numel() == 0:
+        return 0
     worst = w.reshape(w.shape[0], -1).sum(dim=1) * -ACT_MIN
     if bias is not None:
-        worst = worst + torch.as_tensor(bias).to(torch.int64).abs() * (1 << BIAS_SHIFT)
-    return int(worst.max()).bit_length() + 1
+        worst = worst + torch.as_tensor(np.asarray(bias)).to(torch.int64).abs() * (1 << BIAS_SHIFT)
+    return int(worst.max())
+
+
+def accumulator_bits(weights: Any, bias: Any | None = None) -> int:
+    """Signed bits holding every accumulator of a layer (docs/hls-target.md H4)."""
+    return accumulator_bound(weights, bias).bit_length() + 1
 
 
 def implicit_shift(weight_bits: int) -> int:
