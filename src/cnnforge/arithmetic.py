@@ -75,6 +75,11 @@ def weight_range(weight_bits: int) -> tuple[int, int]:
     return -(1 << (weight_bits - 1)), (1 << (weight_bits - 1)) - 1
 
 
+def right_shift(total_shift: int) -> int:
+    """``k = 7 - s``: the right shift (negative: left) of an accumulator in R2.3's integer form."""
+    return BIAS_SHIFT - total_shift
+
+
 def round_shift(acc: torch.Tensor, total_shift: int, *, inplace: bool = False) -> torch.Tensor:
     """``floor(0.5 + acc * 2^s / 128)`` exactly (R2.3; edge cases §8.1-8.3).
 
@@ -89,7 +94,7 @@ def round_shift(acc: torch.Tensor, total_shift: int, *, inplace: bool = False) -
         if inplace:
             return acc.mul_(scale).add_(offset).floor_()
         return torch.floor(acc * scale + offset)
-    return _round_shift_int(acc, BIAS_SHIFT - total_shift)
+    return _round_shift_int(acc, right_shift(total_shift))
 
 
 def rounding_affine(total_shift: int) -> tuple[float, float]:
@@ -99,7 +104,7 @@ def rounding_affine(total_shift: int) -> tuple[float, float]:
     and the offset in its bias (exact under the bounds of sim.exact). For s >= 7 the scaled
     accumulator is already an integer and the offset is 0.
     """
-    k = BIAS_SHIFT - total_shift
+    k = right_shift(total_shift)
     return 2.0**-k, (0.5 if k > 0 else 0.0)
 
 

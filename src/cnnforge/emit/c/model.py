@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from cnnforge.arithmetic import accumulator_bound
+from cnnforge.arithmetic import accumulator_bound, right_shift
 from cnnforge.errors import EmitError
 from cnnforge.ir import (
     BINARY_BITS,
@@ -229,7 +229,7 @@ def weight_rows(layer: Layer) -> np.ndarray:
 
 def _weight_fields(layer: Layer, kind: int, f: dict[str, int], force64: bool) -> dict[str, int]:
     if kind == KIND["copy"]:
-        return dict(row_len=0, shift_k=7, acc64=0, wbits=8)
+        return dict(row_len=0, shift_k=right_shift(0), acc64=0, wbits=8)
     q = layer.quant
     if q is None:
         raise _fail(layer, "layer is not quantized", "quantize the network before emitting C")
@@ -260,7 +260,7 @@ def _weight_fields(layer: Layer, kind: int, f: dict[str, int], force64: bool) ->
     wbits = BINARY_CODE if q.weight_bits == BINARY_BITS else q.weight_bits
     if wbits not in (BINARY_CODE, 1, 2, 4, 8):
         raise _fail(layer, f"{q.weight_bits}-bit weights are not supported", "use 1, 2, 4 or 8")
-    return dict(row_len=row_len, shift_k=7 - q.total_shift, acc64=int(acc64), wbits=wbits)
+    return dict(row_len=row_len, shift_k=right_shift(q.total_shift), acc64=int(acc64), wbits=wbits)
 
 
 def _operands(layer: Layer, network: Network) -> tuple[tuple[int, ...], int, int, bool]:
