@@ -3,7 +3,9 @@
 Shared by the simulator (``sim/``), the QAT modules (``nn/``), quantization (``quant/``) and, as
 the reference its C twin is tested against, the C emitter. Every rule cites
 ../shared/spec/arithmetic.md. Functions take and return torch tensors; integer tensors are int64
-(exact), float tensors are whatever the caller trains in.
+(exact), float tensors are whatever the caller trains in. The parameter scalings (weight units,
+vendor checkpoint bias) take and return numpy arrays, as the IR stores them. A leaf: it imports
+nothing of cnnforge.
 """
 
 from __future__ import annotations
@@ -40,18 +42,25 @@ def add_bias(acc: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
     return acc + bias.to(acc.dtype).reshape(shape) * (1 << BIAS_SHIFT)
 
 
-def accumulator_bits(weights, bias=None) -> int:
-    """Signed bits holding every accumulator of a layer (docs/hls-target.md H4).
+def accumulator_bound(weights: Any, bias: Any | None = None) -> int:
+    """Largest |accumulator| a layer can reach (R1.4, R1.5).
 
     Worst case over output channels (axis 0 of ``weights``, the conv layout; pass the
     transposed conv's weights with out-channels first) of ``sum |w| * 128 + |b| << 7``: int8
     inputs are at most 128 in magnitude (R1.1) and the bias enters as ``b << 7`` (R1.5).
     """
-    w = torch.as_tensor(weights).to(torch.int64).abs()
+    w = torch.as_tensor(np.asarray(weights)).to(torch.int64).abs()
+    if w.numel() == 0:
+        return 0
     worst = w.reshape(w.shape[0], -1).sum(dim=1) * -ACT_MIN
     if bias is not None:
-        worst = worst + torch.as_tensor(bias).to(torch.int64).abs() * (1 << BIAS_SHIFT)
-    return int(worst.max()).bit_length() + 1
+        worst = worst + torch.as_tensor(np.asarray(bias)).to(torch.int64).abs() * (1 << BIAS_SHIFT)
+    return int(worst.max())
+
+
+def accumulator_bits(weights: Any, bias: Any | None = None) -> int:
+    """Signed bits holding every accumulator of a layer (docs/hls-target.md H4)."""
+    return accumulator_bound(weights, bias).bit_length() + 1
 
 
 def implicit_shift(weight_bits: int) -> int:
@@ -64,6 +73,11 @@ def weight_range(weight_bits: int) -> tuple[int, int]:
     if weight_bits == BINARY_BITS:
         return -1, 1
     return -(1 << (weight_bits - 1)), (1 << (weight_bits - 1)) - 1
+
+
+def right_shift(total_shift: int) -> int:
+    """``k = 7 - s``: the right shift (negative: left) of an accumulator in R2.3's integer form."""
+    return BIAS_SHIFT - total_shift
 
 
 def round_shift(acc: torch.Tensor, total_shift: int, *, inplace: bool = False) -> torch.Tensor:
@@ -80,7 +94,7 @@ def round_shift(acc: torch.Tensor, total_shift: int, *, inplace: bool = False) -
         if inplace:
             return acc.mul_(scale).add_(offset).floor_()
         return torch.floor(acc * scale + offset)
-    return _round_shift_int(acc, BIAS_SHIFT - total_shift)
+    return _round_shift_int(acc, right_shift(total_shift))
 
 
 def rounding_affine(total_shift: int) -> tuple[float, float]:
@@ -90,7 +104,7 @@ def rounding_affine(total_shift: int) -> tuple[float, float]:
     and the offset in its bias (exact under the bounds of sim.exact). For s >= 7 the scaled
     accumulator is already an integer and the offset is 0.
     """
-    k = BIAS_SHIFT - total_shift
+    k = right_shift(total_shift)
     return 2.0**-k, (0.5 if k > 0 else 0.0)
 
 

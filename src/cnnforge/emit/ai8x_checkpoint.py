@@ -20,6 +20,7 @@ from cnnforge.arithmetic import bias_to_checkpoint
 from cnnforge.errors import EmitError
 from cnnforge.ir import BINARY_BITS, Layer, Network
 from cnnforge.outputs import atomic_output_file
+from cnnforge.quant.ranges import verify_quantized
 
 DEFAULT_EPOCH = 1000  # >= every QAT start epoch, so ai8x-training loads it as fused (§7)
 
@@ -43,10 +44,9 @@ def layer_state(layer: Layer, module: str) -> OrderedDict[str, torch.Tensor]:
     state: OrderedDict[str, torch.Tensor] = OrderedDict()
     state[f"{module}.op.weight"] = torch.from_numpy(np.asarray(q.weights, dtype=np.float32))
     if q.bias is not None:
-        bias = np.asarray(q.bias, dtype=np.int64)
-        if bias.size and (bias.min() < -128 or bias.max() > 127):
+        if any(p.field == "bias" for p in verify_quantized(q, layer.wide)):
             raise EmitError("bias outside the 8-bit bias memory", where=f"layer {layer.name}")
-        state[f"{module}.op.bias"] = torch.from_numpy(bias_to_checkpoint(bias, bits))
+        state[f"{module}.op.bias"] = torch.from_numpy(bias_to_checkpoint(q.bias, bits))
     state[f"{module}.output_shift"] = _scalar(q.output_shift)
     state[f"{module}.weight_bits"] = _scalar(bits)
     state[f"{module}.bias_bits"] = _scalar(bits)

@@ -62,13 +62,6 @@ def verify_quantized(
     return tuple(problems)
 
 
-def layer_problems(layer: Layer, **options: tuple[int, int]) -> tuple[RangeProblem, ...]:
-    """``verify_quantized`` of a quantized layer (none for a layer without ``quant``)."""
-    if layer.quant is None:
-        return ()
-    return verify_quantized(layer.quant, layer.wide, **options)
-
-
 def _values(field: str, values, lo: int, hi: int, binary: bool) -> RangeProblem | None:
     arr = np.asarray(values)
     if arr.size == 0:

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from cnnforge.arithmetic import accumulator_bound, right_shift
 from cnnforge.errors import EmitError
 from cnnforge.ir import (
     BINARY_BITS,
@@ -226,17 +227,9 @@ def weight_rows(layer: Layer) -> np.ndarray:
     return w.reshape(w.shape[0], -1)
 
 
-def _acc_bound(rows: np.ndarray, bias: np.ndarray | None) -> int:
-    """Largest |accumulator| any output can reach: 128 (sum |w| + |b|) per channel (R1.4, R1.5)."""
-    total = np.abs(rows).sum(axis=1)
-    if bias is not None:
-        total = total + np.abs(np.asarray(bias, dtype=np.int64))
-    return int(total.max(initial=0)) * 128
-
-
 def _weight_fields(layer: Layer, kind: int, f: dict[str, int], force64: bool) -> dict[str, int]:
     if kind == KIND["copy"]:
-        return dict(row_len=0, shift_k=7, acc64=0, wbits=8)
+        return dict(row_len=0, shift_k=right_shift(0), acc64=0, wbits=8)
     q = layer.quant
     if q is None:
         raise _fail(layer, "layer is not quantized", "quantize the network before emitting C")
@@ -260,14 +253,14 @@ def _weight_fields(layer: Layer, kind: int, f: dict[str, int], force64: bool) ->
                 layer,
                 f"total output shift {problem.low} is outside [{problem.lo}, {problem.hi}] (R2.1)",
             )
-    bound = _acc_bound(rows, q.bias)
+    bound = accumulator_bound(rows, q.bias)
     if layer.wide and bound >= 1 << 31:
         raise _fail(layer, f"its 32-bit output can reach {bound}, beyond int32")
     acc64 = force64 or bound >= INT32_SAFE
     wbits = BINARY_CODE if q.weight_bits == BINARY_BITS else q.weight_bits
     if wbits not in (BINARY_CODE, 1, 2, 4, 8):
         raise _fail(layer, f"{q.weight_bits}-bit weights are not supported", "use 1, 2, 4 or 8")
-    return dict(row_len=row_len, shift_k=7 - q.total_shift, acc64=int(acc64), wbits=wbits)
+    return dict(row_len=row_len, shift_k=right_shift(q.total_shift), acc64=int(acc64), wbits=wbits)
 
 
 def _operands(layer: Layer, network: Network) -> tuple[tuple[int, ...], int, int, bool]:
