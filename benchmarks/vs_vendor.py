@@ -73,19 +73,16 @@ t1 = now()
 import cnnforge.pipeline as P
 from pathlib import Path
 times["import cnnforge"] = since(t1)
-def timed(name, fn):
-    def run(state, workdir):
-        start = now()
-        try:
-            return fn(state, workdir)
-        finally:
-            times[name] = since(start)
-    return run
-P.STEPS = tuple((name, timed(name, fn)) for name, fn in P.STEPS)
+current = []  # (step name, start) of the step that runs now
+def on_step(name, i, n):
+    if current:
+        times[current[0][0]] = since(current[0][1])
+    current[:] = [(name, now())]
 yaml, ckpt, sample, out = sys.argv[1:5]
 options = P.CompileOptions(output=Path(out), ai8x_yaml=Path(yaml), ai8x_checkpoint=Path(ckpt),
                            sample=Path(sample), overwrite=True)
-P.compile_model(options)
+P.compile_model(options, on_step=on_step)
+times[current[0][0]] = since(current[0][1])
 times["total"] = since(t0)
 print(json.dumps(times))
 """

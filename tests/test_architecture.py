@@ -17,6 +17,7 @@ from pathlib import Path
 import grimp
 
 import cnnforge
+from support.paths import REPO
 
 PACKAGE = Path(cnnforge.__file__).parent  # the sources grimp reads: the imported package
 
@@ -117,3 +118,37 @@ def test_every_source_folder_is_a_package() -> None:
     assert missing == set(KNOWN_NAMESPACE_PACKAGES), (
         f"folders without __init__.py: {sorted(missing)}; known: {sorted(KNOWN_NAMESPACE_PACKAGES)}"
     )
+
+
+def _cnnforge_imports(path: Path) -> list[tuple[int, str, str | None]]:
+    """(line, module, name or None) of every ``cnnforge`` import in one file."""
+    found: list[tuple[int, str, str | None]] = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("cnnforge"):
+            found += [(node.lineno, node.module, alias.name) for alias in node.names]
+        elif isinstance(node, ast.Import):
+            found += [
+                (node.lineno, a.name, None) for a in node.names if a.name.startswith("cnnforge")
+            ]
+    return found
+
+
+def test_benchmarks_import_what_exists() -> None:
+    """The benchmarks are run by hand, not by the suite: a module or name they import that moved
+    must fail here rather than at the next benchmark run."""
+    import importlib
+
+    missing = []
+    for path in sorted((REPO / "benchmarks").glob("*.py")):
+        for line, module, name in _cnnforge_imports(path):
+            try:
+                imported = importlib.import_module(module)
+            except ImportError:
+                missing.append(f"{path.name}:{line}: {module}")
+                continue
+            if name is not None and not hasattr(imported, name):
+                try:
+                    importlib.import_module(f"{module}.{name}")
+                except ImportError:
+                    missing.append(f"{path.name}:{line}: {module}.{name}")
+    assert not missing, f"benchmarks import what is not there: {missing}"
