@@ -17,7 +17,7 @@ import jinja2
 import numpy as np
 
 from cnnforge.arithmetic import output_unit
-from cnnforge.devices import get_device
+from cnnforge.devices import Device, get_device
 from cnnforge.emit import report_figures as figs
 from cnnforge.ir import INPUT, Network
 from cnnforge.outputs import atomic_output_file
@@ -158,9 +158,9 @@ def _plan_section(state: Any) -> dict[str, Any] | None:
     }
 
 
-def _clock_text(device: Any, cycles: float) -> str:
+def _clock_text(device: Device | None, cycles: float) -> str:
     """``= 1.23 ms at 50 MHz`` from the device's CNN clock, or nothing."""
-    hz = getattr(device, "clock_hz", None)
+    hz = device.clock_hz if device is not None else None
     if not hz:
         return ""
     return f"= {cycles / hz * 1e3:.3f} ms at {hz / 1e6:g} MHz"

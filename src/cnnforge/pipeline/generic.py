@@ -8,7 +8,10 @@ from pathlib import Path
 from typing import Any
 
 from cnnforge.errors import InputError
+from cnnforge.ir import Network
 from cnnforge.outputs import atomic_output_dir
+from cnnforge.targets.generic.plan import GenericPlan, plan_generic
+from cnnforge.targets.generic.target import GenericTarget, parse_generic
 
 FILES = ("generic-plan.json", "ddr-vs-budget.svg", "report.html", "generic-plan.txt")
 
@@ -20,12 +23,10 @@ def plan_budget(
     model_args: Mapping[str, Any],
     checkpoint: Path | None,
     points: int = 24,
-) -> tuple[Any, Any, Any]:
+) -> tuple[GenericTarget, Network, GenericPlan]:
     """``(target, float network, GenericPlan)`` of ``model`` on ``--device generic:...``."""
     from cnnforge.frontend import load_network
     from cnnforge.models import default_input_shape, model_names
-    from cnnforge.targets.generic.plan import plan_generic
-    from cnnforge.targets.generic.target import parse_generic
 
     target = parse_generic(device)
     if points < 2:
@@ -42,7 +43,10 @@ def plan_budget(
 
 
 def write_budget(
-    plan: Any, output: Path, overwrite: bool, write_text: Callable[[Any, Path], None]
+    plan: GenericPlan,
+    output: Path,
+    overwrite: bool,
+    write_text: Callable[[GenericPlan, Path], None],
 ) -> None:
     """The report files (FILES) into ``output``, atomically; ``write_text`` renders the text
     report (the CLI's tables) into a file."""

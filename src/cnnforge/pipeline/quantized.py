@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from cnnforge.devices import Device
 from cnnforge.ir import Network
 from cnnforge.pipeline.sources import NETWORK, ModelSource
 from cnnforge.samples import InputArray
@@ -46,7 +47,7 @@ def calibration_set(
 
 def quantize_lowered(
     network: Network,
-    device: Any,
+    device: Device,
     weight_bits: int | Mapping[str, int],
     *,
     clip: str = "max",
@@ -68,7 +69,7 @@ def quantize_lowered(
 
 def quantized_network(
     source: Network,
-    device: Any,
+    device: Device,
     weight_bits: Widths = None,
     *,
     clip: str = "max",
@@ -84,10 +85,10 @@ def quantized_network(
     return quantize_lowered(lowered, device, bits, clip=clip, calibration=values, used=used)
 
 
-def _widths(network: Network, device: Any, weight_bits: Widths) -> int | Mapping[str, int]:
+def _widths(network: Network, device: Device, weight_bits: Widths) -> int | Mapping[str, int]:
     """``None``: the device's default width; ``"auto"``: passes.weight_bits; else as given."""
     if weight_bits is None:
-        return int(getattr(device, "default_weight_bits", 8))
+        return int(device.default_weight_bits)
     if weight_bits == "auto":
         from cnnforge.passes.weight_bits import choose_weight_bits
 
@@ -126,7 +127,7 @@ def quantized_from_source(
     source: ModelSource,
     input_shape: tuple[int, ...] | None,
     model_args: Mapping[str, Any],
-    device: Any,
+    device: Device,
     weight_bits: Widths = None,
     *,
     clip: str = "max",

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
+from cnnforge.devices import Device
 from cnnforge.errors import CnnforgeError, InputError
+from cnnforge.ir import Network
 from cnnforge.samples import InputArray, load_input_array
 
 MODEL, NETWORK, VENDOR = "model", "network", "vendor"
@@ -116,11 +117,13 @@ def default_shape(model: str, sample: np.ndarray) -> tuple[int, ...]:
     return shape[1:] if len(shape) == 4 else shape
 
 
-def vendor_network(source: ModelSource, input_shape: tuple[int, ...] | None, device: Any) -> Any:
+def vendor_network(
+    source: ModelSource, input_shape: tuple[int, ...] | None, device: str | Device
+) -> Network:
     """The network of a vendor-pair source (its plan is not needed here)."""
     from cnnforge.frontend.ai8x import load_ai8x
 
-    name = getattr(device, "name", device)
+    name = device.name if isinstance(device, Device) else device
     return load_ai8x(source.ai8x_yaml, source.ai8x_checkpoint, input_shape, device=name)[0]
 
 
@@ -129,8 +132,8 @@ def network_for_cli(
     input_shape: tuple[int, ...] | None,
     ai8x_yaml: Path | str | None,
     ai8x_checkpoint: Path | str | None,
-    device: Any = "MAX78000",
-) -> Any:
+    device: str | Device = "MAX78000",
+) -> Network | None:
     """For commands taking MODEL or ``--ai8x-yaml``/``--ai8x-checkpoint``: the imported network,
     or None when MODEL (with its input shape) is to be loaded; exactly one source (above)."""
     source = model_source(

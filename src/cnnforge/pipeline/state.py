@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from cnnforge.devices import Device
 from cnnforge.ir import Network
 from cnnforge.plan.model import Plan
 from cnnforge.samples import InputArray
@@ -58,7 +59,7 @@ class CompileState:
     """Everything the steps have produced so far (immutable: each step returns a new one)."""
 
     options: CompileOptions
-    device: Any = None
+    device: Device | None = None  # a compiled target's record (generic cannot be compiled)
     source: Network | None = None  # model-level float network (None for quantized inputs)
     imported: Any = None  # frontend.ai8x.Ai8xModel for a vendor pair
     rewrites: tuple = ()
