@@ -8,10 +8,12 @@ from pathlib import Path
 
 import pytest
 
+from cnnforge import arithmetic
 from cnnforge.devices import MAX78000, MAX78002
 from cnnforge.errors import InputError
 from cnnforge.pipeline import hls, steps, targets
 from cnnforge.pipeline.targets import TARGETS, Target, get_target, resolve_device, steps_for
+from cnnforge.targets.generic import integer as generic_integer
 from cnnforge.targets.generic.target import GenericTarget
 from cnnforge.targets.hls.device import HLS
 
@@ -21,7 +23,17 @@ SRC = Path(__file__).resolve().parents[1] / "src" / "cnnforge"
 def test_the_max_parts_come_first_then_hls_and_generic() -> None:
     assert [t.name for t in TARGETS] == ["MAX78000", "MAX78002", "HLS", "generic"]
     assert TARGETS[0].device is MAX78000 and TARGETS[1].device is MAX78002
-    assert all(t.semantics and t.description and t.report for t in TARGETS)
+    assert all(t.description and t.report for t in TARGETS)
+
+
+def test_each_target_names_its_integer_rules_as_a_module() -> None:
+    semantics = {t.name: t.semantics for t in TARGETS}
+    assert semantics == {
+        "MAX78000": arithmetic,
+        "MAX78002": arithmetic,
+        "HLS": arithmetic,
+        "generic": generic_integer,
+    }
 
 
 @pytest.mark.parametrize(
@@ -57,7 +69,7 @@ def test_compile_recipes_come_from_the_table() -> None:
 
 def test_a_new_target_is_one_entry(monkeypatch: pytest.MonkeyPatch) -> None:
     toy = dataclasses.replace(MAX78000, name="TOY", die="TOY1")
-    entry = Target("TOY", "a toy", "cnnforge.arithmetic", device=toy, aliases=("toy1",),
+    entry = Target("TOY", "a toy", arithmetic, device=toy, aliases=("toy1",),
                    compile_steps=steps.STEPS, report=("report.html",))  # fmt: skip
     monkeypatch.setattr(targets, "TARGETS", (*TARGETS, entry))
     assert resolve_device("toy") is toy and resolve_device("TOY1") is toy

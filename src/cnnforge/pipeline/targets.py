@@ -11,14 +11,20 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from types import ModuleType
 
+from cnnforge import arithmetic
 from cnnforge.devices import MAX78000, MAX78002, Device
 from cnnforge.errors import InputError
 from cnnforge.pipeline import hls, plan, steps
+from cnnforge.pipeline.plan import PlanRequest, PlanResult
 from cnnforge.pipeline.state import Steps
-from cnnforge.targets.generic.target import parse_generic
+from cnnforge.targets.generic import integer as generic_integer
+from cnnforge.targets.generic.target import GenericTarget, parse_generic
 from cnnforge.targets.hls.device import HLS
+
+#: What ``--device`` resolves to: a MAX7800x/HLS ``Device`` or a parametrised generic target.
+TargetDevice = Device | GenericTarget
 
 
 @dataclass(frozen=True)
@@ -27,12 +33,13 @@ class Target:
 
     name: str  # the --device name (case-insensitive); ``parse`` targets match NAME[:params]
     description: str
-    semantics: str  # the module whose integer rules its bit-exact simulation follows
+    semantics: ModuleType  # the module of the integer rules its bit-exact simulation follows
     device: Device | None = None  # fixed device data
-    parse: Callable[[str], Any] | None = None  # parametrised targets: --device text -> record
+    parse: Callable[[str], GenericTarget] | None = None  # parametrised: --device text -> record
     aliases: tuple[str, ...] = ()
     compile_steps: Steps | None = None  # `cnnforge compile` (None: it cannot be compiled)
-    planner: Callable[..., Any] | None = None  # `cnnforge plan`'s planner (None: plan refuses)
+    # `cnnforge plan`'s planner (None: plan refuses)
+    planner: Callable[[PlanRequest, Device], PlanResult] | None = None
     report: tuple[str, ...] = ()  # the report files its recipe writes
 
     def matches(self, text: str) -> bool:
@@ -42,9 +49,13 @@ class Target:
             key = key.split(":", 1)[0]
         return key in {self.name.upper(), *(a.upper() for a in self.aliases)}
 
-    def resolve(self, text: str) -> Any:
+    def resolve(self, text: str) -> TargetDevice:
         """The device record ``text`` names (a parametrised target reads its parameters)."""
-        return self.parse(text) if self.parse is not None else self.device
+        if self.parse is not None:
+            return self.parse(text)
+        if self.device is None:  # a table entry needs one of the two
+            raise InputError(f"--device {self.name} has no device data")
+        return self.device
 
 
 _MAX_REPORT = ("report.html", "summary.json")
@@ -54,7 +65,7 @@ TARGETS: tuple[Target, ...] = (
     Target(
         "MAX78000",
         "Analog Devices MAX78000 CNN accelerator",
-        "cnnforge.arithmetic (the vendor's integer rules)",
+        arithmetic,  # the vendor's integer rules
         device=MAX78000,
         aliases=(MAX78000.die,),
         compile_steps=steps.STEPS,
@@ -64,7 +75,7 @@ TARGETS: tuple[Target, ...] = (
     Target(
         "MAX78002",
         "Analog Devices MAX78002 CNN accelerator",
-        "cnnforge.arithmetic (the vendor's integer rules)",
+        arithmetic,  # the vendor's integer rules
         device=MAX78002,
         aliases=(MAX78002.die,),
         compile_steps=steps.STEPS,
@@ -74,7 +85,7 @@ TARGETS: tuple[Target, ...] = (
     Target(
         "HLS",
         "FPGA overlay from HLS C++ (docs/hls-target.md)",
-        "cnnforge.arithmetic (A8 activations, W1-8 weights, docs/hls-target.md §2)",
+        arithmetic,  # A8 activations, W1-8 weights (docs/hls-target.md §2)
         device=HLS,
         compile_steps=hls.STEPS,
         report=(hls.REPORT, hls.RESOURCES, "summary.json"),
@@ -82,7 +93,7 @@ TARGETS: tuple[Target, ...] = (
     Target(
         "generic",
         "generic accelerator: on-chip budget + DDR (generic:onchip=3MiB,...)",
-        "cnnforge.targets.generic.integer (saturating fixed point)",
+        generic_integer,  # saturating fixed point
         parse=parse_generic,
         planner=None,  # planned on the float model: pipeline.generic.plan_budget
         report=("generic-plan.json", "generic-plan.txt", "ddr-vs-budget.svg", "report.html"),
@@ -103,19 +114,19 @@ def get_target(name: str) -> Target:
     raise InputError(f"unknown device {name!r}", hint=f"choose one of {target_names()}")
 
 
-def resolve_device(name: Any) -> Any:
+def resolve_device(name: str | TargetDevice) -> TargetDevice:
     """The device record of ``--device name`` (a record is returned as it is)."""
     if not isinstance(name, str):
         return name
     return get_target(name).resolve(name)
 
 
-def target_of(device: Any) -> Target:
+def target_of(device: str | TargetDevice) -> Target:
     """The table entry of a device record (or of a ``--device`` name)."""
     return get_target(device if isinstance(device, str) else device.name)
 
 
-def steps_for(device: Any) -> Steps:
+def steps_for(device: str | TargetDevice) -> Steps:
     """The compile recipe of ``device``'s target (InputError if it cannot be compiled)."""
     target = target_of(device)
     if target.compile_steps is None:
