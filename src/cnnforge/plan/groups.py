@@ -113,7 +113,8 @@ def _must_copy(
 
 def _check_interleave(network: Network, layer: Layer, kind: GroupKind) -> None:
     """Interleaved parts must each fill whole single passes on the same processors; adjacent
-    parts start on instance boundaries and must fit 64 processors with their holes."""
+    parts start on instance boundaries and must fit one pass (``MAX_ADJACENT_CHANNELS``
+    processors) with their holes."""
     if kind is GroupKind.ADJACENT:
         channels = [s[0] for s in network.input_shapes(layer)]
         need = sum(c + (-c % 4) for c in channels[:-1]) + channels[-1]
@@ -133,10 +134,13 @@ def _check_interleave(network: Network, layer: Layer, kind: GroupKind) -> None:
     ):
         return
     raise PlanError(
-        f"a concatenation of {channels} channels (above 64 in all) must be interleaved word by "
-        "word, which needs equal parts that each fill one pass",
+        f"a concatenation of {channels} channels (above {MAX_ADJACENT_CHANNELS} in all) must be "
+        "interleaved word by word, which needs equal parts that each fill one pass",
         where=f"layer {layer.name} ({layer.module_path or layer.name})",
-        hint="concatenate parts of equal channel counts (a multiple of 4, at most 64 each)",
+        hint=(
+            "concatenate parts of equal channel counts "
+            f"(a multiple of 4, at most {MAX_ADJACENT_CHANNELS} each)"
+        ),
     )
 
 
