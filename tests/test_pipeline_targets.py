@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from cnnforge import arithmetic
@@ -16,6 +17,7 @@ from cnnforge.pipeline.targets import TARGETS, Target, get_target, resolve_devic
 from cnnforge.targets.generic import integer as generic_integer
 from cnnforge.targets.generic.target import GenericTarget
 from cnnforge.targets.hls.device import HLS
+from support.cli import run_cli
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "cnnforge"
 
@@ -94,3 +96,24 @@ def test_the_pipeline_has_ordinary_imports() -> None:
         if "import_module" in p.read_text() and p.name != "loading.py"
     ]
     assert offenders == []
+
+
+@pytest.mark.parametrize(
+    ("command", "args"),
+    [
+        ("check", ["unet-voc"]),
+        ("quantize", ["unet-voc", "-i", "3,64,64", "-o", "q.pth"]),
+        ("simulate", ["unet-voc", "-i", "3,64,64", "--input", "x.npy", "--output", "out.npy"]),
+    ],
+)
+def test_commands_of_the_hardware_layer_model_refuse_a_budget_target(
+    command: str, args: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys
+) -> None:
+    """`check`/`quantize`/`simulate` work on MAX7800x/HLS layers: for `generic` they say so in
+    one line (exit 2) and point at `budget`, instead of failing inside the MAX lowering."""
+    monkeypatch.chdir(tmp_path)
+    np.save(tmp_path / "x.npy", np.zeros((3, 64, 64), np.int8))
+    code, out, err = run_cli([command, *args, "-d", "generic:onchip=1MiB"], capsys)
+    assert code == 2, (out, err)
+    assert err.count("\n") == 1 and f"has no `cnnforge {command}`" in err and "budget" in err
+    assert list(tmp_path.iterdir()) == [tmp_path / "x.npy"]

@@ -58,9 +58,9 @@ def check(
     from cnnforge.models import default_input_shape, model_names
     from cnnforge.passes.check import check_report
     from cnnforge.pipeline.sources import network_for_cli
-    from cnnforge.pipeline.targets import resolve_device
+    from cnnforge.pipeline.targets import device_for
 
-    dev = resolve_device(device)
+    dev = device_for(device, "check")
     bits = parse_weight_bits(weight_bits, binary=True) if weight_bits else None
     shape = parse_shape(input_shape) if input_shape else None
     if shape is None and model in model_names():  # a shipped model knows its input

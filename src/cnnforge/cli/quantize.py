@@ -44,10 +44,10 @@ def quantize(
     """Trace, lower, quantize (PTQ; QAT modules keep their integers) and save."""
     from cnnforge.pipeline.quantized import quantized_from_source
     from cnnforge.pipeline.sources import model_source, read_calibration
-    from cnnforge.pipeline.targets import resolve_device
+    from cnnforge.pipeline.targets import device_for
     from cnnforge.quant.checkpoint import save_quantized
 
-    dev = resolve_device(device)
+    dev = device_for(device, "quantize")
     bits = parse_bits_option(weight_bits)
     if output.exists() and not overwrite:
         raise InputError(f"{output} already exists", hint="pass --overwrite or choose another -o")

@@ -46,7 +46,7 @@ def resolve_network(
     """The quantized network to simulate, from exactly one source (see the module docstring)."""
     from cnnforge.pipeline.quantized import quantized_checkpoint, quantized_from_source
     from cnnforge.pipeline.sources import model_source
-    from cnnforge.pipeline.targets import resolve_device
+    from cnnforge.pipeline.targets import device_for
 
     source = model_source(
         model, checkpoint, network_path, hint="give MODEL [--checkpoint], or --network q.pth"
@@ -63,7 +63,7 @@ def resolve_network(
             highlight=False,
             soft_wrap=True,
         )
-    dev = resolve_device(device)
+    dev = device_for(device, "simulate")
     return quantized_from_source(
         source, input_shape, model_args, dev, weight_bits, clip=clip
     ).network
@@ -118,13 +118,13 @@ def simulate(
     import numpy as np
 
     from cnnforge.pipeline.sources import VENDOR, model_source, vendor_network
-    from cnnforge.pipeline.targets import resolve_device
+    from cnnforge.pipeline.targets import device_for
     from cnnforge.sim import simulate as run_sim
 
     data = read_input_array(input_path)
     shape = parse_shape(input_shape) if input_shape else _shape_from_data(data)
     source = model_source(model, checkpoint, network_path, ai8x_yaml, ai8x_checkpoint)
-    dev = resolve_device(device)
+    dev = device_for(device, "simulate")
     network = None
     if source.kind == VENDOR:
         network = vendor_network(source, shape, dev)

@@ -121,6 +121,19 @@ def resolve_device(name: str | TargetDevice) -> TargetDevice:
     return get_target(name).resolve(name)
 
 
+def device_for(name: str | TargetDevice, command: str) -> Device:
+    """The device record ``command`` works on: the accelerators with a hardware layer model
+    (MAX7800x, HLS); a budget target (generic) is planned on the float model by ``budget``."""
+    device = resolve_device(name)
+    if isinstance(device, Device):
+        return device
+    raise InputError(
+        f"--device {target_of(device).name} has no `cnnforge {command}`",
+        hint="`cnnforge budget MODEL -d generic:...` plans it: unsupported layers, memory, DDR "
+        "transfers",
+    )
+
+
 def target_of(device: str | TargetDevice) -> Target:
     """The table entry of a device record (or of a ``--device`` name)."""
     return get_target(device if isinstance(device, str) else device.name)
