@@ -17,6 +17,7 @@ from pathlib import Path
 import jinja2
 import numpy as np
 
+from cnnforge.arithmetic import right_shift
 from cnnforge.emit.c.arrays import c_array, c_comment, fnv1a32
 from cnnforge.emit.c.emitter import output_vector, sample_vector
 from cnnforge.emit.hls.plan import HlsPlan, LayerPlan, plan_hls
@@ -188,7 +189,7 @@ def _weight_call(network: Network, lp: LayerPlan, name: str, in_type: str, t: Hl
             hint="the HLS engines take K x K kernels with equal padding (hls-target.md §3)",
         )
     c_in, h, w = _input_dims(network, layer)
-    sk = 7 - q.total_shift
+    sk = right_shift(q.total_shift)
     bias = "nullptr" if q.bias is None else f"B_{name}"
     common = f"{t.macs_per_cycle}, {lp.acc_bits}, {sk}, {ACT[layer.activation]}, {q.weight_bits}"
     if layer.op is Op.CONV2D:
