@@ -24,11 +24,11 @@ from enum import StrEnum
 
 import numpy as np
 
+from cnnforge.devices import Device
 from cnnforge.errors import PlanError
 from cnnforge.geometry import COMMON, passes, processors_per_pass
 from cnnforge.ir import INPUT, Layer, Network, Op, Quantized
 
-MAX_ADJACENT_CHANNELS = COMMON.pass_channels  # one pass (devices.md §2 "Concatenation")
 COPY_TAG = "copy"  # module_path prefix of the passthrough copies the planner inserts
 
 
@@ -52,14 +52,15 @@ class Group:
         return len(self.parts) - 1 if self.kind is GroupKind.INTERLEAVED else 0
 
 
-def group_kind(network: Network, layer: Layer) -> GroupKind:
-    """How ``layer`` reads its inputs."""
+def group_kind(network: Network, layer: Layer, device: Device = COMMON) -> GroupKind:
+    """How ``layer`` reads its inputs: parts of one pass in all sit side by side (devices.md §2
+    "Concatenation"), more are interleaved word by word."""
     if len(layer.inputs) == 1:
         return GroupKind.SINGLE
     if layer.eltwise is not None:
         return GroupKind.INTERLEAVED
     total = sum(s[0] for s in network.input_shapes(layer))
-    return GroupKind.ADJACENT if total <= MAX_ADJACENT_CHANNELS else GroupKind.INTERLEAVED
+    return GroupKind.ADJACENT if total <= device.pass_channels else GroupKind.INTERLEAVED
 
 
 def is_copy(layer: Layer) -> bool:
@@ -67,18 +68,18 @@ def is_copy(layer: Layer) -> bool:
     return layer.module_path.startswith(f"{COPY_TAG} of ")
 
 
-def form_groups(network: Network) -> tuple[Network, tuple[Group, ...]]:
+def form_groups(network: Network, device: Device = COMMON) -> tuple[Network, tuple[Group, ...]]:
     """Insert the copies the layout needs and group every tensor (see the module docstring)."""
     claimed: dict[str, int] = {}
     groups: list[Group] = []
     layers: list[Layer] = []
     names = {layer.name for layer in network.layers} | {INPUT}
     for layer in network.layers:
-        kind = group_kind(network, layer)
+        kind = group_kind(network, layer, device)
         if kind is GroupKind.SINGLE:
             layers.append(layer)
             continue
-        _check_interleave(network, layer, kind)
+        _check_interleave(network, layer, kind, device)
         parts: list[str] = []
         for name in layer.inputs:
             if _must_copy(network, kind, name, claimed, parts):
@@ -111,35 +112,35 @@ def _must_copy(
     return len(readers) > 1 or name in network.outputs or producer.wide
 
 
-def _check_interleave(network: Network, layer: Layer, kind: GroupKind) -> None:
+def _check_interleave(network: Network, layer: Layer, kind: GroupKind, device: Device) -> None:
     """Interleaved parts must each fill whole single passes on the same processors; adjacent
-    parts start on instance boundaries and must fit one pass (``MAX_ADJACENT_CHANNELS``
-    processors) with their holes."""
+    parts start on instance boundaries and must fit one pass with their holes."""
+    width, align = device.pass_channels, device.processors_per_instance
     if kind is GroupKind.ADJACENT:
         channels = [s[0] for s in network.input_shapes(layer)]
-        need = sum(c + (-c % 4) for c in channels[:-1]) + channels[-1]
-        if need > MAX_ADJACENT_CHANNELS:
+        need = sum(c + (-c % align) for c in channels[:-1]) + channels[-1]
+        if need > width:
             raise PlanError(
                 f"a concatenation of {channels} channels needs {need} processors with the parts "
-                f"aligned to memory instances, which exceed {MAX_ADJACENT_CHANNELS}",
+                f"aligned to memory instances, which exceed {width}",
                 where=f"layer {layer.name} ({layer.module_path or layer.name})",
-                hint="use multiples of 4 channels for every part but the last",
+                hint=f"use multiples of {align} channels for every part but the last",
             )
     if kind is not GroupKind.INTERLEAVED or layer.eltwise is not None:
         return
     channels = [s[0] for s in network.input_shapes(layer)]
     total = sum(channels)
     if len(set(channels)) == 1 and (
-        passes(total) == len(channels) and processors_per_pass(total) == channels[0]
+        passes(total, device) == len(channels) and processors_per_pass(total, device) == channels[0]
     ):
         return
     raise PlanError(
-        f"a concatenation of {channels} channels (above {MAX_ADJACENT_CHANNELS} in all) must be "
+        f"a concatenation of {channels} channels (above {width} in all) must be "
         "interleaved word by word, which needs equal parts that each fill one pass",
         where=f"layer {layer.name} ({layer.module_path or layer.name})",
         hint=(
             "concatenate parts of equal channel counts "
-            f"(a multiple of 4, at most {MAX_ADJACENT_CHANNELS} each)"
+            f"(a multiple of {align}, at most {width} each)"
         ),
     )
 

@@ -48,7 +48,7 @@ def plan_network(
     """
     dev = get_device(device)
     _require_hardware(network)
-    network, groups = form_groups(network)
+    network, groups = form_groups(network, dev)
     if len(network.layers) > dev.max_layers:
         raise PlanError(
             f"{len(network.layers)} hardware layers (with copies) exceed the {dev.max_layers} "
