@@ -80,7 +80,7 @@ def plan_network(
     notes = (
         f"input data format {data_format}",
         *streaming_notes(network, streamed),
-        *_in_place_notes(network, placements, data_format, streamed),
+        *_in_place_notes(network, placements, data_format, dev, streamed),
         *_shared_kernel_notes(placements),
     )
     plan = Plan(dev.name, data_format, tuple(placements), notes=notes, fifo=streamed > 0)
@@ -168,7 +168,11 @@ def _fix_copies(network: Network, layer_masks: dict[str, tuple[int, int]]) -> Ne
 
 
 def _in_place_notes(
-    network: Network, placements: list[Placement], data_format: str, streamed: int = 0
+    network: Network,
+    placements: list[Placement],
+    data_format: str,
+    dev: Device,
+    streamed: int = 0,
 ) -> tuple[str, ...]:
     """A note naming the layers that write over their own input (vendor: --overlap-data);
     the first ``streamed`` layers read rollover buffers and are not judged here."""
@@ -180,7 +184,7 @@ def _in_place_notes(
             mask, offset = p.in_processors, p.in_offset
         else:
             mask, offset = at[src].out_processors, at[src].out_offset
-        if not instances_of(p.out_processors) & instances_of(mask):
+        if not instances_of(p.out_processors, dev) & instances_of(mask, dev):
             continue
         end_in = offset + tensor_span(network, src, data_format)
         end_out = p.out_offset + tensor_span(network, layer.name, data_format)
