@@ -148,7 +148,7 @@ def memory_map_png(
     for k, (name, (birth, death)) in enumerate(live.items()):
         if not birth <= index <= death:
             continue
-        inst, idx = tensor_words(network, plan, name)
+        inst, idx = tensor_words(network, plan, name, dev)
         if not idx.size:
             continue
         lo, hi = 4 * int(idx.min()), 4 * (int(idx.max()) + 1)
@@ -219,7 +219,7 @@ def timeline_png(network: Network, plan: Plan, device: Device | str, path: Path)
     top.invert_yaxis()
     top.set_title(_text(f"{network.name} on {plan.device}: processors per layer"), fontsize=9)
     for k, (name, (birth, death)) in enumerate(live_intervals(network).items()):
-        _, idx = tensor_words(network, plan, name)
+        _, idx = tensor_words(network, plan, name, dev)
         if idx.size:
             lo, hi = 4 * int(idx.min()), 4 * (int(idx.max()) + 1)
             end = min(death, len(network) - 1) + 0.5
