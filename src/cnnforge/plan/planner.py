@@ -147,20 +147,20 @@ def _attempt(network, groups, live, dev, data_format, policy, in_place, spans) -
     units = [make_unit(network, g, live) for g in groups]
     offsets = assign_offsets(network, units, masks, live, dev, data_format, in_place, spans)
     layer_masks = {x.name: (_in_mask(x, masks, groups), masks[x.name]) for x in network.layers}
-    network = _fix_copies(network, layer_masks)
+    network = _fix_copies(network, layer_masks, dev)
     kernels = assign_kernels(network, layer_masks, dev)
     bias = assign_bias(network, layer_masks, dev)
     top = max(offsets[n] + spans.get(n, tensor_span(network, n, data_format)) for n in offsets)
     return top, network, layer_masks, offsets, kernels, bias
 
 
-def _fix_copies(network: Network, layer_masks: dict[str, tuple[int, int]]) -> Network:
+def _fix_copies(network: Network, layer_masks: dict[str, tuple[int, int]], dev: Device) -> Network:
     """Passthroughs (copies or the user's pooling/element-wise layers) whose processors a
     passthrough cannot map become 1x1 identity convolutions: exact, and free to move data."""
     quantized = any(x.quant is not None for x in network.layers)
     layers = [
         identity_conv(x, quantized)
-        if x.op is Op.PASSTHROUGH and not passthrough_masks_ok(*layer_masks[x.name])
+        if x.op is Op.PASSTHROUGH and not passthrough_masks_ok(*layer_masks[x.name], dev)
         else x
         for x in network.layers
     ]
