@@ -62,9 +62,10 @@ def plan_rows(network: Network, plan: Any) -> list[dict[str, Any]]:
     from cnnforge.plan.planner import placed_cycles
 
     rows = []
+    dev = get_device(plan.device)
     for layer, p in zip(network.layers, plan.placements, strict=True):
         if p.cycles is None:
-            p = dataclasses.replace(p, cycles=placed_cycles(network, layer, p))
+            p = dataclasses.replace(p, cycles=placed_cycles(network, layer, p, dev))
         rows.append(
             {
                 "name": layer.name,

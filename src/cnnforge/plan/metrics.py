@@ -140,8 +140,9 @@ def with_cycles(network: Network, plan: Plan) -> Plan:
 
     from cnnforge.plan.planner import placed_cycles
 
+    dev = get_device(plan.device)
     places = tuple(
-        dataclasses.replace(p, cycles=placed_cycles(network, x, p))
+        dataclasses.replace(p, cycles=placed_cycles(network, x, p, dev))
         for x, p in zip(network.layers, plan.placements, strict=True)
     )
     return dataclasses.replace(plan, placements=places)

@@ -23,7 +23,7 @@ from typing import Any
 
 from cnnforge.devices import Device, get_device
 from cnnforge.errors import PlanError
-from cnnforge.geometry import COMMON, layer_in_geometry, live_intervals
+from cnnforge.geometry import layer_in_geometry, live_intervals
 from cnnforge.ir import INPUT, Layer, Network, Op
 from cnnforge.plan.groups import Group, GroupKind, form_groups, identity_conv
 from cnnforge.plan.kernels import KernelSlot, assign_bias, assign_kernels, kernels_per_processor
@@ -33,8 +33,6 @@ from cnnforge.plan.memory import assign_offsets, tensor_span
 from cnnforge.plan.model import Placement, Plan
 from cnnforge.plan.streaming import fifo_mask, streamed_spans, streaming_layers
 from cnnforge.plan.validate import passthrough_masks_ok
-
-PER_QUADRANT = COMMON.processors_per_quadrant  # processors per quadrant
 
 
 def plan_network(
@@ -73,10 +71,12 @@ def plan_network(
     if not results:
         raise errors[0]
     network, layer_masks, offsets, kernels, bias = min(results, key=lambda r: r[0])[1:]
-    placements = _placements(network, groups, layer_masks, offsets, kernels, bias)
+    placements = _placements(network, groups, layer_masks, offsets, kernels, bias, dev)
     for i in range(streamed):
         p = dataclasses.replace(placements[i], streaming=True)
-        placements[i] = dataclasses.replace(p, cycles=placed_cycles(network, network.layers[i], p))
+        placements[i] = dataclasses.replace(
+            p, cycles=placed_cycles(network, network.layers[i], p, dev)
+        )
     notes = (
         f"input data format {data_format}",
         *streaming_notes(network, streamed),
@@ -111,6 +111,7 @@ def _placements(
     offsets: dict[str, int],
     kernels: dict[str, KernelSlot],
     bias: dict[str, tuple[int, int]],
+    dev: Device,
 ) -> list[Placement]:
     """Every layer's ``Placement`` (with its cycle estimate) from the chosen attempt."""
     gaps = {p: g.gap for g in groups for p in g.parts}
@@ -131,7 +132,9 @@ def _placements(
             bias_quadrant=quadrant,
             bias_offset=entry,
         )
-        placements.append(dataclasses.replace(place, cycles=placed_cycles(network, layer, place)))
+        placements.append(
+            dataclasses.replace(place, cycles=placed_cycles(network, layer, place, dev))
+        )
     return placements
 
 
@@ -253,7 +256,7 @@ def _in_mask(layer: Layer, masks: dict[str, int], groups) -> int:
     return mask
 
 
-def placed_cycles(network: Network, layer: Layer, place: Placement) -> int:
+def placed_cycles(network: Network, layer: Layer, place: Placement, dev: Device) -> int:
     """Estimated cycles of a placed layer by the vendor model (devices.md §5)."""
     geo = layer_in_geometry(network, layer)
     shape = network.input_shapes(layer)[0]
@@ -261,7 +264,8 @@ def placed_cycles(network: Network, layer: Layer, place: Placement) -> int:
     words = 1
     if layer.op is Op.PASSTHROUGH:
         per_quadrant = max(
-            (place.out_processors >> (PER_QUADRANT * q) & 0xFFFF).bit_count() for q in range(4)
+            (place.out_processors >> (dev.processors_per_quadrant * q) & 0xFFFF).bit_count()
+            for q in range(dev.quadrants)
         )
         words = -(-per_quadrant * (4 if layer.wide else 1) // 4)
     m = geo.passes
