@@ -62,9 +62,10 @@ def plan_rows(network: Network, plan: Any) -> list[dict[str, Any]]:
     from cnnforge.plan.planner import placed_cycles
 
     rows = []
+    dev = get_device(plan.device)
     for layer, p in zip(network.layers, plan.placements, strict=True):
         if p.cycles is None:
-            p = dataclasses.replace(p, cycles=placed_cycles(network, layer, p))
+            p = dataclasses.replace(p, cycles=placed_cycles(network, layer, p, dev))
         rows.append(
             {
                 "name": layer.name,
@@ -108,16 +109,18 @@ def memory_map(network: Network, plan: Any) -> str:
 def kernel_map(plan: Any) -> str | None:
     """Kernel memory: columns used by each layer on each processor."""
     rects, top = [], 1
+    dev = get_device(plan.device)
     for i, p in enumerate(plan.placements):
         if p.kernel_start is None or not p.kernel_words:
             continue
-        for first, count in mask_runs(p.in_processors):
+        for first, count in mask_runs(p.in_processors, dev):
             rects.append((first, p.kernel_start, count, p.kernel_words, i))
         top = max(top, p.kernel_start + p.kernel_words)
     if not rects:
         return None
-    width = get_device(plan.device).processors
-    return figs.rect_map(rects, "processor", "kernel word", "kernel map", (0, width, 0, top * 1.05))
+    return figs.rect_map(
+        rects, "processor", "kernel word", "kernel map", (0, dev.processors, 0, top * 1.05)
+    )
 
 
 def output_figures(state: Any) -> list[dict[str, str]]:

@@ -54,14 +54,15 @@ def _next_width(bits: int, allowed: tuple[int, ...]) -> int | None:
     return max(smaller) if smaller else None
 
 
-def _saving(need: KernelNeed, bits: int, network: Network, device: Device | None) -> int:
+def _saving(need: KernelNeed, bits: int, network: Network, device: Device) -> int:
     layer = network.layer(need.layer)
     new = layer_kernel_need(layer, device, bits, main_input_shape(network, layer))
-    return aligned_words(need) - aligned_words(new) if new is not None else 0
+    align = device.kernel_start_align
+    return aligned_words(need, align) - aligned_words(new, align) if new is not None else 0
 
 
 def _pick(
-    network: Network, device: Device | None, bits: dict[str, int], allowed: tuple[int, ...]
+    network: Network, device: Device, bits: dict[str, int], allowed: tuple[int, ...]
 ) -> str | None:
     needs = {n.layer: n for n in network_kernel_needs(network, device, bits)}
     names = list(needs)
@@ -96,7 +97,8 @@ def choose_weight_bits(
     bits = {n.layer: max(allowed) for n in network_kernel_needs(network, device)}
     while True:
         needs = network_kernel_needs(network, device, bits)
-        if sum(aligned_words(n) for n in needs) <= budget and skyline_fits(needs, capacity):
+        words = sum(aligned_words(n, capacity.start_align) for n in needs)
+        if words <= budget and skyline_fits(needs, capacity):
             return WeightChoice(dict(bits), needs, budget, True)
         name = _pick(network, device, bits, allowed)
         if name is None:

@@ -26,8 +26,6 @@ from cnnforge.ir import Layer, Network
 if TYPE_CHECKING:
     from cnnforge.devices import Device
 
-START_ALIGN = COMMON.kernel_start_align  # a layer's first kernel column: a multiple of 4 (§3)
-
 
 def output_slots(out_mask: int, out_channels: int, device: Device | None = None) -> int:
     """Output slots S of a placed layer from its output-processor mask (devices.md §3): last -
@@ -129,7 +127,7 @@ class KernelCapacity:
     """72-bit kernel words of every processor of a device, and the allocator's alignment."""
 
     per_processor: tuple[int, ...]
-    start_align: int = START_ALIGN
+    start_align: int  # a layer's first kernel column: a multiple of 4 (devices.md §3)
 
     @property
     def total_words(self) -> int:
@@ -152,9 +150,9 @@ def device_weight_bits(device: Device) -> tuple[int, ...]:
     return tuple(b for b in device.allowed_weight_bits if b > 0)
 
 
-def aligned_words(need: KernelNeed, align: int = START_ALIGN) -> int:
-    """A layer's words on all its processors, each column count rounded up to the 4-word start
-    alignment of the allocator: a budget with room for a placement."""
+def aligned_words(need: KernelNeed, align: int) -> int:
+    """A layer's words on all its processors, each column count rounded up to the start
+    alignment ``align`` of the allocator (the device's, 4): a budget with room for a placement."""
     return (need.words + (-need.words) % align) * need.processors
 
 

@@ -19,7 +19,6 @@ import numpy as np
 from cnnforge.devices import Device
 from cnnforge.errors import PlanError
 from cnnforge.geometry import (
-    COMMON,
     bias_entries,
     depthwise_bias_slices,
     has_bias,
@@ -30,12 +29,6 @@ from cnnforge.geometry import (
 )
 from cnnforge.ir import Layer, Network, Op
 from cnnforge.plan.kernel_words import layer_kernel_words as _words
-
-PER_QUADRANT = COMMON.processors_per_quadrant  # processors per quadrant
-PROCESSORS = COMMON.processors  # devices.md §1 "Processors" (both parts)
-
-COLUMN_ALIGN = COMMON.kernel_start_align  # devices.md §3 "the start is a multiple of 4"
-QUADRANTS = COMMON.quadrants
 
 
 def budget_slots(out_mask: int, out_passes: int) -> int:
@@ -89,9 +82,9 @@ def assign_kernels(
     network: Network, masks: dict[str, tuple[int, int]], dev: Device
 ) -> dict[str, KernelSlot]:
     """``{layer: KernelSlot}`` for every weight layer; ``masks`` is {layer: (in, out)}."""
-    cap = np.array([dev.kernel_words(p) for p in range(PROCESSORS)])
-    used = np.zeros((PROCESSORS, int(cap.max())), dtype=bool)
-    for p in range(PROCESSORS):
+    cap = np.array([dev.kernel_words(p) for p in range(dev.processors)])
+    used = np.zeros((dev.processors, int(cap.max())), dtype=bool)
+    for p in range(dev.processors):
         used[p, cap[p] :] = True
     out: dict[str, KernelSlot] = {}
     shared: dict[str, int] = {}
@@ -106,8 +99,9 @@ def assign_kernels(
         if key is not None and key in shared:
             out[layer.name] = KernelSlot(layer.name, shared[key], words)
             continue
-        procs = [p for p in range(PROCESSORS) if in_mask >> p & 1]
-        start = _lowest_start(used, procs, words, dev if layer.groups > 1 else None)
+        procs = [p for p in range(dev.processors) if in_mask >> p & 1]
+        banks = dev if layer.groups > 1 else None
+        start = _lowest_start(used, procs, words, dev.kernel_start_align, banks)
         if start is None:
             total = sum(need[x.name] * masks[x.name][0].bit_count() for x in todo)
             raise _kernel_error(layer, procs, words, used, (total, int(cap.sum())))
@@ -119,11 +113,13 @@ def assign_kernels(
 
 
 def _lowest_start(
-    used: np.ndarray, procs: list[int], words: int, banks: Device | None
+    used: np.ndarray, procs: list[int], words: int, align: int, banks: Device | None
 ) -> int | None:
+    """The lowest start, a multiple of ``align`` (devices.md §3), of a free run of ``words``
+    columns on ``procs`` that crosses no bank edge of ``banks`` (depthwise layers)."""
     busy = used[procs].any(axis=0)
     run = np.concatenate(([0], np.cumsum(busy)))
-    for start in range(0, busy.size - words + 1, COLUMN_ALIGN):
+    for start in range(0, busy.size - words + 1, align):
         if run[start + words] - run[start]:
             continue
         if banks is not None and any(
@@ -164,8 +160,8 @@ def assign_bias(
     """``{layer: (quadrant, first entry)}`` for every layer with bias (devices.md §4)."""
     used_quadrants = set()  # quadrants that execute some layer (devices.md §7 `bias_group`)
     for in_mask, _ in masks.values():
-        for q in range(QUADRANTS):
-            if in_mask >> (PER_QUADRANT * q) & 0xFFFF:
+        for q in range(dev.quadrants):
+            if in_mask >> (dev.processors_per_quadrant * q) & 0xFFFF:
                 used_quadrants.add(q)
     quadrants = sorted(used_quadrants) or [0]
     todo = [x for x in network.layers if x.has_weights and has_bias(x)]
@@ -175,7 +171,7 @@ def assign_bias(
             -bias_length(x, masks[x.name][1]),
         )
     )
-    fill = dict.fromkeys(range(QUADRANTS), 0)
+    fill = dict.fromkeys(range(dev.quadrants), 0)
     for layer in [x for x in todo if x.groups > 1]:  # depthwise: a slice per quadrant (§4)
         for q, n in depthwise_bias_slices(layer.out_shape[0], masks[layer.name][1]).items():
             fill[q] += n

@@ -17,13 +17,10 @@ import numpy as np
 
 from cnnforge.devices import Device
 from cnnforge.errors import PlanError
-from cnnforge.geometry import COMMON, TensorGeometry, tensor_geometry
+from cnnforge.geometry import TensorGeometry, tensor_geometry
 from cnnforge.ir import INPUT, Network, Op
 from cnnforge.plan.groups import Group, GroupKind, is_copy
 from cnnforge.plan.kernel_words import layer_kernel_words, main_input_shape
-
-PER_INSTANCE = COMMON.processors_per_instance  # processors per data-memory instance
-PROCESSORS = COMMON.processors  # devices.md §1 "Processors" (both parts)
 
 ALIGN = 4  # unit starts are multiples of 4 processors (devices.md §6)
 CHW_MAX_CHANNELS = 16  # one channel per data-memory instance (devices.md §2 "CHW")
@@ -41,10 +38,10 @@ class Unit:
     death: int
 
 
-def mask_runs(mask: int) -> list[tuple[int, int]]:
+def mask_runs(mask: int, dev: Device) -> list[tuple[int, int]]:
     """Runs of consecutive set bits of a processor mask: [(first processor, count), ...]."""
     runs: list[tuple[int, int]] = []
-    for proc in range(PROCESSORS):
+    for proc in range(dev.processors):
         if mask >> proc & 1:
             if runs and runs[-1][0] + runs[-1][1] == proc:
                 runs[-1] = (runs[-1][0], runs[-1][1] + 1)
@@ -80,11 +77,12 @@ def range_mask(start: int, width: int) -> int:
     return ((1 << width) - 1) << start
 
 
-def instances_of(mask: int) -> int:
+def instances_of(mask: int, dev: Device) -> int:
     """16-bit mask of the data-memory instances a processor mask touches."""
     out = 0
-    for k in range(PROCESSORS // PER_INSTANCE):
-        if (mask >> (PER_INSTANCE * k)) & 0xF:
+    per = dev.processors_per_instance
+    for k in range(dev.processors // per):
+        if (mask >> (per * k)) & 0xF:
             out |= 1 << k
     return out
 
@@ -103,9 +101,9 @@ def choose_data_format(network: Network, dev: Device) -> str:
     return "CHW" if chw_ok and hwc_bytes > dev.instance_bytes else "HWC"
 
 
-def chw_mask(channels: int) -> int:
+def chw_mask(channels: int, dev: Device) -> int:
     """CHW input: channel c on processor 4c (one per instance, devices.md §6)."""
-    return sum(1 << (PER_INSTANCE * c) for c in range(channels))
+    return sum(1 << (dev.processors_per_instance * c) for c in range(channels))
 
 
 class _Loads:
@@ -113,9 +111,10 @@ class _Loads:
 
     def __init__(self, network: Network, dev: Device) -> None:
         steps = len(network.layers) + 2
-        self.data = np.zeros((PROCESSORS // PER_INSTANCE, steps), dtype=np.int64)
-        self.kern = np.zeros(PROCESSORS, dtype=np.int64)
-        self.cap = np.array([dev.kernel_words(p) for p in range(PROCESSORS)], dtype=np.int64)
+        self.dev = dev
+        self.data = np.zeros((dev.processors // dev.processors_per_instance, steps), dtype=np.int64)
+        self.kern = np.zeros(dev.processors, dtype=np.int64)
+        self.cap = np.array([dev.kernel_words(p) for p in range(dev.processors)], dtype=np.int64)
         self.words = dev.instance_bytes // 4
 
     def cost(
@@ -125,7 +124,7 @@ class _Loads:
         (worst of both, worst kernel, worst data)."""
         data = kernel = 0.0
         for mask, birth, death, words in spans:
-            for k in _bits(instances_of(mask)):
+            for k in _bits(instances_of(mask, self.dev)):
                 peak = self.data[k, birth + 1 : death + 2].max(initial=0) + words
                 data = max(data, peak / self.words)
         for mask, words in kern:
@@ -135,7 +134,7 @@ class _Loads:
 
     def add(self, spans: list[tuple[int, int, int, int]], kern: list[tuple[int, int]]) -> None:
         for mask, birth, death, words in spans:
-            for k in _bits(instances_of(mask)):
+            for k in _bits(instances_of(mask, self.dev)):
                 self.data[k, birth + 1 : death + 2] += words
         for mask, words in kern:
             self.kern[list(_bits(mask))] += words
@@ -167,17 +166,17 @@ def assign_masks(
     readers = _kernel_readers(network)
     loads = _Loads(network, dev)
     for unit in units:  # full-width units have no choice: their kernels load every processor
-        if unit.width == PROCESSORS:
+        if unit.width == dev.processors:
             loads.add([], _demand(network, unit, 0, readers, live)[1])
     masks: dict[str, int] = {}
     for unit in units:
         if unit.group.parts == (INPUT,) and data_format == "CHW":
-            masks[INPUT] = chw_mask(tensor_geometry(network, INPUT).channels)
+            masks[INPUT] = chw_mask(tensor_geometry(network, INPUT).channels, dev)
             continue
         high = policy == "high" or (policy == "long-high" and unit.death - unit.birth > 2)
-        start = _best_start(network, unit, masks, readers, loads, live, high)
+        start = _best_start(network, unit, masks, readers, loads, live, high, dev)
         spans, kern = _demand(network, unit, start, readers, live)
-        loads.add(spans, [] if unit.width == PROCESSORS else kern)
+        loads.add(spans, [] if unit.width == dev.processors else kern)
         for part, off, width in zip(unit.group.parts, unit.offsets, unit.widths, strict=True):
             masks[part] = range_mask(start + off, width)
     return masks
@@ -222,24 +221,25 @@ def _best_start(
     loads: _Loads,
     live: dict[str, tuple[int, int]],
     high: bool,
+    dev: Device,
 ) -> int:
     if unit.group.parts == (INPUT,):
         return 0  # the input from processor 0, as the vendor loads it: quadrant 0 is used (§7)
-    pinned = _pinned_start(network, unit, masks)
+    pinned = _pinned_start(network, unit, masks, dev)
     if pinned is not None:
         return pinned
     best: tuple[float, float, float, int] | None = None
-    for start in range(0, PROCESSORS - unit.width + 1, ALIGN):
+    for start in range(0, dev.processors - unit.width + 1, ALIGN):
         spans, kern = _demand(network, unit, start, readers, live)
         cost = (*loads.cost(spans, kern), -start if high else start)
         if best is None or cost < best:
             best = cost
     if best is None:
-        raise PlanError(f"{unit.width} processors do not fit in {PROCESSORS}")
+        raise PlanError(f"{unit.width} processors do not fit in {dev.processors}")
     return abs(best[-1])
 
 
-def _pinned_start(network: Network, unit: Unit, masks: dict[str, int]) -> int | None:
+def _pinned_start(network: Network, unit: Unit, masks: dict[str, int], dev: Device) -> int | None:
     """The start that puts a passthrough's output on its input processors, if any part needs it."""
     for part, off in zip(unit.group.parts, unit.offsets, strict=True):
         if part == INPUT:
@@ -255,13 +255,13 @@ def _pinned_start(network: Network, unit: Unit, masks: dict[str, int]) -> int | 
         if not in_mask:
             continue
         start = (in_mask & -in_mask).bit_length() - 1 - off
-        if start >= 0 and start + unit.width <= PROCESSORS and start % ALIGN == 0:
+        if start >= 0 and start + unit.width <= dev.processors and start % ALIGN == 0:
             return start
         # Otherwise the planner turns the passthrough into a 1x1 identity convolution.
-    return _reverse_pin(network, unit, masks)
+    return _reverse_pin(network, unit, masks, dev)
 
 
-def _reverse_pin(network: Network, unit: Unit, masks: dict[str, int]) -> int | None:
+def _reverse_pin(network: Network, unit: Unit, masks: dict[str, int], dev: Device) -> int | None:
     """A unit read by a single-input passthrough whose output is already placed (its consumer
     was laid out first) must sit on that output's processors."""
     for part, off in zip(unit.group.parts, unit.offsets, strict=True):
@@ -272,7 +272,7 @@ def _reverse_pin(network: Network, unit: Unit, masks: dict[str, int]) -> int | N
             if is_copy(reader):
                 continue
             start = (placed & -placed).bit_length() - 1 - off
-            if start >= 0 and start + unit.width <= PROCESSORS and start % ALIGN == 0:
+            if start >= 0 and start + unit.width <= dev.processors and start % ALIGN == 0:
                 return start
     return None
 

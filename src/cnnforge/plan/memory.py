@@ -62,6 +62,7 @@ def unit_rects(
     masks: dict[str, int],
     live: dict[str, tuple[int, int]],
     data_format: str,
+    dev: Device,
     in_place: bool = True,
     spans: dict[str, int] | None = None,
 ) -> tuple[Rect, ...]:
@@ -73,7 +74,7 @@ def unit_rects(
     return tuple(
         Rect(
             tensor=p,
-            instances=instances_of(masks[p]),
+            instances=instances_of(masks[p], dev),
             birth=live[p][0],
             death=live[p][1],
             span=spans[p] if p in spans else tensor_span(network, p, data_format) * k,
@@ -118,7 +119,7 @@ def assign_offsets(
     ``in_place``: let proven in-place layers overwrite their dying input (plan/inplace.py);
     the planner asks for this only when no placement without any overlap fits.
     """
-    rects = [unit_rects(network, u, masks, live, data_format, in_place, spans) for u in units]
+    rects = [unit_rects(network, u, masks, live, data_format, dev, in_place, spans) for u in units]
     by_size = sorted(range(len(units)), key=lambda i: _size_key(rects[i], units[i]))
     by_size_late = sorted(
         range(len(units)), key=lambda i: (_size_key(rects[i], units[i])[0], -units[i].birth)

@@ -15,15 +15,11 @@ from typing import Any
 import numpy as np
 
 from cnnforge.devices import Device, get_device
-from cnnforge.geometry import COMMON, live_intervals, tensor_geometry
+from cnnforge.geometry import live_intervals, tensor_geometry
 from cnnforge.ir import INPUT, Network
 from cnnforge.plan.kernels import bias_length, has_bias, kernel_words_placed
 from cnnforge.plan.latency import START_CYCLES
 from cnnforge.plan.model import Placement, Plan
-
-PER_INSTANCE = COMMON.processors_per_instance  # processors per data-memory instance
-PER_QUADRANT = COMMON.processors_per_quadrant  # processors per quadrant
-PROCESSORS = COMMON.processors  # devices.md §1 "Processors" (both parts)
 
 
 @dataclass(frozen=True)
@@ -55,20 +51,19 @@ def tensor_layout(plan: Plan, name: str) -> Placement:
     return plan.placement(name)
 
 
-def tensor_words(network: Network, plan: Plan, name: str) -> tuple[int, np.ndarray]:
+def tensor_words(network: Network, plan: Plan, name: str, dev: Device) -> tuple[int, np.ndarray]:
     """(16-bit instance mask, word indices) a tensor occupies in each of its instances."""
     place = tensor_layout(plan, name)
     geo = tensor_geometry(network, name)
     mask = place.out_processors
-    inst = sum(1 << k for k in range(16) if mask >> (PER_INSTANCE * k) & 0xF)
+    lanes = dev.processors_per_instance
+    inst = sum(1 << k for k in range(dev.processors // lanes) if mask >> (lanes * k) & 0xF)
     base = place.out_offset // 4
     reader = _streamed_reader(network, plan, name)
     if reader is not None:  # held in its reader's rollover buffer (plan/streaming.py)
         from cnnforge.plan.streaming import rollover_words
 
-        return inst, base + np.arange(
-            rollover_words(network, plan, reader, get_device(plan.device))
-        )
+        return inst, base + np.arange(rollover_words(network, plan, reader, dev))
     if name == INPUT and plan.data_format == "CHW":
         return inst, base + np.arange(-(-geo.pixels * geo.passes // 4))
     per = np.arange(geo.pixels * geo.passes)
@@ -88,13 +83,13 @@ def _streamed_reader(network: Network, plan: Plan, name: str) -> int | None:
     return index if index < streamed else None
 
 
-def live_cells(network: Network, plan: Plan, step: int, words: int) -> np.ndarray:
+def live_cells(network: Network, plan: Plan, step: int, words: int, dev: Device) -> np.ndarray:
     """Boolean (16, words) map of the data words live at layer ``step``."""
     live = live_intervals(network)
     cells = np.zeros((16, words), dtype=bool)
     for name, (birth, death) in live.items():
         if birth <= step <= death:
-            inst, idx = tensor_words(network, plan, name)
+            inst, idx = tensor_words(network, plan, name, dev)
             idx = idx[idx < words]
             for k in range(16):
                 if inst >> k & 1:
@@ -108,11 +103,13 @@ def plan_metrics(network: Network, plan: Plan, device: Device | str) -> PlanMetr
     words = dev.instance_bytes // 4
     high = 0
     for name in [INPUT, *(x.name for x in network.layers)]:
-        _, idx = tensor_words(network, plan, name)
+        _, idx = tensor_words(network, plan, name, dev)
         high = max(high, 4 * (int(idx.max()) + 1) if idx.size else 0)
-    peak = max(int(live_cells(network, plan, t, words).sum()) * 4 for t in range(-1, len(network)))
+    peak = max(
+        int(live_cells(network, plan, t, words, dev).sum()) * 4 for t in range(-1, len(network))
+    )
     kernel, top = 0, 0
-    bias = [0] * (PROCESSORS // PER_QUADRANT)
+    bias = [0] * (dev.processors // dev.processors_per_quadrant)
     for layer, place in zip(network.layers, plan.placements, strict=True):
         n = kernel_words_placed(network, layer, place.out_processors)
         kernel += n * place.in_processors.bit_count()
@@ -120,7 +117,7 @@ def plan_metrics(network: Network, plan: Plan, device: Device | str) -> PlanMetr
         if layer.has_weights and has_bias(layer) and place.bias_quadrant is not None:
             bias[place.bias_quadrant] += bias_length(layer, place.out_processors)
     cycles = START_CYCLES + sum(p.cycles or 0 for p in plan.placements)
-    capacity = sum(dev.kernel_words(p) for p in range(PROCESSORS))
+    capacity = sum(dev.kernel_words(p) for p in range(dev.processors))
     return PlanMetrics(
         layers=len(network),
         cycles=cycles,
@@ -143,8 +140,9 @@ def with_cycles(network: Network, plan: Plan) -> Plan:
 
     from cnnforge.plan.planner import placed_cycles
 
+    dev = get_device(plan.device)
     places = tuple(
-        dataclasses.replace(p, cycles=placed_cycles(network, x, p))
+        dataclasses.replace(p, cycles=placed_cycles(network, x, p, dev))
         for x, p in zip(network.layers, plan.placements, strict=True)
     )
     return dataclasses.replace(plan, placements=places)

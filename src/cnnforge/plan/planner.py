@@ -23,7 +23,7 @@ from typing import Any
 
 from cnnforge.devices import Device, get_device
 from cnnforge.errors import PlanError
-from cnnforge.geometry import COMMON, layer_in_geometry, live_intervals
+from cnnforge.geometry import layer_in_geometry, live_intervals
 from cnnforge.ir import INPUT, Layer, Network, Op
 from cnnforge.plan.groups import Group, GroupKind, form_groups, identity_conv
 from cnnforge.plan.kernels import KernelSlot, assign_bias, assign_kernels, kernels_per_processor
@@ -33,8 +33,6 @@ from cnnforge.plan.memory import assign_offsets, tensor_span
 from cnnforge.plan.model import Placement, Plan
 from cnnforge.plan.streaming import fifo_mask, streamed_spans, streaming_layers
 from cnnforge.plan.validate import passthrough_masks_ok
-
-PER_QUADRANT = COMMON.processors_per_quadrant  # processors per quadrant
 
 
 def plan_network(
@@ -73,14 +71,16 @@ def plan_network(
     if not results:
         raise errors[0]
     network, layer_masks, offsets, kernels, bias = min(results, key=lambda r: r[0])[1:]
-    placements = _placements(network, groups, layer_masks, offsets, kernels, bias)
+    placements = _placements(network, groups, layer_masks, offsets, kernels, bias, dev)
     for i in range(streamed):
         p = dataclasses.replace(placements[i], streaming=True)
-        placements[i] = dataclasses.replace(p, cycles=placed_cycles(network, network.layers[i], p))
+        placements[i] = dataclasses.replace(
+            p, cycles=placed_cycles(network, network.layers[i], p, dev)
+        )
     notes = (
         f"input data format {data_format}",
         *streaming_notes(network, streamed),
-        *_in_place_notes(network, placements, data_format, streamed),
+        *_in_place_notes(network, placements, data_format, dev, streamed),
         *_shared_kernel_notes(placements),
     )
     plan = Plan(dev.name, data_format, tuple(placements), notes=notes, fifo=streamed > 0)
@@ -111,6 +111,7 @@ def _placements(
     offsets: dict[str, int],
     kernels: dict[str, KernelSlot],
     bias: dict[str, tuple[int, int]],
+    dev: Device,
 ) -> list[Placement]:
     """Every layer's ``Placement`` (with its cycle estimate) from the chosen attempt."""
     gaps = {p: g.gap for g in groups for p in g.parts}
@@ -131,7 +132,9 @@ def _placements(
             bias_quadrant=quadrant,
             bias_offset=entry,
         )
-        placements.append(dataclasses.replace(place, cycles=placed_cycles(network, layer, place)))
+        placements.append(
+            dataclasses.replace(place, cycles=placed_cycles(network, layer, place, dev))
+        )
     return placements
 
 
@@ -147,20 +150,20 @@ def _attempt(network, groups, live, dev, data_format, policy, in_place, spans) -
     units = [make_unit(network, g, live) for g in groups]
     offsets = assign_offsets(network, units, masks, live, dev, data_format, in_place, spans)
     layer_masks = {x.name: (_in_mask(x, masks, groups), masks[x.name]) for x in network.layers}
-    network = _fix_copies(network, layer_masks)
+    network = _fix_copies(network, layer_masks, dev)
     kernels = assign_kernels(network, layer_masks, dev)
     bias = assign_bias(network, layer_masks, dev)
     top = max(offsets[n] + spans.get(n, tensor_span(network, n, data_format)) for n in offsets)
     return top, network, layer_masks, offsets, kernels, bias
 
 
-def _fix_copies(network: Network, layer_masks: dict[str, tuple[int, int]]) -> Network:
+def _fix_copies(network: Network, layer_masks: dict[str, tuple[int, int]], dev: Device) -> Network:
     """Passthroughs (copies or the user's pooling/element-wise layers) whose processors a
     passthrough cannot map become 1x1 identity convolutions: exact, and free to move data."""
     quantized = any(x.quant is not None for x in network.layers)
     layers = [
         identity_conv(x, quantized)
-        if x.op is Op.PASSTHROUGH and not passthrough_masks_ok(*layer_masks[x.name])
+        if x.op is Op.PASSTHROUGH and not passthrough_masks_ok(*layer_masks[x.name], dev)
         else x
         for x in network.layers
     ]
@@ -168,7 +171,11 @@ def _fix_copies(network: Network, layer_masks: dict[str, tuple[int, int]]) -> Ne
 
 
 def _in_place_notes(
-    network: Network, placements: list[Placement], data_format: str, streamed: int = 0
+    network: Network,
+    placements: list[Placement],
+    data_format: str,
+    dev: Device,
+    streamed: int = 0,
 ) -> tuple[str, ...]:
     """A note naming the layers that write over their own input (vendor: --overlap-data);
     the first ``streamed`` layers read rollover buffers and are not judged here."""
@@ -180,7 +187,7 @@ def _in_place_notes(
             mask, offset = p.in_processors, p.in_offset
         else:
             mask, offset = at[src].out_processors, at[src].out_offset
-        if not instances_of(p.out_processors) & instances_of(mask):
+        if not instances_of(p.out_processors, dev) & instances_of(mask, dev):
             continue
         end_in = offset + tensor_span(network, src, data_format)
         end_out = p.out_offset + tensor_span(network, layer.name, data_format)
@@ -249,7 +256,7 @@ def _in_mask(layer: Layer, masks: dict[str, int], groups) -> int:
     return mask
 
 
-def placed_cycles(network: Network, layer: Layer, place: Placement) -> int:
+def placed_cycles(network: Network, layer: Layer, place: Placement, dev: Device) -> int:
     """Estimated cycles of a placed layer by the vendor model (devices.md §5)."""
     geo = layer_in_geometry(network, layer)
     shape = network.input_shapes(layer)[0]
@@ -257,7 +264,8 @@ def placed_cycles(network: Network, layer: Layer, place: Placement) -> int:
     words = 1
     if layer.op is Op.PASSTHROUGH:
         per_quadrant = max(
-            (place.out_processors >> (PER_QUADRANT * q) & 0xFFFF).bit_count() for q in range(4)
+            (place.out_processors >> (dev.processors_per_quadrant * q) & 0xFFFF).bit_count()
+            for q in range(dev.quadrants)
         )
         words = -(-per_quadrant * (4 if layer.wide else 1) // 4)
     m = geo.passes

@@ -14,14 +14,12 @@ from pathlib import Path
 from typing import Any
 
 from cnnforge.devices import Device, get_device
-from cnnforge.geometry import COMMON, live_intervals
+from cnnforge.geometry import live_intervals
 from cnnforge.ir import INPUT, Network
 from cnnforge.plan.groups import is_copy
 from cnnforge.plan.masks import mask_runs
 from cnnforge.plan.metrics import PlanMetrics, tensor_words
 from cnnforge.plan.model import Plan
-
-PROCESSORS = COMMON.processors  # devices.md §1 "Processors" (both parts)
 
 PLAN_SCHEMA = "cnnforge-plan/1"
 
@@ -65,14 +63,15 @@ def write_plan_json(network: Network, plan: Plan, metrics: PlanMetrics, path: Pa
     path.write_text(json.dumps(plan_dict(network, plan, metrics), indent=1) + "\n", "utf-8")
 
 
-def _procs(mask: int) -> str:
+def _procs(mask: int, dev: Device) -> str:
     """``0-27,32-35`` for a mask."""
-    return ",".join(f"{a}-{a + n - 1}" if n > 1 else str(a) for a, n in mask_runs(mask))
+    return ",".join(f"{a}-{a + n - 1}" if n > 1 else str(a) for a, n in mask_runs(mask, dev))
 
 
 def plan_markdown(network: Network, plan: Plan, metrics: PlanMetrics, wall_s: float) -> str:
     """plan.md: the per-layer table, utilization and the cycle estimate."""
     m = metrics
+    dev = get_device(plan.device)
     lines = [
         f"# Plan of {network.name} on {plan.device}",
         "",
@@ -89,8 +88,8 @@ def plan_markdown(network: Network, plan: Plan, metrics: PlanMetrics, wall_s: fl
         op = layer.label() + (" (copy)" if is_copy(layer) else "")
         lines.append(
             f"| {i} | {layer.name} | {op} | {', '.join(layer.inputs)} | "
-            f"{'x'.join(map(str, layer.out_shape))} | {_procs(p.in_processors)} | "
-            f"{_procs(p.out_processors)} | 0x{p.in_offset:04x} | 0x{p.out_offset:04x} | "
+            f"{'x'.join(map(str, layer.out_shape))} | {_procs(p.in_processors, dev)} | "
+            f"{_procs(p.out_processors, dev)} | 0x{p.in_offset:04x} | 0x{p.out_offset:04x} | "
             f"{p.write_gap} | {kern} | {bias} | {p.cycles if p.cycles is not None else '-'} |"
         )
     lines += [
@@ -149,7 +148,7 @@ def memory_map_png(
     for k, (name, (birth, death)) in enumerate(live.items()):
         if not birth <= index <= death:
             continue
-        inst, idx = tensor_words(network, plan, name)
+        inst, idx = tensor_words(network, plan, name, dev)
         if not idx.size:
             continue
         lo, hi = 4 * int(idx.min()), 4 * (int(idx.max()) + 1)
@@ -188,11 +187,11 @@ def kernel_map_png(network: Network, plan: Plan, device: Device | str, path: Pat
     for k, p in enumerate(plan.placements):
         if p.kernel_start is None or not p.kernel_words:
             continue
-        bars = [(q, 0.9) for q in range(PROCESSORS) if p.in_processors >> q & 1]
+        bars = [(q, 0.9) for q in range(dev.processors) if p.in_processors >> q & 1]
         ax.broken_barh(bars, (p.kernel_start, p.kernel_words), color=colors(k % 20))
         first = (p.in_processors & -p.in_processors).bit_length() - 1
         ax.text(first, p.kernel_start, p.layer, fontsize=5, va="bottom")
-    ax.set_xlim(0, PROCESSORS)
+    ax.set_xlim(0, dev.processors)
     ax.set_ylim(0, max(dev.kernel_words_large, dev.kernel_words_small))
     ax.set_xlabel("processor")
     ax.set_ylabel("kernel column (72-bit words)")
@@ -210,17 +209,17 @@ def timeline_png(network: Network, plan: Plan, device: Device | str, path: Path)
     colors = plt.get_cmap("tab20")
     for i, p in enumerate(plan.placements):
         for mask, shade, dx in ((p.in_processors, 0.35, 0.0), (p.out_processors, 0.9, 0.45)):
-            runs = [(q, 1) for q in range(PROCESSORS) if mask >> q & 1]
+            runs = [(q, 1) for q in range(dev.processors) if mask >> q & 1]
             top.broken_barh(
                 [(r, w) for r, w in runs], (i + dx - 0.5, 0.45), color=colors(i % 20), alpha=shade
             )
     top.set_ylabel("layer (light: reads, dark: writes)")
-    top.set_xlim(0, PROCESSORS)
+    top.set_xlim(0, dev.processors)
     top.set_xlabel("processor")
     top.invert_yaxis()
     top.set_title(_text(f"{network.name} on {plan.device}: processors per layer"), fontsize=9)
     for k, (name, (birth, death)) in enumerate(live_intervals(network).items()):
-        _, idx = tensor_words(network, plan, name)
+        _, idx = tensor_words(network, plan, name, dev)
         if idx.size:
             lo, hi = 4 * int(idx.min()), 4 * (int(idx.max()) + 1)
             end = min(death, len(network) - 1) + 0.5

@@ -14,12 +14,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from cnnforge.devices import Device, get_device
-from cnnforge.geometry import COMMON, layer_in_channels, passes
+from cnnforge.geometry import layer_in_channels, passes
 from cnnforge.ir import INPUT, Layer, Network, Op
 from cnnforge.plan.model import Placement, Plan
-
-PER_INSTANCE = COMMON.processors_per_instance  # processors per data-memory instance
-PROCESSORS = COMMON.processors  # devices.md §1 "Processors" (both parts)
 
 _INCREASE_START = 2  # the vendor's default `--increase-start` (MAX78000 formula)
 
@@ -42,12 +39,12 @@ def streaming_prefix(plan: Plan) -> int:
     return n
 
 
-def _instances(mask: int) -> int:
+def _instances(mask: int, dev: Device) -> int:
     """Bit k set when instance k holds data of a processor in ``mask`` (tc ``datamem_map``)."""
     out = 0
-    for p in range(PROCESSORS):
+    for p in range(dev.processors):
         if mask >> p & 1:
-            out |= 1 << (p // PER_INSTANCE)
+            out |= 1 << (p // dev.processors_per_instance)
     return out
 
 
@@ -214,7 +211,7 @@ def _buffers(network: Network, plan: Plan, dev: Device) -> list[StreamIssue]:
             (end >= dev.instance_bytes, "in_offset", "streaming-bounds",
              f"{where} passes the instance size {dev.instance_bytes:#x}"),
         ]  # fmt: skip
-        inst = _instances(place.in_processors)
+        inst = _instances(place.in_processors, dev)
         rules += [
             (other & inst != 0 and _closed_overlap((start, end), (a, b)), "in_offset",
              "streaming-buffers", f"{where} overlaps {network.layers[j].name}'s {a:#x}-{b:#x}")
@@ -226,7 +223,7 @@ def _buffers(network: Network, plan: Plan, dev: Device) -> list[StreamIssue]:
         place, layer = plan.placements[n - 1], network.layers[n - 1]
         pixels = layer.out_shape[1] * (layer.out_shape[2] if len(layer.out_shape) > 2 else 1)
         span = (place.out_offset, place.out_offset + pixels * 4 * (4 if layer.wide else 1))
-        inst = _instances(place.out_processors)
+        inst = _instances(place.out_processors, dev)
         out += [
             StreamIssue(n - 1, "out_offset", "streaming-output-overlap",
                         f"the output {span[0]:#x}-{span[1]:#x} overlaps the streaming buffer "

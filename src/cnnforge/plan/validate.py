@@ -19,7 +19,6 @@ import numpy as np
 from cnnforge.devices import Device, get_device
 from cnnforge.errors import PlanError
 from cnnforge.geometry import (
-    COMMON,
     bias_entries,
     depthwise_bias_slices,
     has_bias,
@@ -35,9 +34,6 @@ from cnnforge.plan.issues import Issue
 from cnnforge.plan.model import Placement, Plan
 from cnnforge.plan.streaming import streaming_issues
 from cnnforge.plan.wordsim import simulate_words
-
-PER_QUADRANT = COMMON.processors_per_quadrant  # processors per quadrant
-PROCESSORS = COMMON.processors  # devices.md §1 "Processors" (both parts)
 
 
 def validate_plan(
@@ -116,14 +112,14 @@ def _layer_issues(
 ) -> list[Issue]:
     """The static rules of one layer (devices.md §7 "Device")."""
     chw = i == 0 and plan.data_format == "CHW"
-    found = _mask_issues(network, layer, place, chw) + _memory_issues(
+    found = _mask_issues(network, layer, place, dev, chw) + _memory_issues(
         network, layer, place, dev, chw
     )
     return [Issue(layer.name, rule, message) for rule, message in found]
 
 
 def _mask_issues(
-    network: Network, layer: Layer, place: Placement, chw: bool
+    network: Network, layer: Layer, place: Placement, dev: Device, chw: bool
 ) -> list[tuple[str, str]]:
     out = []
     pairs = (
@@ -131,7 +127,7 @@ def _mask_issues(
         ("output_processors", place.out_processors, tensor_geometry(network, layer.name)),
     )
     for key, mask, geo in pairs:
-        if not 0 < mask < 1 << PROCESSORS:
+        if not 0 < mask < 1 << dev.processors:
             out.append(("mask-range", f"`{key}` {mask:#x} is not a non-zero 64-bit mask"))
         elif mask.bit_count() != geo.processors:
             out.append(
@@ -155,7 +151,7 @@ def _mask_issues(
         if first_out % 4 or (spans and first_in % 4):
             out.append(("depthwise-mask", "depthwise masks must start at a multiple of 4"))
     if layer.op is Op.PASSTHROUGH and not passthrough_masks_ok(
-        place.in_processors, place.out_processors
+        place.in_processors, place.out_processors, dev
     ):
         out.append(
             (
@@ -217,11 +213,11 @@ def out_span(pixels: int, out_passes: int, gap: int, wide: bool) -> int:
     return 4 * ((pixels * out_passes - 1) * (gap + 1) + 1)
 
 
-def passthrough_masks_ok(in_mask: int, out_mask: int) -> bool:
+def passthrough_masks_ok(in_mask: int, out_mask: int, dev: Device) -> bool:
     """Per quadrant, the output bits are the input bits packed together (devices.md §6)."""
-    for q in range(COMMON.quadrants):
-        a = in_mask >> (PER_QUADRANT * q) & 0xFFFF
-        b = out_mask >> (PER_QUADRANT * q) & 0xFFFF
+    for q in range(dev.quadrants):
+        a = in_mask >> (dev.processors_per_quadrant * q) & 0xFFFF
+        b = out_mask >> (dev.processors_per_quadrant * q) & 0xFFFF
         if a.bit_count() != b.bit_count():
             return False
         if b and (b >> ((b & -b).bit_length() - 1)) + 1 & (b >> ((b & -b).bit_length() - 1)):

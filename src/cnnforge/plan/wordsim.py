@@ -15,16 +15,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from cnnforge.devices import Device
-from cnnforge.geometry import COMMON, layer_in_geometry, live_intervals, tensor_geometry
+from cnnforge.devices import Device, get_device
+from cnnforge.geometry import layer_in_geometry, live_intervals, tensor_geometry
 from cnnforge.ir import INPUT, Layer, Network
 from cnnforge.plan.inplace import in_place_words
 from cnnforge.plan.issues import Issue
 from cnnforge.plan.model import Placement, Plan
 from cnnforge.plan.streaming import streaming_prefix
-
-PER_INSTANCE = COMMON.processors_per_instance  # processors per data-memory instance
-PROCESSORS = COMMON.processors  # devices.md §1 "Processors" (both parts)
 
 EMPTY = -1
 CHW_ANY = -2  # CHW input bytes: one channel per word, four pixels per word
@@ -33,15 +30,16 @@ CHW_ANY = -2  # CHW input bytes: one channel per word, four pixels per word
 class _Memory:
     """Tensor id, channel and pixel per (processor lane, word)."""
 
-    def __init__(self, words: int) -> None:
-        self.tid = np.full((PROCESSORS, words), EMPTY, dtype=np.int32)
-        self.ch = np.full((PROCESSORS, words), EMPTY, dtype=np.int32)
-        self.px = np.full((PROCESSORS, words), EMPTY, dtype=np.int32)
+    def __init__(self, words: int, dev: Device) -> None:
+        self.tid = np.full((dev.processors, words), EMPTY, dtype=np.int32)
+        self.ch = np.full((dev.processors, words), EMPTY, dtype=np.int32)
+        self.px = np.full((dev.processors, words), EMPTY, dtype=np.int32)
         self.words = words
+        self.dev = dev
 
 
-def _procs(mask: int) -> np.ndarray:
-    return np.array([p for p in range(PROCESSORS) if mask >> p & 1], dtype=np.int64)
+def _procs(mask: int, dev: Device) -> np.ndarray:
+    return np.array([p for p in range(dev.processors) if mask >> p & 1], dtype=np.int64)
 
 
 def simulate_words(
@@ -54,7 +52,7 @@ def simulate_words(
     names = [INPUT, *(x.name for x in network.layers)]
     ids = {n: i for i, n in enumerate(names)}
     live = live_intervals(network)
-    mem = _Memory(dev.instance_bytes // 4)
+    mem = _Memory(dev.instance_bytes // 4, dev)
     issues: list[Issue] = []
     first = network.layers[0]
     place0 = plan.placements[0]
@@ -94,11 +92,11 @@ def _write_index(
 
 
 def _written(
-    network: Network, name: str, place: Placement, chw: bool = False
+    network: Network, name: str, place: Placement, dev: Device, chw: bool = False
 ) -> list[tuple[int, int, np.ndarray]]:
     """(processor, channel slot, word indices) of every word the tensor ``name`` is written to."""
     geo = tensor_geometry(network, name)
-    procs = _procs(place.out_processors)
+    procs = _procs(place.out_processors, dev)
     t = len(procs)
     words = []
     for j, p in enumerate(procs):
@@ -111,7 +109,7 @@ def _written(
                 geo.passes,
                 place.write_gap,
                 geo.wide,
-                int(p) % PER_INSTANCE,
+                int(p) % dev.processors_per_instance,
             )
         for e, w in enumerate(idx):
             words.append((int(p), j + e * t, w))
@@ -126,6 +124,8 @@ def in_place_layers(network: Network, plan: Plan) -> tuple[str, ...]:
     written words with its inputs' is what the word-level run would find, without the run.
     """
     chw = plan.data_format == "CHW"
+    dev = get_device(plan.device)
+    lanes = dev.processors_per_instance
     first = plan.placements[0]
     streamed = streaming_prefix(plan)
     homes = {INPUT: (Placement(INPUT, 0, first.in_processors, 0, first.in_offset), chw)}
@@ -133,11 +133,11 @@ def in_place_layers(network: Network, plan: Plan) -> tuple[str, ...]:
 
     def marks(name: str) -> np.ndarray:  # (instance, word) -> written (whole words)
         place, is_chw = homes[name]
-        written = _written(network, name, place, is_chw)
+        written = _written(network, name, place, dev, is_chw)
         top = max(int(w.max()) for _, _, w in written) + 1
-        mark = np.zeros((PROCESSORS // PER_INSTANCE, top), dtype=bool)
+        mark = np.zeros((dev.processors // lanes, top), dtype=bool)
         for p, _, w in written:
-            mark[p // PER_INSTANCE, w] = True
+            mark[p // lanes, w] = True
         return mark
 
     found = []
@@ -156,7 +156,8 @@ def in_place_layers(network: Network, plan: Plan) -> tuple[str, ...]:
 
 def _write(mem, network, index, name, place, ids, live, names, overlap, chw=False) -> list:
     geo = tensor_geometry(network, name)
-    words = _written(network, name, place, chw)
+    per = mem.dev.processors_per_instance
+    words = _written(network, name, place, mem.dev, chw)
     top = max(int(w.max()) for _, _, w in words)
     where = name if name != INPUT else (network.layers[0].name)
     if top >= mem.words:
@@ -172,15 +173,15 @@ def _write(mem, network, index, name, place, ids, live, names, overlap, chw=Fals
     word = np.concatenate([w for _, _, w in words])
     pixel = np.concatenate([np.arange(w.size) for _, _, w in words]) % max(1, geo.pixels)
     if geo.wide:  # every lane of a word holds the channel (one channel per word)
-        lanes = (proc - proc % PER_INSTANCE)[:, None] + np.arange(PER_INSTANCE)
+        lanes = (proc - proc % per)[:, None] + np.arange(per)
         whole = (lanes, word[:, None])
         mem.tid[whole] = ids[name]
         mem.ch[whole] = chan[:, None]
         mem.px[whole] = EMPTY
     else:  # the same constants in each lane: mark the words once per instance
-        mark = np.zeros((PROCESSORS // PER_INSTANCE, mem.words), dtype=bool)
-        mark[proc // PER_INSTANCE, word] = True
-        whole = np.repeat(mark, PER_INSTANCE, axis=0)
+        mark = np.zeros((mem.dev.processors // per, mem.words), dtype=bool)
+        mark[proc // per, word] = True
+        whole = np.repeat(mark, per, axis=0)
         mem.tid[whole] = ids[name]
         mem.ch[whole] = EMPTY
         mem.px[whole] = EMPTY
@@ -201,10 +202,11 @@ def _proven_in_place(network: Network, index: int, place: Placement) -> bool:
 
 def _overwrites(mem, network, index, name, words, ids, live, names, allow_overlap) -> list:
     layer = network.layers[index] if index >= 0 else None
-    written = np.zeros((PROCESSORS // PER_INSTANCE, mem.words), dtype=bool)
+    per = mem.dev.processors_per_instance
+    written = np.zeros((mem.dev.processors // per, mem.words), dtype=bool)
     for p, _, w in words:
-        written[p // PER_INSTANCE, w] = True  # whole words: all lanes of the instance
-    held = mem.tid[np.repeat(written, PER_INSTANCE, axis=0)]
+        written[p // per, w] = True  # whole words: all lanes of the instance
+    held = mem.tid[np.repeat(written, per, axis=0)]
     hit = {int(i) + EMPTY for i in np.flatnonzero(np.bincount(held - EMPTY))}  # tensor ids
     hit.discard(EMPTY)
     hit.discard(ids[name])
@@ -237,7 +239,7 @@ def _until(network: Network, index: int) -> str:
 def _read(mem, network: Network, layer: Layer, place: Placement, ids, names, chw: bool) -> list:
     """Check every word the layer reads holds the expected (tensor, channel, pixel)."""
     geo = layer_in_geometry(network, layer)
-    procs = _procs(place.in_processors)
+    procs = _procs(place.in_processors, mem.dev)
     t, e_in = len(procs), geo.passes
     operands = len(layer.inputs) if layer.eltwise is not None else 1
     parts = [network.shape_of(n)[0] for n in layer.inputs]
