@@ -51,9 +51,10 @@ def resolve_network(
     source = model_source(
         model, checkpoint, network_path, hint="give MODEL [--checkpoint], or --network q.pth"
     )
-    if quantized_checkpoint(source) is None and input_shape is None:
+    saved = quantized_checkpoint(source) is not None
+    if not saved and input_shape is None:
         raise InputError("MODEL needs --input-shape", hint="e.g. --input-shape 3,64,64")
-    if quantized_checkpoint(source) is None and checkpoint is None:
+    if not saved and checkpoint is None:
         from cnnforge.frontend import UNTRAINED_SEED
 
         err_console.print(

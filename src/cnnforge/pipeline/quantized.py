@@ -111,16 +111,17 @@ def quantized_checkpoint(source: ModelSource) -> Path | None:
 
 def load_source(
     source: ModelSource, input_shape: tuple[int, ...] | None, model_args: Mapping[str, Any]
-) -> Network:
-    """The network of a MODEL or --network source: quantized as saved, or model-level float."""
+) -> tuple[Network, bool]:
+    """The network of a MODEL or --network source, and whether it is a quantized checkpoint
+    taken as saved (else a model-level float network)."""
     path = quantized_checkpoint(source)
     if path is not None:
         from cnnforge.quant.checkpoint import load_quantized
 
-        return load_quantized(path)
+        return load_quantized(path), True
     from cnnforge.frontend import load_network
 
-    return load_network(source.model, input_shape, dict(model_args), source.checkpoint)
+    return load_network(source.model, input_shape, dict(model_args), source.checkpoint), False
 
 
 def quantized_from_source(
@@ -135,9 +136,9 @@ def quantized_from_source(
     sample: np.ndarray | None = None,
 ) -> QuantizedNetwork:
     """``load_source`` then, for a model, ``quantized_network`` (the commands' common path)."""
-    if quantized_checkpoint(source) is not None:
-        return QuantizedNetwork(load_source(source, input_shape, model_args))
-    network = load_source(source, input_shape, model_args)
+    network, quantized = load_source(source, input_shape, model_args)
+    if quantized:
+        return QuantizedNetwork(network)
     return quantized_network(
         network, device, weight_bits, clip=clip, calibration=calibration, sample=sample
     )

@@ -65,10 +65,10 @@ def step_load(state: CompileState, workdir: Path) -> CompileState:
     state = _sample_note(state, read)
     sample = read.values
     shape = o.input_shape or default_shape(o.model, sample)
-    from cnnforge.pipeline.quantized import load_source, quantized_checkpoint
+    from cnnforge.pipeline.quantized import load_source
 
-    network = load_source(source, shape, o.model_args)
-    if quantized_checkpoint(source) is not None:
+    network, quantized = load_source(source, shape, o.model_args)
+    if quantized:
         return state.with_(network=network, sample=match_sample(sample, network.input_shape))
     state = state.with_(source=network, sample=match_sample(sample, network.input_shape))
     return _read_calibration(state, network.input_shape)
