@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from types import ModuleType
 
 from cnnforge import arithmetic
-from cnnforge.devices import MAX78000, MAX78002, Device
+from cnnforge.devices import DEVICES, Device
 from cnnforge.errors import InputError
 from cnnforge.pipeline import hls, plan, steps
 from cnnforge.pipeline.plan import PlanRequest, PlanResult
@@ -58,30 +58,23 @@ class Target:
         return self.device
 
 
-_MAX_REPORT = ("report.html", "summary.json")
+def _max7800x(device: Device) -> Target:
+    """A MAX7800x part: the vendor's integer rules, the shared compile recipe and planner."""
+    return Target(
+        device.name,
+        f"Analog Devices {device.name} CNN accelerator",
+        arithmetic,  # the vendor's integer rules
+        device=device,
+        aliases=(device.die,),
+        compile_steps=steps.STEPS,
+        planner=plan.plan_request,
+        report=("report.html", "summary.json"),
+    )
+
 
 #: The targets, MAX7800x first; ``cnnforge --device`` accepts each name.
 TARGETS: tuple[Target, ...] = (
-    Target(
-        "MAX78000",
-        "Analog Devices MAX78000 CNN accelerator",
-        arithmetic,  # the vendor's integer rules
-        device=MAX78000,
-        aliases=(MAX78000.die,),
-        compile_steps=steps.STEPS,
-        planner=plan.plan_request,
-        report=_MAX_REPORT,
-    ),
-    Target(
-        "MAX78002",
-        "Analog Devices MAX78002 CNN accelerator",
-        arithmetic,  # the vendor's integer rules
-        device=MAX78002,
-        aliases=(MAX78002.die,),
-        compile_steps=steps.STEPS,
-        planner=plan.plan_request,
-        report=_MAX_REPORT,
-    ),
+    *(_max7800x(device) for device in DEVICES),
     Target(
         "HLS",
         "FPGA overlay from HLS C++ (docs/hls-target.md)",
