@@ -20,7 +20,9 @@ from cnnforge.errors import InputError
 from cnnforge.outputs import check_target
 
 if TYPE_CHECKING:
-    from cnnforge.pipeline.plan import PlanResult
+    from cnnforge.devices import Device
+    from cnnforge.pipeline.plan import PlanRequest, PlanResult
+    from cnnforge.pipeline.targets import Target
 
 
 @app.command("plan")
@@ -80,23 +82,15 @@ def plan(
 
     target = get_target(device)
     if target.parse is not None:  # a parametrised budget target: planned on the float model
-        from cnnforge.cli.budget import run_budget
-
-        if ai8x_yaml or ai8x_checkpoint or validate_only or weight_bits or allow_overlap:
-            raise InputError(
-                f"--device {target.name} plans a float MODEL: --ai8x-yaml/--ai8x-checkpoint, "
-                "--validate-only, --weight-bits and --allow-overlap do not apply",
-                hint="see 'cnnforge budget --help'",
-            )
-        run_budget(model, device, input_shape, model_arg, checkpoint, output=output,
-                   overwrite=overwrite)  # fmt: skip
+        vendor_only = ai8x_yaml or ai8x_checkpoint or validate_only or weight_bits or allow_overlap
+        _plan_budget(target.name, bool(vendor_only), model, device, input_shape, model_arg,
+                     checkpoint, output, overwrite)  # fmt: skip
         return
     if target.planner is None:
         raise InputError(
             f"--device {target.name} has no `cnnforge plan`",
             hint=f"compile it: cnnforge compile -d {target.name}",
         )
-    dev = target.resolve(device)
     if not validate_only and output is None:
         raise InputError("no output directory", hint="give -o DIR, or --validate-only")
     if not validate_only:
@@ -115,12 +109,37 @@ def plan(
         validate_only=validate_only,
         in_place=not no_in_place,
     )
+    _plan_and_write(target, target.resolve(device), request, output, overwrite)
+
+
+def _plan_budget(name: str, vendor_only: bool, model: str | None, device: str,
+                 input_shape: str | None, model_arg: list[str] | None, checkpoint: Path | None,
+                 output: Path | None, overwrite: bool) -> None:  # fmt: skip
+    """``plan -d generic:...`` is ``budget``: options of the vendor flow do not apply."""
+    from cnnforge.cli.budget import run_budget
+
+    if vendor_only:
+        raise InputError(
+            f"--device {name} plans a float MODEL: --ai8x-yaml/--ai8x-checkpoint, "
+            "--validate-only, --weight-bits and --allow-overlap do not apply",
+            hint="see 'cnnforge budget --help'",
+        )
+    run_budget(model, device, input_shape, model_arg, checkpoint, output=output,
+               overwrite=overwrite)  # fmt: skip
+
+
+def _plan_and_write(
+    target: Target, dev: Device, request: PlanRequest, output: Path | None, overwrite: bool
+) -> None:
+    """Run the target's planner; report (exit 1 for a vendor plan that breaks a rule) or write."""
+    from cnnforge.pipeline import plan as pipeline_plan
+
     result = target.planner(request, dev)
-    if validate_only and request.ai8x_yaml is not None:
+    if request.validate_only and request.ai8x_yaml is not None:
         _print_issues(result)
         raise typer.Exit(1 if result.issues else 0)
     _print_summary(result)
-    if validate_only:
+    if request.validate_only:
         return
     written = pipeline_plan.write_outputs(result, dev, output, overwrite)
     console.print(f"wrote [bold]{output}[/bold]: {len(written.files)} files", highlight=False)
