@@ -20,13 +20,10 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from cnnforge.emit.c.host import output_unit_of
-from cnnforge.pipeline import CompileOptions, compile_model
-from cnnforge.sim.float_eval import host_reduce_float
-
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 from support import unet_styles, zoo_models  # noqa: E402  (the zoo lives with the tests)
+from support.e2e import compile_tracking_eager  # noqa: E402
 
 #: (module, model name, input shape): the zoo, then the U-Net styles the end-to-end tests compile
 #: (MONAI BasicUNet small with BN + ReLU; a classic U-Net with F.pad and a softmax head).
@@ -46,34 +43,11 @@ def _cli(*args: str) -> tuple[int, dict]:
         return run.returncode, {"error": run.stderr.strip()}
 
 
-def _eager(module, name: str, sample: np.ndarray) -> np.ndarray:
-    torch.manual_seed(0)  # the untrained weights every command sees (frontend.load_network)
-    model = getattr(module, name)().eval()
-    with torch.no_grad():
-        x = torch.from_numpy(sample[None].astype(np.float32) / 128.0)
-        return model(x)[0].double().numpy()
-
-
 def _compiled(module, name: str, shape: tuple[int, ...], sample: np.ndarray) -> tuple[str, float]:
     """``compile --ptq --run``: the self-test line and the correlation with the eager model."""
     with tempfile.TemporaryDirectory() as tmp:
-        options = CompileOptions(
-            output=Path(tmp) / "out",
-            model=f"{module.__file__}:{name}",
-            ptq=True,
-            sample=sample,
-            input_shape=shape,
-            run=True,
-            report=False,
-        )
-        state = compile_model(options)
-    net = state.network
-    out = net.outputs[0]
-    unit = output_unit_of(net, out, state.output_exponents.get(out, 0))
-    kind = (net.host_reduce or ("",))[0]
-    got = host_reduce_float(kind, torch.from_numpy(state.answer[out] * unit)[None])[0]
-    corr = np.corrcoef(got.numpy().ravel(), _eager(module, name, sample).ravel())[0, 1]
-    return state.selftest.output.split(":")[0], float(corr)
+        state, corr = compile_tracking_eager(module, name, shape, sample, Path(tmp) / "out")
+    return state.selftest.output.split(":")[0], corr
 
 
 def main() -> None:

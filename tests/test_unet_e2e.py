@@ -12,13 +12,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import torch
 
 from cnnforge.cli import main
-from cnnforge.emit.c.host import output_unit_of
-from cnnforge.pipeline import CompileOptions, compile_model
-from cnnforge.sim.float_eval import host_reduce_float
 from support import unet_styles, zoo_models
+from support.e2e import compile_tracking_eager
 
 STYLES = Path(unet_styles.__file__)
 
@@ -29,34 +26,12 @@ CASES = (
 )
 
 
-def _eager(module, name: str, sample: np.ndarray) -> torch.Tensor:
-    torch.manual_seed(0)  # the untrained weights compile sees (pipeline.step_load)
-    model = getattr(module, name)().eval()
-    with torch.no_grad():
-        return model(torch.from_numpy(sample[None].astype(np.float32) / 128.0))[0].double()
-
-
 @pytest.mark.parametrize(("module", "name", "shape", "rules"), CASES, ids=[c[1] for c in CASES])
 def test_compile_ptq_run_tracks_eager(module, name, shape, rules, tmp_path):
     sample = np.random.default_rng(0).integers(-128, 128, shape)
-    options = CompileOptions(
-        output=tmp_path / "out",
-        model=f"{module.__file__}:{name}",
-        ptq=True,
-        sample=sample,
-        input_shape=shape,
-        run=True,
-        report=False,
-    )
-    state = compile_model(options)
+    state, corr = compile_tracking_eager(module, name, shape, sample, tmp_path / "out")
     assert state.selftest.passed and state.selftest.output.startswith("PASS")
     assert set(rules) <= {r.rule for r in state.rewrites}
-    net = state.network
-    out = net.outputs[0]
-    kind = (net.host_reduce or ("",))[0]
-    unit = output_unit_of(net, out, state.output_exponents.get(out, 0))
-    got = host_reduce_float(kind, torch.from_numpy(state.answer[out] * unit)[None])[0]
-    corr = np.corrcoef(got.numpy().ravel(), _eager(module, name, sample).numpy().ravel())[0, 1]
     assert corr >= 0.99, f"{name}: correlation {corr:.4f}"
 
 
