@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from cnnforge.ir import BINARY_BITS, Quantized
 from cnnforge.quant.ranges import verify_quantized
@@ -34,3 +35,16 @@ def test_shift_range_except_wide() -> None:
     assert (p.field, p.low, p.lo, p.hi) == ("shift", 16, -15, 15)
     assert verify_quantized(_q(1, [0], shift=9), wide=True) == ()  # R2.4: no shift when wide
     assert verify_quantized(_q(8, [0], shift=3), wide=False, shift_range=(-2, 2))[0].low == 3
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf, 0.5])
+@pytest.mark.parametrize("field", ["weights", "bias"])
+def test_values_that_are_not_integers_are_a_problem_not_a_crash(bad: float, field: str) -> None:
+    """nan/inf/fractions (a corrupt checkpoint) are reported as data, never an int() overflow."""
+    values = np.array([1.0, bad, 2.0])
+    weights, bias = (values, None) if field == "weights" else (np.ones(3), values)
+    (problem,) = verify_quantized(Quantized(8, weights, bias, 0), False)
+    assert problem.field == field and not problem.integral
+    assert np.isnan(problem.first) if np.isnan(bad) else problem.first == bad
+    finite = values[np.isfinite(values)]
+    assert (problem.low, problem.high) == (finite.min(), finite.max())

@@ -368,19 +368,19 @@ def _quantized(y: YamlLayer, ck: CheckpointLayer, ctx: LayerContext) -> Quantize
     quant = Quantized(weight_bits=bits, weights=ck.weight, bias=bias, output_shift=shift)
     for p in verify_quantized(quant, y.wide):
         if p.field == "weights":
-            _fail(
-                y,
-                ctx,
-                f"`{ck.weight_key}` holds {p.first}, outside the {bits}-bit range [{p.lo}, {p.hi}]",
-                "quantization",
+            what = (
+                f"{p.first}, outside the {bits}-bit range [{p.lo}, {p.hi}]"
+                if p.integral
+                else f"a non-integer value ({p.first})"
             )
+            _fail(y, ctx, f"`{ck.weight_key}` holds {what}", "quantization")
         if p.field == "bias":
-            _fail(
-                y,
-                ctx,
-                f"`{ck.module}` bias {p.low}..{p.high} does not fit "
-                f"the 8-bit bias memory [{p.lo}, {p.hi}]",
+            what = (
+                f"{p.low}..{p.high} does not fit the 8-bit bias memory [{p.lo}, {p.hi}]"
+                if p.integral
+                else f"holds a non-integer value ({p.first})"
             )
+            _fail(y, ctx, f"`{ck.module}` bias {what}")
         _fail(
             y,
             ctx,

@@ -22,16 +22,17 @@ class RangeProblem:
 
     ``field``: "weights", "bias" or "shift". ``lo``/``hi``: the allowed range. ``low``/``high``:
     the smallest and largest value found (for the shift: the total shift, twice). ``first``: the
-    first value outside the range. ``integral``: False when the values are not integers at all.
+    first value outside the range (or not an integer). ``integral``: False when some values are not
+    integers (fractions, nan, inf).
     ``binary``: binary weights, whose range is -1/+1 (0 is out of range too).
     """
 
     field: str
     lo: int
     hi: int
-    low: int
-    high: int
-    first: int
+    low: int | float
+    high: int | float
+    first: int | float
     integral: bool = True
     binary: bool = False
 
@@ -66,12 +67,21 @@ def _values(field: str, values, lo: int, hi: int, binary: bool) -> RangeProblem 
     arr = np.asarray(values)
     if arr.size == 0:
         return None
-    integral = bool(np.issubdtype(arr.dtype, np.integer) or np.array_equal(arr, np.round(arr)))
-    bad = (arr < lo) | (arr > hi) | (binary & (arr == 0))
-    if integral and not bad.any():
+    finite = np.isfinite(arr) if arr.dtype.kind in "fc" else np.ones(arr.shape, dtype=bool)
+    whole = finite & (arr == np.round(arr)) if arr.dtype.kind in "fc" else finite
+    bad = ~whole | (arr < lo) | (arr > hi) | (binary & (arr == 0))
+    if not bad.any():
         return None
-    first = arr[bad].flat[0] if bad.any() else arr.flat[0]
-    return RangeProblem(field, lo, hi, int(arr.min()), int(arr.max()), int(first), integral, binary)
+    seen = arr[finite] if finite.any() else arr  # min/max of what can be compared
+    low, high = _number(seen.min()), _number(seen.max())
+    first = _number(arr[bad].flat[0])
+    return RangeProblem(field, lo, hi, low, high, first, bool(whole.all()), binary)
+
+
+def _number(value: np.generic) -> int | float:
+    """An integer when the value is one (for messages), else the float itself (nan, inf, 0.5)."""
+    x = value.item()
+    return int(x) if isinstance(x, int) or (np.isfinite(x) and x == round(x)) else float(x)
 
 
 def wide_readers(network: Network) -> list[tuple[Layer, str]]:
