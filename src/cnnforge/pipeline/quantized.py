@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from cnnforge.devices import Device
+from cnnforge.errors import InputError
 from cnnforge.ir import Network
 from cnnforge.pipeline.sources import NETWORK, ModelSource
 from cnnforge.samples import InputArray
@@ -85,17 +86,27 @@ def quantized_network(
     return quantize_lowered(lowered, device, bits, clip=clip, calibration=values, used=used)
 
 
+def weight_widths(value: int | str | Mapping[str, int]) -> int | str | dict[str, int]:
+    """A ``--weight-bits`` value as the checker and quantizer take it: a number, ``"auto"`` or
+    per-layer widths (one-line InputError for other text)."""
+    if isinstance(value, str) and value != "auto":
+        try:
+            return int(value)
+        except ValueError:
+            raise InputError(f"--weight-bits {value!r}", hint="use 8, 4, 2, 1 or auto") from None
+    return dict(value) if isinstance(value, Mapping) else value
+
+
 def _widths(network: Network, device: Device, weight_bits: Widths) -> int | Mapping[str, int]:
     """``None``: the device's default width; ``"auto"``: passes.weight_bits; else as given."""
     if weight_bits is None:
         return int(device.default_weight_bits)
-    if weight_bits == "auto":
+    widths = weight_widths(weight_bits)
+    if widths == "auto":
         from cnnforge.passes.weight_bits import choose_weight_bits
 
         return choose_weight_bits(network, device).bits
-    if isinstance(weight_bits, str):
-        return int(weight_bits)
-    return weight_bits
+    return widths
 
 
 def quantized_checkpoint(source: ModelSource) -> Path | None:

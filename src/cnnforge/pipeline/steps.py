@@ -135,8 +135,9 @@ def step_lower(state: CompileState, workdir: Path) -> CompileState:
     bits = state.options.weight_bits
     bits = state.device.default_weight_bits if bits is None else bits
     from cnnforge.passes.check import check_report
+    from cnnforge.pipeline.quantized import weight_widths
 
-    report = check_report(state.source, state.device, _bits_option(bits))
+    report = check_report(state.source, state.device, weight_widths(bits))
     _raise_violations(report.violations)
     return state.with_(
         network=report.network,
@@ -165,15 +166,6 @@ def _host_notes(network: Network) -> tuple[str, ...]:
             note += "; for the vendor tool add --softmax (one softmax over all outputs)"
         notes.append(note)
     return tuple(notes)
-
-
-def _bits_option(value: int | str | Mapping[str, int]) -> int | str | dict[str, int]:
-    if isinstance(value, str) and value != "auto":
-        try:
-            return int(value)
-        except ValueError:
-            raise InputError(f"--weight-bits {value!r}", hint="use 8, 4, 2, 1 or auto") from None
-    return dict(value) if isinstance(value, Mapping) else value
 
 
 def _bits_notes(bits: Mapping[str, int], default: int = 8) -> tuple[str, ...]:
