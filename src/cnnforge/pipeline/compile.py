@@ -13,7 +13,7 @@ from pathlib import Path
 
 from cnnforge.outputs import atomic_output_dir, check_target
 from cnnforge.pipeline.state import CompileOptions, CompileState
-from cnnforge.pipeline.targets import resolve_device, steps_for
+from cnnforge.pipeline.targets import device_for, steps_for
 
 
 def compile_model(
@@ -21,10 +21,9 @@ def compile_model(
 ) -> CompileState:
     """Run the device's recipe (pipeline.targets); the output directory appears only if all
     steps succeed. ``on_step(name, i, n)`` is called before each step (progress display)."""
-    device = resolve_device(options.device)
-    state = CompileState(options=options, device=device)
+    steps = steps_for(options.device)  # a target without a recipe is refused first
+    state = CompileState(options=options, device=device_for(options.device, "compile"))
     check_target(options.output, directory=True, overwrite=options.overwrite)  # before the work
-    steps = steps_for(device)
     with (
         _one_torch_thread(),
         atomic_output_dir(Path(options.output), overwrite=options.overwrite) as workdir,
