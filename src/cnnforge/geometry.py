@@ -22,11 +22,6 @@ COMMON: Device = MAX78000
 BEFORE_FIRST = -1
 
 
-def processors(device: Device | None = None) -> int:
-    """Processors of the device: the width of a processor mask (devices.md §1)."""
-    return (device or COMMON).processors
-
-
 def passes(channels: int, device: Device | None = None) -> int:
     """Passes E = ceil(C / processors per pass) a tensor of ``channels`` channels needs (§2)."""
     return (device or COMMON).passes(channels)
@@ -217,7 +212,6 @@ __all__ = [
     "main_input_shape",
     "packed_kernel_words",
     "passes",
-    "processors",
     "processors_per_pass",
     "tensor_geometry",
     "words_per_pixel",

@@ -25,22 +25,16 @@ from cnnforge.geometry import (
     kernel_count,
     kernel_slots,
     main_input_shape,
-    passes,
 )
 from cnnforge.ir import Layer, Network, Op
 from cnnforge.plan.kernel_words import layer_kernel_words as _words
-
-
-def budget_slots(out_mask: int, out_passes: int) -> int:
-    """S of devices.md §3 plus the filler kernels (cnnforge.geometry.kernel_slots)."""
-    return kernel_slots(out_mask) if out_passes >= 1 else 1
 
 
 def kernel_words_placed(network: Network, layer: Layer, out_mask: int) -> int:
     """72-bit words per input processor of a placed weight layer (0 without weights)."""
     if not layer.has_weights:
         return 0
-    slots = budget_slots(out_mask, passes(layer.out_shape[0]))
+    slots = kernel_slots(out_mask)
     return _words(layer, None, in_shape=main_input_shape(network, layer), out_slots=slots)
 
 
@@ -49,7 +43,7 @@ def kernels_per_processor(network: Network, layer: Layer, out_mask: int) -> int:
     if layer.op is Op.PASSTHROUGH:
         return 0
     shape = main_input_shape(network, layer)
-    slots = budget_slots(out_mask, passes(layer.out_shape[0]))
+    slots = kernel_slots(out_mask)
     pixels = int(np.prod(shape[1:])) if layer.flatten and len(shape) > 1 else 1
     return kernel_count(layer, shape[0], layer.out_shape[0], slots, pixels)
 

@@ -110,7 +110,7 @@ def _structure(network: Network, plan: Plan, dev: Device) -> list[Issue]:
 def _layer_issues(
     network: Network, plan: Plan, i: int, layer: Layer, place: Placement, dev: Device
 ) -> list[Issue]:
-    """The static rules of one layer (devices.md §7 "Device")."""
+    """The static rules of one layer (devices.md §6 memory and masks, §7 the vendor's checks)."""
     chw = i == 0 and plan.data_format == "CHW"
     found = _mask_issues(network, layer, place, dev, chw) + _memory_issues(
         network, layer, place, dev, chw

@@ -103,6 +103,3 @@ HLS = HlsTarget(
     max_passes=1 << 16,
     output_widths=(8,),  # no 32-bit output layers (§3)
 )
-
-#: The HLS targets, in a stable order (pipeline.targets.TARGETS lists them).
-HLS_TARGETS: tuple[HlsTarget, ...] = (HLS,)
