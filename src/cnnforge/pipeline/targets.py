@@ -16,9 +16,9 @@ from types import ModuleType
 from cnnforge import arithmetic
 from cnnforge.devices import DEVICES, Device
 from cnnforge.errors import InputError
-from cnnforge.pipeline import hls, plan, steps
+from cnnforge.pipeline import generic, hls, plan, steps
 from cnnforge.pipeline.plan import PlanRequest, PlanResult
-from cnnforge.pipeline.state import Steps
+from cnnforge.pipeline.state import REPORT, SUMMARY, Steps
 from cnnforge.targets.generic import integer as generic_integer
 from cnnforge.targets.generic.target import GenericTarget, parse_generic
 from cnnforge.targets.hls.device import HLS
@@ -68,7 +68,7 @@ def _max7800x(device: Device) -> Target:
         aliases=(device.die,),
         compile_steps=steps.STEPS,
         planner=plan.plan_request,
-        report=("report.html", "summary.json"),
+        report=(REPORT, SUMMARY),
     )
 
 
@@ -81,7 +81,7 @@ TARGETS: tuple[Target, ...] = (
         arithmetic,  # A8 activations, W1-8 weights (docs/hls-target.md §2)
         device=HLS,
         compile_steps=hls.STEPS,
-        report=(hls.REPORT, hls.RESOURCES, "summary.json"),
+        report=(hls.REPORT, hls.RESOURCES, SUMMARY),
     ),
     Target(
         "generic",
@@ -89,7 +89,7 @@ TARGETS: tuple[Target, ...] = (
         generic_integer,  # saturating fixed point
         parse=parse_generic,
         planner=None,  # planned on the float model: pipeline.generic.plan_budget
-        report=("generic-plan.json", "generic-plan.txt", "ddr-vs-budget.svg", "report.html"),
+        report=generic.FILES,
     ),
 )
 
