@@ -21,13 +21,13 @@ import torch
 from ptq_agreement import settle_batchnorm  # benchmarks/ is on sys.path when run as a script
 from simulate import best_of
 
-from cnnforge.emit.hls.build import compile_cpp, find_ap_types
-from cnnforge.emit.hls.emitter import emit_hls
 from cnnforge.frontend.torch_fx import load_model, trace
 from cnnforge.passes.check import check_report
 from cnnforge.quant.ptq import quantize_with_scales
 from cnnforge.sim import simulate
+from cnnforge.targets.hls.build import compile_cpp, find_ap_types
 from cnnforge.targets.hls.device import HLS
+from cnnforge.targets.hls.emitter import emit_hls
 from cnnforge.train.datasets import ShapesConfig, render_shapes, to_hardware_range
 
 SHAPE = (3, 64, 64)

@@ -137,8 +137,8 @@ def run_ours(demo: Demo) -> dict:
     """cnnforge on the same pair: import, validate the plan, simulate the sample."""
     from cnnforge.errors import CnnforgeError
     from cnnforge.frontend.ai8x import read_ai8x
-    from cnnforge.plan.validate import validate_plan
     from cnnforge.sim import simulate
+    from cnnforge.targets.max7800x.validate import validate_plan
 
     row: dict = {"import": "-", "validate": "-", "y": None}
     start = time.perf_counter()

@@ -20,9 +20,9 @@ import torch
 from cnnforge.devices import get_device
 from cnnforge.errors import ConfigError
 from cnnforge.frontend.ai8x import read_ai8x
-from cnnforge.plan.streaming import rollover_words
-from cnnforge.plan.validate import validate_plan
 from cnnforge.sim import simulate
+from cnnforge.targets.max7800x.streaming import rollover_words
+from cnnforge.targets.max7800x.validate import validate_plan
 
 GOLDEN = Path(__file__).parent / "golden" / "ai8x_demos"
 KNOWN = sorted((GOLDEN / "known").glob("*.npz"))

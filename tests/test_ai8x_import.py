@@ -11,7 +11,7 @@ import pytest
 from cnnforge.errors import ConfigError
 from cnnforge.frontend.ai8x import load_ai8x, read_ai8x
 from cnnforge.ir import INPUT, Op
-from cnnforge.plan.kernel_words import processors_per_pass
+from cnnforge.targets.max7800x.kernel_words import processors_per_pass
 
 PAIRS = {
     "mnist": ("mnist-chw-ai85.yaml", "ai85-mnist-qat8-q.pth.tar"),

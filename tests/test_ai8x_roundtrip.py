@@ -13,12 +13,12 @@ import pytest
 import torch
 import yaml
 
-from cnnforge.emit.ai8x_checkpoint import checkpoint_dict, write_checkpoint
-from cnnforge.emit.ai8x_yaml import write_yaml, yaml_text
 from cnnforge.errors import EmitError
 from cnnforge.frontend.ai8x import read_ai8x
 from cnnforge.frontend.ai8x_checkpoint import read_checkpoint
 from cnnforge.ir import Network
+from cnnforge.targets.max7800x.ai8x_checkpoint_writer import checkpoint_dict, write_checkpoint
+from cnnforge.targets.max7800x.ai8x_yaml_writer import write_yaml, yaml_text
 from support.ai8x import roundtrip
 
 PAIRS = {
@@ -154,10 +154,10 @@ def test_shipped_unets_planned_roundtrip(tmp_path, model, device, bits):
     from cnnforge.frontend import load_network
     from cnnforge.models import default_input_shape
     from cnnforge.passes.lower import lower_to_hardware
-    from cnnforge.plan.planner import plan_network
-    from cnnforge.plan.validate import validate_plan
     from cnnforge.quant.ptq import quantize_network
     from cnnforge.sim import simulate
+    from cnnforge.targets.max7800x.planner import plan_network
+    from cnnforge.targets.max7800x.validate import validate_plan
     from support.ai8x import semantic_differences
 
     dev = get_device(device)

@@ -9,14 +9,14 @@ import numpy as np
 import pytest
 import torch
 
-from cnnforge.emit.ai8x_checkpoint import write_checkpoint
-from cnnforge.emit.ai8x_yaml import write_yaml
 from cnnforge.errors import ConfigError
 from cnnforge.frontend.ai8x import read_ai8x
 from cnnforge.ir import BINARY_BITS, Activation, Layer, Network, Op, Pooling, PoolKind
 from cnnforge.ir import Quantized as Q
-from cnnforge.plan.model import Placement, Plan
 from cnnforge.sim import simulate
+from cnnforge.targets.max7800x.ai8x_checkpoint_writer import write_checkpoint
+from cnnforge.targets.max7800x.ai8x_yaml_writer import write_yaml
+from cnnforge.targets.max7800x.placement import Placement, Plan
 
 RNG = np.random.default_rng(7)
 
@@ -51,7 +51,7 @@ def _conv1d(name, src, cin, cout, length, k, pad, dil=1, pool=None):
 
 
 def _plan(network: Network, device: str) -> Plan:
-    from cnnforge.plan.kernel_words import processors_per_pass
+    from cnnforge.targets.max7800x.kernel_words import processors_per_pass
 
     places = []
     for layer in network.layers:

@@ -270,8 +270,8 @@ def test_check_never_crashes_and_fitting_means_hardware(blocks, c, seed) -> None
 
 def test_unet_voc_auto_widths_can_be_placed(unet_voc) -> None:
     """Integration: the planner finds a placement for what `auto` declared fitting."""
-    from cnnforge.plan.planner import plan_network
     from cnnforge.quant.ptq import quantize_network
+    from cnnforge.targets.max7800x.planner import plan_network
 
     report = check_report(unet_voc, MAX78000, "auto")
     network, plan = plan_network(quantize_network(report.network, report.weight_bits), MAX78000)

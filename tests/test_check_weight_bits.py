@@ -8,7 +8,7 @@ from cnnforge.devices import MAX78000, MAX78002
 from cnnforge.ir import Network
 from cnnforge.passes.check import check_network
 from cnnforge.passes.weight_bits import choose_weight_bits
-from cnnforge.plan.kernel_words import KernelNeed, kernel_capacity, skyline_fits
+from cnnforge.targets.max7800x.kernel_words import KernelNeed, kernel_capacity, skyline_fits
 from support.fuse_reference import conv2d
 
 

@@ -13,11 +13,11 @@ from hypothesis import strategies as st
 
 from cnnforge.cli import main
 from cnnforge.cli.common import parse_model_args
-from cnnforge.emit.ai8x_yaml import yaml_text
 from cnnforge.errors import InputError
 from cnnforge.frontend.ai8x import read_ai8x
-from cnnforge.plan.wordsim import in_place_layers
 from cnnforge.samples import load_input_array
+from cnnforge.targets.max7800x.ai8x_yaml_writer import yaml_text
+from cnnforge.targets.max7800x.wordsim import in_place_layers
 
 
 def _run(argv: list[str], capsys) -> tuple[int, str, str]:
@@ -200,7 +200,7 @@ def _overwrites_without_flag(network, plan) -> tuple[str, ...]:
     import dataclasses
 
     from cnnforge.devices import get_device
-    from cnnforge.plan.validate import validate_plan
+    from cnnforge.targets.max7800x.validate import validate_plan
 
     strict = dataclasses.replace(plan, allow_overlap=False)
     issues = validate_plan(network, strict, get_device(plan.device), in_place=False)
@@ -213,8 +213,8 @@ def test_in_place_layers_equal_the_word_level_run(model) -> None:
     from cnnforge.frontend import load_network
     from cnnforge.models import default_input_shape
     from cnnforge.passes.lower import lower_to_hardware
-    from cnnforge.plan.planner import plan_network
     from cnnforge.quant.ptq import quantize_network
+    from cnnforge.targets.max7800x.planner import plan_network
 
     device = get_device("MAX78000")
     shape = default_input_shape(model) if model != "unet-voc" else (3, 32, 32)

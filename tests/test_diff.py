@@ -11,8 +11,13 @@ import pytest
 import torch
 
 from cnnforge.cli import main
-from cnnforge.emit.c import emit_c
-from cnnforge.emit.c.probe import (
+from cnnforge.errors import InputError
+from cnnforge.frontend.torch_fx import trace
+from cnnforge.passes.lower import lower_to_hardware
+from cnnforge.sim import simulate
+from cnnforge.sim.float_eval import run_float
+from cnnforge.targets.max7800x.c import emit_c
+from cnnforge.targets.max7800x.c.probe import (
     compare,
     compare_layer,
     find_network,
@@ -21,11 +26,6 @@ from cnnforge.emit.c.probe import (
     read_layer_outputs,
     run_probe,
 )
-from cnnforge.errors import InputError
-from cnnforge.frontend.torch_fx import trace
-from cnnforge.passes.lower import lower_to_hardware
-from cnnforge.sim import simulate
-from cnnforge.sim.float_eval import run_float
 from support.emit_c import random_input, random_network
 
 

@@ -17,13 +17,13 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from cnnforge.emit.c import emit_c
-from cnnforge.emit.c.arena import Buffer, allocate, check_arena
-from cnnforge.emit.c.arrays import c_string, fnv1a32, pack_rows
-from cnnforge.emit.c.build import build_and_run, compile_c
 from cnnforge.errors import EmitError, InputError
 from cnnforge.ir import BINARY_BITS, Activation, Layer, Network, Op, Quantized
 from cnnforge.sim import simulate
+from cnnforge.targets.max7800x.c import emit_c
+from cnnforge.targets.max7800x.c.arena import Buffer, allocate, check_arena
+from cnnforge.targets.max7800x.c.arrays import c_string, fnv1a32, pack_rows
+from cnnforge.targets.max7800x.c.build import build_and_run, compile_c
 from support.emit_c import build_batch, random_input, random_network
 from support.golden import check_files, folder_files
 
@@ -251,10 +251,11 @@ def test_python_codes_match_the_c_enums() -> None:
     """model.py's codes and the enums of cnn_kernels.h are one list in the same order."""
     from importlib import resources
 
-    from cnnforge.emit.c.emitter import C_ENUMS
-    from cnnforge.emit.c.model import ACT, ELTWISE, KIND, POOL
+    from cnnforge.targets.max7800x.c.emitter import C_ENUMS
+    from cnnforge.targets.max7800x.c.model import ACT, ELTWISE, KIND, POOL
 
-    header = resources.files("cnnforge.emit.c").joinpath("templates", "cnn_kernels.h").read_text()
+    folder = resources.files("cnnforge.targets.max7800x.c")
+    header = folder.joinpath("templates", "cnn_kernels.h").read_text()
     for field, codes in (("kind", KIND), ("eltwise", ELTWISE), ("pool", POOL), ("act", ACT)):
         names = C_ENUMS[field]
         assert sorted(codes.values()) == list(range(len(names)))

@@ -13,11 +13,11 @@ import numpy as np
 import pytest
 import torch
 
-from cnnforge.emit.c import emit_c
-from cnnforge.emit.c.arrays import fnv1a32
-from cnnforge.emit.c.build import build_and_run
 from cnnforge.ir import Network
 from cnnforge.sim import simulate
+from cnnforge.targets.max7800x.c import emit_c
+from cnnforge.targets.max7800x.c.arrays import fnv1a32
+from cnnforge.targets.max7800x.c.build import build_and_run
 
 VENDOR = [
     ("mnist-chw-ai85.yaml", "ai85-mnist-qat8-q.pth.tar", "mnist"),

@@ -12,8 +12,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from cnnforge.emit.c import emit_c
 from cnnforge.sim import simulate
+from cnnforge.targets.max7800x.c import emit_c
 from support.emit_c import build_batch, random_input, random_network
 
 

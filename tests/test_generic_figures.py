@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from cnnforge.frontend import load_network
-from cnnforge.targets.generic.plan import plan_generic
+from cnnforge.targets.generic.budget_plan import plan_generic
 from cnnforge.targets.generic.target import parse_generic
 from support.cli import run_cli
 

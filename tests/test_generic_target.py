@@ -9,9 +9,9 @@ from hypothesis import strategies as st
 from cnnforge.errors import InputError
 from cnnforge.ir import INPUT
 from cnnforge.targets.generic.bound import lower_bound
+from cnnforge.targets.generic.budget_plan import plan_generic
 from cnnforge.targets.generic.lifetimes import lifetimes
 from cnnforge.targets.generic.memory import Allocation, allocate
-from cnnforge.targets.generic.plan import plan_generic
 from cnnforge.targets.generic.schedule import candidate_orders
 from cnnforge.targets.generic.steps import Step, StepGraph
 from cnnforge.targets.generic.target import (

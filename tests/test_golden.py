@@ -23,12 +23,12 @@ import numpy as np
 import pytest
 import torch
 
-from cnnforge.emit.ai8x_checkpoint import checkpoint_dict
-from cnnforge.emit.ai8x_yaml import yaml_text
 from cnnforge.frontend.ai8x import read_ai8x
 from cnnforge.ir import Activation, EltwiseOp, Network, Pooling, PoolKind
-from cnnforge.plan.model import Plan
 from cnnforge.sim import simulate
+from cnnforge.targets.max7800x.ai8x_checkpoint_writer import checkpoint_dict
+from cnnforge.targets.max7800x.ai8x_yaml_writer import yaml_text
+from cnnforge.targets.max7800x.placement import Plan
 from support.golden import check_text
 
 GOLDEN = Path(__file__).parent / "golden"
@@ -103,8 +103,8 @@ def test_small_network_checkpoint_golden():
 
 
 def test_small_network_reimports(tmp_path):
-    from cnnforge.emit.ai8x_checkpoint import write_checkpoint
-    from cnnforge.emit.ai8x_yaml import write_yaml
+    from cnnforge.targets.max7800x.ai8x_checkpoint_writer import write_checkpoint
+    from cnnforge.targets.max7800x.ai8x_yaml_writer import write_yaml
     from support.ai8x import semantic_differences
 
     network, plan = small_network()

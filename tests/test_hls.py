@@ -22,15 +22,15 @@ from hypothesis import strategies as st
 
 from cnnforge.arithmetic import accumulator_bits
 from cnnforge.devices import MAX78000, Device
-from cnnforge.emit.hls.build import find_ap_types
-from cnnforge.emit.hls.emitter import emit_hls
-from cnnforge.emit.hls.plan import PINGPONG, plan_hls
 from cnnforge.errors import DeviceLimitError
 from cnnforge.geometry import live_intervals
 from cnnforge.ir import Op
 from cnnforge.pipeline.targets import resolve_device
 from cnnforge.sim import simulate
+from cnnforge.targets.hls.buffer_plan import PINGPONG, plan_hls
+from cnnforge.targets.hls.build import find_ap_types
 from cnnforge.targets.hls.device import HLS
+from cnnforge.targets.hls.emitter import emit_hls
 from support.emit_c import random_network
 from support.golden import check_files, folder_files
 from support.hls import csim_batch, random_hls_network, random_sample

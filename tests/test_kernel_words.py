@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from cnnforge.ir import BINARY_BITS, Layer, Op
-from cnnforge.plan.kernel_words import (
+from cnnforge.targets.max7800x.kernel_words import (
     layer_kernel_need,
     layer_kernel_words,
     output_slots,

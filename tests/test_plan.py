@@ -11,11 +11,16 @@ from cnnforge.devices import get_device
 from cnnforge.errors import PlanError
 from cnnforge.geometry import live_intervals
 from cnnforge.ir import INPUT, EltwiseOp, Network, Op, Quantized
-from cnnforge.plan.groups import identity_conv, is_copy
-from cnnforge.plan.inplace import IN_PLACE_MARGIN_WORDS, in_place_words
-from cnnforge.plan.latency import START_CYCLES, LatencyInputs, layer_cycles, layer_inputs
-from cnnforge.plan.planner import plan_cycles, plan_network
-from cnnforge.plan.validate import validate_plan
+from cnnforge.targets.max7800x.groups import identity_conv, is_copy
+from cnnforge.targets.max7800x.inplace import IN_PLACE_MARGIN_WORDS, in_place_words
+from cnnforge.targets.max7800x.latency import (
+    START_CYCLES,
+    LatencyInputs,
+    layer_cycles,
+    layer_inputs,
+)
+from cnnforge.targets.max7800x.planner import plan_cycles, plan_network
+from cnnforge.targets.max7800x.validate import validate_plan
 from support.plan import POOL2, conv, passthrough, small_unet, upconv, with_weights
 
 # ---- latency model: the three check values of devices.md §5 ---------------------------------

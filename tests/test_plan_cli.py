@@ -9,7 +9,7 @@ import pytest
 
 from cnnforge.cli import main
 from cnnforge.frontend.ai8x import load_ai8x
-from cnnforge.plan.validate import validate_plan
+from cnnforge.targets.max7800x.validate import validate_plan
 
 SIMPLE = """
 import torch

@@ -8,8 +8,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cnnforge.errors import PlanError
-from cnnforge.plan.planner import plan_network
-from cnnforge.plan.validate import validate_plan
+from cnnforge.targets.max7800x.planner import plan_network
+from cnnforge.targets.max7800x.validate import validate_plan
 from support.plan import networks, with_weights
 
 

@@ -23,11 +23,11 @@ from cnnforge.devices import get_device
 from cnnforge.errors import PlanError
 from cnnforge.frontend.ai8x import read_ai8x
 from cnnforge.ir import INPUT, Network
-from cnnforge.plan.metrics import plan_metrics
-from cnnforge.plan.planner import plan_network
-from cnnforge.plan.streaming import rollover_words, streaming_layers
-from cnnforge.plan.validate import validate_plan
 from cnnforge.sim import simulate
+from cnnforge.targets.max7800x.metrics import plan_metrics
+from cnnforge.targets.max7800x.planner import plan_network
+from cnnforge.targets.max7800x.streaming import rollover_words, streaming_layers
+from cnnforge.targets.max7800x.validate import validate_plan
 
 GOLDEN = Path(__file__).parent / "golden" / "ai8x_demos"
 

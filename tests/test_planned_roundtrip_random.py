@@ -13,14 +13,14 @@ import numpy as np
 import torch
 from hypothesis import assume, given, settings
 
-from cnnforge.emit.ai8x_checkpoint import write_checkpoint
-from cnnforge.emit.ai8x_yaml import write_yaml
 from cnnforge.errors import CnnforgeError, PlanError
 from cnnforge.frontend.ai8x import read_ai8x
-from cnnforge.plan.planner import plan_network
-from cnnforge.plan.validate import validate_plan
 from cnnforge.quant.ptq import quantize_network
 from cnnforge.sim import simulate
+from cnnforge.targets.max7800x.ai8x_checkpoint_writer import write_checkpoint
+from cnnforge.targets.max7800x.ai8x_yaml_writer import write_yaml
+from cnnforge.targets.max7800x.planner import plan_network
+from cnnforge.targets.max7800x.validate import validate_plan
 from support.ai8x import semantic_differences
 from support.plan import networks, with_weights
 

@@ -8,8 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from cnnforge.emit.report import write_report
 from cnnforge.pipeline import CompileOptions, compile_model, summary
+from cnnforge.targets.max7800x.compile_report import write_report
 
 SEG = """
 import torch

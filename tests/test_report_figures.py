@@ -9,7 +9,7 @@ import xml.etree.ElementTree as ET
 import numpy as np
 from PIL import Image
 
-from cnnforge.emit import report_figures as figs
+from cnnforge.targets.max7800x import report_figures as figs
 
 SVG = "{http://www.w3.org/2000/svg}"
 

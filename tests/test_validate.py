@@ -10,9 +10,9 @@ import pytest
 
 from cnnforge.errors import PlanError
 from cnnforge.frontend.ai8x import load_ai8x
-from cnnforge.plan.model import Plan
-from cnnforge.plan.planner import plan_network
-from cnnforge.plan.validate import raise_on_issues, validate_plan
+from cnnforge.targets.max7800x.placement import Plan
+from cnnforge.targets.max7800x.planner import plan_network
+from cnnforge.targets.max7800x.validate import raise_on_issues, validate_plan
 from support.plan import small_unet
 
 PAIRS = {

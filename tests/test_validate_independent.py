@@ -11,12 +11,12 @@ import dataclasses
 
 import numpy as np
 
-from cnnforge import plan as plan_package
 from cnnforge.devices import MAX78000
 from cnnforge.ir import INPUT, Layer, Network, Op
-from cnnforge.plan import kernels
-from cnnforge.plan.planner import plan_network
-from cnnforge.plan.validate import spec_kernel_words, validate_plan
+from cnnforge.targets import max7800x as plan_package
+from cnnforge.targets.max7800x import kernels
+from cnnforge.targets.max7800x.planner import plan_network
+from cnnforge.targets.max7800x.validate import spec_kernel_words, validate_plan
 
 
 def _conv(name: str, source: str, cin: int, cout: int, k: int = 3) -> Layer:
@@ -96,4 +96,5 @@ def test_the_validator_imports_no_planner_sizing():
     from pathlib import Path
 
     text = Path(plan_package.__file__).with_name("validate.py").read_text("utf-8")
-    assert "cnnforge.plan.kernels" not in text and "cnnforge.plan.kernel_words" not in text
+    assert "cnnforge.targets.max7800x.kernels" not in text
+    assert "cnnforge.targets.max7800x.kernel_words" not in text

@@ -9,9 +9,9 @@ from types import ModuleType
 import numpy as np
 import torch
 
-from cnnforge.emit.c.host import output_unit_of
 from cnnforge.pipeline import CompileOptions, CompileState, compile_model
 from cnnforge.sim.float_eval import host_reduce_float
+from cnnforge.targets.max7800x.c.host import output_unit_of
 
 
 def eager_output(module: ModuleType, name: str, sample: np.ndarray) -> np.ndarray:

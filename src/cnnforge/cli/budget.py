@@ -88,8 +88,8 @@ def run_budget(
     scored: tuple[str | None, int] = (None, 0),
 ) -> None:
     """The ``budget`` command's work (``plan -d generic:...`` calls it too)."""
-    from cnnforge.pipeline.generic import plan_budget, write_budget
     from cnnforge.targets.generic import report
+    from cnnforge.targets.generic.run import plan_budget, write_budget
 
     if scored[0] is not None and (scored[0] != "shapes" or not accuracy or scored[1] < 1):
         raise InputError(

@@ -23,7 +23,7 @@ from cnnforge.frontend.ai8x_rules import check_streaming, duplicate_copy
 from cnnforge.frontend.ai8x_yaml import YamlConfig, YamlLayer, read_yaml_config
 from cnnforge.geometry import layer_in_channels, passes, processors_per_pass
 from cnnforge.ir import INPUT, Layer, Network, Op
-from cnnforge.plan.model import Placement, Plan
+from cnnforge.targets.max7800x.placement import Placement, Plan
 
 
 @dataclass(frozen=True)

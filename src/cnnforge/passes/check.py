@@ -23,7 +23,7 @@ from cnnforge.passes.geometry import has_bias
 from cnnforge.passes.lower import lower_to_hardware
 from cnnforge.passes.rewrites import Rewrite
 from cnnforge.passes.weight_bits import choose_weight_bits
-from cnnforge.plan.kernel_words import KernelNeed, kernel_capacity, network_kernel_needs
+from cnnforge.targets.max7800x.kernel_words import KernelNeed, kernel_capacity, network_kernel_needs
 
 if TYPE_CHECKING:
     from cnnforge.devices import Device
@@ -136,7 +136,7 @@ def streamed_away(
 ) -> tuple[Violation, ...]:
     """Data-memory violations that streaming the first layers through the FIFO resolves (the
     planner then streams them, plan/streaming.py): their inputs and all but the last output."""
-    from cnnforge.plan.streaming import streaming_layers
+    from cnnforge.targets.max7800x.streaming import streaming_layers
 
     n = streaming_layers(network, device)
     ins = {x.name for x in network.layers[:n]}
@@ -236,6 +236,6 @@ def check_report(
 
 
 def _streaming_names(network: Network, device: Device) -> tuple[str, ...]:
-    from cnnforge.plan.streaming import streaming_layers
+    from cnnforge.targets.max7800x.streaming import streaming_layers
 
     return tuple(x.name for x in network.layers[: streaming_layers(network, device)])

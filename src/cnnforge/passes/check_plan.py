@@ -39,7 +39,7 @@ def placement_violations(
     network: Network, device: Device, bits: dict[str, int]
 ) -> tuple[Violation, ...]:
     """The planner's verdict on ``network`` (hardware layers, no other violation) as violations."""
-    from cnnforge.plan.planner import plan_network
+    from cnnforge.targets.max7800x.planner import plan_network
 
     try:
         plan_network(_as_compiled(network, device, bits), device)

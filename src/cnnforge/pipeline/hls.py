@@ -30,7 +30,7 @@ RESOURCES = "resources.json"
 
 def step_plan_hls(state: CompileState, workdir: Path) -> CompileState:
     """Ping-pong buffers, skip stores (liveness), accumulator widths, resource estimate."""
-    from cnnforge.emit.hls.plan import plan_hls
+    from cnnforge.targets.hls.buffer_plan import plan_hls
 
     del workdir
     return state.with_(plan=plan_hls(state.network, state.device))
@@ -38,7 +38,7 @@ def step_plan_hls(state: CompileState, workdir: Path) -> CompileState:
 
 def step_emit_hls(state: CompileState, workdir: Path) -> CompileState:
     """The HLS C++ project with its known-answer testbench."""
-    from cnnforge.emit.hls.emitter import emit_hls
+    from cnnforge.targets.hls.emitter import emit_hls
 
     out = workdir / HLS_DIR
     out.mkdir()
@@ -50,7 +50,7 @@ def step_csim(state: CompileState, workdir: Path) -> CompileState:
     """With --run: g++ against the ap_types headers, run tb.cpp (builds outside the output)."""
     if not state.options.run:
         return state
-    from cnnforge.emit.hls.build import csim
+    from cnnforge.targets.hls.build import csim
 
     with tempfile.TemporaryDirectory(prefix="cnnforge-hls-") as tmp:
         result = csim(
@@ -72,7 +72,7 @@ def step_report_hls(state: CompileState, workdir: Path) -> CompileState:
     """report.md (resource table, register map, float vs quantized) and resources.json."""
     if not state.options.report:
         return state
-    from cnnforge.emit.hls.report import report_markdown, resources
+    from cnnforge.targets.hls.report import report_markdown, resources
 
     (workdir / REPORT).write_text(report_markdown(state), "utf-8")
     data = resources(state.plan)

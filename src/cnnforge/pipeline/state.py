@@ -16,8 +16,8 @@ import numpy as np
 
 from cnnforge.devices import Device
 from cnnforge.ir import Network
-from cnnforge.plan.model import Plan
 from cnnforge.samples import InputArray
+from cnnforge.targets.max7800x.placement import Plan
 
 C_DIR = "c"
 AI8X_DIR = "ai8x"

@@ -217,8 +217,8 @@ def step_quantize(state: CompileState, workdir: Path) -> CompileState:
 def step_plan(state: CompileState, workdir: Path) -> CompileState:
     """Place the network (processors, memories, kernels); validate the plan independently."""
     del workdir
-    from cnnforge.plan.planner import plan_network
-    from cnnforge.plan.validate import raise_on_issues, validate_plan
+    from cnnforge.targets.max7800x.planner import plan_network
+    from cnnforge.targets.max7800x.validate import raise_on_issues, validate_plan
 
     if state.plan is None:
         network, plan = plan_network(state.network, state.device, in_place=state.options.in_place)
@@ -270,8 +270,8 @@ def step_float(state: CompileState, workdir: Path) -> CompileState:
 
 def step_vendor(state: CompileState, workdir: Path) -> CompileState:
     """The vendor's YAML and quantized checkpoint (for ai8x-synthesis)."""
-    from cnnforge.emit.ai8x_checkpoint import write_checkpoint as write_ckpt
-    from cnnforge.emit.ai8x_yaml import write_yaml
+    from cnnforge.targets.max7800x.ai8x_checkpoint_writer import write_checkpoint as write_ckpt
+    from cnnforge.targets.max7800x.ai8x_yaml_writer import write_yaml
 
     arch = _arch(state)
     (workdir / AI8X_DIR).mkdir()
@@ -290,7 +290,7 @@ def _arch(state: CompileState) -> str:
 
 def step_emit_c(state: CompileState, workdir: Path) -> CompileState:
     """Portable C with the known-answer self-test."""
-    from cnnforge.emit.c import emit_c
+    from cnnforge.targets.max7800x.c import emit_c
 
     c_dir = workdir / C_DIR
     c_dir.mkdir()
@@ -309,8 +309,8 @@ def step_run(state: CompileState, workdir: Path) -> CompileState:
     """With --run: build with the host cc and run the self-test (builds outside the output)."""
     if not (state.options.run or state.options.probe):
         return state
-    from cnnforge.emit.c.build import build_and_run
-    from cnnforge.emit.c.probe import run_probe
+    from cnnforge.targets.max7800x.c.build import build_and_run
+    from cnnforge.targets.max7800x.c.probe import run_probe
 
     with tempfile.TemporaryDirectory(prefix="cnnforge-build-") as tmp:
         result = build_and_run(
@@ -338,7 +338,7 @@ def step_report(state: CompileState, workdir: Path) -> CompileState:
     """The self-contained HTML report."""
     if not state.options.report:
         return state
-    from cnnforge.emit.report import write_report
+    from cnnforge.targets.max7800x.compile_report import write_report
 
     write_report(state, workdir / REPORT, summary(state))
     return state.wrote(REPORT)

@@ -16,10 +16,11 @@ from types import ModuleType
 from cnnforge import arithmetic
 from cnnforge.devices import DEVICES, Device
 from cnnforge.errors import InputError
-from cnnforge.pipeline import generic, hls, plan, steps
+from cnnforge.pipeline import hls, plan, steps
 from cnnforge.pipeline.plan import PlanRequest, PlanResult
 from cnnforge.pipeline.state import REPORT, SUMMARY, Steps
 from cnnforge.targets.generic import integer as generic_integer
+from cnnforge.targets.generic import run as generic
 from cnnforge.targets.generic.target import GenericTarget, parse_generic
 from cnnforge.targets.hls.device import HLS
 
@@ -88,7 +89,7 @@ TARGETS: tuple[Target, ...] = (
         "generic accelerator: on-chip budget + DDR (generic:onchip=3MiB,...)",
         generic_integer,  # saturating fixed point
         parse=parse_generic,
-        planner=None,  # planned on the float model: pipeline.generic.plan_budget
+        planner=None,  # planned on the float model: targets.generic.run.plan_budget
         report=generic.FILES,
     ),
 )

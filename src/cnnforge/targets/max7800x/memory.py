@@ -16,9 +16,9 @@ from cnnforge.devices import Device
 from cnnforge.errors import PlanError
 from cnnforge.geometry import tensor_geometry
 from cnnforge.ir import INPUT, Network
-from cnnforge.plan.groups import GroupKind
-from cnnforge.plan.inplace import in_place_words
-from cnnforge.plan.masks import Unit, instances_of
+from cnnforge.targets.max7800x.groups import GroupKind
+from cnnforge.targets.max7800x.inplace import in_place_words
+from cnnforge.targets.max7800x.masks import Unit, instances_of
 
 
 @dataclass(frozen=True)

@@ -17,9 +17,9 @@ import numpy as np
 from cnnforge.devices import Device, get_device
 from cnnforge.geometry import live_intervals, tensor_geometry
 from cnnforge.ir import INPUT, Network
-from cnnforge.plan.kernels import bias_length, has_bias, kernel_words_placed
-from cnnforge.plan.latency import START_CYCLES
-from cnnforge.plan.model import Placement, Plan
+from cnnforge.targets.max7800x.kernels import bias_length, has_bias, kernel_words_placed
+from cnnforge.targets.max7800x.latency import START_CYCLES
+from cnnforge.targets.max7800x.placement import Placement, Plan
 
 
 @dataclass(frozen=True)
@@ -61,7 +61,7 @@ def tensor_words(network: Network, plan: Plan, name: str, dev: Device) -> tuple[
     base = place.out_offset // 4
     reader = _streamed_reader(network, plan, name)
     if reader is not None:  # held in its reader's rollover buffer (plan/streaming.py)
-        from cnnforge.plan.streaming import rollover_words
+        from cnnforge.targets.max7800x.streaming import rollover_words
 
         return inst, base + np.arange(rollover_words(network, plan, reader, dev))
     if name == INPUT and plan.data_format == "CHW":
@@ -138,7 +138,7 @@ def with_cycles(network: Network, plan: Plan) -> Plan:
     """``plan`` with every layer's cycle estimate filled in (for imported plans)."""
     import dataclasses
 
-    from cnnforge.plan.planner import placed_cycles
+    from cnnforge.targets.max7800x.planner import placed_cycles
 
     dev = get_device(plan.device)
     places = tuple(

@@ -19,8 +19,8 @@ from cnnforge.devices import Device
 from cnnforge.errors import PlanError
 from cnnforge.geometry import TensorGeometry, tensor_geometry
 from cnnforge.ir import INPUT, Network, Op
-from cnnforge.plan.groups import Group, GroupKind, is_copy
-from cnnforge.plan.kernel_words import layer_kernel_words, main_input_shape
+from cnnforge.targets.max7800x.groups import Group, GroupKind, is_copy
+from cnnforge.targets.max7800x.kernel_words import layer_kernel_words, main_input_shape
 
 ALIGN = 4  # unit starts are multiples of 4 processors (devices.md §6)
 CHW_MAX_CHANNELS = 16  # one channel per data-memory instance (devices.md §2 "CHW")

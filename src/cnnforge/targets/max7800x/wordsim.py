@@ -18,10 +18,10 @@ import numpy as np
 from cnnforge.devices import Device, get_device
 from cnnforge.geometry import layer_in_geometry, live_intervals, tensor_geometry
 from cnnforge.ir import INPUT, Layer, Network
-from cnnforge.plan.inplace import in_place_words
-from cnnforge.plan.issues import Issue
-from cnnforge.plan.model import Placement, Plan
-from cnnforge.plan.streaming import streaming_prefix
+from cnnforge.targets.max7800x.inplace import in_place_words
+from cnnforge.targets.max7800x.issues import Issue
+from cnnforge.targets.max7800x.placement import Placement, Plan
+from cnnforge.targets.max7800x.streaming import streaming_prefix
 
 EMPTY = -1
 CHW_ANY = -2  # CHW input bytes: one channel per word, four pixels per word

@@ -30,10 +30,10 @@ from cnnforge.geometry import (
     tensor_geometry,
 )
 from cnnforge.ir import Layer, Network, Op
-from cnnforge.plan.issues import Issue
-from cnnforge.plan.model import Placement, Plan
-from cnnforge.plan.streaming import streaming_issues
-from cnnforge.plan.wordsim import simulate_words
+from cnnforge.targets.max7800x.issues import Issue
+from cnnforge.targets.max7800x.placement import Placement, Plan
+from cnnforge.targets.max7800x.streaming import streaming_issues
+from cnnforge.targets.max7800x.wordsim import simulate_words
 
 
 def validate_plan(

@@ -7,8 +7,8 @@ match seed 001 §7 (0x000 control, 0x010 {height, width}, 0x020 {kernel_size, pa
 
 from __future__ import annotations
 
-from cnnforge.emit.hls.plan import HlsPlan
 from cnnforge.ir import Network
+from cnnforge.targets.hls.buffer_plan import HlsPlan
 from cnnforge.targets.hls.device import HlsTarget
 
 

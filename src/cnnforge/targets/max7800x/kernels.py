@@ -27,7 +27,7 @@ from cnnforge.geometry import (
     main_input_shape,
 )
 from cnnforge.ir import Layer, Network, Op
-from cnnforge.plan.kernel_words import layer_kernel_words as _words
+from cnnforge.targets.max7800x.kernel_words import layer_kernel_words as _words
 
 
 def kernel_words_placed(network: Network, layer: Layer, out_mask: int) -> int:

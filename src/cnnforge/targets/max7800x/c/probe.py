@@ -20,9 +20,9 @@ from pathlib import Path
 
 import numpy as np
 
-from cnnforge.emit.c.build import SOURCES, compile_c
 from cnnforge.errors import EmitError, InputError
 from cnnforge.ir import Network
+from cnnforge.targets.max7800x.c.build import SOURCES, compile_c
 
 MANIFEST = "manifest.txt"
 NETWORK = "network.json"  # the network description a compile output directory holds

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from cnnforge.devices import Device, get_device
 from cnnforge.geometry import layer_in_channels, passes
 from cnnforge.ir import INPUT, Layer, Network, Op
-from cnnforge.plan.model import Placement, Plan
+from cnnforge.targets.max7800x.placement import Placement, Plan
 
 _INCREASE_START = 2  # the vendor's default `--increase-start` (MAX78000 formula)
 
@@ -285,7 +285,7 @@ def fifo_mask(channels: int) -> int:
 def streamed_spans(network: Network, streamed: int, dev: Device) -> dict[str, int]:
     """Bytes each streamed tensor needs in the planner (its reader's rollover buffer), and the
     last streaming layer's whole output: + 4 each, as the vendor compares closed ranges."""
-    from cnnforge.plan.memory import tensor_span
+    from cnnforge.targets.max7800x.memory import tensor_span
 
     names = [INPUT, *(x.name for x in network.layers)]
     spans = {names[i]: 4 * rollover(network, i, streamed, "HWC", dev) + 4 for i in range(streamed)}

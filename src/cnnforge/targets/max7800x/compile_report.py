@@ -18,16 +18,17 @@ import numpy as np
 
 from cnnforge.arithmetic import output_unit
 from cnnforge.devices import Device, get_device
-from cnnforge.emit import report_figures as figs
 from cnnforge.ir import INPUT, Network
 from cnnforge.outputs import atomic_output_file
-from cnnforge.plan.masks import mask_runs
+from cnnforge.targets.max7800x import report_figures as figs
+from cnnforge.targets.max7800x.masks import mask_runs
 
 WORD_BYTES = 4
 
 
 def _template() -> jinja2.Template:
-    text = resources.files("cnnforge.emit").joinpath("report.html.j2").read_text("utf-8")
+    folder = resources.files("cnnforge.targets.max7800x")
+    text = folder.joinpath("report.html.j2").read_text("utf-8")
     env = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined)
     return env.from_string(text)
 
@@ -59,7 +60,7 @@ def analysis_rows(network: Network) -> list[dict[str, Any]]:
 def plan_rows(network: Network, plan: Any) -> list[dict[str, Any]]:
     """One row per placement: masks, offsets, kernels, bias, cycles (estimated when the plan,
     e.g. an imported one, has none: the planner's latency model)."""
-    from cnnforge.plan.planner import placed_cycles
+    from cnnforge.targets.max7800x.planner import placed_cycles
 
     rows = []
     dev = get_device(plan.device)

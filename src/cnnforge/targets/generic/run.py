@@ -10,7 +10,7 @@ from typing import Any
 from cnnforge.errors import InputError
 from cnnforge.ir import Network
 from cnnforge.outputs import atomic_output_dir
-from cnnforge.targets.generic.plan import GenericPlan, plan_generic
+from cnnforge.targets.generic.budget_plan import GenericPlan, plan_generic
 from cnnforge.targets.generic.target import GenericTarget, parse_generic
 
 FILES = ("generic-plan.json", "ddr-vs-budget.svg", "report.html", "generic-plan.txt")

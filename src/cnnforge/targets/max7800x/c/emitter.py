@@ -17,14 +17,28 @@ from pathlib import Path
 import jinja2
 import numpy as np
 
-from cnnforge.emit.c.arena import Arena, Buffer, allocate, check_arena
-from cnnforge.emit.c.arrays import c_array, c_comment, c_string, check_range, fnv1a32, pack_rows
-from cnnforge.emit.c.host import c_doubles, host_steps
-from cnnforge.emit.c.model import BINARY_CODE, KIND, CLayer, chw, describe_layer, weight_rows
 from cnnforge.errors import EmitError, InputError
 from cnnforge.geometry import live_intervals
 from cnnforge.ir import INPUT, Layer, Network
 from cnnforge.quant.ranges import verify_quantized, wide_readers
+from cnnforge.targets.max7800x.c.arena import Arena, Buffer, allocate, check_arena
+from cnnforge.targets.max7800x.c.arrays import (
+    c_array,
+    c_comment,
+    c_string,
+    check_range,
+    fnv1a32,
+    pack_rows,
+)
+from cnnforge.targets.max7800x.c.host import c_doubles, host_steps
+from cnnforge.targets.max7800x.c.model import (
+    BINARY_CODE,
+    KIND,
+    CLayer,
+    chw,
+    describe_layer,
+    weight_rows,
+)
 
 STATIC_FILES = ("cnn_kernels.h", "cnn_kernels.c")
 
@@ -69,7 +83,8 @@ def _env() -> jinja2.Environment:
 
 
 def _load_template(name: str) -> str:
-    return resources.files("cnnforge.emit.c").joinpath("templates", name).read_text("utf-8")
+    folder = resources.files("cnnforge.targets.max7800x.c")
+    return folder.joinpath("templates", name).read_text("utf-8")
 
 
 # ---- layout -------------------------------------------------------------------------------

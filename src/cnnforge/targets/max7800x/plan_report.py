@@ -16,10 +16,10 @@ from typing import Any
 from cnnforge.devices import Device, get_device
 from cnnforge.geometry import live_intervals
 from cnnforge.ir import INPUT, Network
-from cnnforge.plan.groups import is_copy
-from cnnforge.plan.masks import mask_runs
-from cnnforge.plan.metrics import PlanMetrics, tensor_words
-from cnnforge.plan.model import Plan
+from cnnforge.targets.max7800x.groups import is_copy
+from cnnforge.targets.max7800x.masks import mask_runs
+from cnnforge.targets.max7800x.metrics import PlanMetrics, tensor_words
+from cnnforge.targets.max7800x.placement import Plan
 
 PLAN_SCHEMA = "cnnforge-plan/1"
 

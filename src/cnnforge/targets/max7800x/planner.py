@@ -25,14 +25,24 @@ from cnnforge.devices import Device, get_device
 from cnnforge.errors import PlanError
 from cnnforge.geometry import layer_in_geometry, live_intervals
 from cnnforge.ir import INPUT, Layer, Network, Op
-from cnnforge.plan.groups import Group, GroupKind, form_groups, identity_conv
-from cnnforge.plan.kernels import KernelSlot, assign_bias, assign_kernels, kernels_per_processor
-from cnnforge.plan.latency import START_CYCLES, layer_cycles, layer_inputs
-from cnnforge.plan.masks import assign_masks, choose_data_format, instances_of, make_unit
-from cnnforge.plan.memory import assign_offsets, tensor_span
-from cnnforge.plan.model import Placement, Plan
-from cnnforge.plan.streaming import fifo_mask, streamed_spans, streaming_layers
-from cnnforge.plan.validate import passthrough_masks_ok
+from cnnforge.targets.max7800x.groups import Group, GroupKind, form_groups, identity_conv
+from cnnforge.targets.max7800x.kernels import (
+    KernelSlot,
+    assign_bias,
+    assign_kernels,
+    kernels_per_processor,
+)
+from cnnforge.targets.max7800x.latency import START_CYCLES, layer_cycles, layer_inputs
+from cnnforge.targets.max7800x.masks import (
+    assign_masks,
+    choose_data_format,
+    instances_of,
+    make_unit,
+)
+from cnnforge.targets.max7800x.memory import assign_offsets, tensor_span
+from cnnforge.targets.max7800x.placement import Placement, Plan
+from cnnforge.targets.max7800x.streaming import fifo_mask, streamed_spans, streaming_layers
+from cnnforge.targets.max7800x.validate import passthrough_masks_ok
 
 
 def plan_network(

@@ -20,8 +20,8 @@ from cnnforge import __version__
 from cnnforge.errors import EmitError
 from cnnforge.ir import BINARY_BITS, INPUT, Activation, Layer, Network, Op
 from cnnforge.outputs import atomic_output_file
-from cnnforge.plan.model import Placement, Plan
-from cnnforge.plan.wordsim import in_place_layers
+from cnnforge.targets.max7800x.placement import Placement, Plan
+from cnnforge.targets.max7800x.wordsim import in_place_layers
 
 RESERVED_NAMES = frozenset({"stop", "input"})
 _ACTIVATE = {Activation.NONE: "None", Activation.RELU: "ReLU", Activation.ABS: "Abs"}

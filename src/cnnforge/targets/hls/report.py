@@ -7,8 +7,8 @@ from typing import Any
 
 import numpy as np
 
-from cnnforge.emit.hls.plan import HlsPlan
-from cnnforge.emit.hls.regmap import register_rows
+from cnnforge.targets.hls.buffer_plan import HlsPlan
+from cnnforge.targets.hls.regmap import register_rows
 
 #: Seed 001 §6 "Hardware resources by modules", as the seed reports them (its tool's area scores).
 SEED_TABLE = {

@@ -4,6 +4,6 @@
 the self-test, ``probe.read_layer_outputs`` reads per-layer dumps (``--probe``) for ``diff``.
 """
 
-from cnnforge.emit.c.emitter import EmittedC, emit_c
+from cnnforge.targets.max7800x.c.emitter import EmittedC, emit_c
 
 __all__ = ["EmittedC", "emit_c"]
