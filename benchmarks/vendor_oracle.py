@@ -11,7 +11,8 @@ Runs only where the vendor tool is set up (``IZER``, default /tmp/izer). Asserts
 
 ``--keep DIR`` keeps the vendor outputs (DIR/<device>/<prefix>/net/expected.npy and the log);
 ``--reuse`` takes them from there instead of running the vendor tool again. ``--capture DIR``
-writes the test goldens of tests/test_ai8x_demos.py (see tests/golden/ai8x_demos/README.md).
+writes the test goldens of tests/targets/max7800x/test_ai8x_demos.py (see
+tests/golden/ai8x_demos/README.md).
 """
 
 from __future__ import annotations

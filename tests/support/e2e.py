@@ -1,5 +1,5 @@
 """``compile --ptq --run`` of a model file's class, and how its known answer tracks the eager model
-(used by tests/test_unet_e2e.py and benchmarks/zoo.py)."""
+(used by tests/pipeline/test_unet_e2e.py and benchmarks/zoo.py)."""
 
 from __future__ import annotations
 

@@ -6,7 +6,8 @@ the kernel map work out together only the planner (plan/planner.py, tens of mill
 say. ``placement_violations`` plans the checked network with the weight widths check chose
 (quantized post-training as ``compile --ptq`` does, so kernel sharing and packing match) and
 turns a ``PlanError`` into a ``Violation``. (Every automatic plan passes plan.validate; the
-property test of tests/test_check_promise.py holds check to that, so check need not pay for it.)
+property test of tests/passes/test_check_promise.py holds check to that, so check need not pay
+for it.)
 """
 
 from __future__ import annotations

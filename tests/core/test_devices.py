@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from pathlib import Path
 
 import pytest
 import yaml
@@ -12,8 +11,9 @@ import yaml
 from cnnforge.devices import DEVICES, MAX78000, MAX78002, Device, get_device
 from cnnforge.errors import InputError
 from cnnforge.ir import BINARY_BITS, EltwiseOp, Op
+from support.paths import SHARED
 
-SPEC = Path(__file__).resolve().parents[2] / "shared" / "spec" / "devices.md"
+SPEC = SHARED / "spec" / "devices.md"
 
 
 def _spec_yaml() -> dict:

@@ -7,13 +7,13 @@ import importlib.metadata
 import re
 import sys
 import tomllib
-from pathlib import Path
 
 import pytest
 
 from cnnforge.cli import app, main
+from support.paths import REPO
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = REPO
 SRC = ROOT / "src" / "cnnforge"
 
 

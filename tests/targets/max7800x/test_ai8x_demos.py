@@ -23,8 +23,9 @@ from cnnforge.frontend.ai8x import read_ai8x
 from cnnforge.sim import simulate
 from cnnforge.targets.max7800x.streaming import rollover_words
 from cnnforge.targets.max7800x.validate import validate_plan
+from support.paths import TESTS
 
-GOLDEN = Path(__file__).parent / "golden" / "ai8x_demos"
+GOLDEN = TESTS / "golden" / "ai8x_demos"
 KNOWN = sorted((GOLDEN / "known").glob("*.npz"))
 TRAINED = Path(os.environ.get("CNNFORGE_IZER_TRAINED", "/tmp/izer/trained"))
 

@@ -1,5 +1,5 @@
 """ONNX in: the ops beyond the U-Nets, OPAQUE rows, shapes from -i, bad files one line with exit 2
-(the round trip of every shipped and zoo model: tests/test_onnx_round_trip.py)."""
+(the round trip of every shipped and zoo model: tests/frontend/test_onnx_round_trip.py)."""
 
 from __future__ import annotations
 

@@ -18,8 +18,9 @@ from cnnforge.targets.generic import integer as generic_integer
 from cnnforge.targets.generic.target import GenericTarget
 from cnnforge.targets.hls.device import HLS
 from support.cli import run_cli
+from support.paths import REPO
 
-SRC = Path(__file__).resolve().parents[1] / "src" / "cnnforge"
+SRC = REPO / "src" / "cnnforge"
 
 
 def test_the_max_parts_come_first_then_hls_and_generic() -> None:

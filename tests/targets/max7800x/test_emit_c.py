@@ -3,7 +3,8 @@ literals, determinism, golden files and errors.
 
 Golden files: tests/golden_c/<case>/ holds the emitted project of a small network; regenerate
 after an intended format change with
-``CNNFORGE_REGEN_GOLDEN=1 python -m pytest -q tests/test_emit_c.py -k golden`` (they then skip).
+``CNNFORGE_REGEN_GOLDEN=1 python -m pytest -q tests/targets/max7800x/test_emit_c.py -k golden``
+(they then skip).
 """
 
 from __future__ import annotations
@@ -26,8 +27,9 @@ from cnnforge.targets.max7800x.c.arrays import c_string, fnv1a32, pack_rows
 from cnnforge.targets.max7800x.c.build import build_and_run, compile_c
 from support.emit_c import build_batch, random_input, random_network
 from support.golden import check_files, folder_files
+from support.paths import TESTS
 
-GOLDEN = Path(__file__).parent / "golden_c"
+GOLDEN = TESTS / "golden_c"
 
 # ---- worked examples as C (arithmetic.md §7, §8) ------------------------------------------
 

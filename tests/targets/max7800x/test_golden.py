@@ -3,8 +3,8 @@
 1. The YAML and checkpoint written for a small hand-built network (every layer kind, concat by
    adjacency, interleaved element-wise operands, an extra output, all-zero weights) must equal
    tests/golden/small.yaml and small.ckpt.txt. Regenerate after an intended change with
-   ``CNNFORGE_REGEN_GOLDEN=1 python -m pytest -q tests/test_golden.py`` (the golden tests then
-   skip) and review the diff.
+   ``CNNFORGE_REGEN_GOLDEN=1 python -m pytest -q tests/targets/max7800x/test_golden.py`` (the
+   golden tests then skip) and review the diff.
 2. Every vendor network imports and simulates; mnist and the fakept U-Net reproduce the vendor
    simulator's outputs in ../shared/data/ai8x/golden bit for bit, also after a round trip
    through cnnforge's own YAML + checkpoint. A simulator that does not import, or a listed case
@@ -30,8 +30,9 @@ from cnnforge.targets.max7800x.ai8x_checkpoint_writer import checkpoint_dict
 from cnnforge.targets.max7800x.ai8x_yaml_writer import yaml_text
 from cnnforge.targets.max7800x.placement import Plan
 from support.golden import check_text
+from support.paths import TESTS
 
-GOLDEN = Path(__file__).parent / "golden"
+GOLDEN = TESTS / "golden"
 
 
 def small_network() -> tuple[Network, Plan]:

@@ -2,8 +2,9 @@
 equal to the simulator bit for bit (50 random networks, the U-Net through the CLI).
 
 Golden files: tests/golden_hls/<case>/ holds the emitted project of a small network; regenerate
-with ``CNNFORGE_REGEN_GOLDEN=1 python -m pytest -q tests/test_hls.py -k golden``. Builds need
-g++ and the ap_types headers (the ``hls4ml`` package of the test extra); without them those
+with ``CNNFORGE_REGEN_GOLDEN=1 python -m pytest -q tests/targets/hls/test_hls.py -k golden``.
+Builds need g++ and the ap_types headers (the ``hls4ml`` package of the test extra); without
+them those
 tests skip with the reason.
 """
 
@@ -34,8 +35,9 @@ from cnnforge.targets.hls.emitter import emit_hls
 from support.emit_c import random_network
 from support.golden import check_files, folder_files
 from support.hls import csim_batch, random_hls_network, random_sample
+from support.paths import TESTS
 
-GOLDEN = Path(__file__).parent / "golden_hls"
+GOLDEN = TESTS / "golden_hls"
 N_RANDOM = 50
 NEEDS_BUILD = pytest.mark.skipif(
     find_ap_types() is None or shutil.which("g++") is None,

@@ -10,7 +10,9 @@ from pathlib import Path
 
 import pytest
 
-SRC = Path(__file__).resolve().parents[1] / "src"
+from support.paths import REPO
+
+SRC = REPO / "src"
 HEAVY = ("torch", "matplotlib")
 
 PROBE = """

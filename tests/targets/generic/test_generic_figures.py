@@ -10,7 +10,6 @@ Caffe variant reproduces xfDNN's op count exactly. On-chip sizes here are binary
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
@@ -18,8 +17,9 @@ from cnnforge.frontend import load_network
 from cnnforge.targets.generic.budget_plan import plan_generic
 from cnnforge.targets.generic.target import parse_generic
 from support.cli import run_cli
+from support.paths import TESTS
 
-MODELS = Path(__file__).parent / "support" / "generic_models.py"
+MODELS = TESTS / "support" / "generic_models.py"
 XFDNN_RESNET50_OPS = 7_719_276_544
 XFDNN_RESNET50_DDR = 33_030_144
 XFDNN_GOOGLENET_OPS = 3_176_103_168

@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import replace
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -28,8 +27,9 @@ from cnnforge.targets.max7800x.metrics import plan_metrics
 from cnnforge.targets.max7800x.planner import plan_network
 from cnnforge.targets.max7800x.streaming import rollover_words, streaming_layers
 from cnnforge.targets.max7800x.validate import validate_plan
+from support.paths import TESTS
 
-GOLDEN = Path(__file__).parent / "golden" / "ai8x_demos"
+GOLDEN = TESTS / "golden" / "ai8x_demos"
 
 
 def _vendor_cats_dogs(device: str = "MAX78000"):

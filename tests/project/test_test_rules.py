@@ -15,8 +15,10 @@ from pathlib import Path
 import pytest
 
 from support.golden import REGEN_ENV, check_files, check_text
+from support.paths import TESTS
 
-TESTS = Path(__file__).resolve().parent
+#: The folders that hold data, not Python the suite runs.
+DATA_DIRS = ("golden", "golden_c", "golden_hls")
 
 
 def _imported_modules(path: Path) -> set[str]:
@@ -31,11 +33,18 @@ def _imported_modules(path: Path) -> set[str]:
 
 
 def _python_files() -> list[Path]:
-    return sorted(TESTS.glob("*.py")) + sorted((TESTS / "support").glob("*.py"))
+    """Every Python file of the suite: the stage folders, conftest and tests/support/."""
+    return sorted(
+        p for p in TESTS.rglob("*.py") if p.relative_to(TESTS).parts[0] not in DATA_DIRS
+    )
+
+
+def _test_modules() -> list[Path]:
+    return [p for p in _python_files() if p.name.startswith("test_")]
 
 
 def test_no_module_imports_a_test_module_or_conftest() -> None:
-    test_modules = {p.stem for p in TESTS.glob("test_*.py")} | {"conftest", "tests"}
+    test_modules = {p.stem for p in _test_modules()} | {"conftest", "tests"}
     found = {
         str(path.relative_to(TESTS)): sorted(_imported_modules(path) & test_modules)
         for path in _python_files()
@@ -69,8 +78,21 @@ def test_support_holds_no_tests() -> None:
 
 def test_shared_helpers_are_only_in_support() -> None:
     """No loose helper modules next to the tests: they go to tests/support/."""
-    loose = [p.name for p in TESTS.glob("*.py") if not p.name.startswith(("test_", "conftest"))]
+    loose = [
+        str(p.relative_to(TESTS))
+        for p in _python_files()
+        if p.parent != TESTS / "support" and not p.name.startswith(("test_", "conftest"))
+    ]
     assert loose == []
+
+
+def test_tests_live_in_stage_folders_with_unique_names() -> None:
+    """Test modules sit in a folder per stage or target (tests/passes/, tests/targets/hls/, ...),
+    never loose in tests/; their names are unique (pytest imports them by basename)."""
+    modules = _test_modules()
+    assert [p.name for p in modules if p.parent == TESTS] == []
+    names = [p.name for p in modules]
+    assert sorted({n for n in names if names.count(n) > 1}) == []
 
 
 def test_regenerating_a_golden_file_skips_instead_of_passing(tmp_path, monkeypatch) -> None:
