@@ -73,7 +73,10 @@ def main() -> None:
     parser.add_argument("--size", type=int, action="append", help="folded input H=W (88, 48)")
     default = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "ai8x"
     parser.add_argument("--data", type=Path, default=default)
+    parser.add_argument("--smoke", action="store_true", help="tiny sizes: checks the script runs")
     args = parser.parse_args()
+    if args.smoke:
+        args.size = [48]
     for size in args.size or (88, 48):
         compare(args.data, size)
 

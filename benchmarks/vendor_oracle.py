@@ -174,7 +174,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--keep", type=Path, help="keep the vendor outputs in this folder")
     parser.add_argument("--reuse", action="store_true", help="reuse the outputs in --keep")
     parser.add_argument("--capture", type=Path, help="write the bit-exact demos as test goldens")
+    parser.add_argument("--smoke", action="store_true", help="tiny sizes: checks the script runs")
     args = parser.parse_args(argv)
+    if args.smoke:
+        args.device, args.only = ["MAX78000"], ["mnist"]
     izer = Path(os.environ.get("IZER", "/tmp/izer"))
     if not (izer / "ai8xize.py").is_file() or not RUNNER.is_file():
         print(f"the vendor tool is not set up at {izer} (IZER); nothing to do")

@@ -4,8 +4,7 @@ equal to the simulator bit for bit (50 random networks, the U-Net through the CL
 Golden files: tests/golden_hls/<case>/ holds the emitted project of a small network; regenerate
 with ``CNNFORGE_REGEN_GOLDEN=1 python -m pytest -q tests/targets/hls/test_hls.py -k golden``.
 Builds need g++ and the ap_types headers (the ``hls4ml`` package of the test extra); without
-them those
-tests skip with the reason.
+them those tests skip with the reason.
 """
 
 from __future__ import annotations
