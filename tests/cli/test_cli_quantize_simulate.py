@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 import torch
 
+from cnnforge.checkpoint import load_quantized
 from cnnforge.cli import main
-from cnnforge.quant.checkpoint import load_quantized
 
 TINY = """
 import torch
@@ -213,8 +213,8 @@ def test_quantize_refuses_to_overwrite(quantized: Path, tiny: str, capsys) -> No
 
 def test_simulate_refuses_what_the_device_lacks(tmp_path: Path, capsys) -> None:
     """Binary weights exist only on MAX78002: one line naming the layer, exit 2."""
+    from cnnforge.checkpoint import save_quantized
     from cnnforge.ir import Layer, Network, Op, Quantized
-    from cnnforge.quant.checkpoint import save_quantized
 
     w = np.where(np.random.default_rng(0).random((2, 3, 3, 3)) < 0.5, -1, 1).astype(np.int64)
     layer = Layer(

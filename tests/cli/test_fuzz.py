@@ -24,10 +24,10 @@ import yaml
 from hypothesis import given, reject, settings
 from hypothesis import strategies as st
 
+from cnnforge.checkpoint import save_quantized
 from cnnforge.frontend.ai8x import read_ai8x
 from cnnforge.frontend.ai8x_checkpoint import load_checkpoint_dict
 from cnnforge.outputs import MANIFEST
-from cnnforge.quant.checkpoint import save_quantized
 from support.fuzz import (
     MODEL_SOURCE,
     NASTY_TEXTS,

@@ -209,9 +209,9 @@ def test_python_api(tiny, tmp_path) -> None:
 def test_qat_and_quantized_checkpoints(tmp_path, capsys) -> None:
     """A QAT state_dict of cnnforge.nn modules keeps its integers (no --ptq); a cnnforge
     quantized checkpoint is compiled as it is."""
+    from cnnforge.checkpoint import save_quantized
     from cnnforge.models import build_model
     from cnnforge.nn.policy import enable_qat, set_quantized_eval
-    from cnnforge.quant.checkpoint import save_quantized
 
     torch.manual_seed(0)
     model = build_model("qat-unet")

@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 import torch
 
+from cnnforge.checkpoint import load_quantized
 from cnnforge.cli import main
-from cnnforge.quant.checkpoint import load_quantized
 
 LOUD = """
 import torch

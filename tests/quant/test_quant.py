@@ -9,15 +9,15 @@ import numpy as np
 import pytest
 import torch
 
-from cnnforge.devices import get_device
-from cnnforge.errors import InputError, ModelError
-from cnnforge.ir import Activation, EltwiseOp, Layer, Network, Op, Quantized
-from cnnforge.quant.checkpoint import (
+from cnnforge.checkpoint import (
     FORMAT,
     is_quantized_checkpoint,
     load_quantized,
     save_quantized,
 )
+from cnnforge.devices import get_device
+from cnnforge.errors import InputError, ModelError
+from cnnforge.ir import Activation, EltwiseOp, Layer, Network, Op, Quantized
 from cnnforge.quant.ptq import clip_level, quantize_layer, quantize_network
 
 

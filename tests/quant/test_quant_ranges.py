@@ -1,4 +1,4 @@
-"""quant.ranges.verify_quantized: the one check of weight, bias and shift ranges (R1.2, R2.1)."""
+"""ranges.verify_quantized: the one check of weight, bias and shift ranges (R1.2, R2.1)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from cnnforge.ir import BINARY_BITS, Quantized
-from cnnforge.quant.ranges import verify_quantized
+from cnnforge.ranges import verify_quantized
 
 
 def _q(bits: int, weights, bias=None, shift: int = 0) -> Quantized:

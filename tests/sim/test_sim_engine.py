@@ -346,8 +346,8 @@ def test_binary_weights_run_on_max78002() -> None:
 
 def test_cli_reports_a_bad_layer_in_one_line(tmp_path, capsys) -> None:
     """``cnnforge simulate`` turns the SimulationError into one line and exit status 2."""
+    from cnnforge.checkpoint import save_quantized
     from cnnforge.cli import main
-    from cnnforge.quant.checkpoint import save_quantized
 
     save_quantized(_layer_net(quant=dict(output_shift=16)), tmp_path / "n.pth")
     np.save(tmp_path / "x.npy", np.full((2, 4, 4), 100))

@@ -42,10 +42,10 @@ def quantize(
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace an existing -o file."),
 ) -> None:
     """Trace, lower, quantize (PTQ; QAT modules keep their integers) and save."""
+    from cnnforge.checkpoint import save_quantized
     from cnnforge.pipeline.quantized import quantized_from_source
     from cnnforge.pipeline.sources import model_source, read_calibration
     from cnnforge.pipeline.targets import device_for
-    from cnnforge.quant.checkpoint import save_quantized
 
     dev = device_for(device, "quantize")
     bits = parse_bits_option(weight_bits)

@@ -111,7 +111,7 @@ def _widths(network: Network, device: Device, weight_bits: Widths) -> int | Mapp
 
 def quantized_checkpoint(source: ModelSource) -> Path | None:
     """The cnnforge quantized checkpoint to take as it is: --network, or such a --checkpoint."""
-    from cnnforge.quant.checkpoint import is_quantized_checkpoint
+    from cnnforge.checkpoint import is_quantized_checkpoint
 
     if source.kind == NETWORK:
         return source.network
@@ -127,7 +127,7 @@ def load_source(
     taken as saved (else a model-level float network)."""
     path = quantized_checkpoint(source)
     if path is not None:
-        from cnnforge.quant.checkpoint import load_quantized
+        from cnnforge.checkpoint import load_quantized
 
         return load_quantized(path), True
     from cnnforge.frontend import load_network

@@ -232,7 +232,7 @@ def step_plan(state: CompileState, workdir: Path) -> CompileState:
 
 def step_simulate(state: CompileState, workdir: Path) -> CompileState:
     """The known answer: the bit-exact simulator on the sample (every layer kept for probes)."""
-    from cnnforge.quant.checkpoint import save_quantized
+    from cnnforge.checkpoint import save_quantized
     from cnnforge.sim import simulate
 
     result = simulate(state.network, state.sample[None], all_layers=True)

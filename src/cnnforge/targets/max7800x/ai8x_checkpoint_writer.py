@@ -20,7 +20,7 @@ from cnnforge.arithmetic import bias_to_checkpoint
 from cnnforge.errors import EmitError
 from cnnforge.ir import BINARY_BITS, Layer, Network
 from cnnforge.outputs import atomic_output_file
-from cnnforge.quant.ranges import verify_quantized
+from cnnforge.ranges import verify_quantized
 
 DEFAULT_EPOCH = 1000  # >= every QAT start epoch, so ai8x-training loads it as fused (§7)
 

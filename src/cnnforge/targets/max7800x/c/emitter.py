@@ -20,7 +20,7 @@ import numpy as np
 from cnnforge.errors import EmitError, InputError
 from cnnforge.geometry import live_intervals
 from cnnforge.ir import INPUT, Layer, Network
-from cnnforge.quant.ranges import verify_quantized, wide_readers
+from cnnforge.ranges import verify_quantized, wide_readers
 from cnnforge.targets.max7800x.c.arena import Arena, Buffer, allocate, check_arena
 from cnnforge.targets.max7800x.c.arrays import (
     c_array,
@@ -185,7 +185,7 @@ def _weights_h(network: Network, clayers: tuple[CLayer, ...]) -> str:
 
 
 def _check_values(layer: Layer, wbits: int) -> None:
-    """EmitError for weights or bias outside their range (``quant.ranges.verify_quantized``)."""
+    """EmitError for weights or bias outside their range (``ranges.verify_quantized``)."""
     where = f"layer {layer.name}"
     for p in verify_quantized(layer.quant, wide=True):  # the shift: checked by emit.c.model
         if p.binary and p.lo <= p.low and p.high <= p.hi:

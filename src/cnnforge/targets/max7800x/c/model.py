@@ -31,7 +31,7 @@ from cnnforge.ir import (
     Pooling,
     PoolKind,
 )
-from cnnforge.quant.ranges import verify_quantized
+from cnnforge.ranges import verify_quantized
 
 # Codes shared with the C runtime (templates/cnn.c.j2 defines the same names).
 KIND = {"conv": 0, "convt": 1, "linear": 2, "copy": 3}
