@@ -370,6 +370,9 @@ MAX78002 = Device(
 #: Every device cnnforge targets, in a stable order.
 DEVICES: tuple[Device, ...] = (MAX78000, MAX78002)
 
+#: What ``--device`` means when not given (the CLI reads it; below the CLI a device is passed).
+DEFAULT_DEVICE: str = MAX78000.name
+
 
 def get_device(name: str | Device) -> Device:
     """The MAX7800x device called ``name`` (case-insensitive; a ``Device`` is returned as is).

@@ -11,6 +11,7 @@ from rich.table import Table
 
 from cnnforge.cli.app import app
 from cnnforge.cli.common import console, parse_model_args, parse_shape, parse_weight_bits
+from cnnforge.devices import DEFAULT_DEVICE
 
 
 @app.command("compile")
@@ -20,7 +21,7 @@ def compile_command(
     ),
     output: Path = typer.Option(..., "--output", "-o", help="Output directory to create."),
     device: str = typer.Option(
-        "MAX78000",
+        DEFAULT_DEVICE,
         "--device",
         "-d",
         help="MAX78000, MAX78002 or HLS (FPGA, HLS C++): a target of pipeline.targets.",

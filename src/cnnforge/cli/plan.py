@@ -16,6 +16,7 @@ from rich.table import Table
 
 from cnnforge.cli.app import app
 from cnnforge.cli.common import console, parse_model_args, parse_shape, parse_weight_bits
+from cnnforge.devices import DEFAULT_DEVICE
 from cnnforge.errors import InputError
 from cnnforge.outputs import check_target
 
@@ -31,7 +32,7 @@ def plan(
         None, help="path/to/file.py:Name, package.module:Name, or a short name (unet-large)."
     ),
     device: str = typer.Option(
-        "MAX78000",
+        DEFAULT_DEVICE,
         "--device",
         "-d",
         help="MAX78000, MAX78002 or generic:onchip=3MiB,... (a target of pipeline.targets)",

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from cnnforge.devices import Device, get_device
+from cnnforge.devices import DEFAULT_DEVICE, Device, get_device
 from cnnforge.errors import ConfigError
 from cnnforge.frontend.ai8x_checkpoint import CheckpointData, CheckpointLayer, read_checkpoint
 from cnnforge.frontend.ai8x_layers import LayerContext, build_layer
@@ -55,7 +55,7 @@ def read_ai8x(
     checkpoint_path: Path | str,
     input_shape: tuple[int, ...] | None = None,
     *,
-    device: str | Device = "MAX78000",
+    device: str | Device = DEFAULT_DEVICE,
     overlap_data: bool = False,
     avg_pool_rounding: bool = False,
     fifo: bool | None = None,

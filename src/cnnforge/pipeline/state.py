@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from cnnforge.devices import Device
+from cnnforge.devices import DEFAULT_DEVICE, Device
 from cnnforge.ir import Network
 from cnnforge.samples import InputArray
 from cnnforge.targets.max7800x.placement import Plan
@@ -35,7 +35,7 @@ class CompileOptions:
 
     output: Path
     model: str | None = None
-    device: str = "MAX78000"
+    device: str = DEFAULT_DEVICE
     checkpoint: Path | None = None
     ptq: bool = False
     sample: Path | np.ndarray | None = None
