@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from cnnforge.arithmetic import ACT_MAX, ACT_MIN
+from cnnforge.arithmetic import ACT_MAX, ACT_MIN, ACT_SCALE
 from cnnforge.errors import InputError
 
 FLOAT_RULE = "floats are read as model-input units: x_int = clip(round(128 * x), -128, 127)"
@@ -90,7 +90,7 @@ def _convert(data: np.ndarray, source: str, option: str) -> InputArray:
             where=where,
             hint=FLOAT_RULE,
         )
-    scaled = np.rint(data.astype(np.float64) * 128.0)  # rint: half to even, as torch.round
+    scaled = np.rint(data.astype(np.float64) * ACT_SCALE)  # rint: half to even, as torch.round
     clamped = int(((scaled < ACT_MIN) | (scaled > ACT_MAX)).sum())
     values = np.clip(scaled, ACT_MIN, ACT_MAX).astype(np.int64)
     return InputArray(values, source, converted_from_float=True, clamped=clamped)

@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from cnnforge.arithmetic import ACT_SCALE
 from cnnforge.errors import DeviceLimitError, EmitError, InputError
 from cnnforge.ir import Network
 from cnnforge.outputs import safe_file_stem
@@ -258,7 +259,7 @@ def step_float(state: CompileState, workdir: Path) -> CompileState:
         return state
     from cnnforge.sim.float_eval import run_float
 
-    x = state.sample[None].astype(np.float32) / 128.0
+    x = state.sample[None].astype(np.float32) / ACT_SCALE
     outputs = run_float(state.source, x, all_layers=True)
     # Fusion may rename layers: pair the model's outputs with the hardware outputs by position;
     # an output whose softmax runs on the host is compared before it (the known answer is).

@@ -21,6 +21,7 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader, Dataset
 
+from cnnforge.arithmetic import ACT_SCALE
 from cnnforge.errors import InputError
 from cnnforge.train import distributed as dist_utils
 from cnnforge.train.datasets import VOID, fold, unfold
@@ -87,7 +88,7 @@ def make_scheduler(optimizer: torch.optim.Optimizer, config: TrainConfig):
 
 def model_inputs(x: torch.Tensor, config: TrainConfig) -> torch.Tensor:
     """Hardware-range integers -> the float inputs the model trains on (x / 128, folded)."""
-    return fold(x.to(torch.float32) / 128.0, config.fold)
+    return fold(x.to(torch.float32) / ACT_SCALE, config.fold)
 
 
 def model_logits(model: nn.Module, x: torch.Tensor, config: TrainConfig) -> torch.Tensor:

@@ -5,8 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
-
+from cnnforge.sim.agreement import agreement
 from cnnforge.targets.hls.buffer_plan import HlsPlan
 from cnnforge.targets.hls.regmap import register_rows
 
@@ -71,16 +70,10 @@ def resources(plan: HlsPlan) -> dict[str, Any]:
     }
 
 
-def agreement(state: Any) -> list[tuple[str, float, float]]:
-    """(output, argmax agreement, mean |float - quantized|) on the compile's sample."""
-    rows = []
-    for name, y_f in state.float_outputs.items():
-        exp = state.output_exponents.get(name, 0)
-        y_q = state.answer[name].astype(np.float64) * 2.0**exp / 128
-        y_f = np.asarray(y_f, dtype=np.float64)
-        agree = float(np.mean(y_q.argmax(0) == y_f.argmax(0))) if y_q.ndim >= 1 else 1.0
-        rows.append((name, agree, float(np.abs(y_q - y_f).mean())))
-    return rows
+def agreement_rows(state: Any) -> list[tuple[str, str, float]]:
+    """(output, argmax agreement or "-", mean |float - quantized| in LSBs) on the sample."""
+    rows = agreement(state.network, state.answer, state.float_outputs, state.output_exponents)
+    return [(a.name, "-" if a.argmax is None else f"{a.argmax:.4f}", a.mean_lsb) for a in rows]
 
 
 def report_markdown(state: Any) -> str:
@@ -138,11 +131,11 @@ def report_markdown(state: Any) -> str:
         *(f"| {o} | {n} | {d} |" for o, n, d in register_rows(t)),
         "",
     ]
-    rows = agreement(state)
+    rows = agreement_rows(state)
     if rows:
         lines += ["## Float vs quantized on the sample", "", "| Output | Argmax agreement "
-                  "| Mean abs error |", "|---|---|---|"]  # fmt: skip
-        lines += [f"| {n} | {a:.4f} | {e:.5f} |" for n, a, e in rows]
+                  "| Mean abs error (LSB) |", "|---|---|---|"]  # fmt: skip
+        lines += [f"| {n} | {a} | {e:.3f} |" for n, a, e in rows]
         lines.append("")
     lines += ["## Layers", "", "| Layer | Engine | Output buffer | Acc bits | MACs | Cycles "
               "| ROM bits |", "|---|---|---|---|---|---|---|"]  # fmt: skip

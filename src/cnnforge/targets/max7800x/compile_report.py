@@ -14,12 +14,12 @@ from pathlib import Path
 from typing import Any
 
 import jinja2
-import numpy as np
 
-from cnnforge.arithmetic import output_unit
+from cnnforge.arithmetic import ACT_SCALE
 from cnnforge.devices import Device, get_device
 from cnnforge.ir import INPUT, Network
 from cnnforge.outputs import atomic_output_file
+from cnnforge.sim.agreement import agreement, output_scale
 from cnnforge.targets.max7800x import report_figures as figs
 from cnnforge.targets.max7800x.masks import mask_runs
 
@@ -135,7 +135,7 @@ def output_figures(state: Any) -> list[dict[str, str]]:
         if spatial:
             fig = figs.masks_figure(fl, quant, state.sample)
         else:  # both in 8-bit LSBs of the float value
-            fig = figs.scatter_figure(fl, quant * _unit(state, name) * 128.0)
+            fig = figs.scatter_figure(fl, quant * _unit(state, name) * ACT_SCALE)
         out.append({"name": name, "uri": fig})
     return out
 
@@ -191,24 +191,15 @@ def report_context(state: Any, summary: dict[str, Any]) -> dict[str, Any]:
 
 def _unit(state: Any, name: str) -> float:
     """Real value of one unit of output ``name`` (wide and calibrated outputs differ)."""
-    layer = state.network.layer(name)
-    exponent = state.output_exponents.get(name, 0)
-    if layer.quant is None:
-        return output_unit(8, 0, False, exponent)
-    return output_unit(layer.quant.weight_bits, layer.quant.output_shift, layer.wide, exponent)
+    return output_scale(state.network, name, state.output_exponents.get(name, 0))
 
 
 def _agreement(state: Any) -> list[dict[str, Any]]:
     rows = []
-    for name, quant in sorted(state.answer.items()):
-        fl = state.float_outputs.get(name)
-        if fl is None or fl.shape != quant.shape:
-            continue
-        err = np.abs(fl - quant * _unit(state, name)) * 128.0  # in 8-bit LSBs
-        row = {"name": name, "max": f"{float(err.max()):.2f}", "mean": f"{float(err.mean()):.3f}"}
-        if quant.ndim == 3 and quant.shape[0] > 1:
-            agree = (fl.argmax(axis=0) == quant.argmax(axis=0)).mean() * 100
-            row["argmax"] = f"{float(agree):.2f}%"
+    for a in agreement(state.network, state.answer, state.float_outputs, state.output_exponents):
+        row = {"name": a.name, "max": f"{a.max_lsb:.2f}", "mean": f"{a.mean_lsb:.3f}"}
+        if a.argmax is not None:
+            row["argmax"] = f"{a.argmax * 100:.2f}%"
         rows.append(row)
     return rows
 

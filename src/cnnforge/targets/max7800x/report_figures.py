@@ -16,6 +16,8 @@ from html import escape
 
 import numpy as np
 
+from cnnforge.arithmetic import ACT_SCALE
+
 #: Qualitative palette (the 20 colours of matplotlib's ``tab20``), for layers and classes.
 PALETTE = (
     "#1f77b4", "#aec7e8", "#ff7f0e", "#ffbb78", "#2ca02c", "#98df8a", "#d62728", "#ff9896",
@@ -246,7 +248,7 @@ def masks_figure(float_out: np.ndarray, quant_out: np.ndarray, sample: np.ndarra
 
 def scatter_figure(float_out: np.ndarray, quant_out: np.ndarray) -> str:
     """Non-spatial outputs: quantized against float, both in units of 1/128 of the float value."""
-    x, y = float_out.reshape(-1) * 128.0, quant_out.reshape(-1).astype(np.float64)
+    x, y = float_out.reshape(-1) * ACT_SCALE, quant_out.reshape(-1).astype(np.float64)
     lo, hi = float(min(x.min(), y.min())), float(max(x.max(), y.max()))
     step = -(-x.size // MAX_DOTS)  # every step-th value: a bounded SVG, same range
     x, y = x[::step], y[::step]

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
+from cnnforge.arithmetic import ACT_SCALE
 from cnnforge.errors import EmitError, InputError
 from cnnforge.ir import Network
 from cnnforge.targets.max7800x.c.build import SOURCES, compile_c
@@ -123,7 +124,7 @@ def _as_comparable(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray
         b = b[0]
     a_float, b_float = a.dtype.kind == "f", b.dtype.kind == "f"
     if a_float != b_float:
-        a, b = (a * 128.0, b) if a_float else (a, b * 128.0)
+        a, b = (a * ACT_SCALE, b) if a_float else (a, b * ACT_SCALE)
     if a_float or b_float:
         return a.astype(np.float64), b.astype(np.float64)
     return a.astype(np.int64), b.astype(np.int64)
