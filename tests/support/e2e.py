@@ -10,8 +10,8 @@ import numpy as np
 import torch
 
 from cnnforge.pipeline import CompileOptions, CompileState, compile_model
+from cnnforge.sim.agreement import output_scale
 from cnnforge.sim.float_eval import host_reduce_float
-from cnnforge.targets.max7800x.c.host import output_unit_of
 
 
 def eager_output(module: ModuleType, name: str, sample: np.ndarray) -> np.ndarray:
@@ -41,7 +41,7 @@ def compile_tracking_eager(
     net = state.network
     first = net.outputs[0]
     kind = (net.host_reduce or ("",))[0]
-    unit = output_unit_of(net, first, state.output_exponents.get(first, 0))
+    unit = output_scale(net, first, state.output_exponents.get(first, 0))
     got = host_reduce_float(kind, torch.from_numpy(state.answer[first] * unit)[None])[0]
     eager = eager_output(module, name, sample)
     return state, float(np.corrcoef(got.numpy().ravel(), eager.ravel())[0, 1])

@@ -15,20 +15,12 @@ from collections.abc import Mapping
 import numpy as np
 import torch
 
-from cnnforge.arithmetic import output_unit
 from cnnforge.ir import Network
+from cnnforge.sim.agreement import output_scale
 from cnnforge.sim.float_eval import host_reduce_float
 
 #: Codes of the C's host step kinds (cnn.c: CNN_HOST_SOFTMAX ...).
 KIND_CODES = {"softmax": 0, "log_softmax": 1, "argmax": 2}
-
-
-def output_unit_of(network: Network, name: str, exponent: int = 0) -> float:
-    """Real value of one unit of output ``name`` (8-bit or wide, calibrated by 2^exponent)."""
-    layer = network.layer(name)
-    if layer.quant is None:
-        return output_unit(8, 0, False, exponent)
-    return output_unit(layer.quant.weight_bits, layer.quant.output_shift, layer.wide, exponent)
 
 
 def host_steps(
@@ -44,7 +36,7 @@ def host_steps(
         shape = network.shape_of(name)
         count = math.prod(shape)
         if kind:
-            unit = output_unit_of(network, name, (exponents or {}).get(name, 0))
+            unit = output_scale(network, name, (exponents or {}).get(name, 0))
             pixels = count // shape[0]
             values = torch.from_numpy(np.asarray(answer[name], np.float64) * unit)
             got = host_reduce_float(kind, values.reshape(1, *shape))[0].numpy().reshape(-1)
