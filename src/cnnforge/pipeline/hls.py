@@ -33,7 +33,7 @@ def step_plan_hls(state: CompileState, workdir: Path) -> CompileState:
     from cnnforge.targets.hls.buffer_plan import plan_hls
 
     del workdir
-    return state.with_(plan=plan_hls(state.network, state.device))
+    return state.with_(hls_plan=plan_hls(state.network, state.device))
 
 
 def step_emit_hls(state: CompileState, workdir: Path) -> CompileState:
@@ -75,7 +75,7 @@ def step_report_hls(state: CompileState, workdir: Path) -> CompileState:
     from cnnforge.targets.hls.report import report_markdown, resources
 
     (workdir / REPORT).write_text(report_markdown(state), "utf-8")
-    data = resources(state.plan)
+    data = resources(state.hls_plan)
     (workdir / RESOURCES).write_text(json.dumps(data, indent=1) + "\n", "utf-8")
     return state.wrote(REPORT, RESOURCES)
 

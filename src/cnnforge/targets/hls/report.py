@@ -78,7 +78,7 @@ def agreement_rows(state: Any) -> list[tuple[str, str, float]]:
 
 def report_markdown(state: Any) -> str:
     """report.md for one compile."""
-    plan, net = state.plan, state.network
+    plan, net = state.hls_plan, state.network
     r = resources(plan)
     t, total = plan.target, r["total"]
     bits = sorted({x.quant.weight_bits for x in net.layers if x.quant is not None})
