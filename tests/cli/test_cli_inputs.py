@@ -199,11 +199,10 @@ def _overwrites_without_flag(network, plan) -> tuple[str, ...]:
     """The oracle: the validator's word-level run without --overlap-data, in-place refused."""
     import dataclasses
 
-    from cnnforge.devices import get_device
     from cnnforge.targets.max7800x.validate import validate_plan
 
     strict = dataclasses.replace(plan, allow_overlap=False)
-    issues = validate_plan(network, strict, get_device(plan.device), in_place=False)
+    issues = validate_plan(network, strict, plan.device, in_place=False)
     return tuple(dict.fromkeys(x.layer for x in issues if x.rule == "overwrite"))
 
 

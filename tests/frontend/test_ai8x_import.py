@@ -42,7 +42,7 @@ def test_mnist_import(ai8x_data):
     assert fc.op is Op.LINEAR and fc.flatten and fc.wide and fc.in_channels == 192
     assert fc.quant.bias.min() == -35 and fc.quant.bias.max() == 31  # floor(-4417 / 128)
     assert [layer.quant.output_shift for layer in net] == [-1, -2, -2, -1, 0]
-    assert plan.data_format == "CHW" and plan.device == "MAX78000"
+    assert plan.data_format == "CHW" and plan.device.name == "MAX78000"
     assert [p.out_processors for p in plan.placements] == [
         0xFFFFFFFFFFFFFFF0, 0xFFFFFFFFFFFFFFF0, 0x0FFFFFFFFFFFFFF0, 0xFFF, 0x3FF,
     ]  # fmt: skip

@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 
 from cnnforge.arithmetic import weight_range
+from cnnforge.devices import MAX78000
 from cnnforge.frontend.ai8x import read_ai8x
 from cnnforge.ir import INPUT, Activation, EltwiseOp, Layer, Network, Op, Pooling
 from cnnforge.ir import Quantized as Q
@@ -82,7 +83,7 @@ class Builder:
     def network(self, name: str = "rand", outputs: tuple[str, ...] = ()) -> tuple[Network, Plan]:
         net = Network(name, self.input_shape, tuple(self.layers), outputs=outputs)
         fmt = "CHW" if self.chw else "HWC"
-        return net, Plan("MAX78000", fmt, tuple(self.placements))
+        return net, Plan(MAX78000, fmt, tuple(self.placements))
 
 
 def conv(

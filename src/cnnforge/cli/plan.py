@@ -170,7 +170,7 @@ def _print_issues(result: PlanResult) -> None:
 
 def _print_summary(result: PlanResult) -> None:
     m = result.metrics
-    table = Table(title=f"{result.network.name} on {result.plan.device}", title_justify="left")
+    table = Table(title=f"{result.network.name} on {result.plan.device.name}", title_justify="left")
     for col in ("#", "layer", "op", "processors", "output", "in", "out", "gap", "cycles"):
         table.add_column(col)
     for i, (layer, p) in enumerate(zip(result.network.layers, result.plan.placements, strict=True)):

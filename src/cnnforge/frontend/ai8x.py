@@ -86,7 +86,7 @@ def read_ai8x(
         layers.append(layer)
     outputs = tuple(names[y.index] for y in cfg.layers if y.output or y is cfg.layers[-1])
     network = Network(cfg.arch, shape, tuple(layers), outputs, avg_pool_rounding)
-    plan = _plan(cfg, network, dev.name, overlap_data)
+    plan = _plan(cfg, network, dev, overlap_data)
     plan = check_streaming(cfg, network, plan, dev, fifo)
     modules = tuple(
         (names[y.index], ck.module) for y, ck in zip(cfg.layers, pairs, strict=True) if ck
@@ -212,7 +212,7 @@ def _input_shape(cfg: YamlConfig, given: tuple[int, ...] | None) -> tuple[int, .
 # ---- plan ----------------------------------------------------------------------------------
 
 
-def _plan(cfg: YamlConfig, network: Network, device: str, overlap: bool) -> Plan:
+def _plan(cfg: YamlConfig, network: Network, device: Device, overlap: bool) -> Plan:
     """Placements from the YAML with the vendor's defaults (network-yaml.md §3.2, §4)."""
     data_format = _data_format(cfg)
     placements = []

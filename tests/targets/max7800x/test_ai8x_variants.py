@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import torch
 
+from cnnforge.devices import get_device
 from cnnforge.errors import ConfigError
 from cnnforge.frontend.ai8x import read_ai8x
 from cnnforge.ir import BINARY_BITS, Activation, Layer, Network, Op, Pooling, PoolKind
@@ -66,7 +67,7 @@ def _plan(network: Network, device: str) -> Plan:
                 0x1000,
             )
         )
-    return Plan(device, "HWC", tuple(places))
+    return Plan(get_device(device), "HWC", tuple(places))
 
 
 def _roundtrip(tmp: Path, network: Network, device: str):

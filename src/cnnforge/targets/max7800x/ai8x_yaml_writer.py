@@ -62,7 +62,7 @@ def yaml_text(
     head = {"arch": arch or network.name, "dataset": dataset or network.name}
     lines = [
         f"# {_comment(network.name)}: network description for ai8x-synthesis, written by cnnforge "
-        f"{__version__} for {plan.device}",
+        f"{__version__} for {plan.device.name}",
         "# Weights, bias and output shifts are in the matching checkpoint.",
         *_flag_comments(network, plan),
         *(["# Run ai8x-synthesis with --fifo (streaming layers, plan/streaming.py)."] * plan.fifo),

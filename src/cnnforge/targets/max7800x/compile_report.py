@@ -16,7 +16,7 @@ from typing import Any
 import jinja2
 
 from cnnforge.arithmetic import ACT_SCALE
-from cnnforge.devices import Device, get_device
+from cnnforge.devices import Device
 from cnnforge.ir import INPUT, Network
 from cnnforge.outputs import atomic_output_file
 from cnnforge.sim.agreement import agreement, output_scale
@@ -63,7 +63,7 @@ def plan_rows(network: Network, plan: Any) -> list[dict[str, Any]]:
     from cnnforge.targets.max7800x.planner import placed_cycles
 
     rows = []
-    dev = get_device(plan.device)
+    dev = plan.device
     for layer, p in zip(network.layers, plan.placements, strict=True):
         if p.cycles is None:
             p = dataclasses.replace(p, cycles=placed_cycles(network, layer, p, dev))
@@ -110,7 +110,7 @@ def memory_map(network: Network, plan: Any) -> str:
 def kernel_map(plan: Any) -> str | None:
     """Kernel memory: columns used by each layer on each processor."""
     rects, top = [], 1
-    dev = get_device(plan.device)
+    dev = plan.device
     for i, p in enumerate(plan.placements):
         if p.kernel_start is None or not p.kernel_words:
             continue
@@ -146,11 +146,11 @@ def _plan_section(state: Any) -> dict[str, Any] | None:
         return None
     rows = plan_rows(network, plan)
     names = [r["name"] for r in rows]
-    procs = get_device(plan.device).processors
+    procs = plan.device.processors
     util = [100.0 * r["in_procs"] / procs for r in rows]
     cycles = [float(r["cycles"] or 0) for r in rows]
     return {
-        "device": plan.device,
+        "device": plan.device.name,
         "data_format": plan.data_format,
         "rows": rows,
         "memory_map": memory_map(network, plan),

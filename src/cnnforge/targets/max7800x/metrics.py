@@ -140,7 +140,7 @@ def with_cycles(network: Network, plan: Plan) -> Plan:
 
     from cnnforge.targets.max7800x.planner import placed_cycles
 
-    dev = get_device(plan.device)
+    dev = plan.device
     places = tuple(
         dataclasses.replace(p, cycles=placed_cycles(network, x, p, dev))
         for x, p in zip(network.layers, plan.placements, strict=True)

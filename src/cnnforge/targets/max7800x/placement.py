@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from cnnforge.devices import Device
+
 
 @dataclass(frozen=True)
 class Placement:
@@ -31,9 +33,9 @@ class Placement:
 
 @dataclass(frozen=True)
 class Plan:
-    """A whole network's placement on ``device`` (a device name, see ``cnnforge.devices``)."""
+    """A whole network's placement on ``device`` (its record, as the planner read it)."""
 
-    device: str
+    device: Device
     data_format: str  # "HWC" or "CHW": the input layout of the first layer
     placements: tuple[Placement, ...]
     allow_overlap: bool = False  # imported plans that rely on the vendor's --overlap-data

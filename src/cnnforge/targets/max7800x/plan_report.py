@@ -50,7 +50,7 @@ def plan_dict(network: Network, plan: Plan, metrics: PlanMetrics) -> dict[str, A
     return {
         "schema": PLAN_SCHEMA,
         "network": network.name,
-        "device": plan.device,
+        "device": plan.device.name,
         "data_format": plan.data_format,
         "allow_overlap": plan.allow_overlap,
         "metrics": metrics.to_dict(),
@@ -71,9 +71,9 @@ def _procs(mask: int, dev: Device) -> str:
 def plan_markdown(network: Network, plan: Plan, metrics: PlanMetrics, wall_s: float) -> str:
     """plan.md: the per-layer table, utilization and the cycle estimate."""
     m = metrics
-    dev = get_device(plan.device)
+    dev = plan.device
     lines = [
-        f"# Plan of {network.name} on {plan.device}",
+        f"# Plan of {network.name} on {plan.device.name}",
         "",
         f"Input data format {plan.data_format}; {m.layers} hardware layers; planned in "
         f"{wall_s:.2f} s.",
@@ -195,7 +195,7 @@ def kernel_map_png(network: Network, plan: Plan, device: Device | str, path: Pat
     ax.set_ylim(0, max(dev.kernel_words_large, dev.kernel_words_small))
     ax.set_xlabel("processor")
     ax.set_ylabel("kernel column (72-bit words)")
-    ax.set_title(_text(f"{network.name}: kernel memory on {plan.device}"), fontsize=9)
+    ax.set_title(_text(f"{network.name}: kernel memory on {plan.device.name}"), fontsize=9)
     fig.tight_layout()
     fig.savefig(path, dpi=80)
     plt.close(fig)
@@ -217,7 +217,7 @@ def timeline_png(network: Network, plan: Plan, device: Device | str, path: Path)
     top.set_xlim(0, dev.processors)
     top.set_xlabel("processor")
     top.invert_yaxis()
-    top.set_title(_text(f"{network.name} on {plan.device}: processors per layer"), fontsize=9)
+    top.set_title(_text(f"{network.name} on {plan.device.name}: processors per layer"), fontsize=9)
     for k, (name, (birth, death)) in enumerate(live_intervals(network).items()):
         _, idx = tensor_words(network, plan, name, dev)
         if idx.size:

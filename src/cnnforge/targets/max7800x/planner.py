@@ -93,7 +93,7 @@ def plan_network(
         *_in_place_notes(network, placements, data_format, dev, streamed),
         *_shared_kernel_notes(placements),
     )
-    plan = Plan(dev.name, data_format, tuple(placements), notes=notes, fifo=streamed > 0)
+    plan = Plan(dev, data_format, tuple(placements), notes=notes, fifo=streamed > 0)
     return network, plan
 
 

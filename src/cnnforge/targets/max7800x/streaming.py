@@ -264,7 +264,7 @@ def streaming_layers(network: Network, device: Device | str) -> int:
     if n == 0 or n >= len(network.layers):
         return 0
     trial = Plan(
-        dev.name,
+        dev,
         "HWC",
         tuple(
             Placement(x.name, dev.fifo_hwc_mask, 0, 0, 0, streaming=i < n)

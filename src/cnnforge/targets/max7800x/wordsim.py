@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from cnnforge.devices import Device, get_device
+from cnnforge.devices import Device
 from cnnforge.geometry import layer_in_geometry, live_intervals, tensor_geometry
 from cnnforge.ir import INPUT, Layer, Network
 from cnnforge.targets.max7800x.inplace import in_place_words
@@ -124,7 +124,7 @@ def in_place_layers(network: Network, plan: Plan) -> tuple[str, ...]:
     written words with its inputs' is what the word-level run would find, without the run.
     """
     chw = plan.data_format == "CHW"
-    dev = get_device(plan.device)
+    dev = plan.device
     lanes = dev.processors_per_instance
     first = plan.placements[0]
     streamed = streaming_prefix(plan)
