@@ -372,6 +372,8 @@ DEVICES: tuple[Device, ...] = (MAX78000, MAX78002)
 
 #: What ``--device`` means when not given (the CLI reads it; below the CLI a device is passed).
 DEFAULT_DEVICE: str = MAX78000.name
+#: The MAX7800x names for help texts: "MAX78000, MAX78002".
+DEVICE_NAMES: str = ", ".join(d.name for d in DEVICES)
 
 
 def get_device(name: str | Device) -> Device:

@@ -14,7 +14,7 @@ from rich.table import Table
 
 from cnnforge.cli.app import app
 from cnnforge.cli.common import console, parse_model_args, parse_shape, parse_weight_bits
-from cnnforge.devices import DEFAULT_DEVICE
+from cnnforge.devices import DEFAULT_DEVICE, DEVICE_NAMES
 from cnnforge.outputs import atomic_output_file
 
 if TYPE_CHECKING:
@@ -26,7 +26,7 @@ def check(
     model: str = typer.Argument(
         None, help="path/to/file.py:Name, package.module:Name, or a short name (unet-voc)."
     ),
-    device: str = typer.Option(DEFAULT_DEVICE, "--device", "-d", help="MAX78000, MAX78002 or HLS."),
+    device: str = typer.Option(DEFAULT_DEVICE, "--device", "-d", help=f"{DEVICE_NAMES} or HLS."),
     input_shape: str = typer.Option(
         None,
         "--input-shape",

@@ -11,7 +11,7 @@ from rich.table import Table
 
 from cnnforge.cli.app import app
 from cnnforge.cli.common import console, parse_model_args, parse_shape, parse_weight_bits
-from cnnforge.devices import DEFAULT_DEVICE
+from cnnforge.devices import DEFAULT_DEVICE, DEVICE_NAMES
 
 
 @app.command("compile")
@@ -24,7 +24,7 @@ def compile_command(
         DEFAULT_DEVICE,
         "--device",
         "-d",
-        help="MAX78000, MAX78002 or HLS (FPGA, HLS C++): a target of pipeline.targets.",
+        help=f"{DEVICE_NAMES} or HLS (FPGA, HLS C++): a target of pipeline.targets.",
     ),
     checkpoint: Path = typer.Option(
         None, "--checkpoint", help="QAT state_dict or cnnforge quantized checkpoint."

@@ -16,7 +16,7 @@ from rich.table import Table
 
 from cnnforge.cli.app import app
 from cnnforge.cli.common import console, parse_model_args, parse_shape, parse_weight_bits
-from cnnforge.devices import DEFAULT_DEVICE
+from cnnforge.devices import DEFAULT_DEVICE, DEVICE_NAMES
 from cnnforge.errors import InputError
 from cnnforge.outputs import check_target
 
@@ -35,7 +35,7 @@ def plan(
         DEFAULT_DEVICE,
         "--device",
         "-d",
-        help="MAX78000, MAX78002 or generic:onchip=3MiB,... (a target of pipeline.targets)",
+        help=f"{DEVICE_NAMES} or generic:onchip=3MiB,... (a target of pipeline.targets)",
     ),
     input_shape: str = typer.Option(
         None, "--input-shape", "-i", help="C,H,W (or C,L); shipped models know theirs."

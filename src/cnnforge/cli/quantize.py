@@ -10,7 +10,7 @@ from rich.table import Table
 
 from cnnforge.cli.app import app
 from cnnforge.cli.common import console, parse_bits_option, parse_model_args, parse_shape
-from cnnforge.devices import DEFAULT_DEVICE
+from cnnforge.devices import DEFAULT_DEVICE, DEVICE_NAMES
 from cnnforge.errors import InputError
 
 if TYPE_CHECKING:
@@ -35,7 +35,7 @@ def quantize(
     weight_bits: list[str] = typer.Option(
         None, "--weight-bits", help="8, 4, 2 or 1 for all layers; LAYER=BITS per layer (repeat)."
     ),
-    device: str = typer.Option(DEFAULT_DEVICE, "--device", "-d", help="MAX78000 or MAX78002."),
+    device: str = typer.Option(DEFAULT_DEVICE, "--device", "-d", help=f"{DEVICE_NAMES}."),
     clip: str = typer.Option("max", "--clip", help="Clipping: max, avgmax, stddev, scale."),
     calibration: Path = typer.Option(
         None, "--calibration", help="int8 .npy inputs (N,C,H,W) to fit activation scales."

@@ -23,7 +23,7 @@ from cnnforge.cli.common import (
     parse_shape,
     read_input_array,
 )
-from cnnforge.devices import DEFAULT_DEVICE
+from cnnforge.devices import DEFAULT_DEVICE, DEVICE_NAMES
 from cnnforge.errors import InputError
 from cnnforge.outputs import atomic_outputs
 
@@ -111,7 +111,7 @@ def simulate(
     ),
     model_arg: list[str] = typer.Option(None, "--model-arg", help="Constructor key=value."),
     layers_dir: Path = typer.Option(None, "--layers", help="Directory: one .npy per layer."),
-    device: str = typer.Option(DEFAULT_DEVICE, "--device", "-d", help="MAX78000, MAX78002 or HLS."),
+    device: str = typer.Option(DEFAULT_DEVICE, "--device", "-d", help=f"{DEVICE_NAMES} or HLS."),
     weight_bits: list[str] = typer.Option(None, "--weight-bits", help="PTQ width (MODEL only)."),
     clip: str = typer.Option("max", "--clip", help="PTQ clipping (MODEL only)."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace existing outputs."),
