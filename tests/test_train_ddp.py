@@ -1,0 +1,212 @@
+"""DDP through float and QAT: 2 processes equal 1, resume under torchrun, two nodes, errors.
+
+Every test launches the user's command (``python -m torch.distributed.run`` is ``torchrun``)
+with gloo on CPU, one torch thread per rank, a port chosen at run time and a time limit.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from cnnforge.models.qat_unet import QatUNet
+from cnnforge.nn import QATPolicy
+from cnnforge.train.datasets import ShapesDataset
+from cnnforge.train.loop import TrainConfig, Trainer, load_checkpoint
+from cnnforge.train.qat import QatHooks
+
+pytestmark = pytest.mark.slow
+
+CHANNELS = (4, 8, 8, 8)  # QatUNet with BatchNorm (its default)
+ARGS = [
+    "qat-unet", "--model-arg", "channels=4,8,8,8", "--size", "16", "--batch-size", "4",
+    "--train-length", "16", "--val-length", "4", "--lr", "1e-2", "--schedule", "none",
+    "--optimizer", "sgd",
+]  # fmt: skip
+# SGD, not Adam: the bias before a BatchNorm has a zero gradient up to round-off, which Adam's
+# normalisation would turn into lr-sized steps of either sign; SGD keeps round-off round-off.
+LIMIT = 240  # seconds any one launch may take before the test fails (no hang)
+
+
+def _free_port() -> int:
+    """A TCP port nobody listens on now (a fixed port can linger in TIME_WAIT between runs)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _env() -> dict[str, str]:
+    src = str(Path(__file__).resolve().parents[1] / "src")
+    path = os.pathsep.join(p for p in (src, os.environ.get("PYTHONPATH")) if p)
+    return {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": path}
+
+
+def _torchrun(*launcher: str) -> list[str]:
+    return [sys.executable, "-m", "torch.distributed.run", *launcher, "-m", "cnnforge"]
+
+
+def _run(cmd: list[str], **kwargs) -> subprocess.CompletedProcess:
+    return subprocess.run(cmd, env=_env(), capture_output=True, text=True, timeout=LIMIT, **kwargs)
+
+
+def _policy(tmp_path: Path) -> Path:
+    path = tmp_path / "policy.yaml"
+    path.write_text("start_epoch: 1\n")
+    return path
+
+
+def _replay(tmp_path: Path, epochs: int) -> list[dict[str, torch.Tensor]]:
+    """One process on the union of the ranks' batches; the weights after each epoch."""
+    torch.manual_seed(0)
+    model = QatUNet(channels=CHANNELS)
+    cfg = TrainConfig(
+        epochs=epochs,
+        batch_size=4,
+        lr=1e-2,
+        schedule="none",
+        optimizer="sgd",
+        num_classes=5,
+        replay_world_size=2,
+    )
+    states: list[dict[str, torch.Tensor]] = []
+    trainer = Trainer(
+        model,
+        ShapesDataset("train", 16, 16),
+        ShapesDataset("val", 4, 16),
+        cfg,
+        tmp_path / "one",
+        QatHooks(QATPolicy(start_epoch=1)),
+        on_epoch=lambda _: states.append(copy.deepcopy(model.state_dict())),
+    )
+    trainer.fit()
+    return states
+
+
+def _max_difference(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> float:
+    assert a.keys() == b.keys()
+    return max(
+        float((a[k].double() - b[k].double()).abs().max()) for k in a if a[k].is_floating_point()
+    )
+
+
+def test_two_processes_equal_one_through_float_and_qat(tmp_path):
+    """2 ranks x batch 4 == one process on the union batches, after the float epoch and after
+    each QAT epoch; the QAT epochs resume under torchrun from a float and from a QAT
+    checkpoint. BatchNorm uses the global batch's statistics, so the equality includes it."""
+    out = tmp_path / "ddp"
+    policy = ["--qat-policy", str(_policy(tmp_path)), "-o", str(out)]
+    launcher = _torchrun("--nproc_per_node", "2", "--master_port", str(_free_port()))
+    first = _run([*launcher, "train", *ARGS, "--epochs", "1", *policy])
+    assert first.returncode == 0, first.stderr
+    weights = [load_checkpoint(out / "last.pth")]
+    for epochs in ("2", "3"):
+        launcher = _torchrun("--nproc_per_node", "2", "--master_port", str(_free_port()))
+        more = _run([*launcher, "train", *ARGS, "--epochs", epochs, "--resume", *policy])
+        assert more.returncode == 0, more.stderr
+        weights.append(load_checkpoint(out / "last.pth"))
+    assert [w["qat_active"] for w in weights] == [False, True, True]
+
+    replay = _replay(tmp_path, epochs=3)
+    differences = [
+        _max_difference(w["state_dict"], r) for w, r in zip(weights, replay, strict=True)
+    ]
+    print("max |weight difference| after float, qat, qat epochs:", differences)
+    for w, r in zip(weights, replay, strict=True):
+        for key, value in r.items():
+            torch.testing.assert_close(w["state_dict"][key], value, rtol=1e-5, atol=1e-5, msg=key)
+
+    log = [json.loads(line) for line in (out / "train.log").read_text().splitlines()]
+    assert [(e["rank"], e["epoch"], e["phase"]) for e in log] == [
+        (0, 0, "float"),
+        (0, 1, "qat"),
+        (0, 2, "qat"),
+    ]
+    assert sorted(p.name for p in out.iterdir()) == ["best.pth", "last.pth", "train.log"]
+    assert first.stdout.count("train loss") == 1  # one table header: rank 1 prints nothing
+    assert "warning" not in first.stderr.lower() or "rank 1" not in first.stderr
+
+
+def test_two_nodes_on_localhost(tmp_path):
+    """Two torchrun agents (one process each) meet through c10d rendezvous on 127.0.0.1."""
+    out = tmp_path / "two-nodes"
+    endpoint = f"127.0.0.1:{_free_port()}"
+    launcher = _torchrun(
+        "--nnodes", "2", "--nproc_per_node", "1", "--rdzv-backend", "c10d",
+        "--rdzv-endpoint", endpoint, "--rdzv-id", "cnnforge-test",
+    )  # fmt: skip
+    cmd = [*launcher, "train", *ARGS, "--epochs", "2", "--qat-policy", str(_policy(tmp_path))]
+    cmd += ["-o", str(out)]
+    nodes = [
+        subprocess.Popen(cmd, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for _ in range(2)
+    ]
+    try:
+        results = [(p.communicate(timeout=LIMIT), p.returncode) for p in nodes]
+    finally:
+        for p in nodes:
+            p.kill()
+    for (_, stderr), code in results:
+        assert code == 0, stderr
+    tables = [stdout for (stdout, _), _ in results if "epoch" in stdout]
+    assert len(tables) == 1  # only rank 0's node prints
+    assert "float" in tables[0] and "qat" in tables[0]
+    log = [json.loads(line) for line in (out / "train.log").read_text().splitlines()]
+    assert [(e["rank"], e["phase"]) for e in log] == [(0, "float"), (0, "qat")]
+
+
+MODEL_FAILING_ON_RANK_1 = '''
+import os
+from cnnforge.models.qat_unet import QatUNet
+
+
+class FailsOnRank1(QatUNet):
+    """Trains normally, except that rank 1 fails in its third training step."""
+
+    steps = 0
+
+    def forward(self, x):
+        if self.training and os.environ.get("RANK") == "1":
+            FailsOnRank1.steps += 1
+            if FailsOnRank1.steps == 3:
+                {failure}
+        return super().forward(x)
+'''
+
+
+@pytest.mark.parametrize(
+    "failure",
+    ["raise ValueError('the data on this node is broken')", "os.kill(os.getpid(), 9)"],
+    ids=["raises", "killed"],
+)
+def test_a_failing_rank_ends_the_run_promptly_with_one_line(tmp_path, failure):
+    model = tmp_path / "failing.py"
+    model.write_text(MODEL_FAILING_ON_RANK_1.format(failure=failure))
+    launcher = _torchrun("--nproc_per_node", "2", "--master_port", str(_free_port()))
+    args = [f"{model}:FailsOnRank1", *ARGS[1:], "--epochs", "2", "-o", str(tmp_path / "out")]
+    start = time.monotonic()
+    result = _run([*launcher, "train", *args])
+    elapsed = time.monotonic() - start
+    assert result.returncode != 0
+    assert elapsed < 60, elapsed
+    ours = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    cause = [line for line in ours if "lost contact" not in line]
+    if failure.startswith("raise"):  # the failing rank's own line names it
+        assert len(cause) == 1, result.stderr
+        assert cause[0].startswith("error: rank 1: ")
+        assert "the data on this node is broken" in cause[0]
+    else:  # a killed rank cannot speak: torchrun's report names it (exitcode -9)
+        assert cause == [], result.stderr
+        assert "rank      : 1" in result.stderr and "-9" in result.stderr
+    followers = [line for line in ours if "lost contact" in line]  # rank 0, stopped by rank 1
+    assert all(line.startswith("error: rank 0: lost contact") for line in followers), ours
+    assert len(followers) <= 1
+    assert "cnnforge/train" not in result.stderr  # no traceback from the workers
