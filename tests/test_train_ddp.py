@@ -24,8 +24,6 @@ from cnnforge.train.datasets import ShapesDataset
 from cnnforge.train.loop import TrainConfig, Trainer, load_checkpoint
 from cnnforge.train.qat import QatHooks
 
-pytestmark = pytest.mark.slow
-
 CHANNELS = (4, 8, 8, 8)  # QatUNet with BatchNorm (its default)
 ARGS = [
     "qat-unet", "--model-arg", "channels=4,8,8,8", "--size", "16", "--batch-size", "4",
@@ -98,6 +96,7 @@ def _max_difference(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> f
     )
 
 
+@pytest.mark.slow
 def test_two_processes_equal_one_through_float_and_qat(tmp_path):
     """2 ranks x batch 4 == one process on the union batches, after the float epoch and after
     each QAT epoch; the QAT epochs resume under torchrun from a float and from a QAT
@@ -135,6 +134,7 @@ def test_two_processes_equal_one_through_float_and_qat(tmp_path):
     assert "warning" not in first.stderr.lower() or "rank 1" not in first.stderr
 
 
+@pytest.mark.slow
 def test_two_nodes_on_localhost(tmp_path):
     """Two torchrun agents (one process each) meet through c10d rendezvous on 127.0.0.1."""
     out = tmp_path / "two-nodes"
@@ -161,10 +161,60 @@ def test_two_nodes_on_localhost(tmp_path):
     assert "float" in tables[0] and "qat" in tables[0]
     log = [json.loads(line) for line in (out / "train.log").read_text().splitlines()]
     assert [(e["rank"], e["phase"]) for e in log] == [(0, "float"), (0, "qat")]
+    scored = _run(
+        [sys.executable, "-m", "cnnforge", "evaluate", "qat-unet", "--checkpoint",
+         str(out / "best.pth"), "--model-arg", "channels=4,8,8,8", "--size", "16",
+         "--length", "4"]
+    )  # fmt: skip
+    assert scored.returncode == 0, scored.stderr
+    assert "bit-exact" in scored.stdout
+
+
+def test_every_trainable_parameter_reaches_the_loss_in_each_phase():
+    """What DDP without find_unused_parameters needs: QAT freezes the folded BatchNorm."""
+    from cnnforge.nn import enable_qat
+
+    torch.manual_seed(0)
+    model = QatUNet(channels=CHANNELS)
+    x = torch.randn(2, 3, 16, 16)
+    for phase in ("float", "qat"):
+        if phase == "qat":
+            enable_qat(model, QATPolicy(start_epoch=0))
+        model.zero_grad(set_to_none=True)
+        model(x).square().mean().backward()
+        unused = [n for n, p in model.named_parameters() if p.requires_grad and p.grad is None]
+        assert unused == [], phase
+    frozen = sorted(
+        {n.rsplit(".", 1)[0] for n, p in model.named_parameters() if not p.requires_grad}
+    )
+    assert frozen and all(name.endswith(".bn") or name == "bn" for name in frozen), frozen
+
+
+def test_global_batchnorm_is_batchnorm_in_one_process():
+    from cnnforge.train.distributed import global_batchnorm
+
+    torch.manual_seed(0)
+    plain = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.BatchNorm2d(4))
+    converted = global_batchnorm(copy.deepcopy(plain))
+    assert list(plain.state_dict()) == list(converted.state_dict())
+    x = torch.randn(4, 3, 8, 8)
+    torch.testing.assert_close(converted(x), plain(x))
+    torch.testing.assert_close(converted.state_dict(), plain.state_dict())
+
+
+@pytest.mark.parametrize("value", ["0", "-3", "soon", "inf"])
+def test_a_bad_timeout_is_an_input_error(monkeypatch, value):
+    from cnnforge.errors import InputError
+    from cnnforge.train.distributed import timeout
+
+    monkeypatch.setenv("CNNFORGE_DIST_TIMEOUT", value)
+    with pytest.raises(InputError, match="CNNFORGE_DIST_TIMEOUT"):
+        timeout()
 
 
 MODEL_FAILING_ON_RANK_1 = '''
 import os
+import time
 from cnnforge.models.qat_unet import QatUNet
 
 
@@ -182,12 +232,18 @@ class FailsOnRank1(QatUNet):
 '''
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "failure",
-    ["raise ValueError('the data on this node is broken')", "os.kill(os.getpid(), 9)"],
-    ids=["raises", "killed"],
+    [
+        "raise ValueError('the data on this node is broken')",
+        "os.kill(os.getpid(), 9)",
+        "time.sleep(600)",
+    ],
+    ids=["raises", "killed", "hangs"],
 )
-def test_a_failing_rank_ends_the_run_promptly_with_one_line(tmp_path, failure):
+def test_a_failing_rank_ends_the_run_promptly_with_one_line(tmp_path, failure, monkeypatch):
+    monkeypatch.setenv("CNNFORGE_DIST_TIMEOUT", "5")  # how long rank 0 waits for a hung rank
     model = tmp_path / "failing.py"
     model.write_text(MODEL_FAILING_ON_RANK_1.format(failure=failure))
     launcher = _torchrun("--nproc_per_node", "2", "--master_port", str(_free_port()))
@@ -203,9 +259,12 @@ def test_a_failing_rank_ends_the_run_promptly_with_one_line(tmp_path, failure):
         assert len(cause) == 1, result.stderr
         assert cause[0].startswith("error: rank 1: ")
         assert "the data on this node is broken" in cause[0]
-    else:  # a killed rank cannot speak: torchrun's report names it (exitcode -9)
+    elif failure.startswith("os.kill"):  # a killed rank cannot speak: torchrun's report does
         assert cause == [], result.stderr
         assert "rank      : 1" in result.stderr and "-9" in result.stderr
+    else:  # rank 0 gives up on the hung rank after CNNFORGE_DIST_TIMEOUT; torchrun ends rank 1
+        assert cause == [], result.stderr
+        assert len([line for line in ours if "rank 0: lost contact" in line]) == 1, ours
     followers = [line for line in ours if "lost contact" in line]  # rank 0, stopped by rank 1
     assert all(line.startswith("error: rank 0: lost contact") for line in followers), ours
     assert len(followers) <= 1

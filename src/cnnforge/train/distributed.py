@@ -19,6 +19,8 @@ import torch.distributed as dist
 from torch import nn
 from torch.utils.data import Dataset, DistributedSampler
 
+from cnnforge.errors import InputError
+
 
 @dataclass(frozen=True)
 class DistContext:
@@ -47,7 +49,22 @@ class DistContext:
         return float(t[0]) / self.world_size
 
 
-TIMEOUT = timedelta(seconds=300)  # a collective waiting longer than this ends the run
+TIMEOUT_S = 300  # a collective waiting longer than this ends the run (CNNFORGE_DIST_TIMEOUT)
+
+
+def timeout() -> timedelta:
+    """How long a collective waits for the other ranks: ``CNNFORGE_DIST_TIMEOUT`` seconds."""
+    text = os.environ.get("CNNFORGE_DIST_TIMEOUT", str(TIMEOUT_S))
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = -1.0
+    if not 0 < seconds < 1e7:
+        raise InputError(
+            f"CNNFORGE_DIST_TIMEOUT={text!r} is not a positive number of seconds",
+            hint=f"unset it for the default, {TIMEOUT_S}",
+        )
+    return timedelta(seconds=seconds)
 
 
 def env_rank() -> int | None:
@@ -61,12 +78,12 @@ def init_from_env() -> DistContext:
     """Join the process group torchrun describes (gloo on CPU, nccl with CUDA).
 
     A rank that dies closes its connections, so the others' next collective fails at once;
-    ``TIMEOUT`` bounds a wait on a rank that hangs instead.
+    ``timeout()`` bounds a wait on a rank that hangs instead.
     """
     if env_rank() is None:
         return DistContext()
     if not dist.is_initialized():
-        dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo", timeout=TIMEOUT)
+        dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo", timeout=timeout())
     return DistContext(rank=dist.get_rank(), world_size=dist.get_world_size())
 
 
