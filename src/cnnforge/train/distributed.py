@@ -2,7 +2,7 @@
 
 Without ``torchrun`` (no WORLD_SIZE in the environment) everything degrades to one process.
 BatchNorm under DDP uses *global* batch statistics (``GlobalBatchNorm``: the ranks' sums are
-all-reduced, on gloo and nccl alike), so N processes with per-process batch B train like one
+all-reduced), so N processes with per-process batch B train like one
 process with batch N*B; torch's ``SyncBatchNorm`` would do the same but refuses CPU tensors.
 """
 
@@ -75,7 +75,8 @@ def env_rank() -> int | None:
 
 
 def init_from_env() -> DistContext:
-    """Join the process group torchrun describes (gloo on CPU, nccl with CUDA).
+    """Join the process group torchrun describes: gloo, since the trainer runs on the CPU (nccl
+    would need the model and batches on a GPU, which the trainer does not put them on).
 
     A rank that dies closes its connections, so the others' next collective fails at once;
     ``timeout()`` bounds a wait on a rank that hangs instead.
@@ -83,7 +84,7 @@ def init_from_env() -> DistContext:
     if env_rank() is None:
         return DistContext()
     if not dist.is_initialized():
-        dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo", timeout=timeout())
+        dist.init_process_group("gloo", timeout=timeout())
     return DistContext(rank=dist.get_rank(), world_size=dist.get_world_size())
 
 

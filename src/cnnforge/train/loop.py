@@ -3,7 +3,7 @@
 Deterministic by construction: each epoch re-seeds torch with ``seed + epoch`` and shuffles with
 a generator seeded the same way, so a run resumed from ``last.pth`` continues with exactly the
 losses the uninterrupted run would have had. Under ``torchrun`` the loop uses
-DistributedDataParallel (gloo on CPU, nccl on GPU) with a DistributedSampler and global-batch
+DistributedDataParallel (gloo; training runs on the CPU) with a DistributedSampler and global-batch
 BatchNorm, wrapped anew for each phase (QAT freezes the folded BatchNorm); only rank 0 writes
 checkpoints and logs. Checkpoints load with ``torch.load(..., weights_only=True)``.
 """
