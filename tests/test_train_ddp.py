@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 import torch
 
+import cnnforge
 from cnnforge.models.qat_unet import QatUNet
 from cnnforge.nn import QATPolicy
 from cnnforge.train.datasets import ShapesDataset
@@ -43,7 +44,8 @@ def _free_port() -> int:
 
 
 def _env() -> dict[str, str]:
-    src = str(Path(__file__).resolve().parents[1] / "src")
+    """The workers import the cnnforge this test imports, with one torch thread each."""
+    src = str(Path(cnnforge.__file__).resolve().parents[1])
     path = os.pathsep.join(p for p in (src, os.environ.get("PYTHONPATH")) if p)
     return {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": path}
 
