@@ -271,3 +271,25 @@ def test_a_failing_rank_ends_the_run_promptly_with_one_line(tmp_path, failure, m
     assert all(line.startswith("error: rank 0: lost contact") for line in followers), ours
     assert len(followers) <= 1
     assert "cnnforge/train" not in result.stderr  # no traceback from the workers
+
+
+def test_resume_with_a_mismatched_optimizer_state_is_an_input_error(tmp_path):
+    """A QAT last.pth whose optimizer still holds the folded BatchNorm (older cnnforge)."""
+    from cnnforge.errors import InputError
+    from cnnforge.train.loop import make_optimizer, save_checkpoint
+
+    def trainer() -> Trainer:
+        torch.manual_seed(0)
+        cfg = TrainConfig(epochs=2, batch_size=8, num_classes=5)
+        model = QatUNet(channels=CHANNELS)
+        train, val = ShapesDataset("train", 8, 16), ShapesDataset("val", 4, 16)
+        return Trainer(model, train, val, cfg, tmp_path, QatHooks(QATPolicy(start_epoch=1)))
+
+    first = trainer()
+    first.fit()
+    payload = load_checkpoint(tmp_path / "last.pth")
+    first.model.requires_grad_(True)
+    payload["optimizer"] = make_optimizer(first.model, first.config).state_dict()
+    save_checkpoint(tmp_path / "last.pth", payload)
+    with pytest.raises(InputError, match="optimizer state does not match"):
+        trainer().resume(tmp_path / "last.pth")

@@ -199,7 +199,14 @@ class Trainer:
             self._net = None
             self._rebuild_optimizer(0)
         self.model.load_state_dict(payload["state_dict"])
-        self.optimizer.load_state_dict(payload["optimizer"])
+        try:
+            self.optimizer.load_state_dict(payload["optimizer"])
+        except ValueError:  # e.g. QAT state from before folded BatchNorm stopped training
+            raise InputError(
+                "the optimizer state does not match the model's trainable parameters",
+                where=str(path),
+                hint="written by an older cnnforge or another model; train again without --resume",
+            ) from None
         self.scheduler.load_state_dict(payload["scheduler"])
         self.start_epoch = int(payload["epoch"]) + 1
         self.best_miou = float(payload["best_miou"])
