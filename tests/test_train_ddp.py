@@ -136,26 +136,37 @@ def test_two_processes_equal_one_through_float_and_qat(tmp_path):
     assert "warning" not in first.stderr.lower() or "rank 1" not in first.stderr
 
 
-@pytest.mark.slow
-def test_two_nodes_on_localhost(tmp_path):
-    """Two torchrun agents (one process each) meet through c10d rendezvous on 127.0.0.1."""
-    out = tmp_path / "two-nodes"
+def _two_nodes(args: list[str]) -> list[tuple[tuple[str, str], int]]:
+    """``torchrun --nnodes 2 --nproc_per_node 1`` started twice on 127.0.0.1 (two "machines"
+    meeting through c10d rendezvous): each one's (stdout, stderr) and exit status."""
     endpoint = f"127.0.0.1:{_free_port()}"
     launcher = _torchrun(
         "--nnodes", "2", "--nproc_per_node", "1", "--rdzv-backend", "c10d",
         "--rdzv-endpoint", endpoint, "--rdzv-id", "cnnforge-test",
     )  # fmt: skip
-    cmd = [*launcher, "train", *ARGS, "--epochs", "2", "--qat-policy", str(_policy(tmp_path))]
-    cmd += ["-o", str(out)]
     nodes = [
-        subprocess.Popen(cmd, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        subprocess.Popen(
+            [*launcher, *args],
+            env=_env(),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         for _ in range(2)
     ]
     try:
-        results = [(p.communicate(timeout=LIMIT), p.returncode) for p in nodes]
+        return [(p.communicate(timeout=LIMIT), p.returncode) for p in nodes]
     finally:
         for p in nodes:
             p.kill()
+
+
+@pytest.mark.slow
+def test_two_nodes_on_localhost(tmp_path):
+    """Two torchrun agents (one process each) train float then QAT; evaluate scores the result."""
+    out = tmp_path / "two-nodes"
+    policy = ["--qat-policy", str(_policy(tmp_path))]
+    results = _two_nodes(["train", *ARGS, "--epochs", "2", *policy, "-o", str(out)])
     for (_, stderr), code in results:
         assert code == 0, stderr
     tables = [stdout for (stdout, _), _ in results if "epoch" in stdout]
@@ -170,6 +181,22 @@ def test_two_nodes_on_localhost(tmp_path):
     )  # fmt: skip
     assert scored.returncode == 0, scored.stderr
     assert "bit-exact" in scored.stdout
+
+
+@pytest.mark.slow
+def test_a_failing_rank_on_another_node_ends_the_run_promptly(tmp_path):
+    model = tmp_path / "failing.py"
+    model.write_text(MODEL_FAILING_ON_RANK_1.format(failure="raise ValueError('broken')"))
+    args = ["train", f"{model}:FailsOnRank1", *ARGS[1:], "--epochs", "2", "-o", str(tmp_path)]
+    start = time.monotonic()
+    results = _two_nodes(args)
+    assert time.monotonic() - start < 90
+    assert all(code != 0 for _, code in results)
+    lines = [
+        line for (_, err), _ in results for line in err.splitlines() if line.startswith("error:")
+    ]
+    assert sorted(lines)[1].startswith("error: rank 1: ") and "broken" in sorted(lines)[1]
+    assert len(lines) == 2 and sorted(lines)[0].startswith("error: rank 0: lost contact"), lines
 
 
 def test_every_trainable_parameter_reaches_the_loss_in_each_phase():
