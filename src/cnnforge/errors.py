@@ -80,3 +80,9 @@ class EmitError(CnnforgeError):
     """Writing outputs failed (existing directory without --overwrite, C build failure)."""
 
     default_hint = "check the output path, or pass --overwrite where cnnforge may replace it"
+
+
+class DistributedError(CnnforgeError):
+    """Another process of a ``torchrun`` run failed or stopped answering."""
+
+    default_hint = "the failing rank's own error line, or torchrun's report, names it and why"

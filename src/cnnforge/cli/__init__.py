@@ -34,8 +34,30 @@ def _usage_line(exc: typer.TyperException, argv: list[str]) -> str:
 
 
 def _error_line(text: str) -> None:
-    """One plain line on stderr: no markup, emoji codes or highlighting (``file.yaml:100:``)."""
+    """One plain line on stderr: no markup, emoji codes or highlighting (``file.yaml:100:``).
+
+    Under ``torchrun`` with several processes the line names the rank it comes from
+    (``error: rank 1: ...``), since every rank's stderr reaches the same terminal.
+    """
+    rank = _torchrun_rank()
+    if rank is not None:
+        text = f"error: rank {rank}: {text.removeprefix('error: ')}"
+    _warning_line(text)
+
+
+def _warning_line(text: str) -> None:
     err_console.print(plain_text(text), markup=False, emoji=False, highlight=False, soft_wrap=True)
+
+
+def _torchrun_rank() -> int | None:
+    """This process's rank when torchrun started several, else None (read from torchrun's
+    environment, so that no torch import is needed to print an error)."""
+    try:
+        if int(os.environ.get("WORLD_SIZE", "1")) > 1:
+            return int(os.environ.get("RANK", "0"))
+    except ValueError:
+        pass
+    return None
 
 
 def run() -> None:
@@ -78,9 +100,9 @@ def main(argv: list[str] | None = None) -> None:
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("default")
         code = _run(argv)
-    if code == 0:
+    if code == 0 and not _torchrun_rank():  # one process, or rank 0: the others are quiet
         for w in caught:
-            _error_line(f"warning: {w.category.__name__}: {w.message}")
+            _warning_line(f"warning: {w.category.__name__}: {w.message}")
     sys.exit(code)
 
 

@@ -3,7 +3,8 @@
 Deterministic by construction: each epoch re-seeds torch with ``seed + epoch`` and shuffles with
 a generator seeded the same way, so a run resumed from ``last.pth`` continues with exactly the
 losses the uninterrupted run would have had. Under ``torchrun`` the loop uses
-DistributedDataParallel (gloo on CPU, nccl on GPU) with a DistributedSampler; only rank 0 writes
+DistributedDataParallel (gloo; training runs on the CPU) with a DistributedSampler and global-batch
+BatchNorm, wrapped anew for each phase (QAT freezes the folded BatchNorm); only rank 0 writes
 checkpoints and logs. Checkpoints load with ``torch.load(..., weights_only=True)``.
 """
 
@@ -183,6 +184,9 @@ class Trainer:
         self.best_miou = -math.inf
         self.start_epoch = 0
         self.ctx = dist_utils.context()
+        if self.ctx.world_size > 1:
+            self.model = dist_utils.global_batchnorm(model)
+        self._net: nn.Module | None = None  # DDP around the model as it trains in this phase
         self.optimizer = make_optimizer(model, config)
         self.scheduler = make_scheduler(self.optimizer, config)
 
@@ -193,9 +197,17 @@ class Trainer:
         payload = load_checkpoint(path)
         if payload["qat_active"]:
             self.qat.activate(self.model)
+            self._net = None
             self._rebuild_optimizer(0)
         self.model.load_state_dict(payload["state_dict"])
-        self.optimizer.load_state_dict(payload["optimizer"])
+        try:
+            self.optimizer.load_state_dict(payload["optimizer"])
+        except ValueError:  # e.g. QAT state from before folded BatchNorm stopped training
+            raise InputError(
+                "the optimizer state does not match the model's trainable parameters",
+                where=str(path),
+                hint="written by an older cnnforge or another model; train again without --resume",
+            ) from None
         self.scheduler.load_state_dict(payload["scheduler"])
         self.start_epoch = int(payload["epoch"]) + 1
         self.best_miou = float(payload["best_miou"])
@@ -223,6 +235,7 @@ class Trainer:
         for epoch in range(self.start_epoch, self.config.epochs):
             if self.qat.should_activate(epoch):
                 self.qat.activate(self.model)
+                self._net = None  # the trainable parameters changed: wrap again
                 self._rebuild_optimizer(epoch)
                 self.best_miou = -math.inf  # best.pth holds the best *quantization-aware* epoch
             train_loss = self._train_epoch(epoch)
@@ -245,7 +258,9 @@ class Trainer:
 
     def _train_epoch(self, epoch: int) -> float:
         torch.manual_seed(self.config.seed + epoch)
-        net = self.ctx.wrap(self.model)
+        if self._net is None:
+            self._net = self.ctx.wrap(self.model)
+        net = self._net
         net.train()
         loss_fn = nn.CrossEntropyLoss(ignore_index=VOID)
         total, batches = 0.0, 0
