@@ -242,6 +242,8 @@ class Network:
             doc = json.loads(text)
         except json.JSONDecodeError as exc:
             raise InputError(f"not JSON: {exc.msg}", where=f"line {exc.lineno}") from None
+        except RecursionError:  # json recurses per level: 100,000 brackets end here
+            raise InputError("the JSON is nested too deeply to be a network") from None
         if not isinstance(doc, dict) or doc.get("schema") != JSON_SCHEMA:
             raise InputError(f"not a cnnforge network (expected schema {JSON_SCHEMA!r})")
         doc.pop("schema")
