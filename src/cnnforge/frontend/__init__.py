@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from cnnforge.errors import InputError
+from cnnforge.errors import CnnforgeError, InputError
 from cnnforge.ir import Network
 
 UNTRAINED_SEED = 0  # torch.manual_seed for models built without a checkpoint
@@ -55,6 +55,7 @@ def load_network(
         check_channels,
         check_footprint,
         meta_model,
+        model_code_error,
     )
     from cnnforge.frontend.loading import load_model
     from cnnforge.frontend.numerics import check_model_values
@@ -69,8 +70,13 @@ def load_network(
         torch.manual_seed(UNTRAINED_SEED)
         module = load_model(spec, model_args or {}, checkpoint, before_build=budget)
     check_attribute_access(module, spec)
-    check_model_values(module)  # NaN weights, negative BN variance: named here (issue 18)
-    return capture(module, input_shape, name=spec.rpartition(":")[2] or spec, handed_over=True)
+    try:
+        check_model_values(module)  # NaN weights, negative BN variance: named here (issue 18)
+        return capture(module, input_shape, name=spec.rpartition(":")[2] or spec, handed_over=True)
+    except (CnnforgeError, MemoryError):
+        raise
+    except Exception as exc:  # raised in the user's own code (an attribute, a hook): theirs
+        raise model_code_error(exc) from None
 
 
 __all__ = ["UNTRAINED_SEED", "load_network"]

@@ -279,7 +279,7 @@ def check_checkpoint_doc(doc: dict[str, Any], path: str) -> None:
                 hint="allowed: " + " or ".join(k.__name__ for k in kinds),
             )
     epoch = doc.get("epoch")
-    if isinstance(epoch, float) and not (math.isfinite(epoch) and abs(epoch) < MAX_MAGNITUDE):
+    if isinstance(epoch, int | float) and not (math.isfinite(epoch) and abs(epoch) < MAX_MAGNITUDE):
         raise ConfigError(
             f"`epoch` is {epoch!r}, not a finite epoch number",
             where=path,

@@ -12,8 +12,11 @@ constants) gets no estimate and goes on to the usual path.
 from __future__ import annotations
 
 import math
+import sys
+import traceback
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -147,6 +150,24 @@ def check_attribute_access(model: nn.Module, where: str) -> None:
                 hint="fix __getattr__ of the model class: it must raise AttributeError for "
                 "unknown names",
             ) from None
+
+
+def model_code_error(exc: Exception) -> Exception:
+    """``exc`` as the model's own ``ModelError`` when its innermost frame outside Python,
+    installed packages and cnnforge is the user's file (else ``exc`` itself: a bug of ours)."""
+    skip = (sys.prefix, sys.base_prefix, str(Path(__file__).parents[1]))
+    found = None
+    for frame in traceback.extract_tb(exc.__traceback__):
+        name = frame.filename
+        if not name.startswith(skip) and not name.startswith("<") and "-packages" not in name:
+            found = f"{name}:{frame.lineno}"
+    if found is None:
+        return exc
+    return ModelError(
+        f"the model's code raised {type(exc).__name__}: {str(exc)[:160]}",
+        where=found,
+        hint="fix the model code at the place named",
+    )
 
 
 def _tensors(value: Any) -> list[torch.Tensor]:
