@@ -18,7 +18,6 @@ import shutil
 import struct
 import time
 from collections import Counter
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -26,9 +25,18 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from support.fuzz import MODEL_SOURCE, check_outcome, fuzz_examples, run_cli, snapshot
+from support.fuzz import (
+    MODEL_SOURCE,
+    OUTPUTS,
+    check_outcome,
+    fuzz_examples,
+    load_seeds,
+    run_cli,
+    snapshot,
+    workdir,
+    write_report,
+)
 from support.paths import AI8X
-from test_fuzz import CKPT, OUTPUTS, _workdir, seeds  # noqa: F401 - seeds: a fixture
 
 pytestmark = pytest.mark.skipif(not AI8X.is_dir(), reason="../shared/data/ai8x is not present")
 
@@ -65,16 +73,17 @@ NPY_SHAPES = ((10**12, 28, 28), (1, 2**40, 2**40), (2**62,), (1, 28, 28), (0,), 
 
 
 @pytest.fixture(scope="module")
+def seeds():
+    """The shipped files' contents, parsed once."""
+    return load_seeds()
+
+
+@pytest.fixture(scope="module")
 def report():
     """Counts per family and exit status, merged into $CNNFORGE_FUZZ_REPORT when set."""
     counts: dict[str, Counter] = {}
     yield counts
-    target = os.environ.get("CNNFORGE_FUZZ_REPORT")
-    if target:
-        path = Path(target)
-        doc = json.loads(path.read_text()) if path.exists() else {}
-        doc.update({k: {"cases": sum(v.values()), "exit": dict(v)} for k, v in counts.items()})
-        path.write_text(json.dumps(doc, indent=1, sort_keys=True))
+    write_report(counts)
 
 
 def _rss() -> int:
@@ -125,8 +134,8 @@ def _npy_header(path, shape: tuple[int, ...], dtype: str, payload: int) -> None:
 
 @settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck))
 @given(data=st.data())
-def test_fuzz_resources(seeds, report, data) -> None:  # noqa: F811 - the fixture, imported
-    work = _workdir()
+def test_fuzz_resources(seeds, report, data) -> None:
+    work = workdir()
     kind = data.draw(
         st.sampled_from(
             ["shape", "width", "weights", "bomb", "npy", "kind", "epoch", "json", "name", "device"]
