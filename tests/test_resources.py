@@ -43,6 +43,18 @@ class Huge(Net):
 class Bomb(Net):
     def __getattr__(self, name):
         return self.__getattr__(name + "x")
+
+
+class Raises(Net):
+    def __getattribute__(self, name):
+        if name == "training":
+            raise RuntimeError("no training here")
+        return super().__getattribute__(name)
+
+
+class Greedy(Net):
+    def forward(self, x):
+        return self.head(self.conv(x)) + torch.empty(10**13).sum()
 """
 VENDOR = pytest.mark.skipif(not AI8X.is_dir(), reason="../shared/data/ai8x is not present")
 YAML = AI8X / "networks" / "mnist-chw-ai85.yaml"
@@ -161,7 +173,7 @@ def test_deeply_nested_network_json(work: Path) -> None:
 
 
 @VENDOR
-@pytest.mark.parametrize("epoch", [math.nan, math.inf, -math.inf])
+@pytest.mark.parametrize("epoch", [math.nan, math.inf, -math.inf, 2**70])
 @pytest.mark.parametrize("command", ["check", "plan"])
 def test_a_non_finite_epoch(work: Path, epoch: float, command: str) -> None:
     doc = torch.load(CKPT, map_location="cpu", weights_only=False)
@@ -176,6 +188,15 @@ def test_a_getattr_bomb_is_the_models_error(work: Path) -> None:
     line = refused(["check", "model.py:Bomb", "-i", "3,8,8"], work, "RecursionError")
     line_no = MODEL.splitlines().index('        return self.__getattr__(name + "x")') + 1
     assert f"{work / 'model.py'}:{line_no}:" in line  # the user's file:line
+
+
+def test_model_code_raising_during_capture_is_the_models_error(work: Path) -> None:
+    line = refused(["check", "model.py:Raises", "-i", "3,8,8"], work, "no training here")
+    assert str(work / "model.py") in line
+
+
+def test_an_allocation_past_the_estimate_still_ends_in_one_line(work: Path) -> None:
+    refused(["analyze", "model.py:Greedy", "-i", "3,8,8"], work, "40000000000000 bytes")
 
 
 def test_an_output_name_too_long(work: Path) -> None:
