@@ -133,6 +133,8 @@ def test_a_model_that_fits_still_runs_under_max_memory(work: Path) -> None:
 def test_check_answers_a_100000_class_model_at_once(work: Path) -> None:
     args = ["check", "qat-unet", "--model-arg", "classes=100000"]
     refused(args, work, "out_channels=100000", "at most 1024", seconds=20)
+    args = ["quantize", "qat-unet", "-i", "3,32,32", "--model-arg", "classes=5000", "-o", "q.pth"]
+    refused(args, work, "out_channels=5000", "MAX78000 allows at most 1024", seconds=20)
 
 
 def _npy_claiming(path: Path, shape: tuple[int, ...]) -> None:

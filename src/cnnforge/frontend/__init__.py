@@ -62,9 +62,9 @@ def load_network(
 
     def budget(factory: Any, where: str) -> None:
         meta = meta_model(factory, model_args or {})
+        check_footprint(meta, input_shape, where)
         if meta is not None and max_channels is not None:
             check_channels(meta, max_channels, device)
-        check_footprint(meta, input_shape, where)
 
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(UNTRAINED_SEED)
