@@ -24,6 +24,7 @@ from cnnforge import __version__
 from cnnforge.errors import CnnforgeError, InputError
 from cnnforge.ir import Network
 from cnnforge.outputs import atomic_output_file
+from cnnforge.samples import refuse_npy
 
 #: Network and layer names a checkpoint may carry: they reach file names, YAML, C and plots.
 NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.:+-]{0,127}")
@@ -89,6 +90,12 @@ def load_quantized(path: Path | str) -> Network:
         raise InputError(f"network description is broken: {exc.what}", where=str(path)) from None
     except (TypeError, ValueError, KeyError) as exc:
         raise InputError(f"network description is broken: {exc}", where=str(path)) from None
+    except RecursionError:
+        raise InputError(
+            "network description is nested too deeply to be a network",
+            where=str(path),
+            hint="write the checkpoint with `cnnforge quantize`; do not edit it",
+        ) from None
     _check_consistent(network, path)
     _check_layers(network, doc.get("layers"), path)
     return network
@@ -140,6 +147,7 @@ def is_quantized_checkpoint(path: Path | str) -> bool:
 def _load(path: Path) -> Any:
     if not path.is_file():
         raise InputError("checkpoint file not found", where=str(path))
+    refuse_npy(path)
     try:
         return torch.load(path, map_location="cpu", weights_only=True)
     except Exception as exc:  # a broken file fails the load in many ways (OSError, KeyError ...)

@@ -153,7 +153,7 @@ def test_simulate_bad_sources(quantized: Path, tiny: str, tmp_path: Path, capsys
             ["--network", str(tmp_path / "none.pth"), "--input", str(xin), "--output", y],
             "not found",
         ),
-        (["--network", str(xin), "--input", str(xin), "--output", y], "cannot read"),
+        (["--network", str(xin), "--input", str(xin), "--output", y], "NumPy .npy array"),
         (
             ["--network", str(quantized), "--input", str(tmp_path / "no.npy"), "--output", y],
             "not found",

@@ -25,33 +25,33 @@ from hypothesis import given, reject, settings
 from hypothesis import strategies as st
 
 from cnnforge.checkpoint import save_quantized
-from cnnforge.frontend.ai8x import read_ai8x
-from cnnforge.frontend.ai8x_checkpoint import load_checkpoint_dict
 from cnnforge.outputs import MANIFEST
 from support.fuzz import (
+    CKPT,
     MODEL_SOURCE,
     NASTY_TEXTS,
+    OUTPUTS,
     PATHS,
     REFERENCES,
+    SAMPLE,
     SNIPPETS,
     YAML_KEYS,
     YAML_SPECIALS,
     check_outcome,
     fuzz_examples,
+    load_seeds,
     run_cli,
     scalars,
     snapshot,
+    workdir,
+    write_report,
     yaml_values,
 )
 from support.paths import AI8X
 
 pytestmark = pytest.mark.skipif(not AI8X.is_dir(), reason="../shared/data/ai8x is not present")
 
-YAML = AI8X / "networks" / "mnist-chw-ai85.yaml"
-CKPT = AI8X / "trained" / "ai85-mnist-qat8-q.pth.tar"
-SAMPLE = AI8X / "samples" / "sample_mnist.npy"
 EXAMPLES = fuzz_examples()
-OUTPUTS = ("out", "o.npy", "layers", "r.json", "r.md", "q.pth")
 CANARY = "canary-ran"
 
 
@@ -63,41 +63,16 @@ def _canary(*args):
 
 @pytest.fixture(scope="module")
 def report():
-    """Counts per family and exit status, written to $CNNFORGE_FUZZ_REPORT when set."""
+    """Counts per family and exit status, merged into $CNNFORGE_FUZZ_REPORT when set."""
     counts: dict[str, Counter] = {}
     yield counts
-    target = os.environ.get("CNNFORGE_FUZZ_REPORT")
-    if target:
-        doc = {k: {"cases": sum(v.values()), "exit": dict(v)} for k, v in counts.items()}
-        Path(target).write_text(json.dumps(doc, indent=1, sort_keys=True))
+    write_report(counts)
 
 
 @pytest.fixture(scope="module")
 def seeds():
     """The shipped files' contents, parsed once."""
-    doc = load_checkpoint_dict(CKPT)
-    doc = {k: v for k, v in doc.items() if k != "optimizer_type"}  # a class: not re-savable
-    network = read_ai8x(YAML, CKPT, device="MAX78000").network
-    return _Seeds({"yaml": YAML.read_text(), "ckpt": doc, "network": network})
-
-
-class _Seeds(dict):
-    """The parsed seed files (a short repr for hypothesis' failure reports)."""
-
-    def __repr__(self) -> str:
-        return "seeds"
-
-
-def _workdir() -> Path:
-    work = Path(tempfile.mkdtemp(prefix="cnnforge-fuzz-"))
-    (work / "in").mkdir()
-    (work / "bystander" / "deep").mkdir(parents=True)
-    (work / "bystander" / "a.txt").write_text("not yours")
-    (work / "bystander" / "deep" / "b.bin").write_bytes(b"\x00\x01")
-    shutil.copy(YAML, work / "in" / "net.yaml")
-    shutil.copy(CKPT, work / "in" / "ckpt.pth.tar")
-    shutil.copy(SAMPLE, work / "in" / "sample_mnist.npy")
-    return work
+    return load_seeds()
 
 
 def _vendor_command(kind: str, yaml_path: str, ckpt: str, sample: str) -> list[str]:
@@ -178,7 +153,7 @@ def _mutate_text(data, text: str) -> str:
 @settings(max_examples=EXAMPLES)
 @given(data=st.data())
 def test_fuzz_vendor_yaml(seeds, report, data) -> None:
-    work = _workdir()
+    work = workdir()
     target = work / "in" / "net.yaml"
     mode = data.draw(st.sampled_from(["doc", "doc", "text", "special", "file"]), label="mode")
     if mode == "doc":
@@ -328,7 +303,7 @@ def _evil_pickles(path: Path, kind: str) -> None:
 @settings(max_examples=EXAMPLES)
 @given(data=st.data())
 def test_fuzz_checkpoints(seeds, report, data) -> None:
-    work = _workdir()
+    work = workdir()
     target = work / "in" / "ckpt.pth.tar"
     mode = data.draw(st.sampled_from(["vendor", "vendor", "vendor", "bytes", "evil", "cnnforge"]))
     if mode == "vendor":
@@ -405,7 +380,7 @@ def _cnnforge_checkpoint(data, network, work: Path) -> None:
 @settings(max_examples=EXAMPLES)
 @given(data=st.data())
 def test_fuzz_samples(report, data) -> None:
-    work = _workdir()
+    work = workdir()
     target = work / "in" / "sample_mnist.npy"
     mode = data.draw(st.sampled_from(["array", "array", "array", "file"]), label="mode")
     if mode == "array":
@@ -484,7 +459,7 @@ def test_fuzz_samples(report, data) -> None:
 @settings(max_examples=EXAMPLES)
 @given(data=st.data())
 def test_fuzz_models(report, data) -> None:
-    work = _workdir()
+    work = workdir()
     source = MODEL_SOURCE
     for marker, snippets in SNIPPETS.items():
         if data.draw(st.integers(0, 2), label=marker) == 2:
@@ -560,7 +535,7 @@ def _output_world(work: Path) -> None:
 @settings(max_examples=EXAMPLES)
 @given(data=st.data())
 def test_fuzz_output_paths(report, data) -> None:
-    work = _workdir()
+    work = workdir()
     _output_world(work)
     path = data.draw(st.sampled_from(PATHS), label="path")
     second = data.draw(st.sampled_from(PATHS), label="second")

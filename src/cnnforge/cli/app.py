@@ -29,5 +29,11 @@ def _root(
     version: bool = typer.Option(
         False, "--version", help="Print the version and exit.", callback=_version, is_eager=True
     ),
+    max_memory: str = typer.Option(
+        None,
+        "--max-memory",
+        help="Refuse requests estimated to need more memory than SIZE (512M, 8G; default: the "
+        "memory available now). Accepted before or after the command name.",
+    ),
 ) -> None:
     """cnnforge: from a plain PyTorch CNN to a MAX78000/MAX78002 deployment."""

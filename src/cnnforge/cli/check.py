@@ -68,7 +68,14 @@ def check(
         shape = default_input_shape(model)
     network = network_for_cli(model, shape, ai8x_yaml, ai8x_checkpoint, device=dev.name)
     if network is None:
-        network = load_network(model, shape, parse_model_args(model_arg), checkpoint)
+        network = load_network(
+            model,
+            shape,
+            parse_model_args(model_arg),
+            checkpoint,
+            max_channels=dev.max_channels,
+            device=dev.name,
+        )
     report = check_report(network, dev, bits)
     emit_report(report, json_out, overwrite)
     raise typer.Exit(0 if report.fits else 1)

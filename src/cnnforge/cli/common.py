@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 from rich.console import Console
 
 from cnnforge.errors import InputError
+from cnnforge.resources import check_input_shape
 
 if TYPE_CHECKING:  # numpy and torch load when a command needs them (cnnforge --help stays fast)
     import numpy as np
@@ -42,6 +43,7 @@ def parse_shape(text: str, option: str = "--input-shape") -> tuple[int, ...]:
             f"{option} {text!r} must be C,H,W or C,L with positive sizes",
             hint="for example --input-shape 3,64,64",
         )
+    check_input_shape(shape, option)  # absurd sizes and inputs beyond memory, before any work
     return shape
 
 

@@ -23,6 +23,7 @@ from cnnforge.frontend.ai8x_rules import check_streaming, duplicate_copy
 from cnnforge.frontend.ai8x_yaml import YamlConfig, YamlLayer, read_yaml_config
 from cnnforge.geometry import layer_in_channels, passes, processors_per_pass
 from cnnforge.ir import INPUT, Layer, Network, Op
+from cnnforge.resources import check_input_shape
 from cnnforge.targets.max7800x.placement import Placement, Plan
 
 
@@ -206,6 +207,7 @@ def _input_shape(cfg: YamlConfig, given: tuple[int, ...] | None) -> tuple[int, .
         raise ConfigError(
             f"input shape {list(shape)} must be C,H,W or C,L with positive sizes", where=cfg.path
         )
+    check_input_shape(shape, "input shape")  # absurd sizes, inputs beyond memory (issue 27)
     return shape
 
 
