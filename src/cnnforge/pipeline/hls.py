@@ -11,8 +11,11 @@ from __future__ import annotations
 import json
 import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+from cnnforge.devices import Device
 from cnnforge.errors import EmitError
+from cnnforge.ir import Network
 from cnnforge.pipeline.state import CompileState, Steps
 from cnnforge.pipeline.steps import (
     step_float,
@@ -22,18 +25,30 @@ from cnnforge.pipeline.steps import (
     step_simulate,
     step_summary,
 )
+from cnnforge.targets.hls.device import HlsTarget
+
+if TYPE_CHECKING:
+    from cnnforge.emit.hls.plan import HlsPlan
 
 HLS_DIR = "hls"
 REPORT = "report.md"
 RESOURCES = "resources.json"
 
 
-def step_plan_hls(state: CompileState, workdir: Path) -> CompileState:
-    """Ping-pong buffers, skip stores (liveness), accumulator widths, resource estimate."""
+def place_hls(network: Network, device: Device) -> HlsPlan:
+    """The HLS placement, refusing what the engines lack: ``compile``'s plan step and
+    ``check`` (through the target's record) both call it."""
     from cnnforge.emit.hls.plan import plan_hls
 
+    if not isinstance(device, HlsTarget):
+        raise EmitError(f"{device.name} is not an HLS target")
+    return plan_hls(network, device)
+
+
+def step_plan_hls(state: CompileState, workdir: Path) -> CompileState:
+    """Ping-pong buffers, skip stores (liveness), accumulator widths, resource estimate."""
     del workdir
-    return state.with_(plan=plan_hls(state.network, state.device))
+    return state.with_(plan=place_hls(state.network, state.device))
 
 
 def step_emit_hls(state: CompileState, workdir: Path) -> CompileState:

@@ -134,10 +134,10 @@ def step_lower(state: CompileState, workdir: Path) -> CompileState:
         return state.with_(violations=violations, notes=(*state.notes, *notes))
     bits = state.options.weight_bits
     bits = state.device.default_weight_bits if bits is None else bits
-    from cnnforge.passes.check import check_report
     from cnnforge.pipeline.quantized import weight_widths
+    from cnnforge.pipeline.targets import check_for
 
-    report = check_report(state.source, state.device, weight_widths(bits))
+    report = check_for(state.source, state.device, weight_widths(bits))
     _raise_violations(report.violations)
     return state.with_(
         network=report.network,

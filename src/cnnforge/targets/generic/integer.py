@@ -130,6 +130,17 @@ def _check_integer(layer: Layer) -> None:
         )
 
 
+def integer_refusals(network: Network) -> tuple[tuple[Layer, str], ...]:
+    """Every layer of the BatchNorm-folded ``network`` these semantics do not define, and what
+    it lacks: ``cnnforge check -d generic:...`` lists them; ``quantize_generic`` (``budget
+    --accuracy``) refuses the first, so check exit 0 means the integers run."""
+    from cnnforge.passes.fold_bn import fold_batchnorm
+
+    folded = fold_batchnorm(network)
+    found = ((x, _no_integer_semantics(x)) for x in folded.layers)
+    return tuple((x, why) for x, why in found if why)
+
+
 def _no_integer_semantics(layer: Layer) -> str | None:
     """What of ``layer`` the integer semantics lack (None: all of it is defined)."""
     op = layer.op
