@@ -110,6 +110,26 @@ def test_train_output_has_a_manifest_and_overwrite_resume_follow_it(tmp_path):
     assert "stray.txt" in one_error_line(cnnforge("train", *tiny, "-o", str(out), "--overwrite"))
 
 
+def test_qat_policy_file_and_best_pth_in_other_commands(tmp_path):
+    """docs/training.md: the policy file (start_epoch, weight_bits, overrides) and
+    "--checkpoint best.pth works in every command"."""
+    policy = tmp_path / "qat_policy.yaml"
+    policy.write_text("start_epoch: 1\nweight_bits: 8\noverrides: {enc1: 4}\n")
+    arch = ["qat-unet", "--model-arg", "channels=4,8,8,8"]
+    out = str(tmp_path / "run")
+    r = cnnforge("train", *arch, "--size", "16", "--epochs", "2", "--train-length", "8",
+                 "--val-length", "8", "--qat-policy", str(policy), "-o", out)  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    best = str(tmp_path / "run" / "best.pth")
+    c = cnnforge("check", *arch, "-i", "3,16,16", "--checkpoint", best, "--json", "-")
+    assert c.returncode == 0, c.stderr
+    assert json.loads(c.stdout)["weight_bits"]["enc1"] == 4  # the override, kept by check
+    np.save(tmp_path / "x.npy", np.zeros((3, 16, 16), np.int8))
+    s = cnnforge("simulate", *arch, "--checkpoint", best, "--input", str(tmp_path / "x.npy"),
+                 "--output", str(tmp_path / "y.npy"))  # fmt: skip
+    assert s.returncode == 0 and s.stderr == "", s.stderr  # trained weights: no note
+
+
 # ---- 3. --fold, the command of docs/training.md ----------------------------------------------
 
 
