@@ -179,7 +179,7 @@ def _raise_violations(violations: tuple) -> None:
         more = f" (and {len(violations) - 1} more)" if len(violations) > 1 else ""
         raise DeviceLimitError(
             f"{v.rule}: {v.actual} (limit {v.limit}){more}",
-            where=f"layer {v.layer} ({v.module_path})",
+            where=v.module_path if v.rule == "placement" else f"layer {v.layer} ({v.module_path})",
             hint=v.hint or "run `cnnforge check` for every violation",
         )
 
