@@ -128,6 +128,9 @@ def test_qat_policy_file_and_best_pth_in_other_commands(tmp_path):
     s = cnnforge("simulate", *arch, "--checkpoint", best, "--input", str(tmp_path / "x.npy"),
                  "--output", str(tmp_path / "y.npy"))  # fmt: skip
     assert s.returncode == 0 and s.stderr == "", s.stderr  # trained weights: no note
+    e = cnnforge("evaluate", *arch, "--checkpoint", best, "--size", "16", "--length", "4")
+    assert e.returncode == 0, e.stderr
+    assert all(mode in e.stdout for mode in ("float", "QAT-eval", "bit-exact")), e.stdout
 
 
 # ---- 3. --fold, the command of docs/training.md ----------------------------------------------
@@ -277,6 +280,31 @@ def test_no_checkpoint_note_for_onnx(tmp_path):
                  "--output", str(tmp_path / "y.npy"))  # fmt: skip
     assert r.returncode == 0, r.stderr
     assert "note" not in r.stderr, r.stderr
+
+
+def test_every_model_command_takes_an_onnx_file(tmp_path):
+    """docs/onnx.md: "Every command that takes a MODEL takes an .onnx file too"."""
+    from torch import nn
+
+    from support.onnx_export import export
+
+    model = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.ReLU(), nn.Conv2d(8, 4, 1))
+    onnx = str(export(model, (3, 8, 8), tmp_path / "m.onnx"))
+    np.save(tmp_path / "x.npy", np.zeros((3, 8, 8), np.int8))
+    x, out = str(tmp_path / "x.npy"), tmp_path / "out"
+    runs = {
+        "analyze": [onnx],
+        "check": [onnx],
+        "quantize": [onnx, "-o", str(out / "q.pth")],
+        "plan": [onnx, "-o", str(out / "plan")],
+        "budget": [onnx, "-d", "generic:onchip=64KiB"],
+        "simulate": [onnx, "--input", x, "--output", str(out / "y.npy")],
+        "compile": [onnx, "--ptq", "--sample", x, "-o", str(out / "c")],
+    }
+    out.mkdir()
+    for command, args in runs.items():
+        r = cnnforge(command, *args)
+        assert r.returncode == 0, (command, r.stderr)
 
 
 # ---- 8. piped text is not wrapped -------------------------------------------------------------
