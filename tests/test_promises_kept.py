@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from dataclasses import replace
@@ -18,6 +19,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from cnnforge.emit.hls.build import find_ap_types
 from cnnforge.errors import CnnforgeError
 from cnnforge.frontend import load_network
 from cnnforge.ir import INPUT, Activation, Layer, Network, Op, Pooling, PoolKind
@@ -372,3 +374,19 @@ def test_generic_fused_pool_and_activation_equal_the_separate_layers(kind, act, 
         return simulate_generic(q, x)[out]
 
     assert torch.equal(run([fused], "c"), run(separate, "a" if act is not Activation.NONE else "c"))
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(
+    find_ap_types() is None or shutil.which("g++") is None,
+    reason="needs g++ and the ap_types headers (pip install hls4ml, or set CNNFORGE_AP_TYPES)",
+)
+def test_hls_compile_run_sanitize(tmp_path):
+    """docs/hls-target.md §8: ``--run --sanitize`` builds the C-simulation under ASan/UBSan."""
+    np.save(tmp_path / "x.npy", np.random.default_rng(0).integers(-128, 128, (3, 16, 16)))
+    x, out = str(tmp_path / "x.npy"), str(tmp_path / "o")
+    r = cnnforge("compile", "unet-voc", "-i", "3,16,16", "-d", "HLS", "--ptq", "--sample", x,
+                 "-o", out, "--run", "--sanitize")  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    summary = json.loads((tmp_path / "o" / "summary.json").read_text())
+    assert summary["selftest"]["passed"] and summary["selftest"]["output"].startswith("PASS")
