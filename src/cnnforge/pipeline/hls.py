@@ -18,9 +18,9 @@ from cnnforge.errors import EmitError
 from cnnforge.ir import Network
 from cnnforge.pipeline.state import CompileState, Steps
 from cnnforge.pipeline.steps import (
+    lower_and_check,
     step_float,
     step_load,
-    step_lower,
     step_quantize,
     step_simulate,
     step_summary,
@@ -43,6 +43,12 @@ def place_hls(network: Network, device: Device) -> HlsPlan:
     if not isinstance(device, HlsTarget):
         raise EmitError(f"{device.name} is not an HLS target")
     return plan_hls(network, device)
+
+
+def step_lower_hls(state: CompileState, workdir: Path) -> CompileState:
+    """Lower and check as for every target, placing with ``place_hls`` (as check does)."""
+    del workdir
+    return lower_and_check(state, place_hls)
 
 
 def step_plan_hls(state: CompileState, workdir: Path) -> CompileState:
@@ -97,7 +103,7 @@ def step_report_hls(state: CompileState, workdir: Path) -> CompileState:
 
 STEPS: Steps = (
     ("load", step_load),
-    ("lower and check", step_lower),
+    ("lower and check", step_lower_hls),
     ("quantize", step_quantize),
     ("plan (HLS buffers)", step_plan_hls),
     ("simulate", step_simulate),

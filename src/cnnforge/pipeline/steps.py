@@ -21,6 +21,7 @@ import numpy as np
 from cnnforge.errors import DeviceLimitError, EmitError, InputError
 from cnnforge.ir import Network
 from cnnforge.outputs import safe_file_stem
+from cnnforge.passes.check_plan import Placer, plan_max7800x
 from cnnforge.pipeline.sources import (
     MODEL,
     default_shape,
@@ -119,8 +120,14 @@ def _load_ai8x(state: CompileState) -> CompileState:
 
 
 def step_lower(state: CompileState, workdir: Path) -> CompileState:
-    """Fold, fuse and legalize, choose weight widths, check every device limit."""
+    """Fold, fuse and legalize, choose weight widths, check every device limit, place."""
     del workdir
+    return lower_and_check(state, plan_max7800x)
+
+
+def lower_and_check(state: CompileState, placer: Placer) -> CompileState:
+    """``step_lower`` with the target's placement ``placer``: what ``cnnforge check`` runs
+    (pipeline.targets.check_for, with the same record's placer), so check and compile agree."""
     if state.source is None:  # already hardware: check only
         from cnnforge.passes.check import check_network
 
@@ -134,10 +141,10 @@ def step_lower(state: CompileState, workdir: Path) -> CompileState:
         return state.with_(violations=violations, notes=(*state.notes, *notes))
     bits = state.options.weight_bits
     bits = state.device.default_weight_bits if bits is None else bits
+    from cnnforge.passes.check import check_report
     from cnnforge.pipeline.quantized import weight_widths
-    from cnnforge.pipeline.targets import check_for
 
-    report = check_for(state.source, state.device, weight_widths(bits))
+    report = check_report(state.source, state.device, weight_widths(bits), placer)
     _raise_violations(report.violations)
     return state.with_(
         network=report.network,

@@ -145,8 +145,8 @@ def check_for(
     network: Network, device: Device, weight_bits: int | str | dict[str, int] | None = None
 ) -> CheckReport:
     """``cnnforge check`` on ``device``: lower, check every limit, and place the network with
-    the target's own planner, the one its compile recipe runs (compile calls this too, so exit
-    0 of check and a successful compile are one promise)."""
+    the target's own planner, the one its compile recipe's "lower and check" step runs
+    (steps.lower_and_check), so exit 0 of check and a successful compile are one promise."""
     from cnnforge.passes.check import check_report
 
     return check_report(network, device, weight_bits, target_of(device).placer)
