@@ -18,6 +18,12 @@ def plain_text(text: str) -> str:
     return " ".join(_CONTROL.sub("", text).split())
 
 
+class Note(UserWarning):
+    """A fact about a run the user should know (untrained weights, ...): raised with
+    ``warnings.warn(text, Note)``, the CLI prints ``note: text`` only after the command succeeds,
+    as it does other warnings, so a failing command prints its one error line alone."""
+
+
 class CnnforgeError(Exception):
     """A user-facing error: what happened, where (layer, module path, file:line), a hint."""
 

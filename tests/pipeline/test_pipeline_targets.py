@@ -101,8 +101,7 @@ def test_the_pipeline_has_ordinary_imports() -> None:
 
 @pytest.mark.parametrize(
     ("command", "args"),
-    [
-        ("check", ["unet-voc"]),
+    [  # `check -d generic` runs the generic integer rules (tests/test_promises_kept.py)
         ("quantize", ["unet-voc", "-i", "3,64,64", "-o", "q.pth"]),
         ("simulate", ["unet-voc", "-i", "3,64,64", "--input", "x.npy", "--output", "out.npy"]),
     ],
@@ -110,7 +109,7 @@ def test_the_pipeline_has_ordinary_imports() -> None:
 def test_commands_of_the_hardware_layer_model_refuse_a_budget_target(
     command: str, args: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys
 ) -> None:
-    """`check`/`quantize`/`simulate` work on MAX7800x/HLS layers: for `generic` they say so in
+    """`quantize`/`simulate` work on MAX7800x/HLS layers: for `generic` they say so in
     one line (exit 2) and point at `budget`, instead of failing inside the MAX lowering."""
     monkeypatch.chdir(tmp_path)
     np.save(tmp_path / "x.npy", np.zeros((3, 64, 64), np.int8))

@@ -14,6 +14,7 @@ import torch
 
 from cnnforge.models.qat_unet import QatUNet
 from cnnforge.nn import QATPolicy
+from cnnforge.outputs import MANIFEST
 from cnnforge.train.datasets import ShapesDataset
 from cnnforge.train.distributed import replay_batches
 from cnnforge.train.loop import TrainConfig, Trainer, load_checkpoint
@@ -99,6 +100,7 @@ def test_torchrun_two_processes_equal_single_process_replay(tmp_path):
     log = [json.loads(line) for line in (tmp_path / "ddp" / "train.log").read_text().splitlines()]
     assert [entry["rank"] for entry in log] == [0]  # one writer
     assert sorted(p.name for p in (tmp_path / "ddp").iterdir()) == [
+        MANIFEST,  # rank 0 claims the directory (outputs.claim_directory)
         "best.pth",
         "last.pth",
         "train.log",

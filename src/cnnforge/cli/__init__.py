@@ -20,7 +20,7 @@ import typer
 from cnnforge.cli import commands  # noqa: F401
 from cnnforge.cli.app import app
 from cnnforge.cli.common import err_console
-from cnnforge.errors import CnnforgeError, InputError, plain_text
+from cnnforge.errors import CnnforgeError, InputError, Note, plain_text
 from cnnforge.resources import memory_limit_set, parse_memory
 
 #: The option every command takes (cli/app.py), before or after the command's name.
@@ -98,16 +98,18 @@ def _nothing_running() -> bool:
 def main(argv: list[str] | None = None) -> None:
     """Entry point: run the app, turning cnnforge errors into one line and exit status 2.
 
-    Warnings raised while a command runs are shown after it succeeds (one line each) and
-    dropped when it fails, so an error stays one line. ``sys.exit`` or ``KeyboardInterrupt``
-    raised by the user's model code is an error naming where, not a silent exit.
+    Warnings and notes (errors.Note) raised while a command runs are shown after it succeeds
+    (one line each) and dropped when it fails, so an error stays one line. ``sys.exit`` or
+    ``KeyboardInterrupt`` raised by the user's model code is an error naming where, not a
+    silent exit.
     """
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("default")
         code = _run(argv)
     if code == 0 and not _torchrun_rank():  # one process, or rank 0: the others are quiet
         for w in caught:
-            _warning_line(f"warning: {w.category.__name__}: {w.message}")
+            kind = "note" if issubclass(w.category, Note) else f"warning: {w.category.__name__}"
+            _warning_line(f"{kind}: {w.message}")
     sys.exit(code)
 
 

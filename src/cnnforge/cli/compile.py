@@ -95,7 +95,10 @@ def compile_command(
 
 
 def _compile_with_progress(options: Any, compile_model: Any) -> Any:
-    """Run the compile pipeline with a transient progress line naming the current step."""
+    """Run the compile pipeline with a transient progress line naming the current step (on a
+    terminal only: piped, a progress display leaves a blank line even when the command fails)."""
+    if not console.is_terminal:
+        return compile_model(options, None)
     columns = (TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn())
     with Progress(*columns, console=console, transient=True) as progress:
         task = progress.add_task("compile", total=None)

@@ -23,7 +23,11 @@ def quantize(
         ..., help="path/to/file.py:Name, package.module:Name, or a short name (unet-voc)."
     ),
     input_shape: str = typer.Option(
-        ..., "--input-shape", "-i", help="Input shape without batch: C,H,W (or C,L for 1-D)."
+        None,
+        "--input-shape",
+        "-i",
+        help="Input shape without batch: C,H,W (or C,L for 1-D); shipped models and ONNX files "
+        "know theirs.",
     ),
     output: Path = typer.Option(..., "--output", "-o", help="Quantized checkpoint to write."),
     checkpoint: Path = typer.Option(
@@ -52,7 +56,7 @@ def quantize(
     bits = parse_bits_option(weight_bits)
     if output.exists() and not overwrite:
         raise InputError(f"{output} already exists", hint="pass --overwrite or choose another -o")
-    shape = parse_shape(input_shape)
+    shape = _input_shape(model, input_shape, calibration)
     quantized = quantized_from_source(
         model_source(model, checkpoint),
         shape,
@@ -69,6 +73,24 @@ def quantize(
         if e:
             console.print(f"output {name}: value v means v * 2^{e} / 128", highlight=False)
     console.print(f"wrote [bold]{output}[/bold]", highlight=False)
+
+
+def _input_shape(
+    model: str, input_shape: str | None, calibration: Path | None
+) -> tuple[int, ...] | None:
+    """``-i``, else a shipped model's own shape, else None for an ONNX file (its own shape;
+    docs/onnx.md), which ``--calibration`` cannot be checked against without ``-i``."""
+    from cnnforge.models import default_input_shape, model_names
+
+    if input_shape:
+        return parse_shape(input_shape)
+    if model in model_names():
+        return default_input_shape(model)
+    if not model.lower().endswith(".onnx"):
+        raise InputError("MODEL needs --input-shape", hint="e.g. --input-shape 3,64,64")
+    if calibration is not None:
+        raise InputError("--calibration needs --input-shape", hint="e.g. -i 3,64,64")
+    return None
 
 
 def summary_table(network: Network) -> Table:

@@ -38,6 +38,9 @@ def train(
     train_length: int = typer.Option(1024, "--train-length", help="shapes: training images."),
     val_length: int = typer.Option(256, "--val-length", help="shapes: validation images."),
     resume: bool = typer.Option(False, "--resume", help="Continue from OUT/last.pth."),
+    overwrite: bool = typer.Option(
+        False, "--overwrite", help="Start again in an existing OUT that cnnforge train wrote."
+    ),
 ) -> None:
     """Train MODEL on a segmentation dataset: float phase, then QAT from the start_epoch."""
     from cnnforge.errors import DistributedError
@@ -69,6 +72,7 @@ def train(
             qat=not no_qat,
             lengths=(train_length, val_length),
             resume=resume,
+            overwrite=overwrite,
             on_epoch=_print_epoch if ctx.is_main else None,
         )
     except Exception as exc:  # a rank that died ends the others: say so once, no traceback

@@ -11,29 +11,50 @@ from __future__ import annotations
 import json
 import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+from cnnforge.devices import Device
 from cnnforge.errors import EmitError
+from cnnforge.ir import Network
 from cnnforge.pipeline.state import CompileState, Steps
 from cnnforge.pipeline.steps import (
+    lower_and_check,
     step_float,
     step_load,
-    step_lower,
     step_quantize,
     step_simulate,
     step_summary,
 )
+from cnnforge.targets.hls.device import HlsTarget
+
+if TYPE_CHECKING:
+    from cnnforge.targets.hls.buffer_plan import HlsPlan
 
 HLS_DIR = "hls"
 REPORT = "report.md"
 RESOURCES = "resources.json"
 
 
-def step_plan_hls(state: CompileState, workdir: Path) -> CompileState:
-    """Ping-pong buffers, skip stores (liveness), accumulator widths, resource estimate."""
+def place_hls(network: Network, device: Device) -> HlsPlan:
+    """The HLS placement, refusing what the engines lack: ``compile``'s plan step and
+    ``check`` (through the target's record) both call it."""
     from cnnforge.targets.hls.buffer_plan import plan_hls
 
+    if not isinstance(device, HlsTarget):
+        raise EmitError(f"{device.name} is not an HLS target")
+    return plan_hls(network, device)
+
+
+def step_lower_hls(state: CompileState, workdir: Path) -> CompileState:
+    """Lower and check as for every target, placing with ``place_hls`` (as check does)."""
     del workdir
-    return state.with_(hls_plan=plan_hls(state.network, state.device))
+    return lower_and_check(state, place_hls)
+
+
+def step_plan_hls(state: CompileState, workdir: Path) -> CompileState:
+    """Ping-pong buffers, skip stores (liveness), accumulator widths, resource estimate."""
+    del workdir
+    return state.with_(hls_plan=place_hls(state.network, state.device))
 
 
 def step_emit_hls(state: CompileState, workdir: Path) -> CompileState:
@@ -82,7 +103,7 @@ def step_report_hls(state: CompileState, workdir: Path) -> CompileState:
 
 STEPS: Steps = (
     ("load", step_load),
-    ("lower and check", step_lower),
+    ("lower and check", step_lower_hls),
     ("quantize", step_quantize),
     ("plan (HLS buffers)", step_plan_hls),
     ("simulate", step_simulate),

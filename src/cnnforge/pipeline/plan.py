@@ -74,7 +74,9 @@ def plan_request(request: PlanRequest, device: Device) -> PlanResult:
     )  # fmt: skip
     if source.kind == VENDOR:
         return _vendor(request, device)
-    if request.input_shape is None:
+    own_shape = str(request.model).lower().endswith(".onnx")  # an ONNX file has its own shape
+    inputs = request.sample is not None or request.calibration is not None
+    if request.input_shape is None and (inputs or not own_shape):
         raise InputError("MODEL and --input-shape are needed", hint="e.g. unet-large -i 48,88,88")
     sample = None
     if request.sample is not None:

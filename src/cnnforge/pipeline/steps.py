@@ -22,6 +22,7 @@ from cnnforge.arithmetic import ACT_SCALE
 from cnnforge.errors import DeviceLimitError, EmitError, InputError
 from cnnforge.ir import Network
 from cnnforge.outputs import safe_file_stem
+from cnnforge.passes.check_plan import Placer, plan_max7800x
 from cnnforge.pipeline.sources import (
     MODEL,
     default_shape,
@@ -120,8 +121,14 @@ def _load_ai8x(state: CompileState) -> CompileState:
 
 
 def step_lower(state: CompileState, workdir: Path) -> CompileState:
-    """Fold, fuse and legalize, choose weight widths, check every device limit."""
+    """Fold, fuse and legalize, choose weight widths, check every device limit, place."""
     del workdir
+    return lower_and_check(state, plan_max7800x)
+
+
+def lower_and_check(state: CompileState, placer: Placer) -> CompileState:
+    """``step_lower`` with the target's placement ``placer``: what ``cnnforge check`` runs
+    (pipeline.targets.check_for, with the same record's placer), so check and compile agree."""
     if state.source is None:  # already hardware: check only
         from cnnforge.passes.check import check_network
 
@@ -138,7 +145,7 @@ def step_lower(state: CompileState, workdir: Path) -> CompileState:
     from cnnforge.passes.check import check_report
     from cnnforge.pipeline.quantized import weight_widths
 
-    report = check_report(state.source, state.device, weight_widths(bits))
+    report = check_report(state.source, state.device, weight_widths(bits), placer)
     _raise_violations(report.violations)
     return state.with_(
         network=report.network,
@@ -180,7 +187,7 @@ def _raise_violations(violations: tuple) -> None:
         more = f" (and {len(violations) - 1} more)" if len(violations) > 1 else ""
         raise DeviceLimitError(
             f"{v.rule}: {v.actual} (limit {v.limit}){more}",
-            where=f"layer {v.layer} ({v.module_path})",
+            where=v.module_path if v.rule == "placement" else f"layer {v.layer} ({v.module_path})",
             hint=v.hint or "run `cnnforge check` for every violation",
         )
 

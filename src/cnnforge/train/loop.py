@@ -138,6 +138,10 @@ def evaluate_segmentation(
     return total_loss / max(pixels, 1), segmentation_scores(cm)
 
 
+#: Every file a training run writes into its ``-o`` directory (its manifest lists them).
+OUTPUT_FILES = ("last.pth", "best.pth", "train.log", "last.tmp", "best.tmp")
+
+
 def save_checkpoint(path: Path, payload: dict[str, Any]) -> None:
     tmp = path.with_suffix(".tmp")
     torch.save(payload, tmp)

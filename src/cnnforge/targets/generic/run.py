@@ -5,13 +5,16 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cnnforge.errors import InputError
 from cnnforge.ir import Network
 from cnnforge.outputs import atomic_output_dir
 from cnnforge.targets.generic.budget_plan import GenericPlan, plan_generic
 from cnnforge.targets.generic.target import GenericTarget, parse_generic
+
+if TYPE_CHECKING:
+    from cnnforge.passes.check_rules import Violation
 
 FILES = ("generic-plan.json", "ddr-vs-budget.svg", "report.html", "generic-plan.txt")
 
@@ -40,6 +43,25 @@ def plan_budget(
         raise InputError("--input-shape is needed", hint="e.g. -i 3,224,224")
     network = load_network(model, shape, dict(model_args), checkpoint)
     return target, network, plan_generic(network, target, points)
+
+
+def check_generic(network: Network) -> tuple[Violation, ...]:
+    """``cnnforge check -d generic:...``: every layer the generic integers do not run (the rule
+    ``budget --accuracy`` applies: targets.generic.integer.integer_refusals), as violations."""
+    from cnnforge.passes.check_rules import Violation
+    from cnnforge.targets.generic.integer import integer_refusals
+
+    return tuple(
+        Violation(
+            layer.name,
+            layer.module_path or layer.name,
+            "integer semantics",
+            why,
+            "conv/linear, pools, nearest upsampling, add/sub, concat; ReLU/ReLU6/Hardtanh/Abs",
+            "run it on the host, or replace it (docs/generic-target.md)",
+        )
+        for layer, why in integer_refusals(network)
+    )
 
 
 def write_budget(
