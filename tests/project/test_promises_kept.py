@@ -34,10 +34,11 @@ from cnnforge.targets.generic.run import check_generic
 from cnnforge.targets.generic.target import parse_generic
 from cnnforge.targets.hls.build import find_ap_types
 from cnnforge.targets.hls.device import HLS
+from support.paths import TESTS
 from support.plan import conv
 from support.random_nets import input_shape, step_args
 
-RANDOM = f"{Path(__file__).parent / 'support' / 'random_nets.py'}:Steps"
+RANDOM = f"{TESTS / 'support' / 'random_nets.py'}:Steps"
 TINY_TRAIN = ["--epochs", "1", "--train-length", "8", "--val-length", "8"]
 
 
