@@ -240,3 +240,13 @@ ATEN_MAPPERS: dict[str, fxf.Mapper] = {
     "_to_copy": _alias,
     "to": _alias,
 }
+
+
+#: ``torch.conv2d`` & co. called with a module's own weight (torch.fx's ``call_function``
+#: targets; ``F.conv2d is torch.conv2d``): mapped like the ATen op of the same name.
+WEIGHT_FUNCTIONS: dict[Any, fxf.Mapper] = {
+    torch.conv1d: _conv_nd,
+    torch.conv2d: _conv_nd,
+    torch.conv_transpose2d: _conv_transpose,
+    torch.nn.functional.linear: _linear,
+}

@@ -11,6 +11,7 @@ unsupported operations and input shapes the model cannot take raise one-line cnn
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import operator
 from collections import OrderedDict
@@ -24,6 +25,7 @@ from torch import nn
 from torch.utils import _pytree as pytree
 
 from cnnforge.errors import InputError, ModelError
+from cnnforge.frontend.aten_ops import WEIGHT_FUNCTIONS
 from cnnforge.frontend.captured import Captured, LayerLog, owned_arrays
 from cnnforge.frontend.fx_functions import METHOD_MAPPERS, function_mapper
 from cnnforge.frontend.fx_modules import (
@@ -206,6 +208,7 @@ class _Builder(LayerLog):
         self.constants: set[fx.Node] = set()  # tensors computed without the network input
         self.multi: set[fx.Node] = set()  # nodes whose value is a tuple of tensors
         self.paid: set[fx.Node] = set()  # tuple-valued modules whose parameters are counted
+        self.real: dict[fx.Node, Any] = {}  # real values of derived constants (weights)
 
     def captured(self, name: str, input_shape: tuple[int, ...]) -> Captured:
         outputs: tuple[str, ...] = ()
@@ -259,7 +262,9 @@ class _Builder(LayerLog):
             return
         info = self._info(node)
         consts = tuple(self._constant_value(n) for n in sources if n in self.constants)
-        if consts:  # a feature map combined with a parameter tensor: no IR op takes that
+        if (weighted := self._weighted(node, info, sources)) is not None:
+            layer: Layer | None = weighted
+        elif consts:  # a feature map combined with a parameter tensor: no IR op takes that
             layer = opaque_layer(info, _op_name(node), consts)
         else:
             try:
@@ -280,6 +285,47 @@ class _Builder(LayerLog):
         if node.op == "call_method" and node.target in METHOD_MAPPERS:
             return METHOD_MAPPERS[node.target](info, *self.rec.args[node])
         return opaque_layer(info, _op_name(node))
+
+    def _weighted(self, node: fx.Node, info: NodeInfo, sources: list[fx.Node]) -> Layer | None:
+        """``F.conv2d(x, self.weight, ...)`` / ``F.linear`` whose weight and bias are parameters
+        or constants computed from them (weight standardization): the conv or linear layer
+        an ``nn.Conv2d``/``nn.Linear`` would give, with the real weight values. None when
+        ``node`` is no such call (the input is not the only feature map)."""
+        mapper = WEIGHT_FUNCTIONS.get(node.target) if node.op == "call_function" else None
+        if mapper is None or not sources or sources[0] not in self.alias:
+            return None
+        if any(n not in self.constants for n in sources[1:]):
+            return None
+        real = {n: self._real(n) for n in sources[1:]}
+        stack = node.meta.get("nn_module_stack") or {}
+        scope = str(next(reversed(stack))) if stack else ""
+        if scope and _owns_weight(self.modules.get(scope), real.get(sources[1])):
+            # a conv subclass's own forward: the layer is named after the module
+            info = dataclasses.replace(info, name=unique_name(scope, self.used), module_path=scope)
+        args, kwargs = fx.node.map_arg(
+            (node.args, node.kwargs), lambda n: real.get(n, self.rec.values.get(n))
+        )
+        try:
+            return mapper(info, tuple(args), dict(kwargs))
+        except ModelError as exc:
+            return opaque_layer(info, f"{_op_name(node)}: {exc.what}", tuple(real.values()))
+
+    def _real(self, node: fx.Node) -> Any:
+        """The real value of a constant node (shape propagation may have run on meta)."""
+        if node.op == "get_attr":
+            return self._constant_value(node)
+        if node in self.real:
+            return self.real[node]
+        args, kwargs = fx.node.map_arg((node.args, node.kwargs), self._real)
+        with torch.no_grad():
+            if node.op == "call_function":
+                value = node.target(*args, **kwargs)
+            elif node.op == "call_method":
+                value = getattr(args[0], str(node.target))(*args[1:], **kwargs)
+            else:
+                value = self.modules[str(node.target)](*args, **kwargs)
+        self.real[node] = value
+        return value
 
     def _constant_value(self, node: fx.Node) -> torch.Tensor | None:
         """A parameter/buffer operand's real tensor (None for derived constants)."""
@@ -331,6 +377,14 @@ def _module_path(node: fx.Node) -> str:
     stack = node.meta.get("nn_module_stack") or {}
     scope = next(reversed(stack), "") if stack else ""
     return f"{scope}/{node.name}" if scope else node.name
+
+
+def _owns_weight(module: nn.Module | None, weight: Any) -> bool:
+    """``module`` holds a parameter of ``weight``'s shape (its own, or standardized)."""
+    if module is None or not isinstance(weight, torch.Tensor):
+        return False
+    own = getattr(module, "weight", None)
+    return isinstance(own, torch.Tensor) and own.shape == weight.shape
 
 
 def _tensors(value: Any) -> bool:

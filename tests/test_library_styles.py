@@ -1,0 +1,118 @@
+"""Models in the styles of smp, timm and torchvision (tests/support/library_styles.py): every
+conv counted however it is called, exact rewrites, and analyze agreeing with forward hooks."""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+import torch.nn.functional as F
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from torch import nn
+
+from cnnforge.analysis import analyze_network
+from cnnforge.cli import main
+from cnnforge.frontend.capture import capture
+from cnnforge.frontend.torch_export import capture_export
+from cnnforge.frontend.torch_fx import trace
+from cnnforge.ir import Op
+from support import library_styles as styles
+
+STYLES_FILE = Path(styles.__file__)
+
+
+def hook_macs(model: nn.Module, shape: tuple[int, ...]) -> int:
+    """MACs counted with forward hooks on conv/linear modules (torchinfo's method, weights
+    only): a conv subclass with its own forward is a conv module, whatever it calls."""
+    total = 0
+
+    def hook(module: nn.Module, args: tuple[torch.Tensor, ...], out: torch.Tensor) -> None:
+        nonlocal total
+        if isinstance(module, nn.Conv2d | nn.Conv1d):
+            total += module.weight.numel() * math.prod(out.shape[2:])
+        elif isinstance(module, nn.ConvTranspose2d):
+            total += module.weight.numel() * math.prod(args[0].shape[2:])
+        elif isinstance(module, nn.Linear):
+            total += module.weight.numel()
+
+    handles = [m.register_forward_hook(hook) for m in model.modules()]
+    with torch.no_grad():
+        model.eval()(torch.zeros(1, *shape))
+    for handle in handles:
+        handle.remove()
+    return total
+
+
+@pytest.mark.parametrize("name", ["EfficientStyle", "StdConvNet"])
+def test_functional_convs_are_convs_in_fx_and_export(name: str) -> None:
+    torch.manual_seed(0)
+    model, shape = getattr(styles, name)().eval(), styles.STYLES[name]
+    for network in (trace(model, shape), capture_export(model, shape, name).network):
+        ops = [layer.opaque_kind for layer in network.layers if layer.op is Op.OPAQUE]
+        assert not any("conv" in kind or "linear" in kind for kind in ops), ops
+        convs = [layer for layer in network.layers if layer.op in (Op.CONV2D, Op.LINEAR)]
+        assert len(convs) >= 2
+    network = capture(model, shape)  # checked against eager on random input
+    analysis = analyze_network(network)
+    unhooked = {"StdConvNet": 8 * 10}  # F.linear outside any module: hooks cannot see it
+    assert analysis.totals.macs == hook_macs(model, shape) + unhooked.get(name, 0)
+    assert analysis.totals.params == sum(p.numel() for p in model.parameters())
+
+
+def test_conv_subclass_layers_are_named_after_the_module() -> None:
+    network = trace(styles.EfficientStyle().eval(), (3, 32, 32))
+    names = {layer.name for layer in network.layers if layer.op is Op.CONV2D}
+    assert {"stem", "dw", "head"} <= names
+
+
+class _SameConv(nn.Conv2d):
+    def __init__(self, cin: int, cout: int, k: int, stride: int, size: int, groups: int) -> None:
+        super().__init__(cin, cout, k, stride, groups=groups)
+        out = math.ceil(size / stride)
+        self.pad = max((out - 1) * stride + k - size, 0)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        p = self.pad
+        x = F.pad(x, [p // 2, p - p // 2, p // 2, p - p // 2])
+        return F.conv2d(x, self.weight, self.bias, self.stride, 0, 1, self.groups)
+
+
+@settings(max_examples=12, deadline=None)
+@given(
+    k=st.sampled_from([1, 3, 5]),
+    stride=st.sampled_from([1, 2]),
+    size=st.integers(5, 12),
+    groups=st.sampled_from([1, 2]),
+    seed=st.integers(0, 2**16),
+)
+def test_same_padding_conv_capture_is_exact(
+    k: int, stride: int, size: int, groups: int, seed: int
+) -> None:
+    torch.manual_seed(seed)
+    model = nn.Sequential(_SameConv(4, 6, k, stride, size, groups), nn.ReLU()).eval()
+    network = capture(model, (4, size, size))  # raises unless it equals eager on random input
+    assert [layer.op for layer in network.layers if layer.op is Op.OPAQUE] == []
+    x = torch.randn(1, 4, size, size)
+    from cnnforge.sim.float_eval import run_float
+
+    got = run_float(network, x)[network.outputs[0]]
+    torch.testing.assert_close(got, model(x), rtol=1e-5, atol=1e-5)
+
+
+def test_analyze_cli_counts_efficientnet_style_convs(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main(["analyze", f"{STYLES_FILE}:EfficientStyle", "-i", "3,32,32", "--json", "-"])
+    out = capsys.readouterr().out
+    assert exc.value.code in (0, None)
+    report = json.loads(out)
+    assert report["totals"]["macs"] == hook_macs(styles.EfficientStyle(), (3, 32, 32))
+    assert not any("torch.conv2d" in row["op"] for row in report["layers"])
+
+
+def test_fixtures_are_importable_by_name() -> None:
+    assert "support.library_styles" in sys.modules
