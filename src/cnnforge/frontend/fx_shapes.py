@@ -235,45 +235,14 @@ _SAME_SHAPE_MODULES = (
 )
 
 _BINARY: frozenset[Callable[..., Any]] = frozenset(
-    {
-        operator.add,
-        operator.sub,
-        operator.mul,
-        operator.truediv,
-        operator.iadd,
-        operator.isub,
-        operator.imul,
-        torch.add,
-        torch.sub,
-        torch.mul,
-        torch.div,
-    }
+    {operator.add, operator.sub, operator.mul, operator.truediv, operator.iadd,
+     operator.isub, operator.imul, torch.add, torch.sub, torch.mul, torch.div}
 )
 
 _UNARY: frozenset[Callable[..., Any]] = frozenset(
-    {
-        torch.relu,
-        torch.sigmoid,
-        torch.tanh,
-        torch.abs,
-        torch.clamp,
-        torch.softmax,
-        torch.log_softmax,
-        F.relu,
-        F.relu6,
-        F.leaky_relu,
-        F.hardtanh,
-        F.sigmoid,
-        F.tanh,
-        F.elu,
-        F.silu,
-        F.gelu,
-        F.hardswish,
-        F.hardsigmoid,
-        F.softmax,
-        F.log_softmax,
-        F.dropout,
-    }
+    {torch.relu, torch.sigmoid, torch.tanh, torch.abs, torch.clamp, torch.softmax,
+     torch.log_softmax, F.relu, F.relu6, F.leaky_relu, F.hardtanh, F.sigmoid, F.tanh,
+     F.elu, F.silu, F.gelu, F.hardswish, F.hardsigmoid, F.softmax, F.log_softmax, F.dropout}
 )
 
 _SOFTMAX = frozenset({torch.softmax, torch.log_softmax, F.softmax, F.log_softmax})
