@@ -17,10 +17,15 @@ from torch import nn
 
 from cnnforge.analysis import analyze_network
 from cnnforge.cli import main
+from cnnforge.devices import get_device
+from cnnforge.errors import ModelError
 from cnnforge.frontend.capture import capture
 from cnnforge.frontend.torch_export import capture_export
 from cnnforge.frontend.torch_fx import trace
 from cnnforge.ir import Op
+from cnnforge.passes.check import check_network
+from cnnforge.passes.lower import lower_to_hardware
+from cnnforge.sim.float_eval import run_float
 from support import library_styles as styles
 
 STYLES_FILE = Path(styles.__file__)
@@ -98,8 +103,6 @@ def test_same_padding_conv_capture_is_exact(
     network = capture(model, (4, size, size))  # raises unless it equals eager on random input
     assert [layer.op for layer in network.layers if layer.op is Op.OPAQUE] == []
     x = torch.randn(1, 4, size, size)
-    from cnnforge.sim.float_eval import run_float
-
     got = run_float(network, x)[network.outputs[0]]
     torch.testing.assert_close(got, model(x), rtol=1e-5, atol=1e-5)
 
@@ -116,3 +119,92 @@ def test_analyze_cli_counts_efficientnet_style_convs(capsys: pytest.CaptureFixtu
 
 def test_fixtures_are_importable_by_name() -> None:
     assert "support.library_styles" in sys.modules
+
+
+@pytest.mark.parametrize("name", ["StackSumFPN", "StackMeanFPN"])
+def test_stack_sum_is_an_n_input_add_in_fx_and_export(name: str) -> None:
+    torch.manual_seed(1)
+    model, shape = getattr(styles, name)().eval(), styles.STYLES[name]
+    for network in (capture(model, shape), capture_export(model, shape, name).network):
+        adds = [x for x in network.layers if x.op is Op.ELTWISE]
+        assert len(adds) == 1 and len(adds[0].inputs) == 3
+    lowered = lower_to_hardware(capture(model, shape))  # verified step by step
+    assert not [x for x in lowered.network.layers if x.op is Op.BATCHNORM]
+
+
+def test_other_readers_of_a_stack_name_the_op(capsys: pytest.CaptureFixture[str]) -> None:
+    class StackMax(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.a, self.b = nn.Conv2d(3, 4, 1), nn.Conv2d(3, 4, 1)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return torch.stack([self.a(x), self.b(x)]).amax(dim=0)
+
+    with pytest.raises(ModelError, match=r"amax reads a torch.stack"):
+        capture(StackMax(), (3, 8, 8))
+
+
+@pytest.mark.parametrize("name", ["ConstantScales", "StackMeanFPN"])
+def test_constants_fold_into_convs(name: str) -> None:
+    torch.manual_seed(2)
+    model, shape = getattr(styles, name)().eval(), styles.STYLES[name]
+    network = capture(model, shape)
+    assert analyze_network(network).totals.params == sum(p.numel() for p in model.parameters())
+    lowered = lower_to_hardware(network)
+    assert not [x for x in lowered.network.layers if x.op is Op.BATCHNORM]
+    rules = {r.rule for r in lowered.rewrites}
+    assert "fold-constant-into-conv" in rules
+
+
+def test_input_normalization_before_a_padded_conv_says_why() -> None:
+    network = capture(styles.NormalizedInput().eval(), (3, 16, 16))
+    device = get_device("MAX78000")
+    violations = check_network(lower_to_hardware(network, device).network, device)
+    hints = [v.hint for v in violations if v.layer == "truediv"]
+    assert hints and "not exact at the borders" in hints[0] and "host" in hints[0]
+
+
+@settings(max_examples=15, deadline=None)
+@given(
+    k=st.sampled_from([1, 3]),
+    padding=st.sampled_from([0, 1]),
+    groups=st.sampled_from([1, 2]),
+    shift=st.booleans(),
+    op=st.sampled_from(["mul", "add", "sub", "rsub", "div"]),
+    seed=st.integers(0, 2**16),
+)
+def test_constant_arithmetic_capture_and_fold_are_exact(
+    k: int, padding: int, groups: int, shift: bool, op: str, seed: int
+) -> None:
+    torch.manual_seed(seed)
+
+    class Model(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.first = nn.Conv2d(4, 4, 3, padding=1)
+            self.conv = nn.Conv2d(4, 6, k, padding=padding, groups=groups)
+            self.register_buffer("c", torch.rand(1, 4, 1, 1) + 0.5)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            y = F.relu(self.first(x))
+            y = {
+                "mul": lambda: y * self.c,
+                "add": lambda: y + self.c,
+                "sub": lambda: y - 0.5,
+                "rsub": lambda: 2.0 - y,
+                "div": lambda: y / self.c,
+            }[op]()
+            y = y * 3.0 + (0.25 if shift else 0.0)
+            return self.conv(y)
+
+    model = Model().eval()
+    network = capture(model, (4, 7, 7))  # raises unless equal to eager on random input
+    assert not [x for x in network.layers if x.op is Op.OPAQUE]
+    lowered = lower_to_hardware(network)  # each step verified equivalent on random input
+    x = torch.randn(1, 4, 7, 7)
+    got = run_float(lowered.network, x)[lowered.network.outputs[0]]
+    torch.testing.assert_close(got, model(x), rtol=1e-4, atol=1e-4)
+    shifted = shift or op in ("add", "sub", "rsub")
+    folded = not [x for x in lowered.network.layers if x.op is Op.BATCHNORM]
+    assert folded == (not shifted or padding == 0)

@@ -168,6 +168,8 @@ class Layer:
             return self.reduce_kind
         if self.op is Op.OPAQUE and self.opaque_kind:
             return self.opaque_kind
+        if self.op is Op.BATCHNORM and self.batchnorm is not None and self.batchnorm.eps == 0:
+            return "scale"  # constant arithmetic captured as an affine map (frontend/affine.py)
         return self.op.value
 
 

@@ -25,6 +25,7 @@ from torch import nn
 from torch.utils import _pytree as pytree
 
 from cnnforge.errors import InputError, ModelError
+from cnnforge.frontend.affine import ARITHMETIC, affine_layer, stack_reduce_layers
 from cnnforge.frontend.aten_ops import WEIGHT_FUNCTIONS
 from cnnforge.frontend.captured import Captured, LayerLog, owned_arrays
 from cnnforge.frontend.fx_functions import METHOD_MAPPERS, function_mapper
@@ -208,6 +209,7 @@ class _Builder(LayerLog):
         self.constants: set[fx.Node] = set()  # tensors computed without the network input
         self.multi: set[fx.Node] = set()  # nodes whose value is a tuple of tensors
         self.paid: set[fx.Node] = set()  # tuple-valued modules whose parameters are counted
+        self.stacks: dict[fx.Node, list[fx.Node]] = {}  # torch.stack of feature maps
         self.real: dict[fx.Node, Any] = {}  # real values of derived constants (weights)
 
     def captured(self, name: str, input_shape: tuple[int, ...]) -> Captured:
@@ -256,6 +258,8 @@ class _Builder(LayerLog):
         self.add(node, layer, info.inputs[0], given=True)
 
     def _map(self, node: fx.Node) -> None:
+        if self._stacked(node):
+            return
         sources = self._tensor_args(node)
         if not any(n in self.alias for n in sources):
             self.constants.add(node)  # computed from parameters/constants only: not a layer
@@ -264,6 +268,8 @@ class _Builder(LayerLog):
         consts = tuple(self._constant_value(n) for n in sources if n in self.constants)
         if (weighted := self._weighted(node, info, sources)) is not None:
             layer: Layer | None = weighted
+        elif (affine := self._affine(node, info)) is not None:
+            layer = affine
         elif consts:  # a feature map combined with a parameter tensor: no IR op takes that
             layer = opaque_layer(info, _op_name(node), consts)
         else:
@@ -285,6 +291,71 @@ class _Builder(LayerLog):
         if node.op == "call_method" and node.target in METHOD_MAPPERS:
             return METHOD_MAPPERS[node.target](info, *self.rec.args[node])
         return opaque_layer(info, _op_name(node))
+
+    def _stacked(self, node: fx.Node) -> bool:
+        """``torch.stack`` of same-shape feature maps along dim 0 (kept aside) and its
+        ``sum``/``mean`` over dim 0 (an N-input add); any other reader of such a stack fails
+        naming the op. False for nodes that are neither."""
+        if node.op == "call_function" and node.target is torch.stack:
+            items = node.args[0] if node.args else node.kwargs.get("tensors")
+            dim = node.args[1] if len(node.args) > 1 else node.kwargs.get("dim", 0)
+            if dim != 0 or not isinstance(items, list | tuple) or not items:
+                return False
+            if not all(isinstance(t, fx.Node) and t in self.alias for t in items):
+                return False
+            if len({self._shape_of(t) for t in items}) != 1:
+                return False
+            self.stacks[node] = list(items)
+            return True
+        reads = [n for n in self._tensor_args(node) if n in self.stacks]
+        if not reads:
+            return False
+        name = node.target if node.op == "call_method" else getattr(node.target, "__name__", "")
+        dim = node.args[1] if len(node.args) > 1 else node.kwargs.get("dim")
+        keep = node.args[2] if len(node.args) > 2 else node.kwargs.get("keepdim", False)
+        reduce = name in ("sum", "mean") and node.args[0] in self.stacks and not keep
+        if reduce and dim in (0, (0,), [0]) and len(reads) == 1 and "dtype" not in node.kwargs:
+            items = self.stacks[node.args[0]]
+            info = NodeInfo(
+                name=unique_name(node.name, self.used),
+                module_path=_module_path(node),
+                inputs=tuple(self.alias[t] for t in items),
+                in_shapes=tuple(self._shape_of(t) for t in items),
+                out_shape=self._shape_of(node),
+            )
+            layers = stack_reduce_layers(info, str(name))
+            self.alias[node] = info.inputs[0]
+            for layer in layers:
+                self.add(node, layer, info.inputs[0])
+            return True
+        raise self._fail(
+            node,
+            f"{_op_name(node)} reads a torch.stack of feature maps: only "
+            "stack(features).sum(dim=0) or .mean(dim=0) (an N-input add) is supported",
+        )
+
+    def _affine(self, node: fx.Node, info: NodeInfo) -> Layer | None:
+        """A feature map plus/minus/times/divided by a constant (a number, or a parameter or
+        buffer that is one number per channel): a constant affine layer (frontend/affine.py)."""
+        if node.op not in ("call_function", "call_method") or "rounding_mode" in node.kwargs:
+            return None
+        name = node.target if node.op == "call_method" else getattr(node.target, "__name__", "")
+        kind = ARITHMETIC.get(str(name))
+        if kind is None or not node.args:
+            return None
+        a = node.args[0]
+        b = node.args[1] if len(node.args) > 1 else node.kwargs.get("other")
+        first = isinstance(a, fx.Node) and a in self.alias
+        feature, other = (a, b) if first else (b, a)
+        if not (isinstance(feature, fx.Node) and feature in self.alias):
+            return None
+        if isinstance(other, fx.Node):
+            if other not in self.constants:
+                return None
+            other = self._real(other)
+        elif not isinstance(other, int | float) or isinstance(other, bool):
+            return None
+        return affine_layer(info, kind, other, first, node.kwargs.get("alpha", 1))
 
     def _weighted(self, node: fx.Node, info: NodeInfo, sources: list[fx.Node]) -> Layer | None:
         """``F.conv2d(x, self.weight, ...)`` / ``F.linear`` whose weight and bias are parameters

@@ -13,10 +13,12 @@ from typing import TYPE_CHECKING
 
 from cnnforge.ir import (
     HARDWARE_ELTWISE,
+    INPUT,
     Layer,
     Network,
     Op,
 )
+from cnnforge.passes.fold_constants import is_constant_affine, why_not_folded
 from cnnforge.passes.fuse import hardware_activation, why_no_eltwise_act
 from cnnforge.passes.geometry import input_channels
 from cnnforge.passes.host_ops import why_not_host
@@ -80,6 +82,17 @@ _MODEL_LEVEL_HINTS = {
 }
 
 
+def constant_hint(network: Network, layer: Layer) -> str:
+    """Why captured constant arithmetic stays, and what to do about it."""
+    why = why_not_folded(network, layer)
+    if layer.inputs[0] == INPUT:
+        return (
+            f"an input normalization stays because {why}: apply it on the host where the "
+            "input is prepared and remove it from forward()"
+        )
+    return f"a constant scale/shift folds only into the conv/linear next to it; here {why}"
+
+
 def _fmt(values) -> str:
     values = tuple(values)
     return "x".join(str(v) for v in values) if values else "-"
@@ -113,6 +126,8 @@ def unsupported_op(ctx: Context, layer: Layer) -> Iterator[Violation]:
         yield ctx.violation(layer, "unsupported-op", layer.opaque_kind, "a hardware layer", hint)
         return
     hint = _MODEL_LEVEL_HINTS.get(layer.op, "no hardware operation computes this")
+    if is_constant_affine(layer):
+        hint = constant_hint(ctx.network, layer)
     label = layer.label()
     if layer.op is Op.UPSAMPLE and layer.upsample_mode not in ("", "nearest"):
         hint, label = opaque_hint(layer.upsample_mode), f"upsample {layer.upsample_mode}"
