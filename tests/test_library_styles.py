@@ -208,3 +208,30 @@ def test_constant_arithmetic_capture_and_fold_are_exact(
     shifted = shift or op in ("add", "sub", "rsub")
     folded = not [x for x in lowered.network.layers if x.op is Op.BATCHNORM]
     assert folded == (not shifted or padding == 0)
+
+
+@pytest.mark.parametrize("how", ["fx", "export"])
+def test_unused_parameters_are_reported(how: str, capsys: pytest.CaptureFixture[str]) -> None:
+    model = styles.UnusedStages().eval()
+    if how == "fx":
+        network = capture(model, (3, 16, 16))
+    else:
+        network = capture_export(model, (3, 16, 16), "u").with_unused(model)
+    assert network.unused_params == (
+        ("stages.2.weight", 576),
+        ("stages.2.bias", 8),
+        ("stages.3.weight", 576),
+        ("stages.3.bias", 8),
+    )
+    with pytest.raises(SystemExit):
+        main(["analyze", f"{STYLES_FILE}:UnusedStages", "-i", "3,16,16"])
+    out = capsys.readouterr().out
+    assert (
+        "1,168 parameters (4 tensors) of the module are not used by forward: stages.2, stages.3"
+        in out
+    )
+    with pytest.raises(SystemExit):
+        main(["analyze", f"{STYLES_FILE}:UnusedStages", "-i", "3,16,16", "--json", "-"])
+    report = json.loads(capsys.readouterr().out)
+    assert report["unused_parameters"]["params"] == 1168
+    assert report["totals"]["params"] + 1168 == sum(p.numel() for p in model.parameters())

@@ -186,6 +186,9 @@ class Network:
     #: or a SOFTMAX ``reduce_kind`` over the channels ("softmax", "log_softmax", "argmax",
     #: "argmax:keepdim"); see passes/host_ops.py. Known answers are taken before it.
     host_reduce: tuple[str, ...] = ()
+    #: ``(module path, numel)`` of each parameter of the captured module that forward() does
+    #: not use (encoder stages beyond the depth used): reported by analyze, never lowered.
+    unused_params: tuple[tuple[str, int], ...] = ()
 
     def __post_init__(self) -> None:
         if not self.outputs and self.layers:

@@ -51,6 +51,7 @@ def analyze_network(
         weight_bits=weight_bits if isinstance(weight_bits, int) else 8,
         layers=tuple(rows),
         totals=_totals(network, rows),
+        unused_params=network.unused_params,
     )
 
 

@@ -88,8 +88,19 @@ class _ExportBuilder(LayerLog):
         network = Network(
             name, input_shape, tuple(self.layers), outputs=tuple(dict.fromkeys(outputs))
         )
+        used = frozenset(
+            str(spec.target)
+            for spec, node in zip(specs, placeholders, strict=True)
+            if spec.kind is InputKind.PARAMETER and node.users
+        )
         return Captured(
-            network, tuple(outputs), self.graph, self._graph_args, self.given, "torch.export"
+            network,
+            tuple(outputs),
+            self.graph,
+            self._graph_args,
+            self.given,
+            "torch.export",
+            used_params=used,
         )
 
     def _lifted(self, spec: Any) -> Any:

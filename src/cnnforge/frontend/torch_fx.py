@@ -195,7 +195,10 @@ def capture_fx(module: nn.Module, input_shape: Sequence[int], name: str | None =
             hint="cnnforge compiles models with exactly one input tensor",
         )
     recorder = _propagate(gm, input_shape)
-    return _Builder(gm, recorder).captured(name or type(module).__name__, input_shape)
+    captured = _Builder(gm, recorder).captured(name or type(module).__name__, input_shape)
+    if _Tracer().is_leaf_module(module, ""):  # traced wrapped (trace_graph): all of it is used
+        captured.used_params = frozenset(name for name, _ in module.named_parameters())
+    return captured
 
 
 class _Builder(LayerLog):
@@ -231,7 +234,8 @@ class _Builder(LayerLog):
         network = Network(
             name, input_shape, tuple(self.layers), outputs=tuple(dict.fromkeys(outputs))
         )
-        return Captured(network, outputs, self.gm, lambda x: (x,), self.given)
+        used = frozenset(name for name, _ in self.gm.named_parameters())
+        return Captured(network, outputs, self.gm, lambda x: (x,), self.given, used_params=used)
 
     def _outputs(self, node: fx.Node) -> tuple[str, ...]:
         names = []
