@@ -57,7 +57,7 @@ class Analysis:
     unused_params: tuple[tuple[str, int], ...] = ()
 
     def unused_line(self, shown: int = 3) -> str:
-        """ "N parameters (M tensors) of the module are not used by forward: a, b, c, ..."
+        """The line "N parameters (M tensors) of the module are not used by forward: a, b, ..."
         ('' when all are used)."""
         if not self.unused_params:
             return ""
