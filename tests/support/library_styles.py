@@ -198,3 +198,26 @@ STYLES = {
     "NormalizedInput": (3, 16, 16),
     "BilinearHead": (3, 32, 32),
 }
+
+
+class LRASPPStyle(nn.Module):
+    """torchvision's LRASPP head: a stride-8 encoder, a global-pooling gate multiplied back,
+    and an ``align_corners=True`` bilinear upsample to the input (captured by torch.export)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.encoder = nn.Sequential(
+            *(m for i in range(3) for m in (nn.Conv2d(3 if i == 0 else 8, 8, 3, 2, 1), nn.ReLU()))
+        )
+        self.cbr = nn.Conv2d(8, 8, 1)
+        self.scale = nn.Conv2d(8, 8, 1)
+        self.classifier = nn.Conv2d(8, 2, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        f = self.encoder(x)
+        gate = torch.sigmoid(self.scale(F.adaptive_avg_pool2d(f, 1)))
+        y = self.classifier(F.relu(self.cbr(f)) * gate)
+        return F.interpolate(y, size=x.shape[-2:], mode="bilinear", align_corners=True)
+
+
+STYLES["LRASPPStyle"] = (3, 32, 32)
