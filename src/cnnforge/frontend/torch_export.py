@@ -148,7 +148,7 @@ class _ExportBuilder(LayerLog):
         info = self._info(node, feeds, value)
         inplace = op.endswith("_") and not op.startswith("_") and not op.endswith("__")
         op = op[:-1] if inplace else op  # relu_, leaky_relu_, add_: what they compute
-        kind = f"aten.{op}"
+        kind = _UPSAMPLE_NAMES.get(op, f"aten.{op}")  # one name per op, as torch.fx's
         params = tuple(self.constants[n] for n in node.all_input_nodes if n in self.params)
         mapper = ATEN_MAPPERS.get(op)
         if len(feeds) == 1 and op in ARITHMETIC and (affine := self._affine(node, info, op)):
@@ -260,6 +260,16 @@ class _ExportBuilder(LayerLog):
         if len(shape) < 2 or shape[0] != 1:
             raise ModelError(f"{node.name} gives shape {shape}: batch dim lost", where=node.name)
         return shape[1:]
+
+
+#: ATen upsampling ops, named as the torch.fx frontend and check name them.
+_UPSAMPLE_NAMES = {
+    "upsample_nearest1d": "upsample nearest",
+    "upsample_nearest2d": "upsample nearest",
+    "upsample_bilinear2d": "upsample bilinear",
+    "upsample_bicubic2d": "upsample bicubic",
+    "upsample_linear1d": "upsample linear",
+}
 
 
 def _first_tensor(value: Any) -> torch.Tensor | None:

@@ -167,6 +167,12 @@ def opaque_hint(kind: str) -> str:
     for key, hint in _OPAQUE_HINTS.items():
         if name.startswith(key.replace("_", "")):
             return hint
+    if "not by an integer factor" in kind:
+        return (
+            "the input size is not a multiple of the network's total downsampling, so an "
+            "upsampling is by a non-integer factor: use an input size that is a multiple of "
+            "2^depth (8 or 16 for most U-Nets)"
+        )
     if "bilinear" in kind or "bicubic" in kind or "linear" in kind.partition(":")[2]:
         return _OPAQUE_HINTS["upsample_bilinear2d"]
     return (
@@ -218,7 +224,8 @@ def _padding(ctx: Context, layer: Layer, pads: tuple[int, ...]) -> Iterator[Viol
         yield ctx.violation(layer, "pad", _fmt(pad), "one value for all sides", hint)
     kmin = min(layer.kernel_size or (1,))
     if max(pad) not in pads or max(pad) >= kmin:
-        limit = f"{_fmt(pads)} and < kernel size {kmin}"
+        legal = [str(p) for p in pads if p < kmin]
+        limit = f"{' or '.join(legal) or 'none'} (below the kernel size {kmin})"
         hint = "pad 0, 1 or 2, smaller than the kernel; retrain with a legal pad"
         yield ctx.violation(layer, "pad", max(pad), limit, hint)
 
