@@ -86,3 +86,35 @@ def test_hints_cite_no_spec_files() -> None:
             quoted = text.startswith('"') and not text.startswith('"""')
             if "devices.md" in text and ("hint" in text or quoted):
                 raise AssertionError(f"{path.name}: {line.strip()}")
+
+
+class _BigCat(nn.Module):
+    """Too many 8-bit weights for MAX78000 and a [256, 256] concatenation no width places."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a = nn.Conv2d(3, 256, 3, padding=1)
+        self.b = nn.Conv2d(256, 256, 3, padding=1)
+        self.c = nn.Conv2d(256, 256, 3, padding=1)
+        self.d = nn.Conv2d(512, 16, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        a = torch.relu(self.a(x))
+        b = torch.relu(self.b(a))
+        c = torch.relu(self.c(b))
+        return self.d(torch.cat([b, c], 1))
+
+
+def test_check_lists_width_independent_blockers_with_kernel_memory() -> None:
+    from cnnforge.passes.check import INDEPENDENT, check_report
+
+    report = check_report(capture(_BigCat().eval(), (3, 8, 8)), get_device("MAX78000"))
+    rules = [v.rule for v in report.violations]
+    assert "kernel-memory" in rules and "placement" in rules  # both, in one run
+    placement = next(v for v in report.violations if v.rule == "placement")
+    assert placement.hint.startswith(INDEPENDENT) and "interleaved" in placement.actual
+    for v in report.violations:
+        if v.rule == "kernel-memory":
+            assert "not enough alone" in v.hint
+    auto = check_report(capture(_BigCat().eval(), (3, 8, 8)), get_device("MAX78000"), "auto")
+    assert [v.rule for v in auto.violations] == ["placement"]  # what auto leaves was listed

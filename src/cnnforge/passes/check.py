@@ -11,6 +11,7 @@ is a promise that ``plan`` and ``compile`` place the network), and return a ``Ch
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -203,6 +204,35 @@ def _need_dict(need: KernelNeed) -> dict:
     }
 
 
+#: Rules that narrower weights can fix (the others stay whatever the widths).
+WIDTH_RULES = frozenset({"kernel-memory"})
+
+#: The mark of a violation no weight width changes.
+INDEPENDENT = "independent of weight bits"
+
+
+def beyond_weight_bits(
+    network: Network, device: Device, violations: tuple[Violation, ...]
+) -> tuple[Violation, ...]:
+    """Only kernel memory is short: plan with the narrowest widths that fit it, so that the
+    placement constraints no width changes (concatenation interleaving, channel structure)
+    are listed in the same run; the ``--weight-bits auto`` suggestion is withdrawn when they
+    exist (it would not suffice)."""
+    choice = choose_weight_bits(network, device)
+    if not choice.fits:
+        return violations
+    placed = placement_violations(network, device, choice.bits)
+    if not placed:
+        return violations
+    marked = tuple(dataclasses.replace(v, hint=f"{INDEPENDENT}: {v.hint}") for v in placed)
+    note = "--weight-bits auto, not enough alone: see the placement violation"
+    kept = tuple(
+        dataclasses.replace(v, hint=v.hint.replace("--weight-bits auto", note))
+        for v in violations
+    )
+    return kept + marked
+
+
 def check_report(
     network: Network, device: Device, weight_bits: int | str | dict[str, int] | None = None
 ) -> CheckReport:
@@ -222,6 +252,8 @@ def check_report(
     violations = check_network(net, device, bits)
     if not violations:  # the promise: what check passes, plan and compile place
         violations = placement_violations(net, device, bits)
+    elif all(v.rule in WIDTH_RULES for v in violations):
+        violations = beyond_weight_bits(net, device, violations)
     return CheckReport(
         device=device.name,
         network=net,
