@@ -227,8 +227,7 @@ def beyond_weight_bits(
     marked = tuple(dataclasses.replace(v, hint=f"{INDEPENDENT}: {v.hint}") for v in placed)
     note = "--weight-bits auto, not enough alone: see the placement violation"
     kept = tuple(
-        dataclasses.replace(v, hint=v.hint.replace("--weight-bits auto", note))
-        for v in violations
+        dataclasses.replace(v, hint=v.hint.replace("--weight-bits auto", note)) for v in violations
     )
     return kept + marked
 
