@@ -118,3 +118,21 @@ def test_check_lists_width_independent_blockers_with_kernel_memory() -> None:
             assert "not enough alone" in v.hint
     auto = check_report(capture(_BigCat().eval(), (3, 8, 8)), get_device("MAX78000"), "auto")
     assert [v.rule for v in auto.violations] == ["placement"]  # what auto leaves was listed
+
+
+def test_violation_on_a_rewrite_made_layer_names_the_rewrite_and_the_users_op() -> None:
+    from cnnforge.passes.check import check_report
+
+    class Up(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.a = nn.Conv2d(3, 512, 3, padding=1)
+            self.c = nn.Conv2d(512, 4, 3, padding=1)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.c(F.interpolate(torch.relu(self.a(x)), scale_factor=2))
+
+    report = check_report(capture(Up().eval(), (3, 4, 4)), get_device("MAX78000"))
+    up = [v for v in report.violations if v.layer == "interpolate"]
+    assert up and "upsample-nearest rewrite of upsample interpolate" in up[0].hint
+    assert "--weight-bits" not in up[0].hint

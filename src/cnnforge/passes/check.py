@@ -232,6 +232,28 @@ def beyond_weight_bits(
     return kept + marked
 
 
+#: Rewrites whose layer computes what the user's op did with weights the rewrite made.
+_MADE_WEIGHTS = frozenset({"upsample-nearest", "eltwise-activation", "passthrough"})
+
+
+def _made_by_rewrite(
+    violation: Violation, model: Network, lowered: Network, rewrites: tuple[Rewrite, ...]
+) -> Violation:
+    """A violation on a layer a rewrite turned into a conv (an identity conv carrying an
+    activation, a nearest upsample as identity kernels) names the rewrite and the user's op;
+    kernel memory there is not the user's weights to narrow."""
+    made = [r for r in rewrites if r.layer == violation.layer and r.rule in _MADE_WEIGHTS]
+    if not made or violation.layer not in {x.name for x in lowered.layers}:
+        return violation
+    before = {x.name: x for x in model.layers}.get(violation.layer)
+    what = f"{before.label()} {before.module_path or before.name}" if before else made[0].detail
+    note = f"this layer is the {made[0].rule} rewrite of {what}, with weights the rewrite made"
+    hint = violation.hint
+    if violation.rule == "kernel-memory":
+        hint = "its identity kernels are not weights to narrow: use fewer channels there"
+    return dataclasses.replace(violation, hint=f"{note}; {hint}")
+
+
 def check_report(
     network: Network, device: Device, weight_bits: int | str | dict[str, int] | None = None
 ) -> CheckReport:
@@ -253,6 +275,7 @@ def check_report(
         violations = placement_violations(net, device, bits)
     elif all(v.rule in WIDTH_RULES for v in violations):
         violations = beyond_weight_bits(net, device, violations)
+    violations = tuple(_made_by_rewrite(v, network, net, lowered.rewrites) for v in violations)
     return CheckReport(
         device=device.name,
         network=net,
