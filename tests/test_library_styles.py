@@ -141,8 +141,9 @@ def test_other_readers_of_a_stack_name_the_op(capsys: pytest.CaptureFixture[str]
         def forward(self, x: torch.Tensor) -> torch.Tensor:
             return torch.stack([self.a(x), self.b(x)]).amax(dim=0)
 
-    with pytest.raises(ModelError, match=r"amax reads a torch.stack"):
+    with pytest.raises(ModelError, match=r"amax reads a torch.stack") as exc:
         capture(StackMax(), (3, 8, 8))
+    assert f"(at {__file__}:" in str(exc.value)  # the user's file:line
 
 
 @pytest.mark.parametrize("name", ["ConstantScales", "StackMeanFPN"])

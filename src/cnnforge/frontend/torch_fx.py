@@ -14,9 +14,11 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import operator
+import re
 from collections import OrderedDict
 from collections.abc import Sequence
 from itertools import chain
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -45,6 +47,10 @@ __all__ = ["capture_fx", "load_model", "trace", "trace_graph"]
 
 class _Tracer(fx.Tracer):
     """Keeps cnnforge.nn QAT modules (anything with ``cnnforge_layer``) as leaves."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.record_stack_traces = True  # so that a failure names the user's file:line
 
     def is_leaf_module(self, m: nn.Module, module_qualified_name: str) -> bool:
         return hasattr(m, "cnnforge_layer") or super().is_leaf_module(m, module_qualified_name)
@@ -438,11 +444,22 @@ class _Builder(LayerLog):
         return shape[1:]
 
     def _fail(self, node: fx.Node, what: str) -> ModelError:
+        line = _user_line(node)
         return ModelError(
-            what,
+            f"{what} (at {line})" if line else what,
             where=_module_path(node),
             hint=SUPPORTED_HINT,
         )
+
+
+def _user_line(node: fx.Node) -> str:
+    """``file.py:line`` of the user's code that made ``node`` (its first recorded frame
+    outside torch), or ''."""
+    skip = str(Path(torch.__file__).parent)
+    for match in re.finditer(r'File "([^"]+)", line (\d+)', node.stack_trace or ""):
+        if not match.group(1).startswith(skip):
+            return f"{match.group(1)}:{match.group(2)}"
+    return ""
 
 
 def _module_path(node: fx.Node) -> str:
