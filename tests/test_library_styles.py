@@ -249,3 +249,13 @@ def test_receptive_fields_are_bounded_by_the_input(name: str, stride: int) -> No
     last = analysis.layers[-1]
     assert last.rf_size == (shape[1], shape[2])  # the gate saw the whole input
     assert last.rf_stride == (stride, stride)
+
+
+def test_functional_batch_norm_on_own_statistics_folds() -> None:
+    model = styles.TimmStyle().eval()
+    network = capture(model, (3, 16, 16))
+    assert [x.op for x in network.layers][:2] == [Op.CONV2D, Op.BATCHNORM]
+    assert network.layers[1].name == "bn"
+    lowered = lower_to_hardware(network)
+    assert [x.op for x in lowered.network.layers] == [Op.CONV2D]
+    assert analyze_network(network).totals.params == sum(p.numel() for p in model.parameters())

@@ -221,3 +221,32 @@ class LRASPPStyle(nn.Module):
 
 
 STYLES["LRASPPStyle"] = (3, 32, 32)
+
+
+class BatchNormAct2d(nn.BatchNorm2d):
+    """timm's BatchNormAct2d: ``F.batch_norm`` on its own statistics, then an activation."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = F.batch_norm(
+            x, self.running_mean, self.running_var, self.weight, self.bias, self.training,
+            0.1, self.eps,
+        )  # fmt: skip
+        return F.relu(x)
+
+
+class TimmStyle(nn.Module):
+    """A conv and timm's BatchNormAct2d (folded into the conv like a BatchNorm2d)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(3, 8, 3, padding=1, bias=False)
+        self.bn = BatchNormAct2d(8)
+        with torch.no_grad():
+            self.bn.running_mean.uniform_(-1, 1)
+            self.bn.running_var.uniform_(0.5, 2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.bn(self.conv(x))
+
+
+STYLES["TimmStyle"] = (3, 16, 16)
