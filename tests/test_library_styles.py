@@ -259,3 +259,20 @@ def test_functional_batch_norm_on_own_statistics_folds() -> None:
     lowered = lower_to_hardware(network)
     assert [x.op for x in lowered.network.layers] == [Op.CONV2D]
     assert analyze_network(network).totals.params == sum(p.numel() for p in model.parameters())
+
+
+def test_zoo_external_rows_on_a_library_style_model(monkeypatch: pytest.MonkeyPatch) -> None:
+    """benchmarks/zoo_external.py's row (run in its own venv on the real libraries), here on a
+    fixture: params against numel, MACs against hooks, both checks."""
+    import importlib.util
+
+    path = Path(__file__).parents[1] / "benchmarks" / "zoo_external.py"
+    spec = importlib.util.spec_from_file_location("zoo_external", path)
+    assert spec is not None and spec.loader is not None
+    zoo = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(zoo)
+    monkeypatch.setitem(zoo.MODELS, "EfficientStyle", styles.EfficientStyle)
+    cells = zoo.row("EfficientStyle", 32)
+    assert len(cells) == len(zoo.HEADER)
+    assert cells[1] == "892 (+0 unused) / 892" and cells[2].endswith("(=)")
+    assert "unsupported-op" in cells[4] and cells[6] == "-"
