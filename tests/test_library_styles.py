@@ -70,9 +70,10 @@ def test_functional_convs_are_convs_in_fx_and_export(name: str) -> None:
 
 
 def test_conv_subclass_layers_are_named_after_the_module() -> None:
-    network = trace(styles.EfficientStyle().eval(), (3, 32, 32))
-    names = {layer.name for layer in network.layers if layer.op is Op.CONV2D}
-    assert {"stem", "dw", "head"} <= names
+    model = styles.EfficientStyle().eval()
+    for network in (trace(model, (3, 32, 32)), capture_export(model, (3, 32, 32), "e").network):
+        names = {layer.name for layer in network.layers if layer.op is Op.CONV2D}
+        assert {"stem", "dw", "head"} <= names
 
 
 class _SameConv(nn.Conv2d):

@@ -67,6 +67,7 @@ class _ExportBuilder(LayerLog):
         super().__init__()
         self.constants: dict[fx.Node, Any] = {}  # parameters, buffers and what they compute
         self.params: set[fx.Node] = set()
+        self.param_names: dict[fx.Node, str] = {}  # parameter placeholder -> its module path
         self.stacks: dict[fx.Node, list[fx.Node]] = {}  # aten.stack of feature maps
 
     def captured(self, name: str, input_shape: tuple[int, ...]) -> Captured:
@@ -79,6 +80,7 @@ class _ExportBuilder(LayerLog):
                 self.constants[node] = self._lifted(spec)
                 if spec.kind is InputKind.PARAMETER:
                     self.params.add(node)
+                    self.param_names[node] = str(spec.target)
         outputs: list[str] = []
         for node in self.graph.graph.nodes:
             if node.op == "call_function":
@@ -244,13 +246,21 @@ class _ExportBuilder(LayerLog):
         stack = node.meta.get("nn_module_stack") or {}
         path, cls = next(reversed(stack.values())) if stack else ("", "")
         path = str(path)
-        leaf = str(cls).startswith("torch.nn.modules.") and path not in self.used
+        leaf = str(cls).startswith("torch.nn.modules.") or self._own_weight(node, path)
+        leaf = leaf and path not in self.used
         return NodeInfo(
             name=unique_name(path if leaf and path else node.name, self.used),
             module_path=path if leaf else (f"{path}/{node.name}" if path else node.name),
             inputs=tuple(self.alias[n] for n in feeds),
             in_shapes=tuple(self._shape(n, _first_tensor(n.meta.get("val"))) for n in feeds),
             out_shape=self._shape(node, value),
+        )
+
+    def _own_weight(self, node: fx.Node, path: str) -> bool:
+        """``node`` reads the ``weight`` parameter of the module at ``path`` (a conv subclass
+        with its own forward calling F.conv2d): named after that module."""
+        return bool(path) and any(
+            self.param_names.get(n) == f"{path}.weight" for n in node.all_input_nodes
         )
 
     def _shape(self, node: fx.Node, value: Any) -> tuple[int, ...]:
