@@ -48,9 +48,10 @@ __all__ = ["capture_fx", "load_model", "trace", "trace_graph"]
 class _Tracer(fx.Tracer):
     """Keeps cnnforge.nn QAT modules (anything with ``cnnforge_layer``) as leaves."""
 
-    def __init__(self) -> None:
+    def __init__(self, stack_traces: bool = False) -> None:
         super().__init__()
-        self.record_stack_traces = True  # so that a failure names the user's file:line
+        # on a failure only (recording imports torch._dynamo, 1-2 s): the user's file:line
+        self.record_stack_traces = stack_traces
 
     def is_leaf_module(self, m: nn.Module, module_qualified_name: str) -> bool:
         return hasattr(m, "cnnforge_layer") or super().is_leaf_module(m, module_qualified_name)
@@ -201,7 +202,10 @@ def capture_fx(module: nn.Module, input_shape: Sequence[int], name: str | None =
             hint="cnnforge compiles models with exactly one input tensor",
         )
     recorder = _propagate(gm, input_shape)
-    captured = _Builder(gm, recorder).captured(name or type(module).__name__, input_shape)
+    try:
+        captured = _Builder(gm, recorder).captured(name or type(module).__name__, input_shape)
+    except ModelError as exc:
+        raise _with_user_line(module, exc) from None
     if _Tracer().is_leaf_module(module, ""):  # traced wrapped (trace_graph): all of it is used
         captured.used_params = frozenset(name for name, _ in module.named_parameters())
     return captured
@@ -444,12 +448,20 @@ class _Builder(LayerLog):
         return shape[1:]
 
     def _fail(self, node: fx.Node, what: str) -> ModelError:
-        line = _user_line(node)
-        return ModelError(
-            f"{what} (at {line})" if line else what,
-            where=_module_path(node),
-            hint=SUPPORTED_HINT,
-        )
+        return ModelError(what, where=_module_path(node), hint=SUPPORTED_HINT)
+
+
+def _with_user_line(module: nn.Module, exc: ModelError) -> ModelError:
+    """``exc`` with the user's file:line of the node it names (``where``), found by tracing
+    again with stack traces recorded."""
+    try:
+        graph = _Tracer(stack_traces=True).trace(module, concrete_args=_defaults(module) or None)
+    except Exception:
+        return exc
+    for node in graph.nodes:
+        if _module_path(node) == exc.where and (line := _user_line(node)):
+            return ModelError(f"{exc.what} (at {line})", where=exc.where, hint=exc.hint)
+    return exc
 
 
 def _user_line(node: fx.Node) -> str:
