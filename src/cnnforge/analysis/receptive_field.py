@@ -52,6 +52,13 @@ class ReceptiveField:
             offset.append(o + (c - 1) * j)
         return ReceptiveField(tuple(size), tuple(stride), tuple(offset), grid, self.bound).whole()
 
+    def bounded_size(self) -> tuple[Fraction, ...]:
+        """The size as reported: at most the network input (a window reaching past it, into
+        padding, sees the whole input; the arithmetic keeps the unbounded window)."""
+        if not self.bound or len(self.bound) != len(self.size):
+            return self.size
+        return tuple(min(r, Fraction(b)) for r, b in zip(self.size, self.bound, strict=True))
+
     def whole(self) -> ReceptiveField:
         """Along an axis with one output pixel whose window covers the whole input, the field
         is the input itself (size = input, centred): exact, since no other pixel shares it."""
