@@ -169,6 +169,8 @@ class Layer:
             return self.reduce_kind
         if self.op is Op.OPAQUE and self.opaque_kind:
             return self.opaque_kind
+        if self.op is Op.BATCHNORM and self.batchnorm is not None and self.batchnorm.eps == 0:
+            return "scale"  # constant arithmetic captured as an affine map (frontend/affine.py)
         return self.op.value
 
 
@@ -185,6 +187,9 @@ class Network:
     #: or a SOFTMAX ``reduce_kind`` over the channels ("softmax", "log_softmax", "argmax",
     #: "argmax:keepdim"); see passes/host_ops.py. Known answers are taken before it.
     host_reduce: tuple[str, ...] = ()
+    #: ``(module path, numel)`` of each parameter of the captured module that forward() does
+    #: not use (encoder stages beyond the depth used): reported by analyze, never lowered.
+    unused_params: tuple[tuple[str, int], ...] = ()
 
     def __post_init__(self) -> None:
         if not self.outputs and self.layers:

@@ -51,6 +51,7 @@ def analyze_network(
         weight_bits=weight_bits if isinstance(weight_bits, int) else 8,
         layers=tuple(rows),
         totals=_totals(network, rows),
+        unused_params=network.unused_params,
     )
 
 
@@ -74,7 +75,7 @@ def _row(network: Network, layer: Layer, rf: ReceptiveField, count: str, bits: i
         out_shape=layer.out_shape,
         params=layer_params(layer),
         macs=layer_macs(layer, in_shape, count),
-        rf_size=rf.size,
+        rf_size=rf.bounded_size(),
         rf_stride=rf.stride,
         rf_offset=rf.offset,
         act_bytes_float32=float32_bytes(layer.out_shape),

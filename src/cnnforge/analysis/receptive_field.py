@@ -10,8 +10,13 @@ Each operator has its own field (f, t, c) in its input's coordinates; compositio
 ``offset = offset_in + (c - 1) * stride_in``. For a transposed convolution (upsampling by s,
 crop p, effective kernel k) MatConvNet's rule gives ``f = (k - 1)/s + 1``, ``t = 1/s``,
 ``c = (2p - k + 1)/(2s) + 1``. Nearest upsampling by s sees one input pixel (f = 1), other
-modes two (f = 2), with the same t and c as a transposed conv with k = s. Where several tensors
-meet (concat, element-wise), the largest field is kept, axis by axis.
+modes two (f = 2), with the same t and c as a transposed conv with k = s. Any other op that
+changes the grid (an OPAQUE upsample, say) scales the stride by in/out with c = (1 + t)/2.
+Where several tensors meet (concat, element-wise, a broadcast multiply such as squeeze-excite)
+the largest size is kept, axis by axis, and the stride and offset of the tensor on the output's
+grid (a 1x1 global-pooling branch has no meaningful stride). A single output pixel whose window
+covers the whole network input (``bound``) has exactly the input as its field: a global pooling
+sees the whole input, not more (padding outside it is not input).
 """
 
 from __future__ import annotations
@@ -30,12 +35,13 @@ class ReceptiveField:
     stride: tuple[Fraction, ...]
     offset: tuple[Fraction, ...]
     grid: tuple[int, ...]
+    bound: tuple[int, ...] = ()  # the network input's spatial size: no field is larger
 
     @classmethod
     def identity(cls, grid: tuple[int, ...]) -> ReceptiveField:
         """The network input: every pixel sees itself."""
         one = (Fraction(1),) * len(grid)
-        return cls(one, one, one, grid)
+        return cls(one, one, one, grid, grid)
 
     def then(self, own: tuple[tuple[Fraction, Fraction, Fraction], ...], grid: tuple[int, ...]):
         """Compose with an operator whose own field per axis is (f, t, c)."""
@@ -44,7 +50,25 @@ class ReceptiveField:
             size.append(r + (f - 1) * j)
             stride.append(j * t)
             offset.append(o + (c - 1) * j)
-        return ReceptiveField(tuple(size), tuple(stride), tuple(offset), grid)
+        return ReceptiveField(tuple(size), tuple(stride), tuple(offset), grid, self.bound).whole()
+
+    def bounded_size(self) -> tuple[Fraction, ...]:
+        """The size as reported: at most the network input (a window reaching past it, into
+        padding, sees the whole input; the arithmetic keeps the unbounded window)."""
+        if not self.bound or len(self.bound) != len(self.size):
+            return self.size
+        return tuple(min(r, Fraction(b)) for r, b in zip(self.size, self.bound, strict=True))
+
+    def whole(self) -> ReceptiveField:
+        """Along an axis with one output pixel whose window covers the whole input, the field
+        is the input itself (size = input, centred): exact, since no other pixel shares it."""
+        if not self.bound or len(self.bound) != len(self.size) or len(self.grid) != len(self.size):
+            return self
+        size, offset = list(self.size), list(self.offset)
+        for axis, (r, o, b, g) in enumerate(zip(size, offset, self.bound, self.grid, strict=True)):
+            if g == 1 and o - (r - 1) / 2 <= 1 and o + (r - 1) / 2 >= b:
+                size[axis], offset[axis] = Fraction(b), Fraction(b + 1, 2)
+        return ReceptiveField(tuple(size), self.stride, tuple(offset), self.grid, self.bound)
 
 
 def _conv_own(k: int, s: int, p: int, d: int) -> tuple[Fraction, Fraction, Fraction]:
@@ -82,10 +106,14 @@ def merge(fields: list[ReceptiveField]) -> ReceptiveField:
         return fields[0]
     axes = []
     for axis in range(len(fields[0].size)):
-        best = max(fields, key=lambda rf: rf.size[axis])
-        axes.append((best.size[axis], best.stride[axis], best.offset[axis]))
+        widest = max(len(rf.grid) > axis and rf.grid[axis] for rf in fields)
+        on_grid = [rf for rf in fields if len(rf.grid) > axis and rf.grid[axis] == widest]
+        best = max(on_grid or fields, key=lambda rf: rf.size[axis])
+        size = max(rf.size[axis] for rf in fields)
+        axes.append((size, best.stride[axis], best.offset[axis]))
     size, stride, offset = zip(*axes, strict=True)
-    return ReceptiveField(tuple(size), tuple(stride), tuple(offset), fields[0].grid)
+    grid = max(fields, key=lambda rf: rf.grid).grid
+    return ReceptiveField(tuple(size), tuple(stride), tuple(offset), grid, fields[0].bound)
 
 
 def layer_field(layer: Layer, inputs: list[ReceptiveField]) -> ReceptiveField:
@@ -115,7 +143,10 @@ def layer_field(layer: Layer, inputs: list[ReceptiveField]) -> ReceptiveField:
         return rf.then(tuple((Fraction(1), Fraction(1), Fraction(1 - p)) for p in befores), grid)
     if op is Op.LINEAR or layer.flatten:
         return _whole(rf, grid)
-    return ReceptiveField(rf.size, rf.stride, rf.offset, grid)
+    if len(grid) == n and grid != rf.grid and all(grid) and len(rf.grid) == n:
+        t = tuple(Fraction(i, o) for i, o in zip(rf.grid, grid, strict=True))
+        return rf.then(tuple((max(Fraction(1), s), s, (1 + s) / 2) for s in t), grid)
+    return ReceptiveField(rf.size, rf.stride, rf.offset, grid, rf.bound)
 
 
 def _whole(rf: ReceptiveField, grid: tuple[int, ...]) -> ReceptiveField:

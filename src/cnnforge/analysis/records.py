@@ -53,6 +53,21 @@ class Analysis:
     weight_bits: int
     layers: tuple[LayerStats, ...]
     totals: Totals
+    #: ``(module path, numel)`` of the module's parameters forward() does not use.
+    unused_params: tuple[tuple[str, int], ...] = ()
+
+    def unused_line(self, shown: int = 3) -> str:
+        """The line "N parameters (M tensors) of the module are not used by forward: a, b, ..."
+        ('' when all are used)."""
+        if not self.unused_params:
+            return ""
+        n = sum(size for _, size in self.unused_params)
+        modules = list(dict.fromkeys(p.rpartition(".")[0] or p for p, _ in self.unused_params))
+        more = ", ..." if len(modules) > shown else ""
+        return (
+            f"{n:,} parameters ({len(self.unused_params)} tensors) of the module are not used "
+            f"by forward: {', '.join(modules[:shown])}{more}"
+        )
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON document (schema ``cnnforge-analysis/1``)."""
@@ -64,6 +79,10 @@ class Analysis:
             "weight_bits": self.weight_bits,
             "layers": [_row(s) for s in self.layers],
             "totals": dict(vars(self.totals)),
+            "unused_parameters": {
+                "params": sum(size for _, size in self.unused_params),
+                "tensors": [path for path, _ in self.unused_params],
+            },
         }
 
 

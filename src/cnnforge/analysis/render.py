@@ -79,6 +79,7 @@ def totals_lines(a: Analysis) -> list[tuple[str, str]]:
             f"{human_bytes(t.param_bytes_float32)} float32, "
             f"{human_bytes(t.param_bytes_quantized)} at {a.weight_bits}-bit weights",
         ),
+        *([("unused", a.unused_line())] if a.unused_params else []),
     ]
 
 

@@ -147,6 +147,27 @@ def _bn_no_training(info: NodeInfo, args: Sequence[Any], kwargs: dict[str, Any])
     return _bn(info, *args[:5], arg(args, kwargs, 6, "eps", 1e-5))
 
 
+def _functional_batch_norm(info: NodeInfo, args: Sequence[Any], kwargs: dict[str, Any]) -> Layer:
+    """F.batch_norm(input, running_mean, running_var, weight, bias, training, momentum, eps)
+    on a module's own statistics (timm's BatchNormAct2d)."""
+    a = [arg(args, kwargs, i, n, None) for i, n in enumerate(_F_BN_ARGS)]
+    if a[5]:
+        raise info.fail("batch norm in training mode")
+    return _bn(info, a[0], a[3], a[4], a[1], a[2], a[7] if a[7] is not None else 1e-5)
+
+
+_F_BN_ARGS = (
+    "input",
+    "running_mean",
+    "running_var",
+    "weight",
+    "bias",
+    "training",
+    "momentum",
+    "eps",
+)
+
+
 def _clamp(info: NodeInfo, args: Sequence[Any], kwargs: dict[str, Any]) -> Layer:
     low, high = arg(args, kwargs, 1, "min", None), arg(args, kwargs, 2, "max", None)
     if isinstance(low, torch.Tensor) or isinstance(high, torch.Tensor):
@@ -239,4 +260,15 @@ ATEN_MAPPERS: dict[str, fxf.Mapper] = {
     "lift_fresh_copy": _alias,
     "_to_copy": _alias,
     "to": _alias,
+}
+
+
+#: ``torch.conv2d`` & co. called with a module's own weight (torch.fx's ``call_function``
+#: targets; ``F.conv2d is torch.conv2d``): mapped like the ATen op of the same name.
+WEIGHT_FUNCTIONS: dict[Any, fxf.Mapper] = {
+    torch.conv1d: _conv_nd,
+    torch.conv2d: _conv_nd,
+    torch.conv_transpose2d: _conv_transpose,
+    torch.nn.functional.linear: _linear,
+    torch.nn.functional.batch_norm: _functional_batch_norm,
 }

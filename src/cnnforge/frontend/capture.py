@@ -73,7 +73,7 @@ def _capture(module: nn.Module, shape: tuple[int, ...], name: str | None) -> Net
         if fx_capture is not None:
             mismatch = compare(fx_capture, x, eager)
             if mismatch is None:
-                return fx_capture.network
+                return fx_capture.with_unused(module)
         problem = mismatch if fx_capture is not None else fx_error
         assert problem is not None
         return _export_fallback(module, shape, name, x, eager, problem)
@@ -105,7 +105,7 @@ def _export_fallback(
         ) from None
     mismatch = compare(exported, x, eager)
     if mismatch is None:
-        return exported.network
+        return exported.with_unused(module)
     raise ModelError(
         f"neither torch.fx nor torch.export captures what forward() computes: "
         f"{mismatch.describe('torch.export')}",

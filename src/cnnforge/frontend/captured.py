@@ -30,6 +30,19 @@ class Captured:
     graph_args: Callable[[torch.Tensor], tuple[Any, ...]]
     given_nodes: dict[str, fx.Node] = field(default_factory=dict)
     how: str = "torch.fx"
+    #: Names (module paths) of the parameters the captured graph reads; None: unknown.
+    used_params: frozenset[str] | None = None
+
+    def with_unused(self, module: torch.nn.Module) -> Network:
+        """The network, recording the parameters of ``module`` its forward does not use."""
+        if self.used_params is None:
+            return self.network
+        unused = tuple(
+            (name, int(p.numel()))
+            for name, p in module.named_parameters()
+            if name not in self.used_params
+        )
+        return replace(self.network, unused_params=unused) if unused else self.network
 
     def given_values(self, x: torch.Tensor) -> dict[str, torch.Tensor]:
         """Batched values of the ``given_nodes`` layers when the captured graph runs on ``x``."""

@@ -25,6 +25,7 @@ from torch.export.graph_signature import InputKind, OutputKind
 from torch.utils import _pytree as pytree
 
 from cnnforge.errors import ModelError
+from cnnforge.frontend.affine import ARITHMETIC, affine_layer, stack_reduce_layers
 from cnnforge.frontend.aten_ops import ATEN_MAPPERS
 from cnnforge.frontend.captured import Captured, LayerLog
 from cnnforge.frontend.fx_modules import NodeInfo, opaque_layer, unique_name
@@ -66,6 +67,8 @@ class _ExportBuilder(LayerLog):
         super().__init__()
         self.constants: dict[fx.Node, Any] = {}  # parameters, buffers and what they compute
         self.params: set[fx.Node] = set()
+        self.param_names: dict[fx.Node, str] = {}  # parameter placeholder -> its module path
+        self.stacks: dict[fx.Node, list[fx.Node]] = {}  # aten.stack of feature maps
 
     def captured(self, name: str, input_shape: tuple[int, ...]) -> Captured:
         specs = self.program.graph_signature.input_specs
@@ -77,6 +80,7 @@ class _ExportBuilder(LayerLog):
                 self.constants[node] = self._lifted(spec)
                 if spec.kind is InputKind.PARAMETER:
                     self.params.add(node)
+                    self.param_names[node] = str(spec.target)
         outputs: list[str] = []
         for node in self.graph.graph.nodes:
             if node.op == "call_function":
@@ -86,8 +90,19 @@ class _ExportBuilder(LayerLog):
         network = Network(
             name, input_shape, tuple(self.layers), outputs=tuple(dict.fromkeys(outputs))
         )
+        used = frozenset(
+            str(spec.target)
+            for spec, node in zip(specs, placeholders, strict=True)
+            if spec.kind is InputKind.PARAMETER and node.users
+        )
         return Captured(
-            network, tuple(outputs), self.graph, self._graph_args, self.given, "torch.export"
+            network,
+            tuple(outputs),
+            self.graph,
+            self._graph_args,
+            self.given,
+            "torch.export",
+            used_params=used,
         )
 
     def _lifted(self, spec: Any) -> Any:
@@ -123,6 +138,9 @@ class _ExportBuilder(LayerLog):
         found: list[fx.Node] = []  # in argument order, a tensor given twice counted twice
         fx.node.map_arg((node.args, node.kwargs), lambda n: found.append(n) or n)
         feeds = [n for n in found if n in self.alias]
+        op = getattr(getattr(node.target, "overloadpacket", None), "__name__", str(node.target))
+        if self._stacked(node, op):
+            return
         if not feeds:
             self._constant(node)
             return
@@ -130,14 +148,15 @@ class _ExportBuilder(LayerLog):
         if value is None:
             return  # sizes, asserts: no feature map
         info = self._info(node, feeds, value)
-        op = getattr(getattr(node.target, "overloadpacket", None), "__name__", str(node.target))
         inplace = op.endswith("_") and not op.startswith("_") and not op.endswith("__")
         op = op[:-1] if inplace else op  # relu_, leaky_relu_, add_: what they compute
-        kind = f"aten.{op}"
+        kind = _UPSAMPLE_NAMES.get(op, f"aten.{op}")  # one name per op, as torch.fx's
         params = tuple(self.constants[n] for n in node.all_input_nodes if n in self.params)
         mapper = ATEN_MAPPERS.get(op)
-        if mapper is None:
-            layer: Layer | None = opaque_layer(info, kind, params)
+        if len(feeds) == 1 and op in ARITHMETIC and (affine := self._affine(node, info, op)):
+            layer: Layer | None = affine
+        elif mapper is None:
+            layer = opaque_layer(info, kind, params)
         else:
             args, kwargs = self._concrete(node)
             try:
@@ -147,6 +166,52 @@ class _ExportBuilder(LayerLog):
         self.add(node, layer, info.inputs[0], layer is not None and layer.op is Op.OPAQUE)
         if inplace and feeds:  # later readers of the mutated tensor see the result
             self.alias[feeds[0]] = self.alias[node]
+
+    def _stacked(self, node: fx.Node, op: str) -> bool:
+        """``aten.stack`` of same-shape feature maps along dim 0 (kept aside) and its
+        ``sum``/``mean`` over dim 0 (an N-input add); another reader of such a stack fails
+        naming the op. False for nodes that are neither."""
+        if op == "stack":
+            items = node.args[0]
+            dim = node.args[1] if len(node.args) > 1 else node.kwargs.get("dim", 0)
+            if dim != 0 or not all(isinstance(t, fx.Node) and t in self.alias for t in items):
+                return False
+            shapes = {self._shape(t, _first_tensor(t.meta.get("val"))) for t in items}
+            if len(shapes) != 1:
+                return False
+            self.stacks[node] = list(items)
+            return True
+        reads = [n for n in node.all_input_nodes if n in self.stacks]
+        if not reads:
+            return False
+        dim = node.args[1] if len(node.args) > 1 else node.kwargs.get("dim")
+        keep = node.args[2] if len(node.args) > 2 else node.kwargs.get("keepdim", False)
+        source = node.args[0]
+        if op in ("sum", "mean") and source in self.stacks and list(dim or ()) == [0] and not keep:
+            items = self.stacks[source]
+            value = node.meta["val"]
+            info = self._info(node, items, value)
+            for layer in stack_reduce_layers(info, op):
+                self.add(node, layer, info.inputs[0])
+            self.alias.setdefault(node, info.inputs[0])
+            return True
+        raise ModelError(
+            f"aten.{op} reads a torch.stack of feature maps: only stack(features).sum(dim=0) "
+            "or .mean(dim=0) (an N-input add) is supported",
+            where=self._info(node, [], node.meta["val"]).module_path,
+        )
+
+    def _affine(self, node: fx.Node, info: NodeInfo, op: str) -> Layer | None:
+        """A feature map and a constant (a number, or one number per channel) combined by
+        add/sub/mul/div: a constant affine layer (frontend/affine.py)."""
+        args, kwargs = self._concrete(node)
+        if len(args) < 2 or "rounding_mode" in kwargs:
+            return None
+        first = node.args[0] in self.alias
+        other = args[1] if first else args[0]
+        if isinstance(other, torch.Tensor) and other.device.type == "meta":
+            return None
+        return affine_layer(info, ARITHMETIC[op], other, first, kwargs.get("alpha", 1))
 
     def _getitem(self, node: fx.Node) -> None:
         source, index = node.args
@@ -181,13 +246,21 @@ class _ExportBuilder(LayerLog):
         stack = node.meta.get("nn_module_stack") or {}
         path, cls = next(reversed(stack.values())) if stack else ("", "")
         path = str(path)
-        leaf = str(cls).startswith("torch.nn.modules.") and path not in self.used
+        leaf = str(cls).startswith("torch.nn.modules.") or self._own_weight(node, path)
+        leaf = leaf and path not in self.used
         return NodeInfo(
             name=unique_name(path if leaf and path else node.name, self.used),
             module_path=path if leaf else (f"{path}/{node.name}" if path else node.name),
             inputs=tuple(self.alias[n] for n in feeds),
             in_shapes=tuple(self._shape(n, _first_tensor(n.meta.get("val"))) for n in feeds),
             out_shape=self._shape(node, value),
+        )
+
+    def _own_weight(self, node: fx.Node, path: str) -> bool:
+        """``node`` reads the ``weight`` parameter of the module at ``path`` (a conv subclass
+        with its own forward calling F.conv2d): named after that module."""
+        return bool(path) and any(
+            self.param_names.get(n) == f"{path}.weight" for n in node.all_input_nodes
         )
 
     def _shape(self, node: fx.Node, value: Any) -> tuple[int, ...]:
@@ -197,6 +270,16 @@ class _ExportBuilder(LayerLog):
         if len(shape) < 2 or shape[0] != 1:
             raise ModelError(f"{node.name} gives shape {shape}: batch dim lost", where=node.name)
         return shape[1:]
+
+
+#: ATen upsampling ops, named as the torch.fx frontend and check name them.
+_UPSAMPLE_NAMES = {
+    "upsample_nearest1d": "upsample nearest",
+    "upsample_nearest2d": "upsample nearest",
+    "upsample_bilinear2d": "upsample bilinear",
+    "upsample_bicubic2d": "upsample bicubic",
+    "upsample_linear1d": "upsample linear",
+}
 
 
 def _first_tensor(value: Any) -> torch.Tensor | None:

@@ -11,11 +11,14 @@ unsupported operations and input shapes the model cannot take raise one-line cnn
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import operator
+import re
 from collections import OrderedDict
 from collections.abc import Sequence
 from itertools import chain
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -24,6 +27,8 @@ from torch import nn
 from torch.utils import _pytree as pytree
 
 from cnnforge.errors import InputError, ModelError
+from cnnforge.frontend.affine import ARITHMETIC, affine_layer, stack_reduce_layers
+from cnnforge.frontend.aten_ops import WEIGHT_FUNCTIONS
 from cnnforge.frontend.captured import Captured, LayerLog, owned_arrays
 from cnnforge.frontend.fx_functions import METHOD_MAPPERS, function_mapper
 from cnnforge.frontend.fx_modules import (
@@ -42,6 +47,11 @@ __all__ = ["capture_fx", "load_model", "trace", "trace_graph"]
 
 class _Tracer(fx.Tracer):
     """Keeps cnnforge.nn QAT modules (anything with ``cnnforge_layer``) as leaves."""
+
+    def __init__(self, stack_traces: bool = False) -> None:
+        super().__init__()
+        # on a failure only (recording imports torch._dynamo, 1-2 s): the user's file:line
+        self.record_stack_traces = stack_traces
 
     def is_leaf_module(self, m: nn.Module, module_qualified_name: str) -> bool:
         return hasattr(m, "cnnforge_layer") or super().is_leaf_module(m, module_qualified_name)
@@ -192,7 +202,13 @@ def capture_fx(module: nn.Module, input_shape: Sequence[int], name: str | None =
             hint="cnnforge compiles models with exactly one input tensor",
         )
     recorder = _propagate(gm, input_shape)
-    return _Builder(gm, recorder).captured(name or type(module).__name__, input_shape)
+    try:
+        captured = _Builder(gm, recorder).captured(name or type(module).__name__, input_shape)
+    except ModelError as exc:
+        raise _with_user_line(module, exc) from None
+    if _Tracer().is_leaf_module(module, ""):  # traced wrapped (trace_graph): all of it is used
+        captured.used_params = frozenset(name for name, _ in module.named_parameters())
+    return captured
 
 
 class _Builder(LayerLog):
@@ -206,6 +222,8 @@ class _Builder(LayerLog):
         self.constants: set[fx.Node] = set()  # tensors computed without the network input
         self.multi: set[fx.Node] = set()  # nodes whose value is a tuple of tensors
         self.paid: set[fx.Node] = set()  # tuple-valued modules whose parameters are counted
+        self.stacks: dict[fx.Node, list[fx.Node]] = {}  # torch.stack of feature maps
+        self.real: dict[fx.Node, Any] = {}  # real values of derived constants (weights)
 
     def captured(self, name: str, input_shape: tuple[int, ...]) -> Captured:
         outputs: tuple[str, ...] = ()
@@ -226,7 +244,8 @@ class _Builder(LayerLog):
         network = Network(
             name, input_shape, tuple(self.layers), outputs=tuple(dict.fromkeys(outputs))
         )
-        return Captured(network, outputs, self.gm, lambda x: (x,), self.given)
+        used = frozenset(name for name, _ in self.gm.named_parameters())
+        return Captured(network, outputs, self.gm, lambda x: (x,), self.given, used_params=used)
 
     def _outputs(self, node: fx.Node) -> tuple[str, ...]:
         names = []
@@ -253,13 +272,19 @@ class _Builder(LayerLog):
         self.add(node, layer, info.inputs[0], given=True)
 
     def _map(self, node: fx.Node) -> None:
+        if self._stacked(node):
+            return
         sources = self._tensor_args(node)
         if not any(n in self.alias for n in sources):
             self.constants.add(node)  # computed from parameters/constants only: not a layer
             return
         info = self._info(node)
         consts = tuple(self._constant_value(n) for n in sources if n in self.constants)
-        if consts:  # a feature map combined with a parameter tensor: no IR op takes that
+        if (weighted := self._weighted(node, info, sources)) is not None:
+            layer: Layer | None = weighted
+        elif (affine := self._affine(node, info)) is not None:
+            layer = affine
+        elif consts:  # a feature map combined with a parameter tensor: no IR op takes that
             layer = opaque_layer(info, _op_name(node), consts)
         else:
             try:
@@ -280,6 +305,112 @@ class _Builder(LayerLog):
         if node.op == "call_method" and node.target in METHOD_MAPPERS:
             return METHOD_MAPPERS[node.target](info, *self.rec.args[node])
         return opaque_layer(info, _op_name(node))
+
+    def _stacked(self, node: fx.Node) -> bool:
+        """``torch.stack`` of same-shape feature maps along dim 0 (kept aside) and its
+        ``sum``/``mean`` over dim 0 (an N-input add); any other reader of such a stack fails
+        naming the op. False for nodes that are neither."""
+        if node.op == "call_function" and node.target is torch.stack:
+            items = node.args[0] if node.args else node.kwargs.get("tensors")
+            dim = node.args[1] if len(node.args) > 1 else node.kwargs.get("dim", 0)
+            if dim != 0 or not isinstance(items, list | tuple) or not items:
+                return False
+            if not all(isinstance(t, fx.Node) and t in self.alias for t in items):
+                return False
+            if len({self._shape_of(t) for t in items}) != 1:
+                return False
+            self.stacks[node] = list(items)
+            return True
+        reads = [n for n in self._tensor_args(node) if n in self.stacks]
+        if not reads:
+            return False
+        name = node.target if node.op == "call_method" else getattr(node.target, "__name__", "")
+        dim = node.args[1] if len(node.args) > 1 else node.kwargs.get("dim")
+        keep = node.args[2] if len(node.args) > 2 else node.kwargs.get("keepdim", False)
+        reduce = name in ("sum", "mean") and node.args[0] in self.stacks and not keep
+        if reduce and dim in (0, (0,), [0]) and len(reads) == 1 and "dtype" not in node.kwargs:
+            items = self.stacks[node.args[0]]
+            info = NodeInfo(
+                name=unique_name(node.name, self.used),
+                module_path=_module_path(node),
+                inputs=tuple(self.alias[t] for t in items),
+                in_shapes=tuple(self._shape_of(t) for t in items),
+                out_shape=self._shape_of(node),
+            )
+            layers = stack_reduce_layers(info, str(name))
+            self.alias[node] = info.inputs[0]
+            for layer in layers:
+                self.add(node, layer, info.inputs[0])
+            return True
+        raise self._fail(
+            node,
+            f"{_op_name(node)} reads a torch.stack of feature maps: only "
+            "stack(features).sum(dim=0) or .mean(dim=0) (an N-input add) is supported",
+        )
+
+    def _affine(self, node: fx.Node, info: NodeInfo) -> Layer | None:
+        """A feature map plus/minus/times/divided by a constant (a number, or a parameter or
+        buffer that is one number per channel): a constant affine layer (frontend/affine.py)."""
+        if node.op not in ("call_function", "call_method") or "rounding_mode" in node.kwargs:
+            return None
+        name = node.target if node.op == "call_method" else getattr(node.target, "__name__", "")
+        kind = ARITHMETIC.get(str(name))
+        if kind is None or not node.args:
+            return None
+        a = node.args[0]
+        b = node.args[1] if len(node.args) > 1 else node.kwargs.get("other")
+        first = isinstance(a, fx.Node) and a in self.alias
+        feature, other = (a, b) if first else (b, a)
+        if not (isinstance(feature, fx.Node) and feature in self.alias):
+            return None
+        if isinstance(other, fx.Node):
+            if other not in self.constants:
+                return None
+            other = self._real(other)
+        elif not isinstance(other, int | float) or isinstance(other, bool):
+            return None
+        return affine_layer(info, kind, other, first, node.kwargs.get("alpha", 1))
+
+    def _weighted(self, node: fx.Node, info: NodeInfo, sources: list[fx.Node]) -> Layer | None:
+        """``F.conv2d(x, self.weight, ...)`` / ``F.linear`` whose weight and bias are parameters
+        or constants computed from them (weight standardization): the conv or linear layer
+        an ``nn.Conv2d``/``nn.Linear`` would give, with the real weight values. None when
+        ``node`` is no such call (the input is not the only feature map)."""
+        mapper = WEIGHT_FUNCTIONS.get(node.target) if node.op == "call_function" else None
+        if mapper is None or not sources or sources[0] not in self.alias:
+            return None
+        if any(n not in self.constants for n in sources[1:]):
+            return None
+        real = {n: self._real(n) for n in sources[1:]}
+        stack = node.meta.get("nn_module_stack") or {}
+        scope = str(next(reversed(stack))) if stack else ""
+        if scope and _owns_weight(self.modules.get(scope), real.get(sources[1])):
+            # a conv subclass's own forward: the layer is named after the module
+            info = dataclasses.replace(info, name=unique_name(scope, self.used), module_path=scope)
+        args, kwargs = fx.node.map_arg(
+            (node.args, node.kwargs), lambda n: real.get(n, self.rec.values.get(n))
+        )
+        try:
+            return mapper(info, tuple(args), dict(kwargs))
+        except ModelError as exc:
+            return opaque_layer(info, f"{_op_name(node)}: {exc.what}", tuple(real.values()))
+
+    def _real(self, node: fx.Node) -> Any:
+        """The real value of a constant node (shape propagation may have run on meta)."""
+        if node.op == "get_attr":
+            return self._constant_value(node)
+        if node in self.real:
+            return self.real[node]
+        args, kwargs = fx.node.map_arg((node.args, node.kwargs), self._real)
+        with torch.no_grad():
+            if node.op == "call_function":
+                value = node.target(*args, **kwargs)
+            elif node.op == "call_method":
+                value = getattr(args[0], str(node.target))(*args[1:], **kwargs)
+            else:
+                value = self.modules[str(node.target)](*args, **kwargs)
+        self.real[node] = value
+        return value
 
     def _constant_value(self, node: fx.Node) -> torch.Tensor | None:
         """A parameter/buffer operand's real tensor (None for derived constants)."""
@@ -317,11 +448,30 @@ class _Builder(LayerLog):
         return shape[1:]
 
     def _fail(self, node: fx.Node, what: str) -> ModelError:
-        return ModelError(
-            what,
-            where=_module_path(node),
-            hint=SUPPORTED_HINT,
-        )
+        return ModelError(what, where=_module_path(node), hint=SUPPORTED_HINT)
+
+
+def _with_user_line(module: nn.Module, exc: ModelError) -> ModelError:
+    """``exc`` with the user's file:line of the node it names (``where``), found by tracing
+    again with stack traces recorded."""
+    try:
+        graph = _Tracer(stack_traces=True).trace(module, concrete_args=_defaults(module) or None)
+    except Exception:
+        return exc
+    for node in graph.nodes:
+        if _module_path(node) == exc.where and (line := _user_line(node)):
+            return ModelError(f"{exc.what} (at {line})", where=exc.where, hint=exc.hint)
+    return exc
+
+
+def _user_line(node: fx.Node) -> str:
+    """``file.py:line`` of the user's code that made ``node`` (its first recorded frame
+    outside torch), or ''."""
+    skip = str(Path(torch.__file__).parent)
+    for match in re.finditer(r'File "([^"]+)", line (\d+)', node.stack_trace or ""):
+        if not match.group(1).startswith(skip):
+            return f"{match.group(1)}:{match.group(2)}"
+    return ""
 
 
 def _module_path(node: fx.Node) -> str:
@@ -331,6 +481,14 @@ def _module_path(node: fx.Node) -> str:
     stack = node.meta.get("nn_module_stack") or {}
     scope = next(reversed(stack), "") if stack else ""
     return f"{scope}/{node.name}" if scope else node.name
+
+
+def _owns_weight(module: nn.Module | None, weight: Any) -> bool:
+    """``module`` holds a parameter of ``weight``'s shape (its own, or standardized)."""
+    if module is None or not isinstance(weight, torch.Tensor):
+        return False
+    own = getattr(module, "weight", None)
+    return isinstance(own, torch.Tensor) and own.shape == weight.shape
 
 
 def _tensors(value: Any) -> bool:

@@ -11,6 +11,7 @@ is a promise that ``plan`` and ``compile`` place the network), and return a ``Ch
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -203,6 +204,59 @@ def _need_dict(need: KernelNeed) -> dict:
     }
 
 
+#: Rules that narrower weights can fix (the others stay whatever the widths).
+WIDTH_RULES = frozenset({"kernel-memory"})
+
+#: The mark of a violation no weight width changes.
+INDEPENDENT = "independent of weight bits"
+
+
+def beyond_weight_bits(
+    network: Network,
+    device: Device,
+    violations: tuple[Violation, ...],
+    placer: Placer = plan_max7800x,
+) -> tuple[Violation, ...]:
+    """Only kernel memory is short: plan with the narrowest widths that fit it, so that the
+    placement constraints no width changes (concatenation interleaving, channel structure)
+    are listed in the same run; the ``--weight-bits auto`` suggestion is withdrawn when they
+    exist (it would not suffice)."""
+    choice = choose_weight_bits(network, device)
+    if not choice.fits:
+        return violations
+    placed = placement_violations(network, device, choice.bits, placer)
+    if not placed:
+        return violations
+    marked = tuple(dataclasses.replace(v, hint=f"{INDEPENDENT}: {v.hint}") for v in placed)
+    note = "--weight-bits auto, not enough alone: see the placement violation"
+    kept = tuple(
+        dataclasses.replace(v, hint=v.hint.replace("--weight-bits auto", note)) for v in violations
+    )
+    return kept + marked
+
+
+#: Rewrites whose layer computes what the user's op did with weights the rewrite made.
+_MADE_WEIGHTS = frozenset({"upsample-nearest", "eltwise-activation", "passthrough"})
+
+
+def _made_by_rewrite(
+    violation: Violation, model: Network, lowered: Network, rewrites: tuple[Rewrite, ...]
+) -> Violation:
+    """A violation on a layer a rewrite turned into a conv (an identity conv carrying an
+    activation, a nearest upsample as identity kernels) names the rewrite and the user's op;
+    kernel memory there is not the user's weights to narrow."""
+    made = [r for r in rewrites if r.layer == violation.layer and r.rule in _MADE_WEIGHTS]
+    if not made or violation.layer not in {x.name for x in lowered.layers}:
+        return violation
+    before = {x.name: x for x in model.layers}.get(violation.layer)
+    what = f"{before.label()} {before.module_path or before.name}" if before else made[0].detail
+    note = f"this layer is the {made[0].rule} rewrite of {what}, with weights the rewrite made"
+    hint = violation.hint
+    if violation.rule == "kernel-memory":
+        hint = "its identity kernels are not weights to narrow: use fewer channels there"
+    return dataclasses.replace(violation, hint=f"{note}; {hint}")
+
+
 def check_report(
     network: Network,
     device: Device,
@@ -228,6 +282,9 @@ def check_report(
     violations = check_network(net, device, bits)
     if not violations:  # the promise: what check passes, plan and compile place
         violations = placement_violations(net, device, bits, placer)
+    elif all(v.rule in WIDTH_RULES for v in violations):
+        violations = beyond_weight_bits(net, device, violations, placer)
+    violations = tuple(_made_by_rewrite(v, network, net, lowered.rewrites) for v in violations)
     return CheckReport(
         device=device.name,
         network=net,

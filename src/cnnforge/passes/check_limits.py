@@ -104,8 +104,13 @@ def pooling(ctx: Context, layer: Layer) -> Iterator[Violation]:
         yield ctx.violation(layer, "pool-size", _fmt(pool.size), f"{lo}..{hi}", "pool in steps")
     lo, hi = dev.pool_stride_range
     if not all(lo <= s <= hi for s in pool.stride) or len(set(pool.stride)) > 1:
+        hint = (
+            "use the same pool stride on all axes"
+            if len(set(pool.stride)) > 1
+            else f"pool in steps of at most {hi} (two pooling layers)"
+        )
         yield ctx.violation(
-            layer, "pool-stride", _fmt(pool.stride), f"{lo}..{hi}, same on all axes", "square"
+            layer, "pool-stride", _fmt(pool.stride), f"{lo}..{hi}, same on all axes", hint
         )
     dil = max(pool.dilation_or_ones())
     if dil > dev.pool_dilation_max or (dil > 1 and pool.kind is PoolKind.AVG):

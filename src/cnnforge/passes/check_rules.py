@@ -13,10 +13,12 @@ from typing import TYPE_CHECKING
 
 from cnnforge.ir import (
     HARDWARE_ELTWISE,
+    INPUT,
     Layer,
     Network,
     Op,
 )
+from cnnforge.passes.fold_constants import is_constant_affine, why_not_folded
 from cnnforge.passes.fuse import hardware_activation, why_no_eltwise_act
 from cnnforge.passes.geometry import input_channels
 from cnnforge.passes.host_ops import why_not_host
@@ -80,6 +82,17 @@ _MODEL_LEVEL_HINTS = {
 }
 
 
+def constant_hint(network: Network, layer: Layer) -> str:
+    """Why captured constant arithmetic stays, and what to do about it."""
+    why = why_not_folded(network, layer)
+    if layer.inputs[0] == INPUT:
+        return (
+            f"an input normalization stays because {why}: apply it on the host where the "
+            "input is prepared and remove it from forward()"
+        )
+    return f"a constant scale/shift folds only into the conv/linear next to it; here {why}"
+
+
 def _fmt(values) -> str:
     values = tuple(values)
     return "x".join(str(v) for v in values) if values else "-"
@@ -113,6 +126,8 @@ def unsupported_op(ctx: Context, layer: Layer) -> Iterator[Violation]:
         yield ctx.violation(layer, "unsupported-op", layer.opaque_kind, "a hardware layer", hint)
         return
     hint = _MODEL_LEVEL_HINTS.get(layer.op, "no hardware operation computes this")
+    if is_constant_affine(layer):
+        hint = constant_hint(ctx.network, layer)
     label = layer.label()
     if layer.op is Op.UPSAMPLE and layer.upsample_mode not in ("", "nearest"):
         hint, label = opaque_hint(layer.upsample_mode), f"upsample {layer.upsample_mode}"
@@ -152,6 +167,12 @@ def opaque_hint(kind: str) -> str:
     for key, hint in _OPAQUE_HINTS.items():
         if name.startswith(key.replace("_", "")):
             return hint
+    if "not by an integer factor" in kind:
+        return (
+            "the input size is not a multiple of the network's total downsampling, so an "
+            "upsampling is by a non-integer factor: use an input size that is a multiple of "
+            "2^depth (8 or 16 for most U-Nets)"
+        )
     if "bilinear" in kind or "bicubic" in kind or "linear" in kind.partition(":")[2]:
         return _OPAQUE_HINTS["upsample_bilinear2d"]
     return (
@@ -203,7 +224,8 @@ def _padding(ctx: Context, layer: Layer, pads: tuple[int, ...]) -> Iterator[Viol
         yield ctx.violation(layer, "pad", _fmt(pad), "one value for all sides", hint)
     kmin = min(layer.kernel_size or (1,))
     if max(pad) not in pads or max(pad) >= kmin:
-        limit = f"{_fmt(pads)} and < kernel size {kmin}"
+        legal = [str(p) for p in pads if p < kmin]
+        limit = f"{' or '.join(legal) or 'none'} (below the kernel size {kmin})"
         hint = "pad 0, 1 or 2, smaller than the kernel; retrain with a legal pad"
         yield ctx.violation(layer, "pad", max(pad), limit, hint)
 

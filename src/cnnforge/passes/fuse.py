@@ -288,7 +288,7 @@ def why_no_eltwise_act(device: Device | None, inner: Layer) -> str:
     return (
         f"{device.name} runs a {passes}-pass element-wise op ({operands} operands, "
         f"{channels} channels) together with a conv only for 2 operands x 2 passes "
-        "(devices.md §1), and only a conv can carry the activation"
+        "(docs/check.md, Rules), and only a conv can carry the activation"
     )
 
 

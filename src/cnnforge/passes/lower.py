@@ -50,9 +50,13 @@ def fold_batchnorm_step(network: Network, device: Device | None) -> tuple[Networ
         target = by_name.get(bn.inputs[0])
         layer = target.name if target is not None else bn.name
         path = (target.module_path if target is not None else "") or bn.module_path or layer
-        detail = f"BatchNorm {bn.module_path or bn.name} folded into the weights and bias"
+        what = "constant scale/shift" if bn.batchnorm and bn.batchnorm.eps == 0 else "BatchNorm"
+        detail = f"{what} {bn.module_path or bn.name} folded into the weights and bias"
         records.append(Rewrite(layer, path, "fold-batchnorm", detail))
-    return folded, tuple(records)
+    from cnnforge.passes.fold_constants import fold_constants
+
+    folded, constants = fold_constants(folded)
+    return folded, (*records, *constants)
 
 
 def fuse_step(network: Network, device: Device | None) -> tuple[Network, tuple]:

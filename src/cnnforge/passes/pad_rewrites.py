@@ -81,6 +81,13 @@ def pad_hint(network: Network, layer: Layer) -> str:
     if layer.pad_value != 0.0:
         return f"pads with {layer.pad_value:g}; the hardware pads with zeros only"
     if any(a != b for a, b in pairs):
+        readers = network.consumers(layer.name)
+        if len(readers) == 1 and readers[0].op in (Op.CONV1D, Op.CONV2D):
+            return (
+                f"pads unequally ({list(layer.pad_amounts)}) before {readers[0].name} (a "
+                "TensorFlow-style 'same' padding); the hardware pads a conv equally on both "
+                "sides: give the conv padding=kernel//2 and retrain"
+            )
         return (
             f"pads unequally ({list(layer.pad_amounts)}); the hardware pads a conv equally on "
             "both sides: use an input size divisible by 2^depth so the U-Net pad is zero"

@@ -1,0 +1,123 @@
+"""Constant arithmetic on a feature map and ``stack`` + ``sum``/``mean``, as IR layers.
+
+``conv(x) * 4``, ``relu(y) * gain + 0.25`` and ``(x - mean) / std``: a feature map combined with
+a constant that is a scalar or one number per channel is a per-channel affine map
+``y = a * x + b``. It is captured as a BATCHNORM layer with zero mean, unit variance and
+``eps=0`` (``CONSTANT_EPS``), which computes exactly ``a * x + b``; lowering folds it into the
+conv before it (fold_bn) or into a 1x1/unpadded conv after it (passes/fold_constants.py).
+``torch.stack(features).sum(dim=0)`` (smp's FPN merge) is an N-input add; ``mean`` is that add
+followed by the constant scale ``1/N``. Shared by the torch.fx and torch.export frontends.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import numpy as np
+import torch
+
+from cnnforge.frontend.fx_modules import NodeInfo
+from cnnforge.ir import BatchNormParams, EltwiseOp, Layer, Op
+
+#: The eps that marks a BATCHNORM layer as a captured constant affine map (not a BatchNorm):
+#: its numbers are constants, not parameters of the model.
+CONSTANT_EPS = 0.0
+
+#: Arithmetic op names (torch.fx targets' and ATen packets' ``__name__``, methods) -> kind.
+ARITHMETIC = {
+    "add": "add",
+    "iadd": "add",
+    "add_": "add",
+    "sub": "sub",
+    "isub": "sub",
+    "sub_": "sub",
+    "rsub": "rsub",
+    "mul": "mul",
+    "imul": "mul",
+    "mul_": "mul",
+    "truediv": "div",
+    "itruediv": "div",
+    "div": "div",
+    "div_": "div",
+}
+
+
+def per_channel(value: Any, shape: tuple[int, ...]) -> np.ndarray | None:
+    """``value`` (a number or a tensor broadcast onto a batch of ``shape``) as one float64
+    number per channel; None when it varies over space or would change the shape."""
+    t = torch.as_tensor(value, dtype=torch.float64).detach().cpu()
+    full = (1, *shape)
+    try:
+        if torch.broadcast_shapes(t.shape, full) != full:
+            return None
+        expanded = t.broadcast_to(full)
+    except RuntimeError:
+        return None
+    if len(shape) == 1:
+        return expanded.reshape(-1).numpy().copy()
+    index = (0, slice(None)) + (0,) * (len(shape) - 1)
+    channels = expanded[index]
+    view = channels.view(1, -1, *([1] * (len(shape) - 1)))
+    if not torch.equal(view.broadcast_to(full), expanded):
+        return None
+    return channels.numpy().copy()
+
+
+def affine_layer(
+    info: NodeInfo, kind: str, constant: Any, feature_first: bool, alpha: Any = 1
+) -> Layer | None:
+    """The affine layer of ``feature <kind> constant`` (or ``constant <kind> feature``); None
+    when it is not one (a constant that varies over space, division by the feature map)."""
+    shape = info.in_shapes[0]
+    if info.out_shape != shape or isinstance(alpha, torch.Tensor):
+        return None
+    v = per_channel(constant, shape)
+    if v is None:
+        return None
+    ones = np.ones_like(v)
+    alpha = float(alpha)
+    if kind == "rsub":  # aten.rsub(x, c, alpha) = c - alpha * x
+        kind, feature_first = "sub", False
+    if kind == "mul":
+        scale, shift = v, 0 * v
+    elif kind == "add":
+        # x + alpha * c, or c + alpha * x
+        scale, shift = (ones, alpha * v) if feature_first else (alpha * ones, v)
+    elif kind == "sub":
+        scale, shift = (ones, -alpha * v) if feature_first else (-alpha * ones, v)
+    elif kind == "div" and feature_first and np.all(v != 0):
+        scale, shift = 1.0 / v, 0 * v
+    else:
+        return None
+    return constant_affine(info, scale, shift)
+
+
+def constant_affine(info: NodeInfo, scale: np.ndarray, shift: np.ndarray) -> Layer:
+    """A BATCHNORM layer computing exactly ``scale * x + shift`` per channel."""
+    n = len(scale)
+    params = BatchNormParams(
+        running_mean=np.zeros(n, np.float32),
+        running_var=np.ones(n, np.float32),
+        eps=CONSTANT_EPS,
+        weight=np.asarray(scale, np.float32),
+        bias=np.asarray(shift, np.float32),
+    )
+    return info.layer(Op.BATCHNORM, batchnorm=params)
+
+
+def stack_reduce_layers(info: NodeInfo, reduce: str) -> list[Layer]:
+    """``stack(features).sum(0)`` -> an N-input ADD; ``mean(0)`` -> the ADD then ``x / N``.
+
+    One feature stacked: nothing (an alias of it)."""
+    n = len(info.inputs)
+    if n == 1:
+        return []
+    if reduce == "sum":
+        return [info.layer(Op.ELTWISE, eltwise=EltwiseOp.ADD)]
+    add_info = dataclasses.replace(info, name=f"{info.name}_sum")
+    add = add_info.layer(Op.ELTWISE, eltwise=EltwiseOp.ADD)
+    scale_info = dataclasses.replace(info, inputs=(add.name,), in_shapes=(info.out_shape,))
+    channels = info.out_shape[0]
+    scale = np.full(channels, 1.0 / n)
+    return [add, constant_affine(scale_info, scale, np.zeros(channels))]
