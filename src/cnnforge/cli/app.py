@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import typer
 
-from cnnforge import __version__
+from cnnforge.version import __version__
 
 app = typer.Typer(
     name="cnnforge",

@@ -9,21 +9,25 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cnnforge.errors import InputError
 from cnnforge.ir import Network
+
+if TYPE_CHECKING:
+    from cnnforge.frontend.loading import ModelSpec
 
 UNTRAINED_SEED = 0  # torch.manual_seed for models built without a checkpoint
 
 
 def load_network(
-    spec: str,
+    spec: ModelSpec,
     input_shape: Sequence[int] | None,
     model_args: Mapping[str, Any] | None = None,
     checkpoint: Path | None = None,
 ) -> Network:
-    """Load the model named by ``spec`` (file.py:Name, pkg.mod:Name or short name) and capture
+    """Load the model named by ``spec`` (file.py:Name, pkg.mod:Name, short name, an ``nn.Module``
+    object or class) and capture
     it (torch.fx, else torch.export), checked against the eager model (frontend/capture.py);
     or import ``spec`` when it is an ``.onnx`` file (``input_shape`` may then be None).
 
@@ -32,7 +36,8 @@ def load_network(
     """
     from cnnforge.frontend.onnx import is_onnx_spec
 
-    if is_onnx_spec(spec):  # an ONNX file: the same model-level Network (frontend/onnx.py)
+    # an ONNX file: the same model-level Network (frontend/onnx.py)
+    if isinstance(spec, str) and is_onnx_spec(spec):
         from cnnforge.frontend.onnx import load_onnx
 
         if model_args or checkpoint is not None:
@@ -44,14 +49,14 @@ def load_network(
     import torch
 
     from cnnforge.frontend.capture import capture
-    from cnnforge.frontend.loading import load_model
+    from cnnforge.frontend.loading import load_model, model_name
     from cnnforge.frontend.numerics import check_model_values
 
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(UNTRAINED_SEED)
         module = load_model(spec, model_args or {}, checkpoint)
     check_model_values(module)  # NaN weights, negative BN variance: named here (issue 18)
-    return capture(module, input_shape, name=spec.rpartition(":")[2] or spec, handed_over=True)
+    return capture(module, input_shape, name=model_name(spec), handed_over=True)
 
 
 __all__ = ["UNTRAINED_SEED", "load_network"]

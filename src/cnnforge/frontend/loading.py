@@ -30,16 +30,58 @@ from cnnforge.frontend.references import check_factory, check_module_name
 MAX_KEYS_SHOWN = 5
 
 
+ModelSpec = str | nn.Module | type
+"""What names a model: a reference text (file.py:Name, pkg.mod:Name, a shipped name), an
+``nn.Module`` object (the Python API), or an ``nn.Module`` class."""
+
+
 def load_model(
-    spec: str, model_args: Mapping[str, Any] | None = None, checkpoint: Path | None = None
+    spec: ModelSpec, model_args: Mapping[str, Any] | None = None, checkpoint: Path | None = None
 ) -> nn.Module:
-    """Build the model named by ``spec`` with ``model_args`` and load ``checkpoint`` if given."""
+    """Build the model named by ``spec`` with ``model_args`` and load ``checkpoint`` if given.
+
+    An ``nn.Module`` object is deep-copied, so nothing cnnforge does (evaluation mode, a loaded
+    checkpoint, training) changes the caller's model."""
     model_args = dict(model_args or {})
-    factory, where = _resolve(spec)
-    model = _construct(factory, model_args, where)
+    if isinstance(spec, nn.Module):
+        model = _copy(spec, model_args)
+    elif isinstance(spec, type):
+        model = _construct(spec, model_args, model_name(spec))
+    else:
+        factory, where = _resolve(spec)
+        model = _construct(factory, model_args, where)
     if checkpoint is not None:
         load_checkpoint(model, Path(checkpoint))
     return model
+
+
+def model_name(spec: ModelSpec) -> str:
+    """The name a model goes by in reports: ``Name`` of ``file.py:Name``, a class's name."""
+    if isinstance(spec, nn.Module):
+        return type(spec).__name__
+    if isinstance(spec, type):
+        return spec.__name__
+    return spec.rpartition(":")[2] or spec
+
+
+def _copy(module: nn.Module, model_args: Mapping[str, Any]) -> nn.Module:
+    """A private copy of a caller's module (model arguments belong to a class, not an object)."""
+    import copy
+
+    if model_args:
+        raise InputError(
+            f"model arguments {sorted(model_args)} do not apply to a model object",
+            where=type(module).__name__,
+            hint="pass the class with its arguments, or build the object yourself",
+        )
+    try:
+        return copy.deepcopy(module)
+    except Exception as exc:
+        raise ModelError(
+            f"copying the model failed: {type(exc).__name__}: {exc}",
+            where=user_frame(exc) or type(module).__name__,
+            hint="a model object must support copy.deepcopy (as torch modules do)",
+        ) from None
 
 
 def _resolve(spec: str) -> tuple[Any, str]:
