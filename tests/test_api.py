@@ -10,12 +10,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from support.cli import run_cli
-from support.paths import REPO
 from torch import nn
 
 import cnnforge
 from cnnforge.errors import CnnforgeError, InputError
+from support.cli import run_cli
+from support.paths import REPO
 
 
 class _Net(nn.Module):
