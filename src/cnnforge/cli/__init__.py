@@ -17,7 +17,7 @@ import typer
 
 # Command modules register themselves on ``app`` (cli/app.py) when imported, one per command.
 from cnnforge.cli import commands  # noqa: F401
-from cnnforge.cli.app import app
+from cnnforge.cli.app import app, build_command
 from cnnforge.cli.common import err_console
 from cnnforge.errors import CnnforgeError, plain_text
 
@@ -88,7 +88,7 @@ def _run(argv: list[str] | None) -> int:
     """The command's exit status (errors printed as one line)."""
     args = sys.argv[1:] if argv is None else list(argv)
     try:
-        code = app(args=args, standalone_mode=False, prog_name="cnnforge")
+        code = build_command().main(args=args, standalone_mode=False, prog_name="cnnforge")
     except CnnforgeError as exc:
         _error_line(f"error: {exc.one_line()}")
         return 2

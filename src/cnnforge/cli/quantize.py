@@ -9,7 +9,12 @@ import typer
 from rich.table import Table
 
 from cnnforge.cli.app import app
-from cnnforge.cli.common import console, parse_bits_option, parse_model_args, parse_shape
+from cnnforge.cli.common import (
+    console,
+    model_input_shape,
+    parse_bits_option,
+    parse_model_args,
+)
 from cnnforge.errors import InputError
 
 if TYPE_CHECKING:
@@ -22,7 +27,10 @@ def quantize(
         ..., help="path/to/file.py:Name, package.module:Name, or a short name (unet-voc)."
     ),
     input_shape: str = typer.Option(
-        ..., "--input-shape", "-i", help="Input shape without batch: C,H,W (or C,L for 1-D)."
+        None,
+        "--input-shape",
+        "-i",
+        help="Input shape without batch: C,H,W (or C,L for 1-D); shipped models know theirs.",
     ),
     output: Path = typer.Option(..., "--output", "-o", help="Quantized checkpoint to write."),
     checkpoint: Path = typer.Option(
@@ -51,7 +59,9 @@ def quantize(
     bits = parse_bits_option(weight_bits)
     if output.exists() and not overwrite:
         raise InputError(f"{output} already exists", hint="pass --overwrite or choose another -o")
-    shape = parse_shape(input_shape)
+    shape = model_input_shape(model, input_shape)
+    if shape is None:
+        raise InputError("MODEL needs --input-shape", hint="e.g. --input-shape 3,64,64")
     quantized = quantized_from_source(
         model_source(model, checkpoint),
         shape,
