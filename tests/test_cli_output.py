@@ -24,7 +24,7 @@ def test_help_shows_no_type_noise(command: str | None, capsys) -> None:
 
 
 def test_quantize_takes_a_shipped_models_own_input_shape(tmp_path: Path, capsys) -> None:
-    code, out, err = run_cli(["quantize", "qat-unet", "-o", str(tmp_path / "q.pth")], capsys)
+    code, _, err = run_cli(["quantize", "qat-unet", "-o", str(tmp_path / "q.pth")], capsys)
     assert code == 0, err
     assert (tmp_path / "q.pth").is_file()
     code, _, err = run_cli(
