@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import torch
 
 from cnnforge.cli.app import build_command
 from support.cli import run_cli
@@ -31,3 +32,25 @@ def test_quantize_takes_a_shipped_models_own_input_shape(tmp_path: Path, capsys)
         ["quantize", f"{Path(__file__)}:Nothing", "-o", str(tmp_path / "r.pth")], capsys
     )
     assert code == 2 and "needs --input-shape" in err
+
+
+class _Plain(torch.nn.Module):
+    """Plain torch, no QAT layers: evaluate scores its float row alone."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 5, 3, padding=1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.conv(x)
+
+
+def test_evaluate_scores_a_float_only_model_and_says_why_alone(tmp_path: Path, capsys) -> None:
+    torch.manual_seed(0)
+    torch.save(_Plain().state_dict(), tmp_path / "plain.pth")
+    argv = ["evaluate", f"{Path(__file__)}:_Plain", "--checkpoint", str(tmp_path / "plain.pth"),
+            "--length", "4", "--size", "16"]  # fmt: skip
+    code, out, err = run_cli(argv, capsys)
+    assert code == 0, err
+    assert "float" in out and "qat-eval and bit-exact: not scored" in out
+    assert "bit-exact │" not in out

@@ -43,6 +43,12 @@ def evaluate(
     )
     result = evaluate_three_ways(net, ds, classes, fold_factor=fold, batch_size=batch_size)
     console.print(evaluation_table(result))
+    if result.float_only:
+        console.print(
+            f"qat-eval and bit-exact: not scored: {result.absent['bit-exact']}",
+            highlight=False, markup=False,
+        )  # fmt: skip
+        return
     console.print(agreement_line(result), highlight=False)
 
 
