@@ -20,11 +20,11 @@ from typing import Any
 import numpy as np
 import torch
 
-from cnnforge import __version__
 from cnnforge.errors import CnnforgeError, InputError
 from cnnforge.ir import Network
 from cnnforge.outputs import atomic_output_file
 from cnnforge.samples import refuse_npy
+from cnnforge.version import __version__
 
 #: Network and layer names a checkpoint may carry: they reach file names, YAML, C and plots.
 NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.:+-]{0,127}")

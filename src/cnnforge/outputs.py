@@ -24,8 +24,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from cnnforge import __version__
 from cnnforge.errors import EmitError
+from cnnforge.version import __version__
 
 #: The file in each output directory that lists what cnnforge wrote there (JSON).
 MANIFEST = ".cnnforge-manifest.json"

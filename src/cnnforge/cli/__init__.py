@@ -18,7 +18,7 @@ import typer
 
 # Command modules register themselves on ``app`` (cli/app.py) when imported, one per command.
 from cnnforge.cli import commands  # noqa: F401
-from cnnforge.cli.app import app
+from cnnforge.cli.app import app, build_command
 from cnnforge.cli.common import err_console
 from cnnforge.errors import CnnforgeError, InputError, Note, plain_text
 from cnnforge.resources import memory_limit_set, parse_memory
@@ -119,7 +119,7 @@ def _run(argv: list[str] | None) -> int:
     try:
         args, limit = _max_memory(args)
         with memory_limit_set(limit):
-            code = app(args=args, standalone_mode=False, prog_name="cnnforge")
+            code = build_command().main(args=args, standalone_mode=False, prog_name="cnnforge")
     except CnnforgeError as exc:
         _error_line(f"error: {exc.one_line()}")
         return 2

@@ -3,14 +3,19 @@ imports the commands, so that no module of the CLI imports its own package back)
 
 from __future__ import annotations
 
+from typing import Any
+
 import typer
 
-from cnnforge import __version__
 from cnnforge.cli.common import PIPE_WIDTH, console
+from cnnforge.version import __version__
 
 #: Piped (not a terminal), ``--help`` is click's plain text at no width limit, like every other
 #: output; rich's help panels are drawn to a width (80 columns in a pipe).
 _PLAIN_HELP = not console.is_terminal
+
+#: What ``--help`` shows after an option that takes a value (a flag shows nothing).
+_METAVARS = {"str": "TEXT", "int": "INTEGER", "float": "NUMBER", "Path": "PATH", "bool": ""}
 
 app = typer.Typer(
     name="cnnforge",
@@ -45,3 +50,20 @@ def _root(
     ),
 ) -> None:
     """cnnforge: from a plain PyTorch CNN to a MAX78000/MAX78002 deployment."""
+
+
+def build_command() -> Any:
+    """The click command of ``app`` with plain help: no type column for flags (``--version``
+    is no ``<bool>``), one word for what an option takes (TEXT, INTEGER, NUMBER, PATH)."""
+    from typer.core import TyperOption
+
+    command = typer.main.get_command(app)
+    for cmd in (command, *getattr(command, "commands", {}).values()):
+        help_option = cmd.get_help_option(typer.Context(cmd))  # cached by the command
+        for param in (*cmd.params, help_option):
+            if isinstance(param, TyperOption) and param.is_flag:
+                param.metavar = ""
+            elif isinstance(param, TyperOption) and param.metavar is None:
+                bare = param.bare_type().removeprefix("list[").removesuffix("]")
+                param.metavar = _METAVARS.get(bare, bare.upper())
+    return command

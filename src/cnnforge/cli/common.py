@@ -61,6 +61,15 @@ def parse_shape(text: str, option: str = "--input-shape") -> tuple[int, ...]:
     return shape
 
 
+def model_input_shape(model: str | None, text: str | None) -> tuple[int, ...] | None:
+    """``--input-shape``, else a shipped model's own shape, else None (the caller decides)."""
+    from cnnforge.models import default_input_shape, model_names
+
+    if text:
+        return parse_shape(text)
+    return tuple(default_input_shape(model)) if model in model_names() else None
+
+
 def parse_weight_bits(
     text: str, *, binary: bool = False, widths: tuple[int, ...] = (8, 4, 2, 1)
 ) -> int | str:

@@ -1,11 +1,12 @@
 """``cnnforge diff A B``: compare two sets of layer outputs; name the first layer that diverges.
 
 A and B: C probe directories (``compile --probe``), ``.npz`` archives (``sim_layers.npz``) or
-directories of ``.npy`` files (``simulate --layers``). Layers pair by name; when both sets come
-with a ``network.json`` (in or beside them, as in a compile output directory) and one is the
-hardware network, the other model-level, each hardware layer pairs with the model-level layer
-it computes (``cnnforge.targets.max7800x.c.probe.pair_layers``). Exit status 0 when every
-common layer is equal, 1 when one differs, 2 on bad input.
+directories of ``.npy`` files (``simulate --layers``, whose ``order.txt`` keeps the network's
+order; without one, files go alphabetically and the output says so). Layers pair by name; when
+both sets come with a ``network.json`` (in or beside them, as in a compile output directory)
+and one is the hardware network, the other model-level, each hardware layer pairs with the
+model-level layer it computes (``cnnforge.targets.max7800x.c.probe.pair_layers``). Exit
+status 0 when every common layer is equal, 1 when one differs, 2 on bad input.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ def diff_command(
     from cnnforge.targets.max7800x.c.probe import (
         compare,
         find_network,
+        layer_order,
         network_pairs,
         read_layer_outputs,
     )
@@ -55,6 +57,7 @@ def diff_command(
                 _fmt(d.b_value),
             )
     console.print(table)
+    console.print(f"layer order: {layer_order(a)}", markup=False, highlight=False)
     for label, names in (("only in A", result.only_a), ("only in B", result.only_b)):
         if names:
             console.print(f"{label}: {', '.join(names)}", markup=False)

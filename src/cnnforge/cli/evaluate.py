@@ -30,18 +30,19 @@ def evaluate(
     seed: int = typer.Option(0, "--seed", help="shapes: dataset seed."),
 ) -> None:
     """Score MODEL as float, as QAT-eval and bit-exact in the simulator, on the same images."""
-    from cnnforge.frontend.torch_fx import load_model
-    from cnnforge.train.datasets import make_dataset
-    from cnnforge.train.evaluate import evaluate_three_ways
-    from cnnforge.train.run import model_classes
+    from cnnforge.api import evaluate as evaluate_model
 
-    net = load_model(model, parse_model_args(model_arg), checkpoint)
-    classes = model_classes(net, size, fold)
-    ds = make_dataset(
-        dataset, split, data=data, size=size, num_classes=classes, length=length, seed=seed
-    )
-    result = evaluate_three_ways(net, ds, classes, fold_factor=fold, batch_size=batch_size)
+    result = evaluate_model(
+        model, checkpoint, dataset=dataset, data=data, split=split, size=size, fold=fold,
+        length=length, batch_size=batch_size, seed=seed, model_args=parse_model_args(model_arg),
+    )  # fmt: skip
     console.print(evaluation_table(result))
+    if result.float_only:
+        console.print(
+            f"qat-eval and bit-exact: not scored: {result.absent['bit-exact']}",
+            highlight=False, markup=False,
+        )  # fmt: skip
+        return
     console.print(agreement_line(result), highlight=False)
 
 

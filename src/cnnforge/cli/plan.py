@@ -15,7 +15,12 @@ import typer
 from rich.table import Table
 
 from cnnforge.cli.app import app
-from cnnforge.cli.common import console, parse_model_args, parse_shape, parse_weight_bits
+from cnnforge.cli.common import (
+    console,
+    model_input_shape,
+    parse_model_args,
+    parse_weight_bits,
+)
 from cnnforge.devices import DEFAULT_DEVICE, DEVICE_NAMES
 from cnnforge.errors import InputError
 from cnnforge.outputs import check_target
@@ -98,7 +103,7 @@ def plan(
         check_target(output, directory=True, overwrite=overwrite)  # refuse before planning
     request = pipeline_plan.PlanRequest(
         model=model,
-        input_shape=_input_shape(model, input_shape),
+        input_shape=model_input_shape(model, input_shape),
         model_args=parse_model_args(model_arg),
         checkpoint=checkpoint,
         weight_bits=parse_weight_bits(weight_bits) if weight_bits is not None else None,
@@ -144,15 +149,6 @@ def _plan_and_write(
         return
     written = pipeline_plan.write_outputs(result, dev, output, overwrite)
     console.print(f"wrote [bold]{output}[/bold]: {len(written.files)} files", highlight=False)
-
-
-def _input_shape(model: str | None, text: str | None) -> tuple[int, ...] | None:
-    """``--input-shape``, else the shipped model's own shape, else None."""
-    from cnnforge.models import default_input_shape, model_names
-
-    if text:
-        return parse_shape(text)
-    return default_input_shape(model) if model in model_names() else None
 
 
 def _print_issues(result: PlanResult) -> None:

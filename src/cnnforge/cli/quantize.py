@@ -9,7 +9,12 @@ import typer
 from rich.table import Table
 
 from cnnforge.cli.app import app
-from cnnforge.cli.common import console, parse_bits_option, parse_model_args, parse_shape
+from cnnforge.cli.common import (
+    console,
+    model_input_shape,
+    parse_bits_option,
+    parse_model_args,
+)
 from cnnforge.devices import DEFAULT_DEVICE, DEVICE_NAMES
 from cnnforge.errors import InputError
 
@@ -80,12 +85,9 @@ def _input_shape(
 ) -> tuple[int, ...] | None:
     """``-i``, else a shipped model's own shape, else None for an ONNX file (its own shape;
     docs/onnx.md), which ``--calibration`` cannot be checked against without ``-i``."""
-    from cnnforge.models import default_input_shape, model_names
-
-    if input_shape:
-        return parse_shape(input_shape)
-    if model in model_names():
-        return default_input_shape(model)
+    shape = model_input_shape(model, input_shape)
+    if shape is not None:
+        return shape
     if not model.lower().endswith(".onnx"):
         raise InputError("MODEL needs --input-shape", hint="e.g. --input-shape 3,64,64")
     if calibration is not None:

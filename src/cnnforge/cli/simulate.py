@@ -121,6 +121,7 @@ def simulate(
     from cnnforge.pipeline.sources import VENDOR, model_source, vendor_network
     from cnnforge.pipeline.targets import device_for
     from cnnforge.sim import simulate as run_sim
+    from cnnforge.targets.max7800x.c.probe import ORDER
 
     data = read_input_array(input_path)
     shape = parse_shape(input_shape) if input_shape else _shape_from_data(data)
@@ -146,9 +147,13 @@ def simulate(
         result = run_sim(network, x, all_layers=layers_dir is not None, device=dev)
         outputs = {k: _unbatch(v, added) for k, v in result.outputs.items()}
         write_outputs(outputs, out_file)
-        if out_layers is not None:
-            for name, value in result.layers.items():
-                np.save(out_layers / _file_name(name), _unbatch(value, added))
+        if out_layers is not None:  # numbered files and order.txt: the network's order
+            lines = []
+            for i, (name, value) in enumerate(result.layers.items()):
+                fname = f"{i:03d}_{_file_name(name)}"
+                np.save(out_layers / fname, _unbatch(value, added))
+                lines.append(f"{fname} {name}\n")
+            (out_layers / ORDER).write_text("".join(lines), encoding="utf-8")
     first = next(iter(outputs.values()))
     console.print(
         f"{network.name}: {len(network)} layers, output {first.shape} -> {output}", highlight=False

@@ -9,16 +9,19 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cnnforge.errors import CnnforgeError, InputError
 from cnnforge.ir import Network
+
+if TYPE_CHECKING:
+    from cnnforge.frontend.loading import ModelSpec
 
 UNTRAINED_SEED = 0  # torch.manual_seed for models built without a checkpoint
 
 
 def load_network(
-    spec: str,
+    spec: ModelSpec,
     input_shape: Sequence[int] | None,
     model_args: Mapping[str, Any] | None = None,
     checkpoint: Path | None = None,
@@ -26,7 +29,8 @@ def load_network(
     max_channels: int | None = None,
     device: str = "the device",
 ) -> Network:
-    """Load the model named by ``spec`` (file.py:Name, pkg.mod:Name or short name) and capture
+    """Load the model named by ``spec`` (file.py:Name, pkg.mod:Name, short name, an ``nn.Module``
+    object or class) and capture
     it (torch.fx, else torch.export), checked against the eager model (frontend/capture.py);
     or import ``spec`` when it is an ``.onnx`` file (``input_shape`` may then be None).
 
@@ -38,7 +42,8 @@ def load_network(
     """
     from cnnforge.frontend.onnx import is_onnx_spec
 
-    if is_onnx_spec(spec):  # an ONNX file: the same model-level Network (frontend/onnx.py)
+    # an ONNX file: the same model-level Network (frontend/onnx.py)
+    if isinstance(spec, str) and is_onnx_spec(spec):
         from cnnforge.frontend.onnx import load_onnx
 
         if model_args or checkpoint is not None:
@@ -57,7 +62,7 @@ def load_network(
         meta_model,
         model_code_error,
     )
-    from cnnforge.frontend.loading import load_model
+    from cnnforge.frontend.loading import load_model, model_name
     from cnnforge.frontend.numerics import check_model_values
 
     def budget(factory: Any, where: str) -> None:
@@ -69,10 +74,13 @@ def load_network(
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(UNTRAINED_SEED)
         module = load_model(spec, model_args or {}, checkpoint, before_build=budget)
-    check_attribute_access(module, spec)
+    where = spec if isinstance(spec, str) else model_name(spec)
+    if not isinstance(spec, str | type) and max_channels is not None:  # an object: built already
+        check_channels(module, max_channels, device)
+    check_attribute_access(module, where)
     try:
         check_model_values(module)  # NaN weights, negative BN variance: named here (issue 18)
-        return capture(module, input_shape, name=spec.rpartition(":")[2] or spec, handed_over=True)
+        return capture(module, input_shape, name=model_name(spec), handed_over=True)
     except (CnnforgeError, MemoryError):
         raise
     except Exception as exc:  # raised in the user's own code (an attribute, a hook): theirs

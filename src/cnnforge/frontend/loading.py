@@ -31,8 +31,13 @@ from cnnforge.samples import refuse_npy
 MAX_KEYS_SHOWN = 5
 
 
+ModelSpec = str | nn.Module | type
+"""What names a model: a reference text (file.py:Name, pkg.mod:Name, a shipped name), an
+``nn.Module`` object (the Python API), or an ``nn.Module`` class."""
+
+
 def load_model(
-    spec: str,
+    spec: ModelSpec,
     model_args: Mapping[str, Any] | None = None,
     checkpoint: Path | None = None,
     *,
@@ -41,15 +46,51 @@ def load_model(
     """Build the model named by ``spec`` with ``model_args`` and load ``checkpoint`` if given.
 
     ``before_build(factory, where)`` runs once the factory is found, before it is called (the
-    memory and device checks of frontend/footprint.py)."""
+    memory and device checks of frontend/footprint.py). An ``nn.Module`` object is deep-copied,
+    so nothing cnnforge does (evaluation mode, a loaded checkpoint, training) changes the
+    caller's model."""
     model_args = dict(model_args or {})
-    factory, where = _resolve(spec)
+    if isinstance(spec, nn.Module):
+        return _loaded(_copy(spec, model_args), checkpoint)
+    factory, where = (spec, model_name(spec)) if isinstance(spec, type) else _resolve(spec)
     if before_build is not None:
         before_build(factory, where)
-    model = _construct(factory, model_args, where)
+    return _loaded(_construct(factory, model_args, where), checkpoint)
+
+
+def _loaded(model: nn.Module, checkpoint: Path | None) -> nn.Module:
     if checkpoint is not None:
         load_checkpoint(model, Path(checkpoint))
     return model
+
+
+def model_name(spec: ModelSpec) -> str:
+    """The name a model goes by in reports: ``Name`` of ``file.py:Name``, a class's name."""
+    if isinstance(spec, nn.Module):
+        return type(spec).__name__
+    if isinstance(spec, type):
+        return spec.__name__
+    return spec.rpartition(":")[2] or spec
+
+
+def _copy(module: nn.Module, model_args: Mapping[str, Any]) -> nn.Module:
+    """A private copy of a caller's module (model arguments belong to a class, not an object)."""
+    import copy
+
+    if model_args:
+        raise InputError(
+            f"model arguments {sorted(model_args)} do not apply to a model object",
+            where=type(module).__name__,
+            hint="pass the class with its arguments, or build the object yourself",
+        )
+    try:
+        return copy.deepcopy(module)
+    except Exception as exc:
+        raise ModelError(
+            f"copying the model failed: {type(exc).__name__}: {exc}",
+            where=user_frame(exc) or type(module).__name__,
+            hint="a model object must support copy.deepcopy (as torch modules do)",
+        ) from None
 
 
 def _resolve(spec: str) -> tuple[Any, str]:

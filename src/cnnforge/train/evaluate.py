@@ -11,7 +11,7 @@ counts the output values where they differ so a regression shows as a number, no
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 from torch import nn
@@ -31,6 +31,19 @@ class Evaluation:
     outputs_compared: int
     outputs_differing: int
     images: int
+    absent: dict[str, str] = field(default_factory=dict)  # mode -> why it has no row
+
+    @property
+    def float_only(self) -> bool:
+        """The model has no QAT layers: only its float row exists."""
+        return bool(self.absent)
+
+
+#: Why a model of plain torch layers has no QAT-eval and bit-exact rows.
+FLOAT_ONLY = (
+    "the model has float weights only (no cnnforge.nn QAT layers): train it with `cnnforge "
+    "train`, or quantize it post-training with `cnnforge compile --ptq`"
+)
 
 
 def hardware_network(model: nn.Module, input_shape: tuple[int, ...]) -> Network:
@@ -60,10 +73,12 @@ def evaluate_three_ways(
     max_images: int | None = None,
 ) -> Evaluation:
     """Score ``model`` on ``dataset`` as float, QAT-eval and bit-exact simulation."""
-    from cnnforge.nn import set_float, set_quantized_eval
+    from cnnforge.nn import qat_modules, set_float, set_quantized_eval
     from cnnforge.sim import simulate
 
     float_model = set_float(copy.deepcopy(model)).eval()
+    if next(qat_modules(model), None) is None:  # plain torch: its float row, and why alone
+        return _float_only(float_model, dataset, num_classes, fold_factor, batch_size, max_images)
     quant_model = set_quantized_eval(copy.deepcopy(model))
     cms = {mode: None for mode in ("float", "qat-eval", "bit-exact")}
     compared = differing = images = 0
@@ -90,3 +105,27 @@ def evaluate_three_ways(
                 cms[mode] = cm if cms[mode] is None else cms[mode] + cm
     scores = {mode: segmentation_scores(cm) for mode, cm in cms.items()}
     return Evaluation(scores, compared, differing, images)
+
+
+def _float_only(
+    model: nn.Module,
+    dataset: Dataset,
+    num_classes: int,
+    fold_factor: int,
+    batch_size: int,
+    max_images: int | None,
+) -> Evaluation:
+    """The float row of a model without QAT layers; the other rows say why they are absent."""
+    cm = None
+    images = 0
+    with torch.no_grad():
+        for x, mask in DataLoader(dataset, batch_size=batch_size, shuffle=False):
+            if max_images is not None and images >= max_images:
+                break
+            xf = fold(x.to(torch.int64), fold_factor)
+            out = model(xf.to(torch.float32) / 128.0).double()
+            part = confusion_matrix(unfold(out, fold_factor).argmax(dim=1), mask, num_classes, VOID)
+            cm = part if cm is None else cm + part
+            images += x.shape[0]
+    absent = {"qat-eval": FLOAT_ONLY, "bit-exact": FLOAT_ONLY}
+    return Evaluation({"float": segmentation_scores(cm)}, 0, 0, images, absent)

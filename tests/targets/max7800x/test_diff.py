@@ -142,3 +142,42 @@ def test_model_level_against_fused_layers(tmp_path, capsys) -> None:
     assert network_pairs(find_network(a), find_network(b)) is None
     code, out, _ = run(["diff", str(a), str(b), "--tolerance", "1e-6"], capsys)
     assert "first divergence" in " ".join(out.split()) and code == 1
+
+
+def test_simulate_layers_keep_the_network_order_for_diff(tmp_path, capsys) -> None:
+    """``simulate --layers`` writes the layers in network order (order.txt); ``diff`` of two such
+    sets names the network's first diverging layer, not the alphabetically first (issue 31)."""
+    from cnnforge.checkpoint import save_quantized
+    from cnnforge.passes.check import check_network
+    from cnnforge.pipeline.targets import device_for
+
+    dev = device_for("MAX78000", "simulate")
+    net = next(
+        n for n in map(random_network, range(100)) if len(n) > 2 and not check_network(n, dev)
+    )
+    names = [x.name for x in net.layers]
+    save_quantized(net, tmp_path / "q.pth")
+    x = random_input(net, 6)
+    np.save(tmp_path / "x.npy", x)
+    sets = []
+    for i in range(2):
+        out = tmp_path / f"L{i}"
+        code, _, err = run(["simulate", "--network", str(tmp_path / "q.pth"), "--input",
+                            str(tmp_path / "x.npy"), "--output", str(tmp_path / f"y{i}.npy"),
+                            "--layers", str(out)], capsys)  # fmt: skip
+        assert code == 0, err
+        sets.append(out)
+    assert list(read_layer_outputs(sets[0])) == names
+    # change every layer of the second set: the first divergence is the network's first layer
+    for f in sets[1].glob("*.npy"):
+        np.save(f, np.load(f) + 1)
+    code, out, _ = run(["diff", str(sets[0]), str(sets[1])], capsys)
+    assert code == 1
+    assert f"first divergence: layer {names[0]} " in out
+    assert "layer order: the network's order" in out
+    old = tmp_path / "by_name"  # a directory without order.txt: taken alphabetically, and said
+    old.mkdir()
+    for name, value in read_layer_outputs(sets[0]).items():
+        np.save(old / f"{name}.npy", value)
+    code, out, _ = run(["diff", str(old), str(sets[0])], capsys)
+    assert code == 0 and "alphabetically" in out

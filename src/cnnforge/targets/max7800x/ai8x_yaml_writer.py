@@ -16,12 +16,12 @@ from typing import Any
 import numpy as np
 import yaml
 
-from cnnforge import __version__
 from cnnforge.errors import EmitError
 from cnnforge.ir import BINARY_BITS, INPUT, Activation, Layer, Network, Op
 from cnnforge.outputs import atomic_output_file
 from cnnforge.targets.max7800x.placement import Placement, Plan
 from cnnforge.targets.max7800x.wordsim import in_place_layers
+from cnnforge.version import __version__
 
 RESERVED_NAMES = frozenset({"stop", "input"})
 _ACTIVATE = {Activation.NONE: "None", Activation.RELU: "ReLU", Activation.ABS: "Abs"}

@@ -26,6 +26,7 @@ from cnnforge.ir import Network
 from cnnforge.targets.max7800x.c.build import SOURCES, compile_c
 
 MANIFEST = "manifest.txt"
+ORDER = "order.txt"  # simulate --layers: "<file>.npy <layer>" per line, in the network's order
 NETWORK = "network.json"  # the network description a compile output directory holds
 DTYPES = {"int8": np.dtype("i1"), "int32": np.dtype("=i4")}
 
@@ -66,6 +67,8 @@ def read_layer_outputs(path: Path | str) -> dict[str, np.ndarray]:
     path = Path(path)
     if path.is_dir() and (path / MANIFEST).is_file():
         return _read_probe_dir(path)
+    if path.is_dir() and (path / ORDER).is_file():
+        return _read_ordered_dir(path)
     if path.is_dir():
         files = sorted(path.glob("*.npy"))
         if not files:
@@ -82,6 +85,29 @@ def read_layer_outputs(path: Path | str) -> dict[str, np.ndarray]:
         where=str(path),
         hint="give a C probe directory, a .npz archive or a directory of .npy files",
     )
+
+
+def _read_ordered_dir(path: Path) -> dict[str, np.ndarray]:
+    """A ``simulate --layers`` directory: its ``order.txt`` names each file's layer, in order."""
+    out: dict[str, np.ndarray] = {}
+    for lineno, line in enumerate((path / ORDER).read_text("utf-8").splitlines(), 1):
+        fname, sep, name = line.partition(" ")
+        if not sep or "/" in fname or not fname.endswith(".npy") or not (path / fname).is_file():
+            raise InputError("malformed layer order line", where=f"{path / ORDER}:{lineno}")
+        out[name] = np.load(path / fname, allow_pickle=False)
+    return out
+
+
+def layer_order(path: Path | str) -> str:
+    """Which order ``read_layer_outputs`` gives for ``path``, in words (``diff`` says it)."""
+    path = Path(path)
+    if path.is_dir() and (path / MANIFEST).is_file():
+        return f"the network's order ({path / MANIFEST})"
+    if path.is_dir() and (path / ORDER).is_file():
+        return f"the network's order ({path / ORDER})"
+    if path.is_dir():
+        return f"file names, alphabetically ({path} has no {ORDER}: not the network's order)"
+    return f"the archive's order ({path})"
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,37 @@
+"""The Python API: one function per command for models that live in memory (docs/python-api.md).
+
+The CLI parses arguments and formats what these return; a script or notebook calls them with an
+``nn.Module`` object and gets the same numbers back.
+"""
+
+from cnnforge.api.functions import (
+    DEFAULT_DEVICE,
+    analyze,
+    budget,
+    check,
+    compile,
+    evaluate,
+    plan,
+    quantize,
+    simulate,
+    train,
+)
+from cnnforge.api.results import Analysis, Budget, CheckResult, Compiled, Quantized
+
+__all__ = [
+    "DEFAULT_DEVICE",
+    "Analysis",
+    "Budget",
+    "CheckResult",
+    "Compiled",
+    "Quantized",
+    "analyze",
+    "budget",
+    "check",
+    "compile",
+    "evaluate",
+    "plan",
+    "quantize",
+    "simulate",
+    "train",
+]

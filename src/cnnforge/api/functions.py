@@ -1,0 +1,395 @@
+"""One function per command, for models that live in memory: what the CLI does, returned.
+
+Each takes what the CLI takes — an ``nn.Module`` object, an ``nn.Module`` class, or the same
+references (``file.py:Name``, ``pkg.mod:Name``, ``model.onnx``, a shipped name) — and returns a
+result (api/results.py). Nothing prints and nothing exits: bad input raises the project's
+exception family (``cnnforge.errors``) with the one-line message the CLI would print.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import tempfile
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from cnnforge.api.results import Analysis, Budget, CheckResult, Compiled, Quantized
+from cnnforge.api.running import array_of, run_network
+from cnnforge.errors import InputError
+
+if TYPE_CHECKING:
+    from cnnforge.devices import Device
+    from cnnforge.frontend.loading import ModelSpec
+    from cnnforge.ir import Network
+    from cnnforge.train.evaluate import Evaluation
+    from cnnforge.train.loop import EpochRecord
+
+DEFAULT_DEVICE = "MAX78000"  # the CLI's default --device, for the same defaults in scripts
+
+
+def analyze(
+    model: ModelSpec,
+    input_shape: Sequence[int] | None = None,
+    *,
+    count: str = "true",
+    weight_bits: int = 8,
+    model_args: Mapping[str, Any] | None = None,
+    checkpoint: str | Path | None = None,
+) -> Analysis:
+    """Per-layer parameters, MACs, receptive field and memory (``cnnforge analyze``).
+
+    >>> import torch.nn as nn, cnnforge
+    >>> a = cnnforge.analyze(nn.Conv2d(3, 8, 3, padding=1), (3, 16, 16))
+    >>> a.totals.params
+    224
+    """
+    from cnnforge.analysis import analyze_network
+
+    network = _network(model, input_shape, model_args, checkpoint)
+    return Analysis(analyze_network(network, count=count, weight_bits=weight_bits))
+
+
+def check(
+    model: ModelSpec,
+    device: str | Device = DEFAULT_DEVICE,
+    input_shape: Sequence[int] | None = None,
+    *,
+    weight_bits: int | str | None = None,
+    model_args: Mapping[str, Any] | None = None,
+    checkpoint: str | Path | None = None,
+) -> CheckResult:
+    """Will it run on ``device``? The exact rewrites, widths and every violation at once
+    (``cnnforge check``); ``weight_bits`` is 8, 4, 2, 1, ``"auto"`` or None (the layers' own).
+
+    >>> r = cnnforge.check(model, "MAX78000", (3, 32, 32))
+    >>> r.fits, [v.rule for v in r.violations]
+    """
+    from cnnforge.passes.check import check_report
+
+    dev = _device(device, "check")
+    network = _network(model, input_shape, model_args, checkpoint)
+    return CheckResult(check_report(network, dev, weight_bits))
+
+
+def quantize(
+    model: ModelSpec,
+    input_shape: Sequence[int] | None = None,
+    *,
+    device: str | Device = DEFAULT_DEVICE,
+    checkpoint: str | Path | None = None,
+    weight_bits: int | Mapping[str, int] = 8,
+    clip: str = "max",
+    calibration: Any = None,
+    model_args: Mapping[str, Any] | None = None,
+    output: str | Path | None = None,
+) -> Quantized:
+    """Post-training quantization (QAT modules keep their integers), as ``cnnforge quantize``;
+    with ``output``, also saved as cnnforge's quantized checkpoint.
+
+    >>> q = cnnforge.quantize(model, (3, 32, 32), calibration=images)  # N,C,H,W floats
+    >>> y = q.simulate(images[0])
+    """
+    from cnnforge.pipeline.quantized import quantized_network
+    from cnnforge.pipeline.sources import read_calibration
+
+    dev = _device(device, "quantize")
+    network = _network(model, input_shape, model_args, checkpoint)
+    calib = read_calibration(array_of(calibration), network.input_shape)
+    q = quantized_network(network, dev, weight_bits, clip=clip, calibration=calib)
+    path = None
+    if output is not None:
+        from cnnforge.checkpoint import save_quantized
+        from cnnforge.outputs import atomic_output_file
+
+        path = Path(output)
+        with atomic_output_file(path) as tmp:
+            save_quantized(q.network, tmp, output_scales=q.output_exponents)
+    return Quantized(q.network, dev, dict(q.output_exponents), path)
+
+
+def plan(
+    model: ModelSpec,
+    device: str | Device = DEFAULT_DEVICE,
+    input_shape: Sequence[int] | None = None,
+    *,
+    checkpoint: str | Path | None = None,
+    weight_bits: int | str | None = None,
+    model_args: Mapping[str, Any] | None = None,
+    sample: Any = None,
+    calibration: Any = None,
+    in_place: bool = True,
+    output_dir: str | Path | None = None,
+    overwrite: bool = False,
+) -> Any:
+    """Processors, data-memory offsets, kernel map (``cnnforge plan``); returns the
+    ``PlanResult`` (``.network``, ``.plan``, ``.metrics``); with ``output_dir`` also writes the
+    vendor YAML + checkpoint, plan.json and the memory maps there."""
+    from cnnforge.pipeline import plan as pipeline_plan
+    from cnnforge.pipeline.targets import get_target
+
+    dev = _device(device, "plan")
+    target = get_target(dev.name)
+    if target.planner is None:
+        raise InputError(f"device {dev.name} has no plan", hint="compile it with cnnforge.compile")
+    shape = _shape(model, input_shape)
+    request = pipeline_plan.PlanRequest(
+        model=model,
+        input_shape=shape,
+        model_args=dict(model_args or {}),
+        checkpoint=None if checkpoint is None else Path(checkpoint),
+        weight_bits=weight_bits,
+        sample=array_of(sample),
+        calibration=array_of(calibration),
+        in_place=in_place,
+    )
+    result = target.planner(request, dev)
+    if output_dir is not None:
+        pipeline_plan.write_outputs(result, dev, Path(output_dir), overwrite)
+    return result
+
+
+def compile(  # the command's name: cnnforge.compile(...) in a script
+    model: ModelSpec | None = None,
+    *,
+    device: str | Device = DEFAULT_DEVICE,
+    input_shape: Sequence[int] | None = None,
+    ptq: bool = False,
+    checkpoint: str | Path | None = None,
+    sample: Any = None,
+    calibration: Any = None,
+    output_dir: str | Path | None = None,
+    overwrite: bool = False,
+    run: bool = False,
+    weight_bits: int | str | Mapping[str, int] | None = None,
+    model_args: Mapping[str, Any] | None = None,
+    ai8x_yaml: str | Path | None = None,
+    ai8x_checkpoint: str | Path | None = None,
+    report: bool = True,
+    in_place: bool = True,
+    progress: bool = False,
+) -> Compiled:
+    """Everything ``cnnforge compile`` does: vendor files, portable C with a known-answer
+    self-test (``run=True`` builds and runs it), report.html. ``sample`` (C,H,W int8 values or
+    floats in model units) is what the known answer is computed on. Without ``output_dir`` the
+    files go to a new temporary directory (``Compiled.output_dir``), kept for inspection.
+
+    >>> c = cnnforge.compile(model, input_shape=(3, 32, 32), ptq=True, sample=x)
+    >>> (c.simulate(x) == cnnforge.simulate(c.output_dir / "network.pth", x)).all()
+    True
+    """
+    from cnnforge.pipeline import CompileOptions, compile_model
+
+    dev = _device(device, "compile")
+    if output_dir is None:
+        output_dir = Path(tempfile.mkdtemp(prefix="cnnforge-compile-")) / "out"
+    options = CompileOptions(
+        output=Path(output_dir),
+        model=model,  # type: ignore[arg-type]  # the steps take a model object as a spec too
+        device=dev.name,
+        checkpoint=None if checkpoint is None else Path(checkpoint),
+        ptq=ptq,
+        sample=array_of(sample),
+        calibration=array_of(calibration),
+        input_shape=None if input_shape is None else tuple(int(n) for n in input_shape),
+        model_args=dict(model_args or {}),
+        weight_bits=weight_bits,
+        ai8x_yaml=None if ai8x_yaml is None else Path(ai8x_yaml),
+        ai8x_checkpoint=None if ai8x_checkpoint is None else Path(ai8x_checkpoint),
+        overwrite=overwrite,
+        run=run,
+        report=report,
+        in_place=in_place,
+    )
+    with _progress(progress, "compile") as on_step:
+        state = compile_model(options, on_step)
+    return Compiled(state, Path(output_dir))
+
+
+def simulate(
+    network: Network | Compiled | Quantized | str | Path,
+    x: Any,
+    *,
+    device: str | Device | None = None,
+    all_layers: bool = False,
+) -> Any:
+    """Bit-exact integer simulation (``cnnforge simulate``) of a quantized network — a
+    ``Network``, a compile/quantize result, or a cnnforge quantized checkpoint path — on ``x``
+    (C,H,W or N,C,H,W; int8 values or floats in model units, numpy or torch). Returns the output
+    (int64, batch axis as given); a dict by layer name for several outputs or ``all_layers``."""
+    net = _quantized(network)
+    return run_network(net, x, _device(device or DEFAULT_DEVICE, "simulate"), all_layers)
+
+
+def budget(
+    model: ModelSpec,
+    device: str = "generic",
+    input_shape: Sequence[int] | None = None,
+    *,
+    model_args: Mapping[str, Any] | None = None,
+    checkpoint: str | Path | None = None,
+    points: int = 24,
+) -> Budget:
+    """The generic on-chip-budget plan (``cnnforge budget``): schedule, allocation, DDR spill.
+
+    >>> b = cnnforge.budget(model, "generic:onchip=64KiB", (3, 32, 32))
+    >>> b.to_dict()["totals"]
+    """
+    from cnnforge.targets.generic.run import plan_budget
+
+    shape = None if input_shape is None else tuple(int(n) for n in input_shape)
+    ckpt = None if checkpoint is None else Path(checkpoint)
+    _target, network, planned = plan_budget(
+        model,
+        device,
+        shape,
+        dict(model_args or {}),
+        ckpt,
+        points,  # type: ignore[arg-type]
+    )
+    return Budget(planned, network)
+
+
+def evaluate(
+    model: ModelSpec,
+    checkpoint: str | Path | None = None,
+    *,
+    dataset: str = "shapes",
+    data: str | Path | None = None,
+    split: str = "val",
+    size: int = 32,
+    fold: int = 1,
+    length: int = 256,
+    batch_size: int = 64,
+    seed: int = 0,
+    model_args: Mapping[str, Any] | None = None,
+) -> Evaluation:
+    """Float, QAT-eval and bit-exact scores on the same images (``cnnforge evaluate``); a
+    float-only model gets its float row and ``absent`` says why the others are missing."""
+    from cnnforge.frontend.loading import load_model
+    from cnnforge.train.datasets import make_dataset
+    from cnnforge.train.evaluate import evaluate_three_ways
+    from cnnforge.train.run import model_classes
+
+    ckpt = None if checkpoint is None else Path(checkpoint)
+    net = load_model(model, model_args, ckpt)
+    classes = model_classes(net, size, fold)
+    folder = None if data is None else Path(data)
+    ds = make_dataset(
+        dataset, split, data=folder, size=size, num_classes=classes, length=length, seed=seed
+    )
+    return evaluate_three_ways(net, ds, classes, fold_factor=fold, batch_size=batch_size)
+
+
+def train(
+    model: ModelSpec,
+    output_dir: str | Path,
+    *,
+    dataset: str = "shapes",
+    data: str | Path | None = None,
+    size: int = 32,
+    epochs: int = 10,
+    batch_size: int = 16,
+    lr: float = 1e-2,
+    seed: int = 0,
+    qat: bool = True,
+    train_length: int = 1024,
+    val_length: int = 256,
+    model_args: Mapping[str, Any] | None = None,
+    on_epoch: Callable[[EpochRecord], None] | None = None,
+) -> list[EpochRecord]:
+    """Float training then QAT (``cnnforge train``) of a copy of ``model``; the checkpoints
+    (last.pth, best.pth) go to ``output_dir``; returns one record per epoch."""
+    from cnnforge.train.loop import TrainConfig
+    from cnnforge.train.run import train_model
+
+    config = TrainConfig(epochs=epochs, batch_size=batch_size, lr=lr, seed=seed)
+    return train_model(
+        model,  # type: ignore[arg-type]  # load_model takes a model object as a spec too
+        dict(model_args or {}),
+        dataset=dataset,
+        data=None if data is None else Path(data),
+        size=size,
+        config=config,
+        out_dir=Path(output_dir),
+        qat=qat,
+        lengths=(train_length, val_length),
+        on_epoch=on_epoch,
+    )
+
+
+# ---- helpers -------------------------------------------------------------------------------
+
+
+def _device(device: str | Device, command: str) -> Device:
+    from cnnforge.pipeline.targets import device_for
+
+    return device_for(device, command)
+
+
+def _shape(model: Any, input_shape: Sequence[int] | None) -> tuple[int, ...] | None:
+    """The given shape, else a shipped model's own (ONNX files carry theirs: None)."""
+    from cnnforge.models import default_input_shape, model_names
+
+    if input_shape is not None:
+        return tuple(int(n) for n in input_shape)
+    if isinstance(model, str) and model in model_names():
+        return tuple(default_input_shape(model))
+    if isinstance(model, str) and model.lower().endswith(".onnx"):
+        return None
+    raise InputError("no input_shape given", hint="e.g. input_shape=(3, 64, 64)")
+
+
+def _network(
+    model: Any,
+    input_shape: Sequence[int] | None,
+    model_args: Mapping[str, Any] | None,
+    checkpoint: str | Path | None,
+) -> Network:
+    """The model-level float Network of any model reference (checked against eager)."""
+    from cnnforge.frontend import load_network
+
+    ckpt = None if checkpoint is None else Path(checkpoint)
+    return load_network(model, _shape(model, input_shape), dict(model_args or {}), ckpt)
+
+
+def _quantized(network: Any) -> Network:
+    """A quantized Network from a result, a Network or a cnnforge quantized checkpoint path."""
+    from cnnforge.ir import Network
+
+    if isinstance(network, Compiled | Quantized):
+        return network.network
+    if isinstance(network, Network):
+        if not network.is_quantized:
+            raise InputError(
+                f"network {network.name} is not quantized",
+                hint="quantize it first: cnnforge.quantize(model, ...)",
+            )
+        return network
+    if isinstance(network, str | Path):
+        from cnnforge.checkpoint import load_quantized
+
+        return load_quantized(Path(network))
+    raise InputError(
+        f"cannot simulate a {type(network).__name__}",
+        hint="give a compile/quantize result, a quantized Network or a network.pth path",
+    )
+
+
+@contextlib.contextmanager
+def _progress(show: bool, title: str) -> Iterator[Callable[[str, int, int], None] | None]:
+    """A transient progress bar (terminal or notebook) when asked, else nothing at all."""
+    if not show:
+        yield None
+        return
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    columns = (TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn())
+    with Progress(*columns, transient=True) as bar:
+        task = bar.add_task(title, total=None)
+
+        def on_step(name: str, index: int, total: int) -> None:
+            bar.update(task, description=f"[{index + 1}/{total}] {name}", total=total,
+                       completed=index)  # fmt: skip
+
+        yield on_step

@@ -1,0 +1,57 @@
+"""Running a quantized network on an array: the one path of ``cnnforge.simulate`` and the
+results' ``.simulate`` (numpy or torch in, numpy out, batch axis as given)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from cnnforge.errors import InputError
+
+if TYPE_CHECKING:
+    from cnnforge.devices import Device
+    from cnnforge.ir import Network
+
+
+def run_network(network: Network, x: Any, device: Device, all_layers: bool = False) -> Any:
+    """The bit-exact output of ``network`` on ``x`` (C,H,W or N,C,H,W; int8 values or floats
+    in model units): one int64 array, or a dict by layer name for several outputs or
+    ``all_layers``."""
+    import numpy as np
+
+    from cnnforge.samples import load_input_array
+    from cnnforge.sim import simulate
+
+    data = load_input_array(array_of(x), "x").values
+    shape = tuple(network.input_shape)
+    if data.shape == shape:
+        batch, added = data[None], True
+    elif data.shape[1:] == shape:
+        batch, added = data, False
+    else:
+        raise InputError(
+            f"x has shape {tuple(data.shape)}, the network takes {shape}",
+            hint="give C,H,W or N,C,H,W",
+        )
+    result = simulate(network, batch, all_layers=all_layers, device=device)
+
+    def unbatch(value: Any) -> np.ndarray:
+        array = np.asarray(value.numpy() if hasattr(value, "numpy") else value, dtype=np.int64)
+        return array[0] if added else array
+
+    if all_layers:
+        return {k: unbatch(v) for k, v in result.layers.items()}
+    outputs = {k: unbatch(v) for k, v in result.outputs.items()}
+    return next(iter(outputs.values())) if len(outputs) == 1 else outputs
+
+
+def array_of(value: Any) -> Any:
+    """numpy arrays, torch tensors (as numpy) and paths as they are; None stays None."""
+    from pathlib import Path
+
+    if value is None or isinstance(value, str | Path):
+        return value
+    if hasattr(value, "detach"):  # a torch tensor
+        return value.detach().cpu().numpy()
+    import numpy as np
+
+    return np.asarray(value)
