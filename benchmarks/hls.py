@@ -1,7 +1,7 @@
 """The HLS target on seed 001's U-Net: C-simulation time per image beside the simulator's, and
 float vs W5A8 (and W8A8) argmax agreement on a sample set. No assertions: a report.
 
-The sample set is the procedural ``shapes`` images at 64x64 (cnnforge.train.datasets); the
+The sample set is the procedural ``shapes`` images at 64x64 (cnnforge.training.datasets); the
 U-Net is untrained (batchnorm statistics settled on the set, as benchmarks/ptq_agreement.py
 does), so agreement measures quantization, not accuracy. Needs g++ and the ap_types headers
 (hls4ml) for the C-simulation part.
@@ -28,7 +28,7 @@ from cnnforge.sim import simulate
 from cnnforge.targets.hls.build import compile_cpp, find_ap_types
 from cnnforge.targets.hls.device import HLS
 from cnnforge.targets.hls.emitter import emit_hls
-from cnnforge.train.datasets import ShapesConfig, render_shapes, to_hardware_range
+from cnnforge.training.datasets import ShapesConfig, render_shapes, to_hardware_range
 
 SHAPE = (3, 64, 64)
 

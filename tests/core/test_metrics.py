@@ -5,7 +5,7 @@ import math
 import numpy as np
 import torch
 
-from cnnforge.train.metrics import confusion_matrix, segmentation_scores, topk_accuracy
+from cnnforge.training.metrics import confusion_matrix, segmentation_scores, topk_accuracy
 
 
 def test_segmentation_scores_by_hand():

@@ -8,7 +8,7 @@ import torch
 from PIL import Image
 
 from cnnforge.errors import InputError
-from cnnforge.train.datasets import (
+from cnnforge.training.datasets import (
     SHAPES_CLASSES,
     VOID,
     ShapesDataset,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from cnnforge.pipeline.demo import run_demo
-from cnnforge.train.demo import quick_train, shipped_checkpoint
+from cnnforge.training.demo import quick_train, shipped_checkpoint
 
 
 @pytest.mark.slow

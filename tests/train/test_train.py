@@ -15,10 +15,10 @@ import torch
 from cnnforge.models.qat_unet import QatUNet
 from cnnforge.nn import QATPolicy
 from cnnforge.outputs import MANIFEST
-from cnnforge.train.datasets import ShapesDataset
-from cnnforge.train.distributed import replay_batches
-from cnnforge.train.loop import TrainConfig, Trainer, load_checkpoint
-from cnnforge.train.qat import QatHooks
+from cnnforge.training.datasets import ShapesDataset
+from cnnforge.training.distributed import replay_batches
+from cnnforge.training.loop import TrainConfig, Trainer, load_checkpoint
+from cnnforge.training.qat import QatHooks
 
 TINY = dict(channels=(4, 8, 8, 8), batchnorm=True)
 

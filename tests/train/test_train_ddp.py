@@ -21,9 +21,9 @@ import torch
 import cnnforge
 from cnnforge.models.qat_unet import QatUNet
 from cnnforge.nn import QATPolicy
-from cnnforge.train.datasets import ShapesDataset
-from cnnforge.train.loop import TrainConfig, Trainer, load_checkpoint
-from cnnforge.train.qat import QatHooks
+from cnnforge.training.datasets import ShapesDataset
+from cnnforge.training.loop import TrainConfig, Trainer, load_checkpoint
+from cnnforge.training.qat import QatHooks
 
 CHANNELS = (4, 8, 8, 8)  # QatUNet with BatchNorm (its default)
 ARGS = [
@@ -220,7 +220,7 @@ def test_every_trainable_parameter_reaches_the_loss_in_each_phase():
 
 
 def test_global_batchnorm_is_batchnorm_in_one_process():
-    from cnnforge.train.distributed import global_batchnorm
+    from cnnforge.training.distributed import global_batchnorm
 
     torch.manual_seed(0)
     plain = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.BatchNorm2d(4))
@@ -234,7 +234,7 @@ def test_global_batchnorm_is_batchnorm_in_one_process():
 @pytest.mark.parametrize("value", ["0", "-3", "soon", "inf"])
 def test_a_bad_timeout_is_an_input_error(monkeypatch, value):
     from cnnforge.errors import InputError
-    from cnnforge.train.distributed import timeout
+    from cnnforge.training.distributed import timeout
 
     monkeypatch.setenv("CNNFORGE_DIST_TIMEOUT", value)
     with pytest.raises(InputError, match="CNNFORGE_DIST_TIMEOUT"):
@@ -303,7 +303,7 @@ def test_a_failing_rank_ends_the_run_promptly_with_one_line(tmp_path, failure, m
 def test_resume_with_a_mismatched_optimizer_state_is_an_input_error(tmp_path):
     """A QAT last.pth whose optimizer still holds the folded BatchNorm (older cnnforge)."""
     from cnnforge.errors import InputError
-    from cnnforge.train.loop import make_optimizer, save_checkpoint
+    from cnnforge.training.loop import make_optimizer, save_checkpoint
 
     def trainer() -> Trainer:
         torch.manual_seed(0)

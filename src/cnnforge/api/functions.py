@@ -22,8 +22,8 @@ if TYPE_CHECKING:
     from cnnforge.devices import Device
     from cnnforge.frontend.loading import ModelSpec
     from cnnforge.ir import Network
-    from cnnforge.train.evaluate import Evaluation
-    from cnnforge.train.loop import EpochRecord
+    from cnnforge.training.evaluate import Evaluation
+    from cnnforge.training.loop import EpochRecord
 
 DEFAULT_DEVICE = "MAX78000"  # the CLI's default --device, for the same defaults in scripts
 
@@ -267,9 +267,9 @@ def evaluate(
     """Float, QAT-eval and bit-exact scores on the same images (``cnnforge evaluate``); a
     float-only model gets its float row and ``absent`` says why the others are missing."""
     from cnnforge.frontend.loading import load_model
-    from cnnforge.train.datasets import make_dataset
-    from cnnforge.train.evaluate import evaluate_three_ways
-    from cnnforge.train.run import model_classes
+    from cnnforge.training.datasets import make_dataset
+    from cnnforge.training.evaluate import evaluate_three_ways
+    from cnnforge.training.run import model_classes
 
     ckpt = None if checkpoint is None else Path(checkpoint)
     net = load_model(model, model_args, ckpt)
@@ -300,8 +300,8 @@ def train(
 ) -> list[EpochRecord]:
     """Float training then QAT (``cnnforge train``) of a copy of ``model``; the checkpoints
     (last.pth, best.pth) go to ``output_dir``; returns one record per epoch."""
-    from cnnforge.train.loop import TrainConfig
-    from cnnforge.train.run import train_model
+    from cnnforge.training.loop import TrainConfig
+    from cnnforge.training.run import train_model
 
     config = TrainConfig(epochs=epochs, batch_size=batch_size, lr=lr, seed=seed)
     return train_model(

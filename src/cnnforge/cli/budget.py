@@ -142,7 +142,7 @@ def _scores_line(network, target, length: int) -> str:
     import torch
 
     from cnnforge.targets.generic.scores import evaluate_generic
-    from cnnforge.train.datasets import ShapesDataset
+    from cnnforge.training.datasets import ShapesDataset
 
     shape = network.input_shape
     if len(shape) != 3 or shape[0] != 3 or shape[1] != shape[2]:

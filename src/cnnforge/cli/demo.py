@@ -23,7 +23,7 @@ def demo(
     """Offline end-to-end demo: float vs QAT-eval vs bit-exact mIoU, compile, C self-test."""
     from cnnforge.cli.evaluate import agreement_line, evaluation_table
     from cnnforge.pipeline.demo import run_demo
-    from cnnforge.train.demo import quick_train
+    from cnnforge.training.demo import quick_train
 
     with tempfile.TemporaryDirectory() as tmp:
         checkpoint = None

@@ -12,7 +12,7 @@ from cnnforge.cli.app import app
 from cnnforge.cli.common import console, parse_model_args
 
 if TYPE_CHECKING:
-    from cnnforge.train.evaluate import Evaluation
+    from cnnforge.training.evaluate import Evaluation
 
 
 @app.command("evaluate")

@@ -12,7 +12,7 @@ from cnnforge.cli.app import app
 from cnnforge.cli.common import console, parse_model_args
 
 if TYPE_CHECKING:
-    from cnnforge.train.loop import EpochRecord
+    from cnnforge.training.loop import EpochRecord
 
 
 @app.command("train")
@@ -44,9 +44,9 @@ def train(
 ) -> None:
     """Train MODEL on a segmentation dataset: float phase, then QAT from the start_epoch."""
     from cnnforge.errors import DistributedError
-    from cnnforge.train.distributed import init_from_env, peer_failure, shutdown
-    from cnnforge.train.loop import TrainConfig
-    from cnnforge.train.run import train_model
+    from cnnforge.training.distributed import init_from_env, peer_failure, shutdown
+    from cnnforge.training.loop import TrainConfig
+    from cnnforge.training.run import train_model
 
     ctx = init_from_env()
     config = TrainConfig(

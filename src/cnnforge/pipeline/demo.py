@@ -1,6 +1,6 @@
 """The ``cnnforge demo`` sequence, offline: shipped checkpoint (or ``--train``) -> float /
 QAT-eval / bit-exact mIoU on a held-out split -> ``compile`` for MAX78000 with the C self-test ->
-masks figure + README (the pieces live in train/demo.py)."""
+masks figure + README (the pieces live in training/demo.py)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from cnnforge.devices import MAX78000
 from cnnforge.outputs import atomic_output_dir
 from cnnforge.pipeline.compile import compile_model
 from cnnforge.pipeline.state import CompileOptions
-from cnnforge.train.demo import (
+from cnnforge.training.demo import (
     HELD_OUT,
     MODEL,
     SIZE,
@@ -45,8 +45,8 @@ def run_demo(
 ) -> DemoResult:
     """Evaluate three ways, compile for MAX78000 with the C self-test, write masks + report."""
     from cnnforge.frontend.torch_fx import load_model
-    from cnnforge.train.datasets import SHAPES_CLASSES, ShapesDataset
-    from cnnforge.train.evaluate import evaluate_three_ways
+    from cnnforge.training.datasets import SHAPES_CLASSES, ShapesDataset
+    from cnnforge.training.evaluate import evaluate_three_ways
 
     checkpoint = checkpoint or shipped_checkpoint()
     model = load_model(MODEL, {}, checkpoint)

@@ -13,8 +13,8 @@ from cnnforge.frontend.onnx import load_onnx
 from cnnforge.nn import set_float
 from cnnforge.targets.generic.scores import evaluate_generic
 from cnnforge.targets.generic.target import parse_generic
-from cnnforge.train.datasets import SHAPES_CLASSES, ShapesDataset
-from cnnforge.train.demo import shipped_checkpoint
+from cnnforge.training.datasets import SHAPES_CLASSES, ShapesDataset
+from cnnforge.training.demo import shipped_checkpoint
 from support.cli import run_cli
 from support.onnx_export import export
 

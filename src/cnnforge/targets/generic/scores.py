@@ -1,5 +1,5 @@
 """Quantized accuracy on the generic target, as ``cnnforge evaluate`` reports it for the MAX7800x
-(train/evaluate.py): the float network and the target's bit-exact integers (integer.py) scored
+(training/evaluate.py): the float network and the target's bit-exact integers (integer.py) scored
 on the same segmentation images (pixel accuracy, mIoU), with the pixels where their arg-max
 classes agree.
 """
@@ -21,8 +21,8 @@ from cnnforge.targets.generic.integer import (
     simulate_generic,
 )
 from cnnforge.targets.generic.target import GenericTarget
-from cnnforge.train.datasets import VOID
-from cnnforge.train.metrics import SegmentationScores, confusion_matrix, segmentation_scores
+from cnnforge.training.datasets import VOID
+from cnnforge.training.metrics import SegmentationScores, confusion_matrix, segmentation_scores
 
 
 @dataclass(frozen=True)

@@ -15,8 +15,8 @@ from pathlib import Path
 import torch
 
 from cnnforge.arithmetic import ACT_SCALE
-from cnnforge.train.datasets import ShapesDataset
-from cnnforge.train.evaluate import Evaluation
+from cnnforge.training.datasets import ShapesDataset
+from cnnforge.training.evaluate import Evaluation
 
 MODEL = "qat-unet"
 SIZE = 32
@@ -37,8 +37,8 @@ def quick_train(
     out_dir: Path, epochs: int = 12, lengths: tuple[int, int] = (1024, 256), on_epoch=None
 ) -> Path:
     """Retrain the demo model from scratch (shorter than TRAIN_COMMAND); returns best.pth."""
-    from cnnforge.train.loop import TrainConfig
-    from cnnforge.train.run import train_model
+    from cnnforge.training.loop import TrainConfig
+    from cnnforge.training.run import train_model
 
     config = TrainConfig(epochs=epochs, batch_size=16, lr=5e-3, seed=0)
     train_model(
@@ -59,7 +59,7 @@ def masks_figure(model: torch.nn.Module, dataset: ShapesDataset, path: Path, n: 
 
     from cnnforge.nn import set_float, set_quantized_eval
     from cnnforge.sim import simulate
-    from cnnforge.train.evaluate import hardware_network
+    from cnnforge.training.evaluate import hardware_network
 
     float_model = set_float(copy.deepcopy(model)).eval()
     network = hardware_network(set_quantized_eval(copy.deepcopy(model)), (3, SIZE, SIZE))

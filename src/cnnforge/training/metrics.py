@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from cnnforge.train.datasets import VOID
+from cnnforge.training.datasets import VOID
 
 
 def confusion_matrix(

@@ -19,8 +19,8 @@ from torch.utils.data import DataLoader, Dataset
 
 from cnnforge.arithmetic import ACT_SCALE, output_unit
 from cnnforge.ir import Network
-from cnnforge.train.datasets import VOID, fold, unfold
-from cnnforge.train.metrics import SegmentationScores, confusion_matrix, segmentation_scores
+from cnnforge.training.datasets import VOID, fold, unfold
+from cnnforge.training.metrics import SegmentationScores, confusion_matrix, segmentation_scores
 
 
 @dataclass(frozen=True)

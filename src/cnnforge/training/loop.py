@@ -24,10 +24,10 @@ from torch.utils.data import DataLoader, Dataset
 
 from cnnforge.arithmetic import ACT_SCALE
 from cnnforge.errors import InputError
-from cnnforge.train import distributed as dist_utils
-from cnnforge.train.datasets import VOID, fold, unfold
-from cnnforge.train.metrics import confusion_matrix, segmentation_scores
-from cnnforge.train.qat import QatHooks
+from cnnforge.training import distributed as dist_utils
+from cnnforge.training.datasets import VOID, fold, unfold
+from cnnforge.training.metrics import confusion_matrix, segmentation_scores
+from cnnforge.training.qat import QatHooks
 
 CHECKPOINT_FORMAT = "cnnforge-train/1"
 

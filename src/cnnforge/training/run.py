@@ -11,9 +11,9 @@ import torch
 from torch import nn
 
 from cnnforge.errors import InputError
-from cnnforge.train.datasets import make_dataset
-from cnnforge.train.loop import EpochRecord, TrainConfig, Trainer
-from cnnforge.train.qat import QatHooks
+from cnnforge.training.datasets import make_dataset
+from cnnforge.training.loop import EpochRecord, TrainConfig, Trainer
+from cnnforge.training.qat import QatHooks
 
 
 def folded_input_shape(model: nn.Module, size: int, fold: int = 1) -> tuple[int, int, int]:
@@ -90,8 +90,8 @@ def train_model(
     from cnnforge.frontend.torch_fx import load_model
     from cnnforge.nn import load_policy
     from cnnforge.outputs import check_target, claim_directory
-    from cnnforge.train.distributed import context
-    from cnnforge.train.loop import OUTPUT_FILES
+    from cnnforge.training.distributed import context
+    from cnnforge.training.loop import OUTPUT_FILES
 
     last = Path(out_dir) / "last.pth"
     if resume and not last.is_file():
