@@ -54,3 +54,16 @@ def test_evaluate_scores_a_float_only_model_and_says_why_alone(tmp_path: Path, c
     assert code == 0, err
     assert "float" in out and "qat-eval and bit-exact: not scored" in out
     assert "bit-exact │" not in out
+
+
+def test_check_prints_the_verdict_and_violations_first(capsys) -> None:
+    """Seed 001's U-Net: the verdict and its one violation come before anything else; the
+    rewrites are one summary line, their table only with --verbose."""
+    code, out, _ = run_cli(["check", "unet-voc"], capsys)
+    assert code == 1
+    lines = out.splitlines()
+    assert "does not fit" in lines[0] and "1 violation(s)" in lines[0]
+    assert "kernel-memory" in out and out.index("kernel-memory") < out.index("rewrites (exact)")
+    assert "Rewrites applied" not in out and "(--verbose lists them)" in out
+    code, out, _ = run_cli(["check", "unet-voc", "--verbose"], capsys)
+    assert code == 1 and "Rewrites applied (exact)" in out

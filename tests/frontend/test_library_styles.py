@@ -27,6 +27,7 @@ from cnnforge.passes.check import check_network
 from cnnforge.passes.lower import lower_to_hardware
 from cnnforge.sim.float_eval import run_float
 from support import library_styles as styles
+from support.paths import REPO
 
 STYLES_FILE = Path(styles.__file__)
 
@@ -267,7 +268,7 @@ def test_zoo_external_rows_on_a_library_style_model(monkeypatch: pytest.MonkeyPa
     fixture: params against numel, MACs against hooks, both checks."""
     import importlib.util
 
-    path = Path(__file__).parents[1] / "benchmarks" / "zoo_external.py"
+    path = REPO / "benchmarks" / "zoo_external.py"
     spec = importlib.util.spec_from_file_location("zoo_external", path)
     assert spec is not None and spec.loader is not None
     zoo = importlib.util.module_from_spec(spec)

@@ -5,7 +5,6 @@ upsample that names the input size, and hints that cite docs users have."""
 from __future__ import annotations
 
 import dataclasses
-from pathlib import Path
 
 import torch
 import torch.nn.functional as F
@@ -16,6 +15,7 @@ from cnnforge.frontend.capture import capture
 from cnnforge.passes.check import check_network
 from cnnforge.passes.lower import lower_to_hardware
 from support import library_styles as styles
+from support.paths import SRC
 
 
 def _violations(model: nn.Module, shape: tuple[int, ...], device: str = "MAX78000") -> list:
@@ -79,8 +79,9 @@ def test_non_integer_upsample_names_the_input_size() -> None:
 
 
 def test_hints_cite_no_spec_files() -> None:
-    src = Path(__file__).parents[1] / "src" / "cnnforge" / "passes"
-    for path in src.glob("*.py"):
+    src = SRC / "cnnforge"
+    assert (src / "passes").is_dir()
+    for path in src.rglob("*.py"):
         for line in path.read_text().splitlines():
             text = line.strip()
             quoted = text.startswith('"') and not text.startswith('"""')

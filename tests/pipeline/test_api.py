@@ -114,7 +114,7 @@ def test_quantize_and_plan_in_memory(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("command", ["analyze", "check", "budget"])
 def test_cli_json_equals_the_api_result(command: str, capsys: pytest.CaptureFixture[str]) -> None:
-    spec = f"{REPO / 'tests' / 'test_api.py'}:_Net"
+    spec = f"{Path(__file__)}:_Net"
     if command == "budget":
         api = cnnforge.budget(_Net, "generic:onchip=16KiB", SHAPE).to_dict()
         args = ["budget", spec, "-d", "generic:onchip=16KiB", "-i", "3,16,16", "--json", "-"]

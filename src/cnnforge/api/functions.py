@@ -29,13 +29,15 @@ DEFAULT_DEVICE = "MAX78000"  # the CLI's default --device, for the same defaults
 
 
 def analyze(
-    model: ModelSpec,
+    model: ModelSpec | None,
     input_shape: Sequence[int] | None = None,
     *,
     count: str = "true",
     weight_bits: int = 8,
     model_args: Mapping[str, Any] | None = None,
     checkpoint: str | Path | None = None,
+    ai8x_yaml: str | Path | None = None,
+    ai8x_checkpoint: str | Path | None = None,
 ) -> Analysis:
     """Per-layer parameters, MACs, receptive field and memory (``cnnforge analyze``).
 
@@ -46,18 +48,20 @@ def analyze(
     """
     from cnnforge.analysis import analyze_network
 
-    network = _network(model, input_shape, model_args, checkpoint)
+    network = _network(model, input_shape, model_args, checkpoint, (ai8x_yaml, ai8x_checkpoint))
     return Analysis(analyze_network(network, count=count, weight_bits=weight_bits))
 
 
 def check(
-    model: ModelSpec,
+    model: ModelSpec | None,
     device: str | Device = DEFAULT_DEVICE,
     input_shape: Sequence[int] | None = None,
     *,
     weight_bits: int | str | None = None,
     model_args: Mapping[str, Any] | None = None,
     checkpoint: str | Path | None = None,
+    ai8x_yaml: str | Path | None = None,
+    ai8x_checkpoint: str | Path | None = None,
 ) -> CheckResult:
     """Will it run on ``device``? The exact rewrites, widths and every violation at once
     (``cnnforge check``); ``weight_bits`` is 8, 4, 2, 1, ``"auto"`` or None (the layers' own).
@@ -65,11 +69,12 @@ def check(
     >>> r = cnnforge.check(model, "MAX78000", (3, 32, 32))
     >>> r.fits, [v.rule for v in r.violations]
     """
-    from cnnforge.passes.check import check_report
+    from cnnforge.pipeline.targets import check_for
 
     dev = _device(device, "check")
-    network = _network(model, input_shape, model_args, checkpoint)
-    return CheckResult(check_report(network, dev, weight_bits))
+    vendor = (ai8x_yaml, ai8x_checkpoint)
+    network = _network(model, input_shape, model_args, checkpoint, vendor, dev)
+    return CheckResult(check_for(network, dev, weight_bits))
 
 
 def quantize(
@@ -345,12 +350,26 @@ def _network(
     input_shape: Sequence[int] | None,
     model_args: Mapping[str, Any] | None,
     checkpoint: str | Path | None,
+    vendor: tuple[str | Path | None, str | Path | None] = (None, None),
+    device: Device | None = None,
 ) -> Network:
-    """The model-level float Network of any model reference (checked against eager)."""
+    """The model-level float Network of any model reference (checked against eager; a model
+    wider than ``device`` allows is refused before it is traced), or a vendor pair's network."""
     from cnnforge.frontend import load_network
+    from cnnforge.pipeline.sources import network_for_cli
 
+    if vendor != (None, None) or model is None:
+        shape = None if input_shape is None else tuple(int(n) for n in input_shape)
+        dev = device or _device(DEFAULT_DEVICE, "analyze")
+        network = network_for_cli(model, shape, vendor[0], vendor[1], device=dev)
+        if network is not None:
+            return network
     ckpt = None if checkpoint is None else Path(checkpoint)
-    return load_network(model, _shape(model, input_shape), dict(model_args or {}), ckpt)
+    limits: dict[str, Any] = {}
+    if device is not None:
+        limits = {"max_channels": device.max_channels, "device": device.name}
+    shape = _shape(model, input_shape)
+    return load_network(model, shape, dict(model_args or {}), ckpt, **limits)
 
 
 def _quantized(network: Any) -> Network:

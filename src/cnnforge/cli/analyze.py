@@ -7,7 +7,7 @@ from pathlib import Path
 import typer
 
 from cnnforge.cli.app import app
-from cnnforge.cli.common import console, parse_model_args, parse_shape
+from cnnforge.cli.common import console, model_input_shape, parse_model_args
 from cnnforge.outputs import atomic_outputs
 
 
@@ -49,19 +49,14 @@ def analyze(
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace existing output files."),
 ) -> None:
     """Per-layer parameters, MACs, receptive field, activation and parameter memory, totals."""
-    from cnnforge.analysis import analyze_network
     from cnnforge.analysis.render import to_json, to_markdown, to_table, totals_lines
-    from cnnforge.frontend import load_network
-    from cnnforge.models import default_input_shape, model_names
-    from cnnforge.pipeline.sources import network_for_cli
+    from cnnforge.api import analyze as analyze_model
 
-    shape = parse_shape(input_shape) if input_shape else None
-    if shape is None and model in model_names():  # a shipped model knows its input
-        shape = default_input_shape(model)
-    network = network_for_cli(model, shape, ai8x_yaml, ai8x_checkpoint)
-    if network is None:
-        network = load_network(model, shape, parse_model_args(model_arg), checkpoint)
-    result = analyze_network(network, count=count, weight_bits=weight_bits)
+    result = analyze_model(
+        model, model_input_shape(model, input_shape), count=count, weight_bits=weight_bits,
+        model_args=parse_model_args(model_arg), checkpoint=checkpoint, ai8x_yaml=ai8x_yaml,
+        ai8x_checkpoint=ai8x_checkpoint,
+    ).record  # fmt: skip
     _write([(json_out, to_json(result)), (markdown_out, to_markdown(result))], overwrite)
     if "-" in (json_out, markdown_out):
         return

@@ -86,8 +86,9 @@ def run_budget(
     scored: tuple[str | None, int] = (None, 0),
 ) -> None:
     """The ``budget`` command's work (``plan -d generic:...`` calls it too)."""
+    from cnnforge.api import budget as budget_plan
     from cnnforge.targets.generic import report
-    from cnnforge.targets.generic.run import plan_budget, write_budget
+    from cnnforge.targets.generic.run import write_budget
 
     if scored[0] is not None and (scored[0] != "shapes" or not accuracy or scored[1] < 1):
         raise InputError(
@@ -95,9 +96,12 @@ def run_budget(
             hint="--dataset shapes goes with --accuracy and a --length of at least 1",
         )
     shape = parse_shape(input_shape) if input_shape else None
-    target, network, plan = plan_budget(
-        model, device, shape, parse_model_args(model_arg), checkpoint, points
-    )
+    planned = budget_plan(
+        model, device, shape, model_args=parse_model_args(model_arg), checkpoint=checkpoint,
+        points=points,
+    )  # fmt: skip
+    network, plan = planned.network, planned.plan
+    target = plan.target
     lines = []  # everything that can fail runs before the first line is printed
     if accuracy:
         lines.append(_accuracy_line(network, target))

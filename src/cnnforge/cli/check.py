@@ -13,7 +13,7 @@ import typer
 from rich.table import Table
 
 from cnnforge.cli.app import app
-from cnnforge.cli.common import console, parse_model_args, parse_shape, parse_weight_bits
+from cnnforge.cli.common import console, model_input_shape, parse_model_args, parse_weight_bits
 from cnnforge.devices import DEFAULT_DEVICE, DEVICE_NAMES
 from cnnforge.outputs import atomic_output_file
 
@@ -56,33 +56,25 @@ def check(
         None, "--ai8x-checkpoint", help="The vendor quantized checkpoint of --ai8x-yaml."
     ),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace an existing --json FILE."),
+    verbose: bool = typer.Option(
+        False, "--verbose", "-v", help="List every rewrite and per-layer weight width."
+    ),
 ) -> None:
     """List the exact rewrites applied and ALL device violations; exit 1 if it does not fit."""
+    from cnnforge.api import check as check_model
     from cnnforge.devices import Device
-    from cnnforge.frontend import load_network
-    from cnnforge.models import default_input_shape, model_names
-    from cnnforge.pipeline.sources import network_for_cli
-    from cnnforge.pipeline.targets import check_for, device_for, resolve_device
+    from cnnforge.pipeline.targets import resolve_device
 
-    shape = parse_shape(input_shape) if input_shape else None
-    if shape is None and model in model_names():  # a shipped model knows its input
-        shape = default_input_shape(model)
+    shape = model_input_shape(model, input_shape)
     if not isinstance(resolve_device(device), Device):  # generic: what budget --accuracy runs
         _check_generic(model, device, shape, parse_model_args(model_arg), checkpoint)
-    dev = device_for(device, "check")
-    bits = parse_weight_bits(weight_bits, binary=True) if weight_bits else None
-    network = network_for_cli(model, shape, ai8x_yaml, ai8x_checkpoint, device=dev.name)
-    if network is None:
-        network = load_network(
-            model,
-            shape,
-            parse_model_args(model_arg),
-            checkpoint,
-            max_channels=dev.max_channels,
-            device=dev.name,
-        )
-    report = check_for(network, dev, bits)
-    emit_report(report, json_out, overwrite)
+    report = check_model(
+        model, device, shape,
+        weight_bits=parse_weight_bits(weight_bits, binary=True) if weight_bits else None,
+        model_args=parse_model_args(model_arg), checkpoint=checkpoint, ai8x_yaml=ai8x_yaml,
+        ai8x_checkpoint=ai8x_checkpoint,
+    ).report  # fmt: skip
+    emit_report(report, json_out, overwrite, verbose)
     raise typer.Exit(0 if report.fits else 1)
 
 
@@ -118,7 +110,9 @@ def _violations_table(violations: tuple[Violation, ...]) -> Table:
     return table
 
 
-def emit_report(report: CheckReport, json_out: str | None, overwrite: bool = False) -> None:
+def emit_report(
+    report: CheckReport, json_out: str | None, overwrite: bool = False, verbose: bool = False
+) -> None:
     """Print the report's tables (unless JSON goes to stdout) and write the JSON if asked."""
     if json_out is not None:
         text = json.dumps(report.to_dict(), indent=1) + "\n"
@@ -127,24 +121,18 @@ def emit_report(report: CheckReport, json_out: str | None, overwrite: bool = Fal
             return
         with atomic_output_file(Path(json_out), overwrite) as tmp:
             tmp.write_text(text, encoding="utf-8")
-    print_report(report)
+    print_report(report, verbose)
 
 
-def print_report(report: CheckReport) -> None:
-    """Rewrites, weight widths and violations as rich tables, then a one-line verdict."""
-    if report.rewrites:
-        table = Table(title="Rewrites applied (exact)", title_justify="left")
-        for col in ("layer", "module", "rule", "detail"):
-            table.add_column(col)
-        for r in report.rewrites:
-            table.add_row(r.layer, r.module_path, r.rule, r.detail)
-        console.print(table)
-        counts: dict[str, int] = {}
-        for r in report.rewrites:
-            counts[r.rule] = counts.get(r.rule, 0) + 1
-        summary = ", ".join(f"{n} {rule}" for rule, n in counts.items())
-        console.print(f"rewrites: {summary}", highlight=False)
-    _print_widths(report)
+def print_report(report: CheckReport, verbose: bool = False) -> None:
+    """What a person reads first: the verdict and every violation; then one line each for the
+    rewrites and widths (their full tables with ``verbose``)."""
+    verdict = "[green]fits[/green]" if report.fits else "[red]does not fit[/red]"
+    console.print(
+        f"{report.network.name} on {report.device}: {verdict} — {len(report.network)} hardware "
+        f"layers, kernel memory {report.kernel_words}/{report.kernel_capacity_words} words, "
+        f"{len(report.violations)} violation(s)"
+    )
     if report.violations:
         console.print(_violations_table(report.violations))
     if report.streaming:
@@ -153,18 +141,32 @@ def print_report(report: CheckReport) -> None:
             "inputs do not fit one pass of data memory; the vendor tool needs --fifo)",
             highlight=False,
         )
-    verdict = "[green]fits[/green]" if report.fits else "[red]does not fit[/red]"
-    console.print(
-        f"{report.network.name} on {report.device}: {verdict} — {len(report.network)} hardware "
-        f"layers, kernel memory {report.kernel_words}/{report.kernel_capacity_words} words, "
-        f"{len(report.violations)} violation(s)"
-    )
+    if report.rewrites:
+        counts: dict[str, int] = {}
+        for r in report.rewrites:
+            counts[r.rule] = counts.get(r.rule, 0) + 1
+        summary = ", ".join(f"{n} {rule}" for rule, n in counts.items())
+        more = "" if verbose else " (--verbose lists them)"
+        console.print(f"rewrites (exact): {summary}{more}", highlight=False)
+    if verbose and report.rewrites:
+        table = Table(title="Rewrites applied (exact)", title_justify="left")
+        for col in ("layer", "module", "rule", "detail"):
+            table.add_column(col)
+        for r in report.rewrites:
+            table.add_row(r.layer, r.module_path, r.rule, r.detail)
+        console.print(table)
+    _print_widths(report, verbose)
 
 
-def _print_widths(report: CheckReport) -> None:
+def _print_widths(report: CheckReport, verbose: bool) -> None:
     widths = sorted(set(report.weight_bits.values()), reverse=True)
     if len(widths) <= 1:
         console.print(f"weight bits: {widths[0] if widths else '-'} ({report.weight_mode})")
+        return
+    if not verbose:
+        counts = [sum(1 for b in report.weight_bits.values() if b == w) for w in widths]
+        mixed = ", ".join(f"{w} on {n} layer(s)" for w, n in zip(widths, counts, strict=True))
+        console.print(f"weight bits ({report.weight_mode}): {mixed} (--verbose lists them)")
         return
     table = Table(title=f"Weight widths ({report.weight_mode})", title_justify="left")
     for col in ("layer", "module", "bits", "processors", "words/processor"):

@@ -186,7 +186,7 @@ def _check_wide_consumers(network: Network) -> None:
         raise _fail(
             layer,
             f"reads the 32-bit (wide) output of {name!r}",
-            "only network outputs may be 32-bit (devices.md §1 'Wide output')",
+            "only network outputs may be 32-bit (docs/check.md, Rules)",
         )
 
 

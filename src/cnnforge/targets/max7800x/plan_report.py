@@ -105,7 +105,7 @@ def plan_markdown(network: Network, plan: Plan, metrics: PlanMetrics, wall_s: fl
         f"{m.bias_capacity} entries",
         f"- estimated cycles: {m.cycles} ({m.time_us:.1f} us at the default CNN clock; "
         + (
-            "the vendor's latency model, devices.md §5)"
+            "the vendor's latency model)"
             if m.vendor_latency_model
             else "the MAX78000 model as a relative cost: the vendor has none for this device)"
         ),

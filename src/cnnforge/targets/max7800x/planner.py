@@ -234,7 +234,7 @@ def _require_hardware(network: Network) -> None:
         if layer.op is Op.CONV1D and _emulated_dilation(layer):
             raise PlanError(
                 "dilated Conv1d emulated on 2-D hardware ((k-1)*d >= 9) is not planned yet "
-                "(its output needs extra room before out_offset, devices.md §6)",
+                "(its output needs extra room before out_offset)",
                 where=f"layer {layer.name} ({layer.module_path or layer.name})",
                 hint="use a dilation with (kernel - 1) * dilation < 9",
             )
