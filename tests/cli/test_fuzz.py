@@ -248,7 +248,7 @@ def _odd_tensor(data, orig: torch.Tensor) -> object:
     if kind == "scalar":
         return torch.tensor(data.draw(st.integers(-(2**40), 2**40)))
     if kind == "sparse":
-        return base.reshape(base.shape[0], -1).to_sparse() if base.dim() else base
+        return base.reshape(base.shape[0], -1).to_sparse() if base.dim() and base.numel() else base
     if kind == "meta":
         return torch.empty(base.shape, device="meta")
     if kind == "quantized":
