@@ -131,7 +131,8 @@ def test_two_processes_equal_one_through_float_and_qat(tmp_path):
         (0, 1, "qat"),
         (0, 2, "qat"),
     ]
-    assert sorted(p.name for p in out.iterdir()) == ["best.pth", "last.pth", "train.log"]
+    names = ["best.pth", "last.pth", "train.log"]
+    assert sorted(p.name for p in out.iterdir()) == [".cnnforge-manifest.json", *names]
     assert first.stdout.count("train loss") == 1  # one table header: rank 1 prints nothing
     assert "warning" not in first.stderr.lower() or "rank 1" not in first.stderr
 
@@ -187,7 +188,7 @@ def test_two_nodes_on_localhost(tmp_path):
 def test_a_failing_rank_on_another_node_ends_the_run_promptly(tmp_path):
     model = tmp_path / "failing.py"
     model.write_text(MODEL_FAILING_ON_RANK_1.format(failure="raise ValueError('broken')"))
-    args = ["train", f"{model}:FailsOnRank1", *ARGS[1:], "--epochs", "2", "-o", str(tmp_path)]
+    args = ["train", f"{model}:FailsOnRank1", *ARGS[1:], "--epochs", "2", "-o", str(tmp_path / "run")]
     start = time.monotonic()
     results = _two_nodes(args)
     assert time.monotonic() - start < 90
