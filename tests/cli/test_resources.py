@@ -117,6 +117,13 @@ def test_a_small_model_at_a_large_input_is_refused_under_max_memory(work: Path) 
     refused(args, work, "3x4096x4096", "1.69 GB", "--max-memory is 1 GB")
 
 
+def test_a_small_model_at_a_large_input_is_refused_by_the_devices_rows(work: Path) -> None:
+    """Issue 27: quantize at 3x4096x4096 ran past two minutes without a word; the device's
+    row/column counter rules it out before the capture (MAX78000: 1023 rows or columns)."""
+    args = ["quantize", "model.py:Net", "-i", "3,4096,4096", "-o", "q.pth"]
+    refused(args, work, "3x4096x4096", "4096 rows or columns", "at most 1023", seconds=30)
+
+
 def test_max_memory_goes_before_or_after_the_command(work: Path) -> None:
     for args in (
         ["--max-memory", "1M", "check", "model.py:Net", "-i", "3,1000,1000"],

@@ -188,7 +188,8 @@ def test_two_nodes_on_localhost(tmp_path):
 def test_a_failing_rank_on_another_node_ends_the_run_promptly(tmp_path):
     model = tmp_path / "failing.py"
     model.write_text(MODEL_FAILING_ON_RANK_1.format(failure="raise ValueError('broken')"))
-    args = ["train", f"{model}:FailsOnRank1", *ARGS[1:], "--epochs", "2", "-o", str(tmp_path / "run")]
+    out = str(tmp_path / "run")
+    args = ["train", f"{model}:FailsOnRank1", *ARGS[1:], "--epochs", "2", "-o", out]
     start = time.monotonic()
     results = _two_nodes(args)
     assert time.monotonic() - start < 90

@@ -367,7 +367,11 @@ def _network(
     ckpt = None if checkpoint is None else Path(checkpoint)
     limits: dict[str, Any] = {}
     if device is not None:
-        limits = {"max_channels": device.max_channels, "device": device.name}
+        limits = {
+            "max_channels": device.max_channels,
+            "max_rows": device.max_row_col,
+            "device": device.name,
+        }
     shape = _shape(model, input_shape)
     return load_network(model, shape, dict(model_args or {}), ckpt, **limits)
 

@@ -27,6 +27,7 @@ def load_network(
     checkpoint: Path | None = None,
     *,
     max_channels: int | None = None,
+    max_rows: int | None = None,
     device: str = "the device",
 ) -> Network:
     """Load the model named by ``spec`` (file.py:Name, pkg.mod:Name, short name, an ``nn.Module``
@@ -38,7 +39,9 @@ def load_network(
     after), so a model without a checkpoint has the same weights in every command and run.
     Before that it is built on the meta device and its memory estimated from the shapes
     (frontend/footprint.py): above the limit (``--max-memory``), or with more channels than
-    ``max_channels`` (``device``'s limit), it is refused before any real work.
+    ``max_channels`` (``device``'s limit), it is refused before any real work; so is an input
+    with more rows or columns than ``max_rows`` (the device's row/column counter), before the
+    capture.
     """
     from cnnforge.frontend.onnx import is_onnx_spec
 
@@ -74,6 +77,8 @@ def load_network(
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(UNTRAINED_SEED)
         module = load_model(spec, model_args or {}, checkpoint, before_build=budget)
+    if input_shape is not None and max_rows is not None:  # after the memory estimate, not traced
+        _check_rows(tuple(int(n) for n in input_shape), max_rows, device)
     where = spec if isinstance(spec, str) else model_name(spec)
     if not isinstance(spec, str | type) and max_channels is not None:  # an object: built already
         check_channels(module, max_channels, device)
@@ -85,6 +90,17 @@ def load_network(
         raise
     except Exception as exc:  # raised in the user's own code (an attribute, a hook): theirs
         raise model_code_error(exc) from None
+
+
+def _check_rows(shape: tuple[int, ...], max_rows: int, device: str) -> None:
+    """An input taller or wider than the device's row/column counter is refused at once."""
+    big = max(shape[1:], default=0)
+    if big > max_rows:
+        raise InputError(
+            f"input {'x'.join(map(str, shape))}: {big} rows or columns; {device} reads at most "
+            f"{max_rows} per layer",
+            hint="give a smaller --input-shape (or fold the input into channels: --fold)",
+        )
 
 
 __all__ = ["UNTRAINED_SEED", "load_network"]

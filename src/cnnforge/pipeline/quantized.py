@@ -136,7 +136,13 @@ def load_source(
         return load_quantized(path), True
     from cnnforge.frontend import load_network
 
-    limits = {} if device is None else {"max_channels": device.max_channels, "device": device.name}
+    limits: dict[str, Any] = {}
+    if device is not None:
+        limits = {
+            "max_channels": device.max_channels,
+            "max_rows": device.max_row_col,
+            "device": device.name,
+        }
     network = load_network(source.model, input_shape, dict(model_args), source.checkpoint, **limits)
     return network, False
 
