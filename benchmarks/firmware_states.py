@@ -1,0 +1,87 @@
+"""The vendor tool's firmware, run on the host: state images of every vendor demo (and compare).
+
+For every demo of ``gen-demos-<device>.sh`` whose checkpoint is present (the runs of
+vendor_oracle.py, with each demo's own flags), runs the vendor tool once (or reuses its output in
+``--keep``), builds the firmware it wrote for the host and runs its accelerator set-up
+(cnnforge.targets.max7800x.firmware.hostrun), and with ``--capture`` stores the state image as
+numbers in tests/data/firmware_state/<device>-<prefix>.npz. Without ``--capture`` it compares
+with the stored images. One row per demo: state words, input words, known-answer words, equal.
+
+    python benchmarks/firmware_states.py [--device MAX78000] [--only mnist] [--keep DIR]
+                                         [--reuse] [--capture]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from vendor_oracle import DEVICES, RUNNER, demos, run_vendor
+
+from cnnforge.targets.max7800x.firmware.hostrun import HostRunError, StateImage, run_setup
+
+STORE = Path(__file__).resolve().parents[1] / "tests" / "data" / "firmware_state"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--device", choices=DEVICES, action="append")
+    parser.add_argument("--only", action="append", help="demo prefix (repeatable)")
+    parser.add_argument("--keep", type=Path, help="keep the vendor outputs in this folder")
+    parser.add_argument("--reuse", action="store_true", help="reuse the outputs in --keep")
+    parser.add_argument("--capture", action="store_true", help="store the images in the repo")
+    args = parser.parse_args(argv)
+    izer = Path(os.environ.get("IZER", "/tmp/izer"))
+    if not (izer / "ai8xize.py").is_file() or not RUNNER.is_file():
+        print(f"the vendor tool is not set up at {izer} (IZER); nothing to do")
+        return 0
+    keep = args.keep or Path(tempfile.mkdtemp(prefix="firmware_states_"))
+    print(
+        f"{'device':9} {'demo':30} {'state':>7} {'input':>7} {'fifo':>6} {'kat':>6} {'equal':5}"
+        "  note"
+    )
+    bad = 0
+    for device in args.device or DEVICES:
+        for demo in demos(izer, device):
+            if args.only and demo.prefix not in args.only:
+                continue
+            head = f"{device:9} {demo.prefix:30}"
+            if not demo.checkpoint.is_file():
+                print(f"{head} {'-':>7} {'-':>7} {'-':>6} {'-':>6} {'-':5}  checkpoint absent")
+                continue
+            out = keep / device / demo.prefix
+            _, _, note = run_vendor(demo, out, args.reuse)
+            try:
+                image = run_setup(out / "net", device)
+            except (HostRunError, FileNotFoundError) as exc:
+                print(f"{head} {'-':>7} {'-':>7} {'-':>6} {'-':>6} {'NO':5}  {note or exc}"[:160])
+                bad += 1
+                continue
+            stored = STORE / f"{device}-{demo.prefix}.npz"
+            if args.capture:
+                STORE.mkdir(parents=True, exist_ok=True)
+                image.save(stored)
+                equal, note = "-", f"stored {stored.stat().st_size // 1024} KiB"
+            elif stored.is_file():
+                diffs = image.differences(StateImage.load(stored), limit=1)
+                equal, note = ("yes", "") if not diffs else ("NO", diffs[0])
+            else:
+                equal, note = "-", "no stored image"
+            bad += equal == "NO"
+            print(
+                f"{head} {len(image.state):7} {len(image.input):7} {len(image.fifo):6} "
+                f"{image.kat.size:6} "
+                f"{equal:5}  {note}",
+                flush=True,
+            )
+    print(f"vendor outputs in {keep}")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
