@@ -60,9 +60,17 @@ def input_blocks(f: LayerFacts, x: np.ndarray, rmap: RegisterMap) -> list[tuple[
 
 
 def known_answers(
-    f: LayerFacts, y: np.ndarray, rmap: RegisterMap, max_count: int | None = None
+    outputs: list[tuple[LayerFacts, np.ndarray]], rmap: RegisterMap, max_count: int | None = None
 ) -> np.ndarray:
-    """The known-answer table for output ``y`` (C, H, W) of layer ``f``."""
+    """The known-answer table of the output layers: (layer, its output (C, H, W)) pairs."""
+    checks: list[tuple[int, int, int]] = []
+    for f, y in outputs:
+        checks += _checks(f, y, rmap)
+    return _table(sorted(checks), max_count)
+
+
+def _checks(f: LayerFacts, y: np.ndarray, rmap: RegisterMap) -> list[tuple[int, int, int]]:
+    """(mask, address, value) of every output word of layer ``f``."""
     y = np.asarray(y).astype(np.int64)
     y = y.reshape(y.shape[0], -1)
     channels, pixels = y.shape
@@ -103,7 +111,7 @@ def known_answers(
                     for i in range(min(n, out_size)):
                         checks.append((0xFFFFFFFF, addr + 4 * i, vals[i] & 0xFFFFFFFF))
             poffs += 4
-    return _table(sorted(checks), max_count)
+    return checks
 
 
 def _table(checks: list[tuple[int, int, int]], max_count: int | None) -> np.ndarray:

@@ -39,7 +39,8 @@ class LayerFacts:
     pool_dilation: tuple[int, int]
     pool_avg: bool
     kernel: tuple[int, int]  # (1, 1) for linear and passthrough
-    padding: tuple[int, int]
+    padding: tuple[int, int]  # as the hardware pads (transposed: kernel - 1 - padding)
+    output_padding: tuple[int, int]
     stride: tuple[int, int]
     operands: int
     eltwise: str  # "" without an element-wise operation
@@ -116,6 +117,8 @@ def layer_facts(
         pooled = _pair(tuple(layer.pool.output_dims(in_dims[: len(layer.pool.size)])), 1)
     q = layer.quant
     weights = None if q is None or layer.op is Op.PASSTHROUGH else np.asarray(q.weights)
+    if weights is not None and layer.op is Op.CONVTRANSPOSE2D:  # (in, out, kh, kw), flipped
+        weights = np.flip(weights, axis=(2, 3)).swapaxes(0, 1)
     bias = None if q is None or q.bias is None else np.asarray(q.bias).astype(np.int64)
     kernel = _pair(layer.kernel_size, 1) if layer.op in (Op.CONV2D, Op.CONVTRANSPOSE2D) else (1, 1)
     if layer.op is Op.CONV1D:
@@ -138,7 +141,8 @@ def layer_facts(
         pool_dilation=pool_dilation,
         pool_avg=layer.pool is not None and layer.pool.kind is PoolKind.AVG,
         kernel=kernel,
-        padding=_pair(layer.padding, 0) if layer.op is not Op.LINEAR else (0, 0),
+        padding=_hw_padding(layer, kernel),
+        output_padding=_pair(layer.output_padding, 0),
         stride=_pair(layer.stride, 1),
         operands=len(layer.inputs) if layer.eltwise is not None else 1,
         eltwise=layer.eltwise.value if layer.eltwise is not None else "",
@@ -154,6 +158,15 @@ def layer_facts(
         chw=chw and index == 0,
         streaming=place.streaming,
     )
+
+
+def _hw_padding(layer: Layer, kernel: tuple[int, int]) -> tuple[int, int]:
+    if layer.op is Op.LINEAR:
+        return (0, 0)
+    pad = _pair(layer.padding, 0)
+    if layer.op is Op.CONVTRANSPOSE2D:
+        return (kernel[0] - 1 - pad[0], kernel[1] - 1 - pad[1])
+    return pad
 
 
 def network_facts(network: Network, plan: Plan) -> list[LayerFacts]:

@@ -40,10 +40,11 @@ def build_firmware(
     network: Network,
     plan: Plan,
     x: np.ndarray,
-    y: np.ndarray,
+    outputs: dict[str, np.ndarray],
     max_checklines: int | None = None,
 ) -> Firmware:
-    """The firmware of ``network`` placed by ``plan``, with sample ``x`` and its output ``y``."""
+    """The firmware of ``network`` placed by ``plan``, with sample ``x`` and the simulator's
+    ``outputs`` for it ({layer name: (C, H, W)}; the network's output layers are checked)."""
     rmap = MAPS[plan.device]
     if plan.fifo:
         raise NotImplementedError("input through the FIFOs")
@@ -59,7 +60,9 @@ def build_firmware(
         bias=bl.values,
         configure=registers.layer_writes(facts, rmap, kl, bl),
         inputs=data.input_blocks(facts[0], x, rmap),
-        kat=data.known_answers(facts[-1], y, rmap, max_checklines),
+        kat=data.known_answers(
+            [(f, outputs[f.name]) for f in facts if f.name in network.outputs], rmap, max_checklines
+        ),
     )
 
 

@@ -52,8 +52,6 @@ def unsupported(f: LayerFacts) -> str:
         return "streaming"
     if f.operands > 1:
         return "element-wise operations"
-    if f.op is Op.CONVTRANSPOSE2D:
-        return "transposed convolution"
     if f.groups > 1:
         return "depthwise convolution"
     if f.weight_bits not in (8, 4, 2, 1):
@@ -138,6 +136,8 @@ def _layer_values(
     # Rows and columns: the counts the convolution window walks (with padding).
     if f.flatten:
         in_row, in_col = f.pool
+    elif f.op is Op.CONVTRANSPOSE2D:
+        in_row, in_col = f.stride[0] * f.in_dims[0], f.stride[1] * f.in_dims[1]
     else:
         in_row, in_col = f.in_dims
     for axis, name, size in ((0, "rows", in_row), (1, "cols", in_col)):
@@ -165,15 +165,18 @@ def _layer_values(
                 val |= 1 << rmap.pad_ena_offs | (pad - 1) << rmap.pad_cnt_offs
         else:
             val = (size - 1 | pad << rmap.pad_cnt_offs) + 2 * pad
-        if f.op is Op.CONV1D and axis == 1:
-            val = 0
         vals.append((name, val, f"{name}: {size} (pad {pad})"))
     for axis, name in ((0, "pool_rows"), (1, "pool_cols")):
         val = (f.pool[axis] - 1) * f.pool_dilation[axis]
         if rmap.cnt_inc_offs is not None:
             val |= f.pool_dilation[axis] - 1 << rmap.cnt_inc_offs
         vals.append((name, val, f"pooling {name[5:]}: {f.pool[axis]}"))
-    stride = f.pool_stride[0] - 1 if f.pool_stride[0] > 1 else f.stride[0] - 1
+    if f.op is Op.CONVTRANSPOSE2D:
+        stride = 0
+    elif f.pool_stride[0] > 1:
+        stride = f.pool_stride[0] - 1
+    else:
+        stride = f.stride[0] - 1
     if rmap.mp_stride_offs is not None:
         stride |= f.pool_stride[0] * operands * f.in_expand << rmap.mp_stride_offs
     vals.append(("stride", stride, "stride"))
@@ -255,6 +258,9 @@ def _layer_values(
         tptr = flatten_prod << 16 | (2 * flatten_prod + 1) if flatten_prod >= 16 else 0
     elif not conv:
         tptr = 0
+    elif f.op is Op.CONVTRANSPOSE2D:
+        span = (f.pooled[1] - 1) * f.stride[1] + 1 + f.output_padding[1] + 2 * f.padding[1]
+        tptr = max(0, span - f.kernel[1])
     else:
         tptr = max(0, f.pooled[1] + 2 * f.padding[1] - f.kernel[1]) + 1 - 1
     vals.append(("tptr", tptr, "TRAM pointer max"))
@@ -271,6 +277,8 @@ def _layer_values(
         post |= 1 << 26
     if flatten_prod >= 16:
         post |= 1 << 27 | (flatten_prod >> 4) << 18
+    if f.op is Op.CONVTRANSPOSE2D:
+        post |= 1 << 28
     vals.append(("post", post, "post-processing: shift, bias"))
     ena = f.in_map >> (16 * q) & 0xFFFF
     if conv:
