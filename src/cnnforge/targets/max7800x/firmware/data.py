@@ -21,7 +21,7 @@ def _ffs(x: int) -> int:
 
 
 def input_blocks(f: LayerFacts, x: np.ndarray, rmap: RegisterMap) -> list[tuple[int, np.ndarray]]:
-    """(address, 32-bit words) blocks that load the sample ``x`` (C, H, W) where layer ``f`` reads."""
+    """(address, 32-bit words) blocks that put the sample ``x`` (C, H, W) where ``f`` reads."""
     x = np.asarray(x).astype(np.int64).reshape(x.shape[0], -1)
     channels, pixels = x.shape
     u8 = (x & 0xFF).astype(np.uint32)
@@ -118,15 +118,13 @@ def _table(checks: list[tuple[int, int, int]], max_count: int | None) -> np.ndar
     out: list[int] = []
     run: list[int] = []
     mask = addr0 = nxt = 0
-    total = 0
-    for m, a, v in checks:
+    for total, (m, a, v) in enumerate(checks, 1):
         if m != mask or a != nxt:
             if run:
                 out += [addr0, mask, len(run), *run]
             run, mask, addr0, nxt = [], m, a, a
         run.append(v)
         nxt += 4
-        total += 1
         if max_count is not None and total > max_count:
             break
     if run:

@@ -88,8 +88,11 @@ def _pairs(path: Path) -> np.ndarray:
     return np.fromfile(path, dtype="<u4").reshape(-1, 2)
 
 
-def run_setup(folder: Path, device: str, cc: str = "cc", timeout: float = 120.0) -> StateImage:
-    """Build ``folder`` for the host, run its set-up, return the state it leaves."""
+def run_setup(
+    folder: Path, device: str, cc: str = "cc", timeout: float = 120.0, wait_ms: int = 20000
+) -> StateImage:
+    """Build ``folder`` for the host, run its set-up, return the state it leaves. The set-up
+    may spend ``wait_ms`` milliseconds in all (a wait the host does not answer ends there)."""
     size, stride, first = SPACE[device]
     folder = Path(folder).resolve()
     riscv = folder / "main_riscv.c"  # the RISC-V core runs the set-up (the vendor's --riscv)
@@ -113,7 +116,11 @@ def run_setup(folder: Path, device: str, cc: str = "cc", timeout: float = 120.0)
             objects.append(str(obj))
         _run([cc, "-O1", "-I", str(HOST), "-I", str(folder), str(HOST / "hostrun.c"), *objects,
               "-o", str(exe)], timeout, "build")  # fmt: skip
-        _run([str(exe), hex(size), hex(stride), hex(first), str(work / "out")], timeout, "set-up")
+        _run(
+            [str(exe), hex(size), hex(stride), hex(first), str(work / "out"), str(wait_ms)],
+            timeout,
+            "set-up",
+        )
         state = _pairs(work / "out.state")
         after = _pairs(work / "out.input")
         kat = np.fromfile(work / "out.kat", dtype="<u4")

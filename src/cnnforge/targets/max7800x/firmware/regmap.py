@@ -161,7 +161,7 @@ MAPS = {
         False,
         True,
         False,
-    ),  # fmt: skip
+    ),
     "MAX78002": RegisterMap(
         "MAX78002",
         0x100_0000,
@@ -194,5 +194,5 @@ MAPS = {
         True,
         False,
         True,
-    ),  # fmt: skip
+    ),
 }

@@ -46,7 +46,9 @@ def _write(w: Write) -> str:
 def cnn_h(fw: Firmware) -> str:
     outputs = fw.facts[-1]
     count = outputs.out_channels * outputs.pooled[0] * 0 + _unload_words(fw)
-    return HEADER.format(name="cnn.h", device=fw.device, what="API") + f"""
+    return (
+        HEADER.format(name="cnn.h", device=fw.device, what="API")
+        + f"""
 #ifndef CNNFORGE_CNN_H
 #define CNNFORGE_CNN_H
 
@@ -70,7 +72,8 @@ typedef int16_t q15_t;
 
 /* Software softmax of the unloaded 32-bit outputs (softmax.c) */
 void softmax_q17p14_q15(const q31_t *vec_in, const uint16_t dim_vec, q15_t *p_out);
-void softmax_shift_q17p14_q15(q31_t *vec_in, const uint16_t dim_vec, uint8_t in_shift, q15_t *p_out);
+void softmax_shift_q17p14_q15(q31_t *vec_in, const uint16_t dim_vec, uint8_t in_shift,
+                              q15_t *p_out);
 
 /* Time of the last inference (set by the interrupt handler) */
 extern volatile uint32_t cnn_time;
@@ -102,6 +105,7 @@ void CNN_ISR(void);
 
 #endif
 """
+    )
 
 
 def _unload_words(fw: Firmware) -> int:
@@ -111,14 +115,13 @@ def _unload_words(fw: Firmware) -> int:
 def _unload_addrs(fw: Firmware) -> list[int]:
     """The last layer's output words in known-answer order (32-bit outputs: channel order)."""
     kat = fw.kat.tolist()
-    last = fw.facts[-1]
     out: list[int] = []
     i = 0
     while i < len(kat) and kat[i] != 0:
         addr, _, n = kat[i], kat[i + 1], kat[i + 2]
         out += [addr + 4 * k for k in range(n)]
         i += 3 + n
-    return out if last.name else out
+    return out
 
 
 def cnn_c(fw: Firmware) -> str:
@@ -127,19 +130,22 @@ def cnn_c(fw: Firmware) -> str:
     first = groups[0]
     lines = [HEADER.format(name="cnn.c", device=fw.device, what="set-up and control")]
     lines.append(
-        '\n#include <stdint.h>\n#include <stdio.h>\n#include <stdlib.h>\n#include <string.h>\n'
+        "\n#include <stdint.h>\n#include <stdio.h>\n#include <stdlib.h>\n#include <string.h>\n"
         '#include "mxc.h"\n#include "gcfr_regs.h"\n#include "cnn.h"\n#include "weights.h"\n\n'
     )
     ctl = {q: rmap.ctl(q, 0) for q in groups}
-    lines.append("void CNN_ISR(void)\n{\n  // Clear the done and interrupt flags of every quadrant\n")
+    lines.append(
+        "void CNN_ISR(void)\n{\n  // Clear the done and interrupt flags of every quadrant\n"
+    )
     for q in groups:
         lines.append(f"  *((volatile uint32_t *) 0x{ctl[q]:08x}) &= ~((1 << 12) | 1);\n")
     lines.append(
-        "\n  CNN_COMPLETE;\n#ifdef CNN_INFERENCE_TIMER\n  cnn_time = MXC_TMR_SW_Stop(CNN_INFERENCE_TIMER);"
-        "\n#else\n  cnn_time = 1;\n#endif\n}\n\n"
+        "\n  CNN_COMPLETE;\n#ifdef CNN_INFERENCE_TIMER\n"
+        "  cnn_time = MXC_TMR_SW_Stop(CNN_INFERENCE_TIMER);\n#else\n  cnn_time = 1;\n#endif\n}\n\n"
     )
     lines.append(
-        f"int cnn_continue(void)\n{{\n  cnn_time = 0;\n  *((volatile uint32_t *) 0x{ctl[first]:08x}) |= 1;"
+        "int cnn_continue(void)\n{\n  cnn_time = 0;\n"
+        f"  *((volatile uint32_t *) 0x{ctl[first]:08x}) |= 1;"
         " // master quadrant: enable\n  return CNN_OK;\n}\n\n"
         f"int cnn_stop(void)\n{{\n  *((volatile uint32_t *) 0x{ctl[first]:08x}) &= ~1;"
         " // master quadrant: disable\n  return CNN_OK;\n}\n\n"
@@ -194,7 +200,9 @@ def cnn_c(fw: Firmware) -> str:
         "\n#ifdef CNN_INFERENCE_TIMER\n  MXC_TMR_SW_Start(CNN_INFERENCE_TIMER);\n#endif\n\n"
         "  CNN_START;\n"
     )
-    lines.append(_write(Write(ctl[first], base | first << 9 | 1, f"quadrant {first}: master enable")))
+    lines.append(
+        _write(Write(ctl[first], base | first << 9 | 1, f"quadrant {first}: master enable"))
+    )
     lines.append("\n  return CNN_OK;\n}\n\n")
     lines.append("int cnn_unload(uint32_t *out_buf)\n{\n")
     for addr in _unload_addrs(fw):
@@ -215,7 +223,8 @@ int cnn_enable(uint32_t clock_source, uint32_t clock_divider)
   MXC_GCFR->reg3 = 0x0;
 {pll}
   // CNN clock source and divider
-  MXC_GCR->pclkdiv = (MXC_GCR->pclkdiv & ~(MXC_F_GCR_PCLKDIV_CNNCLKDIV | MXC_F_GCR_PCLKDIV_CNNCLKSEL))
+  MXC_GCR->pclkdiv = (MXC_GCR->pclkdiv
+                      & ~(MXC_F_GCR_PCLKDIV_CNNCLKDIV | MXC_F_GCR_PCLKDIV_CNNCLKSEL))
                      | clock_divider | clock_source;
   MXC_SYS_ClockEnable(MXC_SYS_PERIPH_CLOCK_CNN);
 
@@ -265,7 +274,9 @@ int cnn_boost_disable(mxc_gpio_regs_t *port, uint32_t pin)
 """
 _POWER = {
     "MAX78000": _ENABLE_COMMON.replace("{delay}", "").replace("{pll}", ""),
-    "MAX78002": _ENABLE_COMMON.replace("{delay}", "  MXC_Delay(MSEC(10)); // load switches\n").replace(
+    "MAX78002": _ENABLE_COMMON.replace(
+        "{delay}", "  MXC_Delay(MSEC(10)); // load switches\n"
+    ).replace(
         "{pll}",
         "\n  if (clock_source == MXC_S_GCR_PCLKDIV_CNNCLKSEL_IPLL)\n"
         "    while ((MXC_GCR->ipll_ctrl & MXC_F_GCR_IPLL_CTRL_RDY) != MXC_F_GCR_IPLL_CTRL_RDY)\n"
@@ -303,14 +314,16 @@ def sampleoutput_h(fw: Firmware) -> str:
 def main_c(fw: Firmware) -> str:
     out = [HEADER.format(name="main.c", device=fw.device, what="known-answer self-test")]
     out.append(
-        '\n#include <stdint.h>\n#include <stdio.h>\n#include <stdlib.h>\n#include <string.h>\n'
+        "\n#include <stdint.h>\n#include <stdio.h>\n#include <stdlib.h>\n#include <string.h>\n"
         '#include "mxc.h"\n#include "cnn.h"\n#include "sampledata.h"\n#include "sampleoutput.h"\n\n'
         "volatile uint32_t cnn_time; // inference time, set by CNN_ISR\n\n"
         'void fail(void)\n{\n  printf("\\n*** FAIL ***\\n\\n");\n  while (1)\n    ;\n}\n\n'
     )
     for i, _ in enumerate(fw.inputs):
         out.append(f"static const uint32_t input_{i}[] = SAMPLE_INPUT_{i};\n")
-    out.append("\nvoid load_input(void)\n{\n  // The sample input, where the first layer reads it\n")
+    out.append(
+        "\nvoid load_input(void)\n{\n  // The sample input, where the first layer reads it\n"
+    )
     for i, (addr, words) in enumerate(fw.inputs):
         out.append(f"  memcpy32((uint32_t *) 0x{addr:08x}, input_{i}, {words.size});\n")
     out.append(
@@ -318,11 +331,13 @@ def main_c(fw: Firmware) -> str:
         "// (address, mask, count, values...) runs, 0 ends: the simulator's output for the sample\n"
         "static const uint32_t sample_output[] = SAMPLE_OUTPUT;\n\n"
         "int check_output(void)\n{\n"
-        "  uint32_t mask, len, i;\n  volatile uint32_t *addr;\n  const uint32_t *ptr = sample_output;\n\n"
+        "  uint32_t mask, len, i;\n  volatile uint32_t *addr;\n"
+        "  const uint32_t *ptr = sample_output;\n\n"
         "  while ((addr = (volatile uint32_t *) (uintptr_t) *ptr++) != 0) {\n"
         "    mask = *ptr++;\n    len = *ptr++;\n    for (i = 0; i < len; i++, addr++, ptr++)\n"
         "      if ((*addr & mask) != *ptr) {\n"
-        '        printf("Mismatch at 0x%08x: expected 0x%08x, read 0x%08x\\n", (unsigned) (uintptr_t) addr,\n'
+        '        printf("Mismatch at 0x%08x: expected 0x%08x, read 0x%08x\\n",\n'
+        "               (unsigned) (uintptr_t) addr,\n"
         "               (unsigned) *ptr, (unsigned) (*addr & mask));\n"
         "        return CNN_FAIL;\n      }\n  }\n  return CNN_OK;\n}\n\n"
         "int main(void)\n{\n"
@@ -337,7 +352,9 @@ def main_c(fw: Firmware) -> str:
             "  cnn_enable(MXC_S_GCR_PCLKDIV_CNNCLKSEL_IPLL, MXC_S_GCR_PCLKDIV_CNNCLKDIV_DIV4);\n"
         )
     else:
-        out.append("  cnn_enable(MXC_S_GCR_PCLKDIV_CNNCLKSEL_PCLK, MXC_S_GCR_PCLKDIV_CNNCLKDIV_DIV1);\n")
+        out.append(
+            "  cnn_enable(MXC_S_GCR_PCLKDIV_CNNCLKSEL_PCLK, MXC_S_GCR_PCLKDIV_CNNCLKDIV_DIV1);\n"
+        )
     out.append(
         "\n  cnn_init();\n  cnn_load_weights();\n  cnn_load_bias();\n  cnn_configure();\n"
         "  load_input();\n  cnn_start();\n\n"
@@ -351,8 +368,9 @@ def main_c(fw: Firmware) -> str:
 
 def makefile(fw: Firmware) -> str:
     return (
-        f"# Written by cnnforge. An MSDK project: `make` with MAXIM_PATH set builds it for the {fw.device}.\n"
-        "ifeq \"$(MAXIM_PATH)\" \"\"\n$(error MAXIM_PATH must point to the MSDK)\nendif\n"
+        "# Written by cnnforge. An MSDK project: `make` with MAXIM_PATH set builds it\n"
+        f"# for the {fw.device}.\n"
+        'ifeq "$(MAXIM_PATH)" ""\n$(error MAXIM_PATH must point to the MSDK)\nendif\n'
         f"TARGET ?= {fw.device}\nBOARD ?= EvKit_V1\n"
         "include ./project.mk\ninclude $(MAXIM_PATH)/Examples/$(TARGET)/CNN/Makefile.inc\n"
     )

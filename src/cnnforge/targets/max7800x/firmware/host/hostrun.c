@@ -140,8 +140,8 @@ static int dump(const char *path, unsigned long size)
 
 int main(int argc, char **argv)
 {
-  if (argc != 5) {
-    fprintf(stderr, "usage: hostrun SIZE QUADRANT_STRIDE QUADRANT0 OUT_PREFIX\n");
+  if (argc != 6) {
+    fprintf(stderr, "usage: hostrun SIZE QUADRANT_STRIDE QUADRANT0 OUT_PREFIX WAIT_MS\n");
     return 2;
   }
   unsigned long size = strtoul(argv[1], NULL, 0);
@@ -167,7 +167,7 @@ int main(int argc, char **argv)
   mprotect((void *) FIFO_PAGE, 0x1000, PROT_NONE);
   quadrants = 4;
   for (int q = 0; q < quadrants; q++) quadrant_base[q] = first + q * stride;
-  tick_limit = 20000;
+  tick_limit = strtoul(argv[5], NULL, 0);
   signal(SIGALRM, hardware_tick);
   struct itimerval every_ms = { { 0, 1000 }, { 0, 1000 } };
   setitimer(ITIMER_REAL, &every_ms, NULL);

@@ -1,0 +1,134 @@
+"""cnnforge's MAX7800x firmware against the vendor tool's, register for register.
+
+tests/data/firmware_state holds, per vendor demo, the state the vendor tool's firmware leaves on
+the host after cnn_init, cnn_load_weights, cnn_load_bias, cnn_configure and load_input (every
+non-zero register and memory word), the words the sample input adds, the FIFO stream and the
+known-answer table -- numbers only, captured by ``benchmarks/firmware_states.py --capture``.
+cnnforge writes its own firmware for the same YAML + checkpoint + sample (the trimmed goldens of
+tests/golden/ai8x_demos) and must leave the same state: in its Python model for every demo, and
+by building and running its C on the host for a few.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from cnnforge.frontend.ai8x import read_ai8x
+from cnnforge.sim import simulate
+from cnnforge.targets.max7800x.firmware.firmware import Firmware, build_firmware, expected_image
+from cnnforge.targets.max7800x.firmware.hostrun import HostRunError, StateImage, run_setup
+from cnnforge.targets.max7800x.firmware.writer import write_folder
+
+ROOT = Path(__file__).parent
+GOLDEN = ROOT / "golden" / "ai8x_demos"
+STATES = ROOT / "data" / "firmware_state"
+KNOWN = sorted((GOLDEN / "known").glob("*.npz"))
+# Demos whose input arrives through the FIFOs (the vendor's --fifo): not written yet.
+FIFO = {"MAX78000-cats-dogs", "MAX78000-facedet_tinierssd"}
+# Small enough to build and run in a few seconds.
+HOST_RUN = ["MAX78000-mnist", "MAX78002-mnist", "MAX78000-kws20_v3", "MAX78002-kws20_v3_1"]
+needs_cc = pytest.mark.skipif(shutil.which("cc") is None, reason="no host C compiler")
+
+
+def _firmware(name: str) -> Firmware:
+    data = np.load(GOLDEN / "known" / f"{name}.npz")
+    meta = json.loads(str(data["meta"]))
+    x = data["input"].astype(np.int64)
+    flags = meta["flags"]
+    model = read_ai8x(
+        GOLDEN / "networks" / meta["yaml"],
+        GOLDEN / "trained" / meta["trimmed"],
+        x.shape,
+        device=meta["device"],
+        overlap_data="--overlap-data" in flags,
+        fifo="--fifo" in flags,
+    )
+    outputs = {
+        k: v.numpy() for k, v in simulate(model.network, x, device=meta["device"]).outputs.items()
+    }
+    checklines = (
+        int(flags[flags.index("--max-checklines") + 1]) if "--max-checklines" in flags else None
+    )
+    return build_firmware(model.network, model.plan, x, outputs, checklines)
+
+
+def _stored(name: str) -> StateImage:
+    return StateImage.load(STATES / f"{name}.npz")
+
+
+def test_every_demo_has_a_state_image() -> None:
+    names = {p.stem for p in KNOWN}
+    stored = {p.stem for p in STATES.glob("*.npz")}
+    assert names <= stored
+    assert sum(p.stat().st_size for p in STATES.glob("*.npz")) < 5_000_000
+
+
+@pytest.mark.parametrize("name", [p.stem for p in KNOWN if p.stem not in FIFO])
+def test_model_equals_vendor(name: str) -> None:
+    """Every register and memory word, the input words and the known answers."""
+    fw = _firmware(name)
+    state, added = expected_image(fw)
+    vendor = _stored(name)
+    assert state == dict(vendor.state.tolist())
+    assert added == dict(vendor.input.tolist())
+    assert np.array_equal(fw.kat, vendor.kat)
+    assert len(vendor.fifo) == 0
+
+
+@pytest.mark.parametrize("name", sorted(FIFO))
+def test_fifo_input_is_refused_not_written_wrong(name: str) -> None:
+    with pytest.raises(NotImplementedError, match="FIFO"):
+        _firmware(name)
+
+
+@needs_cc
+@pytest.mark.parametrize("name", HOST_RUN)
+def test_host_run_equals_vendor(name: str, tmp_path: Path) -> None:
+    """cnnforge's C, built and run on the host, leaves the vendor firmware's state."""
+    fw = _firmware(name)
+    write_folder(fw, tmp_path)
+    mine = run_setup(tmp_path, fw.device)
+    assert mine.differences(_stored(name)) == []
+
+
+def _folder(tmp_path: Path, init: str, load_input: str) -> Path:
+    """A minimal firmware folder whose set-up runs ``init`` and ``load_input`` bodies."""
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    (tmp_path / "cnn.h").write_text("#include <stdint.h>\n", encoding="utf-8")
+    (tmp_path / "sampleoutput.h").write_text("#define SAMPLE_OUTPUT { 0 }\n", encoding="utf-8")
+    body = "int cnn_load_weights(void) { return 1; }\nint cnn_load_bias(void) { return 1; }\n"
+    body += "int cnn_configure(void) { return 1; }\n"
+    (tmp_path / "cnn.c").write_text(
+        f"#include <stdint.h>\nint cnn_init(void) {{ {init} return 1; }}\n{body}", encoding="utf-8"
+    )
+    (tmp_path / "main.c").write_text(
+        f"#include <stdint.h>\nvoid load_input(void) {{ {load_input} }}\n"
+        "int main(void) { return 0; }\n",
+        encoding="utf-8",
+    )
+    return tmp_path
+
+
+@needs_cc
+def test_harness_answers_the_clear_and_times_out_on_other_waits(tmp_path: Path) -> None:
+    reg = "(*((volatile uint32_t *) 0x5100000cUL))"
+    clear = f"{reg} = 0x1c80; while (({reg} & 0x2000000) == 0); {reg} = 0;"
+    image = run_setup(_folder(tmp_path / "a", clear, ""), "MAX78002")
+    assert 0x5100000C not in dict(image.state.tolist())
+    stuck = "while ((*((volatile uint32_t *) 0x51000004UL) & 1) == 0);"
+    with pytest.raises(HostRunError, match="timed out"):
+        run_setup(_folder(tmp_path / "b", stuck, ""), "MAX78002", wait_ms=200)
+
+
+@needs_cc
+def test_harness_records_the_fifo_stream(tmp_path: Path) -> None:
+    fifo = "(*((volatile uint32_t *) 0x50000008UL))"
+    full = "(*((volatile uint32_t *) 0x50000004UL) & 1)"
+    load = f"for (uint32_t i = 1; i <= 5; i++) {{ while ({full} != 0); {fifo} = i; }}"
+    image = run_setup(_folder(tmp_path, "", load), "MAX78000")
+    assert image.fifo.tolist() == [[0x50000008, i] for i in range(1, 6)]
