@@ -58,6 +58,13 @@ def compile_command(
         None, "--max-verify", min=0, help="Compare only N outputs one by one (checksum: all)."
     ),
     report: bool = typer.Option(True, "--report/--no-report", help="Write report.html."),
+    firmware: bool = typer.Option(
+        False,
+        "--firmware",
+        help="MAX78000/MAX78002: also write firmware/, the MSDK project (cnn.c, weights.h, "
+        "main.c, ...) with the vendor tool's API; with --run its set-up is checked on the host. "
+        "See docs/firmware.md.",
+    ),
     no_in_place: bool = typer.Option(
         False,
         "--no-in-place",
@@ -89,6 +96,7 @@ def compile_command(
         max_verify=max_verify,
         report=report,
         in_place=not no_in_place,
+        firmware=firmware,
     )
     _print_summary(summary(_compile_with_progress(options, compile_model)), output)
 

@@ -29,6 +29,7 @@ from cnnforge.pipeline.sources import (
     read_calibration,
     read_sample,
 )
+from cnnforge.pipeline.firmware import step_firmware
 from cnnforge.pipeline.state import (
     AI8X_DIR,
     C_DIR,
@@ -360,6 +361,7 @@ STEPS: Steps = (
     ("float model", step_float),
     ("vendor files", step_vendor),
     ("C code", step_emit_c),
+    ("firmware", step_firmware),
     ("build and run", step_run),
     ("report", step_report),
     ("summary", step_summary),

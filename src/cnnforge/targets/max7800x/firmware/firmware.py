@@ -90,3 +90,20 @@ def expected_image(fw: Firmware) -> tuple[dict[int, int], dict[int, int]]:
             if v and state.get(addr + 4 * i) != v:
                 added[addr + 4 * i] = v
     return state, added
+
+
+def owner_of(fw: Firmware, addr: int) -> str:
+    """What a word belongs to: a register write's meaning, a kernel record, bias or input."""
+    for w in (*fw.init, *fw.configure):
+        if w.addr == addr:
+            return w.comment
+    for rec, words in fw.kernels:
+        if rec <= addr < rec + 4 * words.size:
+            return f"kernel memory record at 0x{rec:08x}"
+    for q, values in enumerate(fw.bias):
+        if fw.rmap.bias(q) <= addr < fw.rmap.bias(q, len(values)):
+            return f"bias memory of quadrant {q}"
+    for start, words in fw.inputs:
+        if start <= addr < start + 4 * words.size:
+            return "sample input"
+    return "no write of the plan"
