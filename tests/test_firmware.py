@@ -11,8 +11,10 @@ by building and running its C on the host for a few.
 
 from __future__ import annotations
 
+import functools
 import json
 import shutil
+import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -33,8 +35,13 @@ FIFO = {"MAX78000-cats-dogs", "MAX78000-facedet_tinierssd"}
 # Small enough to build and run in a few seconds.
 HOST_RUN = ["MAX78000-mnist", "MAX78002-mnist", "MAX78000-kws20_v3", "MAX78002-kws20_v3_1"]
 needs_cc = pytest.mark.skipif(shutil.which("cc") is None, reason="no host C compiler")
+ARM_GCC = shutil.which("arm-none-eabi-gcc")
+# The Cortex-M4 of both parts, as the MSDK builds for it, warnings as errors.
+ARM_FLAGS = ["-mcpu=cortex-m4", "-mthumb", "-mfloat-abi=hard", "-mfpu=fpv4-sp-d16", "-O2"]
+ARM_FLAGS += ["-Wall", "-Wextra", "-Werror"]
 
 
+@functools.cache
 def _firmware(name: str) -> Firmware:
     data = np.load(GOLDEN / "known" / f"{name}.npz")
     meta = json.loads(str(data["meta"]))
@@ -132,3 +139,15 @@ def test_harness_records_the_fifo_stream(tmp_path: Path) -> None:
     load = f"for (uint32_t i = 1; i <= 5; i++) {{ while ({full} != 0); {fifo} = i; }}"
     image = run_setup(_folder(tmp_path, "", load), "MAX78000")
     assert image.fifo.tolist() == [[0x50000008, i] for i in range(1, 6)]
+
+
+@pytest.mark.skipif(ARM_GCC is None, reason="arm-none-eabi-gcc absent (.ci/run installs it)")
+@pytest.mark.parametrize("name", [p.stem for p in KNOWN if p.stem not in FIFO])
+def test_builds_for_the_cortex_m4_without_warnings(name: str, tmp_path: Path) -> None:
+    """Every generated .c compiles for the chip's Arm core with -Wall -Wextra -Werror."""
+    write_folder(_firmware(name), tmp_path)
+    host = Path(__file__).parents[1] / "src/cnnforge/targets/max7800x/firmware/host"
+    for source in ("cnn.c", "main.c", "softmax.c"):
+        cmd = [ARM_GCC, *ARM_FLAGS, "-I", str(host), "-I", str(tmp_path), "-c", source]
+        proc = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, check=False)
+        assert proc.returncode == 0, proc.stderr[-2000:]

@@ -8,9 +8,13 @@ compared, word for word, with what the plan says (kernels, bias, registers, inpu
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from cnnforge.errors import EmitError
 from cnnforge.pipeline.state import CompileState
+
+if TYPE_CHECKING:
+    from cnnforge.targets.max7800x.firmware.firmware import Firmware
 
 FIRMWARE_DIR = "firmware"
 
@@ -38,7 +42,7 @@ def step_firmware(state: CompileState, workdir: Path) -> CompileState:
     return state.wrote(*(f"{FIRMWARE_DIR}/{p.name}" for p in written))
 
 
-def _check_on_host(fw, folder: Path) -> None:  # noqa: ANN001 - Firmware, imported lazily
+def _check_on_host(fw: Firmware, folder: Path) -> None:
     """The set-up's state on the host equals the plan's (firmware.expected_image)."""
     from cnnforge.targets.max7800x.firmware.firmware import expected_image, owner_of
     from cnnforge.targets.max7800x.firmware.hostrun import HostRunError, run_setup

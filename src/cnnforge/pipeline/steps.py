@@ -21,6 +21,7 @@ import numpy as np
 from cnnforge.errors import DeviceLimitError, EmitError, InputError
 from cnnforge.ir import Network
 from cnnforge.outputs import safe_file_stem
+from cnnforge.pipeline.firmware import step_firmware
 from cnnforge.pipeline.sources import (
     MODEL,
     default_shape,
@@ -29,7 +30,6 @@ from cnnforge.pipeline.sources import (
     read_calibration,
     read_sample,
 )
-from cnnforge.pipeline.firmware import step_firmware
 from cnnforge.pipeline.state import (
     AI8X_DIR,
     C_DIR,
