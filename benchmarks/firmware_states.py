@@ -15,17 +15,58 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+import numpy as np
 
-from vendor_oracle import DEVICES, RUNNER, demos, run_vendor
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from tests.support.firmware import OWN, own_sample
+from vendor_oracle import DEVICES, RUNNER, Demo, demos, run_vendor
 
 from cnnforge.targets.max7800x.firmware.hostrun import HostRunError, StateImage, run_setup
 
 STORE = Path(__file__).resolve().parents[1] / "tests" / "data" / "firmware_state"
+
+
+def own_plans(keep: Path, capture: bool) -> int:
+    """compile each model with --ptq --firmware, run the vendor tool on the YAML + checkpoint it
+    wrote (with the flags its header names), compare the two firmwares' host state."""
+    bad = 0
+    for model, device, shape, flags in OWN:
+        folder = keep / "own" / model
+        shutil.rmtree(folder, ignore_errors=True)
+        folder.mkdir(parents=True)
+        sample = folder / "sample.npy"
+        np.save(sample, own_sample(shape))
+        argv = [sys.executable, "-m", "cnnforge", "compile", model, "--ptq", "--device", device]
+        argv += ["--sample", str(sample), "-o", str(folder / "ours"), "--no-report", "--firmware"]
+        proc = subprocess.run(argv, capture_output=True, text=True, check=False)
+        head = f"{device:9} {'own ' + model:30}"
+        if proc.returncode != 0:
+            print(f"{head} compile failed: {proc.stderr.strip()[-120:]}")
+            bad += 1
+            continue
+        demo = Demo(device, model, folder / "ours" / "ai8x" / f"{model}.yaml",
+                    folder / "ours" / "ai8x" / f"{model}-q.pth.tar", sample, flags)  # fmt: skip
+        _, _, note = run_vendor(demo, folder / "vendor", False)
+        vendor = run_setup(folder / "vendor" / "net", device)
+        ours = run_setup(folder / "ours" / "firmware", device)
+        diffs = ours.differences(vendor, limit=1)
+        if capture:
+            vendor.save(STORE / f"own-{device}-{model}.npz")
+        print(
+            f"{head} {len(vendor.state):7} {len(vendor.input):7} {len(vendor.fifo):6} "
+            f"{vendor.kat.size:6} {'yes' if not diffs else 'NO':5}  {note or (diffs or [''])[0]}",
+            flush=True,
+        )
+        bad += bool(diffs)
+    return bad
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -79,6 +120,8 @@ def main(argv: list[str] | None = None) -> int:
                 f"{equal:5}  {note}",
                 flush=True,
             )
+    if not args.only or "own" in args.only:
+        bad += own_plans(keep, args.capture)
     print(f"vendor outputs in {keep}")
     return 1 if bad else 0
 

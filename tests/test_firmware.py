@@ -19,8 +19,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from tests.support.firmware import OWN, own_sample
 
 from cnnforge.frontend.ai8x import read_ai8x
+from cnnforge.pipeline import CompileOptions, compile_model
 from cnnforge.sim import simulate
 from cnnforge.targets.max7800x.firmware.firmware import Firmware, build_firmware, expected_image
 from cnnforge.targets.max7800x.firmware.hostrun import HostRunError, StateImage, run_setup
@@ -151,3 +153,27 @@ def test_builds_for_the_cortex_m4_without_warnings(name: str, tmp_path: Path) ->
         cmd = [ARM_GCC, *ARM_FLAGS, "-I", str(host), "-I", str(tmp_path), "-c", source]
         proc = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, check=False)
         assert proc.returncode == 0, proc.stderr[-2000:]
+
+
+@pytest.mark.parametrize(
+    "model,device,shape",
+    [
+        pytest.param(m, d, s, marks=[pytest.mark.slow] if m != "qat-unet" else [])
+        for m, d, s, _ in OWN
+    ],
+)
+def test_own_plan_equals_vendor(model: str, device: str, shape: tuple, tmp_path: Path) -> None:
+    """``compile MODEL --ptq --firmware``: the firmware it writes leaves the state that the vendor
+    tool's firmware for the YAML + checkpoint it also writes leaves (stored image)."""
+    sample = tmp_path / "x.npy"
+    np.save(sample, own_sample(shape))
+    options = CompileOptions(output=tmp_path / "out", model=model, device=device, ptq=True,
+                             sample=sample, report=False, firmware=True)  # fmt: skip
+    state = compile_model(options)
+    assert (tmp_path / "out" / "firmware" / "cnn.c").is_file()
+    fw = build_firmware(state.network, state.plan, state.sample, state.answer)
+    mine, added = expected_image(fw)
+    vendor = _stored(f"own-{device}-{model}")
+    assert mine == dict(vendor.state.tolist())
+    assert added == dict(vendor.input.tolist())
+    assert np.array_equal(fw.kat, vendor.kat)

@@ -3,7 +3,8 @@
 Ordinary layers keep all their bias in one quadrant among those the network uses: on the
 MAX78000 flatten layers are placed first, then single-quadrant layers, then by decreasing
 length; each goes to the least-filled allowed quadrant (lowest number on ties). A layer's bias
-is preceded by ``first output processor % 4`` x passes unused entries. Each 8-bit entry is one
+is preceded by ``first output processor % 4`` x passes unused entries. A layer whose plan names
+its quadrant (YAML ``bias_group``) counts as single-quadrant and goes there. Each 8-bit entry is one
 32-bit word on the bus. Learned from the vendor tool's izer/kbias.py.
 """
 
@@ -48,14 +49,17 @@ def layout(facts: list[LayerFacts], rmap: RegisterMap) -> BiasLayout:
         length = f.out_channels + _ffs(f.out_map) % 4 * f.out_expand
         todo.append((f, length))
 
+    def allowed(f: LayerFacts) -> list[int]:
+        return groups if f.bias_quadrant is None else [f.bias_quadrant]
+
     def key(item: tuple[LayerFacts, int]) -> int:
         f, length = item
         if rmap.flatten_bias_first and f.flatten:
             return -1
-        return 0 if len(groups) == 1 else rmap.bias_entries - length
+        return 0 if len(allowed(f)) == 1 else rmap.bias_entries - length
 
     for f, length in sorted(todo, key=key):
-        q = min(groups, key=lambda g: (fill[g], g))
+        q = min(allowed(f), key=lambda g: (fill[g], g))
         if fill[q] + length > rmap.bias_entries:
             raise ValueError(f"layer {f.name}: bias memory exhausted")
         out.place[f.index] = (q, fill[q])

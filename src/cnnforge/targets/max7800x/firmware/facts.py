@@ -53,6 +53,7 @@ class LayerFacts:
     output_shift: int
     weights: np.ndarray | None  # integer weights, PyTorch layout
     bias: np.ndarray | None  # int8 bias-memory values
+    bias_quadrant: int | None  # the plan's (YAML `bias_group`) choice, None: any used quadrant
     chw: bool  # CHW ("big data") input: the first layer of a CHW plan
     streaming: bool
 
@@ -155,6 +156,7 @@ def layer_facts(
         output_shift=q.output_shift if q is not None else 0,
         weights=weights,
         bias=bias if bias is not None and np.any(bias != 0) else None,
+        bias_quadrant=place.bias_quadrant,
         chw=chw and index == 0,
         streaming=place.streaming,
     )

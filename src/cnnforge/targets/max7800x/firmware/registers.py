@@ -219,7 +219,7 @@ def _layer_values(
     # Layer control 2: output processors x bits, input passes, write-pointer skip.
     flatten_prod = f.in_expand * f.pooled[0] * f.pooled[1] - 1 if f.flatten else 0
     in_exp = flatten_prod & 0xF if f.flatten else f.in_expand - 1
-    quant = f.quant
+    quant = f.quant if conv else 0  # a layer without weights has no weight width here
     lctl2 = (_fls(f.out_map) - (_ffs(f.out_map) & ~3)) * quant << rmap.xpch_max_offs | in_exp
     skip = f.out_expand * (f.write_gap + 1) - 1 if conv else f.write_gap
     lctl2 |= skip << 4

@@ -109,17 +109,18 @@ void CNN_ISR(void);
 
 
 def _unload_words(fw: Firmware) -> int:
-    return len(_unload_addrs(fw))
+    return sum(n for _, n in _unload_runs(fw))
 
 
-def _unload_addrs(fw: Firmware) -> list[int]:
-    """The last layer's output words in known-answer order (32-bit outputs: channel order)."""
+def _unload_runs(fw: Firmware) -> list[tuple[int, int]]:
+    """The output words as (address, count) runs in known-answer order (32-bit outputs:
+    channel order)."""
     kat = fw.kat.tolist()
-    out: list[int] = []
+    out: list[tuple[int, int]] = []
     i = 0
     while i < len(kat) and kat[i] != 0:
-        addr, _, n = kat[i], kat[i + 1], kat[i + 2]
-        out += [addr + 4 * k for k in range(n)]
+        addr, n = kat[i], kat[i + 2]
+        out.append((addr, n))
         i += 3 + n
     return out
 
@@ -204,10 +205,16 @@ def cnn_c(fw: Firmware) -> str:
         _write(Write(ctl[first], base | first << 9 | 1, f"quadrant {first}: master enable"))
     )
     lines.append("\n  return CNN_OK;\n}\n\n")
-    lines.append("int cnn_unload(uint32_t *out_buf)\n{\n")
-    for addr in _unload_addrs(fw):
-        lines.append(f"  *out_buf++ = *((volatile uint32_t *) 0x{addr:08x});\n")
-    lines.append("\n  return CNN_OK;\n}\n\n")
+    runs = [v for run in _unload_runs(fw) for v in run] + [0]
+    lines.append(
+        "// The output words as (address, count) runs, 0 ends\n"
+        f"static const uint32_t unload_runs[] = {{\n  {_hex_rows(runs)}\n}};\n\n"
+        "int cnn_unload(uint32_t *out_buf)\n{\n"
+        "  const uint32_t *run = unload_runs;\n  volatile uint32_t *addr;\n  uint32_t n;\n\n"
+        "  while ((addr = (volatile uint32_t *) (uintptr_t) *run++) != 0)\n"
+        "    for (n = *run++; n > 0; n--)\n      *out_buf++ = *addr++;\n\n"
+        "  return CNN_OK;\n}\n\n"
+    )
     lines.append(_POWER[fw.device])
     return "".join(lines)
 
