@@ -19,6 +19,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from tests.support.cli import run_cli
 from tests.support.firmware import OWN, own_sample
 
 from cnnforge.frontend.ai8x import read_ai8x
@@ -177,3 +178,35 @@ def test_own_plan_equals_vendor(model: str, device: str, shape: tuple, tmp_path:
     assert mine == dict(vendor.state.tolist())
     assert added == dict(vendor.input.tolist())
     assert np.array_equal(fw.kat, vendor.kat)
+
+
+@needs_cc
+def test_cli_compile_firmware_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """docs/firmware.md: `compile --ai8x-yaml Y --ai8x-checkpoint C --sample x --firmware --run`
+    writes OUT/firmware/, checks its set-up on the host, and it equals the vendor's."""
+    data = np.load(GOLDEN / "known" / "MAX78000-mnist.npz")
+    np.save(tmp_path / "x.npy", data["input"])
+    out = tmp_path / "out"
+    args = ["compile", "--ai8x-yaml", str(GOLDEN / "networks" / "mnist-chw-ai85.yaml")]
+    args += ["--ai8x-checkpoint", str(GOLDEN / "trained" / "ai85-mnist-qat8-q.int8.pth.tar")]
+    args += ["--sample", str(tmp_path / "x.npy"), "-o", str(out), "--firmware", "--run"]
+    code, _, err = run_cli([*args, "--no-report"], capsys)
+    assert code == 0, err
+    names = {p.name for p in (out / "firmware").iterdir()}
+    assert {"cnn.h", "cnn.c", "weights.h", "main.c", "sampledata.h", "sampleoutput.h"} <= names
+    assert run_setup(out / "firmware", "MAX78000").differences(_stored("MAX78000-mnist")) == []
+
+
+def test_cli_firmware_refuses_fifo_input(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A network the writer does not cover yet: one line, exit 2, no OUT/."""
+    data = np.load(GOLDEN / "known" / "MAX78000-cats-dogs.npz")
+    np.save(tmp_path / "x.npy", data["input"])
+    args = ["compile", "--ai8x-yaml", str(GOLDEN / "networks" / "cats-dogs-hwc.yaml")]
+    args += ["--ai8x-checkpoint", str(GOLDEN / "trained" / "ai85-catsdogs-qat8-q.int8.pth.tar")]
+    args += ["--sample", str(tmp_path / "x.npy"), "-o", str(tmp_path / "out"), "--firmware"]
+    code, _, err = run_cli([*args, "--no-report"], capsys)
+    assert code == 2
+    assert len(err.strip().splitlines()) == 1 and "FIFOs" in err and "Traceback" not in err
+    assert not (tmp_path / "out").exists()
