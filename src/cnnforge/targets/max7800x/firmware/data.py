@@ -63,72 +63,82 @@ def known_answers(
     outputs: list[tuple[LayerFacts, np.ndarray]], rmap: RegisterMap, max_count: int | None = None
 ) -> np.ndarray:
     """The known-answer table of the output layers: (layer, its output (C, H, W)) pairs."""
-    checks: list[tuple[int, int, int]] = []
-    for f, y in outputs:
-        checks += _checks(f, y, rmap)
-    return _table(sorted(checks), max_count)
+    parts = [_checks(f, y, rmap) for f, y in outputs]
+    masks = np.concatenate([m for m, _, _ in parts])
+    addrs = np.concatenate([a for _, a, _ in parts])
+    values = np.concatenate([v for _, _, v in parts])
+    order = np.lexsort((addrs, masks))
+    return _table(masks[order], addrs[order], values[order], max_count)
 
 
-def _checks(f: LayerFacts, y: np.ndarray, rmap: RegisterMap) -> list[tuple[int, int, int]]:
-    """(mask, address, value) of every output word of layer ``f``."""
+def _checks(f: LayerFacts, y: np.ndarray, rmap: RegisterMap) -> tuple[np.ndarray, ...]:
+    """(masks, addresses, values) of every output word of layer ``f``, for all pixels at once:
+    the channel-to-word mapping is the same for every pixel."""
     y = np.asarray(y).astype(np.int64)
     y = y.reshape(y.shape[0], -1)
     channels, pixels = y.shape
     out_size = 4 if f.wide else 1
     width = f.out_expand * out_size
     start = _ffs(f.out_map) & ~3
-    checks: list[tuple[int, int, int]] = []  # (mask, address, value)
-    for doffs in range(pixels):
-        this_map = f.out_map >> start
-        poffs = start
-        c = 0
-        while c < channels:
-            if c % f.out_expand_thresh == 0:
-                poffs, this_map = start, f.out_map >> start
-            this_c = c
-            expand = c // f.out_expand_thresh
-            proc = poffs & ~3
-            vals = [0] * 4
-            present = False
-            for i in range(4):
-                if this_map & 1:
-                    present = True
-                    if c < channels:
-                        vals[i] = int(y[c, doffs])
-                    c += 1
-                this_map >>= 1
-            word = (doffs * width + expand * out_size) * (f.write_gap + 1)
-            addr = rmap.sram(proc, f.out_offset + 4 * word)
-            if present:
-                n = min(c - this_c, channels - this_c)
-                if out_size == 1:
-                    val = sum((v & 0xFF) << (8 * i) for i, v in enumerate(vals))
-                    mask = 0xFFFFFFFF
-                    if n != 4:
-                        mask = ((1 << (8 * n)) - 1) << (8 * (_ffs(f.out_map >> proc) % 4))
-                    checks.append((mask, addr, val & mask))
-                else:
-                    for i in range(min(n, out_size)):
-                        checks.append((0xFFFFFFFF, addr + 4 * i, vals[i] & 0xFFFFFFFF))
-            poffs += 4
-    return checks
+    step = 4 * width * (f.write_gap + 1)  # bytes between pixels
+    pix = np.arange(pixels, dtype=np.int64)
+    masks, addrs, values = [], [], []
+    this_map, poffs, c = f.out_map >> start, start, 0
+    while c < channels:
+        if c % f.out_expand_thresh == 0:
+            poffs, this_map = start, f.out_map >> start
+        this_c, expand, proc = c, c // f.out_expand_thresh, poffs & ~3
+        lanes = []  # (lane, channel) for the lanes that hold a processor
+        for i in range(4):
+            if this_map & 1:
+                lanes.append((i, c))
+                c += 1
+            this_map >>= 1
+        base = rmap.sram(proc, f.out_offset + 4 * expand * out_size * (f.write_gap + 1))
+        if lanes:
+            n = min(c - this_c, channels - this_c)
+            if out_size == 1:
+                val = np.zeros(pixels, np.int64)
+                for i, ch in lanes:
+                    if ch < channels:
+                        val |= (y[ch] & 0xFF) << (8 * i)
+                mask = 0xFFFFFFFF
+                if n != 4:
+                    mask = ((1 << (8 * n)) - 1) << (8 * (_ffs(f.out_map >> proc) % 4))
+                masks.append(np.full(pixels, mask, np.int64))
+                addrs.append(base + step * pix)
+                values.append(val & mask)
+            else:
+                vals = {
+                    i: y[ch] if ch < channels else np.zeros(pixels, np.int64) for i, ch in lanes
+                }
+                for i in range(min(n, out_size)):
+                    masks.append(np.full(pixels, 0xFFFFFFFF, np.int64))
+                    addrs.append(base + step * pix + 4 * i)
+                    values.append(vals.get(i, np.zeros(pixels, np.int64)) & 0xFFFFFFFF)
+        poffs += 4
+    if not masks:
+        empty = np.zeros(0, np.int64)
+        return empty, empty, empty
+    return np.concatenate(masks), np.concatenate(addrs), np.concatenate(values)
 
 
-def _table(checks: list[tuple[int, int, int]], max_count: int | None) -> np.ndarray:
+def _table(
+    masks: np.ndarray, addrs: np.ndarray, values: np.ndarray, max_count: int | None
+) -> np.ndarray:
+    """Runs of consecutive addresses with one mask: (address, mask, count, values...), 0 ends.
+    With ``max_count`` the table stops after the run holding word max_count + 1."""
+    if max_count is not None:
+        masks, addrs, values = (
+            masks[: max_count + 1],
+            addrs[: max_count + 1],
+            values[: max_count + 1],
+        )
+    breaks = np.flatnonzero((np.diff(masks) != 0) | (np.diff(addrs) != 4)) + 1
     out: list[int] = []
-    run: list[int] = []
-    mask = addr0 = nxt = 0
-    for total, (m, a, v) in enumerate(checks, 1):
-        if m != mask or a != nxt:
-            if run:
-                out += [addr0, mask, len(run), *run]
-            run, mask, addr0, nxt = [], m, a, a
-        run.append(v)
-        nxt += 4
-        if max_count is not None and total > max_count:
-            break
-    if run:
-        out += [addr0, mask, len(run), *run]
+    for lo, hi in zip(np.r_[0, breaks], np.r_[breaks, len(addrs)], strict=True):
+        if hi > lo:
+            out += [int(addrs[lo]), int(masks[lo]), int(hi - lo), *values[lo:hi].tolist()]
     out.append(0)
     return np.array(out, dtype=np.uint32)
 

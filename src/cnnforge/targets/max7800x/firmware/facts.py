@@ -8,6 +8,7 @@ padding, stride, weight bits, output width, flags. Every value comes from cnnfor
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -57,21 +58,21 @@ class LayerFacts:
     chw: bool  # CHW ("big data") input: the first layer of a CHW plan
     streaming: bool
 
-    @property
+    @functools.cached_property
     def in_expand(self) -> int:
         """Input passes: ceil(channels / 64) (devices.md §2)."""
         return max(1, math.ceil(self.in_channels / 64))
 
-    @property
+    @functools.cached_property
     def in_expand_thresh(self) -> int:
         """Input channels per pass, rounded up to whole instances of 4 when there are passes."""
         return _per_pass(self.in_channels, self.in_expand)
 
-    @property
+    @functools.cached_property
     def out_expand(self) -> int:
         return max(1, math.ceil(self.out_channels / 64))
 
-    @property
+    @functools.cached_property
     def out_expand_thresh(self) -> int:
         return _per_pass(self.out_channels, self.out_expand)
 

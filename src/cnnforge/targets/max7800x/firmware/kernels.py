@@ -98,7 +98,8 @@ def layout(facts: list[LayerFacts], rmap: RegisterMap) -> KernelLayout:
         _, count, ochan, length = _counts(f, rows)
         offs = _find(f, length, out.owner, rmap)
         out.offs[f.index], out.count[f.index], out.ochan[f.index] = offs, count, ochan
-        out.length[f.index] = _fill(f, rows, offs, length, out, used)
+        fill = _fill_bytes if f.quant == 8 and not f.flatten else _fill
+        out.length[f.index] = fill(f, rows, offs, length, out, used)
     return out
 
 
@@ -231,6 +232,67 @@ def _fill(
             col_target = add(p, col_target, 0)
         if f.flatten:
             length = col_target
+        ch += 1
+    return length
+
+
+def _fill_bytes(
+    f: LayerFacts, rows: np.ndarray, offs: int, length: int, out: KernelLayout, used: np.ndarray
+) -> int:
+    """``_fill`` for 8-bit kernels, a run of whole kernels at a time (the same bytes, faster)."""
+    ksize = f.ksize
+    in_exp, t_in, t_out = f.in_expand, f.in_expand_thresh, f.out_expand_thresh
+    in_ch, nrows, out_ch = f.in_channels, rows.shape[0], f.out_channels
+    start_col = _ffs(f.out_map) % 4
+    this_map_init = f.out_map >> _ffs(f.out_map)
+    table = np.concatenate(
+        [(rows[:, ::-1] & 0xFF).astype(np.uint8), np.zeros((1, ksize), np.uint8)]
+    )
+    zero = nrows  # the row of zeros
+
+    def put(p: int, col_target: int, data: np.ndarray) -> int:
+        """Stream ``data`` into the columns from ``col_target`` on; the next column target."""
+        if data.size == 0:
+            return col_target
+        first = offs + col_target
+        k = int(used[p, first]) + np.arange(data.size)
+        cols = first + k // 9
+        out.data[p, cols, 8 - k % 9] = data
+        out.owner[p, cols] = f.index
+        total = int(used[p, first]) + data.size
+        used[p, first : first + total // 9] = 9
+        if total % 9:
+            used[p, first + total // 9] = total % 9
+        return col_target + total // 9
+
+    ch = 0
+    for p in range(64):
+        if not f.in_map >> p & 1:
+            continue
+        col_target, col_bytes = divmod(start_col * ksize * in_exp, 9)
+        col_target = put(p, col_target, np.zeros(col_bytes, np.uint8))
+        m = 0
+        picks: list[int] = []
+        for expand in range(f.out_expand):
+            this_map = this_map_init
+            for _ in range(expand * t_out, (expand + 1) * t_out):
+                if this_map != 0 and this_map & 1 == 0:
+                    col_target = put(p, col_target, table[picks].reshape(-1))
+                    picks = []
+                    while this_map & 1 == 0:
+                        col_target += 1
+                        this_map >>= 1
+                this_map >>= 1
+                src = ch + m * in_ch
+                for ie in range(in_exp):
+                    koffs = src + ie * t_in
+                    ok = ie * t_in + ch < in_ch and src < nrows and m < out_ch and koffs < nrows
+                    picks.append(koffs if ok else zero)
+                m += 1
+        col_target = put(p, col_target, table[picks].reshape(-1))
+        if offs + col_target < used.shape[1] and used[p, offs + col_target] > 0:
+            col_target += 1
+        put(p, col_target, np.zeros(9 * max(0, start_col + length - col_target), np.uint8))
         ch += 1
     return length
 
