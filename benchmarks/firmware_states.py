@@ -9,6 +9,12 @@ with the stored images. One row per demo: state words, input words, known-answer
 
     python benchmarks/firmware_states.py [--device MAX78000] [--only mnist] [--keep DIR]
                                          [--reuse] [--capture]
+    python benchmarks/firmware_states.py --ours
+
+``--ours`` needs no vendor tool: for every stored image of a demo with a golden
+(tests/golden/ai8x_demos), cnnforge writes its firmware, builds and runs it on the host and
+compares with the stored image; one row per case: the vendor's state words, input words, FIFO
+writes, known-answer words, and whether cnnforge's firmware leaves the same.
 """
 
 from __future__ import annotations
@@ -69,6 +75,60 @@ def own_plans(keep: Path, capture: bool) -> int:
     return bad
 
 
+def ours_table() -> int:
+    """cnnforge's firmware, run on the host, against every stored vendor image."""
+    from tests.test_firmware import FIFO, _firmware, _stored
+
+    from cnnforge.targets.max7800x.firmware.writer import write_folder
+
+    known = sorted(p.stem for p in (STORE.parents[1] / "golden" / "ai8x_demos" / "known").glob("*"))
+    print(f"{'case':34} {'state':>7} {'input':>7} {'fifo':>6} {'kat':>6} {'equal':5}  note")
+    bad = 0
+    for name in known:
+        vendor = _stored(name)
+        head = f"{name:34} {len(vendor.state):7} {len(vendor.input):7} {len(vendor.fifo):6} "
+        head += f"{vendor.kat.size:6}"
+        try:
+            fw = _firmware(name)
+        except NotImplementedError as exc:
+            print(f"{head} {'NO':5}  not written yet: {exc}" + (" (FIFO)" if name in FIFO else ""))
+            bad += 1
+            continue
+        with tempfile.TemporaryDirectory() as tmp:
+            write_folder(fw, Path(tmp))
+            diffs = run_setup(Path(tmp), fw.device).differences(vendor, limit=1)
+        print(f"{head} {'yes' if not diffs else 'NO':5}  {(diffs or [''])[0]}", flush=True)
+        bad += bool(diffs)
+    for riscv in sorted(STORE.glob("*-riscv.npz")):
+        vendor = StateImage.load(riscv)
+        row = f"{riscv.stem:34} {len(vendor.state):7} {len(vendor.input):7} {len(vendor.fifo):6} "
+        print(f"{row}{vendor.kat.size:6} {'NO':5}  the --riscv project layout is not written yet")
+        bad += 1
+    return (1 if bad else 0) | own_table()
+
+
+def own_table() -> int:
+    """cnnforge's own plans: compile --firmware, run on the host, against the stored image."""
+    from cnnforge.pipeline import CompileOptions, compile_model
+
+    bad = 0
+    for model, device, shape, _ in OWN:
+        vendor = StateImage.load(STORE / f"own-{device}-{model}.npz")
+        with tempfile.TemporaryDirectory() as tmp:
+            np.save(Path(tmp) / "x.npy", own_sample(shape))
+            options = CompileOptions(output=Path(tmp) / "out", model=model, device=device,
+                                     ptq=True, sample=Path(tmp) / "x.npy", report=False,
+                                     firmware=True)  # fmt: skip
+            compile_model(options)
+            diffs = run_setup(Path(tmp) / "out" / "firmware", device).differences(vendor, limit=1)
+        name = f"own-{device}-{model}"
+        print(f"{name:34} {len(vendor.state):7} {len(vendor.input):7} {len(vendor.fifo):6} "
+              f"{vendor.kat.size:6} {'yes' if not diffs else 'NO':5}  {(diffs or [''])[0]}",
+              flush=True)  # fmt: skip
+        bad += bool(diffs)
+    return 1 if bad else 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", choices=DEVICES, action="append")
@@ -76,7 +136,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--keep", type=Path, help="keep the vendor outputs in this folder")
     parser.add_argument("--reuse", action="store_true", help="reuse the outputs in --keep")
     parser.add_argument("--capture", action="store_true", help="store the images in the repo")
+    parser.add_argument("--ours", action="store_true", help="cnnforge's firmware vs the images")
     args = parser.parse_args(argv)
+    if args.ours:
+        return ours_table()
     izer = Path(os.environ.get("IZER", "/tmp/izer"))
     if not (izer / "ai8xize.py").is_file() or not RUNNER.is_file():
         print(f"the vendor tool is not set up at {izer} (IZER); nothing to do")
