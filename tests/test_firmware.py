@@ -210,3 +210,22 @@ def test_cli_firmware_refuses_fifo_input(
     assert code == 2
     assert len(err.strip().splitlines()) == 1 and "FIFOs" in err and "Traceback" not in err
     assert not (tmp_path / "out").exists()
+
+
+def test_cli_firmware_is_for_max7800x_only(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    args = [
+        "compile",
+        "qat-unet",
+        "--device",
+        "HLS",
+        "--ptq",
+        "-o",
+        str(tmp_path / "o"),
+        "--firmware",
+    ]
+    code, _, err = run_cli(args, capsys)
+    assert code == 2
+    assert len(err.strip().splitlines()) == 1 and "MAX78000/MAX78002" in err
+    assert not (tmp_path / "o").exists()

@@ -75,6 +75,10 @@ def compile_command(
     """Model -> vendor YAML + checkpoint, portable C with a known-answer self-test (the
     simulator's output on --sample), report.html; --run builds and runs the C."""
     from cnnforge.pipeline import CompileOptions, compile_model, summary
+    from cnnforge.pipeline.firmware import check_firmware_option
+
+    if firmware:
+        check_firmware_option(device)
 
     options = CompileOptions(
         output=output,
