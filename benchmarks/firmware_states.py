@@ -77,7 +77,7 @@ def own_plans(keep: Path, capture: bool) -> int:
 
 def ours_table() -> int:
     """cnnforge's firmware, run on the host, against every stored vendor image."""
-    from tests.test_firmware import FIFO, _firmware, _stored
+    from tests.support.firmware import FIFO, demo_firmware, stored
 
     from cnnforge.targets.max7800x.firmware.writer import write_folder
 
@@ -85,11 +85,11 @@ def ours_table() -> int:
     print(f"{'case':34} {'state':>7} {'input':>7} {'fifo':>6} {'kat':>6} {'equal':5}  note")
     bad = 0
     for name in known:
-        vendor = _stored(name)
+        vendor = stored(name)
         head = f"{name:34} {len(vendor.state):7} {len(vendor.input):7} {len(vendor.fifo):6} "
         head += f"{vendor.kat.size:6}"
         try:
-            fw = _firmware(name)
+            fw = demo_firmware(name)
         except NotImplementedError as exc:
             print(f"{head} {'NO':5}  not written yet: {exc}" + (" (FIFO)" if name in FIFO else ""))
             bad += 1

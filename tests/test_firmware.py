@@ -11,30 +11,21 @@ by building and running its C on the host for a few.
 
 from __future__ import annotations
 
-import functools
-import json
 import shutil
 import subprocess
 from pathlib import Path
 
 import numpy as np
 import pytest
-from tests.support.cli import run_cli
-from tests.support.firmware import OWN, own_sample
 
-from cnnforge.frontend.ai8x import read_ai8x
 from cnnforge.pipeline import CompileOptions, compile_model
-from cnnforge.sim import simulate
-from cnnforge.targets.max7800x.firmware.firmware import Firmware, build_firmware, expected_image
-from cnnforge.targets.max7800x.firmware.hostrun import HostRunError, StateImage, run_setup
+from cnnforge.targets.max7800x.firmware.firmware import build_firmware, expected_image
+from cnnforge.targets.max7800x.firmware.hostrun import HostRunError, run_setup
 from cnnforge.targets.max7800x.firmware.writer import write_folder
+from support.cli import run_cli
+from support.firmware import FIFO, GOLDEN, OWN, STATES, demo_firmware, own_sample, stored
 
-ROOT = Path(__file__).parent
-GOLDEN = ROOT / "golden" / "ai8x_demos"
-STATES = ROOT / "data" / "firmware_state"
 KNOWN = sorted((GOLDEN / "known").glob("*.npz"))
-# Demos whose input arrives through the FIFOs (the vendor's --fifo): not written yet.
-FIFO = {"MAX78000-cats-dogs", "MAX78000-facedet_tinierssd"}
 # Small enough to build and run in a few seconds.
 HOST_RUN = ["MAX78000-mnist", "MAX78002-mnist", "MAX78000-kws20_v3", "MAX78002-kws20_v3_1"]
 needs_cc = pytest.mark.skipif(shutil.which("cc") is None, reason="no host C compiler")
@@ -42,33 +33,6 @@ ARM_GCC = shutil.which("arm-none-eabi-gcc")
 # The Cortex-M4 of both parts, as the MSDK builds for it, warnings as errors.
 ARM_FLAGS = ["-mcpu=cortex-m4", "-mthumb", "-mfloat-abi=hard", "-mfpu=fpv4-sp-d16", "-O2"]
 ARM_FLAGS += ["-Wall", "-Wextra", "-Werror"]
-
-
-@functools.cache
-def _firmware(name: str) -> Firmware:
-    data = np.load(GOLDEN / "known" / f"{name}.npz")
-    meta = json.loads(str(data["meta"]))
-    x = data["input"].astype(np.int64)
-    flags = meta["flags"]
-    model = read_ai8x(
-        GOLDEN / "networks" / meta["yaml"],
-        GOLDEN / "trained" / meta["trimmed"],
-        x.shape,
-        device=meta["device"],
-        overlap_data="--overlap-data" in flags,
-        fifo="--fifo" in flags,
-    )
-    outputs = {
-        k: v.numpy() for k, v in simulate(model.network, x, device=meta["device"]).outputs.items()
-    }
-    checklines = (
-        int(flags[flags.index("--max-checklines") + 1]) if "--max-checklines" in flags else None
-    )
-    return build_firmware(model.network, model.plan, x, outputs, checklines)
-
-
-def _stored(name: str) -> StateImage:
-    return StateImage.load(STATES / f"{name}.npz")
 
 
 def test_every_demo_has_a_state_image() -> None:
@@ -81,9 +45,9 @@ def test_every_demo_has_a_state_image() -> None:
 @pytest.mark.parametrize("name", [p.stem for p in KNOWN if p.stem not in FIFO])
 def test_model_equals_vendor(name: str) -> None:
     """Every register and memory word, the input words and the known answers."""
-    fw = _firmware(name)
+    fw = demo_firmware(name)
     state, added = expected_image(fw)
-    vendor = _stored(name)
+    vendor = stored(name)
     assert state == dict(vendor.state.tolist())
     assert added == dict(vendor.input.tolist())
     assert np.array_equal(fw.kat, vendor.kat)
@@ -93,17 +57,17 @@ def test_model_equals_vendor(name: str) -> None:
 @pytest.mark.parametrize("name", sorted(FIFO))
 def test_fifo_input_is_refused_not_written_wrong(name: str) -> None:
     with pytest.raises(NotImplementedError, match="FIFO"):
-        _firmware(name)
+        demo_firmware(name)
 
 
 @needs_cc
 @pytest.mark.parametrize("name", HOST_RUN)
 def test_host_run_equals_vendor(name: str, tmp_path: Path) -> None:
     """cnnforge's C, built and run on the host, leaves the vendor firmware's state."""
-    fw = _firmware(name)
+    fw = demo_firmware(name)
     write_folder(fw, tmp_path)
     mine = run_setup(tmp_path, fw.device)
-    assert mine.differences(_stored(name)) == []
+    assert mine.differences(stored(name)) == []
 
 
 def _folder(tmp_path: Path, init: str, load_input: str) -> Path:
@@ -148,7 +112,7 @@ def test_harness_records_the_fifo_stream(tmp_path: Path) -> None:
 @pytest.mark.parametrize("name", [p.stem for p in KNOWN if p.stem not in FIFO])
 def test_builds_for_the_cortex_m4_without_warnings(name: str, tmp_path: Path) -> None:
     """Every generated .c compiles for the chip's Arm core with -Wall -Wextra -Werror."""
-    write_folder(_firmware(name), tmp_path)
+    write_folder(demo_firmware(name), tmp_path)
     host = Path(__file__).parents[1] / "src/cnnforge/targets/max7800x/firmware/host"
     for source in ("cnn.c", "main.c", "softmax.c"):
         cmd = [ARM_GCC, *ARM_FLAGS, "-I", str(host), "-I", str(tmp_path), "-c", source]
@@ -174,7 +138,7 @@ def test_own_plan_equals_vendor(model: str, device: str, shape: tuple, tmp_path:
     assert (tmp_path / "out" / "firmware" / "cnn.c").is_file()
     fw = build_firmware(state.network, state.plan, state.sample, state.answer)
     mine, added = expected_image(fw)
-    vendor = _stored(f"own-{device}-{model}")
+    vendor = stored(f"own-{device}-{model}")
     assert mine == dict(vendor.state.tolist())
     assert added == dict(vendor.input.tolist())
     assert np.array_equal(fw.kat, vendor.kat)
@@ -194,7 +158,7 @@ def test_cli_compile_firmware_run(tmp_path: Path, capsys: pytest.CaptureFixture[
     assert code == 0, err
     names = {p.name for p in (out / "firmware").iterdir()}
     assert {"cnn.h", "cnn.c", "weights.h", "main.c", "sampledata.h", "sampleoutput.h"} <= names
-    assert run_setup(out / "firmware", "MAX78000").differences(_stored("MAX78000-mnist")) == []
+    assert run_setup(out / "firmware", "MAX78000").differences(stored("MAX78000-mnist")) == []
 
 
 def test_cli_firmware_refuses_fifo_input(

@@ -75,10 +75,9 @@ def compile_command(
     """Model -> vendor YAML + checkpoint, portable C with a known-answer self-test (the
     simulator's output on --sample), report.html; --run builds and runs the C."""
     from cnnforge.pipeline import CompileOptions, compile_model, summary
-    from cnnforge.pipeline.firmware import check_firmware_option
 
     if firmware:
-        check_firmware_option(device)
+        _check_firmware_option(device)
 
     options = CompileOptions(
         output=output,
@@ -103,6 +102,20 @@ def compile_command(
         firmware=firmware,
     )
     _print_summary(summary(_compile_with_progress(options, compile_model)), output)
+
+
+def _check_firmware_option(device: str) -> None:
+    """``--firmware`` is for the MAX7800x parts only (their recipe has the firmware step)."""
+    from cnnforge.errors import InputError
+    from cnnforge.pipeline.firmware import step_firmware
+    from cnnforge.pipeline.targets import steps_for
+
+    if not any(step is step_firmware for _, step in steps_for(device)):
+        raise InputError(
+            f"--firmware writes MAX78000/MAX78002 firmware, not for --device {device}",
+            where="--firmware",
+            hint="drop --firmware, or compile for --device MAX78000 or MAX78002",
+        )
 
 
 def _compile_with_progress(options: Any, compile_model: Any) -> Any:

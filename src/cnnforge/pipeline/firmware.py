@@ -10,25 +10,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from cnnforge.errors import EmitError, InputError
+from cnnforge.errors import EmitError
 from cnnforge.pipeline.state import CompileState
 
 if TYPE_CHECKING:
     from cnnforge.targets.max7800x.firmware.firmware import Firmware
 
 FIRMWARE_DIR = "firmware"
-
-
-def check_firmware_option(device: str) -> None:
-    """``--firmware`` is for the MAX7800x parts only: a one-line error elsewhere."""
-    from cnnforge.pipeline.targets import steps_for
-
-    if not any(step is step_firmware for _, step in steps_for(device)):
-        raise InputError(
-            f"--firmware writes MAX78000/MAX78002 firmware, not for --device {device}",
-            where="--firmware",
-            hint="drop --firmware, or compile for --device MAX78000 or MAX78002",
-        )
 
 
 def step_firmware(state: CompileState, workdir: Path) -> CompileState:
