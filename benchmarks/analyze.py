@@ -94,7 +94,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--size", type=int, default=224)
+    parser.add_argument("--smoke", action="store_true", help="tiny sizes: checks the script runs")
     args = parser.parse_args()
+    if args.smoke:
+        args.repeat, args.size = 1, 32
     torch.manual_seed(0)
     torch.set_num_threads(1)
     model = ResNet50().eval()

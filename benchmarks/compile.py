@@ -23,9 +23,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from cnnforge.emit.c.build import compile_c, run_exe
 from cnnforge.pipeline import CompileOptions, compile_model
 from cnnforge.sim import simulate
+from cnnforge.targets.max7800x.c.build import compile_c, run_exe
 
 TARGET_MACS_PER_S = 1e9
 
@@ -84,7 +84,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=20, help="C inferences to time")
     parser.add_argument("--skip-wall", action="store_true", help="skip the compile wall time")
+    parser.add_argument("--smoke", action="store_true", help="tiny sizes: checks the script runs")
     args = parser.parse_args()
+    if args.smoke:
+        args.runs, args.skip_wall = 1, True
     with tempfile.TemporaryDirectory(prefix="cnnforge-bench-") as name:
         tmp = Path(name)
         if not args.skip_wall:

@@ -21,13 +21,13 @@ import torch
 from ptq_agreement import settle_batchnorm  # benchmarks/ is on sys.path when run as a script
 from simulate import best_of
 
-from cnnforge.emit.hls.build import compile_cpp, find_ap_types
-from cnnforge.emit.hls.emitter import emit_hls
 from cnnforge.frontend.torch_fx import load_model, trace
 from cnnforge.passes.check import check_report
 from cnnforge.quant.ptq import quantize_with_scales
 from cnnforge.sim import simulate
+from cnnforge.targets.hls.build import compile_cpp, find_ap_types
 from cnnforge.targets.hls.device import HLS
+from cnnforge.targets.hls.emitter import emit_hls
 from cnnforge.train.datasets import ShapesConfig, render_shapes, to_hardware_range
 
 SHAPE = (3, 64, 64)
@@ -52,7 +52,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--images", type=int, default=16)
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--smoke", action="store_true", help="tiny sizes: checks the script runs")
     args = parser.parse_args()
+    if args.smoke:
+        args.images, args.runs = 2, 1
     torch.manual_seed(0)
     model = load_model("unet-voc", {}, None)
     x = sample_set(args.images)

@@ -1,6 +1,6 @@
 """Benchmark: the automatic plan vs the vendor's hand-written camvid-unet-large-fakept.yaml.
 
-Same network, same device (MAX78000), measured by the same code (cnnforge.plan.metrics):
+Same network, same device (MAX78000), measured by the same code (cnnforge.targets.max7800x.metrics):
 estimated cycles by the vendor's latency model (devices.md §5), the highest data-memory byte
 used per instance, and the peak of live data bytes over all instances. Three columns:
 
@@ -23,9 +23,9 @@ from pathlib import Path
 from cnnforge.frontend import load_network
 from cnnforge.frontend.ai8x import load_ai8x
 from cnnforge.passes.lower import lower_to_hardware
-from cnnforge.plan.metrics import PlanMetrics, plan_metrics, with_cycles
-from cnnforge.plan.planner import plan_network
-from cnnforge.plan.validate import validate_plan
+from cnnforge.targets.max7800x.metrics import PlanMetrics, plan_metrics, with_cycles
+from cnnforge.targets.max7800x.planner import plan_network
+from cnnforge.targets.max7800x.validate import validate_plan
 
 DEVICE = "MAX78000"
 YAML = "networks/camvid-unet-large-fakept.yaml"
@@ -73,7 +73,10 @@ def main() -> None:
     parser.add_argument("--size", type=int, action="append", help="folded input H=W (88, 48)")
     default = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "ai8x"
     parser.add_argument("--data", type=Path, default=default)
+    parser.add_argument("--smoke", action="store_true", help="tiny sizes: checks the script runs")
     args = parser.parse_args()
+    if args.smoke:
+        args.size = [48]
     for size in args.size or (88, 48):
         compare(args.data, size)
 

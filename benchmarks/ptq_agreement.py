@@ -52,7 +52,10 @@ def main() -> None:
     parser.add_argument("--checkpoint", default=None)
     parser.add_argument("--batch", type=int, default=8)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--smoke", action="store_true", help="tiny sizes: checks the script runs")
     args = parser.parse_args()
+    if args.smoke:
+        args.shape, args.batch = "3,16,16", 2
     torch.manual_seed(args.seed)
     shape = tuple(int(v) for v in args.shape.split(","))
     model = load_model(args.model, {}, args.checkpoint)

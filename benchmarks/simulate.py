@@ -7,7 +7,7 @@ post-training quantization when that data is absent) and the seed-001 U-Net (``u
 "Float" is ``sim.float_eval.run_float`` on float32 input: the same layers with their float
 weights through PyTorch's convolutions. Prints both times and the ratio; asserts nothing.
 
-    python benchmarks/simulate.py [--batch 64] [--repeat 3] [--threads N]
+    python benchmarks/simulate.py [--batch 64] [--repeat 3] [--threads N] [--smoke]
 """
 
 from __future__ import annotations
@@ -45,8 +45,9 @@ def _ptq(name: str, shape: tuple[int, ...]) -> Network:
     from cnnforge.devices import MAX78000
     from cnnforge.frontend import load_network
     from cnnforge.pipeline.quantized import quantized_network
+    from cnnforge.samples import load_input_array
 
-    calib = np.random.default_rng(0).integers(-128, 128, (4, *shape))
+    calib = load_input_array(np.random.default_rng(0).integers(-128, 128, (4, *shape)))
     model = load_network(name, shape, {}, None)
     return quantized_network(model, MAX78000, 8, calibration=calib).network
 
@@ -79,7 +80,10 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=64)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--threads", type=int, default=0, help="torch threads (0: default)")
+    parser.add_argument("--smoke", action="store_true", help="tiny sizes: checks the script runs")
     args = parser.parse_args()
+    if args.smoke:
+        args.batch, args.repeat = 2, 1
     if args.threads:
         torch.set_num_threads(args.threads)
     print(f"batch {args.batch}, torch {torch.__version__}, {torch.get_num_threads()} threads")

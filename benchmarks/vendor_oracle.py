@@ -11,7 +11,8 @@ Runs only where the vendor tool is set up (``IZER``, default /tmp/izer). Asserts
 
 ``--keep DIR`` keeps the vendor outputs (DIR/<device>/<prefix>/net/expected.npy and the log);
 ``--reuse`` takes them from there instead of running the vendor tool again. ``--capture DIR``
-writes the test goldens of tests/test_ai8x_demos.py (see tests/golden/ai8x_demos/README.md).
+writes the test goldens of tests/targets/max7800x/test_ai8x_demos.py (see
+tests/golden/ai8x_demos/README.md).
 """
 
 from __future__ import annotations
@@ -137,8 +138,8 @@ def run_ours(demo: Demo) -> dict:
     """cnnforge on the same pair: import, validate the plan, simulate the sample."""
     from cnnforge.errors import CnnforgeError
     from cnnforge.frontend.ai8x import read_ai8x
-    from cnnforge.plan.validate import validate_plan
     from cnnforge.sim import simulate
+    from cnnforge.targets.max7800x.validate import validate_plan
 
     row: dict = {"import": "-", "validate": "-", "y": None}
     start = time.perf_counter()
@@ -173,7 +174,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--keep", type=Path, help="keep the vendor outputs in this folder")
     parser.add_argument("--reuse", action="store_true", help="reuse the outputs in --keep")
     parser.add_argument("--capture", type=Path, help="write the bit-exact demos as test goldens")
+    parser.add_argument("--smoke", action="store_true", help="tiny sizes: checks the script runs")
     args = parser.parse_args(argv)
+    if args.smoke:
+        args.device, args.only = ["MAX78000"], ["mnist"]
     izer = Path(os.environ.get("IZER", "/tmp/izer"))
     if not (izer / "ai8xize.py").is_file() or not RUNNER.is_file():
         print(f"the vendor tool is not set up at {izer} (IZER); nothing to do")

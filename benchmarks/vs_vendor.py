@@ -137,7 +137,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=5, help="runs of each tool (median)")
     parser.add_argument("--only", action="append", help="network name (repeatable)")
+    parser.add_argument("--smoke", action="store_true", help="tiny sizes: checks the script runs")
     args = parser.parse_args()
+    if args.smoke:
+        args.repeat, args.only = 1, ["mnist"]
     if not VENDOR.is_file() or shutil.which("bash") is None:
         raise SystemExit(f"the vendor tool is not set up ({VENDOR})")
     print(f"cnnforge compile vs the vendor tool, whole processes, median of {args.repeat}")

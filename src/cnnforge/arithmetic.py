@@ -20,7 +20,7 @@ import torch
 # values ("relu", "add", ...), which the StrEnums of kinds.py equal.
 
 #: Weight width code of binary (-1/+1) weights (R1.2); the same code as kinds.BINARY_BITS
-#: (tests/test_arithmetic_leaf.py pins them equal).
+#: (tests/core/test_arithmetic_leaf.py pins them equal).
 BINARY_BITS = -1
 
 ACT_MIN, ACT_MAX = -128, 127  # int8 activations (R1.1)

@@ -370,6 +370,11 @@ MAX78002 = Device(
 #: Every device cnnforge targets, in a stable order.
 DEVICES: tuple[Device, ...] = (MAX78000, MAX78002)
 
+#: What ``--device`` means when not given (the CLI reads it; below the CLI a device is passed).
+DEFAULT_DEVICE: str = MAX78000.name
+#: The MAX7800x names for help texts: "MAX78000, MAX78002".
+DEVICE_NAMES: str = ", ".join(d.name for d in DEVICES)
+
 
 def get_device(name: str | Device) -> Device:
     """The MAX7800x device called ``name`` (case-insensitive; a ``Device`` is returned as is).

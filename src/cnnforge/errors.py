@@ -18,6 +18,12 @@ def plain_text(text: str) -> str:
     return " ".join(_CONTROL.sub("", text).split())
 
 
+class Note(UserWarning):
+    """A fact about a run the user should know (untrained weights, ...): raised with
+    ``warnings.warn(text, Note)``, the CLI prints ``note: text`` only after the command succeeds,
+    as it does other warnings, so a failing command prints its one error line alone."""
+
+
 class CnnforgeError(Exception):
     """A user-facing error: what happened, where (layer, module path, file:line), a hint."""
 
@@ -80,3 +86,9 @@ class EmitError(CnnforgeError):
     """Writing outputs failed (existing directory without --overwrite, C build failure)."""
 
     default_hint = "check the output path, or pass --overwrite where cnnforge may replace it"
+
+
+class DistributedError(CnnforgeError):
+    """Another process of a ``torchrun`` run failed or stopped answering."""
+
+    default_hint = "the failing rank's own error line, or torchrun's report, names it and why"

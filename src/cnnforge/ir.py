@@ -23,6 +23,7 @@ import base64
 import dataclasses
 import json
 import math
+import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -242,6 +243,11 @@ class Network:
             doc = json.loads(text)
         except json.JSONDecodeError as exc:
             raise InputError(f"not JSON: {exc.msg}", where=f"line {exc.lineno}") from None
+        except RecursionError:  # json recurses per level: 100,000 brackets end here
+            raise InputError(
+                f"the JSON is nested {_depth(text)} levels deep, too deep to be a network "
+                "(a network's JSON nests a few levels)"
+            ) from None
         if not isinstance(doc, dict) or doc.get("schema") != JSON_SCHEMA:
             raise InputError(f"not a cnnforge network (expected schema {JSON_SCHEMA!r})")
         doc.pop("schema")
@@ -249,6 +255,18 @@ class Network:
 
 
 # ---- JSON helpers (generic over the frozen dataclasses above) -----------------------------
+
+def _depth(text: str) -> int:
+    """The deepest nesting of brackets in JSON ``text``, strings skipped (for the message)."""
+    depth = deepest = 0
+    for token in re.finditer(r'"(?:[^"\\]|\\.)*"|[\[{]|[\]}]', text):
+        mark = token.group()
+        if mark in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif mark in "]}":
+            depth -= 1
+    return deepest
 
 _CLASSES = {c.__name__: c for c in (Network, Layer, Pooling, BatchNormParams, Quantized)}
 _ENUMS = {c.__name__: c for c in (Op, Activation, PoolKind, EltwiseOp)}

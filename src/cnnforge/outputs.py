@@ -93,8 +93,8 @@ def _unlisted(directory: Path) -> str | None:
         for name in sorted([*subdirs, *files]):
             entry = Path(root) / name
             rel = str(entry.relative_to(directory))
-            if rel == MANIFEST:
-                continue
+            if rel == MANIFEST or (name == MANIFEST and _listed_dir(str(Path(rel).parent), dirs)):
+                continue  # a nested output's own manifest (the demo's compile/) is cnnforge's
             if entry.is_symlink() or not (
                 (entry.is_file() and rel in listed) or (entry.is_dir() and _listed_dir(rel, dirs))
             ):
@@ -259,11 +259,44 @@ def _remove(path: Path) -> None:
 
 
 def _write_manifest(folder: Path) -> None:
-    files = sorted(
-        str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file() and p.name != MANIFEST
-    )
-    doc = {"written_by": f"cnnforge {__version__}", "files": files}
+    top = folder / MANIFEST
+    files = [str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file() and p != top]
+    write_manifest(folder, files)
+
+
+def write_manifest(folder: Path, files: list[str] | tuple[str, ...]) -> None:
+    """``folder``'s manifest listing ``files`` (paths relative to it) as cnnforge's."""
+    doc = {"written_by": f"cnnforge {__version__}", "files": sorted(files)}
     (folder / MANIFEST).write_text(json.dumps(doc, indent=1) + "\n", "utf-8")
+
+
+def claim_directory(
+    path: Path | str, files: tuple[str, ...], *, overwrite: bool, resume: bool = False
+) -> Path:
+    """A directory a long command writes in place, file by file (``train``'s checkpoints).
+
+    The rules of every other writer (``check_target``): an existing directory needs
+    ``overwrite`` (start again: the listed files are removed) or ``resume`` (continue), and
+    must hold only what cnnforge wrote; the current directory, a home or ``/`` are refused. The
+    directory gets a manifest listing ``files`` (all it may ever hold), so a later run, and every
+    other command, recognizes it as cnnforge's.
+    """
+    path = Path(path)
+    check_target(path, directory=True, overwrite=overwrite or resume)
+    try:
+        if path.exists() and overwrite and not resume:
+            for name in files:
+                with contextlib.suppress(FileNotFoundError):
+                    (path / name).unlink()
+        path.mkdir(parents=True, exist_ok=True)
+        write_manifest(path, files)
+    except OSError as exc:
+        raise EmitError(
+            f"cannot write there: {exc.strerror or exc}",
+            where=str(path),
+            hint="choose a writable output path",
+        ) from None
+    return path
 
 
 @contextlib.contextmanager

@@ -9,13 +9,23 @@ loaders use (arithmetic.md §6, R6.1: ``torch.round`` is half to even) so the fl
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from cnnforge.arithmetic import ACT_MAX, ACT_MIN
+from cnnforge.arithmetic import ACT_MAX, ACT_MIN, ACT_SCALE
 from cnnforge.errors import InputError
+from cnnforge.resources import format_bytes, require, shape_text
+
+#: The first bytes of the files people mix up: NumPy arrays, zip archives (torch checkpoints
+#: since torch 1.6, .npz), pickles (older torch checkpoints).
+MAGIC = {
+    b"\x93NUMPY": "a NumPy .npy array",
+    b"PK\x03\x04": "a zip archive (a torch checkpoint or an .npz)",
+    b"\x80": "a pickle (an old-style torch checkpoint)",
+}
 
 FLOAT_RULE = "floats are read as model-input units: x_int = clip(round(128 * x), -128, 127)"
 INT_RULE = "integers must be int8 values in [-128, 127]"
@@ -48,6 +58,7 @@ def load_input_array(path: Path | np.ndarray, option: str = "--input") -> InputA
     path = Path(path)
     if not path.is_file():
         raise InputError(f"{option} file not found", where=str(path), hint="give an .npy file")
+    _check_header(path, option)
     try:
         data = np.load(path, allow_pickle=False)
     except (ValueError, OSError, EOFError) as exc:
@@ -63,6 +74,69 @@ def load_input_array(path: Path | np.ndarray, option: str = "--input") -> InputA
             hint="save one array with np.save",
         )
     return _convert(data, str(path), option)
+
+
+def file_kind(path: Path) -> str | None:
+    """What the file's first bytes say it is (``MAGIC``), or None (unknown or unreadable)."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(6)
+    except OSError:
+        return None
+    return next((kind for magic, kind in MAGIC.items() if head.startswith(magic)), None)
+
+
+def refuse_npy(path: Path) -> None:
+    """A NumPy array given where a torch checkpoint belongs is named as such (InputError)."""
+    if file_kind(path) == MAGIC[b"\x93NUMPY"]:
+        raise InputError(
+            "is a NumPy .npy array, not a torch checkpoint",
+            where=str(path),
+            hint="arrays go to --sample/--input/--calibration; give the .pth checkpoint here",
+        )
+
+
+def _check_header(path: Path, option: str) -> None:
+    """The file is an .npy whose header's shape and dtype fit the file's size and the memory
+    limit, checked before anything is allocated (a header may claim 10^12 rows)."""
+    kind = file_kind(path)
+    if kind is not None and not kind.startswith("a NumPy"):
+        raise InputError(
+            f"{option} is {kind}, not an .npy array",
+            where=str(path),
+            hint="give an array saved with np.save; checkpoints go to --checkpoint",
+        )
+    if kind is None:
+        return  # np.load names what is wrong with it
+    try:
+        with open(path, "rb") as f:
+            version = np.lib.format.read_magic(f)
+            reader = (
+                np.lib.format.read_array_header_1_0
+                if version == (1, 0)
+                else np.lib.format.read_array_header_2_0
+            )
+            shape, _, dtype = reader(f)
+            offset = f.tell()
+    except (ValueError, OSError, EOFError, TypeError, SyntaxError) as exc:
+        raise InputError(
+            f"{option} has a broken .npy header: {' '.join(str(exc).split())[:160]}",
+            where=str(path),
+            hint="save it with np.save(path, array)",
+        ) from None
+    if dtype.hasobject:
+        return  # np.load refuses it (allow_pickle=False)
+    count = math.prod(int(n) for n in shape)
+    need = count * dtype.itemsize
+    have = path.stat().st_size - offset
+    if need > have:
+        raise InputError(
+            f"{option} header claims shape {shape_text(shape) or '()'} of {dtype} "
+            f"({format_bytes(need)}) but the file holds {format_bytes(max(have, 0))} of data",
+            where=str(path),
+            hint="the file is truncated or its header was edited; save it again with np.save",
+        )
+    require(count * (dtype.itemsize + 16), f"{option} {shape_text(shape)}", "a smaller array")
 
 
 def _convert(data: np.ndarray, source: str, option: str) -> InputArray:
@@ -90,7 +164,7 @@ def _convert(data: np.ndarray, source: str, option: str) -> InputArray:
             where=where,
             hint=FLOAT_RULE,
         )
-    scaled = np.rint(data.astype(np.float64) * 128.0)  # rint: half to even, as torch.round
+    scaled = np.rint(data.astype(np.float64) * ACT_SCALE)  # rint: half to even, as torch.round
     clamped = int(((scaled < ACT_MIN) | (scaled > ACT_MAX)).sum())
     values = np.clip(scaled, ACT_MIN, ACT_MAX).astype(np.int64)
     return InputArray(values, source, converted_from_float=True, clamped=clamped)

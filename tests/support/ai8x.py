@@ -9,13 +9,14 @@ from pathlib import Path
 import numpy as np
 
 from cnnforge.arithmetic import weight_range
-from cnnforge.emit.ai8x_checkpoint import write_checkpoint
-from cnnforge.emit.ai8x_yaml import write_yaml
+from cnnforge.devices import MAX78000
 from cnnforge.frontend.ai8x import read_ai8x
 from cnnforge.ir import INPUT, Activation, EltwiseOp, Layer, Network, Op, Pooling
 from cnnforge.ir import Quantized as Q
-from cnnforge.plan.kernel_words import processors_per_pass
-from cnnforge.plan.model import Placement, Plan
+from cnnforge.targets.max7800x.ai8x_checkpoint_writer import write_checkpoint
+from cnnforge.targets.max7800x.ai8x_yaml_writer import write_yaml
+from cnnforge.targets.max7800x.kernel_words import processors_per_pass
+from cnnforge.targets.max7800x.placement import Placement, Plan
 
 SEMANTIC_FIELDS = (
     "op",
@@ -82,7 +83,7 @@ class Builder:
     def network(self, name: str = "rand", outputs: tuple[str, ...] = ()) -> tuple[Network, Plan]:
         net = Network(name, self.input_shape, tuple(self.layers), outputs=outputs)
         fmt = "CHW" if self.chw else "HWC"
-        return net, Plan("MAX78000", fmt, tuple(self.placements))
+        return net, Plan(MAX78000, fmt, tuple(self.placements))
 
 
 def conv(

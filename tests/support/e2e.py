@@ -1,5 +1,5 @@
 """``compile --ptq --run`` of a model file's class, and how its known answer tracks the eager model
-(used by tests/test_unet_e2e.py and benchmarks/zoo.py)."""
+(used by tests/pipeline/test_unet_e2e.py and benchmarks/zoo.py)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from types import ModuleType
 import numpy as np
 import torch
 
-from cnnforge.emit.c.host import output_unit_of
 from cnnforge.pipeline import CompileOptions, CompileState, compile_model
+from cnnforge.sim.agreement import output_scale
 from cnnforge.sim.float_eval import host_reduce_float
 
 
@@ -41,7 +41,7 @@ def compile_tracking_eager(
     net = state.network
     first = net.outputs[0]
     kind = (net.host_reduce or ("",))[0]
-    unit = output_unit_of(net, first, state.output_exponents.get(first, 0))
+    unit = output_scale(net, first, state.output_exponents.get(first, 0))
     got = host_reduce_float(kind, torch.from_numpy(state.answer[first] * unit)[None])[0]
     eager = eager_output(module, name, sample)
     return state, float(np.corrcoef(got.numpy().ravel(), eager.ravel())[0, 1])

@@ -15,7 +15,6 @@ from pathlib import Path
 
 import numpy as np
 
-from cnnforge.emit.c.build import SANITIZE_CFLAGS, compile_c
 from cnnforge.ir import (
     BINARY_BITS,
     INPUT,
@@ -28,6 +27,7 @@ from cnnforge.ir import (
     PoolKind,
     Quantized,
 )
+from cnnforge.targets.max7800x.c.build import SANITIZE_CFLAGS, compile_c
 
 ACTS = (Activation.NONE, Activation.RELU, Activation.ABS)
 ELTS = (EltwiseOp.ADD, EltwiseOp.SUB, EltwiseOp.OR, EltwiseOp.XOR)

@@ -11,19 +11,30 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import io
+import json
 import os
 import re
+import shutil
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 from hypothesis import strategies as st
 
 from cnnforge.cli import main
+from cnnforge.frontend.ai8x import read_ai8x
+from cnnforge.frontend.ai8x_checkpoint import load_checkpoint_dict
 from cnnforge.frontend.ai8x_yaml import ALIASES, LAYER_KEYS
+from support.paths import AI8X
 
 #: Examples per family: a few dozen in CI, thousands with CNNFORGE_FUZZ=large.
 FUZZ_LEVELS = {"small": 40, "medium": 200, "large": 1000}
 ANSI = re.compile(r"\x1b\[")
+#: The shipped vendor files every family starts from, and the outputs its commands may write.
+YAML = AI8X / "networks" / "mnist-chw-ai85.yaml"
+CKPT = AI8X / "trained" / "ai85-mnist-qat8-q.pth.tar"
+SAMPLE = AI8X / "samples" / "sample_mnist.npy"
+OUTPUTS = ("out", "o.npy", "layers", "r.json", "r.md", "q.pth")
 
 
 def fuzz_examples() -> int:
@@ -36,6 +47,34 @@ class Outcome:
     code: int
     out: str
     err: str
+
+
+class Seeds(dict):
+    """The parsed seed files (a short repr for hypothesis' failure reports)."""
+
+    def __repr__(self) -> str:
+        return "seeds"
+
+
+def load_seeds() -> Seeds:
+    """The shipped files' contents: YAML text, checkpoint dict (re-savable), network."""
+    doc = load_checkpoint_dict(CKPT)
+    doc = {k: v for k, v in doc.items() if k != "optimizer_type"}  # a class: not re-savable
+    network = read_ai8x(YAML, CKPT, device="MAX78000").network
+    return Seeds({"yaml": YAML.read_text(), "ckpt": doc, "network": network})
+
+
+def workdir() -> Path:
+    """A fresh directory with the seed files under ``in/`` and a bystander tree to leave alone."""
+    work = Path(tempfile.mkdtemp(prefix="cnnforge-fuzz-"))
+    (work / "in").mkdir()
+    (work / "bystander" / "deep").mkdir(parents=True)
+    (work / "bystander" / "a.txt").write_text("not yours")
+    (work / "bystander" / "deep" / "b.bin").write_bytes(b"\x00\x01")
+    shutil.copy(YAML, work / "in" / "net.yaml")
+    shutil.copy(CKPT, work / "in" / "ckpt.pth.tar")
+    shutil.copy(SAMPLE, work / "in" / "sample_mnist.npy")
+    return work
 
 
 def run_cli(args: list[str], cwd: Path) -> Outcome:
@@ -53,6 +92,18 @@ def run_cli(args: list[str], cwd: Path) -> Outcome:
     finally:
         os.chdir(old)
     return Outcome(code, out.getvalue(), err.getvalue())
+
+
+def write_report(counts: dict) -> None:
+    """Merge ``{family: Counter(exit status)}`` into the JSON file $CNNFORGE_FUZZ_REPORT, if set
+    (each fuzz module adds its families)."""
+    target = os.environ.get("CNNFORGE_FUZZ_REPORT")
+    if not target:
+        return
+    path = Path(target)
+    doc = json.loads(path.read_text()) if path.exists() else {}
+    doc.update({k: {"cases": sum(v.values()), "exit": dict(v)} for k, v in counts.items()})
+    path.write_text(json.dumps(doc, indent=1, sort_keys=True))
 
 
 def snapshot(root: Path) -> dict[str, tuple]:

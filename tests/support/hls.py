@@ -15,8 +15,8 @@ from pathlib import Path
 
 import numpy as np
 
-from cnnforge.emit.hls.build import compile_cpp
 from cnnforge.ir import INPUT, Layer, Network, Op, PoolKind, Quantized
+from cnnforge.targets.hls.build import compile_cpp
 from support.emit_c import ACTS, _Builder, _inputs, _pool
 
 

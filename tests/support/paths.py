@@ -12,3 +12,9 @@ SPEC = SHARED / "spec"
 # CI sets this: then absent shared data fails the run instead of skipping the tests that need it.
 REQUIRE_VENDOR_DATA_ENV = "CNNFORGE_REQUIRE_VENDOR_DATA"
 REQUIRED_DATA = (AI8X, AI8X / "golden", SPEC / "devices.md")
+
+TESTS = REPO / "tests"
+SRC = REPO / "src"
+GOLDEN = TESTS / "golden"  # vendor-format goldens (tests/golden/README.md)
+GOLDEN_C = TESTS / "golden_c"  # emitted C projects
+GOLDEN_HLS = TESTS / "golden_hls"  # emitted HLS projects

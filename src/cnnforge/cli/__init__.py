@@ -8,6 +8,7 @@ program's logic lives here.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import sys
 import traceback
@@ -19,7 +20,11 @@ import typer
 from cnnforge.cli import commands  # noqa: F401
 from cnnforge.cli.app import app
 from cnnforge.cli.common import err_console
-from cnnforge.errors import CnnforgeError, plain_text
+from cnnforge.errors import CnnforgeError, InputError, Note, plain_text
+from cnnforge.resources import memory_limit_set, parse_memory
+
+#: The option every command takes (cli/app.py), before or after the command's name.
+MAX_MEMORY = "--max-memory"
 
 
 def _usage_line(exc: typer.TyperException, argv: list[str]) -> str:
@@ -34,8 +39,30 @@ def _usage_line(exc: typer.TyperException, argv: list[str]) -> str:
 
 
 def _error_line(text: str) -> None:
-    """One plain line on stderr: no markup, emoji codes or highlighting (``file.yaml:100:``)."""
+    """One plain line on stderr: no markup, emoji codes or highlighting (``file.yaml:100:``).
+
+    Under ``torchrun`` with several processes the line names the rank it comes from
+    (``error: rank 1: ...``), since every rank's stderr reaches the same terminal.
+    """
+    rank = _torchrun_rank()
+    if rank is not None:
+        text = f"error: rank {rank}: {text.removeprefix('error: ')}"
+    _warning_line(text)
+
+
+def _warning_line(text: str) -> None:
     err_console.print(plain_text(text), markup=False, emoji=False, highlight=False, soft_wrap=True)
+
+
+def _torchrun_rank() -> int | None:
+    """This process's rank when torchrun started several, else None (read from torchrun's
+    environment, so that no torch import is needed to print an error)."""
+    try:
+        if int(os.environ.get("WORLD_SIZE", "1")) > 1:
+            return int(os.environ.get("RANK", "0"))
+    except ValueError:
+        pass
+    return None
 
 
 def run() -> None:
@@ -71,16 +98,18 @@ def _nothing_running() -> bool:
 def main(argv: list[str] | None = None) -> None:
     """Entry point: run the app, turning cnnforge errors into one line and exit status 2.
 
-    Warnings raised while a command runs are shown after it succeeds (one line each) and
-    dropped when it fails, so an error stays one line. ``sys.exit`` or ``KeyboardInterrupt``
-    raised by the user's model code is an error naming where, not a silent exit.
+    Warnings and notes (errors.Note) raised while a command runs are shown after it succeeds
+    (one line each) and dropped when it fails, so an error stays one line. ``sys.exit`` or
+    ``KeyboardInterrupt`` raised by the user's model code is an error naming where, not a
+    silent exit.
     """
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("default")
         code = _run(argv)
-    if code == 0:
+    if code == 0 and not _torchrun_rank():  # one process, or rank 0: the others are quiet
         for w in caught:
-            _error_line(f"warning: {w.category.__name__}: {w.message}")
+            kind = "note" if issubclass(w.category, Note) else f"warning: {w.category.__name__}"
+            _warning_line(f"{kind}: {w.message}")
     sys.exit(code)
 
 
@@ -88,7 +117,9 @@ def _run(argv: list[str] | None) -> int:
     """The command's exit status (errors printed as one line)."""
     args = sys.argv[1:] if argv is None else list(argv)
     try:
-        code = app(args=args, standalone_mode=False, prog_name="cnnforge")
+        args, limit = _max_memory(args)
+        with memory_limit_set(limit):
+            code = app(args=args, standalone_mode=False, prog_name="cnnforge")
     except CnnforgeError as exc:
         _error_line(f"error: {exc.one_line()}")
         return 2
@@ -102,17 +133,73 @@ def _run(argv: list[str] | None) -> int:
         return exc.exit_code
     except (KeyboardInterrupt, SystemExit) as exc:
         return _interrupted(exc)
-    except Exception as exc:  # a bug: still one line, unless debugging
-        if os.environ.get("CNNFORGE_DEBUG"):
-            raise
+    except OSError as exc:
+        if exc.errno not in (errno.ENAMETOOLONG,):
+            return _internal(exc)
+        name = str(exc.filename or "")
+        shown = f"{name[:60]}... ({len(name)} characters)" if len(name) > 60 else name
         _error_line(
-            f"internal error: {type(exc).__name__}: {exc} (a bug in cnnforge; "
-            "rerun with CNNFORGE_DEBUG=1 for a traceback)"
+            f"error: {shown}: the file name is longer than the file system allows "
+            "(hint: choose a shorter path)"
         )
-        return 70
+        return 2
+    except MemoryError as exc:  # past the estimates (resources.py): the machine ran out
+        return _out_of_memory(exc)
+    except RuntimeError as exc:
+        if "can't allocate memory" not in str(exc) and "not enough memory" not in str(exc):
+            return _internal(exc)
+        return _out_of_memory(exc)
+    except Exception as exc:  # a bug: still one line, unless debugging
+        return _internal(exc)
     if code == 130:  # typer turns KeyboardInterrupt (Ctrl-C or model code) into status 130
         return _interrupt_line()
     return code if isinstance(code, int) else 0
+
+
+def _internal(exc: Exception) -> int:
+    """A bug: one line and status 70 (the traceback with CNNFORGE_DEBUG=1)."""
+    if os.environ.get("CNNFORGE_DEBUG"):
+        raise exc
+    _error_line(
+        f"internal error: {type(exc).__name__}: {exc} (a bug in cnnforge; "
+        "rerun with CNNFORGE_DEBUG=1 for a traceback)"
+    )
+    return 70
+
+
+def _out_of_memory(exc: Exception) -> int:
+    """An allocation the estimates let through failed: one line, status 2."""
+    what = " ".join(str(exc).split())
+    need = what[what.find("you tried") :].split(".")[0] if "you tried" in what else what[:120]
+    _error_line(
+        f"error: the request ran out of memory ({need or type(exc).__name__}) (hint: a smaller "
+        "--input-shape or model; --max-memory SIZE refuses such requests before the work)"
+    )
+    return 2
+
+
+def _max_memory(args: list[str]) -> tuple[list[str], int | None]:
+    """``args`` without ``--max-memory SIZE`` (anywhere before ``--``), and SIZE in bytes."""
+    rest: list[str] = []
+    limit = None
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        if arg == "--":
+            rest += args[i:]
+            break
+        if arg == MAX_MEMORY or arg.startswith(MAX_MEMORY + "="):
+            value = arg.partition("=")[2] if "=" in arg else None
+            if value is None:
+                if i + 1 >= len(args):
+                    raise InputError(f"{MAX_MEMORY} needs a size", hint="e.g. --max-memory 8G")
+                value = args[i + 1]
+                i += 1
+            limit = parse_memory(value, MAX_MEMORY)
+        else:
+            rest.append(arg)
+        i += 1
+    return rest, limit
 
 
 def _interrupted(exc: KeyboardInterrupt | SystemExit) -> int:

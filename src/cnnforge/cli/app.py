@@ -6,6 +6,11 @@ from __future__ import annotations
 import typer
 
 from cnnforge import __version__
+from cnnforge.cli.common import PIPE_WIDTH, console
+
+#: Piped (not a terminal), ``--help`` is click's plain text at no width limit, like every other
+#: output; rich's help panels are drawn to a width (80 columns in a pipe).
+_PLAIN_HELP = not console.is_terminal
 
 app = typer.Typer(
     name="cnnforge",
@@ -14,7 +19,10 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
-    rich_markup_mode="rich",
+    rich_markup_mode=None if _PLAIN_HELP else "rich",
+    context_settings={"max_content_width": PIPE_WIDTH, "terminal_width": PIPE_WIDTH}
+    if _PLAIN_HELP
+    else {},
 )
 
 
@@ -28,6 +36,12 @@ def _version(value: bool) -> None:
 def _root(
     version: bool = typer.Option(
         False, "--version", help="Print the version and exit.", callback=_version, is_eager=True
+    ),
+    max_memory: str = typer.Option(
+        None,
+        "--max-memory",
+        help="Refuse requests estimated to need more memory than SIZE (512M, 8G; default: the "
+        "memory available now). Accepted before or after the command name.",
     ),
 ) -> None:
     """cnnforge: from a plain PyTorch CNN to a MAX78000/MAX78002 deployment."""

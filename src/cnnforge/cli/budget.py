@@ -20,11 +20,9 @@ from rich.console import Console
 from rich.text import Text
 
 from cnnforge.cli.app import app
-from cnnforge.cli.common import PIPE_WIDTH, console, err_console, parse_model_args, parse_shape
+from cnnforge.cli.common import console, err_console, make_console, parse_model_args, parse_shape
 from cnnforge.errors import InputError
 from cnnforge.outputs import atomic_output_file
-
-#: Width of the text report written to generic-plan.txt (tables are not folded).
 
 
 @app.command("budget")
@@ -88,8 +86,8 @@ def run_budget(
     scored: tuple[str | None, int] = (None, 0),
 ) -> None:
     """The ``budget`` command's work (``plan -d generic:...`` calls it too)."""
-    from cnnforge.pipeline.generic import plan_budget, write_budget
     from cnnforge.targets.generic import report
+    from cnnforge.targets.generic.run import plan_budget, write_budget
 
     if scored[0] is not None and (scored[0] != "shapes" or not accuracy or scored[1] < 1):
         raise InputError(
@@ -100,32 +98,30 @@ def run_budget(
     target, network, plan = plan_budget(
         model, device, shape, parse_model_args(model_arg), checkpoint, points
     )
-    if json_out == "-":
-        typer.echo(report.to_json(plan), nl=False)
-    else:
-        out = console  # unwrapped when not a terminal (cli/common.py)
-        _print(out, plan)
+    lines = []  # everything that can fail runs before the first line is printed
     if accuracy:
-        (err_console if json_out == "-" else console).print(
-            _accuracy_line(network, target), highlight=False, markup=False
-        )
+        lines.append(_accuracy_line(network, target))
         if scored[0] is not None:
-            (err_console if json_out == "-" else console).print(
-                _scores_line(network, target, scored[1]), highlight=False, markup=False
-            )
+            lines.append(_scores_line(network, target, scored[1]))
     if json_out not in (None, "-"):
         with atomic_output_file(Path(json_out)) as tmp:
             tmp.write_text(report.to_json(plan), encoding="utf-8")
     if output is not None:
         write_budget(plan, output, overwrite, _write_text)
-        if json_out != "-":
-            console.print(f"wrote [bold]{output}[/bold]: 4 files", highlight=False)
+    if json_out == "-":
+        typer.echo(report.to_json(plan), nl=False)
+    else:
+        _print(console, plan)  # unwrapped when not a terminal (cli/common.py)
+    for line in lines:
+        (err_console if json_out == "-" else console).print(line, highlight=False, markup=False)
+    if output is not None and json_out != "-":
+        console.print(f"wrote [bold]{output}[/bold]: 4 files", highlight=False)
 
 
 def _write_text(plan, path: Path) -> None:
     """generic-plan.txt: the tables as the terminal shows them, unfolded."""
     with path.open("w", encoding="utf-8") as fh:
-        _print(Console(file=fh, width=PIPE_WIDTH, color_system=None), plan)
+        _print(make_console(file=fh), plan)
 
 
 def _accuracy_line(network, target) -> str:

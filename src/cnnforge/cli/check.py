@@ -14,10 +14,12 @@ from rich.table import Table
 
 from cnnforge.cli.app import app
 from cnnforge.cli.common import console, parse_model_args, parse_shape, parse_weight_bits
+from cnnforge.devices import DEFAULT_DEVICE, DEVICE_NAMES
 from cnnforge.outputs import atomic_output_file
 
 if TYPE_CHECKING:
     from cnnforge.passes.check import CheckReport
+    from cnnforge.passes.check_rules import Violation
 
 
 @app.command("check")
@@ -25,7 +27,9 @@ def check(
     model: str = typer.Argument(
         None, help="path/to/file.py:Name, package.module:Name, or a short name (unet-voc)."
     ),
-    device: str = typer.Option("MAX78000", "--device", "-d", help="MAX78000, MAX78002 or HLS."),
+    device: str = typer.Option(
+        DEFAULT_DEVICE, "--device", "-d", help=f"{DEVICE_NAMES}, HLS or generic[:KEY=VALUE,...]."
+    ),
     input_shape: str = typer.Option(
         None,
         "--input-shape",
@@ -54,23 +58,64 @@ def check(
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace an existing --json FILE."),
 ) -> None:
     """List the exact rewrites applied and ALL device violations; exit 1 if it does not fit."""
+    from cnnforge.devices import Device
     from cnnforge.frontend import load_network
     from cnnforge.models import default_input_shape, model_names
-    from cnnforge.passes.check import check_report
     from cnnforge.pipeline.sources import network_for_cli
-    from cnnforge.pipeline.targets import device_for
+    from cnnforge.pipeline.targets import check_for, device_for, resolve_device
 
-    dev = device_for(device, "check")
-    bits = parse_weight_bits(weight_bits, binary=True) if weight_bits else None
     shape = parse_shape(input_shape) if input_shape else None
     if shape is None and model in model_names():  # a shipped model knows its input
         shape = default_input_shape(model)
+    if not isinstance(resolve_device(device), Device):  # generic: what budget --accuracy runs
+        _check_generic(model, device, shape, parse_model_args(model_arg), checkpoint)
+    dev = device_for(device, "check")
+    bits = parse_weight_bits(weight_bits, binary=True) if weight_bits else None
     network = network_for_cli(model, shape, ai8x_yaml, ai8x_checkpoint, device=dev.name)
     if network is None:
-        network = load_network(model, shape, parse_model_args(model_arg), checkpoint)
-    report = check_report(network, dev, bits)
+        network = load_network(
+            model,
+            shape,
+            parse_model_args(model_arg),
+            checkpoint,
+            max_channels=dev.max_channels,
+            device=dev.name,
+        )
+    report = check_for(network, dev, bits)
     emit_report(report, json_out, overwrite)
     raise typer.Exit(0 if report.fits else 1)
+
+
+def _check_generic(
+    model: str | None,
+    device: str,
+    shape: tuple[int, ...] | None,
+    model_args: dict[str, object],
+    checkpoint: Path | None,
+) -> None:
+    """``check -d generic:...``: the layers the generic integers refuse; exit 0 promises that
+    ``budget --accuracy`` runs the network (the same rule, targets.generic.run.check_generic)."""
+    from cnnforge.targets.generic.run import check_generic, plan_budget
+
+    target, network, _ = plan_budget(model, device, shape, model_args, checkpoint, points=2)
+    violations = check_generic(network)
+    if violations:
+        console.print(_violations_table(violations))
+    verdict = "[red]does not fit[/red]" if violations else "[green]fits[/green]"
+    console.print(
+        f"{network.name} on {target.name}: {verdict} — {len(network)} layers, "
+        f"{len(violations)} violation(s)"
+    )
+    raise typer.Exit(1 if violations else 0)
+
+
+def _violations_table(violations: tuple[Violation, ...]) -> Table:
+    table = Table(title="Violations (model order)", title_justify="left")
+    for col in ("layer", "module", "rule", "actual", "limit", "hint"):
+        table.add_column(col, overflow="fold")
+    for v in violations:
+        table.add_row(v.layer, v.module_path, v.rule, v.actual, v.limit, v.hint)
+    return table
 
 
 def emit_report(report: CheckReport, json_out: str | None, overwrite: bool = False) -> None:
@@ -101,12 +146,7 @@ def print_report(report: CheckReport) -> None:
         console.print(f"rewrites: {summary}", highlight=False)
     _print_widths(report)
     if report.violations:
-        table = Table(title="Violations (model order)", title_justify="left")
-        for col in ("layer", "module", "rule", "actual", "limit", "hint"):
-            table.add_column(col, overflow="fold")
-        for v in report.violations:
-            table.add_row(v.layer, v.module_path, v.rule, v.actual, v.limit, v.hint)
-        console.print(table)
+        console.print(_violations_table(report.violations))
     if report.streaming:
         console.print(
             f"streaming: layers {', '.join(report.streaming)} stream through the FIFO (their "

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import ast
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import IO, TYPE_CHECKING, Any
 
 from rich.console import Console
 
 from cnnforge.errors import InputError
+from cnnforge.resources import check_input_shape
 
 if TYPE_CHECKING:  # numpy and torch load when a command needs them (cnnforge --help stays fast)
     import numpy as np
@@ -18,10 +19,24 @@ if TYPE_CHECKING:  # numpy and torch load when a command needs them (cnnforge --
 PIPE_WIDTH = 100_000
 
 
-def make_console(*, stderr: bool = False) -> Console:
-    """A console that wraps at the terminal's width, and not at all when output is not a tty."""
-    width = None if Console(stderr=stderr).is_terminal else PIPE_WIDTH
-    return Console(stderr=stderr, width=width, emoji=False, highlight=not stderr)
+class UnwrappedConsole(Console):
+    """A console for pipes and files: no width limit, and nothing wrapped or cropped — a table's
+    title longer than the table stays one line (rich would fold it to the table's width)."""
+
+    def print(self, *objects: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("no_wrap", True)
+        kwargs.setdefault("overflow", "ignore")
+        super().print(*objects, **kwargs)
+
+
+def make_console(*, stderr: bool = False, file: IO[str] | None = None) -> Console:
+    """A console that wraps at the terminal's width, and not at all when output is not a tty
+    (``file``: a text file, always unwrapped and without colour)."""
+    if file is not None:
+        return UnwrappedConsole(file=file, width=PIPE_WIDTH, color_system=None, emoji=False)
+    if Console(stderr=stderr).is_terminal:
+        return Console(stderr=stderr, emoji=False, highlight=not stderr)
+    return UnwrappedConsole(stderr=stderr, width=PIPE_WIDTH, emoji=False, highlight=not stderr)
 
 
 console = make_console()
@@ -42,6 +57,7 @@ def parse_shape(text: str, option: str = "--input-shape") -> tuple[int, ...]:
             f"{option} {text!r} must be C,H,W or C,L with positive sizes",
             hint="for example --input-shape 3,64,64",
         )
+    check_input_shape(shape, option)  # absurd sizes and inputs beyond memory, before any work
     return shape
 
 

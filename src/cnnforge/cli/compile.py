@@ -11,6 +11,7 @@ from rich.table import Table
 
 from cnnforge.cli.app import app
 from cnnforge.cli.common import console, parse_model_args, parse_shape, parse_weight_bits
+from cnnforge.devices import DEFAULT_DEVICE, DEVICE_NAMES
 
 
 @app.command("compile")
@@ -20,10 +21,10 @@ def compile_command(
     ),
     output: Path = typer.Option(..., "--output", "-o", help="Output directory to create."),
     device: str = typer.Option(
-        "MAX78000",
+        DEFAULT_DEVICE,
         "--device",
         "-d",
-        help="MAX78000, MAX78002 or HLS (FPGA, HLS C++): a target of pipeline.targets.",
+        help=f"{DEVICE_NAMES} or HLS (FPGA, HLS C++): a target of pipeline.targets.",
     ),
     checkpoint: Path = typer.Option(
         None, "--checkpoint", help="QAT state_dict or cnnforge quantized checkpoint."
@@ -119,7 +120,10 @@ def _check_firmware_option(device: str) -> None:
 
 
 def _compile_with_progress(options: Any, compile_model: Any) -> Any:
-    """Run the compile pipeline with a transient progress line naming the current step."""
+    """Run the compile pipeline with a transient progress line naming the current step (on a
+    terminal only: piped, a progress display leaves a blank line even when the command fails)."""
+    if not console.is_terminal:
+        return compile_model(options, None)
     columns = (TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn())
     with Progress(*columns, console=console, transient=True) as progress:
         task = progress.add_task("compile", total=None)

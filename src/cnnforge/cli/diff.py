@@ -4,8 +4,8 @@ A and B: C probe directories (``compile --probe``), ``.npz`` archives (``sim_lay
 directories of ``.npy`` files (``simulate --layers``). Layers pair by name; when both sets come
 with a ``network.json`` (in or beside them, as in a compile output directory) and one is the
 hardware network, the other model-level, each hardware layer pairs with the model-level layer
-it computes (``cnnforge.emit.c.probe.pair_layers``). Exit status 0 when every common layer is
-equal, 1 when one differs, 2 on bad input.
+it computes (``cnnforge.targets.max7800x.c.probe.pair_layers``). Exit status 0 when every
+common layer is equal, 1 when one differs, 2 on bad input.
 """
 
 from __future__ import annotations
@@ -29,7 +29,12 @@ def diff_command(
     all_layers: bool = typer.Option(False, "--all", help="Show every layer, not only a summary."),
 ) -> None:
     """Compare layer by layer in A's order."""
-    from cnnforge.emit.c.probe import compare, find_network, network_pairs, read_layer_outputs
+    from cnnforge.targets.max7800x.c.probe import (
+        compare,
+        find_network,
+        network_pairs,
+        read_layer_outputs,
+    )
 
     pairs = network_pairs(find_network(a), find_network(b))
     result = compare(read_layer_outputs(a), read_layer_outputs(b), tolerance, pairs)

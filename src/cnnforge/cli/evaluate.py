@@ -36,8 +36,7 @@ def evaluate(
     from cnnforge.train.run import model_classes
 
     net = load_model(model, parse_model_args(model_arg), checkpoint)
-    in_ch = next(int(m.in_channels) for m in net.modules() if hasattr(m, "in_channels"))
-    classes = model_classes(net, (in_ch * fold * fold, size // fold, size // fold), fold)
+    classes = model_classes(net, size, fold)
     ds = make_dataset(
         dataset, split, data=data, size=size, num_classes=classes, length=length, seed=seed
     )

@@ -16,6 +16,7 @@ from rich.table import Table
 
 from cnnforge.cli.app import app
 from cnnforge.cli.common import console, parse_model_args, parse_shape, parse_weight_bits
+from cnnforge.devices import DEFAULT_DEVICE, DEVICE_NAMES
 from cnnforge.errors import InputError
 from cnnforge.outputs import check_target
 
@@ -31,10 +32,10 @@ def plan(
         None, help="path/to/file.py:Name, package.module:Name, or a short name (unet-large)."
     ),
     device: str = typer.Option(
-        "MAX78000",
+        DEFAULT_DEVICE,
         "--device",
         "-d",
-        help="MAX78000, MAX78002 or generic:onchip=3MiB,... (a target of pipeline.targets)",
+        help=f"{DEVICE_NAMES} or generic:onchip=3MiB,... (a target of pipeline.targets)",
     ),
     input_shape: str = typer.Option(
         None, "--input-shape", "-i", help="C,H,W (or C,L); shipped models know theirs."
@@ -169,7 +170,7 @@ def _print_issues(result: PlanResult) -> None:
 
 def _print_summary(result: PlanResult) -> None:
     m = result.metrics
-    table = Table(title=f"{result.network.name} on {result.plan.device}", title_justify="left")
+    table = Table(title=f"{result.network.name} on {result.plan.device.name}", title_justify="left")
     for col in ("#", "layer", "op", "processors", "output", "in", "out", "gap", "cycles"):
         table.add_column(col)
     for i, (layer, p) in enumerate(zip(result.network.layers, result.plan.placements, strict=True)):

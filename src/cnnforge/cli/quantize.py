@@ -10,6 +10,7 @@ from rich.table import Table
 
 from cnnforge.cli.app import app
 from cnnforge.cli.common import console, parse_bits_option, parse_model_args, parse_shape
+from cnnforge.devices import DEFAULT_DEVICE, DEVICE_NAMES
 from cnnforge.errors import InputError
 
 if TYPE_CHECKING:
@@ -22,7 +23,11 @@ def quantize(
         ..., help="path/to/file.py:Name, package.module:Name, or a short name (unet-voc)."
     ),
     input_shape: str = typer.Option(
-        ..., "--input-shape", "-i", help="Input shape without batch: C,H,W (or C,L for 1-D)."
+        None,
+        "--input-shape",
+        "-i",
+        help="Input shape without batch: C,H,W (or C,L for 1-D); shipped models and ONNX files "
+        "know theirs.",
     ),
     output: Path = typer.Option(..., "--output", "-o", help="Quantized checkpoint to write."),
     checkpoint: Path = typer.Option(
@@ -34,7 +39,7 @@ def quantize(
     weight_bits: list[str] = typer.Option(
         None, "--weight-bits", help="8, 4, 2 or 1 for all layers; LAYER=BITS per layer (repeat)."
     ),
-    device: str = typer.Option("MAX78000", "--device", "-d", help="MAX78000 or MAX78002."),
+    device: str = typer.Option(DEFAULT_DEVICE, "--device", "-d", help=f"{DEVICE_NAMES}."),
     clip: str = typer.Option("max", "--clip", help="Clipping: max, avgmax, stddev, scale."),
     calibration: Path = typer.Option(
         None, "--calibration", help="int8 .npy inputs (N,C,H,W) to fit activation scales."
@@ -42,16 +47,16 @@ def quantize(
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace an existing -o file."),
 ) -> None:
     """Trace, lower, quantize (PTQ; QAT modules keep their integers) and save."""
+    from cnnforge.checkpoint import save_quantized
     from cnnforge.pipeline.quantized import quantized_from_source
     from cnnforge.pipeline.sources import model_source, read_calibration
     from cnnforge.pipeline.targets import device_for
-    from cnnforge.quant.checkpoint import save_quantized
 
     dev = device_for(device, "quantize")
     bits = parse_bits_option(weight_bits)
     if output.exists() and not overwrite:
         raise InputError(f"{output} already exists", hint="pass --overwrite or choose another -o")
-    shape = parse_shape(input_shape)
+    shape = _input_shape(model, input_shape, calibration)
     quantized = quantized_from_source(
         model_source(model, checkpoint),
         shape,
@@ -68,6 +73,24 @@ def quantize(
         if e:
             console.print(f"output {name}: value v means v * 2^{e} / 128", highlight=False)
     console.print(f"wrote [bold]{output}[/bold]", highlight=False)
+
+
+def _input_shape(
+    model: str, input_shape: str | None, calibration: Path | None
+) -> tuple[int, ...] | None:
+    """``-i``, else a shipped model's own shape, else None for an ONNX file (its own shape;
+    docs/onnx.md), which ``--calibration`` cannot be checked against without ``-i``."""
+    from cnnforge.models import default_input_shape, model_names
+
+    if input_shape:
+        return parse_shape(input_shape)
+    if model in model_names():
+        return default_input_shape(model)
+    if not model.lower().endswith(".onnx"):
+        raise InputError("MODEL needs --input-shape", hint="e.g. --input-shape 3,64,64")
+    if calibration is not None:
+        raise InputError("--calibration needs --input-shape", hint="e.g. -i 3,64,64")
+    return None
 
 
 def summary_table(network: Network) -> Table:

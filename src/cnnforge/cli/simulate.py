@@ -9,6 +9,7 @@ checkpoint (``--network``, or ``--checkpoint`` when it is one), or MODEL (+ floa
 from __future__ import annotations
 
 import re
+import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -17,13 +18,13 @@ import typer
 from cnnforge.cli.app import app
 from cnnforge.cli.common import (
     console,
-    err_console,
     parse_bits_option,
     parse_model_args,
     parse_shape,
     read_input_array,
 )
-from cnnforge.errors import InputError
+from cnnforge.devices import DEFAULT_DEVICE, DEVICE_NAMES
+from cnnforge.errors import InputError, Note
 from cnnforge.outputs import atomic_outputs
 
 if TYPE_CHECKING:
@@ -54,15 +55,14 @@ def resolve_network(
     saved = quantized_checkpoint(source) is not None
     if not saved and input_shape is None:
         raise InputError("MODEL needs --input-shape", hint="e.g. --input-shape 3,64,64")
-    if not saved and checkpoint is None:
+    if not saved and checkpoint is None and not str(model).lower().endswith(".onnx"):
         from cnnforge.frontend import UNTRAINED_SEED
 
-        err_console.print(
-            f"note: {model} has no --checkpoint: untrained weights seeded with "
+        warnings.warn(  # printed after success only (cli.main); an ONNX file has its weights
+            f"{model} has no --checkpoint: untrained weights seeded with "
             f"torch.manual_seed({UNTRAINED_SEED}), the same as compile, plan and quantize use",
-            markup=False,
-            highlight=False,
-            soft_wrap=True,
+            Note,
+            stacklevel=1,
         )
     dev = device_for(device, "simulate")
     return quantized_from_source(
@@ -110,7 +110,7 @@ def simulate(
     ),
     model_arg: list[str] = typer.Option(None, "--model-arg", help="Constructor key=value."),
     layers_dir: Path = typer.Option(None, "--layers", help="Directory: one .npy per layer."),
-    device: str = typer.Option("MAX78000", "--device", "-d", help="MAX78000, MAX78002 or HLS."),
+    device: str = typer.Option(DEFAULT_DEVICE, "--device", "-d", help=f"{DEVICE_NAMES} or HLS."),
     weight_bits: list[str] = typer.Option(None, "--weight-bits", help="PTQ width (MODEL only)."),
     clip: str = typer.Option("max", "--clip", help="PTQ clipping (MODEL only)."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace existing outputs."),

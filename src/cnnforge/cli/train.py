@@ -38,9 +38,13 @@ def train(
     train_length: int = typer.Option(1024, "--train-length", help="shapes: training images."),
     val_length: int = typer.Option(256, "--val-length", help="shapes: validation images."),
     resume: bool = typer.Option(False, "--resume", help="Continue from OUT/last.pth."),
+    overwrite: bool = typer.Option(
+        False, "--overwrite", help="Start again in an existing OUT that cnnforge train wrote."
+    ),
 ) -> None:
     """Train MODEL on a segmentation dataset: float phase, then QAT from the start_epoch."""
-    from cnnforge.train.distributed import init_from_env, shutdown
+    from cnnforge.errors import DistributedError
+    from cnnforge.train.distributed import init_from_env, peer_failure, shutdown
     from cnnforge.train.loop import TrainConfig
     from cnnforge.train.run import train_model
 
@@ -68,8 +72,14 @@ def train(
             qat=not no_qat,
             lengths=(train_length, val_length),
             resume=resume,
+            overwrite=overwrite,
             on_epoch=_print_epoch if ctx.is_main else None,
         )
+    except Exception as exc:  # a rank that died ends the others: say so once, no traceback
+        lost = peer_failure(exc) if ctx.world_size > 1 else None
+        if lost is None:
+            raise
+        raise DistributedError(f"lost contact with another rank: {lost}") from None
     finally:
         shutdown()
     if ctx.is_main and history:

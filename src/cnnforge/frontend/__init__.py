@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from cnnforge.errors import InputError
+from cnnforge.errors import CnnforgeError, InputError
 from cnnforge.ir import Network
 
 UNTRAINED_SEED = 0  # torch.manual_seed for models built without a checkpoint
@@ -22,6 +22,9 @@ def load_network(
     input_shape: Sequence[int] | None,
     model_args: Mapping[str, Any] | None = None,
     checkpoint: Path | None = None,
+    *,
+    max_channels: int | None = None,
+    device: str = "the device",
 ) -> Network:
     """Load the model named by ``spec`` (file.py:Name, pkg.mod:Name or short name) and capture
     it (torch.fx, else torch.export), checked against the eager model (frontend/capture.py);
@@ -29,6 +32,9 @@ def load_network(
 
     The model is built with torch's generator seeded with ``UNTRAINED_SEED`` (and restored
     after), so a model without a checkpoint has the same weights in every command and run.
+    Before that it is built on the meta device and its memory estimated from the shapes
+    (frontend/footprint.py): above the limit (``--max-memory``), or with more channels than
+    ``max_channels`` (``device``'s limit), it is refused before any real work.
     """
     from cnnforge.frontend.onnx import is_onnx_spec
 
@@ -44,14 +50,33 @@ def load_network(
     import torch
 
     from cnnforge.frontend.capture import capture
+    from cnnforge.frontend.footprint import (
+        check_attribute_access,
+        check_channels,
+        check_footprint,
+        meta_model,
+        model_code_error,
+    )
     from cnnforge.frontend.loading import load_model
     from cnnforge.frontend.numerics import check_model_values
 
+    def budget(factory: Any, where: str) -> None:
+        meta = meta_model(factory, model_args or {})
+        check_footprint(meta, input_shape, where)
+        if meta is not None and max_channels is not None:
+            check_channels(meta, max_channels, device)
+
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(UNTRAINED_SEED)
-        module = load_model(spec, model_args or {}, checkpoint)
-    check_model_values(module)  # NaN weights, negative BN variance: named here (issue 18)
-    return capture(module, input_shape, name=spec.rpartition(":")[2] or spec, handed_over=True)
+        module = load_model(spec, model_args or {}, checkpoint, before_build=budget)
+    check_attribute_access(module, spec)
+    try:
+        check_model_values(module)  # NaN weights, negative BN variance: named here (issue 18)
+        return capture(module, input_shape, name=spec.rpartition(":")[2] or spec, handed_over=True)
+    except (CnnforgeError, MemoryError):
+        raise
+    except Exception as exc:  # raised in the user's own code (an attribute, a hook): theirs
+        raise model_code_error(exc) from None
 
 
 __all__ = ["UNTRAINED_SEED", "load_network"]

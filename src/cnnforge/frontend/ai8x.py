@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from cnnforge.devices import Device, get_device
+from cnnforge.devices import DEFAULT_DEVICE, Device, get_device
 from cnnforge.errors import ConfigError
 from cnnforge.frontend.ai8x_checkpoint import CheckpointData, CheckpointLayer, read_checkpoint
 from cnnforge.frontend.ai8x_layers import LayerContext, build_layer
@@ -23,7 +23,8 @@ from cnnforge.frontend.ai8x_rules import check_streaming, duplicate_copy
 from cnnforge.frontend.ai8x_yaml import YamlConfig, YamlLayer, read_yaml_config
 from cnnforge.geometry import layer_in_channels, passes, processors_per_pass
 from cnnforge.ir import INPUT, Layer, Network, Op
-from cnnforge.plan.model import Placement, Plan
+from cnnforge.resources import check_input_shape
+from cnnforge.targets.max7800x.placement import Placement, Plan
 
 
 @dataclass(frozen=True)
@@ -55,7 +56,7 @@ def read_ai8x(
     checkpoint_path: Path | str,
     input_shape: tuple[int, ...] | None = None,
     *,
-    device: str | Device = "MAX78000",
+    device: str | Device = DEFAULT_DEVICE,
     overlap_data: bool = False,
     avg_pool_rounding: bool = False,
     fifo: bool | None = None,
@@ -86,7 +87,7 @@ def read_ai8x(
         layers.append(layer)
     outputs = tuple(names[y.index] for y in cfg.layers if y.output or y is cfg.layers[-1])
     network = Network(cfg.arch, shape, tuple(layers), outputs, avg_pool_rounding)
-    plan = _plan(cfg, network, dev.name, overlap_data)
+    plan = _plan(cfg, network, dev, overlap_data)
     plan = check_streaming(cfg, network, plan, dev, fifo)
     modules = tuple(
         (names[y.index], ck.module) for y, ck in zip(cfg.layers, pairs, strict=True) if ck
@@ -206,13 +207,14 @@ def _input_shape(cfg: YamlConfig, given: tuple[int, ...] | None) -> tuple[int, .
         raise ConfigError(
             f"input shape {list(shape)} must be C,H,W or C,L with positive sizes", where=cfg.path
         )
+    check_input_shape(shape, "input shape")  # absurd sizes, inputs beyond memory (issue 27)
     return shape
 
 
 # ---- plan ----------------------------------------------------------------------------------
 
 
-def _plan(cfg: YamlConfig, network: Network, device: str, overlap: bool) -> Plan:
+def _plan(cfg: YamlConfig, network: Network, device: Device, overlap: bool) -> Plan:
     """Placements from the YAML with the vendor's defaults (network-yaml.md §3.2, §4)."""
     data_format = _data_format(cfg)
     placements = []

@@ -22,6 +22,7 @@ from cnnforge.frontend.ai8x_validate import (
     check_regular_file,
     inert_optimizer_globals,
 )
+from cnnforge.samples import refuse_npy
 
 
 @dataclass(frozen=True, eq=False)
@@ -62,6 +63,7 @@ def load_checkpoint_dict(path: Path | str) -> dict[str, Any]:
     """``torch.load(..., weights_only=True)`` of a vendor checkpoint, as a dict."""
     path = Path(path)
     check_regular_file(path, "checkpoint file")
+    refuse_npy(path)
     extra = _optim_globals(path)
     try:
         with torch.serialization.safe_globals(extra):

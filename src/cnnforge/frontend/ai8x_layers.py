@@ -22,7 +22,7 @@ from cnnforge.errors import ConfigError
 from cnnforge.frontend.ai8x_checkpoint import CheckpointLayer
 from cnnforge.frontend.ai8x_yaml import YamlLayer
 from cnnforge.ir import BINARY_BITS, Activation, Layer, Op, Pooling, Quantized
-from cnnforge.quant.ranges import verify_quantized
+from cnnforge.ranges import verify_quantized
 
 
 @dataclass(frozen=True)

@@ -19,8 +19,8 @@ from cnnforge.errors import ConfigError
 from cnnforge.frontend.ai8x_checkpoint import CheckpointData
 from cnnforge.frontend.ai8x_yaml import YamlConfig
 from cnnforge.ir import Network
-from cnnforge.plan.model import Plan
-from cnnforge.plan.streaming import streaming_structure
+from cnnforge.targets.max7800x.placement import Plan
+from cnnforge.targets.max7800x.streaming import streaming_structure
 
 _HINTS = {
     "streaming-fifo": "run with the FIFO (cnnforge: fifo=True; the vendor: --fifo)",

@@ -278,6 +278,13 @@ def check_checkpoint_doc(doc: dict[str, Any], path: str) -> None:
                 where=path,
                 hint="allowed: " + " or ".join(k.__name__ for k in kinds),
             )
+    epoch = doc.get("epoch")
+    if isinstance(epoch, int | float) and not (math.isfinite(epoch) and abs(epoch) < MAX_MAGNITUDE):
+        raise ConfigError(
+            f"`epoch` is {epoch!r}, not a finite epoch number",
+            where=path,
+            hint="an epoch is a whole number of training epochs",
+        )
     arch = doc.get("arch")
     if isinstance(arch, str) and len(arch) > MAX_TEXT:
         raise ConfigError(f"`arch` is {len(arch)} characters long", where=path)

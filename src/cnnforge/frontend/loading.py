@@ -14,7 +14,7 @@ import importlib
 import importlib.util
 import sys
 import traceback
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -25,17 +25,27 @@ from torch import nn
 from cnnforge import models
 from cnnforge.errors import InputError, ModelError
 from cnnforge.frontend.references import check_factory, check_module_name
+from cnnforge.samples import refuse_npy
 
 #: At most this many keys are named in a checkpoint mismatch message.
 MAX_KEYS_SHOWN = 5
 
 
 def load_model(
-    spec: str, model_args: Mapping[str, Any] | None = None, checkpoint: Path | None = None
+    spec: str,
+    model_args: Mapping[str, Any] | None = None,
+    checkpoint: Path | None = None,
+    *,
+    before_build: Callable[[Any, str], None] | None = None,
 ) -> nn.Module:
-    """Build the model named by ``spec`` with ``model_args`` and load ``checkpoint`` if given."""
+    """Build the model named by ``spec`` with ``model_args`` and load ``checkpoint`` if given.
+
+    ``before_build(factory, where)`` runs once the factory is found, before it is called (the
+    memory and device checks of frontend/footprint.py)."""
     model_args = dict(model_args or {})
     factory, where = _resolve(spec)
+    if before_build is not None:
+        before_build(factory, where)
     model = _construct(factory, model_args, where)
     if checkpoint is not None:
         load_checkpoint(model, Path(checkpoint))
@@ -190,6 +200,7 @@ def read_state_dict(path: Path) -> dict[str, torch.Tensor]:
     """The state_dict in a checkpoint file (weights_only load; ``module.`` prefixes stripped)."""
     if not path.is_file():
         raise InputError(f"no such checkpoint {path}", where=str(path))
+    refuse_npy(path)
     try:
         obj = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as exc:

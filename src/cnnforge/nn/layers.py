@@ -137,14 +137,19 @@ class _WeightLayer(QATModule):
         return self.bn is not None and not bool(self.bn_folded)
 
     def fold_bn(self) -> None:
-        """Fold the float-phase BatchNorm (``bn(y)/4``) into weight and bias; idempotent."""
-        if not self._bn_active():
-            return
-        w, b = self._folded_numpy()
-        with torch.no_grad():
-            self.weight.copy_(torch.from_numpy(w))
-            self.bias.copy_(torch.from_numpy(b))  # batchnorm=True implies a bias (R6.5)
-            self.bn_folded.fill_(True)
+        """Fold the float-phase BatchNorm (``bn(y)/4``) into weight and bias; idempotent.
+
+        The folded BatchNorm's parameters no longer reach the output, so they stop training
+        (``requires_grad=False``): DDP and optimizers built afterwards leave them out.
+        """
+        if self._bn_active():
+            w, b = self._folded_numpy()
+            with torch.no_grad():
+                self.weight.copy_(torch.from_numpy(w))
+                self.bias.copy_(torch.from_numpy(b))  # batchnorm=True implies a bias (R6.5)
+                self.bn_folded.fill_(True)
+        if self.bn is not None:
+            self.bn.requires_grad_(False)
 
     def _folded_numpy(self) -> tuple[np.ndarray, np.ndarray | None]:
         w = self.weight.detach().cpu().numpy()

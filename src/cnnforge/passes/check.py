@@ -17,13 +17,13 @@ from typing import TYPE_CHECKING
 
 from cnnforge.ir import BINARY_BITS, Network
 from cnnforge.passes.check_limits import LAYER_RULES_LIMITS
-from cnnforge.passes.check_plan import placement_violations
+from cnnforge.passes.check_plan import Placer, placement_violations, plan_max7800x
 from cnnforge.passes.check_rules import LAYER_RULES_OPS, Context, Violation
 from cnnforge.passes.geometry import has_bias
 from cnnforge.passes.lower import lower_to_hardware
 from cnnforge.passes.rewrites import Rewrite
 from cnnforge.passes.weight_bits import choose_weight_bits
-from cnnforge.plan.kernel_words import KernelNeed, kernel_capacity, network_kernel_needs
+from cnnforge.targets.max7800x.kernel_words import KernelNeed, kernel_capacity, network_kernel_needs
 
 if TYPE_CHECKING:
     from cnnforge.devices import Device
@@ -136,7 +136,7 @@ def streamed_away(
 ) -> tuple[Violation, ...]:
     """Data-memory violations that streaming the first layers through the FIFO resolves (the
     planner then streams them, plan/streaming.py): their inputs and all but the last output."""
-    from cnnforge.plan.streaming import streaming_layers
+    from cnnforge.targets.max7800x.streaming import streaming_layers
 
     n = streaming_layers(network, device)
     ins = {x.name for x in network.layers[:n]}
@@ -204,10 +204,14 @@ def _need_dict(need: KernelNeed) -> dict:
 
 
 def check_report(
-    network: Network, device: Device, weight_bits: int | str | dict[str, int] | None = None
+    network: Network,
+    device: Device,
+    weight_bits: int | str | dict[str, int] | None = None,
+    placer: Placer = plan_max7800x,
 ) -> CheckReport:
     """Lower ``network`` for ``device``, choose widths (``"auto"``, a width, a dict, or None for
-    the layers' own/8), and check it."""
+    the layers' own, else the device's default), check it, and place it with ``placer`` (the
+    target's compile planner; pipeline.targets.check_for calls this with the right one)."""
     lowered = lower_to_hardware(network, device)
     net = lowered.network
     if weight_bits == "auto":
@@ -217,11 +221,13 @@ def check_report(
     elif isinstance(weight_bits, dict):
         bits, mode = dict(weight_bits), "given"
     else:
-        bits = {n.layer: n.weight_bits for n in network_kernel_needs(net, device)}
+        own = {x.name: x.quant.weight_bits for x in net.layers if x.quant is not None}
+        needs = network_kernel_needs(net, device)
+        bits = {n.layer: own.get(n.layer, device.default_weight_bits) for n in needs}
         mode = "model"
     violations = check_network(net, device, bits)
     if not violations:  # the promise: what check passes, plan and compile place
-        violations = placement_violations(net, device, bits)
+        violations = placement_violations(net, device, bits, placer)
     return CheckReport(
         device=device.name,
         network=net,
@@ -236,6 +242,6 @@ def check_report(
 
 
 def _streaming_names(network: Network, device: Device) -> tuple[str, ...]:
-    from cnnforge.plan.streaming import streaming_layers
+    from cnnforge.targets.max7800x.streaming import streaming_layers
 
     return tuple(x.name for x in network.layers[: streaming_layers(network, device)])

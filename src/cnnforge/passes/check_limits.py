@@ -13,7 +13,7 @@ from cnnforge.ir import HARDWARE_ELTWISE, INPUT, Activation, Layer, Op, PoolKind
 from cnnforge.passes.check_rules import Context, LayerRule, Violation, _fmt
 from cnnforge.passes.concat_channels import why_not_padded
 from cnnforge.passes.geometry import has_bias, input_channels, pooled_dims
-from cnnforge.quant.ranges import verify_quantized
+from cnnforge.ranges import verify_quantized
 
 WORD_BYTES = 4  # one data-memory word: 4 channels of one pixel (devices.md §2)
 WIDE_BYTES = 4  # a 32-bit output channel takes a word of its own

@@ -1,19 +1,24 @@
 """``cnnforge check`` is a promise: it runs the planner, so exit 0 means ``plan`` and ``compile``
 place the network.
 
+On other targets the placement is theirs (the HLS plan: engines, widths, buffers): the target's
+record (pipeline.targets) hands its compile recipe's planner to ``check_report``.
+
 The per-layer rules judge each limit alone; whether data memory, concatenation interleaving and
 the kernel map work out together only the planner (plan/planner.py, tens of milliseconds) can
 say. ``placement_violations`` plans the checked network with the weight widths check chose
 (quantized post-training as ``compile --ptq`` does, so kernel sharing and packing match) and
 turns a ``PlanError`` into a ``Violation``. (Every automatic plan passes plan.validate; the
-property test of tests/test_check_promise.py holds check to that, so check need not pay for it.)
+property test of tests/passes/test_check_promise.py holds check to that, so check need not pay
+for it.)
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from cnnforge.errors import CnnforgeError, PlanError
+from cnnforge.errors import CnnforgeError, DeviceLimitError, EmitError, PlanError
 from cnnforge.ir import Network
 from cnnforge.passes.check_rules import Violation
 
@@ -35,15 +40,26 @@ def _as_compiled(network: Network, device: Device, bits: dict[str, int]) -> Netw
         return network
 
 
-def placement_violations(
-    network: Network, device: Device, bits: dict[str, int]
-) -> tuple[Violation, ...]:
-    """The planner's verdict on ``network`` (hardware layers, no other violation) as violations."""
-    from cnnforge.plan.planner import plan_network
+#: A target's placement: the function its compile recipe plans with (``network``, ``device``);
+#: it raises a CnnforgeError for what the target cannot place or run.
+Placer = Callable[[Network, "Device"], object]
 
+
+def plan_max7800x(network: Network, device: Device) -> object:
+    """The MAX7800x placement: the planner ``plan`` and ``compile`` run."""
+    from cnnforge.targets.max7800x.planner import plan_network
+
+    return plan_network(network, device)
+
+
+def placement_violations(
+    network: Network, device: Device, bits: dict[str, int], placer: Placer = plan_max7800x
+) -> tuple[Violation, ...]:
+    """The target's planner's verdict on ``network`` (hardware layers, no other violation) as
+    violations: ``placer`` is what the target's compile recipe calls (pipeline.targets)."""
     try:
-        plan_network(_as_compiled(network, device, bits), device)
-    except PlanError as exc:
+        placer(_as_compiled(network, device, bits), device)
+    except (PlanError, DeviceLimitError, EmitError) as exc:
         where = exc.where or f"network {network.name}"
         hint = exc.hint or "reduce channels or resolution, or use a larger device"
         return (Violation(NETWORK, where, "placement", exc.what, "a placement", hint),)

@@ -25,7 +25,7 @@ import numpy as np
 
 from cnnforge.ir import INPUT, WEIGHT_OPS, Layer, Network, Op, Quantized
 from cnnforge.passes.rewrites import Rewrite, passthrough_geometry, record, unique_name
-from cnnforge.plan.groups import IDENTITY_SHIFT, IDENTITY_WEIGHT
+from cnnforge.targets.max7800x.groups import IDENTITY_SHIFT, IDENTITY_WEIGHT
 
 
 def _target(counts: list[int]) -> int:

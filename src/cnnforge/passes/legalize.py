@@ -1,7 +1,7 @@
 """Exact legal rewrites: hardware layers the device cannot run -> equivalent ones it can.
 
 Every rule here computes exactly the same function on every input (float and integer), and is
-tested numerically on random weights (tests/test_legalize.py):
+tested numerically on random weights (tests/passes/test_legalize.py):
 
 - ``convtranspose-k2``: ConvTranspose2d k=2, s=2, p=0 -> k=3, s=2, p=1, output_padding=1 with
   ``w3[:, :, 1:3, 1:3] = w2`` (unet-walkthrough.md §1.1.3). Proof: PyTorch's transposed conv

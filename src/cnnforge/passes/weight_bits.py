@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from cnnforge.ir import Network
-from cnnforge.plan.kernel_words import (
+from cnnforge.targets.max7800x.kernel_words import (
     KernelNeed,
     aligned_words,
     device_weight_bits,

@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from cnnforge.devices import MAX78000
 from cnnforge.outputs import atomic_output_dir
 from cnnforge.pipeline.compile import compile_model
 from cnnforge.pipeline.state import CompileOptions
@@ -56,7 +57,7 @@ def run_demo(
         np.save(work / "sample.npy", sample)
         state = compile_model(
             CompileOptions(
-                output=work / "compile", model=MODEL, device="MAX78000", checkpoint=checkpoint,
+                output=work / "compile", model=MODEL, device=MAX78000.name, checkpoint=checkpoint,
                 sample=work / "sample.npy", input_shape=(3, SIZE, SIZE), run=run_c,
             ),
             on_step=on_step,

@@ -27,10 +27,10 @@ from cnnforge.pipeline.sources import (
     read_calibration,
     read_sample,
 )
-from cnnforge.plan.metrics import PlanMetrics, plan_metrics
-from cnnforge.plan.model import Plan
-from cnnforge.plan.planner import plan_network
-from cnnforge.plan.validate import Issue, raise_on_issues, validate_plan
+from cnnforge.targets.max7800x.metrics import PlanMetrics, plan_metrics
+from cnnforge.targets.max7800x.placement import Plan
+from cnnforge.targets.max7800x.planner import plan_network
+from cnnforge.targets.max7800x.validate import Issue, raise_on_issues, validate_plan
 
 SAMPLE_SEED = 0
 
@@ -74,7 +74,9 @@ def plan_request(request: PlanRequest, device: Device) -> PlanResult:
     )  # fmt: skip
     if source.kind == VENDOR:
         return _vendor(request, device)
-    if request.input_shape is None:
+    own_shape = str(request.model).lower().endswith(".onnx")  # an ONNX file has its own shape
+    inputs = request.sample is not None or request.calibration is not None
+    if request.input_shape is None and (inputs or not own_shape):
         raise InputError("MODEL and --input-shape are needed", hint="e.g. unet-large -i 48,88,88")
     sample = None
     if request.sample is not None:
@@ -118,7 +120,7 @@ def validate_imported(
     network: Network, plan: Plan, device: Device, allow_overlap: bool, in_place: bool = True
 ) -> PlanResult:
     """Figures and issues of a given (imported) plan, without re-planning."""
-    from cnnforge.plan.metrics import with_cycles
+    from cnnforge.targets.max7800x.metrics import with_cycles
 
     start = time.perf_counter()
     issues = validate_plan(network, plan, device, allow_overlap, in_place)
@@ -131,7 +133,7 @@ def write_outputs(
     result: PlanResult, device: Device, out_dir: Path, overwrite: bool = False
 ) -> PlanResult:
     """network.yaml, the vendor checkpoint, sample input, plan.json/plan.md and pictures."""
-    from cnnforge.plan.report import write_report
+    from cnnforge.targets.max7800x.plan_report import write_report
 
     net, plan = result.network, result.plan
     dataset = safe_file_stem(net.name.lower())  # names files: never a path (issue 18)
@@ -153,8 +155,8 @@ def write_outputs(
 
 
 def _write_vendor_pair(network: Network, plan: Plan, folder: Path, dataset: str) -> None:
-    from cnnforge.emit.ai8x_checkpoint import write_checkpoint
-    from cnnforge.emit.ai8x_yaml import write_yaml
+    from cnnforge.targets.max7800x.ai8x_checkpoint_writer import write_checkpoint
+    from cnnforge.targets.max7800x.ai8x_yaml_writer import write_yaml
 
     if not network.is_quantized:
         raise EmitError("the network is not quantized", hint="quantize it first")

@@ -111,7 +111,7 @@ def _widths(network: Network, device: Device, weight_bits: Widths) -> int | Mapp
 
 def quantized_checkpoint(source: ModelSource) -> Path | None:
     """The cnnforge quantized checkpoint to take as it is: --network, or such a --checkpoint."""
-    from cnnforge.quant.checkpoint import is_quantized_checkpoint
+    from cnnforge.checkpoint import is_quantized_checkpoint
 
     if source.kind == NETWORK:
         return source.network
@@ -121,18 +121,24 @@ def quantized_checkpoint(source: ModelSource) -> Path | None:
 
 
 def load_source(
-    source: ModelSource, input_shape: tuple[int, ...] | None, model_args: Mapping[str, Any]
+    source: ModelSource,
+    input_shape: tuple[int, ...] | None,
+    model_args: Mapping[str, Any],
+    device: Device | None = None,
 ) -> tuple[Network, bool]:
     """The network of a MODEL or --network source, and whether it is a quantized checkpoint
-    taken as saved (else a model-level float network)."""
+    taken as saved (else a model-level float network). With ``device``, a MODEL's channel
+    counts are checked against its limit before tracing (frontend/footprint.py)."""
     path = quantized_checkpoint(source)
     if path is not None:
-        from cnnforge.quant.checkpoint import load_quantized
+        from cnnforge.checkpoint import load_quantized
 
         return load_quantized(path), True
     from cnnforge.frontend import load_network
 
-    return load_network(source.model, input_shape, dict(model_args), source.checkpoint), False
+    limits = {} if device is None else {"max_channels": device.max_channels, "device": device.name}
+    network = load_network(source.model, input_shape, dict(model_args), source.checkpoint, **limits)
+    return network, False
 
 
 def quantized_from_source(
@@ -147,7 +153,7 @@ def quantized_from_source(
     sample: np.ndarray | None = None,
 ) -> QuantizedNetwork:
     """``load_source`` then, for a model, ``quantized_network`` (the commands' common path)."""
-    network, quantized = load_source(source, input_shape, model_args)
+    network, quantized = load_source(source, input_shape, model_args, device)
     if quantized:
         return QuantizedNetwork(network)
     return quantized_network(

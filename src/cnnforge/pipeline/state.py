@@ -10,14 +10,24 @@ import dataclasses
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from cnnforge.devices import Device
+from cnnforge.devices import DEFAULT_DEVICE, Device
 from cnnforge.ir import Network
-from cnnforge.plan.model import Plan
 from cnnforge.samples import InputArray
+from cnnforge.targets.max7800x.placement import Plan
+
+if TYPE_CHECKING:  # the records each target's steps produce
+    from cnnforge.frontend.ai8x import Ai8xModel
+    from cnnforge.passes.check_rules import Violation
+    from cnnforge.passes.rewrites import Rewrite
+    from cnnforge.targets.hls.buffer_plan import HlsPlan
+    from cnnforge.targets.hls.emitter import EmittedHls
+    from cnnforge.targets.max7800x.c.build import RunResult
+    from cnnforge.targets.max7800x.c.emitter import EmittedC
+    from cnnforge.targets.max7800x.issues import Issue
 
 C_DIR = "c"
 AI8X_DIR = "ai8x"
@@ -35,7 +45,7 @@ class CompileOptions:
 
     output: Path
     model: str | None = None
-    device: str = "MAX78000"
+    device: str = DEFAULT_DEVICE
     checkpoint: Path | None = None
     ptq: bool = False
     sample: Path | np.ndarray | None = None
@@ -62,23 +72,24 @@ class CompileState:
     options: CompileOptions
     device: Device | None = None  # a compiled target's record (generic cannot be compiled)
     source: Network | None = None  # model-level float network (None for quantized inputs)
-    imported: Any = None  # frontend.ai8x.Ai8xModel for a vendor pair
-    rewrites: tuple = ()
-    violations: tuple = ()
+    imported: Ai8xModel | None = None  # a vendor pair
+    rewrites: tuple[Rewrite, ...] = ()
+    violations: tuple[Violation, ...] = ()
     weight_mode: str = ""
     weight_bits: dict[str, int] = field(default_factory=dict)
     network: Network | None = None  # quantized hardware network
-    plan: Plan | None = None
-    plan_issues: tuple = ()
+    plan: Plan | None = None  # MAX7800x placement
+    hls_plan: HlsPlan | None = None  # HLS buffers, widths and estimate
+    plan_issues: tuple[Issue, ...] = ()
     sample: np.ndarray | None = None  # int64, C,H,W (or C,L)
     calibration: InputArray | None = None  # --calibration, N,C,H,W int64
     answer: dict[str, np.ndarray] = field(default_factory=dict)
     output_exponents: dict[str, int] = field(default_factory=dict)  # calibrated PTQ scales
     layer_outputs: dict[str, np.ndarray] = field(default_factory=dict)
     float_outputs: dict[str, np.ndarray] = field(default_factory=dict)
-    emitted: Any = None  # emit.c.EmittedC
+    emitted: EmittedC | EmittedHls | None = None  # the C or HLS C++ project
     files: tuple[str, ...] = ()
-    selftest: Any = None  # emit.c.build.RunResult
+    selftest: RunResult | None = None  # the C self-test or the HLS C-simulation (--run)
     notes: tuple[str, ...] = ()
 
     def with_(self, **changes: Any) -> CompileState:

@@ -18,9 +18,11 @@ from typing import Any
 
 import numpy as np
 
+from cnnforge.arithmetic import ACT_SCALE
 from cnnforge.errors import DeviceLimitError, EmitError, InputError
 from cnnforge.ir import Network
 from cnnforge.outputs import safe_file_stem
+from cnnforge.passes.check_plan import Placer, plan_max7800x
 from cnnforge.pipeline.firmware import step_firmware
 from cnnforge.pipeline.sources import (
     MODEL,
@@ -120,8 +122,14 @@ def _load_ai8x(state: CompileState) -> CompileState:
 
 
 def step_lower(state: CompileState, workdir: Path) -> CompileState:
-    """Fold, fuse and legalize, choose weight widths, check every device limit."""
+    """Fold, fuse and legalize, choose weight widths, check every device limit, place."""
     del workdir
+    return lower_and_check(state, plan_max7800x)
+
+
+def lower_and_check(state: CompileState, placer: Placer) -> CompileState:
+    """``step_lower`` with the target's placement ``placer``: what ``cnnforge check`` runs
+    (pipeline.targets.check_for, with the same record's placer), so check and compile agree."""
     if state.source is None:  # already hardware: check only
         from cnnforge.passes.check import check_network
 
@@ -138,7 +146,7 @@ def step_lower(state: CompileState, workdir: Path) -> CompileState:
     from cnnforge.passes.check import check_report
     from cnnforge.pipeline.quantized import weight_widths
 
-    report = check_report(state.source, state.device, weight_widths(bits))
+    report = check_report(state.source, state.device, weight_widths(bits), placer)
     _raise_violations(report.violations)
     return state.with_(
         network=report.network,
@@ -180,7 +188,7 @@ def _raise_violations(violations: tuple) -> None:
         more = f" (and {len(violations) - 1} more)" if len(violations) > 1 else ""
         raise DeviceLimitError(
             f"{v.rule}: {v.actual} (limit {v.limit}){more}",
-            where=f"layer {v.layer} ({v.module_path})",
+            where=v.module_path if v.rule == "placement" else f"layer {v.layer} ({v.module_path})",
             hint=v.hint or "run `cnnforge check` for every violation",
         )
 
@@ -218,8 +226,8 @@ def step_quantize(state: CompileState, workdir: Path) -> CompileState:
 def step_plan(state: CompileState, workdir: Path) -> CompileState:
     """Place the network (processors, memories, kernels); validate the plan independently."""
     del workdir
-    from cnnforge.plan.planner import plan_network
-    from cnnforge.plan.validate import raise_on_issues, validate_plan
+    from cnnforge.targets.max7800x.planner import plan_network
+    from cnnforge.targets.max7800x.validate import raise_on_issues, validate_plan
 
     if state.plan is None:
         network, plan = plan_network(state.network, state.device, in_place=state.options.in_place)
@@ -233,7 +241,7 @@ def step_plan(state: CompileState, workdir: Path) -> CompileState:
 
 def step_simulate(state: CompileState, workdir: Path) -> CompileState:
     """The known answer: the bit-exact simulator on the sample (every layer kept for probes)."""
-    from cnnforge.quant.checkpoint import save_quantized
+    from cnnforge.checkpoint import save_quantized
     from cnnforge.sim import simulate
 
     result = simulate(state.network, state.sample[None], all_layers=True)
@@ -259,7 +267,7 @@ def step_float(state: CompileState, workdir: Path) -> CompileState:
         return state
     from cnnforge.sim.float_eval import run_float
 
-    x = state.sample[None].astype(np.float32) / 128.0
+    x = state.sample[None].astype(np.float32) / ACT_SCALE
     outputs = run_float(state.source, x, all_layers=True)
     # Fusion may rename layers: pair the model's outputs with the hardware outputs by position;
     # an output whose softmax runs on the host is compared before it (the known answer is).
@@ -271,8 +279,8 @@ def step_float(state: CompileState, workdir: Path) -> CompileState:
 
 def step_vendor(state: CompileState, workdir: Path) -> CompileState:
     """The vendor's YAML and quantized checkpoint (for ai8x-synthesis)."""
-    from cnnforge.emit.ai8x_checkpoint import write_checkpoint as write_ckpt
-    from cnnforge.emit.ai8x_yaml import write_yaml
+    from cnnforge.targets.max7800x.ai8x_checkpoint_writer import write_checkpoint as write_ckpt
+    from cnnforge.targets.max7800x.ai8x_yaml_writer import write_yaml
 
     arch = _arch(state)
     (workdir / AI8X_DIR).mkdir()
@@ -291,7 +299,7 @@ def _arch(state: CompileState) -> str:
 
 def step_emit_c(state: CompileState, workdir: Path) -> CompileState:
     """Portable C with the known-answer self-test."""
-    from cnnforge.emit.c import emit_c
+    from cnnforge.targets.max7800x.c import emit_c
 
     c_dir = workdir / C_DIR
     c_dir.mkdir()
@@ -310,8 +318,8 @@ def step_run(state: CompileState, workdir: Path) -> CompileState:
     """With --run: build with the host cc and run the self-test (builds outside the output)."""
     if not (state.options.run or state.options.probe):
         return state
-    from cnnforge.emit.c.build import build_and_run
-    from cnnforge.emit.c.probe import run_probe
+    from cnnforge.targets.max7800x.c.build import build_and_run
+    from cnnforge.targets.max7800x.c.probe import run_probe
 
     with tempfile.TemporaryDirectory(prefix="cnnforge-build-") as tmp:
         result = build_and_run(
@@ -339,7 +347,7 @@ def step_report(state: CompileState, workdir: Path) -> CompileState:
     """The self-contained HTML report."""
     if not state.options.report:
         return state
-    from cnnforge.emit.report import write_report
+    from cnnforge.targets.max7800x.compile_report import write_report
 
     write_report(state, workdir / REPORT, summary(state))
     return state.wrote(REPORT)

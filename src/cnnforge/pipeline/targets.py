@@ -12,16 +12,23 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from types import ModuleType
+from typing import TYPE_CHECKING
 
 from cnnforge import arithmetic
 from cnnforge.devices import DEVICES, Device
 from cnnforge.errors import InputError
-from cnnforge.pipeline import generic, hls, plan, steps
+from cnnforge.ir import Network
+from cnnforge.passes.check_plan import Placer, plan_max7800x
+from cnnforge.pipeline import hls, plan, steps
 from cnnforge.pipeline.plan import PlanRequest, PlanResult
 from cnnforge.pipeline.state import REPORT, SUMMARY, Steps
 from cnnforge.targets.generic import integer as generic_integer
+from cnnforge.targets.generic import run as generic
 from cnnforge.targets.generic.target import GenericTarget, parse_generic
 from cnnforge.targets.hls.device import HLS
+
+if TYPE_CHECKING:
+    from cnnforge.passes.check import CheckReport
 
 #: What ``--device`` resolves to: a MAX7800x/HLS ``Device`` or a parametrised generic target.
 TargetDevice = Device | GenericTarget
@@ -41,6 +48,8 @@ class Target:
     # `cnnforge plan`'s planner (None: plan refuses)
     planner: Callable[[PlanRequest, Device], PlanResult] | None = None
     report: tuple[str, ...] = ()  # the report files its recipe writes
+    # what its compile recipe plans with; `cnnforge check` runs the same (passes/check_plan.py)
+    placer: Placer = plan_max7800x
 
     def matches(self, text: str) -> bool:
         """True when ``--device text`` names this target."""
@@ -81,6 +90,7 @@ TARGETS: tuple[Target, ...] = (
         arithmetic,  # A8 activations, W1-8 weights (docs/hls-target.md §2)
         device=HLS,
         compile_steps=hls.STEPS,
+        placer=hls.place_hls,
         report=(hls.REPORT, hls.RESOURCES, SUMMARY),
     ),
     Target(
@@ -88,7 +98,7 @@ TARGETS: tuple[Target, ...] = (
         "generic accelerator: on-chip budget + DDR (generic:onchip=3MiB,...)",
         generic_integer,  # saturating fixed point
         parse=parse_generic,
-        planner=None,  # planned on the float model: pipeline.generic.plan_budget
+        planner=None,  # planned on the float model: targets.generic.run.plan_budget
         report=generic.FILES,
     ),
 )
@@ -130,6 +140,17 @@ def device_for(name: str | TargetDevice, command: str) -> Device:
 def target_of(device: str | TargetDevice) -> Target:
     """The table entry of a device record (or of a ``--device`` name)."""
     return get_target(device if isinstance(device, str) else device.name)
+
+
+def check_for(
+    network: Network, device: Device, weight_bits: int | str | dict[str, int] | None = None
+) -> CheckReport:
+    """``cnnforge check`` on ``device``: lower, check every limit, and place the network with
+    the target's own planner, the one its compile recipe's "lower and check" step runs
+    (steps.lower_and_check), so exit 0 of check and a successful compile are one promise."""
+    from cnnforge.passes.check import check_report
+
+    return check_report(network, device, weight_bits, target_of(device).placer)
 
 
 def steps_for(device: str | TargetDevice) -> Steps:

@@ -31,7 +31,7 @@ from cnnforge.ir import (
     Op,
     PoolKind,
 )
-from cnnforge.quant.ranges import RangeProblem, verify_quantized, wide_readers
+from cnnforge.ranges import RangeProblem, verify_quantized, wide_readers
 
 
 def _fail(layer: Layer, what: str, hint: str | None = None) -> SimulationError:

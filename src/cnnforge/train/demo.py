@@ -14,6 +14,7 @@ from pathlib import Path
 
 import torch
 
+from cnnforge.arithmetic import ACT_SCALE
 from cnnforge.train.datasets import ShapesDataset
 from cnnforge.train.evaluate import Evaluation
 
@@ -65,7 +66,7 @@ def masks_figure(model: torch.nn.Module, dataset: ShapesDataset, path: Path, n: 
     x = torch.stack([dataset[i][0] for i in range(n)]).to(torch.int64)
     truth = torch.stack([dataset[i][1] for i in range(n)])
     with torch.no_grad():
-        float_pred = float_model(x.float() / 128).argmax(1)
+        float_pred = float_model(x.float() / ACT_SCALE).argmax(1)
     exact_pred = simulate(network, x).outputs[network.outputs[0]].argmax(1)
     fig, axes = plt.subplots(4, n, figsize=(1.6 * n, 6.6))
     rows = [("input", None), ("truth", truth), ("float", float_pred), ("bit-exact", exact_pred)]

@@ -1,18 +1,25 @@
 """Multi-process training on torch.distributed (launched by ``torchrun``).
 
 Without ``torchrun`` (no WORLD_SIZE in the environment) everything degrades to one process.
+BatchNorm under DDP uses *global* batch statistics (``GlobalBatchNorm``: the ranks' sums are
+all-reduced), so N processes with per-process batch B train like one
+process with batch N*B; torch's ``SyncBatchNorm`` would do the same but refuses CPU tensors.
 """
 
 from __future__ import annotations
 
 import math
 import os
+import re
 from dataclasses import dataclass
+from datetime import timedelta
 
 import torch
 import torch.distributed as dist
 from torch import nn
 from torch.utils.data import Dataset, DistributedSampler
+
+from cnnforge.errors import InputError
 
 
 @dataclass(frozen=True)
@@ -27,6 +34,9 @@ class DistContext:
         return self.rank == 0
 
     def wrap(self, model: nn.Module) -> nn.Module:
+        """DDP around ``model`` as it trains now: only parameters with ``requires_grad`` are
+        reduced, so wrap again when a phase changes which parameters train (QAT's folded
+        BatchNorm is frozen). No ``find_unused_parameters``: every trainable one must be used."""
         if self.world_size == 1:
             return model
         return nn.parallel.DistributedDataParallel(model)
@@ -39,13 +49,42 @@ class DistContext:
         return float(t[0]) / self.world_size
 
 
+TIMEOUT_S = 300  # a collective waiting longer than this ends the run (CNNFORGE_DIST_TIMEOUT)
+
+
+def timeout() -> timedelta:
+    """How long a collective waits for the other ranks: ``CNNFORGE_DIST_TIMEOUT`` seconds."""
+    text = os.environ.get("CNNFORGE_DIST_TIMEOUT", str(TIMEOUT_S))
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = -1.0
+    if not 0 < seconds < 1e7:
+        raise InputError(
+            f"CNNFORGE_DIST_TIMEOUT={text!r} is not a positive number of seconds",
+            hint=f"unset it for the default, {TIMEOUT_S}",
+        )
+    return timedelta(seconds=seconds)
+
+
+def env_rank() -> int | None:
+    """This process's rank when launched by torchrun with more than one process, else None."""
+    if int(os.environ.get("WORLD_SIZE", "1")) <= 1:
+        return None
+    return int(os.environ.get("RANK", "0"))
+
+
 def init_from_env() -> DistContext:
-    """Join the process group torchrun describes (gloo on CPU, nccl with CUDA)."""
-    world = int(os.environ.get("WORLD_SIZE", "1"))
-    if world <= 1:
+    """Join the process group torchrun describes: gloo, since the trainer runs on the CPU (nccl
+    would need the model and batches on a GPU, which the trainer does not put them on).
+
+    A rank that dies closes its connections, so the others' next collective fails at once;
+    ``timeout()`` bounds a wait on a rank that hangs instead.
+    """
+    if env_rank() is None:
         return DistContext()
     if not dist.is_initialized():
-        dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
+        dist.init_process_group("gloo", timeout=timeout())
     return DistContext(rank=dist.get_rank(), world_size=dist.get_world_size())
 
 
@@ -66,6 +105,99 @@ def sampler_for(dataset: Dataset, *, shuffle: bool, seed: int, epoch: int):
     )
     sampler.set_epoch(epoch)
     return sampler
+
+
+class _SumOverRanks(torch.autograd.Function):
+    """All-reduce (sum) whose gradient is the all-reduced gradient: every rank's loss depends
+    on every rank's input through the sum."""
+
+    @staticmethod
+    def forward(ctx, tensor: torch.Tensor) -> torch.Tensor:
+        out = tensor.clone(memory_format=torch.contiguous_format)
+        dist.all_reduce(out)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor) -> torch.Tensor:
+        grad = grad.clone(memory_format=torch.contiguous_format)
+        dist.all_reduce(grad)
+        return grad
+
+
+class GlobalBatchNorm(nn.modules.batchnorm._BatchNorm):
+    """BatchNorm whose training statistics are those of the global batch (all ranks).
+
+    Mean and variance come from all-reduced sums (autograd-aware, so the backward pass sums the
+    ranks' gradients as one process would); the running statistics are updated with the global
+    mean and unbiased variance. Outside training or a process group: plain BatchNorm.
+    """
+
+    def _check_input_dim(self, input: torch.Tensor) -> None:
+        if input.dim() < 2:
+            raise ValueError(f"expected at least 2D input (got {input.dim()}D input)")
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if not (self.training and dist.is_available() and dist.is_initialized()):
+            return super().forward(x)
+        if dist.get_world_size() == 1:
+            return super().forward(x)
+        self._check_input_dim(x)
+        dims = [0, *range(2, x.dim())]
+        shape = [1, x.shape[1]] + [1] * (x.dim() - 2)
+        count = torch.tensor([x.numel() // x.shape[1]], dtype=torch.float64, device=x.device)
+        dist.all_reduce(count)
+        n = float(count[0])
+        mean = _SumOverRanks.apply(x.sum(dims)) / n
+        centred = x - mean.view(shape)
+        var = _SumOverRanks.apply((centred * centred).sum(dims)) / n
+        y = centred * torch.rsqrt(var + self.eps).view(shape)
+        if self.affine:
+            y = y * self.weight.view(shape) + self.bias.view(shape)
+        if self.track_running_stats:
+            self._update_running(mean.detach(), var.detach(), n)
+        return y
+
+    def _update_running(self, mean: torch.Tensor, var: torch.Tensor, n: float) -> None:
+        with torch.no_grad():
+            self.num_batches_tracked.add_(1)
+            factor = self.momentum
+            if factor is None:
+                factor = 1.0 / float(self.num_batches_tracked)
+            unbiased = var * (n / max(n - 1.0, 1.0))
+            self.running_mean.mul_(1 - factor).add_(mean.to(self.running_mean.dtype) * factor)
+            self.running_var.mul_(1 - factor).add_(unbiased.to(self.running_var.dtype) * factor)
+
+
+def global_batchnorm(model: nn.Module) -> nn.Module:
+    """Replace every BatchNorm in ``model`` by a ``GlobalBatchNorm`` sharing its parameters and
+    buffers (same state_dict keys, so checkpoints are unchanged); returns the model."""
+    if isinstance(model, nn.modules.batchnorm._BatchNorm) and not isinstance(
+        model, GlobalBatchNorm
+    ):
+        bn = GlobalBatchNorm(
+            model.num_features, model.eps, model.momentum, model.affine, model.track_running_stats
+        )
+        if model.affine:
+            bn.weight, bn.bias = model.weight, model.bias
+        if model.track_running_stats:
+            bn.running_mean, bn.running_var = model.running_mean, model.running_var
+            bn.num_batches_tracked = model.num_batches_tracked
+        bn.train(model.training)
+        return bn
+    for name, child in model.named_children():
+        replaced = global_batchnorm(child)
+        if replaced is not child:
+            setattr(model, name, replaced)
+    return model
+
+
+def peer_failure(exc: BaseException) -> str | None:
+    """The first sentence of a collective's failure (a rank died or timed out), else None."""
+    text = str(exc)
+    if not (isinstance(exc, dist.DistError) or "gloo" in text or "NCCL" in text):
+        return None
+    text = re.sub(r"^\[[^\]]*\]\s*", "", text.strip())  # gloo's [file.cc:line] prefix
+    return text.split(". ")[0].splitlines()[0] if text else type(exc).__name__
 
 
 def shutdown() -> None:

@@ -17,7 +17,7 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader, Dataset
 
-from cnnforge.arithmetic import output_unit
+from cnnforge.arithmetic import ACT_SCALE, output_unit
 from cnnforge.ir import Network
 from cnnforge.train.datasets import VOID, fold, unfold
 from cnnforge.train.metrics import SegmentationScores, confusion_matrix, segmentation_scores
@@ -77,8 +77,8 @@ def evaluate_three_ways(
                 network = hardware_network(quant_model, tuple(xf.shape[1:]))
                 scale = output_scale(network)
             outs = {
-                "float": float_model(xf.to(torch.float32) / 128.0).double(),
-                "qat-eval": quant_model(xf.to(torch.float32) / 128.0).double(),
+                "float": float_model(xf.to(torch.float32) / ACT_SCALE).double(),
+                "qat-eval": quant_model(xf.to(torch.float32) / ACT_SCALE).double(),
                 "bit-exact": simulate(network, xf).outputs[network.outputs[0]].double() * scale,
             }
             compared += outs["qat-eval"].numel()

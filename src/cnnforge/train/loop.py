@@ -3,7 +3,8 @@
 Deterministic by construction: each epoch re-seeds torch with ``seed + epoch`` and shuffles with
 a generator seeded the same way, so a run resumed from ``last.pth`` continues with exactly the
 losses the uninterrupted run would have had. Under ``torchrun`` the loop uses
-DistributedDataParallel (gloo on CPU, nccl on GPU) with a DistributedSampler; only rank 0 writes
+DistributedDataParallel (gloo; training runs on the CPU) with a DistributedSampler and global-batch
+BatchNorm, wrapped anew for each phase (QAT freezes the folded BatchNorm); only rank 0 writes
 checkpoints and logs. Checkpoints load with ``torch.load(..., weights_only=True)``.
 """
 
@@ -21,6 +22,7 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader, Dataset
 
+from cnnforge.arithmetic import ACT_SCALE
 from cnnforge.errors import InputError
 from cnnforge.train import distributed as dist_utils
 from cnnforge.train.datasets import VOID, fold, unfold
@@ -87,7 +89,7 @@ def make_scheduler(optimizer: torch.optim.Optimizer, config: TrainConfig):
 
 def model_inputs(x: torch.Tensor, config: TrainConfig) -> torch.Tensor:
     """Hardware-range integers -> the float inputs the model trains on (x / 128, folded)."""
-    return fold(x.to(torch.float32) / 128.0, config.fold)
+    return fold(x.to(torch.float32) / ACT_SCALE, config.fold)
 
 
 def model_logits(model: nn.Module, x: torch.Tensor, config: TrainConfig) -> torch.Tensor:
@@ -136,6 +138,10 @@ def evaluate_segmentation(
     return total_loss / max(pixels, 1), segmentation_scores(cm)
 
 
+#: Every file a training run writes into its ``-o`` directory (its manifest lists them).
+OUTPUT_FILES = ("last.pth", "best.pth", "train.log", "last.tmp", "best.tmp")
+
+
 def save_checkpoint(path: Path, payload: dict[str, Any]) -> None:
     tmp = path.with_suffix(".tmp")
     torch.save(payload, tmp)
@@ -182,6 +188,9 @@ class Trainer:
         self.best_miou = -math.inf
         self.start_epoch = 0
         self.ctx = dist_utils.context()
+        if self.ctx.world_size > 1:
+            self.model = dist_utils.global_batchnorm(model)
+        self._net: nn.Module | None = None  # DDP around the model as it trains in this phase
         self.optimizer = make_optimizer(model, config)
         self.scheduler = make_scheduler(self.optimizer, config)
 
@@ -192,9 +201,17 @@ class Trainer:
         payload = load_checkpoint(path)
         if payload["qat_active"]:
             self.qat.activate(self.model)
+            self._net = None
             self._rebuild_optimizer(0)
         self.model.load_state_dict(payload["state_dict"])
-        self.optimizer.load_state_dict(payload["optimizer"])
+        try:
+            self.optimizer.load_state_dict(payload["optimizer"])
+        except ValueError:  # e.g. QAT state from before folded BatchNorm stopped training
+            raise InputError(
+                "the optimizer state does not match the model's trainable parameters",
+                where=str(path),
+                hint="written by an older cnnforge or another model; train again without --resume",
+            ) from None
         self.scheduler.load_state_dict(payload["scheduler"])
         self.start_epoch = int(payload["epoch"]) + 1
         self.best_miou = float(payload["best_miou"])
@@ -222,6 +239,7 @@ class Trainer:
         for epoch in range(self.start_epoch, self.config.epochs):
             if self.qat.should_activate(epoch):
                 self.qat.activate(self.model)
+                self._net = None  # the trainable parameters changed: wrap again
                 self._rebuild_optimizer(epoch)
                 self.best_miou = -math.inf  # best.pth holds the best *quantization-aware* epoch
             train_loss = self._train_epoch(epoch)
@@ -244,7 +262,9 @@ class Trainer:
 
     def _train_epoch(self, epoch: int) -> float:
         torch.manual_seed(self.config.seed + epoch)
-        net = self.ctx.wrap(self.model)
+        if self._net is None:
+            self._net = self.ctx.wrap(self.model)
+        net = self._net
         net.train()
         loss_fn = nn.CrossEntropyLoss(ignore_index=VOID)
         total, batches = 0.0, 0

@@ -16,12 +16,28 @@ from cnnforge.train.loop import EpochRecord, TrainConfig, Trainer
 from cnnforge.train.qat import QatHooks
 
 
-def model_classes(model: nn.Module, input_shape: tuple[int, ...], fold: int = 1) -> int:
-    """Number of classes a segmentation model predicts (its output channels / fold^2)."""
+def folded_input_shape(model: nn.Module, size: int, fold: int = 1) -> tuple[int, int, int]:
+    """The (C, H, W) the model sees for ``size`` x ``size`` images folded space-to-depth by
+    ``fold``: its first layer's in_channels (already the folded count) at ``size / fold``.
+    The one place train, evaluate and the class probe derive the folded shape."""
+    channels = _in_channels(model)
+    if fold < 1 or size % fold or channels % (fold * fold):
+        raise InputError(
+            f"--fold {fold} does not divide the input: {channels} channels at {size}x{size}",
+            hint="the first layer's in_channels must be (image channels) x fold^2 and --size "
+            "a multiple of --fold",
+        )
+    return channels, size // fold, size // fold
+
+
+def model_classes(model: nn.Module, size: int, fold: int = 1) -> int:
+    """Number of classes a segmentation model predicts (its output channels / fold^2), probed
+    on one zero image of ``size`` x ``size`` folded by ``fold``."""
+    shape = folded_input_shape(model, size, fold)
     with torch.no_grad():
         was_training = model.training
         model.eval()
-        out = model(torch.zeros(1, *input_shape))
+        out = model(torch.zeros(1, *shape))
         model.train(was_training)
     return int(out.shape[1]) // (fold * fold)
 
@@ -65,17 +81,27 @@ def train_model(
     lengths: tuple[int, int] = (1024, 256),
     resume: bool = False,
     on_epoch: Callable[[EpochRecord], None] | None = None,
+    overwrite: bool = False,
 ) -> list[EpochRecord]:
-    """Build the model, the data and the trainer; train (or resume) and return the history."""
+    """Build the model, the data and the trainer; train (or resume) and return the history.
+
+    ``out_dir`` follows the rules of every writer (outputs.claim_directory): a new or
+    cnnforge-written directory, replaced only with ``overwrite``, continued with ``resume``."""
     from cnnforge.frontend.torch_fx import load_model
     from cnnforge.nn import load_policy
+    from cnnforge.outputs import check_target, claim_directory
+    from cnnforge.train.distributed import context
+    from cnnforge.train.loop import OUTPUT_FILES
 
+    last = Path(out_dir) / "last.pth"
+    if resume and not last.is_file():
+        raise InputError("nothing to resume: no last.pth", where=str(out_dir))
+    main = context().is_main
+    if main:  # before the work, as every writer checks its output first
+        check_target(out_dir, directory=True, overwrite=overwrite or resume)
     torch.manual_seed(config.seed)  # the initial weights are part of a deterministic run
     model = load_model(spec, model_args, None)
-    in_channels = _in_channels(model)
-    num_classes = model_classes(
-        model, (in_channels * config.fold**2, size // config.fold, size // config.fold), config.fold
-    )
+    num_classes = model_classes(model, size, config.fold)
     data_spec = DataSpec(dataset, data, size, lengths[0], lengths[1], config.seed)
     train_set, val_set = data_spec.splits(num_classes)
     policy = None
@@ -91,10 +117,9 @@ def train_model(
         model_spec={"model": spec, "model_args": model_args, "data": _data_json(data_spec)},
         on_epoch=on_epoch,
     )
+    if main:  # the model and data are good: the directory becomes this run's
+        claim_directory(out_dir, OUTPUT_FILES, overwrite=overwrite, resume=resume)
     if resume:
-        last = Path(out_dir) / "last.pth"
-        if not last.is_file():
-            raise InputError("nothing to resume: no last.pth", where=str(out_dir))
         trainer.resume(last)
     return trainer.fit()
 

@@ -8,8 +8,10 @@ accumulates exactly (bias at the accumulator's scale), then shifts right by ``s`
 half up (``(acc + 2**(s-1)) >> s``, arithmetic shift) and saturates to ``act_bits``; average
 pooling rounds its sum / window half up the same way; element-wise operands and concatenated
 parts are first shifted to the output's scale. ReLU, ReLU6/Hardtanh (clamps), Abs, max
-pooling, nearest upsampling, zero padding and flatten are exact. Sigmoid, Tanh, LeakyReLU,
-softmax and opaque layers have no integer semantics here: they are refused, naming the layer.
+pooling, nearest upsampling, zero padding and flatten are exact. A weight layer's input pooling
+runs first (at the input's scale) and its fused activation last, on the output's integers, as
+the float model orders them (sim/float_eval). Sigmoid, Tanh, LeakyReLU, softmax and opaque
+layers have no integer semantics here: they are refused, naming the layer and what it lacks.
 
 ``quantize_generic`` folds BatchNorm and picks the scales from a float calibration run;
 ``simulate_generic`` runs the integers. Convolutions run in float64, which is exact because
@@ -27,7 +29,7 @@ import torch.nn.functional as F
 
 from cnnforge.arithmetic import fraction_bits, saturate_signed, shift_round_half_up
 from cnnforge.errors import SimulationError
-from cnnforge.ir import INPUT, Activation, EltwiseOp, Layer, Network, Op, PoolKind
+from cnnforge.ir import INPUT, Activation, EltwiseOp, Layer, Network, Op, Pooling, PoolKind
 from cnnforge.targets.generic.target import GenericTarget
 
 EXACT_FLOAT64 = 2**53
@@ -111,24 +113,52 @@ def _range(bits: int) -> tuple[int, int]:
     return -(2 ** (bits - 1)), 2 ** (bits - 1) - 1
 
 
+_ACTIVATIONS = frozenset(
+    {Activation.NONE, Activation.RELU, Activation.RELU6, Activation.ABS, Activation.HARDTANH}
+)
+
+
 def _check_integer(layer: Layer) -> None:
-    ok = {Activation.NONE, Activation.RELU, Activation.RELU6, Activation.ABS, Activation.HARDTANH}
-    bad = (
-        layer.op in (Op.SOFTMAX, Op.OPAQUE, Op.BATCHNORM)
-        or (layer.op is Op.ACTIVATION and layer.activation not in ok)
-        or (layer.op is Op.UPSAMPLE and layer.upsample_mode not in ("", "nearest"))
-        or (layer.op is Op.PAD and layer.pad_value != 0)
-        or (layer.op is Op.ELTWISE and layer.eltwise not in (EltwiseOp.ADD, EltwiseOp.SUB))
-        or (layer.has_weights and layer.activation is not Activation.NONE)
-        or (layer.pool is not None and layer.op is not Op.POOL)
-    )
-    if bad:
+    """Refuse, naming what, a layer these integer semantics do not define."""
+    why = _no_integer_semantics(layer)
+    if why:
         raise SimulationError(
-            f"{layer.label()} has no integer semantics on the generic target",
+            f"{layer.label()}: {why} has no integer semantics on the generic target",
             where=f"layer {layer.name}",
-            hint="a BatchNorm must follow a conv/linear; use ReLU/ReLU6/Abs, nearest "
-            "upsampling, add/sub",
+            hint="the generic integers run conv/linear (with input pooling and a ReLU/ReLU6/"
+            "Hardtanh/Abs), pools, nearest upsampling, zero padding, add/sub, concatenation",
         )
+
+
+def integer_refusals(network: Network) -> tuple[tuple[Layer, str], ...]:
+    """Every layer of the BatchNorm-folded ``network`` these semantics do not define, and what
+    it lacks: ``cnnforge check -d generic:...`` lists them; ``quantize_generic`` (``budget
+    --accuracy``) refuses the first, so check exit 0 means the integers run."""
+    from cnnforge.passes.fold_bn import fold_batchnorm
+
+    folded = fold_batchnorm(network)
+    found = ((x, _no_integer_semantics(x)) for x in folded.layers)
+    return tuple((x, why) for x, why in found if why)
+
+
+def _no_integer_semantics(layer: Layer) -> str | None:
+    """What of ``layer`` the integer semantics lack (None: all of it is defined)."""
+    op = layer.op
+    if op in (Op.SOFTMAX, Op.OPAQUE, Op.BATCHNORM):
+        return f"a {op.value} layer" + (" not after a conv/linear" if op is Op.BATCHNORM else "")
+    if layer.activation not in _ACTIVATIONS:
+        return f"the activation {layer.activation.value}"
+    if op is Op.UPSAMPLE and layer.upsample_mode not in ("", "nearest"):
+        return f"{layer.upsample_mode} upsampling"
+    if op is Op.PAD and layer.pad_value != 0:
+        return f"padding with {layer.pad_value}"
+    if op is Op.ELTWISE and layer.eltwise not in (EltwiseOp.ADD, EltwiseOp.SUB):
+        return f"the element-wise {layer.eltwise.value if layer.eltwise else '?'}"
+    if layer.has_weights and (layer.eltwise is not None or len(layer.inputs) != 1):
+        return "a weight layer with several inputs"
+    if layer.pool is not None and op is not Op.POOL and not layer.has_weights:
+        return f"input pooling of a {op.value} layer"
+    return None
 
 
 def simulate_generic(q: QuantizedGeneric, x: torch.Tensor) -> dict[str, torch.Tensor]:
@@ -140,15 +170,26 @@ def simulate_generic(q: QuantizedGeneric, x: torch.Tensor) -> dict[str, torch.Te
 
 
 def _run(q: QuantizedGeneric, layer: Layer, xs: list[torch.Tensor]) -> torch.Tensor:
+    """One layer: its operation, then its fused activation (exact on the output's integers)."""
+    y = _operate(q, layer, xs)
+    if layer.op is not Op.ACTIVATION and layer.activation is not Activation.NONE:
+        y = _activate(y, layer, q.frac[layer.name])
+    return y
+
+
+def _operate(q: QuantizedGeneric, layer: Layer, xs: list[torch.Tensor]) -> torch.Tensor:
     sem, f_out = q.semantics, q.frac[layer.name]
     ins = [q.frac[n] for n in layer.inputs]
     x, op = xs[0], layer.op
     if layer.has_weights:
+        if layer.pool is not None:  # input pooling keeps the input's scale (exact / half up)
+            x = _pool(x, layer.pool, ())
         return _weighted(q, layer, x)
     if op is Op.ACTIVATION:
         return _activate(x, layer, f_out)
     if op is Op.POOL:
-        return _pool(x, layer)
+        assert layer.pool is not None
+        return _pool(x, layer.pool, layer.padding)
     if op in (Op.ELTWISE, Op.CONCAT):
         parts = [
             saturate_signed(shift_round_half_up(v, f - f_out), sem.act_bits)
@@ -210,11 +251,9 @@ def _activate(x: torch.Tensor, layer: Layer, f: int) -> torch.Tensor:
     return x
 
 
-def _pool(x: torch.Tensor, layer: Layer) -> torch.Tensor:
-    pool = layer.pool
-    assert pool is not None
+def _pool(x: torch.Tensor, pool: Pooling, padding: tuple[int, ...]) -> torch.Tensor:
     nd = x.dim() - 2
-    pad = tuple(layer.padding) or (0,) * nd
+    pad = tuple(padding) or (0,) * nd
     if pool.kind is PoolKind.MAX:
         fn = F.max_pool1d if nd == 1 else F.max_pool2d
         return fn(x, pool.size, pool.stride, pad, pool.dilation_or_ones())

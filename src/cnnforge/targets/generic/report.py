@@ -13,7 +13,7 @@ from typing import Any
 from rich.table import Table
 
 from cnnforge.analysis.render import human_bytes
-from cnnforge.targets.generic.plan import GenericPlan
+from cnnforge.targets.generic.budget_plan import GenericPlan
 
 JSON_SCHEMA = "cnnforge-generic-plan/1"
 

@@ -1,1 +1,1 @@
-"""The HLS C++ FPGA target (docs/hls-target.md): its device record in ``device.py``."""
+"""The HLS C++ FPGA target (docs/hls-target.md): device record, buffer plan, emitter, report."""

@@ -16,7 +16,7 @@ import numpy as np
 
 from cnnforge.geometry import layer_in_channels
 from cnnforge.ir import Activation, Layer, Network, Op, PoolKind
-from cnnforge.plan.model import Placement, Plan
+from cnnforge.targets.max7800x.placement import Placement, Plan
 
 
 @dataclass(frozen=True)

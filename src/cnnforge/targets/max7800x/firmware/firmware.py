@@ -12,10 +12,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from cnnforge.ir import Network
-from cnnforge.plan.model import Plan
 from cnnforge.targets.max7800x.firmware import bias, data, kernels, registers
 from cnnforge.targets.max7800x.firmware.facts import LayerFacts, network_facts
 from cnnforge.targets.max7800x.firmware.regmap import MAPS, RegisterMap
+from cnnforge.targets.max7800x.placement import Plan
 
 
 @dataclass(frozen=True)
@@ -45,7 +45,8 @@ def build_firmware(
 ) -> Firmware:
     """The firmware of ``network`` placed by ``plan``, with sample ``x`` and the simulator's
     ``outputs`` for it ({layer name: (C, H, W)}; the network's output layers are checked)."""
-    rmap = MAPS[plan.device]
+    device = plan.device if isinstance(plan.device, str) else plan.device.name
+    rmap = MAPS[device]
     if plan.fifo:
         raise NotImplementedError("input through the FIFOs")
     facts = network_facts(network, plan)
@@ -53,7 +54,7 @@ def build_firmware(
     bl = bias.layout(facts, rmap)
     has_bias = any(bl.values)
     return Firmware(
-        device=plan.device,
+        device=device,
         facts=facts,
         init=registers.init_writes(facts, rmap, has_bias),
         kernels=kernels.load_records(kl, rmap),

@@ -1,0 +1,161 @@
+"""The HLS report: resources per engine and in total beside seed 001's table, the register map
+and float vs quantized agreement on the sample (docs/hls-target.md §7)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from cnnforge.sim.agreement import agreement
+from cnnforge.targets.hls.buffer_plan import HlsPlan
+from cnnforge.targets.hls.regmap import register_rows
+
+#: Seed 001 §6 "Hardware resources by modules", as the seed reports them (its tool's area scores).
+SEED_TABLE = {
+    "conv2d": 6647,
+    "batchnorm": 9894,
+    "maxpool": 3650,
+    "transconv": 7194,
+    "ROM": 393216,
+    "top": 423251,
+}
+ENGINE_ORDER = ("conv2d", "transconv", "copy")
+
+
+def resources(plan: HlsPlan) -> dict[str, Any]:
+    """Per engine and total: ROM bits, RAM bits per buffer, multipliers, cycles (§7)."""
+    t = plan.target
+    engines: dict[str, dict[str, int]] = {}
+    for lp in plan.layers:
+        e = engines.setdefault(
+            lp.engine,
+            {"layers": 0, "rom_bits": 0, "line_buffer_bits": 0, "multipliers": 0,
+             "pool_comparators": 0, "macs": 0, "cycles": 0, "acc_bits": 0},
+        )  # fmt: skip
+        e["layers"] += 1
+        e["rom_bits"] += lp.rom_bits
+        e["line_buffer_bits"] = max(e["line_buffer_bits"], lp.line_buffer_bits)
+        e["multipliers"] = t.macs_per_cycle if lp.engine != "copy" else 0
+        e["pool_comparators"] = max(e["pool_comparators"], lp.pool_comparators)
+        e["macs"] += lp.macs
+        e["cycles"] += lp.cycles
+        e["acc_bits"] = max(e["acc_bits"], lp.acc_bits)
+    ram = {name: elements * t.activation_bits for name, elements in plan.buffers.items()}
+    cycles = sum(e["cycles"] for e in engines.values()) + plan.io_cycles
+    return {
+        "target": t.name,
+        "macs_per_cycle": t.macs_per_cycle,
+        "initiation_interval": t.initiation_interval,
+        "clock_mhz": t.clock_mhz,
+        "engines": {k: engines[k] for k in ENGINE_ORDER if k in engines},
+        "ram_bits": ram,
+        "total": {
+            "rom_bits": sum(e["rom_bits"] for e in engines.values()),
+            "ram_bits": sum(ram.values()) + sum(e["line_buffer_bits"] for e in engines.values()),
+            "multipliers": sum(e["multipliers"] for e in engines.values()),
+            "cycles": cycles,
+            "milliseconds": cycles / (t.clock_mhz * 1e3),
+        },
+        "layers": [
+            {
+                "name": lp.layer.name,
+                "engine": lp.engine,
+                "buffer": lp.buffer,
+                "acc_bits": lp.acc_bits,
+                "macs": lp.macs,
+                "cycles": lp.cycles,
+                "rom_bits": lp.rom_bits,
+            }
+            for lp in plan.layers
+        ],
+    }
+
+
+def agreement_rows(state: Any) -> list[tuple[str, str, float]]:
+    """(output, argmax agreement or "-", mean |float - quantized| in LSBs) on the sample."""
+    rows = agreement(state.network, state.answer, state.float_outputs, state.output_exponents)
+    return [(a.name, "-" if a.argmax is None else f"{a.argmax:.4f}", a.mean_lsb) for a in rows]
+
+
+def report_markdown(state: Any) -> str:
+    """report.md for one compile."""
+    plan, net = state.hls_plan, state.network
+    r = resources(plan)
+    t, total = plan.target, r["total"]
+    bits = sorted({x.quant.weight_bits for x in net.layers if x.quant is not None})
+    lines = [
+        f"# {net.name} on {t.name} (HLS C++)",
+        "",
+        f"W{'/'.join(map(str, bits))}A{t.activation_bits}; {t.macs_per_cycle} MACs per cycle "
+        f"per engine, II={t.initiation_interval}, {t.clock_mhz:g} MHz; {len(net.layers)} layers.",
+        "",
+        "## Resources per engine",
+        "",
+        "| Engine | Layers | ROM bits | Line buffer bits | Multipliers | Pool comparators "
+        "| Acc bits | MACs | Cycles |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for name, e in r["engines"].items():
+        lines.append(
+            f"| {name} | {e['layers']} | {e['rom_bits']:,} | {e['line_buffer_bits']:,} | "
+            f"{e['multipliers']} | {e['pool_comparators']} | {e['acc_bits']} | {e['macs']:,} | "
+            f"{e['cycles']:,} |"
+        )
+    lines += ["", "## Activation RAM", "", "| Buffer | Bits | Tenants |", "|---|---|---|"]
+    for buf, nbits in r["ram_bits"].items():
+        tenants = [n for n, b in plan.tensor_buffer.items() if b == buf]
+        lines.append(f"| {buf} | {nbits:,} | {', '.join(tenants)} |")
+    lines += [
+        "",
+        "## Total",
+        "",
+        f"- ROM: {total['rom_bits']:,} bits (weights and biases)",
+        f"- RAM: {total['ram_bits']:,} bits (ping, pong, skip stores, line buffers)",
+        f"- Multipliers: {total['multipliers']}",
+        f"- Cycles: {total['cycles']:,} (stream in/out included) = "
+        f"{total['milliseconds']:.2f} ms at {t.clock_mhz:g} MHz",
+        "",
+        "## Beside seed 001 §6",
+        "",
+        "Seed 001's figures are its HLS tool's area scores per module (batch normalization had",
+        "its own module); ours are counts: multipliers, comparators, ROM and RAM bits.",
+        "",
+        "| | conv2d | batchnorm | maxpool | transconv | ROM | top |",
+        "|---|---|---|---|---|---|---|",
+        "| seed 001 | " + " | ".join(f"{v:,}" for v in SEED_TABLE.values()) + " |",
+        _ours_row(r),
+        "",
+        "## AXI-Lite register map (bundle ctrl)",
+        "",
+        "| Offset | Register | Description |",
+        "|---|---|---|",
+        *(f"| {o} | {n} | {d} |" for o, n, d in register_rows(t)),
+        "",
+    ]
+    rows = agreement_rows(state)
+    if rows:
+        lines += ["## Float vs quantized on the sample", "", "| Output | Argmax agreement "
+                  "| Mean abs error (LSB) |", "|---|---|---|"]  # fmt: skip
+        lines += [f"| {n} | {a} | {e:.3f} |" for n, a, e in rows]
+        lines.append("")
+    lines += ["## Layers", "", "| Layer | Engine | Output buffer | Acc bits | MACs | Cycles "
+              "| ROM bits |", "|---|---|---|---|---|---|---|"]  # fmt: skip
+    for x in r["layers"]:
+        lines.append(
+            f"| {x['name']} | {x['engine']} | {x['buffer']} | {x['acc_bits']} | {x['macs']:,} "
+            f"| {x['cycles']:,} | {x['rom_bits']:,} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def _ours_row(r: dict[str, Any]) -> str:
+    e = r["engines"]
+
+    def mults(name: str) -> str:
+        return f"{e[name]['multipliers']} mult" if name in e else "-"
+
+    pool = max((x["pool_comparators"] for x in e.values()), default=0)
+    return (
+        f"| cnnforge | {mults('conv2d')} | folded into conv | {pool} comparators "
+        f"| {mults('transconv')} | {r['total']['rom_bits']:,} | "
+        f"{r['total']['multipliers']} mult, {r['total']['ram_bits']:,} RAM bits |"
+    )

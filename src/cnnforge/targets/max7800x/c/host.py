@@ -1,0 +1,68 @@
+"""The host steps of the portable C: softmax / log_softmax / argmax after the accelerator.
+
+``Network.host_reduce`` (passes/host_ops.py) says which outputs the host post-processes over
+their channels. The C gets ``cnn_host_output`` (double precision, its own exp/log so that no
+libm is needed) and the self-test compares its result with the values computed here from the
+known answer in float64 (1e-9 relative; argmax exactly). Only emitted when a network has host
+steps, so every other network's C stays byte-identical.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+
+import numpy as np
+import torch
+
+from cnnforge.ir import Network
+from cnnforge.sim.agreement import output_scale
+from cnnforge.sim.float_eval import host_reduce_float
+
+#: Codes of the C's host step kinds (cnn.c: CNN_HOST_SOFTMAX ...).
+KIND_CODES = {"softmax": 0, "log_softmax": 1, "argmax": 2}
+
+
+def host_steps(
+    network: Network,
+    answer: Mapping[str, np.ndarray],
+    exponents: Mapping[str, int] | None = None,
+) -> tuple[list[dict[str, object]], np.ndarray]:
+    """The template rows of every host step and their expected results (float64, in order)."""
+    steps: list[dict[str, object]] = []
+    expected: list[np.ndarray] = []
+    offset = result = 0
+    for name, kind in zip(network.outputs, network.host_reduce, strict=False):
+        shape = network.shape_of(name)
+        count = math.prod(shape)
+        if kind:
+            unit = output_scale(network, name, (exponents or {}).get(name, 0))
+            pixels = count // shape[0]
+            values = torch.from_numpy(np.asarray(answer[name], np.float64) * unit)
+            got = host_reduce_float(kind, values.reshape(1, *shape))[0].numpy().reshape(-1)
+            steps.append(
+                {
+                    "name": name,
+                    "kind": KIND_CODES[kind.partition(":")[0]],
+                    "kind_text": kind,
+                    "offset": offset,
+                    "channels": shape[0],
+                    "pixels": pixels,
+                    "unit": repr(float(unit)),
+                    "result": result,
+                }
+            )
+            expected.append(got)
+            result += got.size
+        offset += count
+    flat = np.concatenate(expected) if expected else np.zeros(0)
+    return steps, flat
+
+
+def c_doubles(name: str, values: np.ndarray, per_line: int = 4) -> str:
+    """``static const double name[N] = {...};`` with round-trip exact literals."""
+    items = [repr(float(v)) for v in np.asarray(values, np.float64).reshape(-1)] or ["0.0"]
+    lines = [
+        "    " + ", ".join(items[i : i + per_line]) + "," for i in range(0, len(items), per_line)
+    ]
+    return f"static const double {name}[{len(items)}] = {{\n" + "\n".join(lines) + "\n};\n"

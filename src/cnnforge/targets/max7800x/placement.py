@@ -1,0 +1,49 @@
+"""The placement of a hardware ``Network`` on a device: the data a vendor YAML carries.
+
+A ``Plan`` has one ``Placement`` per layer of the network it was made for, in the same order
+(the planner may first insert passthrough copy layers, returning the new network with the plan).
+Masks are 64-bit processor masks (bit p = processor p, ../shared/spec/devices.md §6); offsets
+are byte offsets inside every data-memory instance the layer touches.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from cnnforge.devices import Device
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where one hardware layer reads, writes and keeps its weights and bias."""
+
+    layer: str
+    in_processors: int  # YAML `processors`
+    out_processors: int  # YAML `output_processors`
+    in_offset: int
+    out_offset: int
+    write_gap: int = 0
+    kernel_start: int | None = None  # first 72-bit kernel-memory column (devices.md §3)
+    kernel_words: int = 0  # columns used per processor
+    bias_quadrant: int | None = None  # devices.md §4
+    bias_offset: int | None = None  # first entry in that quadrant's bias memory
+    cycles: int | None = None  # estimate by the vendor's latency model (devices.md §5)
+    streaming: bool = False  # reads its input as a stream (circular buffer; plan/streaming.py)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A whole network's placement on ``device`` (its record, as the planner read it)."""
+
+    device: Device
+    data_format: str  # "HWC" or "CHW": the input layout of the first layer
+    placements: tuple[Placement, ...]
+    allow_overlap: bool = False  # imported plans that rely on the vendor's --overlap-data
+    fifo: bool = False  # the input arrives through the FIFOs (the vendor's --fifo)
+    notes: tuple[str, ...] = field(default=())
+
+    def placement(self, layer: str) -> Placement:
+        for p in self.placements:
+            if p.layer == layer:
+                return p
+        raise KeyError(layer)

@@ -1,0 +1,396 @@
+"""An independent check of any plan, ours or imported: ``validate_plan`` -> a tuple of ``Issue``.
+
+It does not trust the planner. Static rules (devices.md §7: processor counts, offsets, bounds,
+write-pointer range, passthrough masks, kernel and bias capacity) are checked per layer; then
+the whole network is run at word level (plan/wordsim.py): every layer's reads and writes
+follow devices.md §2 addressing on a model of the 16 data-memory instances that records which
+tensor, channel and pixel each byte lane holds. A read that finds anything but the expected
+channel and pixel (wrong offset, wrong concatenation order, missing interleave, overwritten
+skip tensor) and a write over data still live are issues. ``allow_overlap`` accepts what the
+vendor's ``--overlap-data`` accepts: a layer writing over its own inputs that die with it.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from cnnforge.devices import Device, get_device
+from cnnforge.errors import PlanError
+from cnnforge.geometry import (
+    bias_entries,
+    depthwise_bias_slices,
+    has_bias,
+    kernel_count,
+    kernel_slots,
+    layer_in_geometry,
+    main_input_shape,
+    packed_kernel_words,
+    tensor_geometry,
+)
+from cnnforge.ir import Layer, Network, Op
+from cnnforge.targets.max7800x.issues import Issue
+from cnnforge.targets.max7800x.placement import Placement, Plan
+from cnnforge.targets.max7800x.streaming import streaming_issues
+from cnnforge.targets.max7800x.wordsim import simulate_words
+
+
+def validate_plan(
+    network: Network,
+    plan: Plan,
+    device: Device | str,
+    allow_overlap: bool = False,
+    in_place: bool = True,
+) -> tuple[Issue, ...]:
+    """Every rule ``plan`` breaks on ``device`` (empty when the plan is valid).
+
+    ``in_place=False``: also report layers overwriting their own input where that is proven
+    safe (plan/inplace.py), i.e. the vendor simulator's check without ``--overlap-data``.
+    """
+    dev = get_device(device)
+    issues = _structure(network, plan, dev)
+    if issues:
+        return tuple(issues)
+    if plan.fifo or any(p.streaming for p in plan.placements):
+        stream = streaming_issues(network, plan, plan.device)
+        issues.extend(Issue(network.layers[x.index].name, x.rule, x.message) for x in stream)
+    for i, (layer, place) in enumerate(zip(network.layers, plan.placements, strict=True)):
+        issues.extend(_layer_issues(network, plan, i, layer, place, dev))
+    issues.extend(_kernel_issues(network, plan, dev))
+    issues.extend(_bias_issues(network, plan, dev))
+    if not issues or all(x.rule in ("kernel-memory", "bias-memory") for x in issues):
+        overlap = allow_overlap or plan.allow_overlap
+        issues.extend(simulate_words(network, plan, dev, overlap, in_place))
+    return tuple(issues)
+
+
+def raise_on_issues(issues: tuple[Issue, ...], what: str = "the plan") -> None:
+    """Turn the first issue into a ``PlanError`` (the CLI's one line), counting the rest."""
+    if issues:
+        first = issues[0]
+        more = f" (and {len(issues) - 1} more issues)" if len(issues) > 1 else ""
+        raise PlanError(
+            f"{what} breaks a placement rule: {first.message} [{first.rule}]{more}",
+            where=f"layer {first.layer}",
+            hint="run `cnnforge plan --validate-only` to list every issue",
+        )
+
+
+def _structure(network: Network, plan: Plan, dev: Device) -> list[Issue]:
+    if len(plan.placements) != len(network.layers):
+        return [
+            Issue(
+                network.name,
+                "structure",
+                f"{len(plan.placements)} placements for {len(network.layers)} layers",
+            )
+        ]
+    out = [
+        Issue(layer.name, "structure", f"the placement is for {place.layer!r}")
+        for layer, place in zip(network.layers, plan.placements, strict=True)
+        if place.layer != layer.name
+    ]
+    if len(network.layers) > dev.max_layers:
+        out.append(
+            Issue(
+                network.name,
+                "layer-count",
+                f"{len(network.layers)} layers exceed {dev.max_layers} on {dev.name}",
+            )
+        )
+    used = 0
+    for place in plan.placements:
+        used |= place.in_processors | place.out_processors
+    if not used & 0xFFFF:
+        out.append(Issue(network.name, "quadrant-0", "no layer uses quadrant 0 (processors 0-15)"))
+    return out
+
+
+def _layer_issues(
+    network: Network, plan: Plan, i: int, layer: Layer, place: Placement, dev: Device
+) -> list[Issue]:
+    """The static rules of one layer (devices.md §6 memory and masks, §7 the vendor's checks)."""
+    chw = i == 0 and plan.data_format == "CHW"
+    found = _mask_issues(network, layer, place, dev, chw) + _memory_issues(
+        network, layer, place, dev, chw
+    )
+    return [Issue(layer.name, rule, message) for rule, message in found]
+
+
+def _mask_issues(
+    network: Network, layer: Layer, place: Placement, dev: Device, chw: bool
+) -> list[tuple[str, str]]:
+    out = []
+    pairs = (
+        ("processors", place.in_processors, layer_in_geometry(network, layer)),
+        ("output_processors", place.out_processors, tensor_geometry(network, layer.name)),
+    )
+    for key, mask, geo in pairs:
+        if not 0 < mask < 1 << dev.processors:
+            out.append(("mask-range", f"`{key}` {mask:#x} is not a non-zero 64-bit mask"))
+        elif mask.bit_count() != geo.processors:
+            out.append(
+                (
+                    "processor-count",
+                    f"{geo.channels} channels need {geo.processors} processors per pass "
+                    f"({geo.passes} pass(es)) but `{key}` {mask:#018x} has {mask.bit_count()}",
+                )
+            )
+    if chw and any((place.in_processors >> (4 * k) & 0xF).bit_count() > 1 for k in range(16)):
+        out.append(
+            (
+                "chw-mask",
+                f"CHW input needs one processor per instance, not {place.in_processors:#x}",
+            )
+        )
+    if layer.groups > 1:  # depthwise alignment (devices.md §6)
+        first_out = (place.out_processors & -place.out_processors).bit_length() - 1
+        first_in = (place.in_processors & -place.in_processors).bit_length() - 1
+        spans = (place.in_processors >> first_in).bit_length() + first_in % 16 > 16
+        if first_out % 4 or (spans and first_in % 4):
+            out.append(("depthwise-mask", "depthwise masks must start at a multiple of 4"))
+    if layer.op is Op.PASSTHROUGH and not passthrough_masks_ok(
+        place.in_processors, place.out_processors, dev
+    ):
+        out.append(
+            (
+                "passthrough-mask",
+                f"output map {place.out_processors:#018x} is not the input map "
+                f"{place.in_processors:#018x} packed per quadrant",
+            )
+        )
+    return out
+
+
+def _memory_issues(
+    network: Network, layer: Layer, place: Placement, dev: Device, chw: bool
+) -> list[tuple[str, str]]:
+    out = []
+    geo_in = layer_in_geometry(network, layer)
+    geo_out = tensor_geometry(network, layer.name)
+    for key, off in (("in_offset", place.in_offset), ("out_offset", place.out_offset)):
+        if off < 0 or off % 4:
+            out.append(("offset-align", f"`{key}` {off:#x} is not a non-negative multiple of 4"))
+    operands = len(layer.inputs) if layer.eltwise is not None else 1
+    in_bytes = geo_in.pixels * geo_in.passes * operands * (1 if chw else 4)
+    end = dev.instance_bytes
+    if place.in_offset + in_bytes > end and not place.streaming:  # streaming: plan/streaming.py
+        out.append(
+            (
+                "input-bounds",
+                f"input of {in_bytes} bytes at {place.in_offset:#x} "
+                f"passes the instance end {end:#x}",
+            )
+        )
+    out_bytes = out_span(geo_out.pixels, geo_out.passes, place.write_gap, layer.wide)
+    last = layer.name in network.outputs
+    if place.out_offset + out_bytes > end and (not place.streaming or last):
+        out.append(
+            (
+                "output-bounds",
+                f"output of {out_bytes} bytes at {place.out_offset:#x} "
+                f"passes the instance end {end:#x}",
+            )
+        )
+    if geo_out.passes * (place.write_gap + 1) > 1 << dev.write_ptr_inc_bits:
+        out.append(
+            (
+                "write-gap",
+                f"{geo_out.passes} output passes x (write_gap "
+                f"{place.write_gap} + 1) exceed {1 << dev.write_ptr_inc_bits}",
+            )
+        )
+    if any(name != "input" and network.layer(name).wide for name in layer.inputs):
+        out.append(("wide-input", "reads a 32-bit (wide) output; only 8-bit data can be read"))
+    return out
+
+
+def out_span(pixels: int, out_passes: int, gap: int, wide: bool) -> int:
+    """Bytes from ``out_offset`` to the end of the last word written (devices.md §2)."""
+    if wide:
+        return 4 * ((pixels * out_passes - 1) * 4 * (gap + 1) + 4)
+    return 4 * ((pixels * out_passes - 1) * (gap + 1) + 1)
+
+
+def passthrough_masks_ok(in_mask: int, out_mask: int, dev: Device) -> bool:
+    """Per quadrant, the output bits are the input bits packed together (devices.md §6)."""
+    for q in range(dev.quadrants):
+        a = in_mask >> (dev.processors_per_quadrant * q) & 0xFFFF
+        b = out_mask >> (dev.processors_per_quadrant * q) & 0xFFFF
+        if a.bit_count() != b.bit_count():
+            return False
+        if b and (b >> ((b & -b).bit_length() - 1)) + 1 & (b >> ((b & -b).bit_length() - 1)):
+            return False
+    return True
+
+
+def spec_kernel_words(network: Network, layer: Layer, out_mask: int, dev: Device) -> int:
+    """72-bit kernel words per input processor of a placed weight layer, derived here from
+    devices.md §3 and the placed output mask (not from the planner's sizing helpers)."""
+    shape = main_input_shape(network, layer)
+    flat = layer.flatten
+    ksize = 1 if flat or not layer.kernel_size else math.prod(layer.kernel_size)
+    pixels = math.prod(shape[1:]) if flat else 1
+    slots = kernel_slots(out_mask, dev)
+    kc = kernel_count(layer, shape[0], layer.out_shape[0], slots, pixels, dev)
+    bits = layer.quant.weight_bits if layer.quant is not None else dev.default_weight_bits
+    return packed_kernel_words(kc, ksize, bits, dev)
+
+
+def _kernel_issues(network: Network, plan: Plan, dev: Device) -> list[Issue]:
+    """Kernel columns in range and never shared by two different layers (or allocatable)."""
+    out: list[Issue] = []
+    taken: dict[int, list[tuple[int, int, str]]] = {}
+    for layer, place in zip(network.layers, plan.placements, strict=True):
+        if not layer.has_weights:
+            continue
+        words = spec_kernel_words(network, layer, place.out_processors, dev)
+        procs = [p for p in range(dev.processors) if place.in_processors >> p & 1]
+        start = place.kernel_start
+        if start is not None and place.kernel_words < words:
+            out.append(
+                Issue(
+                    layer.name,
+                    "kernel-words",
+                    f"the plan keeps {place.kernel_words} kernel words per processor, "
+                    f"devices.md §3 gives {words} for these masks",
+                )
+            )
+        if start is None:
+            start = _greedy_start(taken, procs, words, dev)
+            if start is None:
+                out.append(
+                    Issue(
+                        layer.name,
+                        "kernel-memory",
+                        f"kernel memory exhausted: "
+                        f"{words} words per processor do not fit on {procs[0]}-"
+                        f"{procs[-1]}",
+                    )
+                )
+                continue
+        elif start % dev.kernel_start_align:
+            out.append(
+                Issue(
+                    layer.name,
+                    "kernel-align",
+                    f"kernel start {start} is not a multiple of {dev.kernel_start_align}",
+                )
+            )
+        over = [p for p in procs if start + words > dev.kernel_words(p)]
+        if over:
+            out.append(
+                Issue(
+                    layer.name,
+                    "kernel-memory",
+                    f"columns {start}..{start + words} pass "
+                    f"the capacity of processor {over[0]} ({dev.kernel_words(over[0])})",
+                )
+            )
+        out.extend(_kernel_clash(network, layer, procs, start, words, taken, plan))
+        for p in procs:
+            taken.setdefault(p, []).append((start, start + words, layer.name))
+    return out
+
+
+def _kernel_clash(network, layer, procs, start, words, taken, plan) -> list[Issue]:
+    for p in procs:
+        for a, b, other in taken.get(p, ()):
+            overlap = a < start + words and start < b
+            if overlap and not _same_kernels(plan, layer, network.layer(other)):
+                return [
+                    Issue(
+                        layer.name,
+                        "kernel-overlap",
+                        f"kernel columns {start}..{start + words}"
+                        f" of processor {p} overlap layer {other}'s {a}..{b}",
+                    )
+                ]
+    return []
+
+
+def _same_kernels(plan: Plan, a: Layer, b: Layer) -> bool:
+    """Two layers may share columns when they hold identical quantized weights there."""
+    pa, pb = plan.placement(a.name), plan.placement(b.name)
+    same_place = (pa.kernel_start, pa.kernel_words, pa.in_processors) == (
+        pb.kernel_start,
+        pb.kernel_words,
+        pb.in_processors,
+    )
+    qa, qb = a.quant, b.quant
+    return (
+        same_place
+        and qa is not None
+        and qb is not None
+        and qa.weight_bits == qb.weight_bits
+        and np.array_equal(qa.weights, qb.weights)
+    )
+
+
+def _greedy_start(taken, procs, words, dev: Device) -> int | None:
+    """The vendor's allocator for plans without a kernel map: the lowest free aligned start."""
+    cap = min(dev.kernel_words(p) for p in procs)
+    start = 0
+    while start + words <= cap:
+        clash = [
+            b for p in procs for a, b, _ in taken.get(p, ()) if a < start + words and start < b
+        ]
+        if not clash:
+            return start
+        start = max(clash) + (-max(clash)) % dev.kernel_start_align
+    return None
+
+
+def _bias_issues(network: Network, plan: Plan, dev: Device) -> list[Issue]:
+    """Bias entries inside one quadrant, never shared; plans without offsets are allocated."""
+    out: list[Issue] = []
+    quadrants = dev.quadrants
+    spans: list[list[tuple[int, int, str]]] = [[] for _ in range(quadrants)]
+    fill = [0] * quadrants
+    for layer, place in zip(network.layers, plan.placements, strict=True):
+        if not (layer.has_weights and has_bias(layer)):
+            continue
+        if layer.groups > 1:  # depthwise: a slice in each quadrant it writes
+            for k, m in depthwise_bias_slices(
+                layer.out_shape[0], place.out_processors, dev
+            ).items():
+                spans[k].append((fill[k], fill[k] + m, layer.name))
+                fill[k] += m
+                if fill[k] > dev.bias_entries_per_quadrant:
+                    have = dev.bias_entries_per_quadrant
+                    message = f"quadrant {k} bias memory needs {fill[k]} of {have}"
+                    out.append(Issue(layer.name, "bias-memory", message))
+            continue
+        n = bias_entries(layer.out_shape[0], place.out_processors, dev)
+        q = place.bias_quadrant
+        if q is None:
+            q = min(range(quadrants), key=lambda k: (fill[k], k))
+        if not 0 <= q < quadrants:
+            out.append(Issue(layer.name, "bias-group", f"bias quadrant {q} does not exist"))
+            continue
+        start = fill[q] if place.bias_offset is None else place.bias_offset
+        clash = [name for a, b, name in spans[q] if a < start + n and start < b]
+        if clash:
+            out.append(
+                Issue(
+                    layer.name,
+                    "bias-overlap",
+                    f"bias entries {start}..{start + n} of quadrant {q} overlap layer {clash[0]}'s",
+                )
+            )
+        if start + n > dev.bias_entries_per_quadrant:
+            out.append(
+                Issue(
+                    layer.name,
+                    "bias-memory",
+                    f"bias entries {start}..{start + n} pass "
+                    f"the {dev.bias_entries_per_quadrant} of quadrant {q}",
+                )
+            )
+        spans[q].append((start, start + n, layer.name))
+        fill[q] = max(fill[q], start + n)
+    return out
+
+
+__all__ = ["Issue", "passthrough_masks_ok", "raise_on_issues", "spec_kernel_words", "validate_plan"]

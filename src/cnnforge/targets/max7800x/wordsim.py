@@ -1,0 +1,300 @@
+"""Word-level run of a plan: what every byte lane of data memory holds, layer after layer.
+
+A model of the 16 data-memory instances as 64 byte lanes (processor p = instance p // 4, lane
+p % 4) of ``instance_bytes / 4`` words. Each lane records the tensor, channel and pixel written
+there. Layers run in order; each first reads (devices.md §2 input addressing: word
+``in_offset/4 + (pixel*E + pass)*K + operand``, channel ``pass*T + j`` on the j-th processor of
+the input mask) and every read must find the expected channel and pixel, then writes (output
+addressing: ``out_offset/4 + (pixel*E_out + pass)*(write_gap + 1)``; 32-bit output: one word per
+channel). A write touches whole words (the other lanes of the instance are written too), and
+may not land on data still live (cnnforge.geometry) unless ``allow_overlap`` and the data is the
+layer's own input dying with it. The network input is loaded where the first layer reads it.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from cnnforge.devices import Device
+from cnnforge.geometry import layer_in_geometry, live_intervals, tensor_geometry
+from cnnforge.ir import INPUT, Layer, Network
+from cnnforge.targets.max7800x.inplace import in_place_words
+from cnnforge.targets.max7800x.issues import Issue
+from cnnforge.targets.max7800x.placement import Placement, Plan
+from cnnforge.targets.max7800x.streaming import streaming_prefix
+
+EMPTY = -1
+CHW_ANY = -2  # CHW input bytes: one channel per word, four pixels per word
+
+
+class _Memory:
+    """Tensor id, channel and pixel per (processor lane, word)."""
+
+    def __init__(self, words: int, dev: Device) -> None:
+        self.tid = np.full((dev.processors, words), EMPTY, dtype=np.int32)
+        self.ch = np.full((dev.processors, words), EMPTY, dtype=np.int32)
+        self.px = np.full((dev.processors, words), EMPTY, dtype=np.int32)
+        self.words = words
+        self.dev = dev
+
+
+def _procs(mask: int, dev: Device) -> np.ndarray:
+    return np.array([p for p in range(dev.processors) if mask >> p & 1], dtype=np.int64)
+
+
+def simulate_words(
+    network: Network, plan: Plan, dev: Device, allow_overlap: bool, in_place: bool = True
+) -> list:
+    """The issues found by running ``plan`` at word level (see the module docstring).
+
+    ``in_place``: accept a layer overwriting its dying input where plan/inplace.py proves it.
+    """
+    names = [INPUT, *(x.name for x in network.layers)]
+    ids = {n: i for i, n in enumerate(names)}
+    live = live_intervals(network)
+    mem = _Memory(dev.instance_bytes // 4, dev)
+    issues: list[Issue] = []
+    first = network.layers[0]
+    place0 = plan.placements[0]
+    if first.inputs != (INPUT,):
+        issues.append(Issue(first.name, "input-load", "the first layer must read the input alone"))
+        return issues
+    chw = plan.data_format == "CHW"
+    load = Placement(INPUT, 0, place0.in_processors, 0, place0.in_offset)
+    overlap = "own-input" if allow_overlap else ("proven" if in_place else "none")
+    # A streaming prefix never holds its inputs whole (rollover buffers, plan/streaming.py):
+    # the run starts with the last streaming layer writing its whole output.
+    streamed = streaming_prefix(plan)
+    if not streamed:
+        issues += _write(mem, network, -1, INPUT, load, ids, live, names, overlap, chw)
+    for i, (layer, place) in enumerate(zip(network.layers, plan.placements, strict=True)):
+        if i < streamed - 1:
+            continue
+        if i >= streamed:
+            issues += _read(mem, network, layer, place, ids, names, chw and i == 0)
+        # The in-place proof assumes HWC input words; a CHW first layer never qualifies.
+        mode = "none" if chw and i == 0 and overlap == "proven" else overlap
+        issues += _write(mem, network, i, layer.name, place, ids, live, names, mode)
+    return issues
+
+
+def _write_index(
+    offset: int, pixels: int, out_passes: int, gap: int, wide: bool, lane: int
+) -> list[np.ndarray]:
+    """Word indices of each pass of one processor's channel (devices.md §2 output rule)."""
+    pix = np.arange(pixels, dtype=np.int64)
+    if wide:
+        return [
+            offset // 4 + (pix * 4 * out_passes + 4 * e) * (gap + 1) + lane
+            for e in range(out_passes)
+        ]
+    return [offset // 4 + (pix * out_passes + e) * (gap + 1) for e in range(out_passes)]
+
+
+def _written(
+    network: Network, name: str, place: Placement, dev: Device, chw: bool = False
+) -> list[tuple[int, int, np.ndarray]]:
+    """(processor, channel slot, word indices) of every word the tensor ``name`` is written to."""
+    geo = tensor_geometry(network, name)
+    procs = _procs(place.out_processors, dev)
+    t = len(procs)
+    words = []
+    for j, p in enumerate(procs):
+        if chw:
+            idx = [place.out_offset // 4 + np.arange(-(-geo.pixels * geo.passes // 4))]
+        else:
+            idx = _write_index(
+                place.out_offset,
+                geo.pixels,
+                geo.passes,
+                place.write_gap,
+                geo.wide,
+                int(p) % dev.processors_per_instance,
+            )
+        for e, w in enumerate(idx):
+            words.append((int(p), j + e * t, w))
+    return words
+
+
+def in_place_layers(network: Network, plan: Plan) -> tuple[str, ...]:
+    """Layers that write over words of their own input (which dies with them in a valid plan).
+
+    The vendor tool accepts these only with ``--overlap-data``. For a plan the validator
+    accepts, an input's words are intact until its reader runs, so comparing each layer's
+    written words with its inputs' is what the word-level run would find, without the run.
+    """
+    chw = plan.data_format == "CHW"
+    dev = plan.device
+    lanes = dev.processors_per_instance
+    first = plan.placements[0]
+    streamed = streaming_prefix(plan)
+    homes = {INPUT: (Placement(INPUT, 0, first.in_processors, 0, first.in_offset), chw)}
+    homes.update({x.layer: (x, False) for x in plan.placements})
+
+    def marks(name: str) -> np.ndarray:  # (instance, word) -> written (whole words)
+        place, is_chw = homes[name]
+        written = _written(network, name, place, dev, is_chw)
+        top = max(int(w.max()) for _, _, w in written) + 1
+        mark = np.zeros((dev.processors // lanes, top), dtype=bool)
+        for p, _, w in written:
+            mark[p // lanes, w] = True
+        return mark
+
+    found = []
+    for i, layer in enumerate(network.layers):
+        if i < streamed:  # streaming layers never hold their inputs whole (plan/streaming.py)
+            continue
+        out = marks(layer.name)
+        for src in layer.inputs:
+            held = marks(src)
+            n = min(out.shape[1], held.shape[1])
+            if (out[:, :n] & held[:, :n]).any():
+                found.append(layer.name)
+                break
+    return tuple(found)
+
+
+def _write(mem, network, index, name, place, ids, live, names, overlap, chw=False) -> list:
+    geo = tensor_geometry(network, name)
+    per = mem.dev.processors_per_instance
+    words = _written(network, name, place, mem.dev, chw)
+    top = max(int(w.max()) for _, _, w in words)
+    where = name if name != INPUT else (network.layers[0].name)
+    if top >= mem.words:
+        return [Issue(where, "output-bounds", f"writes word {top:#x} past the instance end")]
+    allowed = overlap == "own-input" or (
+        overlap == "proven" and _proven_in_place(network, index, place)
+    )
+    issues = _overwrites(mem, network, index, name, words, ids, live, names, allowed)
+    # All (processor, word) pairs at once, in the order of ``words``: whole words first (every
+    # lane of the instance), then the processor's own lane.
+    proc = np.concatenate([np.full(w.size, p) for p, _, w in words])
+    chan = np.concatenate([np.full(w.size, c if c < geo.channels else EMPTY) for _, c, w in words])
+    word = np.concatenate([w for _, _, w in words])
+    pixel = np.concatenate([np.arange(w.size) for _, _, w in words]) % max(1, geo.pixels)
+    if geo.wide:  # every lane of a word holds the channel (one channel per word)
+        lanes = (proc - proc % per)[:, None] + np.arange(per)
+        whole = (lanes, word[:, None])
+        mem.tid[whole] = ids[name]
+        mem.ch[whole] = chan[:, None]
+        mem.px[whole] = EMPTY
+    else:  # the same constants in each lane: mark the words once per instance
+        mark = np.zeros((mem.dev.processors // per, mem.words), dtype=bool)
+        mark[proc // per, word] = True
+        whole = np.repeat(mark, per, axis=0)
+        mem.tid[whole] = ids[name]
+        mem.ch[whole] = EMPTY
+        mem.px[whole] = EMPTY
+    mem.ch[proc, word] = CHW_ANY if chw else chan
+    mem.px[proc, word] = CHW_ANY if chw else pixel
+    if geo.wide:
+        mem.ch[whole] = chan[:, None]
+    return issues
+
+
+def _proven_in_place(network: Network, index: int, place: Placement) -> bool:
+    """True when the layer may overwrite its dying input (plan/inplace.py's proof holds)."""
+    if index < 0 or place.write_gap:
+        return False
+    words = in_place_words(network, network.layers[index])
+    return words is not None and place.in_offset - place.out_offset >= 4 * words
+
+
+def _overwrites(mem, network, index, name, words, ids, live, names, allow_overlap) -> list:
+    layer = network.layers[index] if index >= 0 else None
+    per = mem.dev.processors_per_instance
+    written = np.zeros((mem.dev.processors // per, mem.words), dtype=bool)
+    for p, _, w in words:
+        written[p // per, w] = True  # whole words: all lanes of the instance
+    held = mem.tid[np.repeat(written, per, axis=0)]
+    hit = {int(i) + EMPTY for i in np.flatnonzero(np.bincount(held - EMPTY))}  # tensor ids
+    hit.discard(EMPTY)
+    hit.discard(ids[name])
+    issues = []
+    for tid in sorted(hit):
+        other = names[tid]
+        if live[other][1] < index:
+            continue
+        own_input = layer is not None and other in layer.inputs and live[other][1] == index
+        if allow_overlap and own_input:
+            continue
+        what = "its own input" if own_input else "live data"
+        issues.append(
+            Issue(
+                layer.name if layer else INPUT,
+                "overwrite",
+                f"output overwrites {what}: tensor {other} (live until layer "
+                f"{_until(network, live[other][1])})",
+            )
+        )
+    return issues
+
+
+def _until(network: Network, index: int) -> str:
+    if index >= len(network.layers):
+        return "the end (network output)"
+    return network.layers[index].name
+
+
+def _read(mem, network: Network, layer: Layer, place: Placement, ids, names, chw: bool) -> list:
+    """Check every word the layer reads holds the expected (tensor, channel, pixel)."""
+    geo = layer_in_geometry(network, layer)
+    procs = _procs(place.in_processors, mem.dev)
+    t, e_in = len(procs), geo.passes
+    operands = len(layer.inputs) if layer.eltwise is not None else 1
+    parts = [network.shape_of(n)[0] for n in layer.inputs]
+    pix = np.arange(geo.pixels, dtype=np.int64)
+    if chw:  # one byte per pixel and pass: whole words of each channel's instance
+        pix = np.arange(-(-geo.pixels * e_in // 4), dtype=np.int64)
+        e_in = 1
+    issues = []
+    for k in range(operands):
+        for e in range(e_in):
+            w = place.in_offset // 4 + (pix * e_in + e) * operands + k
+            if w.size and int(w.max()) >= mem.words:
+                return [Issue(layer.name, "input-bounds", "reads past the instance end")]
+            for j, p in enumerate(procs):
+                c = e * t + j
+                if c >= geo.channels:
+                    continue
+                src, ch = _source(layer, parts, k, c, operands)
+                bad = _mismatch(mem, int(p), w, ids[src], ch, chw)
+                if bad is not None:
+                    issues.append(
+                        Issue(layer.name, "read", _describe(bad, int(p), w, src, ch, names, mem))
+                    )
+                    return issues
+    return issues
+
+
+def _source(layer: Layer, parts: list[int], k: int, c: int, operands: int) -> tuple[str, int]:
+    if operands > 1:
+        return layer.inputs[k], c
+    for name, n in zip(layer.inputs, parts, strict=True):
+        if c < n:
+            return name, c
+        c -= n
+    return layer.inputs[-1], c
+
+
+def _mismatch(mem, p: int, w: np.ndarray, tid: int, ch: int, chw: bool) -> int | None:
+    ok = mem.tid[p, w] == tid
+    if not chw:
+        ok &= (mem.ch[p, w] == ch) & (mem.px[p, w] == np.arange(w.size))
+    if ok.all():
+        return None
+    return int(np.argmin(ok))
+
+
+def _describe(i: int, p: int, w: np.ndarray, src: str, ch: int, names, mem) -> str:
+    word = int(w[i])
+    tid = int(mem.tid[p, word])
+    found = (
+        "nothing"
+        if tid == EMPTY
+        else (f"channel {int(mem.ch[p, word])} pixel {int(mem.px[p, word])} of {names[tid]}")
+    )
+    return (
+        f"processor {p} word {word:#x} should hold channel {ch} pixel {i} of {src} "
+        f"but holds {found}"
+    )

@@ -1,0 +1,119 @@
+"""The target table (pipeline.targets): --device names resolve there, errors are one line with
+a hint, compile recipes come from the table, and a new entry is all a new target needs."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from cnnforge import arithmetic
+from cnnforge.devices import MAX78000, MAX78002
+from cnnforge.errors import InputError
+from cnnforge.pipeline import hls, steps, targets
+from cnnforge.pipeline.targets import TARGETS, Target, get_target, resolve_device, steps_for
+from cnnforge.targets.generic import integer as generic_integer
+from cnnforge.targets.generic.target import GenericTarget
+from cnnforge.targets.hls.device import HLS
+from support.cli import run_cli
+from support.paths import REPO
+
+SRC = REPO / "src" / "cnnforge"
+
+
+def test_the_max_parts_come_first_then_hls_and_generic() -> None:
+    assert [t.name for t in TARGETS] == ["MAX78000", "MAX78002", "HLS", "generic"]
+    assert TARGETS[0].device is MAX78000 and TARGETS[1].device is MAX78002
+    assert all(t.description and t.report for t in TARGETS)
+
+
+def test_each_target_names_its_integer_rules_as_a_module() -> None:
+    semantics = {t.name: t.semantics for t in TARGETS}
+    assert semantics == {
+        "MAX78000": arithmetic,
+        "MAX78002": arithmetic,
+        "HLS": arithmetic,
+        "generic": generic_integer,
+    }
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [("MAX78000", MAX78000), ("max78002", MAX78002), (" ai85 ", MAX78000), ("hls", HLS)],
+)
+def test_names_resolve_case_insensitively(text: str, expected: object) -> None:
+    assert resolve_device(text) is expected
+    assert resolve_device(expected) is expected  # a record is returned as it is
+
+
+def test_a_parametrised_target_reads_its_parameters() -> None:
+    target = resolve_device("generic:onchip=1MiB,act_bytes=1")
+    assert isinstance(target, GenericTarget)
+    assert (target.onchip_bytes, target.act_bytes) == (1 << 20, 1)
+    assert get_target("GENERIC").name == "generic"
+
+
+@pytest.mark.parametrize("text", ["MAX99999", "", "generic2", "hls:x=1"])
+def test_unknown_names_are_one_line_with_a_hint(text: str) -> None:
+    with pytest.raises(InputError, match="unknown device") as info:
+        get_target(text)
+    line = info.value.one_line()
+    assert "\n" not in line and "MAX78000" in line and "generic" in line and "HLS" in line
+
+
+def test_compile_recipes_come_from_the_table() -> None:
+    assert steps_for(MAX78000) is steps.STEPS and steps_for(MAX78002) is steps.STEPS
+    assert steps_for(HLS) is hls.STEPS
+    with pytest.raises(InputError, match="cannot be compiled"):
+        steps_for(resolve_device("generic"))
+
+
+def test_a_new_target_is_one_entry(monkeypatch: pytest.MonkeyPatch) -> None:
+    toy = dataclasses.replace(MAX78000, name="TOY", die="TOY1")
+    entry = Target("TOY", "a toy", arithmetic, device=toy, aliases=("toy1",),
+                   compile_steps=steps.STEPS, report=("report.html",))  # fmt: skip
+    monkeypatch.setattr(targets, "TARGETS", (*TARGETS, entry))
+    assert resolve_device("toy") is toy and resolve_device("TOY1") is toy
+    assert steps_for(toy) is steps.STEPS
+
+
+def test_compile_refuses_a_target_without_a_recipe(tmp_path: Path, capsys) -> None:
+    from cnnforge.cli import main
+
+    with pytest.raises(SystemExit) as stop:
+        main(["compile", "unet-voc", "-d", "generic", "--ptq", "-o", str(tmp_path / "o")])
+    err = capsys.readouterr().err
+    assert stop.value.code == 2 and "cannot be compiled" in err and err.count("\n") == 1
+    assert not (tmp_path / "o").exists()
+
+
+def test_the_pipeline_has_ordinary_imports() -> None:
+    """No stage is loaded by name: readers and linters see what the pipeline depends on."""
+    offenders = [
+        str(p.relative_to(SRC))
+        for p in SRC.rglob("*.py")
+        if "import_module" in p.read_text() and p.name != "loading.py"
+    ]
+    assert offenders == []
+
+
+@pytest.mark.parametrize(
+    ("command", "args"),
+    [  # `check -d generic` runs the generic integer rules (tests/test_promises_kept.py)
+        ("quantize", ["unet-voc", "-i", "3,64,64", "-o", "q.pth"]),
+        ("simulate", ["unet-voc", "-i", "3,64,64", "--input", "x.npy", "--output", "out.npy"]),
+    ],
+)
+def test_commands_of_the_hardware_layer_model_refuse_a_budget_target(
+    command: str, args: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys
+) -> None:
+    """`quantize`/`simulate` work on MAX7800x/HLS layers: for `generic` they say so in
+    one line (exit 2) and point at `budget`, instead of failing inside the MAX lowering."""
+    monkeypatch.chdir(tmp_path)
+    np.save(tmp_path / "x.npy", np.zeros((3, 64, 64), np.int8))
+    code, out, err = run_cli([command, *args, "-d", "generic:onchip=1MiB"], capsys)
+    assert code == 2, (out, err)
+    assert err.count("\n") == 1 and f"has no `cnnforge {command}`" in err and "budget" in err
+    assert list(tmp_path.iterdir()) == [tmp_path / "x.npy"]
