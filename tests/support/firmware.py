@@ -1,6 +1,7 @@
-"""The firmware comparisons' cases (tests/test_firmware.py, benchmarks/firmware_states.py): the
-vendor demos with a golden, cnnforge's firmware for each, the stored vendor state images, and
-cnnforge's own plans of the shipped models (device, input, vendor flags)."""
+"""The firmware comparisons' cases (tests/targets/max7800x/test_firmware.py and
+benchmarks/firmware_states.py): the vendor demos with a golden, cnnforge's firmware for each,
+the stored vendor state images, and cnnforge's own plans of the shipped models (device, input,
+vendor flags)."""
 
 from __future__ import annotations
 
