@@ -3,8 +3,9 @@
 For each vendor pair (network YAML + quantized checkpoint + sample) of ../shared/data/ai8x, both
 tools run as whole processes, as a user runs them, alternately, ``--repeat`` times (default 5):
 
-- ours: ``python -m cnnforge compile --ai8x-yaml Y --ai8x-checkpoint C --sample S -o DIR``
-  (vendor YAML + checkpoint, portable C with the known-answer self-test, report.html);
+- ours: ``python -m cnnforge compile --ai8x-yaml Y --ai8x-checkpoint C --sample S -o DIR
+  --firmware`` (vendor YAML + checkpoint, portable C with the known-answer self-test, the MSDK
+  firmware -- like the vendor tool's output -- and report.html);
 - theirs: ``../shared/tools/ai8x-synthesis/run.sh`` (ai8xize.py: its C code and, from its
   simulator, the known answer for the sample).
 
@@ -80,7 +81,7 @@ def on_step(name, i, n):
     current[:] = [(name, now())]
 yaml, ckpt, sample, out = sys.argv[1:5]
 options = P.CompileOptions(output=Path(out), ai8x_yaml=Path(yaml), ai8x_checkpoint=Path(ckpt),
-                           sample=Path(sample), overwrite=True)
+                           sample=Path(sample), overwrite=True, firmware=True)
 P.compile_model(options, on_step=on_step)
 times[current[0][0]] = since(current[0][1])
 times["total"] = since(t0)
@@ -109,6 +110,7 @@ def ours_cmd(files: tuple[Path, Path, Path], out: Path) -> list[str]:
     return [
         sys.executable, "-m", "cnnforge", "compile", "--ai8x-yaml", str(yaml),
         "--ai8x-checkpoint", str(ckpt), "--sample", str(sample), "-o", str(out), "--overwrite",
+        "--firmware",
     ]  # fmt: skip
 
 

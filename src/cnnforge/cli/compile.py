@@ -59,6 +59,13 @@ def compile_command(
         None, "--max-verify", min=0, help="Compare only N outputs one by one (checksum: all)."
     ),
     report: bool = typer.Option(True, "--report/--no-report", help="Write report.html."),
+    firmware: bool = typer.Option(
+        False,
+        "--firmware",
+        help="MAX78000/MAX78002: also write firmware/, the MSDK project (cnn.c, weights.h, "
+        "main.c, ...) with the vendor tool's API; with --run its set-up is checked on the host. "
+        "See docs/firmware.md.",
+    ),
     no_in_place: bool = typer.Option(
         False,
         "--no-in-place",
@@ -69,6 +76,9 @@ def compile_command(
     """Model -> vendor YAML + checkpoint, portable C with a known-answer self-test (the
     simulator's output on --sample), report.html; --run builds and runs the C."""
     from cnnforge.pipeline import CompileOptions, compile_model, summary
+
+    if firmware:
+        _check_firmware_option(device)
 
     options = CompileOptions(
         output=output,
@@ -90,8 +100,23 @@ def compile_command(
         max_verify=max_verify,
         report=report,
         in_place=not no_in_place,
+        firmware=firmware,
     )
     _print_summary(summary(_compile_with_progress(options, compile_model)), output)
+
+
+def _check_firmware_option(device: str) -> None:
+    """``--firmware`` is for the MAX7800x parts only (their recipe has the firmware step)."""
+    from cnnforge.errors import InputError
+    from cnnforge.pipeline.firmware import step_firmware
+    from cnnforge.pipeline.targets import steps_for
+
+    if not any(step is step_firmware for _, step in steps_for(device)):
+        raise InputError(
+            f"--firmware writes MAX78000/MAX78002 firmware, not for --device {device}",
+            where="--firmware",
+            hint="drop --firmware, or compile for --device MAX78000 or MAX78002",
+        )
 
 
 def _compile_with_progress(options: Any, compile_model: Any) -> Any:

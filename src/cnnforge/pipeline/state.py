@@ -62,6 +62,7 @@ class CompileOptions:
     max_verify: int | None = None
     report: bool = True
     in_place: bool = True  # layers may overwrite their dying input (vendor: --overlap-data)
+    firmware: bool = False  # MAX7800x: also write the MSDK firmware (pipeline/firmware.py)
 
 
 @dataclass(frozen=True)

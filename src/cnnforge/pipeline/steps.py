@@ -23,6 +23,7 @@ from cnnforge.errors import DeviceLimitError, EmitError, InputError
 from cnnforge.ir import Network
 from cnnforge.outputs import safe_file_stem
 from cnnforge.passes.check_plan import Placer, plan_max7800x
+from cnnforge.pipeline.firmware import step_firmware
 from cnnforge.pipeline.sources import (
     MODEL,
     default_shape,
@@ -368,6 +369,7 @@ STEPS: Steps = (
     ("float model", step_float),
     ("vendor files", step_vendor),
     ("C code", step_emit_c),
+    ("firmware", step_firmware),
     ("build and run", step_run),
     ("report", step_report),
     ("summary", step_summary),

@@ -1,0 +1,197 @@
+"""The vendor tool's firmware, run on the host: state images of every vendor demo (and compare).
+
+For every demo of ``gen-demos-<device>.sh`` whose checkpoint is present (the runs of
+vendor_oracle.py, with each demo's own flags), runs the vendor tool once (or reuses its output in
+``--keep``), builds the firmware it wrote for the host and runs its accelerator set-up
+(cnnforge.targets.max7800x.firmware.hostrun), and with ``--capture`` stores the state image as
+numbers in tests/data/firmware_state/<device>-<prefix>.npz. Without ``--capture`` it compares
+with the stored images. One row per demo: state words, input words, known-answer words, equal.
+
+    python benchmarks/firmware_states.py [--device MAX78000] [--only mnist] [--keep DIR]
+                                         [--reuse] [--capture]
+    python benchmarks/firmware_states.py --ours   (--smoke: the mnist demo only)
+
+``--ours`` needs no vendor tool: for every stored image of a demo with a golden
+(tests/golden/ai8x_demos), cnnforge writes its firmware, builds and runs it on the host and
+compares with the stored image; one row per case: the vendor's state words, input words, FIFO
+writes, known-answer words, and whether cnnforge's firmware leaves the same.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from tests.support.firmware import OWN, own_sample
+from vendor_oracle import DEVICES, RUNNER, Demo, demos, run_vendor
+
+from cnnforge.targets.max7800x.firmware.hostrun import HostRunError, StateImage, run_setup
+
+STORE = Path(__file__).resolve().parents[1] / "tests" / "data" / "firmware_state"
+
+
+def own_plans(keep: Path, capture: bool) -> int:
+    """compile each model with --ptq --firmware, run the vendor tool on the YAML + checkpoint it
+    wrote (with the flags its header names), compare the two firmwares' host state."""
+    bad = 0
+    for model, device, shape, flags in OWN:
+        folder = keep / "own" / model
+        shutil.rmtree(folder, ignore_errors=True)
+        folder.mkdir(parents=True)
+        sample = folder / "sample.npy"
+        np.save(sample, own_sample(shape))
+        argv = [sys.executable, "-m", "cnnforge", "compile", model, "--ptq", "--device", device]
+        argv += ["--sample", str(sample), "-o", str(folder / "ours"), "--no-report", "--firmware"]
+        proc = subprocess.run(argv, capture_output=True, text=True, check=False)
+        head = f"{device:9} {'own ' + model:30}"
+        if proc.returncode != 0:
+            print(f"{head} compile failed: {proc.stderr.strip()[-120:]}")
+            bad += 1
+            continue
+        demo = Demo(device, model, folder / "ours" / "ai8x" / f"{model}.yaml",
+                    folder / "ours" / "ai8x" / f"{model}-q.pth.tar", sample, flags)  # fmt: skip
+        _, _, note = run_vendor(demo, folder / "vendor", False)
+        vendor = run_setup(folder / "vendor" / "net", device)
+        ours = run_setup(folder / "ours" / "firmware", device)
+        diffs = ours.differences(vendor, limit=1)
+        if capture:
+            vendor.save(STORE / f"own-{device}-{model}.npz")
+        print(
+            f"{head} {len(vendor.state):7} {len(vendor.input):7} {len(vendor.fifo):6} "
+            f"{vendor.kat.size:6} {'yes' if not diffs else 'NO':5}  {note or (diffs or [''])[0]}",
+            flush=True,
+        )
+        bad += bool(diffs)
+    return bad
+
+
+def ours_table(smoke: bool = False) -> int:
+    """cnnforge's firmware, run on the host, against every stored vendor image (``smoke``: the
+    MAX78000 mnist demo only)."""
+    from tests.support.firmware import FIFO, demo_firmware, stored
+
+    from cnnforge.targets.max7800x.firmware.writer import write_folder
+
+    known = sorted(p.stem for p in (STORE.parents[1] / "golden" / "ai8x_demos" / "known").glob("*"))
+    if smoke:
+        known = ["MAX78000-mnist"]
+    print(f"{'case':34} {'state':>7} {'input':>7} {'fifo':>6} {'kat':>6} {'equal':5}  note")
+    bad = 0
+    for name in known:
+        vendor = stored(name)
+        head = f"{name:34} {len(vendor.state):7} {len(vendor.input):7} {len(vendor.fifo):6} "
+        head += f"{vendor.kat.size:6}"
+        try:
+            fw = demo_firmware(name)
+        except NotImplementedError as exc:
+            print(f"{head} {'NO':5}  not written yet: {exc}" + (" (FIFO)" if name in FIFO else ""))
+            bad += 1
+            continue
+        with tempfile.TemporaryDirectory() as tmp:
+            write_folder(fw, Path(tmp))
+            diffs = run_setup(Path(tmp), fw.device).differences(vendor, limit=1)
+        print(f"{head} {'yes' if not diffs else 'NO':5}  {(diffs or [''])[0]}", flush=True)
+        bad += bool(diffs)
+    for riscv in [] if smoke else sorted(STORE.glob("*-riscv.npz")):
+        vendor = StateImage.load(riscv)
+        row = f"{riscv.stem:34} {len(vendor.state):7} {len(vendor.input):7} {len(vendor.fifo):6} "
+        print(f"{row}{vendor.kat.size:6} {'NO':5}  the --riscv project layout is not written yet")
+        bad += 1
+    return (1 if bad else 0) | (0 if smoke else own_table())
+
+
+def own_table() -> int:
+    """cnnforge's own plans: compile --firmware, run on the host, against the stored image."""
+    from cnnforge.pipeline import CompileOptions, compile_model
+
+    bad = 0
+    for model, device, shape, _ in OWN:
+        vendor = StateImage.load(STORE / f"own-{device}-{model}.npz")
+        with tempfile.TemporaryDirectory() as tmp:
+            np.save(Path(tmp) / "x.npy", own_sample(shape))
+            options = CompileOptions(output=Path(tmp) / "out", model=model, device=device,
+                                     ptq=True, sample=Path(tmp) / "x.npy", report=False,
+                                     firmware=True)  # fmt: skip
+            compile_model(options)
+            diffs = run_setup(Path(tmp) / "out" / "firmware", device).differences(vendor, limit=1)
+        name = f"own-{device}-{model}"
+        print(f"{name:34} {len(vendor.state):7} {len(vendor.input):7} {len(vendor.fifo):6} "
+              f"{vendor.kat.size:6} {'yes' if not diffs else 'NO':5}  {(diffs or [''])[0]}",
+              flush=True)  # fmt: skip
+        bad += bool(diffs)
+    return 1 if bad else 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--device", choices=DEVICES, action="append")
+    parser.add_argument("--only", action="append", help="demo prefix (repeatable)")
+    parser.add_argument("--keep", type=Path, help="keep the vendor outputs in this folder")
+    parser.add_argument("--reuse", action="store_true", help="reuse the outputs in --keep")
+    parser.add_argument("--capture", action="store_true", help="store the images in the repo")
+    parser.add_argument("--ours", action="store_true", help="cnnforge's firmware vs the images")
+    parser.add_argument("--smoke", action="store_true", help="--ours on the mnist demo only")
+    args = parser.parse_args(argv)
+    if args.ours or args.smoke:
+        return ours_table(smoke=args.smoke)
+    izer = Path(os.environ.get("IZER", "/tmp/izer"))
+    if not (izer / "ai8xize.py").is_file() or not RUNNER.is_file():
+        print(f"the vendor tool is not set up at {izer} (IZER); nothing to do")
+        return 0
+    keep = args.keep or Path(tempfile.mkdtemp(prefix="firmware_states_"))
+    print(
+        f"{'device':9} {'demo':30} {'state':>7} {'input':>7} {'fifo':>6} {'kat':>6} {'equal':5}"
+        "  note"
+    )
+    bad = 0
+    for device in args.device or DEVICES:
+        for demo in demos(izer, device):
+            if args.only and demo.prefix not in args.only:
+                continue
+            head = f"{device:9} {demo.prefix:30}"
+            if not demo.checkpoint.is_file():
+                print(f"{head} {'-':>7} {'-':>7} {'-':>6} {'-':>6} {'-':5}  checkpoint absent")
+                continue
+            out = keep / device / demo.prefix
+            _, _, note = run_vendor(demo, out, args.reuse)
+            try:
+                image = run_setup(out / "net", device)
+            except (HostRunError, FileNotFoundError) as exc:
+                print(f"{head} {'-':>7} {'-':>7} {'-':>6} {'-':>6} {'NO':5}  {note or exc}"[:160])
+                bad += 1
+                continue
+            stored = STORE / f"{device}-{demo.prefix}.npz"
+            if args.capture:
+                STORE.mkdir(parents=True, exist_ok=True)
+                image.save(stored)
+                equal, note = "-", f"stored {stored.stat().st_size // 1024} KiB"
+            elif stored.is_file():
+                diffs = image.differences(StateImage.load(stored), limit=1)
+                equal, note = ("yes", "") if not diffs else ("NO", diffs[0])
+            else:
+                equal, note = "-", "no stored image"
+            bad += equal == "NO"
+            print(
+                f"{head} {len(image.state):7} {len(image.input):7} {len(image.fifo):6} "
+                f"{image.kat.size:6} "
+                f"{equal:5}  {note}",
+                flush=True,
+            )
+    if not args.only or "own" in args.only:
+        bad += own_plans(keep, args.capture)
+    print(f"vendor outputs in {keep}")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

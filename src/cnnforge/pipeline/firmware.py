@@ -1,0 +1,65 @@
+"""The compile step that writes the MAX7800x firmware (``--firmware``): OUT/firmware/.
+
+An MSDK project with the vendor tool's file names and API (targets/max7800x/firmware). With
+``--run`` the firmware's set-up is also built and run on the host and the state it leaves is
+compared, word for word, with what the plan says (kernels, bias, registers, input).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from cnnforge.errors import EmitError
+from cnnforge.pipeline.state import CompileState
+
+if TYPE_CHECKING:
+    from cnnforge.targets.max7800x.firmware.firmware import Firmware
+
+FIRMWARE_DIR = "firmware"
+
+
+def step_firmware(state: CompileState, workdir: Path) -> CompileState:
+    """With --firmware: write OUT/firmware/ (and with --run, check its set-up on the host)."""
+    if not state.options.firmware:
+        return state
+    from cnnforge.targets.max7800x.firmware.firmware import build_firmware
+    from cnnforge.targets.max7800x.firmware.writer import write_folder
+
+    try:
+        fw = build_firmware(state.network, state.plan, state.sample, state.answer)
+    except NotImplementedError as exc:
+        raise EmitError(
+            f"the firmware writer does not cover this network yet: {exc}",
+            where="--firmware",
+            hint="compile without --firmware and run the vendor tool on ai8x/ (docs/firmware.md "
+            "lists what the writer covers)",
+        ) from exc
+    folder = workdir / FIRMWARE_DIR
+    written = write_folder(fw, folder)
+    if state.options.run:
+        _check_on_host(fw, folder)
+    return state.wrote(*(f"{FIRMWARE_DIR}/{p.name}" for p in written))
+
+
+def _check_on_host(fw: Firmware, folder: Path) -> None:
+    """The set-up's state on the host equals the plan's (firmware.expected_image)."""
+    from cnnforge.targets.max7800x.firmware.firmware import expected_image, owner_of
+    from cnnforge.targets.max7800x.firmware.hostrun import HostRunError, run_setup
+
+    try:
+        image = run_setup(folder, fw.device)
+    except HostRunError as exc:
+        raise EmitError(str(exc), where=f"{FIRMWARE_DIR}/cnn.c") from exc
+    state, added = expected_image(fw)
+    for part, mine, theirs in (
+        ("state", dict(image.state.tolist()), state),
+        ("input", dict(image.input.tolist()), added),
+    ):
+        for addr in sorted(set(mine) | set(theirs)):
+            if mine.get(addr, 0) != theirs.get(addr, 0):
+                raise EmitError(
+                    f"the firmware's set-up leaves 0x{mine.get(addr, 0):08x} at 0x{addr:08x} "
+                    f"({owner_of(fw, addr)}), the plan says 0x{theirs.get(addr, 0):08x} ({part})",
+                    where=f"{FIRMWARE_DIR}/cnn.c",
+                )

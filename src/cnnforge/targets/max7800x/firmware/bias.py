@@ -1,0 +1,74 @@
+"""Bias memory: which quadrant holds each layer's bias bytes, from which entry.
+
+Ordinary layers keep all their bias in one quadrant among those the network uses: on the
+MAX78000 flatten layers are placed first, then single-quadrant layers, then by decreasing
+length; each goes to the least-filled allowed quadrant (lowest number on ties). A layer's bias
+is preceded by ``first output processor % 4`` x passes unused entries. A layer whose plan names
+its quadrant (YAML ``bias_group``) counts as single-quadrant and goes there. Each 8-bit entry is one
+32-bit word on the bus. Learned from the vendor tool's izer/kbias.py.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from cnnforge.targets.max7800x.firmware.facts import LayerFacts
+from cnnforge.targets.max7800x.firmware.regmap import RegisterMap
+
+
+@dataclass
+class BiasLayout:
+    """Per layer: (quadrant, first entry); per quadrant: the bytes to load."""
+
+    place: dict[int, tuple[int, int]] = field(default_factory=dict)
+    values: list[list[int]] = field(default_factory=lambda: [[] for _ in range(4)])
+
+
+def _ffs(x: int) -> int:
+    return (x & -x).bit_length() - 1
+
+
+def used_quadrants(facts: list[LayerFacts]) -> list[int]:
+    """Quadrants whose processors some layer reads from."""
+    return [q for q in range(4) if any(f.in_map >> (16 * q) & 0xFFFF for f in facts)]
+
+
+def layout(facts: list[LayerFacts], rmap: RegisterMap) -> BiasLayout:
+    """Place the bias of every layer that has a non-zero one."""
+    out = BiasLayout()
+    fill = [0] * 4
+    groups = used_quadrants(facts)
+    todo = []
+    for f in facts:
+        if f.bias is None or not f.has_weights:
+            continue
+        if f.groups > 1:
+            raise NotImplementedError(f"layer {f.name}: depthwise bias placement")
+        length = f.out_channels + _ffs(f.out_map) % 4 * f.out_expand
+        todo.append((f, length))
+
+    def allowed(f: LayerFacts) -> list[int]:
+        return groups if f.bias_quadrant is None else [f.bias_quadrant]
+
+    def key(item: tuple[LayerFacts, int]) -> int:
+        f, length = item
+        if rmap.flatten_bias_first and f.flatten:
+            return -1
+        return 0 if len(allowed(f)) == 1 else rmap.bias_entries - length
+
+    for f, length in sorted(todo, key=key):
+        q = min(allowed(f), key=lambda g: (fill[g], g))
+        if fill[q] + length > rmap.bias_entries:
+            raise ValueError(f"layer {f.name}: bias memory exhausted")
+        out.place[f.index] = (q, fill[q])
+        fill[q] += length
+    for q in range(4):
+        out.values[q] = [0] * fill[q]
+    for f, _ in todo:
+        q, start = out.place[f.index]
+        target = start + _ffs(f.out_map) % 4 * f.out_expand
+        for i, b in enumerate(np.asarray(f.bias).tolist()):
+            out.values[q][target + i] = int(b) & 0xFF
+    return out

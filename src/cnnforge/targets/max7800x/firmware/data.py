@@ -1,0 +1,146 @@
+"""The sample input as data-memory words, and the known-answer table of the output.
+
+Input (not through the FIFOs): HWC packs the (up to) four channels of one instance into a word
+per pixel, passes interleaved per pixel; CHW keeps each channel in its own instance, four pixels
+per word. Known answers: per output pixel and instance, the word the last layer writes (8-bit:
+four channels' bytes, masked to the processors that hold one; 32-bit: a word per channel),
+sorted by mask then address and grouped into runs (address, mask, count, values...), 0 ends.
+Learned from the vendor tool's izer/load.py, izer/unload.py and izer/apbaccess.py.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from cnnforge.targets.max7800x.firmware.facts import LayerFacts
+from cnnforge.targets.max7800x.firmware.regmap import APB_BASE, RegisterMap
+
+
+def _ffs(x: int) -> int:
+    return (x & -x).bit_length() - 1
+
+
+def input_blocks(f: LayerFacts, x: np.ndarray, rmap: RegisterMap) -> list[tuple[int, np.ndarray]]:
+    """(address, 32-bit words) blocks that put the sample ``x`` (C, H, W) where ``f`` reads."""
+    x = np.asarray(x).astype(np.int64).reshape(x.shape[0], -1)
+    channels, pixels = x.shape
+    u8 = (x & 0xFF).astype(np.uint32)
+    blocks = []
+    if f.chw:
+        if f.in_expand > 1:
+            raise NotImplementedError("multi-pass CHW input")
+        procs = [p for p in range(64) if f.in_map >> p & 1]
+        for c, p in enumerate(procs[:channels]):
+            data = np.concatenate([u8[c], np.zeros(-pixels % 4, np.uint32)]).reshape(-1, 4)
+            words = data[:, 0] | data[:, 1] << 8 | data[:, 2] << 16 | data[:, 3] << 24
+            blocks.append((rmap.sram(p, f.in_offset), words.astype(np.uint32)))
+        return blocks
+    thresh = f.in_expand_thresh
+    c = 0
+    per_instance: dict[int, list[np.ndarray]] = {}
+    for ch in range(0, 64 * f.in_expand, 4):
+        lanes = (f.in_map >> (ch % 64)) & 0xF
+        if not lanes:
+            continue
+        words = np.zeros(pixels, np.uint32)
+        this_c = c
+        for i in range(4):
+            if lanes >> i & 1:
+                if this_c < channels:
+                    words |= u8[this_c] << (8 * i)
+                this_c += 1
+        per_instance.setdefault(ch % 64, []).append(words)
+        c += lanes.bit_count()
+        if c >= thresh * f.in_expand:
+            break
+    for p, passes in sorted(per_instance.items()):
+        merged = np.stack(passes, axis=1).reshape(-1)  # pixel-major, passes interleaved
+        blocks.append((rmap.sram(p, f.in_offset), merged.astype(np.uint32)))
+    return blocks
+
+
+def known_answers(
+    outputs: list[tuple[LayerFacts, np.ndarray]], rmap: RegisterMap, max_count: int | None = None
+) -> np.ndarray:
+    """The known-answer table of the output layers: (layer, its output (C, H, W)) pairs."""
+    parts = [_checks(f, y, rmap) for f, y in outputs]
+    masks = np.concatenate([m for m, _, _ in parts])
+    addrs = np.concatenate([a for _, a, _ in parts])
+    values = np.concatenate([v for _, _, v in parts])
+    order = np.lexsort((addrs, masks))
+    return _table(masks[order], addrs[order], values[order], max_count)
+
+
+def _checks(f: LayerFacts, y: np.ndarray, rmap: RegisterMap) -> tuple[np.ndarray, ...]:
+    """(masks, addresses, values) of every output word of layer ``f``, for all pixels at once:
+    the channel-to-word mapping is the same for every pixel."""
+    y = np.asarray(y).astype(np.int64)
+    y = y.reshape(y.shape[0], -1)
+    channels, pixels = y.shape
+    out_size = 4 if f.wide else 1
+    width = f.out_expand * out_size
+    start = _ffs(f.out_map) & ~3
+    step = 4 * width * (f.write_gap + 1)  # bytes between pixels
+    pix = np.arange(pixels, dtype=np.int64)
+    masks, addrs, values = [], [], []
+    this_map, poffs, c = f.out_map >> start, start, 0
+    while c < channels:
+        if c % f.out_expand_thresh == 0:
+            poffs, this_map = start, f.out_map >> start
+        this_c, expand, proc = c, c // f.out_expand_thresh, poffs & ~3
+        lanes = []  # (lane, channel) for the lanes that hold a processor
+        for i in range(4):
+            if this_map & 1:
+                lanes.append((i, c))
+                c += 1
+            this_map >>= 1
+        base = rmap.sram(proc, f.out_offset + 4 * expand * out_size * (f.write_gap + 1))
+        if lanes:
+            n = min(c - this_c, channels - this_c)
+            if out_size == 1:
+                val = np.zeros(pixels, np.int64)
+                for i, ch in lanes:
+                    if ch < channels:
+                        val |= (y[ch] & 0xFF) << (8 * i)
+                mask = 0xFFFFFFFF
+                if n != 4:
+                    mask = ((1 << (8 * n)) - 1) << (8 * (_ffs(f.out_map >> proc) % 4))
+                masks.append(np.full(pixels, mask, np.int64))
+                addrs.append(base + step * pix)
+                values.append(val & mask)
+            else:
+                vals = {
+                    i: y[ch] if ch < channels else np.zeros(pixels, np.int64) for i, ch in lanes
+                }
+                for i in range(min(n, out_size)):
+                    masks.append(np.full(pixels, 0xFFFFFFFF, np.int64))
+                    addrs.append(base + step * pix + 4 * i)
+                    values.append(vals.get(i, np.zeros(pixels, np.int64)) & 0xFFFFFFFF)
+        poffs += 4
+    if not masks:
+        empty = np.zeros(0, np.int64)
+        return empty, empty, empty
+    return np.concatenate(masks), np.concatenate(addrs), np.concatenate(values)
+
+
+def _table(
+    masks: np.ndarray, addrs: np.ndarray, values: np.ndarray, max_count: int | None
+) -> np.ndarray:
+    """Runs of consecutive addresses with one mask: (address, mask, count, values...), 0 ends.
+    With ``max_count`` the table stops after the run holding word max_count + 1."""
+    if max_count is not None:
+        masks, addrs, values = (
+            masks[: max_count + 1],
+            addrs[: max_count + 1],
+            values[: max_count + 1],
+        )
+    breaks = np.flatnonzero((np.diff(masks) != 0) | (np.diff(addrs) != 4)) + 1
+    out: list[int] = []
+    for lo, hi in zip(np.r_[0, breaks], np.r_[breaks, len(addrs)], strict=True):
+        if hi > lo:
+            out += [int(addrs[lo]), int(masks[lo]), int(hi - lo), *values[lo:hi].tolist()]
+    out.append(0)
+    return np.array(out, dtype=np.uint32)
+
+
+__all__ = ["APB_BASE", "input_blocks", "known_answers"]

@@ -1,0 +1,181 @@
+"""What the firmware needs to know of each hardware layer, derived from the network and its plan.
+
+One ``LayerFacts`` per hardware layer, in the terms the register fields are written in
+(docs/firmware.md): processor masks, passes ("expansion"), input size before pooling, pooling,
+padding, stride, weight bits, output width, flags. Every value comes from cnnforge's
+``Network`` + ``Plan``; nothing here reads a vendor file.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from cnnforge.geometry import layer_in_channels
+from cnnforge.ir import Activation, Layer, Network, Op, PoolKind
+from cnnforge.targets.max7800x.placement import Placement, Plan
+
+
+@dataclass(frozen=True)
+class LayerFacts:
+    """One hardware layer as the register fields see it."""
+
+    index: int
+    name: str
+    op: Op
+    in_map: int  # input processors (64-bit mask)
+    out_map: int  # output processors
+    in_offset: int
+    out_offset: int
+    write_gap: int
+    in_channels: int  # channels of one operand (the input mask carries these)
+    out_channels: int
+    in_dims: tuple[int, int]  # (rows, cols) entering the layer, before pooling
+    pooled: tuple[int, int]  # after pooling
+    pool: tuple[int, int]  # pool size (1, 1) without pooling
+    pool_stride: tuple[int, int]
+    pool_dilation: tuple[int, int]
+    pool_avg: bool
+    kernel: tuple[int, int]  # (1, 1) for linear and passthrough
+    padding: tuple[int, int]  # as the hardware pads (transposed: kernel - 1 - padding)
+    output_padding: tuple[int, int]
+    stride: tuple[int, int]
+    operands: int
+    eltwise: str  # "" without an element-wise operation
+    groups: int
+    flatten: bool
+    relu: bool
+    abs: bool
+    wide: bool  # 32-bit output
+    weight_bits: int  # 8 / 4 / 2 / 1 / -1 (binary); 8 for passthrough
+    output_shift: int
+    weights: np.ndarray | None  # integer weights, PyTorch layout
+    bias: np.ndarray | None  # int8 bias-memory values
+    bias_quadrant: int | None  # the plan's (YAML `bias_group`) choice, None: any used quadrant
+    chw: bool  # CHW ("big data") input: the first layer of a CHW plan
+    streaming: bool
+
+    @functools.cached_property
+    def in_expand(self) -> int:
+        """Input passes: ceil(channels / 64) (devices.md §2)."""
+        return max(1, math.ceil(self.in_channels / 64))
+
+    @functools.cached_property
+    def in_expand_thresh(self) -> int:
+        """Input channels per pass, rounded up to whole instances of 4 when there are passes."""
+        return _per_pass(self.in_channels, self.in_expand)
+
+    @functools.cached_property
+    def out_expand(self) -> int:
+        return max(1, math.ceil(self.out_channels / 64))
+
+    @functools.cached_property
+    def out_expand_thresh(self) -> int:
+        return _per_pass(self.out_channels, self.out_expand)
+
+    @property
+    def has_weights(self) -> bool:
+        return self.op is not Op.PASSTHROUGH and self.weights is not None
+
+    @property
+    def ksize(self) -> int:
+        return self.kernel[0] * self.kernel[1]
+
+    @property
+    def quant(self) -> int:
+        """Bits per weight as the kernel packing counts them (binary weights take 1)."""
+        return abs(self.weight_bits) if self.has_weights else 8
+
+
+def _per_pass(channels: int, passes: int) -> int:
+    per = math.ceil(channels / passes)
+    return min((per + 3) & ~3, 64) if channels > 64 else per
+
+
+def _pair(values: tuple[int, ...], default: int) -> tuple[int, int]:
+    if not values:
+        return (default, default)
+    return (values[0], values[1] if len(values) > 1 else default)
+
+
+def layer_facts(
+    network: Network, layer: Layer, place: Placement, index: int, chw: bool
+) -> LayerFacts:
+    """The facts of one hardware layer."""
+    in_shape = network.input_shapes(layer)[0]
+    dims = tuple(in_shape[1:]) + (1,) * (3 - len(in_shape))
+    in_dims = (int(dims[0]), int(dims[1]))
+    pool = (1, 1)
+    pool_stride = (1, 1)
+    pool_dilation = (1, 1)
+    pooled = in_dims
+    if layer.pool is not None:
+        pool = _pair(layer.pool.size, 1)
+        pool_stride = _pair(layer.pool.stride, 1)
+        pool_dilation = _pair(layer.pool.dilation_or_ones(), 1)
+        pooled = _pair(tuple(layer.pool.output_dims(in_dims[: len(layer.pool.size)])), 1)
+    q = layer.quant
+    weights = None if q is None or layer.op is Op.PASSTHROUGH else np.asarray(q.weights)
+    if weights is not None and layer.op is Op.CONVTRANSPOSE2D:  # (in, out, kh, kw), flipped
+        weights = np.flip(weights, axis=(2, 3)).swapaxes(0, 1)
+    bias = None if q is None or q.bias is None else np.asarray(q.bias).astype(np.int64)
+    kernel = _pair(layer.kernel_size, 1) if layer.op in (Op.CONV2D, Op.CONVTRANSPOSE2D) else (1, 1)
+    if layer.op is Op.CONV1D:
+        kernel = (layer.kernel_size[0], 1)
+    return LayerFacts(
+        index=index,
+        name=layer.name,
+        op=layer.op,
+        in_map=place.in_processors,
+        out_map=place.out_processors,
+        in_offset=place.in_offset,
+        out_offset=place.out_offset,
+        write_gap=place.write_gap,
+        in_channels=layer_in_channels(network, layer),
+        out_channels=layer.out_shape[0],
+        in_dims=in_dims,
+        pooled=pooled,
+        pool=pool,
+        pool_stride=pool_stride,
+        pool_dilation=pool_dilation,
+        pool_avg=layer.pool is not None and layer.pool.kind is PoolKind.AVG,
+        kernel=kernel,
+        padding=_hw_padding(layer, kernel),
+        output_padding=_pair(layer.output_padding, 0),
+        stride=_pair(layer.stride, 1),
+        operands=len(layer.inputs) if layer.eltwise is not None else 1,
+        eltwise=layer.eltwise.value if layer.eltwise is not None else "",
+        groups=layer.groups,
+        flatten=layer.flatten,
+        relu=layer.activation is Activation.RELU,
+        abs=layer.activation is Activation.ABS,
+        wide=layer.wide,
+        weight_bits=q.weight_bits if q is not None and weights is not None else 8,
+        output_shift=q.output_shift if q is not None else 0,
+        weights=weights,
+        bias=bias if bias is not None and np.any(bias != 0) else None,
+        bias_quadrant=place.bias_quadrant,
+        chw=chw and index == 0,
+        streaming=place.streaming,
+    )
+
+
+def _hw_padding(layer: Layer, kernel: tuple[int, int]) -> tuple[int, int]:
+    if layer.op is Op.LINEAR:
+        return (0, 0)
+    pad = _pair(layer.padding, 0)
+    if layer.op is Op.CONVTRANSPOSE2D:
+        return (kernel[0] - 1 - pad[0], kernel[1] - 1 - pad[1])
+    return pad
+
+
+def network_facts(network: Network, plan: Plan) -> list[LayerFacts]:
+    """The facts of every hardware layer, in plan order."""
+    chw = plan.data_format == "CHW"
+    return [
+        layer_facts(network, network.layer(p.layer), p, i, chw)
+        for i, p in enumerate(plan.placements)
+    ]

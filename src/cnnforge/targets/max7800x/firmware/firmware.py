@@ -1,0 +1,110 @@
+"""A planned network's firmware, as data: every write of the set-up, the input, the known answers.
+
+``build_firmware`` derives it from cnnforge's network, plan, quantized weights and the simulator's
+output for the sample; ``writer.py`` renders it as C, and ``expected_image`` applies it to an empty
+address space the way the host run does, for comparisons without a compiler.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from cnnforge.ir import Network
+from cnnforge.targets.max7800x.firmware import bias, data, kernels, registers
+from cnnforge.targets.max7800x.firmware.facts import LayerFacts, network_facts
+from cnnforge.targets.max7800x.firmware.regmap import MAPS, RegisterMap
+from cnnforge.targets.max7800x.placement import Plan
+
+
+@dataclass(frozen=True)
+class Firmware:
+    """Everything cnn.c, weights.h, sampledata.h and sampleoutput.h carry."""
+
+    device: str
+    facts: list[LayerFacts]
+    init: list[registers.Write]
+    kernels: list[tuple[int, np.ndarray]]  # express-loader records
+    bias: list[list[int]]  # per quadrant, the bytes from entry 0
+    configure: list[registers.Write]
+    inputs: list[tuple[int, np.ndarray]]  # (address, words)
+    kat: np.ndarray  # known-answer table
+
+    @property
+    def rmap(self) -> RegisterMap:
+        return MAPS[self.device]
+
+
+def build_firmware(
+    network: Network,
+    plan: Plan,
+    x: np.ndarray,
+    outputs: dict[str, np.ndarray],
+    max_checklines: int | None = None,
+) -> Firmware:
+    """The firmware of ``network`` placed by ``plan``, with sample ``x`` and the simulator's
+    ``outputs`` for it ({layer name: (C, H, W)}; the network's output layers are checked)."""
+    device = plan.device if isinstance(plan.device, str) else plan.device.name
+    rmap = MAPS[device]
+    if plan.fifo:
+        raise NotImplementedError("input through the FIFOs")
+    facts = network_facts(network, plan)
+    kl = kernels.layout(facts, rmap)
+    bl = bias.layout(facts, rmap)
+    has_bias = any(bl.values)
+    return Firmware(
+        device=device,
+        facts=facts,
+        init=registers.init_writes(facts, rmap, has_bias),
+        kernels=kernels.load_records(kl, rmap),
+        bias=bl.values,
+        configure=registers.layer_writes(facts, rmap, kl, bl),
+        inputs=data.input_blocks(facts[0], x, rmap),
+        kat=data.known_answers(
+            [(f, outputs[f.name]) for f in facts if f.name in network.outputs], rmap, max_checklines
+        ),
+    )
+
+
+def expected_image(fw: Firmware) -> tuple[dict[int, int], dict[int, int]]:
+    """(state after cnn_configure, words load_input adds) as {address: value}, zeros dropped."""
+    mem: dict[int, int] = {}
+    for w in fw.init:
+        if w.wait:
+            mem[w.addr] = mem.get(w.addr, 0) | w.value
+        else:
+            mem[w.addr] = w.value
+    for addr, words in fw.kernels:
+        mem[addr] = (mem.get(addr, 0) & ~0xFF00) | 0x0100  # the byte that sets the address
+        for i, v in enumerate(words.tolist()):
+            mem[addr + 4 * i] = v
+    for q, values in enumerate(fw.bias):
+        for i, v in enumerate(values):
+            mem[fw.rmap.bias(q, i)] = v
+    for w in fw.configure:
+        mem[w.addr] = w.value
+    state = {a: v for a, v in mem.items() if v}
+    added = {}
+    for addr, words in fw.inputs:
+        for i, v in enumerate(words.tolist()):
+            if v and state.get(addr + 4 * i) != v:
+                added[addr + 4 * i] = v
+    return state, added
+
+
+def owner_of(fw: Firmware, addr: int) -> str:
+    """What a word belongs to: a register write's meaning, a kernel record, bias or input."""
+    for w in (*fw.init, *fw.configure):
+        if w.addr == addr:
+            return w.comment
+    for rec, words in fw.kernels:
+        if rec <= addr < rec + 4 * words.size:
+            return f"kernel memory record at 0x{rec:08x}"
+    for q, values in enumerate(fw.bias):
+        if fw.rmap.bias(q) <= addr < fw.rmap.bias(q, len(values)):
+            return f"bias memory of quadrant {q}"
+    for start, words in fw.inputs:
+        if start <= addr < start + 4 * words.size:
+            return "sample input"
+    return "no write of the plan"

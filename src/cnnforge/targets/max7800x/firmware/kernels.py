@@ -1,0 +1,313 @@
+"""Kernel memory: where each layer's weights go, the 72-bit columns they fill, the load stream.
+
+A layer's kernels sit in the processors of its input mask, from one start column (a multiple of
+4) for all of them: the lowest start where every used processor is free for the layer's length;
+on the MAX78002, a layer whose input processors are all large (0/16/32/48) first tries the top
+of the large memory. Layers whose input mask is all 64 processors are placed first. Columns hold
+9 bytes; the first byte written lands in the column's last byte. The firmware loads the columns
+with the "express" loader: per processor, each run of consecutive columns is one record (the
+address with the column index in its low bits, the word count, the 9-byte columns packed big-end
+first into 32-bit words). Learned from the vendor tool's izer/kernels.py and izer/apbaccess.py.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from cnnforge.targets.max7800x.firmware.facts import LayerFacts
+from cnnforge.targets.max7800x.firmware.regmap import RegisterMap
+
+FREE = -1
+
+
+def _ffs(x: int) -> int:
+    return (x & -x).bit_length() - 1
+
+
+def _fls(x: int) -> int:
+    return x.bit_length() - 1
+
+
+@dataclass
+class KernelLayout:
+    """Per layer: start column, length, kernel count; per processor: the columns' bytes."""
+
+    offs: dict[int, int] = field(default_factory=dict)  # layer index -> first column
+    length: dict[int, int] = field(default_factory=dict)  # columns per processor
+    count: dict[int, int] = field(default_factory=dict)  # kernels per processor (kern_count)
+    ochan: dict[int, int] = field(default_factory=dict)  # output-channel kernels (kern_ochan)
+    owner: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), np.int32))
+    data: np.ndarray = field(default_factory=lambda: np.zeros((0, 0, 9), np.uint8))
+
+
+def _reshaped(f: LayerFacts) -> np.ndarray:
+    """The weights as rows of kernels: (out * in, ksize); flatten: (out * T, pixels * passes)."""
+    w = np.asarray(f.weights).astype(np.int64)
+    if f.flatten:
+        t = f.in_expand_thresh
+        return (
+            w.reshape(f.out_channels, f.in_expand, -1)
+            .swapaxes(1, 2)
+            .reshape(f.out_channels * t, -1)
+        )
+    return w.reshape(-1, f.ksize)
+
+
+def _counts(f: LayerFacts, rows: np.ndarray) -> tuple[int, int, int, int]:
+    """(kc, kern_count, kern_ochan, kern_len) of a weight layer."""
+    qfactor = 8 // f.quant
+    in_exp = 1 if f.flatten else f.in_expand
+    start_col = _ffs(f.out_map) % 4
+    first_out = _ffs(f.out_map) - (start_col if f.out_expand > 1 else 0)
+    if f.groups == 1:
+        kc = (1 + _fls(f.out_map) - first_out) * f.out_expand * in_exp
+        count = ochan = kc + start_col * f.out_expand * in_exp
+    else:
+        kc = in_exp
+        count = kc + start_col * in_exp
+        ochan = (1 + _fls(f.out_map) - first_out) * in_exp + start_col * in_exp
+    if f.flatten:
+        per = rows.shape[1]
+        unused = (f.out_expand * f.out_map.bit_count() - f.out_channels) * per
+        kc = kc * per - unused
+        count = count * per - unused
+        ochan = count
+    ksize = 1 if f.flatten else f.ksize
+    res = (kc % qfactor) * ksize * (qfactor - 1)
+    length = (kc * ksize * f.quant + res + 71) // 72
+    return kc, count, ochan, length
+
+
+def layout(facts: list[LayerFacts], rmap: RegisterMap) -> KernelLayout:
+    """Place and fill the kernels of every weight layer."""
+    width = max(rmap.kernel_columns_large, rmap.kernel_columns_small)
+    out = KernelLayout(
+        owner=np.full((64, width), FREE, np.int32),
+        data=np.zeros((64, width, 9), np.uint8),
+    )
+    used = np.zeros((64, width), np.int32)  # bytes filled per column
+    order = [f for f in facts if f.in_map == (1 << 64) - 1] + [
+        f for f in facts if f.in_map != (1 << 64) - 1
+    ]
+    for f in order:
+        if not f.has_weights:
+            continue
+        rows = _reshaped(f)
+        _, count, ochan, length = _counts(f, rows)
+        offs = _find(f, length, out.owner, rmap)
+        out.offs[f.index], out.count[f.index], out.ochan[f.index] = offs, count, ochan
+        fill = _fill_bytes if f.quant == 8 and not f.flatten else _fill
+        out.length[f.index] = fill(f, rows, offs, length, out, used)
+    return out
+
+
+def _find(f: LayerFacts, length: int, owner: np.ndarray, rmap: RegisterMap) -> int:
+    procs = [p for p in range(64) if f.in_map >> p & 1]
+    large = rmap.kernel_columns_large > rmap.kernel_columns_small and all(
+        p % 16 == 0 for p in procs
+    )
+    if large and (f.groups == 1 or length <= 256):
+        top = _search(procs, rmap.kernel_columns_large - 1, length, owner, rmap, reverse=True)
+        if top >= 0:
+            return (top - (length - 1)) & ~3
+    start = _search(procs, 0, length, owner, rmap, reverse=False)
+    if start < 0:
+        raise ValueError(f"layer {f.name}: kernel memory exhausted")
+    return (start + 3) & ~3
+
+
+def _search(
+    procs: list[int], offs: int, length: int, owner: np.ndarray, rmap: RegisterMap, reverse: bool
+) -> int:
+    """The vendor's greedy search: first (or last) aligned column free on all ``procs``."""
+    step = -4 if reverse else 4
+
+    def fits(p: int, o: int) -> bool:
+        return o >= 0 if reverse else o + length <= rmap.kernel_columns(p)
+
+    first = procs[0]
+    while owner[first, offs] != FREE:
+        offs += step
+        if not fits(first, offs):
+            return -1
+    i = 0
+    while i < len(procs):
+        p = procs[i]
+        span = range(offs, offs - length, -1) if reverse else range(offs, offs + length)
+        for col in span:
+            if owner[p, col] != FREE:
+                offs = (col - 1) & ~3 if reverse else (col + 1 + 3) & ~3
+                if not fits(p, offs):
+                    return -1
+                i = -1
+                break
+        i += 1
+    return offs
+
+
+def _fill(
+    f: LayerFacts, rows: np.ndarray, offs: int, length: int, out: KernelLayout, used: np.ndarray
+) -> int:
+    """Write the layer's kernel bytes column by column; the layer's length (flatten: as filled)."""
+    bits = f.quant
+    qfactor = 8 // bits
+    proc_mask = (1 << qfactor) - 1
+    in_exp = 1 if f.flatten else f.in_expand
+    in_chan = f.in_expand_thresh if f.flatten else f.in_channels
+    ksize = 1 if f.flatten else f.ksize
+    start_col = _ffs(f.out_map) % 4
+    this_map_init = f.out_map >> _ffs(f.out_map)
+    value_mask = (1 << bits) - 1
+    nrows = rows.shape[0]
+
+    def add(p: int, col_target: int, b: int) -> int:
+        col = offs + col_target
+        if used[p, col] == 0:
+            out.owner[p, col] = f.index
+        out.data[p, col, 8 - used[p, col]] = b & 0xFF
+        used[p, col] += 1
+        return col_target + 1 if used[p, col] == 9 else col_target
+
+    ch = 0
+    for p in range(64):
+        if not f.in_map >> p & 1:
+            continue
+        m = 0
+        col_target, col_bytes = divmod(start_col * ksize * in_exp, 9)
+        for _ in range(col_bytes // qfactor):
+            col_target = add(p, col_target, 0)
+        for expand in range(f.out_expand if f.groups == 1 else 1):
+            this_map = this_map_init
+            if f.groups == 1:
+                col, stop = expand * f.out_expand_thresh, (expand + 1) * f.out_expand_thresh
+            else:
+                col, stop = expand, expand + 1
+            while col < stop:
+                if this_map != 0:
+                    while this_map & proc_mask == 0:
+                        col_target += 1
+                        this_map >>= qfactor
+                this_map >>= qfactor
+                in_ch = in_chan * qfactor if f.flatten else in_chan
+                src = ch + m * in_ch
+                for ie in range(in_exp):
+                    if ie * f.in_expand_thresh + ch < in_ch and src < nrows:
+                        k = [] if f.flatten else np.zeros(ksize, np.int64)
+                        n = 0
+                        for i in range(qfactor):
+                            if m < f.out_channels:
+                                idx = n + ie * qfactor
+                                koffs = (
+                                    src
+                                    + (idx % in_exp) * f.in_expand_thresh
+                                    + (idx // in_exp) * in_chan
+                                )
+                                if koffs < nrows:
+                                    kern = rows[koffs] & value_mask
+                                    if f.flatten:
+                                        k = list(k) + list(kern)
+                                    else:
+                                        k |= kern << (i * bits)
+                                n += 1
+                        if f.flatten:
+                            k = list(k) + [0] * (-len(k) % qfactor)
+                            for i in range(len(k) // qfactor):
+                                e = 0
+                                for j in range(qfactor):
+                                    e |= int(k[i * qfactor + j]) << (j * bits)
+                                col_target = add(p, col_target, e)
+                        else:
+                            for i in range(ksize):
+                                col_target = add(p, col_target, int(k[ksize - i - 1]))
+                    else:
+                        for _ in range(ksize // qfactor):
+                            col_target = add(p, col_target, 0)
+                col += 1 if f.flatten else qfactor
+                m += 1 if f.flatten else qfactor
+        if offs + col_target < used.shape[1] and used[p, offs + col_target] > 0:
+            col_target += 1
+        while col_target - start_col < length:
+            col_target = add(p, col_target, 0)
+        if f.flatten:
+            length = col_target
+        ch += 1
+    return length
+
+
+def _fill_bytes(
+    f: LayerFacts, rows: np.ndarray, offs: int, length: int, out: KernelLayout, used: np.ndarray
+) -> int:
+    """``_fill`` for 8-bit kernels, a run of whole kernels at a time (the same bytes, faster)."""
+    ksize = f.ksize
+    in_exp, t_in, t_out = f.in_expand, f.in_expand_thresh, f.out_expand_thresh
+    in_ch, nrows, out_ch = f.in_channels, rows.shape[0], f.out_channels
+    start_col = _ffs(f.out_map) % 4
+    this_map_init = f.out_map >> _ffs(f.out_map)
+    table = np.concatenate(
+        [(rows[:, ::-1] & 0xFF).astype(np.uint8), np.zeros((1, ksize), np.uint8)]
+    )
+    zero = nrows  # the row of zeros
+
+    def put(p: int, col_target: int, data: np.ndarray) -> int:
+        """Stream ``data`` into the columns from ``col_target`` on; the next column target."""
+        if data.size == 0:
+            return col_target
+        first = offs + col_target
+        k = int(used[p, first]) + np.arange(data.size)
+        cols = first + k // 9
+        out.data[p, cols, 8 - k % 9] = data
+        out.owner[p, cols] = f.index
+        total = int(used[p, first]) + data.size
+        used[p, first : first + total // 9] = 9
+        if total % 9:
+            used[p, first + total // 9] = total % 9
+        return col_target + total // 9
+
+    ch = 0
+    for p in range(64):
+        if not f.in_map >> p & 1:
+            continue
+        col_target, col_bytes = divmod(start_col * ksize * in_exp, 9)
+        col_target = put(p, col_target, np.zeros(col_bytes, np.uint8))
+        m = 0
+        picks: list[int] = []
+        for expand in range(f.out_expand):
+            this_map = this_map_init
+            for _ in range(expand * t_out, (expand + 1) * t_out):
+                if this_map != 0 and this_map & 1 == 0:
+                    col_target = put(p, col_target, table[picks].reshape(-1))
+                    picks = []
+                    while this_map & 1 == 0:
+                        col_target += 1
+                        this_map >>= 1
+                this_map >>= 1
+                src = ch + m * in_ch
+                for ie in range(in_exp):
+                    koffs = src + ie * t_in
+                    ok = ie * t_in + ch < in_ch and src < nrows and m < out_ch and koffs < nrows
+                    picks.append(koffs if ok else zero)
+                m += 1
+        col_target = put(p, col_target, table[picks].reshape(-1))
+        if offs + col_target < used.shape[1] and used[p, offs + col_target] > 0:
+            col_target += 1
+        put(p, col_target, np.zeros(9 * max(0, start_col + length - col_target), np.uint8))
+        ch += 1
+    return length
+
+
+def load_records(kl: KernelLayout, rmap: RegisterMap) -> list[tuple[int, np.ndarray]]:
+    """The express loader's records: (address with the column in its low bits, 32-bit words)."""
+    records = []
+    for p in range(64):
+        cols = np.flatnonzero(kl.owner[p] != FREE)
+        if cols.size == 0:
+            continue
+        runs = np.split(cols, np.flatnonzero(np.diff(cols) != 1) + 1)
+        for run in runs:
+            raw = kl.data[p, run].reshape(-1)
+            raw = np.concatenate([raw, np.zeros(-raw.size % 4, np.uint8)])
+            base = rmap.kernel(p, 0)
+            records.append((base | (int(run[0]) * 4), raw.view(">u4").astype(np.uint32)))
+    return records

@@ -1,0 +1,294 @@
+"""The register values of a planned network: cnn_init's global registers and cnn_configure's
+per-layer, per-quadrant registers, each with what it means (docs/firmware.md has the fields).
+
+Learned from the vendor tool's izer/backend/max7800x.py and checked word for word on the host
+(hostrun.py). Cases the writer does not cover yet (streaming, the FIFOs, element-wise layers,
+MAX78002 read-ahead/calcx4, transposed convolutions) are refused with ``NotImplementedError``
+rather than written wrong.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from cnnforge.ir import Op
+from cnnforge.targets.max7800x.firmware.bias import BiasLayout
+from cnnforge.targets.max7800x.firmware.facts import LayerFacts
+from cnnforge.targets.max7800x.firmware.kernels import KernelLayout
+from cnnforge.targets.max7800x.firmware.regmap import RegisterMap
+
+ELTWISE_FN = {"xor": 0, "or": 1, "sub": 2, "add": 3}
+
+
+@dataclass(frozen=True)
+class Write:
+    """One register write: address, value, and what it means."""
+
+    addr: int
+    value: int
+    comment: str
+    wait: bool = False  # instead: wait until the bits of ``value`` read back set
+
+
+def _ffs(x: int) -> int:
+    return (x & -x).bit_length() - 1
+
+
+def _fls(x: int) -> int:
+    return x.bit_length() - 1
+
+
+def groups_used(facts: list[LayerFacts]) -> list[int]:
+    """Quadrants that take part: any layer's input processors or the last layer's output."""
+    used = facts[-1].out_map
+    for f in facts:
+        used |= f.in_map
+    return [q for q in range(4) if used >> (16 * q) & 0xFFFF]
+
+
+def unsupported(f: LayerFacts) -> str:
+    """Why the writer cannot write this layer yet ('' when it can)."""
+    if f.streaming:
+        return "streaming"
+    if f.operands > 1:
+        return "element-wise operations"
+    if f.groups > 1:
+        return "depthwise convolution"
+    if f.weight_bits not in (8, 4, 2, 1):
+        return f"{f.weight_bits}-bit weights"
+    return ""
+
+
+def init_writes(facts: list[LayerFacts], rmap: RegisterMap, has_bias: bool) -> list[Write]:
+    """cnn_init: stop the state machine, memory control, layer count (MAX78002: clear first)."""
+    out = []
+    groups = groups_used(facts)
+    if rmap.require_reg_clear:  # clocks on (the pipeline stays on), then clear and wait
+        out += [Write(rmap.ctl(q, 0), 1 << 3, f"quadrant {q}: enable clocks") for q in groups]
+    out.append(Write(0x5000_1000, 0, "always-on control"))
+    sram = [Write(rmap.ctl(q, 1), 0x40E, f"quadrant {q}: SRAM control") for q in groups]
+    if rmap.require_reg_clear:
+        out += sram
+        # BIST zero: registers (12, 11, 7) and, when a layer has a bias, bias memory (10).
+        clear = 1 << 12 | 1 << 11 | 1 << 7 | (1 << 10 if has_bias else 0)
+        out += [Write(rmap.ctl(q, 3), clear, f"quadrant {q}: clear registers") for q in groups]
+        out += [
+            Write(rmap.ctl(q, 3), 1 << 25, f"quadrant {q}: wait for clear", True) for q in groups
+        ]
+        out += [Write(rmap.ctl(q, 3), 0, f"quadrant {q}: reset BIST") for q in groups]
+    for q in groups:
+        # Clocks on (3), express kernel loader (20); the state machine stays stopped.
+        out.append(Write(rmap.ctl(q, 0), 1 << 3 | 1 << 20, f"quadrant {q}: stop state machine"))
+        if not rmap.require_reg_clear:
+            out.append(sram[groups.index(q)])
+        out.append(
+            Write(rmap.ctl(q, 2), len(facts) - 1, f"quadrant {q}: last layer {len(facts) - 1}")
+        )
+    return out
+
+
+def layer_writes(
+    facts: list[LayerFacts], rmap: RegisterMap, kl: KernelLayout, bl: BiasLayout
+) -> list[Write]:
+    """cnn_configure: every non-zero layer register of every used quadrant."""
+    out: list[Write] = []
+    groups = groups_used(facts)
+    for f in facts:
+        why = unsupported(f)
+        if why:
+            raise NotImplementedError(f"layer {f.name}: {why}")
+        for q in groups:
+            for name, value, meaning in _layer_values(f, q, groups, rmap, kl, bl, len(facts)):
+                if value:
+                    out.append(
+                        Write(
+                            rmap.layer(q, f.index, name),
+                            value,
+                            f"layer {f.index} quadrant {q}: {meaning}",
+                        )
+                    )
+    return out
+
+
+def _timeslots(f: LayerFacts, q: int) -> int:
+    procs = (f.in_map >> (16 * q) & 0xFFFF).bit_count()
+    width = 32 if f.wide else 8
+    if f.op is Op.PASSTHROUGH and procs:
+        return (procs * width // 8 - 1) // 4
+    return 0
+
+
+def _layer_values(
+    f: LayerFacts,
+    q: int,
+    groups: list[int],
+    rmap: RegisterMap,
+    kl: KernelLayout,
+    bl: BiasLayout,
+    layers: int,
+) -> list[tuple[str, int, str]]:
+    vals: list[tuple[str, int, str]] = []
+    ai87 = rmap.cnt_diff_offs is not None
+    conv = f.op is not Op.PASSTHROUGH
+    operands = f.operands
+    if ai87:
+        vals.append(("next", 1 << 8 if f.index == layers - 1 and False else 0, "next layer"))
+    # Rows and columns: the counts the convolution window walks (with padding).
+    if f.flatten:
+        in_row, in_col = f.pool
+    elif f.op is Op.CONVTRANSPOSE2D:
+        in_row, in_col = f.stride[0] * f.in_dims[0], f.stride[1] * f.in_dims[1]
+    else:
+        in_row, in_col = f.in_dims
+    for axis, name, size in ((0, "rows", in_row), (1, "cols", in_col)):
+        pad = f.padding[axis]
+        if ai87:
+            diff = (
+                size
+                - ((size - f.pool[axis] - f.pool_dilation[axis] + 1) // f.pool_stride[axis])
+                * f.pool_stride[axis]
+            )
+            val = size - diff
+            if axis == 0:
+                col_diff = (
+                    1
+                    if f.op is Op.CONV1D
+                    else (
+                        in_col
+                        - ((in_col - f.pool[1] - f.pool_dilation[1] + 1) // f.pool_stride[1])
+                        * f.pool_stride[1]
+                    )
+                )
+                diff = (col_diff + (f.pool_stride[0] - 1) * in_col) * operands * f.in_expand
+            val |= diff << rmap.cnt_diff_offs
+            if pad > 0:
+                val |= 1 << rmap.pad_ena_offs | (pad - 1) << rmap.pad_cnt_offs
+        else:
+            val = (size - 1 | pad << rmap.pad_cnt_offs) + 2 * pad
+        vals.append((name, val, f"{name}: {size} (pad {pad})"))
+    for axis, name in ((0, "pool_rows"), (1, "pool_cols")):
+        val = (f.pool[axis] - 1) * f.pool_dilation[axis]
+        if rmap.cnt_inc_offs is not None:
+            val |= f.pool_dilation[axis] - 1 << rmap.cnt_inc_offs
+        vals.append((name, val, f"pooling {name[5:]}: {f.pool[axis]}"))
+    if f.op is Op.CONVTRANSPOSE2D:
+        stride = 0
+    elif f.pool_stride[0] > 1:
+        stride = f.pool_stride[0] - 1
+    else:
+        stride = f.stride[0] - 1
+    if rmap.mp_stride_offs is not None:
+        stride |= f.pool_stride[0] * operands * f.in_expand << rmap.mp_stride_offs
+    vals.append(("stride", stride, "stride"))
+    # Write pointer: the output's instance and word offset.
+    wptr = f.out_offset // 4
+    instance = _ffs(f.out_map) & ~3 if conv else _passthrough_instance(f, q)
+    wptr |= (instance % 4) * rmap.instance_words | (instance // 4) << rmap.write_ptr_shift
+    vals.append(
+        ("wptr_base", wptr, f"write pointer: offset 0x{f.out_offset:04x}, instance {instance // 4}")
+    )
+    toffs = 0
+    if f.op in (Op.CONV2D, Op.LINEAR) and f.kernel == (1, 1):
+        toffs = 1
+    elif not conv:
+        toffs = rmap.instance_words * 4 if f.in_map.bit_count() > 4 else rmap.instance_words
+    vals.append(("wptr_toffs", toffs, "write pointer time-slot offset"))
+    if conv:
+        vals.append(("wptr_moffs", 1 << rmap.write_ptr_shift, "write pointer mask offset"))
+    choffs = (32 if f.wide else 8) // 8 * (f.write_gap + 1) if f.out_expand > 1 else 0
+    vals.append(("wptr_choffs", choffs, "write pointer multi-pass channel offset"))
+    vals.append(("rptr_base", f.in_offset // 4, f"read pointer: offset 0x{f.in_offset:04x}"))
+    # Layer control.
+    pooling = f.pool[0] > 1 or f.pool[1] > 1
+    lctl = (0x200 if f.relu else 0) | (0x100 if not f.pool_avg else 0) | (0x80 if pooling else 0)
+    lctl |= (0x40 if f.chw else 0) | 0x20 | 1 << 11
+    if f.wide:
+        lctl |= 1 << 16
+    if conv and q == groups[0] and f.groups == 1:
+        sources = 0
+        for t in range(groups[0] + 1, 4):
+            if f.in_map >> (16 * t) & 0xFFFF:
+                sources |= 1 << t
+        bq = bl.place.get(f.index, (None, 0))[0]
+        if bq is not None and bq != q:
+            sources |= 1 << bq
+        lctl |= sources << 12
+    if rmap.cprime_max_offs is not None and conv:
+        lctl |= f.kernel[0] - 1 << rmap.rprime_max_offs | f.kernel[1] - 1 << rmap.cprime_max_offs
+    vals.append(("lctl", lctl, "layer control"))
+    # Layer control 2: output processors x bits, input passes, write-pointer skip.
+    flatten_prod = f.in_expand * f.pooled[0] * f.pooled[1] - 1 if f.flatten else 0
+    in_exp = flatten_prod & 0xF if f.flatten else f.in_expand - 1
+    quant = f.quant if conv else 0  # a layer without weights has no weight width here
+    lctl2 = (_fls(f.out_map) - (_ffs(f.out_map) & ~3)) * quant << rmap.xpch_max_offs | in_exp
+    skip = f.out_expand * (f.write_gap + 1) - 1 if conv else f.write_gap
+    lctl2 |= skip << 4
+    vals.append(("lctl2", lctl2, "layer control 2"))
+    # Kernel memory range.
+    oned_sad = 0
+    if conv:
+        kc = kl.count[f.index]
+        klen = (kc - 1) * quant
+        koffs, oned_sad = divmod(9 * kl.offs[f.index], f.kernel[0] * f.kernel[1])
+        koffs *= 8
+    else:
+        klen = koffs = 0
+    if rmap.cnt_diff_offs is None:
+        mcnt = koffs << 16 | klen + koffs if conv else (f.out_expand - 1) * 8
+        vals.append(("mcnt", mcnt, "kernel memory start and end"))
+    else:
+        if conv:
+            vals.append(("mcnt1", klen + koffs, "kernel memory end"))
+            vals.append(("mcnt2", koffs, "kernel memory start"))
+        else:
+            vals.append(("mcnt2", (f.out_expand - 1) * 8, "kernel memory start"))
+        tscnt = max(_timeslots(f, g) for g in groups)
+        ochan = kl.ochan[f.index] - 1 if conv else tscnt
+        vals.append(("ochan", ochan, "output channel count - 1"))
+    tscnt = max(_timeslots(f, g) for g in groups)
+    oned = tscnt
+    if f.op is Op.CONV1D:
+        oned |= f.kernel[0] << 8 | 1 << 12
+    elif (f.op in (Op.CONV2D, Op.LINEAR) and f.kernel == (1, 1)) or (not conv and operands == 1):
+        oned |= 1 << 8
+    oned |= oned_sad << 4
+    vals.append(("oned", oned, "time slots, 1x1 / 1D mode"))
+    # TRAM pointer max.
+    if f.op is Op.CONV1D or (f.op in (Op.CONV2D, Op.LINEAR) and f.kernel == (1, 1)):
+        tptr = flatten_prod << 16 | (2 * flatten_prod + 1) if flatten_prod >= 16 else 0
+    elif not conv:
+        tptr = 0
+    elif f.op is Op.CONVTRANSPOSE2D:
+        span = (f.pooled[1] - 1) * f.stride[1] + 1 + f.output_padding[1] + 2 * f.padding[1]
+        tptr = max(0, span - f.kernel[1])
+    else:
+        tptr = max(0, f.pooled[1] + 2 * f.padding[1] - f.kernel[1]) + 1 - 1
+    vals.append(("tptr", tptr, "TRAM pointer max"))
+    # Post-processing: weight-size shift, output shift, bias, flags.
+    post = {1: 1 << 22, 2: 2 << 22, 4: 3 << 22}.get(quant, 0) if conv else 0
+    shift = f.output_shift
+    post |= ((-shift) | 16) << 13 if shift < 0 else shift << 13
+    place = bl.place.get(f.index)
+    if place is not None and q == place[0]:
+        post |= 1 << 12 | place[1]
+    if not conv:
+        post |= 3 << 24 if operands == 1 else 1 << 24
+    if f.abs:
+        post |= 1 << 26
+    if flatten_prod >= 16:
+        post |= 1 << 27 | (flatten_prod >> 4) << 18
+    if f.op is Op.CONVTRANSPOSE2D:
+        post |= 1 << 28
+    vals.append(("post", post, "post-processing: shift, bias"))
+    ena = f.in_map >> (16 * q) & 0xFFFF
+    if conv:
+        ena |= ena << 16
+    vals.append(("ena", ena, "mask and processor enables"))
+    return vals
+
+
+def _passthrough_instance(f: LayerFacts, q: int) -> int:
+    quad = f.out_map >> (16 * q) & 0xFFFF
+    if quad:
+        return _ffs(f.out_map & 0xFFFF << (16 * q)) & ~3
+    return 0

@@ -1,0 +1,198 @@
+"""The CNN accelerator's register and memory map, per device (docs/firmware.md).
+
+Learned from the vendor tool's device description (ai8x-synthesis izer/tornadocnn.py) and checked
+word for word against the set-up its firmware leaves on the host (hostrun.py). All addresses are
+absolute AHB/APB addresses; quadrant ``q`` repeats its block at ``q * quadrant_stride``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+APB_BASE = 0x5000_0000
+# Layer registers (index into the per-layer register file) and what they hold.
+LAYER_REGISTERS = (
+    "next",  # MAX78002 only: next layer / stop
+    "rows",  # row count (+ padding), MAX78002: pooling difference and pad enable
+    "cols",  # column count, likewise
+    "oned",  # time-slot count, 1x1 / 1D mode, element-wise operation
+    "pool_rows",  # pooling rows - 1 (times dilation)
+    "pool_cols",
+    "stride",  # stride - 1 (pool stride when pooling), MAX78002: multi-pass stride
+    "wptr_base",  # SRAM write pointer: instance and word offset of the output
+    "wptr_toffs",  # write pointer time-slot offset (1x1 convolutions, pooling-only layers)
+    "wptr_moffs",  # write pointer mask offset
+    "wptr_choffs",  # write pointer multi-pass channel offset
+    "rptr_base",  # SRAM read pointer: word offset of the input
+    "lctl",  # layer control: ReLU, pooling, CHW input, master/slave quadrants, 32-bit output
+    "lctl2",  # layer control 2: output processors x weight bits, passes, write-pointer skip
+    "mcnt",  # MAX78000: kernel memory start << 16 | end (in 8-bit kernel bytes x 8)
+    "mcnt1",  # MAX78002: kernel memory end
+    "mcnt2",  # MAX78002: kernel memory start
+    "ochan",  # MAX78002: output channel count - 1
+    "tptr",  # TRAM pointer max
+    "ena",  # mask enables << 16 | processor enables (this quadrant's 16 processors)
+    "post",  # post-processing: bias enable and offset, output shift, weight-size shift, flags
+)
+
+
+@dataclass(frozen=True)
+class RegisterMap:
+    """Where a device keeps its CNN registers and memories."""
+
+    device: str
+    quadrant_stride: int  # C_GROUP_OFFS
+    ctl_base: int  # C_CNN_BASE: quadrant control registers (CTL, SRAM, LCNT, SRAM test)
+    layer_base: int  # first layer register (C_CNN_BASE + C_CNN * 4)
+    layer_index: dict[str, int]  # register -> index
+    layer_stride: int  # bytes between layers of one register (MAX78000) or of one layer (002)
+    register_stride: int  # bytes between registers of one layer
+    bias_base: int  # C_BRAM_BASE: one 32-bit word per 8-bit bias entry
+    kernel_base: int  # C_MRAM_BASE
+    kernel_processor_stride: int  # MASK_OFFS * 16 bytes per processor
+    sram_base: int  # C_SRAM_BASE
+    instance_stride: int  # INSTANCE_SIZE * 16 bytes per data-memory instance
+    instance_words: int  # INSTANCE_SIZE: 32-bit words per instance
+    write_ptr_shift: int  # WRITE_PTR_SHIFT: instance number in the write pointer
+    kernel_columns_small: int  # MASK_WIDTH_SMALL: 72-bit columns per processor
+    kernel_columns_large: int  # MASK_WIDTH_LARGE: processors 0/16/32/48 (MAX78002)
+    kernel_mem_offs: int  # MASK_OFFS: columns between processors in the address space
+    bias_entries: int  # BIAS_SIZE per quadrant
+    max_layers: int
+    # Field positions that differ between the devices.
+    pad_cnt_offs: int
+    pad_ena_offs: int | None
+    cnt_diff_offs: int | None
+    cnt_inc_offs: int | None
+    mp_stride_offs: int | None
+    xpch_max_offs: int
+    rprime_max_offs: int | None
+    cprime_max_offs: int | None
+    require_reg_clear: bool  # MAX78002: cnn_init clears the registers and waits for it
+    supports_pipeline: bool  # MAX78002: CTL bit 5 disables the pipeline
+    flatten_bias_first: bool  # MAX78000 places flatten layers' bias first
+    stream_bias_ok: bool
+
+    def ctl(self, quadrant: int, reg: int) -> int:
+        """Address of quadrant control register ``reg`` (0 CTL, 1 SRAM, 2 LCNT, 3 SRAM test)."""
+        return APB_BASE + quadrant * self.quadrant_stride + self.ctl_base + 4 * reg
+
+    def layer(self, quadrant: int, layer: int, name: str) -> int:
+        """Address of layer register ``name`` of hardware layer ``layer``."""
+        index = self.layer_index[name]
+        return (
+            APB_BASE
+            + quadrant * self.quadrant_stride
+            + self.layer_base
+            + index * self.register_stride
+            + layer * self.layer_stride
+        )
+
+    def bias(self, quadrant: int, entry: int = 0) -> int:
+        return APB_BASE + quadrant * self.quadrant_stride + self.bias_base + 4 * entry
+
+    def kernel(self, processor: int, column: int) -> int:
+        """Address of 72-bit kernel column ``column`` of ``processor`` (16 bytes per column)."""
+        q, p = divmod(processor, 16)
+        return (
+            APB_BASE
+            + q * self.quadrant_stride
+            + self.kernel_base
+            + p * self.kernel_processor_stride
+            + 16 * column
+        )
+
+    def sram(self, processor: int, byte_offset: int) -> int:
+        """Address of ``byte_offset`` in the data-memory instance of ``processor``."""
+        q, p = divmod(processor, 16)
+        return (
+            APB_BASE
+            + q * self.quadrant_stride
+            + self.sram_base
+            + (p // 4) * self.instance_stride
+            + byte_offset
+        )
+
+    def kernel_columns(self, processor: int) -> int:
+        return self.kernel_columns_large if processor % 16 == 0 else self.kernel_columns_small
+
+
+_AI85_INDEX = dict(
+    rows=0, cols=1, oned=2, pool_rows=3, pool_cols=4, stride=5, wptr_base=6, wptr_toffs=7,
+    wptr_moffs=8, wptr_choffs=9, rptr_base=10, lctl=11, mcnt=12, tptr=13, ena=14, post=15,
+    lctl2=20,
+)  # fmt: skip
+_AI87_INDEX = dict(
+    next=0, rows=1, cols=2, oned=3, pool_rows=4, pool_cols=5, stride=6, wptr_base=7,
+    wptr_toffs=8, wptr_moffs=9, wptr_choffs=10, rptr_base=11, lctl=12, lctl2=13, mcnt1=14,
+    mcnt2=15, ochan=16, tptr=17, ena=18, post=19,
+)  # fmt: skip
+
+MAPS = {
+    "MAX78000": RegisterMap(
+        "MAX78000",
+        0x40_0000,
+        0x10_0000,
+        0x10_0010,
+        _AI85_INDEX,
+        4,
+        4 * 32,
+        0x10_8000,
+        0x18_0000,
+        0x400 * 16,
+        0x40_0000,
+        0x800 * 16,
+        0x800,
+        13,
+        0x300,
+        0x300,
+        0x400,
+        0x200,
+        32,
+        16,
+        None,
+        None,
+        None,
+        None,
+        8,
+        None,
+        None,
+        False,
+        False,
+        True,
+        False,
+    ),
+    "MAX78002": RegisterMap(
+        "MAX78002",
+        0x100_0000,
+        0x100_0000,
+        0x110_0000,
+        _AI87_INDEX,
+        0x100,
+        4,
+        0x118_0000,
+        0x140_0000,
+        0x2000 * 16,
+        0x180_0000,
+        0x2000 * 16,
+        0x2000,
+        15,
+        0x1000,
+        0x1400,
+        0x2000,
+        0x800,
+        128,
+        13,
+        15,
+        16,
+        4,
+        4,
+        12,
+        22,
+        18,
+        True,
+        True,
+        False,
+        True,
+    ),
+}

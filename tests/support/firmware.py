@@ -1,0 +1,64 @@
+"""The firmware comparisons' cases (tests/targets/max7800x/test_firmware.py and
+benchmarks/firmware_states.py): the vendor demos with a golden, cnnforge's firmware for each,
+the stored vendor state images, and cnnforge's own plans of the shipped models (device, input,
+vendor flags)."""
+
+from __future__ import annotations
+
+import functools
+import json
+from pathlib import Path
+
+import numpy as np
+
+from cnnforge.frontend.ai8x import read_ai8x
+from cnnforge.sim import simulate
+from cnnforge.targets.max7800x.firmware.firmware import Firmware, build_firmware
+from cnnforge.targets.max7800x.firmware.hostrun import StateImage
+
+TESTS = Path(__file__).parents[1]
+GOLDEN = TESTS / "golden" / "ai8x_demos"
+STATES = TESTS / "data" / "firmware_state"
+# Demos whose input arrives through the FIFOs (the vendor's --fifo): not written yet.
+FIFO = {"MAX78000-cats-dogs", "MAX78000-facedet_tinierssd"}
+
+# (model, device, input shape, vendor flags the YAML header names)
+OWN = (
+    ("unet-voc", "MAX78002", (3, 64, 64), ()),
+    ("unet-large", "MAX78000", (48, 88, 88), ("--overlap-data",)),
+    ("qat-unet", "MAX78000", (3, 32, 32), ()),
+)
+
+
+def own_sample(shape: tuple[int, ...]) -> np.ndarray:
+    """A smooth int8 test pattern (it compresses well in the stored state images)."""
+    c, h, w = np.meshgrid(*(np.arange(n) for n in shape), indexing="ij")
+    return ((3 * h + 5 * w + 7 * c) % 256 - 128).astype(np.int64)
+
+
+@functools.cache
+def demo_firmware(name: str) -> Firmware:
+    """cnnforge's firmware for a vendor demo golden (its YAML, trimmed checkpoint, sample)."""
+    data = np.load(GOLDEN / "known" / f"{name}.npz")
+    meta = json.loads(str(data["meta"]))
+    x = data["input"].astype(np.int64)
+    flags = meta["flags"]
+    model = read_ai8x(
+        GOLDEN / "networks" / meta["yaml"],
+        GOLDEN / "trained" / meta["trimmed"],
+        x.shape,
+        device=meta["device"],
+        overlap_data="--overlap-data" in flags,
+        fifo="--fifo" in flags,
+    )
+    result = simulate(model.network, x, device=meta["device"])
+    outputs = {k: v.numpy() for k, v in result.outputs.items()}
+    checklines = None
+    if "--max-checklines" in flags:
+        checklines = int(flags[flags.index("--max-checklines") + 1])
+    return build_firmware(model.network, model.plan, x, outputs, checklines)
+
+
+def stored(name: str) -> StateImage:
+    """The vendor firmware's state image stored for case ``name``."""
+    return StateImage.load(STATES / f"{name}.npz")
