@@ -172,12 +172,18 @@ def compile(  # the command's name: cnnforge.compile(...) in a script
     ai8x_checkpoint: str | Path | None = None,
     report: bool = True,
     in_place: bool = True,
+    firmware: bool = False,
+    probe: bool = False,
+    sanitize: bool = False,
+    max_verify: int | None = None,
     progress: bool = False,
+    on_step: Callable[[str, int, int], None] | None = None,
 ) -> Compiled:
     """Everything ``cnnforge compile`` does: vendor files, portable C with a known-answer
     self-test (``run=True`` builds and runs it), report.html. ``sample`` (C,H,W int8 values or
     floats in model units) is what the known answer is computed on. Without ``output_dir`` the
     files go to a new temporary directory (``Compiled.output_dir``), kept for inspection.
+    ``on_step(name, index, total)`` is called before each step (the CLI's progress line).
 
     >>> c = cnnforge.compile(model, input_shape=(3, 32, 32), ptq=True, sample=x)
     >>> (c.simulate(x) == cnnforge.simulate(c.output_dir / "network.pth", x)).all()
@@ -185,13 +191,12 @@ def compile(  # the command's name: cnnforge.compile(...) in a script
     """
     from cnnforge.pipeline import CompileOptions, compile_model
 
-    dev = _device(device, "compile")
     if output_dir is None:
         output_dir = Path(tempfile.mkdtemp(prefix="cnnforge-compile-")) / "out"
     options = CompileOptions(
         output=Path(output_dir),
         model=model,  # type: ignore[arg-type]  # the steps take a model object as a spec too
-        device=dev.name,
+        device=device if isinstance(device, str) else device.name,
         checkpoint=None if checkpoint is None else Path(checkpoint),
         ptq=ptq,
         sample=array_of(sample),
@@ -205,9 +210,15 @@ def compile(  # the command's name: cnnforge.compile(...) in a script
         run=run,
         report=report,
         in_place=in_place,
+        firmware=firmware,
+        probe=probe,
+        sanitize=sanitize,
+        max_verify=max_verify,
     )
-    with _progress(progress, "compile") as on_step:
-        state = compile_model(options, on_step)
+    if on_step is not None:
+        return Compiled(compile_model(options, on_step), Path(output_dir))
+    with _progress(progress, "compile") as show:
+        state = compile_model(options, show)
     return Compiled(state, Path(output_dir))
 
 

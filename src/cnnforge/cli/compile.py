@@ -75,34 +75,24 @@ def compile_command(
 ) -> None:
     """Model -> vendor YAML + checkpoint, portable C with a known-answer self-test (the
     simulator's output on --sample), report.html; --run builds and runs the C."""
-    from cnnforge.pipeline import CompileOptions, compile_model, summary
+    from cnnforge.api import compile as compile_model
 
     if firmware:
         _check_firmware_option(device)
 
-    options = CompileOptions(
-        output=output,
-        model=model,
-        device=device,
-        checkpoint=checkpoint,
-        ptq=ptq,
-        sample=sample,
-        calibration=calibration,
-        input_shape=parse_shape(input_shape) if input_shape else None,
-        model_args=parse_model_args(model_arg),
-        weight_bits=None if weight_bits is None else _weight_bits(weight_bits, device),
-        ai8x_yaml=ai8x_yaml,
-        ai8x_checkpoint=ai8x_checkpoint,
-        overwrite=overwrite,
-        run=run,
-        probe=probe,
-        sanitize=sanitize,
-        max_verify=max_verify,
-        report=report,
-        in_place=not no_in_place,
-        firmware=firmware,
-    )
-    _print_summary(summary(_compile_with_progress(options, compile_model)), output)
+    def run_compile(on_step: Any) -> Any:
+        return compile_model(
+            model, device=device, input_shape=parse_shape(input_shape) if input_shape else None,
+            ptq=ptq, checkpoint=checkpoint, sample=sample, calibration=calibration,
+            output_dir=output, overwrite=overwrite, run=run,
+            weight_bits=None if weight_bits is None else _weight_bits(weight_bits, device),
+            model_args=parse_model_args(model_arg), ai8x_yaml=ai8x_yaml,
+            ai8x_checkpoint=ai8x_checkpoint, report=report, in_place=not no_in_place,
+            firmware=firmware, probe=probe, sanitize=sanitize, max_verify=max_verify,
+            on_step=on_step,
+        )  # fmt: skip
+
+    _print_summary(_with_progress(run_compile).summary, output)
 
 
 def _check_firmware_option(device: str) -> None:
@@ -119,11 +109,11 @@ def _check_firmware_option(device: str) -> None:
         )
 
 
-def _compile_with_progress(options: Any, compile_model: Any) -> Any:
-    """Run the compile pipeline with a transient progress line naming the current step (on a
-    terminal only: piped, a progress display leaves a blank line even when the command fails)."""
+def _with_progress(run_compile: Any) -> Any:
+    """Run the compile with a transient progress line naming the current step (on a terminal
+    only: piped, a progress display leaves a blank line even when the command fails)."""
     if not console.is_terminal:
-        return compile_model(options, None)
+        return run_compile(lambda *_: None)
     columns = (TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn())
     with Progress(*columns, console=console, transient=True) as progress:
         task = progress.add_task("compile", total=None)
@@ -133,7 +123,7 @@ def _compile_with_progress(options: Any, compile_model: Any) -> Any:
                 task, description=f"[{index + 1}/{total}] {name}", total=total, completed=index
             )
 
-        return compile_model(options, on_step)
+        return run_compile(on_step)
 
 
 def _weight_bits(text: str, device: str) -> int | str:
