@@ -88,6 +88,7 @@ def quantize(
     calibration: Any = None,
     model_args: Mapping[str, Any] | None = None,
     output: str | Path | None = None,
+    overwrite: bool = False,
 ) -> Quantized:
     """Post-training quantization (QAT modules keep their integers), as ``cnnforge quantize``;
     with ``output``, also saved as cnnforge's quantized checkpoint.
@@ -95,20 +96,31 @@ def quantize(
     >>> q = cnnforge.quantize(model, (3, 32, 32), calibration=images)  # N,C,H,W floats
     >>> y = q.simulate(images[0])
     """
-    from cnnforge.pipeline.quantized import quantized_network
-    from cnnforge.pipeline.sources import read_calibration
+    from cnnforge.pipeline.quantized import quantized_from_source
+    from cnnforge.pipeline.sources import model_source, read_calibration
 
     dev = _device(device, "quantize")
-    network = _network(model, input_shape, model_args, checkpoint)
-    calib = read_calibration(array_of(calibration), network.input_shape)
-    q = quantized_network(network, dev, weight_bits, clip=clip, calibration=calib)
-    path = None
-    if output is not None:
+    path = None if output is None else Path(output)
+    if path is not None and path.exists() and not overwrite:  # refused before any work
+        raise InputError(f"{path} already exists", hint="pass --overwrite or choose another -o")
+    shape = _shape(model, input_shape)
+    if shape is None and calibration is not None:
+        raise InputError("--calibration needs --input-shape", hint="e.g. -i 3,64,64")
+    ckpt = None if checkpoint is None else Path(checkpoint)
+    q = quantized_from_source(
+        model_source(model, ckpt),  # type: ignore[arg-type]  # a model object is a spec too
+        shape,
+        dict(model_args or {}),
+        dev,
+        weight_bits,
+        clip=clip,
+        calibration=read_calibration(array_of(calibration), shape) if shape else None,
+    )
+    if path is not None:
         from cnnforge.checkpoint import save_quantized
         from cnnforge.outputs import atomic_output_file
 
-        path = Path(output)
-        with atomic_output_file(path) as tmp:
+        with atomic_output_file(path, overwrite=True) as tmp:
             save_quantized(q.network, tmp, output_scales=q.output_exponents)
     return Quantized(q.network, dev, dict(q.output_exponents), path)
 

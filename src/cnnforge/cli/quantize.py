@@ -52,27 +52,15 @@ def quantize(
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace an existing -o file."),
 ) -> None:
     """Trace, lower, quantize (PTQ; QAT modules keep their integers) and save."""
-    from cnnforge.checkpoint import save_quantized
-    from cnnforge.pipeline.quantized import quantized_from_source
-    from cnnforge.pipeline.sources import model_source, read_calibration
-    from cnnforge.pipeline.targets import device_for
+    from cnnforge.api import quantize as quantize_model
 
-    dev = device_for(device, "quantize")
-    bits = parse_bits_option(weight_bits)
-    if output.exists() and not overwrite:
-        raise InputError(f"{output} already exists", hint="pass --overwrite or choose another -o")
-    shape = _input_shape(model, input_shape, calibration)
-    quantized = quantized_from_source(
-        model_source(model, checkpoint),
-        shape,
-        parse_model_args(model_arg),
-        dev,
-        bits,
-        clip=clip,
-        calibration=read_calibration(calibration, shape),
-    )
+    quantized = quantize_model(
+        model, _input_shape(model, input_shape, calibration), device=device,
+        checkpoint=checkpoint, weight_bits=parse_bits_option(weight_bits), clip=clip,
+        calibration=calibration, model_args=parse_model_args(model_arg), output=output,
+        overwrite=overwrite,
+    )  # fmt: skip
     network, scales = quantized.network, quantized.output_exponents
-    save_quantized(network, output, output_scales=scales)
     console.print(summary_table(network))
     for name, e in scales.items():
         if e:
