@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from cnnforge.errors import InputError
-from cnnforge.ir import BINARY_BITS, HARDWARE_ELTWISE, HARDWARE_OPS, EltwiseOp, Op
+from cnnforge.kinds import BINARY_BITS, HARDWARE_ELTWISE, HARDWARE_OPS, EltwiseOp, Op  # no numpy: --help
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""The CLI starts without torch or matplotlib: --help, --version and usage errors import
+"""The CLI starts without torch, numpy or matplotlib: --help, --version and usage errors import
 neither (issue 17). Measured in a fresh interpreter; no timing is asserted."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import pytest
 from support.paths import REPO
 
 SRC = REPO / "src"
-HEAVY = ("torch", "matplotlib")
+HEAVY = ("torch", "matplotlib", "numpy")  # numpy alone costs --help ~0.2 s
 
 PROBE = """
 import sys
