@@ -13,7 +13,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from cnnforge.errors import InputError
-from cnnforge.kinds import BINARY_BITS, HARDWARE_ELTWISE, HARDWARE_OPS, EltwiseOp, Op  # no numpy: --help
+from cnnforge.kinds import (  # no numpy: --help
+    BINARY_BITS,
+    HARDWARE_ELTWISE,
+    HARDWARE_OPS,
+    EltwiseOp,
+    Op,
+)
 
 
 @dataclass(frozen=True)
