@@ -70,7 +70,7 @@ def step_load(state: CompileState, workdir: Path) -> CompileState:
     shape = o.input_shape or default_shape(o.model, sample)
     from cnnforge.pipeline.quantized import load_source
 
-    network, quantized = load_source(source, shape, o.model_args)
+    network, quantized = load_source(source, shape, o.model_args, state.device)
     if quantized:
         return state.with_(network=network, sample=match_sample(sample, network.input_shape))
     state = state.with_(source=network, sample=match_sample(sample, network.input_shape))
