@@ -147,3 +147,34 @@ def test_the_documented_example_script_runs(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert "C self-test: PASS" in done.stdout
     assert "arg-max agrees" in done.stdout
+
+
+class _Up(nn.Module):
+    """A nearest upsample: the checker rewrites it into a convolution the accelerator runs."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a = nn.Conv2d(3, 8, 3, padding=1)
+        self.pool = nn.MaxPool2d(2)
+        self.up = nn.Upsample(scale_factor=2, mode="nearest")
+        self.b = nn.Conv2d(8, 4, 3, padding=1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.b(self.up(self.pool(torch.relu(self.a(x)))))
+
+
+def test_compile_says_why_its_macs_differ_from_analyze(tmp_path: Path) -> None:
+    """Issue 29: analyze and compile count MACs on different networks; the summary says which
+    layers the rewrites changed, and the figures add up."""
+    torch.manual_seed(0)
+    model = _Up().eval()
+    analyzed = cnnforge.analyze(model, SHAPE).totals.macs
+    c = cnnforge.compile(model, input_shape=SHAPE, ptq=True, sample=_sample(),
+                         output_dir=tmp_path / "out")  # fmt: skip
+    notes = [n for n in c.summary["notes"] if n.startswith("MACs:")]
+    assert len(notes) == 1, c.summary["notes"]
+    delta = c.summary["macs"] - analyzed
+    assert f"counts {analyzed:,}" in notes[0] and f"up {delta:+,} (upsample as" in notes[0]
+    plain = cnnforge.compile(_model(), input_shape=SHAPE, ptq=True, sample=_sample(),
+                             output_dir=tmp_path / "plain")  # fmt: skip
+    assert not [n for n in plain.summary["notes"] if n.startswith("MACs:")]

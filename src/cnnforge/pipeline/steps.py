@@ -311,7 +311,34 @@ def step_emit_c(state: CompileState, workdir: Path) -> CompileState:
         max_verify=state.options.max_verify,
         output_exponents=state.output_exponents,
     )
-    return state.with_(emitted=emitted).wrote(*(f"{C_DIR}/{f}" for f in emitted.files))
+    notes = (*state.notes, *_macs_note(state.source, state.network, emitted.macs))
+    return state.with_(emitted=emitted, notes=notes).wrote(*(f"{C_DIR}/{f}" for f in emitted.files))
+
+
+def _macs_note(source: Network | None, network: Network, macs: int) -> tuple[str, ...]:
+    """Why the C's MAC count differs from ``cnnforge analyze``'s count of the model, layer by
+    layer: what the exact rewrites added or changed (an upsample that became a convolution)."""
+    if source is None:
+        return ()
+    from cnnforge.analysis import analyze_network
+
+    model = {row.name: row for row in analyze_network(source).layers}
+    total = sum(row.macs for row in model.values())
+    if total == macs:
+        return ()
+    changes = []  # (layer, MACs it adds, what the rewrite made of it)
+    for row in analyze_network(network).layers:
+        before = model.get(row.name)
+        delta = row.macs - (before.macs if before else 0)
+        if delta:
+            what = f"{before.op} as {row.op}" if before else f"{row.op} added by a rewrite"
+            changes.append((row.name, delta, what))
+    rest = macs - total - sum(delta for _, delta, _ in changes)
+    shown = "; ".join(f"{name} {delta:+,} ({what})" for name, delta, what in changes[:4])
+    shown += "; ..." if len(changes) > 4 else ""
+    tail = f"; {rest:+,} counted differently by the C" if rest else ""
+    return (f"MACs: the C runs {macs:,}, `cnnforge analyze` counts {total:,} on the model, "
+            f"because of the exact rewrites: {shown}{tail}",)  # fmt: skip
 
 
 def step_run(state: CompileState, workdir: Path) -> CompileState:
