@@ -1,0 +1,152 @@
+"""The firmware decoder: an accelerator state read back into the network (issue 26).
+
+Random planned networks -> firmware writer -> state -> decode gives back every field the registers
+hold; every stored vendor state image decodes to the network its vendor YAML describes.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, assume, event, given, settings
+
+from cnnforge.errors import PlanError
+from cnnforge.frontend.ai8x import read_ai8x
+from cnnforge.ir import Op
+from cnnforge.quant.ptq import quantize_network
+from cnnforge.targets.max7800x.firmware import bias, kernels
+from cnnforge.targets.max7800x.firmware.decode import DecodedLayer, DecodeError, decode_state
+from cnnforge.targets.max7800x.firmware.facts import LayerFacts, network_facts
+from cnnforge.targets.max7800x.firmware.firmware import build_firmware, expected_image
+from cnnforge.targets.max7800x.firmware.regmap import MAPS
+from cnnforge.targets.max7800x.planner import plan_network
+from support.firmware import GOLDEN, STATES, stored
+from support.plan import networks, with_weights
+
+OPS = {Op.CONV2D: "conv2d", Op.LINEAR: "conv2d", Op.CONV1D: "conv1d",
+       Op.CONVTRANSPOSE2D: "convtranspose2d", Op.PASSTHROUGH: "passthrough"}  # fmt: skip
+
+
+def _ffs(x: int) -> int:
+    return (x & -x).bit_length() - 1
+
+
+def differences(
+    got: list[DecodedLayer], facts: list[LayerFacts], device: str, exact: bool = True
+) -> list[str]:
+    """Every field where the decoded layers differ from the facts the writer wrote them from
+    (``exact`` False: a layer's kernel bytes need only start the written ones, a state alone
+    loses the columns the next loader record overwrote on the host)."""
+    rmap = MAPS[device]
+    kl, bl = kernels.layout(facts, rmap), bias.layout(facts, rmap)
+    out = [f"{len(got)} layers != {len(facts)}"] if len(got) != len(facts) else []
+    for d, f in zip(got, facts, strict=False):
+        conv = f.op is not Op.PASSTHROUGH
+        want: dict[str, object] = {
+            "op": OPS[f.op], "in_map": f.in_map, "in_offset": f.in_offset,
+            "out_offset": f.out_offset, "padding": f.padding, "pool": f.pool,
+            "relu": f.relu, "abs": f.abs, "wide": f.wide, "chw": f.chw,
+            "output_shift": f.output_shift, "out_expand": f.out_expand,
+            "pool_avg": f.pool_avg and f.pool != (1, 1), "flatten": f.flatten and
+            f.in_expand * f.pooled[0] * f.pooled[1] > 16,
+        }  # fmt: skip
+        if not f.flatten and f.op is not Op.CONVTRANSPOSE2D:
+            want["in_dims"] = f.in_dims
+            want["in_expand"] = f.in_expand
+        if f.pool_stride[0] > 1:
+            want["pool_stride"] = f.pool_stride
+        elif f.op is not Op.CONVTRANSPOSE2D:
+            want["stride"] = f.stride
+        if rmap.cnt_inc_offs is not None:
+            want["pool_dilation"] = f.pool_dilation
+        if conv:
+            want |= {
+                "weight_bits": f.quant,
+                "out_base": _ffs(f.out_map) & ~3,
+                "out_span": f.out_map.bit_length() - (_ffs(f.out_map) & ~3),
+                "write_gap": f.write_gap,
+            }
+            if rmap.cprime_max_offs is not None or f.kernel == (1, 1) or f.op is Op.CONV1D:
+                want["kernel"] = f.kernel
+        if f.has_weights:
+            offs, n = kl.offs[f.index], kl.length[f.index]
+            want["kernel_start"] = offs
+            written = {
+                p: kl.data[p, offs : offs + n].tobytes() for p in range(64) if f.in_map >> p & 1
+            }
+            if not exact:
+                written = {p: b[: len(d.kernels.get(p, b""))] for p, b in written.items()}
+            want["kernels"] = written
+        place = bl.place.get(f.index)
+        if place is not None:
+            q, start = place
+            vals = bl.values[q][start : start + d.out_span * d.out_expand]
+            want["bias_quadrant"] = q
+            want["bias"] = [v - 256 if v > 127 else v for v in vals]
+        for key, value in want.items():
+            if getattr(d, key) != value:
+                out.append(f"layer {f.index} {key}: {getattr(d, key)!r} != {value!r}"[:300])
+    return out
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(networks())
+def test_random_planned_networks_decode_to_every_field(network) -> None:
+    q = quantize_network(with_weights(network), 8)
+    decoded = 0
+    for device in ("MAX78000", "MAX78002"):
+        try:
+            planned, plan = plan_network(q, device)
+            x = np.zeros(network.input_shape, np.int64)
+            answer = {n: np.zeros(planned.layer(n).out_shape, np.int64) for n in planned.outputs}
+            fw = build_firmware(planned, plan, x, answer)
+        except (PlanError, NotImplementedError, ValueError):
+            continue
+        event(f"decoded on {device}")
+        state, _ = expected_image(fw)
+        records = [(a, w.tolist()) for a, w in fw.kernels]
+        assert differences(decode_state(state, device, records), fw.facts, device) == []
+        assert differences(decode_state(state, device), fw.facts, device, exact=False) == []
+        decoded += 1
+    assume(decoded)
+
+
+def _vendor_facts(name: str) -> tuple[str, list[LayerFacts]]:
+    # mnist-riscv: the mnist network, the RISC-V project layout
+    data = np.load(GOLDEN / "known" / f"{name.replace('-riscv', '')}.npz")
+    meta = json.loads(str(data["meta"]))
+    flags = meta["flags"]
+    model = read_ai8x(
+        GOLDEN / "networks" / meta["yaml"], GOLDEN / "trained" / meta["trimmed"],
+        data["input"].shape, device=meta["device"],
+        overlap_data="--overlap-data" in flags, fifo="--fifo" in flags,
+    )  # fmt: skip
+    return meta["device"], network_facts(model.network, model.plan)
+
+
+VENDOR = sorted(p.stem for p in STATES.glob("MAX*.npz"))
+
+
+@pytest.mark.parametrize("name", VENDOR)
+def test_vendor_state_decodes_to_its_yaml(name: str) -> None:
+    device, facts = _vendor_facts(name)
+    image = stored(name)
+    got = decode_state(dict(image.state.tolist()), image.device)
+    assert differences(got, facts, device, exact=False) == []
+
+
+def test_contradictions_name_the_register() -> None:
+    image = stored("MAX78000-mnist")
+    state = dict(image.state.tolist())
+    rmap = MAPS["MAX78000"]
+    bad = dict(state)
+    for q in range(4):
+        bad[rmap.ctl(q, 2)] = 40
+    with pytest.raises(DecodeError, match="0x50100008: last layer 40 past"):
+        decode_state(bad, "MAX78000")
+    bad = dict(state)
+    bad[rmap.layer(0, 1, "mcnt")] = 0x17F8 << 16 | 0x17F8 + 80  # 11 kernels from column 767
+    with pytest.raises(DecodeError, match=r"register 0x[0-9a-f]{8}: layer 1 kernel columns"):
+        decode_state(bad, "MAX78000")
