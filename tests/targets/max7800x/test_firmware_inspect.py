@@ -16,6 +16,7 @@ import pytest
 from cnnforge.cli import main as cli_main
 from cnnforge.targets.max7800x.firmware.hostrun import run_setup
 from cnnforge.targets.max7800x.firmware.interpret import FirmwareError, read_state
+from cnnforge.targets.max7800x.firmware.regmap import MAPS
 from cnnforge.targets.max7800x.firmware.writer import write_folder
 from support.firmware import FIFO, GOLDEN, demo_firmware, stored
 
@@ -112,3 +113,23 @@ def test_bad_folders_are_one_line_exit_2(tmp_path: Path, folders, capsys) -> Non
 def test_the_step_bound_is_the_loops_bound(folders) -> None:
     with pytest.raises(FirmwareError, match="past 1000 steps"):
         read_state(folders["MAX78000-mnist"], "MAX78000", max_steps=1000)
+
+
+def test_cli_diff_names_the_first_layer_and_register(tmp_path: Path, folders, capsys) -> None:
+    a = folders["MAX78000-mnist"]
+    rc, out, _ = _run(["diff", str(a), str(a)], capsys)
+    assert rc == 0 and "5 layers are equal" in out
+    b = tmp_path / "b"
+    shutil.copytree(a, b)
+    text = (b / "cnn.c").read_text()
+    reg = MAPS["MAX78000"].layer(0, 3, "post")
+    line = next(ln for ln in text.splitlines() if f"0x{reg:08x}) = " in ln)
+    value = int(line.split("= ")[1].split(";")[0], 16)
+    (b / "cnn.c").write_text(
+        text.replace(line, line.replace(f"0x{value:08x}", f"0x{value ^ 1 << 13:08x}"))
+    )
+    rc, out, _ = _run(["diff", str(a), str(b)], capsys)
+    assert rc == 1
+    assert re.match(
+        rf"layer 3: output shift -?\d+ vs -?\d+ \(register 0x{reg:08x}\)", out.strip()
+    ), out
