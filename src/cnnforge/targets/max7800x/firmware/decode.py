@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from cnnforge.targets.max7800x.firmware.regmap import MAPS, RegisterMap
+from cnnforge.targets.max7800x.firmware.regmap import MAPS, RegisterMap, get
 
-WEIGHT_BITS = {0: 8, 1: 1, 2: 2, 3: 4}  # post bits 22-23 (registers.py: post)
+WEIGHT_BITS = {0: 8, 1: 1, 2: 2, 3: 4}  # the weight_size field (regmap.FIELDS)
 
 
 class DecodeError(ValueError):
@@ -119,25 +119,25 @@ def _layer(state: dict[int, int], rmap: RegisterMap, i: int, groups: list[int]) 
         in_map |= (ena & 0xFFFF) << 16 * q
         masks |= ena >> 16
     post, lctl, lctl2, oned = reg("post"), reg("lctl"), reg("lctl2"), reg("oned")
-    passthrough = _bits(post, 24, 2) != 0
+    passthrough = get(post, "passthrough") != 0
     conv = not passthrough
     if conv and not masks and in_map:
         raise DecodeError(
             f"register 0x{rmap.layer(groups[0], i, 'ena'):08x}: layer {i} computes but enables "
             "no kernel masks"
         )
-    flatten_prod = _bits(post, 18, 4) << 4 if post >> 27 & 1 else 0
+    flatten_prod = get(post, "flatten_high") << 4 if get(post, "flatten") else 0
     flatten = bool(flatten_prod)
-    if post >> 28 & 1:
+    if get(post, "transposed"):
         op = "convtranspose2d"
-    elif oned >> 12 & 1:
+    elif get(oned, "conv1d"):
         op = "conv1d"
     else:
         op = "conv2d" if conv else "passthrough"
     kernel = (0, 0)
     if op == "conv1d":
-        kernel = (_bits(oned, 8, 4), 1)
-    elif conv and oned >> 8 & 1:
+        kernel = (get(oned, "conv1d_kernel"), 1)
+    elif conv and get(oned, "one_by_one"):
         kernel = (1, 1)
     elif conv and rmap.cprime_max_offs is not None:
         kernel = (
@@ -158,7 +158,7 @@ def _layer(state: dict[int, int], rmap: RegisterMap, i: int, groups: list[int]) 
             )
         pool.append(low // d + 1)
         dil.append(d)
-    pooling = bool(lctl >> 7 & 1)
+    pooling = bool(get(lctl, "pooling"))
     if pooling != (pool != [1, 1]):
         raise DecodeError(
             f"register 0x{rmap.layer(groups[0], i, 'lctl'):08x}: layer {i} pooling flag "
@@ -173,7 +173,7 @@ def _layer(state: dict[int, int], rmap: RegisterMap, i: int, groups: list[int]) 
         pool_stride, stride = (s + 1, s + 1), (1, 1)
     if op == "conv1d":  # one dimension: the columns' counts are 1
         pool_stride, stride = (pool_stride[0], 1), (stride[0], 1)
-    in_exp = (lctl2 & 0xF) + 1
+    in_exp = get(lctl2, "in_expand") + 1
     dims, pads = [], []
     for axis, name in ((0, "rows"), (1, "cols")):
         val = reg(name)
@@ -193,8 +193,8 @@ def _layer(state: dict[int, int], rmap: RegisterMap, i: int, groups: list[int]) 
             )
         dims.append(size)
         pads.append(pad)
-    quant = WEIGHT_BITS[_bits(post, 22, 2)] if conv else 8
-    shift = _bits(post, 13, 5)
+    quant = WEIGHT_BITS[get(post, "weight_size")] if conv else 8
+    shift = get(post, "shift")
     shift = -(shift & 15) if shift & 16 else shift
     wptr = reg("wptr_base")
     out_offset = (wptr & ((1 << rmap.write_ptr_shift) - 1)) * 4
@@ -205,8 +205,8 @@ def _layer(state: dict[int, int], rmap: RegisterMap, i: int, groups: list[int]) 
             "data memory"
         )
     span = _bits(lctl2, rmap.xpch_max_offs, 9) // quant + 1 if conv else 0
-    skip = _bits(lctl2, 4, rmap.xpch_max_offs - 4)
-    wide = bool(lctl >> 16 & 1)
+    skip = get(lctl2, "wptr_skip") & ((1 << rmap.xpch_max_offs - 4) - 1)
+    wide = bool(get(lctl, "wide"))
     choffs = reg("wptr_choffs")
     write_gap = choffs // (4 if wide else 1) - 1 if choffs else (skip if not conv else 0)
     if conv:
@@ -225,15 +225,15 @@ def _layer(state: dict[int, int], rmap: RegisterMap, i: int, groups: list[int]) 
     if not conv:
         kstart = kend = 0
     ksize = kernel[0] * kernel[1]
-    sad = _bits(oned, 4, 4)
+    sad = get(oned, "kernel_sad")
     kernel_start = (kstart // 8 * ksize + sad) // 9 if conv and ksize else 0
-    bias_on = bool(post >> 12 & 1)
+    bias_on = bool(get(post, "bias_enable"))
     bias_q = None
     bias_offset = 0
     for q in groups:
         p = reg("post", q)
-        if p >> 12 & 1:
-            bias_q, bias_offset = q, p & 0x7FF
+        if get(p, "bias_enable"):
+            bias_q, bias_offset = q, get(p, "bias_offset")
     if bias_on and bias_q is None:
         bias_q = groups[0]
     return DecodedLayer(
@@ -241,12 +241,12 @@ def _layer(state: dict[int, int], rmap: RegisterMap, i: int, groups: list[int]) 
         in_offset=reg("rptr_base") * 4, out_offset=out_offset,
         in_dims=(dims[0], dims[1]), padding=(pads[0], pads[1]), kernel=kernel,
         pool=(pool[0], pool[1]), pool_dilation=(dil[0], dil[1]), pool_stride=pool_stride,
-        pool_avg=pooling and not lctl >> 8 & 1, stride=stride, relu=bool(lctl >> 9 & 1),
-        abs=bool(post >> 26 & 1), wide=wide, chw=bool(lctl >> 6 & 1), weight_bits=quant,
+        pool_avg=pooling and not get(lctl, "max_pool"), stride=stride, relu=bool(get(lctl, "relu")),
+        abs=bool(get(post, "abs")), wide=wide, chw=bool(get(lctl, "chw")), weight_bits=quant,
         output_shift=shift, in_expand=in_exp, out_expand=out_expand, write_gap=write_gap,
-        flatten=flatten, flatten_prod=flatten_prod | (lctl2 & 0xF if flatten else 0),
+        flatten=flatten, flatten_prod=flatten_prod | (get(lctl2, "in_expand") if flatten else 0),
         kernel_start=kernel_start, kernel_field=kstart, kernel_end=kend, tptr=reg("tptr"),
-        timeslots=oned & 0xF, bias_quadrant=bias_q, bias_offset=bias_offset,
+        timeslots=get(oned, "timeslots"), bias_quadrant=bias_q, bias_offset=bias_offset,
     )  # fmt: skip
 
 
