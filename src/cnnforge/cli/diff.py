@@ -1,12 +1,13 @@
 """``cnnforge diff A B``: compare two sets of layer outputs; name the first layer that diverges.
 
 A and B: two firmware folders (cnn.c, ...: the first layer and register where the networks their
-set-ups configure differ, read as ``inspect`` reads them), C probe directories
-(``compile --probe``), ``.npz`` archives (``sim_layers.npz``) or directories of ``.npy`` files
-(``simulate --layers``, whose ``order.txt`` keeps the network's order; without one, files go alphabetically and the output says so). Layers pair by name; when
-both sets come with a ``network.json`` (in or beside them, as in a compile output directory)
-and one is the hardware network, the other model-level, each hardware layer pairs with the
-model-level layer it computes (``cnnforge.targets.max7800x.c.probe.pair_layers``). Exit
+set-ups configure differ, read as ``inspect`` reads them), C probe directories (``compile
+--probe``), ``.npz`` archives (``sim_layers.npz``) or directories of ``.npy`` files (``simulate
+--layers``, whose ``order.txt`` keeps the network's order; without one, files go alphabetically and
+the output says so). Layers pair by name; when both sets come with a ``network.json`` (in or beside
+them, as in a compile output directory) and one is the hardware network, the other model-level,
+each hardware layer pairs with the model-level layer it computes
+(``cnnforge.targets.max7800x.c.probe.pair_layers``). Exit
 status 0 when every common layer is equal, 1 when one differs, 2 on bad input.
 """
 
