@@ -11,14 +11,19 @@ import re
 import shutil
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from cnnforge.cli import main as cli_main
+from cnnforge.pipeline import CompileOptions, compile_model
+from cnnforge.targets.max7800x.firmware.decode import decode_state
+from cnnforge.targets.max7800x.firmware.facts import network_facts
 from cnnforge.targets.max7800x.firmware.hostrun import run_setup
 from cnnforge.targets.max7800x.firmware.interpret import FirmwareError, read_state
 from cnnforge.targets.max7800x.firmware.regmap import MAPS
 from cnnforge.targets.max7800x.firmware.writer import write_folder
-from support.firmware import FIFO, GOLDEN, demo_firmware, stored
+from support.decode import differences
+from support.firmware import FIFO, GOLDEN, OWN, demo_firmware, own_sample, stored
 
 DEMOS = sorted(p.stem for p in (GOLDEN / "known").glob("*.npz") if p.stem not in FIFO)
 needs_cc = pytest.mark.skipif(shutil.which("cc") is None, reason="no host C compiler")
@@ -133,3 +138,28 @@ def test_cli_diff_names_the_first_layer_and_register(tmp_path: Path, folders, ca
     assert re.match(
         rf"layer 3: output shift -?\d+ vs -?\d+ \(register 0x{reg:08x}\)", out.strip()
     ), out
+
+
+@pytest.mark.parametrize(
+    ("model", "device", "shape"),
+    [
+        pytest.param(m, d, s, marks=[pytest.mark.slow] if m != "qat-unet" else [])
+        for m, d, s, _ in OWN
+    ],
+)
+def test_interpreter_reads_compiles_own_firmware(
+    model: str, device: str, shape: tuple, tmp_path: Path
+) -> None:
+    """``compile MODEL --ptq --firmware``: its folder, read, is the stored vendor state, and
+    decodes to the plan's layers."""
+    sample = tmp_path / "x.npy"
+    np.save(sample, own_sample(shape))
+    options = CompileOptions(output=tmp_path / "out", model=model, device=device, ptq=True,
+                             sample=sample, report=False, firmware=True)  # fmt: skip
+    state = compile_model(options)
+    mine = read_state(tmp_path / "out" / "firmware", device)
+    vendor = stored(f"own-{device}-{model}")
+    assert _equal(mine, vendor) == []
+    facts = network_facts(state.network, state.plan)
+    got = decode_state(dict(mine.state.tolist()), device)
+    assert differences(got, facts, device, exact=False) == []
