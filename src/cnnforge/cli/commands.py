@@ -8,6 +8,7 @@ from cnnforge.cli import (  # noqa: F401
     demo,
     diff,
     evaluate,
+    inspect,
     plan,
     quantize,
     simulate,

@@ -1,11 +1,13 @@
 """``cnnforge diff A B``: compare two sets of layer outputs; name the first layer that diverges.
 
-A and B: C probe directories (``compile --probe``), ``.npz`` archives (``sim_layers.npz``) or
-directories of ``.npy`` files (``simulate --layers``, whose ``order.txt`` keeps the network's
-order; without one, files go alphabetically and the output says so). Layers pair by name; when
-both sets come with a ``network.json`` (in or beside them, as in a compile output directory)
-and one is the hardware network, the other model-level, each hardware layer pairs with the
-model-level layer it computes (``cnnforge.targets.max7800x.c.probe.pair_layers``). Exit
+A and B: two firmware folders (cnn.c, ...: the first layer and register where the networks their
+set-ups configure differ, read as ``inspect`` reads them), C probe directories (``compile
+--probe``), ``.npz`` archives (``sim_layers.npz``) or directories of ``.npy`` files (``simulate
+--layers``, whose ``order.txt`` keeps the network's order; without one, files go alphabetically and
+the output says so). Layers pair by name; when both sets come with a ``network.json`` (in or beside
+them, as in a compile output directory) and one is the hardware network, the other model-level,
+each hardware layer pairs with the model-level layer it computes
+(``cnnforge.targets.max7800x.c.probe.pair_layers``). Exit
 status 0 when every common layer is equal, 1 when one differs, 2 on bad input.
 """
 
@@ -29,7 +31,10 @@ def diff_command(
     ),
     all_layers: bool = typer.Option(False, "--all", help="Show every layer, not only a summary."),
 ) -> None:
-    """Compare layer by layer in A's order."""
+    """Compare layer by layer in A's order (two firmware folders: their decoded registers)."""
+    if (a / "cnn.c").is_file() and (b / "cnn.c").is_file():
+        _diff_firmware(a, b)
+        return
     from cnnforge.targets.max7800x.c.probe import (
         compare,
         find_network,
@@ -69,6 +74,24 @@ def diff_command(
         f"{_fmt(first.a_value)} vs {_fmt(first.b_value)} ({first.differing} values differ)",
         markup=False,
     )
+    raise typer.Exit(1)
+
+
+def _diff_firmware(a: Path, b: Path) -> None:
+    """Two firmware folders (``inspect``): the first layer and register where they differ."""
+    from cnnforge.cli.inspect import load_firmware
+    from cnnforge.targets.max7800x.firmware.inspect import first_difference
+
+    dev_a, _, layers_a = load_firmware(a, None)
+    dev_b, _, layers_b = load_firmware(b, None)
+    if dev_a != dev_b:
+        console.print(f"{a} is for the {dev_a}, {b} for the {dev_b}", markup=False)
+        raise typer.Exit(1)
+    first = first_difference(dev_a, layers_a, layers_b)
+    if first is None:
+        console.print(f"the {len(layers_a)} layers are equal, register for register", markup=False)
+        return
+    console.print(first, markup=False, highlight=False)
     raise typer.Exit(1)
 
 

@@ -15,7 +15,7 @@ from cnnforge.ir import Op
 from cnnforge.targets.max7800x.firmware.bias import BiasLayout
 from cnnforge.targets.max7800x.firmware.facts import LayerFacts
 from cnnforge.targets.max7800x.firmware.kernels import KernelLayout
-from cnnforge.targets.max7800x.firmware.regmap import RegisterMap
+from cnnforge.targets.max7800x.firmware.regmap import RegisterMap, put
 
 ELTWISE_FN = {"xor": 0, "or": 1, "sub": 2, "add": 3}
 
@@ -200,10 +200,10 @@ def _layer_values(
     vals.append(("rptr_base", f.in_offset // 4, f"read pointer: offset 0x{f.in_offset:04x}"))
     # Layer control.
     pooling = f.pool[0] > 1 or f.pool[1] > 1
-    lctl = (0x200 if f.relu else 0) | (0x100 if not f.pool_avg else 0) | (0x80 if pooling else 0)
-    lctl |= (0x40 if f.chw else 0) | 0x20 | 1 << 11
+    lctl = put("relu", f.relu) | put("max_pool", not f.pool_avg) | put("pooling", pooling)
+    lctl |= put("chw", f.chw) | 0x20 | put("master_slave", 1)
     if f.wide:
-        lctl |= 1 << 16
+        lctl |= put("wide", 1)
     if conv and q == groups[0] and f.groups == 1:
         sources = 0
         for t in range(groups[0] + 1, 4):
@@ -212,7 +212,7 @@ def _layer_values(
         bq = bl.place.get(f.index, (None, 0))[0]
         if bq is not None and bq != q:
             sources |= 1 << bq
-        lctl |= sources << 12
+        lctl |= put("sources", sources)
     if rmap.cprime_max_offs is not None and conv:
         lctl |= f.kernel[0] - 1 << rmap.rprime_max_offs | f.kernel[1] - 1 << rmap.cprime_max_offs
     vals.append(("lctl", lctl, "layer control"))
@@ -220,9 +220,11 @@ def _layer_values(
     flatten_prod = f.in_expand * f.pooled[0] * f.pooled[1] - 1 if f.flatten else 0
     in_exp = flatten_prod & 0xF if f.flatten else f.in_expand - 1
     quant = f.quant if conv else 0  # a layer without weights has no weight width here
-    lctl2 = (_fls(f.out_map) - (_ffs(f.out_map) & ~3)) * quant << rmap.xpch_max_offs | in_exp
+    lctl2 = (_fls(f.out_map) - (_ffs(f.out_map) & ~3)) * quant << rmap.xpch_max_offs | put(
+        "in_expand", in_exp
+    )
     skip = f.out_expand * (f.write_gap + 1) - 1 if conv else f.write_gap
-    lctl2 |= skip << 4
+    lctl2 |= put("wptr_skip", skip)
     vals.append(("lctl2", lctl2, "layer control 2"))
     # Kernel memory range.
     oned_sad = 0
@@ -248,10 +250,10 @@ def _layer_values(
     tscnt = max(_timeslots(f, g) for g in groups)
     oned = tscnt
     if f.op is Op.CONV1D:
-        oned |= f.kernel[0] << 8 | 1 << 12
+        oned |= put("conv1d_kernel", f.kernel[0]) | put("conv1d", 1)
     elif (f.op in (Op.CONV2D, Op.LINEAR) and f.kernel == (1, 1)) or (not conv and operands == 1):
-        oned |= 1 << 8
-    oned |= oned_sad << 4
+        oned |= put("one_by_one", 1)
+    oned |= put("kernel_sad", oned_sad)
     vals.append(("oned", oned, "time slots, 1x1 / 1D mode"))
     # TRAM pointer max.
     if f.op is Op.CONV1D or (f.op in (Op.CONV2D, Op.LINEAR) and f.kernel == (1, 1)):
@@ -265,20 +267,20 @@ def _layer_values(
         tptr = max(0, f.pooled[1] + 2 * f.padding[1] - f.kernel[1]) + 1 - 1
     vals.append(("tptr", tptr, "TRAM pointer max"))
     # Post-processing: weight-size shift, output shift, bias, flags.
-    post = {1: 1 << 22, 2: 2 << 22, 4: 3 << 22}.get(quant, 0) if conv else 0
+    post = put("weight_size", {1: 1, 2: 2, 4: 3}.get(quant, 0) if conv else 0)
     shift = f.output_shift
-    post |= ((-shift) | 16) << 13 if shift < 0 else shift << 13
+    post |= put("shift", (-shift) | 16 if shift < 0 else shift)
     place = bl.place.get(f.index)
     if place is not None and q == place[0]:
-        post |= 1 << 12 | place[1]
+        post |= put("bias_enable", 1) | put("bias_offset", place[1])
     if not conv:
-        post |= 3 << 24 if operands == 1 else 1 << 24
+        post |= put("passthrough", 3 if operands == 1 else 1)
     if f.abs:
-        post |= 1 << 26
+        post |= put("abs", 1)
     if flatten_prod >= 16:
-        post |= 1 << 27 | (flatten_prod >> 4) << 18
+        post |= put("flatten", 1) | put("flatten_high", flatten_prod >> 4)
     if f.op is Op.CONVTRANSPOSE2D:
-        post |= 1 << 28
+        post |= put("transposed", 1)
     vals.append(("post", post, "post-processing: shift, bias"))
     ena = f.in_map >> (16 * q) & 0xFFFF
     if conv:

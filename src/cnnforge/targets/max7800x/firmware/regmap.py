@@ -35,6 +35,47 @@ LAYER_REGISTERS = (
     "post",  # post-processing: bias enable and offset, output shift, weight-size shift, flags
 )
 
+# Bit fields of the layer registers that sit at the same place on both devices: name ->
+# (register, lowest bit, width). registers.py writes them with ``put``, decode.py reads them with
+# ``get`` (docs/firmware.md: the layer-register table, read both ways). Fields whose place depends
+# on the device are the RegisterMap's ``*_offs`` below.
+FIELDS: dict[str, tuple[str, int, int]] = {
+    "in_expand": ("lctl2", 0, 4),  # passes - 1 (flatten: low 4 bits of passes x pixels - 1)
+    "wptr_skip": ("lctl2", 4, 8),  # write-pointer skip, up to xpch_max_offs
+    "chw": ("lctl", 6, 1),
+    "pooling": ("lctl", 7, 1),
+    "max_pool": ("lctl", 8, 1),
+    "relu": ("lctl", 9, 1),
+    "master_slave": ("lctl", 11, 1),
+    "sources": ("lctl", 12, 4),  # other quadrants that compute, and the bias quadrant
+    "wide": ("lctl", 16, 1),  # 32-bit output
+    "timeslots": ("oned", 0, 4),
+    "kernel_sad": ("oned", 4, 4),  # first kernel within a column
+    "one_by_one": ("oned", 8, 1),
+    "conv1d_kernel": ("oned", 8, 4),
+    "conv1d": ("oned", 12, 1),
+    "bias_offset": ("post", 0, 11),
+    "bias_enable": ("post", 12, 1),
+    "shift": ("post", 13, 5),  # bit 4 set: a right shift of the low 4 bits
+    "flatten_high": ("post", 18, 4),  # passes x pixels - 1, >> 4
+    "weight_size": ("post", 22, 2),  # 1-bit: 1, 2-bit: 2, 4-bit: 3, 8-bit: 0
+    "passthrough": ("post", 24, 2),  # 3: pooling-only layer, 1: element-wise only
+    "abs": ("post", 26, 1),
+    "flatten": ("post", 27, 1),
+    "transposed": ("post", 28, 1),
+}
+
+
+def put(name: str, value: int) -> int:
+    """``value`` placed in field ``name`` of its register."""
+    return value << FIELDS[name][1]
+
+
+def get(word: int, name: str) -> int:
+    """Field ``name`` of a register's ``word``."""
+    _, lo, width = FIELDS[name]
+    return word >> lo & ((1 << width) - 1)
+
 
 @dataclass(frozen=True)
 class RegisterMap:

@@ -1,0 +1,379 @@
+"""Accelerator state back to the network: the register map of regmap.py read the other way.
+
+A state is {address: 32-bit word}, as hostrun.py dumps it and the state images store it. Each
+field is the inverse of its writer in registers.py / kernels.py / bias.py (docs/firmware.md has
+the one table, read both ways). Values the hardware cannot hold, or that contradict each other,
+are :class:`DecodeError` naming the register address.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from cnnforge.targets.max7800x.firmware.regmap import MAPS, RegisterMap, get
+
+WEIGHT_BITS = {0: 8, 1: 1, 2: 2, 3: 4}  # the weight_size field (regmap.FIELDS)
+
+
+class DecodeError(ValueError):
+    """A register value the hardware cannot hold, or two that contradict each other."""
+
+
+@dataclass
+class DecodedLayer:
+    """One hardware layer as its registers say it."""
+
+    index: int
+    op: str  # conv2d / conv1d / convtranspose2d / passthrough
+    in_map: int
+    out_base: int  # first output processor's instance (a multiple of 4)
+    out_span: int  # output processors from out_base (the highest one's distance + 1)
+    in_offset: int
+    out_offset: int
+    in_dims: tuple[int, int]
+    padding: tuple[int, int]
+    kernel: tuple[int, int]  # (0, 0): a 2D kernel whose size the MAX78000 registers do not hold
+    pool: tuple[int, int]
+    pool_dilation: tuple[int, int]
+    pool_stride: tuple[int, int]
+    pool_avg: bool
+    stride: tuple[int, int]
+    relu: bool
+    abs: bool
+    wide: bool
+    chw: bool
+    weight_bits: int
+    output_shift: int
+    in_expand: int  # flatten: the low 4 bits of (passes x pooled pixels - 1), + 1
+    out_expand: int
+    write_gap: int
+    flatten: bool
+    flatten_prod: int  # passes x pooled pixels - 1 when flatten needs the long TRAM (>= 16)
+    kernel_start: int  # first kernel column
+    kernel_field: int  # mcnt start field (start column x 9 / kernel size x 8)
+    kernel_end: int  # mcnt end field (kernel count - 1) x bits + start x 8
+    tptr: int
+    timeslots: int
+    bias_quadrant: int | None
+    bias_offset: int
+    bias: list[int] = field(default_factory=list)  # signed, from the layer's first entry
+    kernels: dict[int, bytes] = field(default_factory=dict)  # processor -> the layer's columns
+
+    @property
+    def processors(self) -> int:
+        return self.in_map.bit_count()
+
+
+def _bits(value: int, lo: int, width: int) -> int:
+    return value >> lo & ((1 << width) - 1)
+
+
+def layer_count(state: dict[int, int], rmap: RegisterMap) -> tuple[int, list[int]]:
+    """(layers, quadrants in use) from the quadrants' LCNT registers."""
+    groups = [q for q in range(4) if state.get(rmap.ctl(q, 0), 0) & 1 << 3]
+    if not groups:
+        raise DecodeError(f"register 0x{rmap.ctl(0, 0):08x}: no quadrant's clocks are on")
+    counts = {state.get(rmap.ctl(q, 2), 0) for q in groups}
+    if len(counts) > 1:
+        raise DecodeError(
+            f"register 0x{rmap.ctl(groups[1], 2):08x}: the quadrants' layer counts differ "
+            f"({sorted(counts)})"
+        )
+    last = counts.pop()
+    if last >= rmap.max_layers:
+        raise DecodeError(
+            f"register 0x{rmap.ctl(groups[0], 2):08x}: last layer {last} past the device's "
+            f"{rmap.max_layers}"
+        )
+    return last + 1, groups
+
+
+def decode_state(
+    state: dict[int, int], device: str, records: list[tuple[int, list[int]]] | None = None
+) -> list[DecodedLayer]:
+    """Every hardware layer of an accelerator state; ``records``: the kernel loader's
+    (address, words), which make the kernels exact where the host state overlaps them."""
+    rmap = MAPS[device]
+    layers, groups = layer_count(state, rmap)
+    out = [_layer(state, rmap, i, groups) for i in range(layers)]
+    if rmap.cnt_diff_offs is not None:
+        _refine_rows(out)
+    _kernels(state, rmap, out, records)
+    _bias(state, rmap, out)
+    return out
+
+
+def _reg(state: dict[int, int], rmap: RegisterMap, q: int, i: int, name: str) -> int:
+    return state.get(rmap.layer(q, i, name), 0) if name in rmap.layer_index else 0
+
+
+def _layer(state: dict[int, int], rmap: RegisterMap, i: int, groups: list[int]) -> DecodedLayer:
+    def reg(name: str, q: int | None = None) -> int:
+        return _reg(state, rmap, groups[0] if q is None else q, i, name)
+
+    ai87 = rmap.cnt_diff_offs is not None
+    in_map = 0
+    masks = 0
+    for q in groups:
+        ena = reg("ena", q)
+        in_map |= (ena & 0xFFFF) << 16 * q
+        masks |= ena >> 16
+    post, lctl, lctl2, oned = reg("post"), reg("lctl"), reg("lctl2"), reg("oned")
+    passthrough = get(post, "passthrough") != 0
+    conv = not passthrough
+    if conv and not masks and in_map:
+        raise DecodeError(
+            f"register 0x{rmap.layer(groups[0], i, 'ena'):08x}: layer {i} computes but enables "
+            "no kernel masks"
+        )
+    flatten_prod = get(post, "flatten_high") << 4 if get(post, "flatten") else 0
+    flatten = bool(flatten_prod)
+    if get(post, "transposed"):
+        op = "convtranspose2d"
+    elif get(oned, "conv1d"):
+        op = "conv1d"
+    else:
+        op = "conv2d" if conv else "passthrough"
+    kernel = (0, 0)
+    if op == "conv1d":
+        kernel = (get(oned, "conv1d_kernel"), 1)
+    elif conv and get(oned, "one_by_one"):
+        kernel = (1, 1)
+    elif conv and rmap.cprime_max_offs is not None:
+        kernel = (
+            _bits(lctl, rmap.rprime_max_offs, 4) + 1,
+            _bits(lctl, rmap.cprime_max_offs, 4) + 1,
+        )
+    elif conv:
+        kernel = (3, 3)  # the MAX78000's only 2D kernel besides 1x1
+    pool, dil = [], []
+    for name in ("pool_rows", "pool_cols"):
+        val = reg(name)
+        d = _bits(val, rmap.cnt_inc_offs, 4) + 1 if rmap.cnt_inc_offs is not None else 1
+        low = val & ((1 << (rmap.cnt_inc_offs or 16)) - 1)
+        if low % d:
+            raise DecodeError(
+                f"register 0x{rmap.layer(groups[0], i, name):08x}: pooling {low} is not a "
+                f"multiple of the dilation {d}"
+            )
+        pool.append(low // d + 1)
+        dil.append(d)
+    pooling = bool(get(lctl, "pooling"))
+    if pooling != (pool != [1, 1]):
+        raise DecodeError(
+            f"register 0x{rmap.layer(groups[0], i, 'lctl'):08x}: layer {i} pooling flag "
+            f"{int(pooling)} contradicts pooling {pool[0]}x{pool[1]}"
+        )
+    sval = reg("stride")
+    s = sval & ((1 << rmap.mp_stride_offs) - 1 if rmap.mp_stride_offs is not None else 0xFFFF)
+    pool_stride, stride = (1, 1), (s + 1, s + 1)
+    if op == "convtranspose2d":
+        stride = (2, 2)  # the hardware's only transposed stride
+    elif pooling and s > 0:
+        pool_stride, stride = (s + 1, s + 1), (1, 1)
+    if op == "conv1d":  # one dimension: the columns' counts are 1
+        pool_stride, stride = (pool_stride[0], 1), (stride[0], 1)
+    in_exp = get(lctl2, "in_expand") + 1
+    dims, pads = [], []
+    for axis, name in ((0, "rows"), (1, "cols")):
+        val = reg(name)
+        if ai87:  # count - difference | difference (rows: a multi-pass stride, not theirs)
+            pad = _bits(val, rmap.pad_cnt_offs, 2) + 1 if val >> rmap.pad_ena_offs & 1 else 0
+            low = val & ((1 << rmap.pad_cnt_offs) - 1)
+            diff = val >> rmap.cnt_diff_offs if axis == 1 else 0
+            # rows: the smallest count the pooling window fits (refined from the writer of the
+            # layer's input in decode_state)
+            size = low + diff if axis == 1 else low + pool[axis] + dil[axis] - 1
+        else:
+            pad = _bits(val, rmap.pad_cnt_offs, 2)
+            size = (val & 0xFFFF) - 2 * pad + 1
+        if size < 1:
+            raise DecodeError(
+                f"register 0x{rmap.layer(groups[0], i, name):08x}: layer {i} {name} {size}"
+            )
+        dims.append(size)
+        pads.append(pad)
+    quant = WEIGHT_BITS[get(post, "weight_size")] if conv else 8
+    shift = get(post, "shift")
+    shift = -(shift & 15) if shift & 16 else shift
+    wptr = reg("wptr_base")
+    out_offset = (wptr & ((1 << rmap.write_ptr_shift) - 1)) * 4
+    out_base = (wptr >> rmap.write_ptr_shift) * 4
+    if out_base >= 64:
+        raise DecodeError(
+            f"register 0x{rmap.layer(groups[0], i, 'wptr_base'):08x}: layer {i} writes past the "
+            "data memory"
+        )
+    span = _bits(lctl2, rmap.xpch_max_offs, 9) // quant + 1 if conv else 0
+    skip = get(lctl2, "wptr_skip") & ((1 << rmap.xpch_max_offs - 4) - 1)
+    wide = bool(get(lctl, "wide"))
+    choffs = reg("wptr_choffs")
+    write_gap = choffs // (4 if wide else 1) - 1 if choffs else (skip if not conv else 0)
+    if conv:
+        out_expand = (skip + 1) // (write_gap + 1)
+        if not choffs:
+            out_expand, write_gap = 1, skip
+    elif ai87:
+        out_expand = reg("mcnt2") // 8 + 1
+    else:
+        out_expand = reg("mcnt") // 8 + 1
+    if ai87:
+        kstart, kend = reg("mcnt2"), reg("mcnt1")
+    else:
+        mcnt = reg("mcnt")
+        kstart, kend = mcnt >> 16, mcnt & 0xFFFF
+    if not conv:
+        kstart = kend = 0
+    ksize = kernel[0] * kernel[1]
+    sad = get(oned, "kernel_sad")
+    kernel_start = (kstart // 8 * ksize + sad) // 9 if conv and ksize else 0
+    bias_on = bool(get(post, "bias_enable"))
+    bias_q = None
+    bias_offset = 0
+    for q in groups:
+        p = reg("post", q)
+        if get(p, "bias_enable"):
+            bias_q, bias_offset = q, get(p, "bias_offset")
+    if bias_on and bias_q is None:
+        bias_q = groups[0]
+    return DecodedLayer(
+        index=i, op=op, in_map=in_map, out_base=out_base, out_span=span,
+        in_offset=reg("rptr_base") * 4, out_offset=out_offset,
+        in_dims=(dims[0], dims[1]), padding=(pads[0], pads[1]), kernel=kernel,
+        pool=(pool[0], pool[1]), pool_dilation=(dil[0], dil[1]), pool_stride=pool_stride,
+        pool_avg=pooling and not get(lctl, "max_pool"), stride=stride, relu=bool(get(lctl, "relu")),
+        abs=bool(get(post, "abs")), wide=wide, chw=bool(get(lctl, "chw")), weight_bits=quant,
+        output_shift=shift, in_expand=in_exp, out_expand=out_expand, write_gap=write_gap,
+        flatten=flatten, flatten_prod=flatten_prod | (get(lctl2, "in_expand") if flatten else 0),
+        kernel_start=kernel_start, kernel_field=kstart, kernel_end=kend, tptr=reg("tptr"),
+        timeslots=get(oned, "timeslots"), bias_quadrant=bias_q, bias_offset=bias_offset,
+    )  # fmt: skip
+
+
+def out_rows(layer: DecodedLayer) -> int:
+    """Rows a layer writes (stride 1 or a transposed stride 2)."""
+    pooled = (layer.in_dims[0] - layer.pool[0] - layer.pool_dilation[0] + 1) // layer.pool_stride[
+        0
+    ] + 1
+    if layer.op == "passthrough":
+        return pooled
+    if layer.op == "convtranspose2d":
+        return 2 * pooled
+    return pooled + 2 * layer.padding[0] - layer.kernel[0] + 1
+
+
+def _refine_rows(layers: list[DecodedLayer]) -> None:
+    """MAX78002: a pooling stride leaves a layer's rows known up to the stride; the layer that
+    wrote its input (the last one before it writing at its read offset) knows them."""
+    for ly in layers:
+        if ly.pool_stride[0] <= 1:
+            continue
+        for src in reversed(layers[: ly.index]):
+            if src.out_offset == ly.in_offset:
+                rows = out_rows(src)
+                if ly.in_dims[0] <= rows < ly.in_dims[0] + ly.pool_stride[0]:
+                    ly.in_dims = (rows, ly.in_dims[1])
+                break
+
+
+def kernel_columns(layer: DecodedLayer) -> int:
+    """Columns per processor of a weight layer (kernels.py ``_counts``, read back)."""
+    if layer.op == "passthrough":
+        return 0
+    q = layer.weight_bits
+    kc = (layer.kernel_end - layer.kernel_field) // q + 1
+    ksize = 1 if layer.flatten else layer.kernel[0] * layer.kernel[1]
+    qfactor = 8 // q
+    res = (kc % qfactor) * ksize * (qfactor - 1)
+    return (kc * ksize * q + res + 71) // 72
+
+
+def _kernel_error(rmap: RegisterMap, ly: DecodedLayer, p: int, n: int) -> DecodeError:
+    name = "mcnt2" if "mcnt2" in rmap.layer_index else "mcnt"
+    return DecodeError(
+        f"register 0x{rmap.layer(0, ly.index, name):08x}: layer {ly.index} kernel columns "
+        f"{ly.kernel_start}..{ly.kernel_start + n - 1} past processor {p}'s "
+        f"{rmap.kernel_columns(p)}"
+    )
+
+
+def _kernels(
+    state: dict[int, int],
+    rmap: RegisterMap,
+    layers: list[DecodedLayer],
+    records: list[tuple[int, list[int]]] | None,
+) -> None:
+    """Each weight layer's kernel columns per input processor.
+
+    The express loader streams a run of 9-byte columns as big-end 32-bit words from the address
+    of the run's first column (base + 4 x column). Given the loader's records (weights.h), the
+    columns are exact; from a state alone, a run's words end where the next run's address starts
+    (the host harness keeps the last word written there), so a layer's bytes are those up to it.
+    """
+    cols: dict[tuple[int, int], bytes] = {}
+    if records is not None:
+        for addr, words in records:
+            p, col = _kernel_address(rmap, addr)
+            raw = b"".join(int(w).to_bytes(4, "big") for w in words)
+            for k in range(len(raw) // 9):
+                cols[p, col + k] = raw[9 * k : 9 * k + 9]
+    for p in range(64):
+        mine = sorted(
+            (ly for ly in layers if ly.in_map >> p & 1 and ly.op != "passthrough"),
+            key=lambda ly: ly.kernel_start,
+        )
+        runs: list[list[int]] = []  # [first column, end column]
+        for ly in mine:
+            n = kernel_columns(ly)
+            if ly.kernel_start + n > rmap.kernel_columns(p):
+                raise _kernel_error(rmap, ly, p, n)
+            if runs and ly.kernel_start <= runs[-1][1]:
+                runs[-1][1] = max(runs[-1][1], ly.kernel_start + n)
+            else:
+                runs.append([ly.kernel_start, ly.kernel_start + n])
+        if records is None:
+            for k, (first, end) in enumerate(runs):
+                limit = runs[k + 1][0] if k + 1 < len(runs) else first + 3 * (end - first)
+                words = min(limit - first, (9 * (end - first) + 3) // 4)
+                raw = _stream(state, rmap.kernel(p, 0) | first * 4, 4 * words)
+                for c in range(len(raw) // 9):
+                    cols[p, first + c] = raw[9 * c : 9 * c + 9]
+        for ly in mine:
+            out = b""
+            for c in range(ly.kernel_start, ly.kernel_start + kernel_columns(ly)):
+                if (p, c) not in cols:
+                    break  # overwritten on the host by the next run's words
+                out += cols[p, c]
+            ly.kernels[p] = out
+
+
+def _kernel_address(rmap: RegisterMap, addr: int) -> tuple[int, int]:
+    """(processor, first column) of a loader record's address."""
+    for p in range(64):
+        base = rmap.kernel(p, 0)
+        if base <= addr < base + rmap.kernel_processor_stride:
+            return p, (addr - base) // 4
+    raise DecodeError(f"kernel record address 0x{addr:08x} is outside the kernel memory")
+
+
+def _stream(state: dict[int, int], addr: int, nbytes: int) -> bytes:
+    words = (nbytes + 3) // 4
+    raw = b"".join(state.get(addr + 4 * i, 0).to_bytes(4, "big") for i in range(words))
+    return raw[:nbytes]
+
+
+def _bias(state: dict[int, int], rmap: RegisterMap, layers: list[DecodedLayer]) -> None:
+    for ly in layers:
+        if ly.bias_quadrant is None:
+            continue
+        n = ly.out_span * ly.out_expand
+        if ly.bias_offset + n > rmap.bias_entries:
+            raise DecodeError(
+                f"register 0x{rmap.layer(ly.bias_quadrant, ly.index, 'post'):08x}: layer "
+                f"{ly.index} bias entries {ly.bias_offset}..{ly.bias_offset + n - 1} past "
+                f"{rmap.bias_entries}"
+            )
+        vals = [
+            state.get(rmap.bias(ly.bias_quadrant, ly.bias_offset + k), 0) & 0xFF for k in range(n)
+        ]
+        ly.bias = [v - 256 if v > 127 else v for v in vals]

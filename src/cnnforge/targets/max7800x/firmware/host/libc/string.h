@@ -1,0 +1,2 @@
+/* cnnforge: stand-in <string.h> for reading a firmware folder with pycparser (never compiled). */
+#include <stddef.h>
