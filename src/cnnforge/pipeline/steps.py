@@ -69,7 +69,7 @@ def step_load(state: CompileState, workdir: Path) -> CompileState:
     shape = o.input_shape or default_shape(o.model, sample)
     from cnnforge.pipeline.quantized import load_source
 
-    network, quantized = load_source(source, shape, o.model_args)
+    network, quantized = load_source(source, shape, o.model_args, None)
     if quantized:
         return state.with_(network=network, sample=match_sample(sample, network.input_shape))
     state = state.with_(source=network, sample=match_sample(sample, network.input_shape))
@@ -243,7 +243,7 @@ def step_simulate(state: CompileState, workdir: Path) -> CompileState:
     from cnnforge.checkpoint import save_quantized
     from cnnforge.sim import simulate
 
-    result = simulate(state.network, state.sample[None], all_layers=True)
+    result = simulate(state.network, state.sample[None], device=state.device, all_layers=True)
     answer = {k: _np(v)[0] for k, v in result.outputs.items()}
     layers = {k: _np(v)[0] for k, v in (result.layers or {}).items()}
     np.savez(workdir / KNOWN_ANSWER, **{k: answer[k] for k in sorted(answer)})

@@ -41,7 +41,7 @@ class Target:
     name: str  # the --device name (case-insensitive); ``parse`` targets match NAME[:params]
     description: str
     semantics: ModuleType  # the module of the integer rules its bit-exact simulation follows
-    device: Device | None = None  # fixed device data
+    device: Device | None  # fixed device data (None: ``parse`` reads it from --device text)
     parse: Callable[[str], GenericTarget] | None = None  # parametrised: --device text -> record
     aliases: tuple[str, ...] = ()
     compile_steps: Steps | None = None  # `cnnforge compile` (None: it cannot be compiled)
@@ -97,6 +97,7 @@ TARGETS: tuple[Target, ...] = (
         "generic",
         "generic accelerator: on-chip budget + DDR (generic:onchip=3MiB,...)",
         generic_integer,  # saturating fixed point
+        device=None,
         parse=parse_generic,
         planner=None,  # planned on the float model: targets.generic.run.plan_budget
         report=generic.FILES,
