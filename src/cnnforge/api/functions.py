@@ -137,7 +137,7 @@ def plan(
 
     dev = _device(device, "plan")
     target = get_target(dev.name)
-    if target.planner is None:
+    if target.plans != "place" or target.planner is None or target.write is None:
         raise InputError(f"device {dev.name} has no plan", hint="compile it with cnnforge.compile")
     shape = _shape(model, input_shape)
     request = pipeline_plan.PlanRequest(
@@ -152,7 +152,7 @@ def plan(
     )
     result = target.planner(request, dev)
     if output_dir is not None:
-        pipeline_plan.write_outputs(result, dev, Path(output_dir), overwrite)
+        target.write(result, dev, Path(output_dir), overwrite)
     return result
 
 
