@@ -25,6 +25,7 @@ import torchinfo
 from torch import nn
 
 from cnnforge.analysis import analyze_network
+from cnnforge.devices import MAX78000
 from cnnforge.frontend.capture import capture, check_input, compare
 from cnnforge.frontend.torch_export import capture_export
 from cnnforge.frontend.torch_fx import trace
@@ -104,7 +105,7 @@ def main() -> None:
     shape = (3, args.size, args.size)
 
     start = time.perf_counter()
-    result = analyze_network(capture(model, shape, handed_over=True))
+    result = analyze_network(capture(model, shape, handed_over=True), device=MAX78000)
     ours_first = time.perf_counter() - start
     start = time.perf_counter()
     stats = torchinfo.summary(model, input_size=(1, *shape), verbose=0)
@@ -119,18 +120,19 @@ def main() -> None:
         captured = capture_export(model, shape, "ResNet50", x)
         with torch.no_grad():
             assert compare(captured, x, [model(x)]) is None
-        analyze_network(captured.network)
+        analyze_network(captured.network, device=MAX78000)
 
     start = time.perf_counter()
     exported()
     export_first = time.perf_counter() - start
     ours = best_of(
-        args.repeat, lambda: analyze_network(capture(model, shape, handed_over=True))
+        args.repeat,
+        lambda: analyze_network(capture(model, shape, handed_over=True), device=MAX78000),
     )
-    copying = best_of(args.repeat, lambda: analyze_network(capture(model, shape)))
-    unverified = best_of(args.repeat, lambda: analyze_network(trace(model, shape)))
+    copying = best_of(args.repeat, lambda: analyze_network(capture(model, shape), device=MAX78000))
+    unverified = best_of(args.repeat, lambda: analyze_network(trace(model, shape), device=MAX78000))
     network = trace(model, shape)
-    analysis_only = best_of(args.repeat, lambda: analyze_network(network))
+    analysis_only = best_of(args.repeat, lambda: analyze_network(network, device=MAX78000))
     theirs = best_of(
         args.repeat, lambda: torchinfo.summary(model, input_size=(1, *shape), verbose=0)
     )

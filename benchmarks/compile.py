@@ -61,7 +61,7 @@ def c_inference(tmp: Path, runs: int) -> tuple[float, int, float]:
             ptq=True,
             sample=x,
             weight_bits="auto",
-            report=False,
+            report=False, device="MAX78000"
         )
     )
     exe = tmp / "bench"
@@ -72,10 +72,10 @@ def c_inference(tmp: Path, runs: int) -> tuple[float, int, float]:
         raise SystemExit(f"C benchmark failed: {result.output}")
     c_seconds = int(match[2]) / 1e6 / int(match[1])
     torch.set_num_threads(1)
-    simulate(state.network, x[None])  # warm-up
+    simulate(state.network, x[None], device=None)  # warm-up
     start = time.perf_counter()
     for _ in range(3):
-        simulate(state.network, x[None])
+        simulate(state.network, x[None], device=None)
     sim_seconds = (time.perf_counter() - start) / 3
     return c_seconds, int(match[3]), sim_seconds
 

@@ -41,7 +41,7 @@ def sample_set(n: int) -> torch.Tensor:
 def agreement(model, lowered, x, bits: int, clip: str) -> tuple[float, float, object]:
     qnet, exps = quantize_with_scales(lowered, bits, clip, calibration=x[:4], device=HLS)
     out = qnet.outputs[0]
-    y_q = simulate(qnet, x).outputs[out].double() * 2.0 ** exps.get(out, 0) / 128
+    y_q = simulate(qnet, x, device=None).outputs[out].double() * 2.0 ** exps.get(out, 0) / 128
     with torch.no_grad():
         y_f = model(x.float() / 128).double()
     agree = (y_q.argmax(1) == y_f.argmax(1)).double().mean().item()
@@ -72,16 +72,16 @@ def main() -> None:
             print(f"{f'W{bits}A8':>8} {clip:>7} {agree:>13.4f} {err:>10.5f}")
     net = nets[5, "max"]  # what `cnnforge compile --device HLS --ptq` builds
     one = x[:1]
-    sim_fast = best_of(lambda: simulate(net, one), args.runs)
-    sim_int = best_of(lambda: simulate(net, one, engine="int64"), 1)
-    sim_batch = best_of(lambda: simulate(net, x), args.runs) / len(x)
+    sim_fast = best_of(lambda: simulate(net, one, device=None), args.runs)
+    sim_int = best_of(lambda: simulate(net, one, engine="int64", device=None), 1)
+    sim_batch = best_of(lambda: simulate(net, x, device=None), args.runs) / len(x)
     print(f"simulator (fast engine), 1 image:        {sim_fast * 1e3:9.1f} ms")
     print(f"simulator (fast engine), per image of {len(x)}: {sim_batch * 1e3:9.1f} ms")
     print(f"simulator (int64 engine), 1 image:       {sim_int * 1e3:9.1f} ms")
     if find_ap_types() is None:
         print("C-simulation: skipped (no ap_types headers: pip install hls4ml)")
         return
-    answer = {k: v.numpy()[0] for k, v in simulate(net, one).outputs.items()}
+    answer = {k: v.numpy()[0] for k, v in simulate(net, one, device=None).outputs.items()}
     with tempfile.TemporaryDirectory(prefix="cnnforge-hls-bench-") as tmp:
         project = Path(tmp)
         emitted = emit_hls(net, one[0].numpy(), answer, project)

@@ -50,14 +50,14 @@ def _ours(network, label: str) -> tuple[PlanMetrics, float]:
 def compare(data: Path, size: int) -> None:
     """Print the three plans side by side for a size x size (folded) input."""
     shape = (48, size, size)
-    network, vendor_plan = load_ai8x(data / YAML, data / CKPT, shape)
+    network, vendor_plan = load_ai8x(data / YAML, data / CKPT, shape, device="MAX78000")
     strict = validate_plan(network, vendor_plan, DEVICE)
     loose = validate_plan(network, vendor_plan, DEVICE, allow_overlap=True)
     print(f"\n== camvid U-Net, input {shape}, {DEVICE} ==")
     print(f"vendor plan: validator issues strict {len(strict)}, with --overlap-data {len(loose)}")
     vendor = plan_metrics(network, with_cycles(network, vendor_plan), DEVICE)
     same, _ = _ours(network, "ours (imported network)")
-    torch_net = lower_to_hardware(load_network("unet-large", shape)).network
+    torch_net = lower_to_hardware(load_network("unet-large", shape), device=None).network
     plain, _ = _ours(torch_net, "ours (plain-torch unet-large)")
     head = (
         f"{'':34s}{'vendor':>12s}{'ours(same)':>12s}{'ratio':>8s}{'ours(torch)':>13s}{'ratio':>8s}"

@@ -23,9 +23,9 @@ def measure(model, lowered, x, bits, clip, calibrate):
     """(argmax agreement, mean abs error, seconds) of one quantization setting."""
     start = time.perf_counter()
     calib = x[: max(1, len(x) // 2)] if calibrate else None
-    qnet, exps = quantize_with_scales(lowered, bits, clip, calibration=calib)
+    qnet, exps = quantize_with_scales(lowered, bits, clip, calibration=calib, device=None)
     out = qnet.outputs[0]
-    y_q = simulate(qnet, x).outputs[out].double() * 2.0 ** exps[out] / 128
+    y_q = simulate(qnet, x, device=None).outputs[out].double() * 2.0 ** exps[out] / 128
     with torch.no_grad():
         y_f = model(x.float() / 128).double()
     agree = (y_q.argmax(1) == y_f.argmax(1)).double().mean().item()
@@ -63,7 +63,7 @@ def main() -> None:
     if args.checkpoint is None:
         settle_batchnorm(model, x)
     model.eval()
-    lowered = lower_to_hardware(trace(model, shape, name=args.model)).network
+    lowered = lower_to_hardware(trace(model, shape, name=args.model), device=None).network
     with torch.no_grad():
         classes = model(x.float() / 128).argmax(1).flatten()
     share = torch.bincount(classes).max().item() / classes.numel()

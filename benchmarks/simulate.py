@@ -33,7 +33,9 @@ def vendor_unet() -> tuple[str, Network]:
     if yaml_path.exists() and ckpt.exists():
         from cnnforge.frontend.ai8x import read_ai8x
 
-        return "vendor U-Net large (trained)", read_ai8x(yaml_path, ckpt, (48, 88, 88)).network
+        return "vendor U-Net large (trained)", read_ai8x(
+            yaml_path, ckpt, (48, 88, 88), device="MAX78000"
+        ).network
     return "U-Net large (PTQ)", _ptq("unet-large", (48, 88, 88))
 
 
@@ -65,9 +67,9 @@ def best_of(fn, repeat: int) -> float:
 def bench(label: str, net: Network, batch: int, repeat: int) -> None:
     x = torch.from_numpy(np.random.default_rng(1).integers(-128, 128, (batch, *net.input_shape)))
     xf = x.float() / 128
-    t_sim = best_of(lambda: simulate(net, x), repeat)
+    t_sim = best_of(lambda: simulate(net, x, device=None), repeat)
     t_float = best_of(lambda: run_float(net, xf), repeat)
-    t_int = best_of(lambda: simulate(net, x[:2], engine="int64"), 1) * batch / 2
+    t_int = best_of(lambda: simulate(net, x[:2], engine="int64", device=None), 1) * batch / 2
     print(
         f"{label:30s} {len(net.layers):3d} layers  float {t_float:7.3f} s  "
         f"simulator {t_sim:7.3f} s  ratio sim/float {t_sim / t_float:5.2f}  "

@@ -80,8 +80,9 @@ def on_step(name, i, n):
         times[current[0][0]] = since(current[0][1])
     current[:] = [(name, now())]
 yaml, ckpt, sample, out = sys.argv[1:5]
-options = P.CompileOptions(output=Path(out), ai8x_yaml=Path(yaml), ai8x_checkpoint=Path(ckpt),
-                           sample=Path(sample), overwrite=True, firmware=True)
+options = P.CompileOptions(output=Path(out), device="MAX78000", ai8x_yaml=Path(yaml),
+                           ai8x_checkpoint=Path(ckpt), sample=Path(sample), overwrite=True,
+                           firmware=True)
 P.compile_model(options, on_step=on_step)
 times[current[0][0]] = since(current[0][1])
 times["total"] = since(t0)

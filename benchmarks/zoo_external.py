@@ -143,6 +143,7 @@ for _name, _build in MODELS.items():  # file.py:Name specs for compile
 def row(name: str, size: int) -> list[str]:
     """One table row: analyze, hooks, check on both devices, compile where it fits."""
     from cnnforge.analysis import analyze_network
+    from cnnforge.devices import MAX78000
     from cnnforge.frontend.capture import capture
 
     torch.manual_seed(0)
@@ -154,7 +155,7 @@ def row(name: str, size: int) -> list[str]:
         network = capture(model, shape)
     except Exception as exc:  # the table says what failed; a traceback would hide the rest
         return [name, f"{numel:,}", "-", "-", "-", f"capture: {str(exc)[:160]}", "-", "-"]
-    analysis = analyze_network(network)
+    analysis = analyze_network(network, device=MAX78000)
     unused = sum(n for _, n in network.unused_params)
     params = f"{analysis.totals.params:,} (+{unused:,} unused) / {numel:,}"
     macs, hooks = analysis.totals.macs, hook_macs(model, shape)

@@ -117,7 +117,7 @@ def _check_consistent(network: Network, path: Path) -> None:
     try:
         if not network.is_hardware or not network.layers:
             raise InputError("the network description is not a quantized hardware network")
-        check_network(network)
+        check_network(network, None)  # a checkpoint names no device: the generic checks
         if all(x.out_shape for x in network.layers):  # shapes recorded: they must agree
             verify(network)
     except CnnforgeError as exc:

@@ -29,16 +29,11 @@ class Device:
     # ---- identity (§1 "Die name / izer device code") ----------------------------------------
     name: str
     die: str
-    izer_device: int
     # ---- data memory (§1, §2, §8 `data`) -----------------------------------------------------
     instance_bytes: int  # bytes per data-memory instance (32 KiB / 80 KiB)
-    bank_bytes: int  # physical bank inside an instance (MAX78002 read-ahead: 16 KiB)
-    pingpong_half: int  # conventional ping-pong offset (§1 "Conventional ping-pong half")
     data_base_addr: int  # AHB address of data SRAM (§1)
     data_quadrant_stride: int
     data_instance_stride: int
-    max_pixels_hwc: int  # per channel, HWC, one pass, not streaming (§1 "Max pixels")
-    max_pixels_chw: int  # per channel, CHW input layer (§1 "Max pixels")
     # ---- kernel (weight) memory (§1 "Weight memory per proc", §3, §8 `kernels`) -------------
     kernel_words_large: int  # 72-bit words of processors 0/16/32/48
     kernel_words_small: int  # 72-bit words of the other processors
@@ -52,13 +47,9 @@ class Device:
     bias_base_addr: int
     bias_quadrant_stride: int
     bias_flatten_first: bool  # MAX78000 allocator places flatten layers first (§4)
-    tram_entries_per_processor: int  # row cache, 16-bit entries (§1 "TRAM")
     # ---- layers and dims (§1, §8 `layers`, `dims`) --------------------------------------------
     max_layers: int  # hardware layer slots (32 / 128)
-    max_start_layer: int  # 0: must start at layer 0 (§1 "Start at layer other than 0")
-    link_layers: bool  # `next_sequence` branching (§1)
     max_row_col: int  # manual value (§1 "Max rows or columns", §9)
-    izer_max_row_col: int  # what the vendor tool accepts (§9)
     count_bits: int  # row/col register width: rows + 2*pad <= 2^bits (§1)
     # ---- per-op limits that differ (§1, §8) ---------------------------------------------------
     conv1d_dilation_max: int  # §1 "Conv dilation" (1023 / 2047)
@@ -69,19 +60,12 @@ class Device:
     eltwise_multipass_plain_only: bool  # MAX78000: > 1 pass needs an eltwise-only layer (§1)
     eltwise_multipass_conv_bias: bool  # in-flight eltwise + conv + multipass + bias allowed (§1)
     write_ptr_inc_bits: int  # out_passes * (write_gap + 1) <= 2^bits (§1 `write_gap`, §7)
-    read_gap: bool  # `read_gap` supported (§1)
     binary_weights: bool  # MAX78002 binary -1/+1 weights (§1 "Weight widths", arithmetic R1.2)
     # ---- streaming (§1 "Streaming specifics", §8 `streaming`) ---------------------------------
     streaming_final_layer_needs_pad: bool
-    streaming_bias_reliable: bool
     streaming_passthrough_allowed: bool
-    streaming_delta2_bits: int
     # ---- clocks (§1 "CNN clock", §5, §8 `clock`) ----------------------------------------------
     cnn_clock_mhz: float  # default CNN clock (50 / 200 MHz)
-    clock_source: str  # "apb" or "pll"
-    ipo_mhz: float
-    apb_mhz: float
-    pll_mhz: float | None
     pipeline: bool  # pipeline on by default
     has_latency_model: bool  # the vendor's cycle model exists only for MAX78000 (§5)
 
@@ -91,37 +75,28 @@ class Device:
     processors_per_quadrant: int = 16
     processors_per_instance: int = 4  # §1 "Procs sharing one data-memory instance"
     data_instances: int = 16  # §1 "Data-memory instances"
-    offset_align: int = 4  # in/out offsets are word addresses (§6 "Offsets")
     kernel_word_bits: int = 72  # one 8-bit 3x3 kernel per word (§3)
     kernel_large_processors: tuple[int, ...] = (0, 16, 32, 48)  # §1, §8 `kernels`
     kernel_start_align: int = 4  # a layer's start column is a multiple of 4 (§3 "Placement")
     bias_bits: int = 8  # §4 "Bias is always 8-bit"
-    bias_entry_stride: int = 4  # bytes per bias entry on the bus (§1 "Bias address")
     max_streaming_layers: int = 8  # §1 "Max streaming layers"
     max_channels: int = 1024  # §1 "Max channels in or out per layer" (tool value, §9)
-    max_passes: int = 16  # §1 "Max passes"
     pass_channels: int = 64  # channels per pass = processors (§2: E = ceil(C / 64))
     pass_align: int = 4  # T rounded up to a multiple of 4 when C > 64 (§2)
     frame_limit: int = 1 << 21  # H*W*passes < 2^21 (§1 "Frame limit")
     conv2d_kernels: tuple[tuple[int, int], ...] = ((1, 1), (3, 3))  # §1 "Conv2d kernel"
     conv1d_kernel_range: tuple[int, int] = (1, 9)  # §1 "Conv1d kernel length"
-    conv_stride: int = 1  # §1 "Conv stride" (Conv1d, Conv2d)
     conv_pads: tuple[int, ...] = (0, 1, 2)  # §1 "Conv padding"; pad < kernel size
     conv2d_dilation_max: int = 1  # tool value; the manual's 16 is rejected by izer (§9)
-    conv1d_long_dilation_taps: int = 9  # (k-1)*d >= 9 -> emulated dilation rules (§7)
-    conv1d_emulated_dilation_kernel_max: int = 3  # §8 `conv1d`
-    conv1d_emulated_dilation_pad_max: int = 0
     convtranspose2d_kernel: tuple[int, int] = (3, 3)  # §1 "ConvTranspose2d"
     convtranspose2d_stride: int = 2
     convtranspose2d_output_padding: int = 1
     convtranspose2d_pads: tuple[int, ...] = (0, 1, 2)  # hardware pad k-1-p; PyTorch p alike
     pool_size_range: tuple[int, int] = (1, 16)  # §1 "Pool kernel", per dim
     pool_stride_range: tuple[int, int] = (1, 16)  # §1 "Pool stride"
-    pool_square_stride: bool = True  # same stride in both dims (§1)
     eltwise_ops: frozenset[EltwiseOp] = HARDWARE_ELTWISE  # §1 "Element-wise ops / operands"
     eltwise_operands_range: tuple[int, int] = (2, 16)
     pool_after_eltwise_operands: int = 2  # `pool_first: false` operand limit (§1)
-    output_widths: tuple[int, ...] = (8, 32)  # §1 "Bias / data / accumulator", §8 `output`
     shift_range: tuple[int, int] = (-15, 15)  # total output shift (§1 "Output shift")
     flatten_max_chw: int = 16384  # §1 "Flatten"
     flatten_max_hw: int = 256
@@ -129,53 +104,16 @@ class Device:
     linear_max_out: int = 1024
     weight_bits: tuple[int, ...] = (8, 4, 2, 1)  # §1 "Weight widths" (binary: binary_weights)
     default_weight_bits: int = 8  # the width compile uses unless --weight-bits is given
-    fifo_count: int = 4  # §1 "Standard FIFOs"
     fifo_max_hwc_channels: int = 16
     fifo_max_chw_channels: int = 4
     fifo_hwc_mask: int = 0x000F000F000F000F  # §8 `fifo`
     fifo_chw_mask: int = 0x0001000100010001
-    fast_fifo_max_hwc_channels: int = 4  # §1 "Fast FIFO (RISC-V only)"
-    fast_fifo_max_chw_channels: int = 1
     streaming_one_by_one_as_3x3: bool = True  # §8 `streaming`
     # The rollover (circular input buffer) formula of a streaming layer: the vendor backend's
     # "new streaming" one (tc REQUIRE_NEW_STREAMING, MAX78002) or the original (plan/streaming.py).
     streaming_new_rollover: bool = False
-    clock_dividers: tuple[int, ...] = (1, 2, 4, 8, 16)  # §1 "CNN clock divider"
-    max_no_pipeline_mhz: float = 50.0  # above this per divided clock the pipeline is needed
-    latency_start_cycles: int = 1  # §5: network cycles = 1 (start) + sum over layers
-    latency_streaming_factor: tuple[int, int, int] = (15, 9, 10)  # §5: (15*layer + 9) // 10
 
     # ---- derived numbers ---------------------------------------------------------------------
-
-    @property
-    def instance_words(self) -> int:
-        """32-bit words per data-memory instance (§1 "Data memory per instance")."""
-        return self.instance_bytes // 4
-
-    @property
-    def bytes_per_processor(self) -> int:
-        """One processor's byte lane of its instance (§1 "Data memory per processor")."""
-        return self.instance_bytes // self.processors_per_instance
-
-    @property
-    def data_total_bytes(self) -> int:
-        """All data memory (§1 "Data memory total")."""
-        return self.instance_bytes * self.data_instances
-
-    @property
-    def kernel_total_words(self) -> int:
-        """All 72-bit kernel words (§1 "Weight memory total")."""
-        return sum(self.kernel_words(p) for p in range(self.processors))
-
-    @property
-    def bias_total_entries(self) -> int:
-        """All bias entries of the device (§1 "Bias memory total")."""
-        return self.bias_entries_per_quadrant * self.quadrants
-
-    @property
-    def pool_passthrough_max_passes(self) -> int:
-        """Alias of ``passthrough_pool_max_passes`` (the name the latency model used)."""
-        return self.passthrough_pool_max_passes
 
     @property
     def clock_hz(self) -> float:
@@ -269,15 +207,10 @@ class Device:
 MAX78000 = Device(
     name="MAX78000",
     die="AI85",
-    izer_device=85,
     instance_bytes=32768,  # §1 "Data memory per instance": 32 KiB
-    bank_bytes=32768,  # §8 `data.bank_bytes`
-    pingpong_half=0x4000,
     data_base_addr=0x50400000,  # §1 "Data SRAM address"
     data_quadrant_stride=0x400000,
     data_instance_stride=0x8000,
-    max_pixels_hwc=8192,  # §1 "Max pixels per channel"
-    max_pixels_chw=32768,
     kernel_words_large=768,  # §1 "Weight memory per proc": 768 for every proc
     kernel_words_small=768,
     kernel_banks_large=(768,),  # §1 "Weight memory physical split": 1 x 768
@@ -289,12 +222,8 @@ MAX78000 = Device(
     bias_base_addr=0x50108000,  # §1 "Bias address"
     bias_quadrant_stride=0x400000,
     bias_flatten_first=True,  # §4 "on MAX78000 flatten layers are placed first"
-    tram_entries_per_processor=3072,  # §1 "TRAM"
     max_layers=32,  # §1 "Max layers"
-    max_start_layer=0,  # §1 "Start at layer other than 0": no
-    link_layers=False,
     max_row_col=1023,  # §1 "Max rows or columns" (manual)
-    izer_max_row_col=1024,
     count_bits=10,  # §1 "Row/col register width"
     conv1d_dilation_max=1023,  # §1 "Conv dilation"
     conv1d_multipass_pad=True,  # §8 `conv1d.multipass_pad_allowed`
@@ -304,17 +233,10 @@ MAX78000 = Device(
     eltwise_multipass_plain_only=True,  # §1 "Element-wise with multi-pass"
     eltwise_multipass_conv_bias=True,
     write_ptr_inc_bits=4,  # §1 `write_gap`: <= 16
-    read_gap=False,  # §1 `read_gap`
     binary_weights=False,  # §1 "Weight widths"
     streaming_final_layer_needs_pad=True,  # §1 "Streaming specifics"
-    streaming_bias_reliable=False,
     streaming_passthrough_allowed=True,
-    streaming_delta2_bits=12,  # §7 "stream delta2 < 2^12"
     cnn_clock_mhz=50.0,  # §1 "CNN clock default": PCLK 50 MHz
-    clock_source="apb",
-    ipo_mhz=100.0,
-    apb_mhz=50.0,
-    pll_mhz=None,
     pipeline=False,
     has_latency_model=True,  # §1 "Latency estimate in izer": yes
 )
@@ -322,15 +244,10 @@ MAX78000 = Device(
 MAX78002 = Device(
     name="MAX78002",
     die="AI87",
-    izer_device=87,
     instance_bytes=81920,  # §1 "Data memory per instance": 80 KiB
-    bank_bytes=16384,  # §8 `data.bank_bytes` (read-ahead banks, §6)
-    pingpong_half=0xA000,
     data_base_addr=0x51800000,
     data_quadrant_stride=0x1000000,
     data_instance_stride=0x20000,
-    max_pixels_hwc=20480,
-    max_pixels_chw=81920,
     kernel_words_large=5120,  # §1: 5120 for procs 0,16,32,48
     kernel_words_small=4096,  # §1: 4096 for the others
     kernel_banks_large=(1024, 1024, 1024, 1024, 256, 256, 256, 256),  # §1, §8
@@ -342,12 +259,8 @@ MAX78002 = Device(
     bias_base_addr=0x51180000,
     bias_quadrant_stride=0x1000000,
     bias_flatten_first=False,
-    tram_entries_per_processor=12288,
     max_layers=128,
-    max_start_layer=127,
-    link_layers=True,
     max_row_col=2047,
-    izer_max_row_col=2048,
     count_bits=11,
     conv1d_dilation_max=2047,
     conv1d_multipass_pad=False,  # §1 "Conv padding": Conv1d with > 64 in-channels: pad 0
@@ -357,18 +270,11 @@ MAX78002 = Device(
     eltwise_multipass_plain_only=False,
     eltwise_multipass_conv_bias=False,  # §1: except in-flight eltwise + conv + multipass + bias
     write_ptr_inc_bits=8,  # §1 `write_gap`: <= 256
-    read_gap=True,
     binary_weights=True,
     streaming_final_layer_needs_pad=False,
-    streaming_bias_reliable=True,
     streaming_passthrough_allowed=False,
-    streaming_delta2_bits=14,
     streaming_new_rollover=True,
     cnn_clock_mhz=200.0,  # §1 "CNN clock default": PLL 200 MHz, pipeline on
-    clock_source="pll",
-    ipo_mhz=120.0,
-    apb_mhz=60.0,
-    pll_mhz=200.0,
     pipeline=True,
     has_latency_model=False,  # §1 "Latency estimate in izer": none
 )

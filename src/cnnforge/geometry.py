@@ -3,8 +3,8 @@
 Passes and processors per pass (../shared/spec/devices.md §2), the channels and the shape a
 layer's main op reads, the kernel count ``kc`` of a weight layer (§3), and when each tensor
 is live (§6 "No overwrite of live data"). Analysis, passes, planner, validator, frontend and
-emitters ask here instead of writing the formulas again. Questions asked without a device use
-``COMMON``: both MAX7800x parts have the same processors and pass rules (§1).
+emitters ask here instead of writing the formulas again. Every question takes the device it is
+asked of: a caller cannot silently get another part's rules.
 """
 
 from __future__ import annotations
@@ -12,29 +12,26 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from cnnforge.devices import MAX78000, Device
+from cnnforge.devices import Device
 from cnnforge.ir import BINARY_BITS, INPUT, Layer, Network
-
-#: The device whose geometry questions without a device use (equal on MAX78000 and MAX78002).
-COMMON: Device = MAX78000
 
 #: Layer index at which the network input is produced (before the first layer).
 BEFORE_FIRST = -1
 
 
-def passes(channels: int, device: Device | None = None) -> int:
+def passes(channels: int, device: Device) -> int:
     """Passes E = ceil(C / processors per pass) a tensor of ``channels`` channels needs (§2)."""
-    return (device or COMMON).passes(channels)
+    return device.passes(channels)
 
 
-def processors_per_pass(channels: int, device: Device | None = None) -> int:
+def processors_per_pass(channels: int, device: Device) -> int:
     """Processors per pass T = ceil(C / E), rounded up to the 4-processor instance when E > 1."""
-    return (device or COMMON).processors_per_pass(channels)
+    return device.processors_per_pass(channels)
 
 
-def words_per_pixel(channels: int, device: Device | None = None) -> int:
+def words_per_pixel(channels: int, device: Device) -> int:
     """32-bit words one pixel of the tensor takes per instance group: E * ceil(T / 4) (§2)."""
-    dev = device or COMMON
+    dev = device
     per_pass = math.ceil(channels / dev.passes(channels))
     return dev.passes(channels) * math.ceil(per_pass / dev.processors_per_instance)
 
@@ -59,8 +56,8 @@ def kernel_count(
     in_channels: int,
     out_channels: int,
     slots: int,
-    pixels: int = 1,
-    device: Device | None = None,
+    pixels: int,
+    device: Device,
 ) -> int:
     """kc of devices.md §3: kernels per input processor for ``slots`` output slots S.
 
@@ -77,17 +74,15 @@ def kernel_count(
     return slots * e_out * e_in
 
 
-def kernel_slots(out_mask: int, device: Device | None = None) -> int:
+def kernel_slots(out_mask: int, device: Device) -> int:
     """S of devices.md §3 with the filler kernels of a mask not starting at a multiple of 4: last
     - first + 1, ``first`` rounded down to the 4-processor instance (the safe budget)."""
     first = (out_mask & -out_mask).bit_length() - 1
     last = out_mask.bit_length() - 1
-    return last - (first - first % (device or COMMON).processors_per_instance) + 1
+    return last - (first - first % device.processors_per_instance) + 1
 
 
-def packed_kernel_words(
-    kernels: int, ksize: int, weight_bits: int, device: Device | None = None
-) -> int:
+def packed_kernel_words(kernels: int, ksize: int, weight_bits: int, device: Device) -> int:
     """72-bit words for ``kernels`` kernels of ``ksize`` b-bit weights (vendor formula, §3).
 
     ceil((kc * ksize * b + (kc mod q) * ksize * (q - 1)) / 72), q = 8 / b.
@@ -95,7 +90,7 @@ def packed_kernel_words(
     bits = abs(weight_bits) if weight_bits != BINARY_BITS else 1
     q = 8 // bits
     pad = (kernels % q) * ksize * (q - 1)
-    return math.ceil((kernels * ksize * bits + pad) / (device or COMMON).kernel_word_bits)
+    return math.ceil((kernels * ksize * bits + pad) / device.kernel_word_bits)
 
 
 def has_bias(layer: Layer) -> bool:
@@ -105,18 +100,16 @@ def has_bias(layer: Layer) -> bool:
     return layer.bias is not None
 
 
-def bias_entries(out_channels: int, out_mask: int, device: Device | None = None) -> int:
+def bias_entries(out_channels: int, out_mask: int, device: Device) -> int:
     """Bias entries of a layer: Cout + (first output processor mod 4) * E_out (devices.md §4)."""
     first = (out_mask & -out_mask).bit_length() - 1
-    align = (device or COMMON).processors_per_instance
+    align = device.processors_per_instance
     return out_channels + (first % align) * passes(out_channels, device)
 
 
-def depthwise_bias_slices(
-    out_channels: int, out_mask: int, device: Device | None = None
-) -> dict[int, int]:
+def depthwise_bias_slices(out_channels: int, out_mask: int, device: Device) -> dict[int, int]:
     """Bias entries a depthwise layer keeps in each quadrant it writes (devices.md §4)."""
-    dev = device or COMMON
+    dev = device
     per = dev.processors_per_quadrant
     e_out = passes(out_channels, dev)
     slices = {}
@@ -167,7 +160,7 @@ class TensorGeometry:
         return self.pixels * self.passes * (4 if self.wide else 1)
 
 
-def tensor_geometry(network: Network, name: str, device: Device | None = None) -> TensorGeometry:
+def tensor_geometry(network: Network, name: str, device: Device) -> TensorGeometry:
     """The geometry of the input or of one layer's output."""
     shape = network.shape_of(name)
     channels = shape[0]
@@ -181,9 +174,7 @@ def tensor_geometry(network: Network, name: str, device: Device | None = None) -
     )
 
 
-def layer_in_geometry(
-    network: Network, layer: Layer, device: Device | None = None
-) -> TensorGeometry:
+def layer_in_geometry(network: Network, layer: Layer, device: Device) -> TensorGeometry:
     """The (pre-pooling) input of ``layer`` as the hardware reads it: C, pixels, E, T."""
     shape = network.input_shapes(layer)[0]
     channels = layer_in_channels(network, layer)
@@ -198,7 +189,6 @@ def layer_in_geometry(
 
 __all__ = [
     "BEFORE_FIRST",
-    "COMMON",
     "TensorGeometry",
     "bias_entries",
     "depthwise_bias_slices",

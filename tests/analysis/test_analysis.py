@@ -19,6 +19,7 @@ from torch import nn
 
 from cnnforge.analysis import analyze_network
 from cnnforge.analysis.counting import int8_layout_bytes
+from cnnforge.devices import MAX78000
 from cnnforge.frontend.torch_fx import trace
 from cnnforge.ir import INPUT, Layer, Network, Op, Pooling, PoolKind, Quantized
 from cnnforge.models.unet import UNetLarge, UNetVOC
@@ -28,9 +29,9 @@ from cnnforge.models.unet import UNetLarge, UNetVOC
 
 def test_seed_001_unet_figures() -> None:
     net = trace(UNetVOC(), (3, 64, 64))
-    assert analyze_network(net).totals.params == 486_613
-    assert analyze_network(net).totals.macs == 48_496_640
-    assert analyze_network(net, count="thop").totals.macs == 55_787_520
+    assert analyze_network(net, device=MAX78000).totals.params == 486_613
+    assert analyze_network(net, device=MAX78000).totals.macs == 48_496_640
+    assert analyze_network(net, count="thop", device=MAX78000).totals.macs == 55_787_520
 
 
 # ---- agreement with torchinfo and thop on varied models ----------------------------------------
@@ -203,7 +204,10 @@ def test_params_and_macs_agree_with_torchinfo_and_thop(name: str) -> None:
     net = trace(_fresh(factory), shape)
     stats = torchinfo.summary(_fresh(factory), input_size=(1, *shape), verbose=0)
     thop_macs, thop_params = thop_profile(_fresh(factory), shape)
-    true, thop_count = analyze_network(net), analyze_network(net, count="thop")
+    true, thop_count = (
+        analyze_network(net, device=MAX78000),
+        analyze_network(net, count="thop", device=MAX78000),
+    )
     assert true.totals.params == stats.total_params == thop_params
     assert thop_count.totals.macs == thop_macs
     assert true.totals.macs == torchinfo_true_macs(stats)
@@ -248,9 +252,9 @@ def test_random_conv_stacks_agree_with_thop_and_torchinfo(data: st.DataObject) -
     net = trace(model, shape)
     stats = torchinfo.summary(model, input_size=(1, *shape), verbose=0)
     thop_macs, thop_params = thop_profile(model, shape)
-    assert analyze_network(net).totals.params == stats.total_params == thop_params
-    assert analyze_network(net, count="thop").totals.macs == thop_macs
-    assert analyze_network(net).totals.macs == torchinfo_true_macs(stats)
+    assert analyze_network(net, device=MAX78000).totals.params == stats.total_params == thop_params
+    assert analyze_network(net, count="thop", device=MAX78000).totals.macs == thop_macs
+    assert analyze_network(net, device=MAX78000).totals.macs == torchinfo_true_macs(stats)
 
 
 # ---- receptive fields, derived by hand ----------------------------------------------------------
@@ -258,7 +262,7 @@ def test_random_conv_stacks_agree_with_thop_and_torchinfo(data: st.DataObject) -
 
 def rf_of(model: nn.Module, shape: tuple[int, ...]) -> list[tuple[float, float, float]]:
     """(size, stride, offset) of the first axis, per layer."""
-    rows = analyze_network(trace(model, shape)).layers
+    rows = analyze_network(trace(model, shape), device=MAX78000).layers
     return [(float(r.rf_size[0]), float(r.rf_stride[0]), float(r.rf_offset[0])) for r in rows]
 
 
@@ -338,7 +342,7 @@ def test_rf_of_a_fused_hardware_layer_includes_its_pooling() -> None:
         weight=np.zeros((4, 2, 3, 3), np.float32),
         bias=np.zeros(4, np.float32),
     )
-    row = analyze_network(Network("hw", (2, 8, 8), (layer,))).layers[0]
+    row = analyze_network(Network("hw", (2, 8, 8), (layer,)), device=MAX78000).layers[0]
     assert (row.rf_size, row.rf_stride, row.rf_offset) == ((6, 6), (2, 2), (Fraction(3, 2),) * 2)
     assert row.params == 76 and row.macs == 4 * 16 * 2 * 9
 
@@ -368,7 +372,7 @@ def test_rf_equals_the_gradient_support(data: st.DataObject) -> None:
         y = model(x)
     except RuntimeError:  # shrank to nothing
         return
-    row = analyze_network(trace(model, (1, size, size))).layers[-1]
+    row = analyze_network(trace(model, (1, size, size)), device=MAX78000).layers[-1]
     for i in (0, y.shape[2] - 1):
         x.grad = None
         y[0, 0, i, i].backward(retain_graph=True)
@@ -398,7 +402,7 @@ def test_rf_equals_the_gradient_support(data: st.DataObject) -> None:
     ],
 )
 def test_int8_layout_bytes(shape: tuple[int, ...], wide: bool, expected: int) -> None:
-    assert int8_layout_bytes(shape, wide) == expected
+    assert int8_layout_bytes(shape, MAX78000, wide) == expected
 
 
 def test_peak_memory_keeps_skip_connections_live() -> None:
@@ -413,14 +417,14 @@ def test_peak_memory_keeps_skip_connections_live() -> None:
         (1, 4, 4),
         (layer("a", (INPUT,), 2), layer("b", ("a",), 4), layer("c", ("b", "a"), 6)),
     )
-    totals = analyze_network(net).totals
+    totals = analyze_network(net, device=MAX78000).totals
     assert (totals.peak_act_bytes_float32, totals.peak_layer) == (768, "c")
     assert totals.peak_act_bytes_int8 == 16 * (4 + 4 + 8)
 
 
 def test_parameter_memory_at_weight_bits() -> None:
     model = nn.Sequential(nn.Conv2d(2, 4, 3), nn.BatchNorm2d(4), nn.Flatten(), nn.Linear(4, 3))
-    rows = analyze_network(trace(model, (2, 3, 3)), weight_bits=4).layers
+    rows = analyze_network(trace(model, (2, 3, 3)), weight_bits=4, device=MAX78000).layers
     assert [r.param_bytes_float32 for r in rows] == [4 * 76, 4 * 8, 0, 4 * 15]
     # conv: 72 weights at 4 bits = 36 B + 4 bias bytes; BN folds away; linear 12 / 2 + 3.
     assert [r.param_bytes_quantized for r in rows] == [40, 0, 0, 9]
@@ -431,5 +435,5 @@ def test_quantized_layers_use_their_own_bits() -> None:
     quant = Quantized(2, np.zeros((4, 2, 3, 3), np.int64), np.zeros(4, np.int64))
     layer = Layer("q", Op.CONV2D, out_shape=(4, 6, 6), in_channels=2, out_channels=4,
                   kernel_size=(3, 3), quant=quant)  # fmt: skip
-    row = analyze_network(Network("q", (2, 8, 8), (layer,))).layers[0]
+    row = analyze_network(Network("q", (2, 8, 8), (layer,)), device=MAX78000).layers[0]
     assert (row.params, row.param_bytes_quantized, row.weight_bits) == (76, 18 + 4, 2)

@@ -133,7 +133,7 @@ def test_arch_cannot_leave_the_output(tmp_path, capsys, arch):
 @needs_ai8x
 @pytest.mark.parametrize("name", ["../../escaped", "/abs/evil"])
 def test_network_names_never_make_paths(tmp_path, name):
-    network, _ = read_ai8x(YAML, CKPT).network, None
+    network, _ = read_ai8x(YAML, CKPT, device="MAX78000").network, None
     network = dataclasses.replace(network, name=name)
     result = write_outputs(plan_and_validate(network, _device()), _device(), tmp_path / "out")
     out = (tmp_path / "out").resolve()
@@ -154,7 +154,9 @@ def test_layer_names_cannot_inject_into_the_yaml(tmp_path, capsys, name):
     path = _yaml_with(tmp_path, name=name)
     code, err = _run(["check", "--ai8x-yaml", path, "--ai8x-checkpoint", CKPT], capsys)
     assert code == 2 and "`name`" in _one_line(err)  # refused where it enters
-    model = read_ai8x(YAML, CKPT)  # a name that enters another way is escaped where it leaves
+    model = read_ai8x(
+        YAML, CKPT, device="MAX78000"
+    )  # a name that enters another way is escaped where it leaves
     layers = tuple(
         dataclasses.replace(x, name=f"{name}{i}") if i else x
         for i, x in enumerate(model.network.layers)
@@ -172,9 +174,11 @@ def test_layer_names_cannot_inject_into_the_yaml(tmp_path, capsys, name):
 
 @needs_ai8x
 def test_network_name_cannot_break_the_c(tmp_path):
-    network = dataclasses.replace(read_ai8x(YAML, CKPT).network, name='a\\ "%s ??/ */ \n')
+    network = dataclasses.replace(
+        read_ai8x(YAML, CKPT, device="MAX78000").network, name='a\\ "%s ??/ */ \n'
+    )
     sample = np.load(SAMPLE)
-    result = simulate(network, sample[None])
+    result = simulate(network, sample[None], device=None)
     answer = {k: np.asarray(v)[0] for k, v in result.outputs.items()}
     (tmp_path / "c").mkdir()
     (tmp_path / "b").mkdir()

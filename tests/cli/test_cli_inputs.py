@@ -180,7 +180,7 @@ def test_yaml_header_names_in_place_layers(ai8x_data) -> None:
     camvid = read_ai8x(
         ai8x_data / "networks" / "camvid-unet-large.yaml",
         ai8x_data / "trained" / "ai85-camvid-unet-large-q.pth.tar",
-        overlap_data=True,
+        overlap_data=True, device="MAX78000"
     )
     layers = in_place_layers(camvid.network, camvid.plan)
     assert layers, "the vendor's own U-Net writes over its dying inputs"
@@ -189,7 +189,7 @@ def test_yaml_header_names_in_place_layers(ai8x_data) -> None:
     assert "--overlap-data" in header and layers[0] in header and "--no-in-place" in header
     mnist = read_ai8x(
         ai8x_data / "networks" / "mnist-chw-ai85.yaml",
-        ai8x_data / "trained" / "ai85-mnist-qat8-q.pth.tar",
+        ai8x_data / "trained" / "ai85-mnist-qat8-q.pth.tar", device="MAX78000"
     )
     assert in_place_layers(mnist.network, mnist.plan) == ()
     assert "--overlap-data" not in yaml_text(mnist.network, mnist.plan)
@@ -226,7 +226,7 @@ def test_in_place_layers_of_the_vendor_unet_equal_the_word_level_run(ai8x_data) 
     camvid = read_ai8x(
         ai8x_data / "networks" / "camvid-unet-large.yaml",
         ai8x_data / "trained" / "ai85-camvid-unet-large-q.pth.tar",
-        overlap_data=True,
+        overlap_data=True, device="MAX78000"
     )
     assert in_place_layers(camvid.network, camvid.plan) == _overwrites_without_flag(
         camvid.network, camvid.plan

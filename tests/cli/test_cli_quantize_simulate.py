@@ -87,7 +87,9 @@ def test_simulate_network_and_layers(quantized: Path, tmp_path: Path, capsys) ->
     code, _, err = run(argv, capsys)
     assert code == 0, err
     net = load_quantized(quantized)
-    expected = simulate(net, torch.from_numpy(x.astype(np.int64))).outputs[net.outputs[0]]
+    expected = simulate(net, torch.from_numpy(x.astype(np.int64)), device=None).outputs[
+        net.outputs[0]
+    ]
     np.testing.assert_array_equal(np.load(y_path), expected.numpy())
     assert len(list(layers.glob("*.npy"))) == len(net)
     code, _, err = run(argv, capsys)  # outputs exist now

@@ -70,7 +70,7 @@ def test_example_a_through_the_simulator_layer() -> None:
     )  # fmt: skip
     net = Network("a", (1, 3, 3), (layer,))
     for engine in ("fast", "int64"):
-        out = simulate(net, torch.tensor(X_A).reshape(1, 3, 3), engine=engine)
+        out = simulate(net, torch.tensor(X_A).reshape(1, 3, 3), engine=engine, device=None)
         assert out.outputs["a"].flatten().tolist() == [39]
 
 

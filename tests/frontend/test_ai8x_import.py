@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from cnnforge.devices import MAX78000
 from cnnforge.errors import ConfigError
 from cnnforge.frontend.ai8x import load_ai8x, read_ai8x
 from cnnforge.ir import INPUT, Op
@@ -27,13 +28,14 @@ def pair(ai8x: Path, key: str) -> tuple[Path, Path]:
 
 def test_processors_per_pass_rule():
     # network-yaml.md §4: 48 -> 48, 112 -> 56 (2 passes), 100 -> 52, 64 -> 64, 65 -> 36
-    assert [processors_per_pass(c) for c in (1, 48, 64, 65, 100, 112, 128, 1024)] == [
+    counts = (1, 48, 64, 65, 100, 112, 128, 1024)
+    assert [processors_per_pass(c, MAX78000) for c in counts] == [
         1, 48, 64, 36, 52, 56, 64, 64,
     ]  # fmt: skip
 
 
 def test_mnist_import(ai8x_data):
-    net, plan = load_ai8x(*pair(ai8x_data, "mnist"))
+    net, plan = load_ai8x(*pair(ai8x_data, "mnist"), device="MAX78000")
     assert net.name == "ai85net5" and net.input_shape == (1, 28, 28)
     assert [layer.out_shape for layer in net] == [
         (60, 28, 28), (60, 16, 16), (56, 8, 8), (12, 4, 4), (10,),
@@ -52,7 +54,7 @@ def test_mnist_import(ai8x_data):
 
 @pytest.mark.parametrize("key", ["unet", "fakept"])
 def test_unet_import(ai8x_data, key):
-    net, plan = load_ai8x(*pair(ai8x_data, key))
+    net, plan = load_ai8x(*pair(ai8x_data, key), device="MAX78000")
     assert len(net) == 19 and net.input_shape == (48, 48, 48)
     pt = net.layers[7]
     assert pt.op is (Op.PASSTHROUGH if key == "unet" else Op.CONV2D)
@@ -71,14 +73,16 @@ def test_unet_import(ai8x_data, key):
 
 
 def test_modules_and_explicit_shape(ai8x_data):
-    model = read_ai8x(*pair(ai8x_data, "fakept"), input_shape=(48, 88, 88), overlap_data=True)
+    model = read_ai8x(
+        *pair(ai8x_data, "fakept"), input_shape=(48, 88, 88), overlap_data=True, device="MAX78000"
+    )
     assert model.network.layers[6].out_shape == (112, 11, 11)
     assert dict(model.modules)["layer7"] == "pt" and model.epoch == 73
     assert model.plan.allow_overlap and model.dataset == "CamVid_s352_c3_reduced"
 
 
 def test_float_weights_mean_the_same(ai8x_data):
-    net, _ = load_ai8x(*pair(ai8x_data, "mnist"))
+    net, _ = load_ai8x(*pair(ai8x_data, "mnist"), device="MAX78000")
     conv = net.layers[0]
     scale = 2.0 ** (conv.quant.output_shift + 1 - 8)
     assert np.array_equal(conv.weight, (conv.quant.weights * scale).astype(np.float32))
@@ -106,7 +110,7 @@ def _copy(ai8x: Path, tmp: Path, key: str, edit=None) -> tuple[Path, Path]:
 def _error(ai8x, tmp, key, edit, shape=None) -> str:
     yaml_path, ckpt = _copy(ai8x, tmp, key, edit)
     with pytest.raises(ConfigError) as info:
-        load_ai8x(yaml_path, ckpt, shape)
+        load_ai8x(yaml_path, ckpt, shape, device="MAX78000")
     text = info.value.one_line()
     assert "\n" not in text
     return text
@@ -165,7 +169,7 @@ def test_plain_yaml_with_fakept_checkpoint(ai8x_data, tmp_path):
     yaml_path, _ = pair(ai8x_data, "unet")
     _, ckpt = pair(ai8x_data, "fakept")
     with pytest.raises(ConfigError, match="layers with weights but the checkpoint has 19"):
-        load_ai8x(yaml_path, ckpt, UNET_SHAPE)
+        load_ai8x(yaml_path, ckpt, UNET_SHAPE, device="MAX78000")
 
 
 def test_processors_do_not_match_channels(ai8x_data, tmp_path):
@@ -188,9 +192,9 @@ def test_chw_one_channel_per_instance(tmp_path):
     text = "arch: x\ndataset: d\nlayers:\n  - processors: 0x7\n    data_format: CHW\n"
     (tmp_path / "c.yaml").write_text(text)
     with pytest.raises(ConfigError, match=r"c\.yaml:4: layer 0: CHW input, but several channels"):
-        load_ai8x(tmp_path / "c.yaml", tmp_path / "c.pth.tar", (3, 8, 8))
+        load_ai8x(tmp_path / "c.yaml", tmp_path / "c.pth.tar", (3, 8, 8), device="MAX78000")
     (tmp_path / "c.yaml").write_text(text.replace("0x7", "0x111"))
-    _, plan = load_ai8x(tmp_path / "c.yaml", tmp_path / "c.pth.tar", (3, 8, 8))
+    _, plan = load_ai8x(tmp_path / "c.yaml", tmp_path / "c.pth.tar", (3, 8, 8), device="MAX78000")
     assert plan.data_format == "CHW" and plan.placements[0].out_processors == 0xF
 
 
@@ -210,8 +214,8 @@ def test_missing_sample_needs_shape(ai8x_data, tmp_path):
     copy = tmp_path / "x.yaml"
     copy.write_text(yaml_path.read_text())
     with pytest.raises(ConfigError, match="--input-shape"):
-        load_ai8x(copy, ckpt)
-    net, _ = load_ai8x(copy, ckpt, (1, 28, 28))
+        load_ai8x(copy, ckpt, device="MAX78000")
+    net, _ = load_ai8x(copy, ckpt, (1, 28, 28), device="MAX78000")
     assert net.input_shape == (1, 28, 28)
 
 
@@ -224,7 +228,7 @@ def test_float_checkpoint_is_refused(tmp_path, ai8x_data):
     yaml_path = tmp_path / "f.yaml"
     yaml_path.write_text("arch: x\ndataset: d\nlayers:\n  - processors: 1\n    out_offset: 0\n")
     with pytest.raises(ConfigError, match="not a quantized"):
-        load_ai8x(yaml_path, ckpt, (1, 8, 8))
+        load_ai8x(yaml_path, ckpt, (1, 8, 8), device="MAX78000")
 
 
 def test_foreign_global_is_refused(tmp_path):
@@ -237,14 +241,18 @@ def test_foreign_global_is_refused(tmp_path):
     yaml_path = tmp_path / "g.yaml"
     yaml_path.write_text("arch: x\ndataset: d\nlayers:\n  - processors: 1\n")
     with pytest.raises(ConfigError, match="Fraction"):
-        load_ai8x(yaml_path, ckpt, (1, 8, 8))
+        load_ai8x(yaml_path, ckpt, (1, 8, 8), device="MAX78000")
 
 
 def test_imported_networks_pass_the_ir_verifier(ai8x_data):
     from cnnforge.passes.verify import verify
 
     for key in PAIRS:
-        verify(load_ai8x(*pair(ai8x_data, key), UNET_SHAPE if key != "mnist" else None)[0])
+        verify(
+            load_ai8x(
+                *pair(ai8x_data, key), UNET_SHAPE if key != "mnist" else None, device="MAX78000"
+            )[0]
+        )
 
 
 def test_string_masks_and_output_map(ai8x_data, tmp_path):
@@ -252,7 +260,7 @@ def test_string_masks_and_output_map(ai8x_data, tmp_path):
                "'0xffff.ffff.ffff.fff0'\n    op: conv2d\n  - max_pool", 1)  # fmt: skip
     yaml_path, ckpt = _copy(ai8x_data, tmp_path, "mnist", edit)
     yaml_path.write_text(yaml_path.read_text().replace("layers:", "output_map: 0x3ff0\nlayers:"))
-    _, plan = load_ai8x(yaml_path, ckpt)
+    _, plan = load_ai8x(yaml_path, ckpt, device="MAX78000")
     assert plan.placements[1].in_processors == 0xFFFFFFFFFFFFFFF0
     assert plan.placements[-1].out_processors == 0x3FF0
 
@@ -271,11 +279,11 @@ def test_sequence_reorders_layers(tmp_path):
         "  - {sequence: 2, name: a, processors: 0x3, kernel_size: 1x1, pad: 0, out_offset: 0}\n"
     )
     (tmp_path / "s.yaml").write_text(text)
-    net, _ = load_ai8x(tmp_path / "s.yaml", tmp_path / "s.pth.tar", (2, 4, 4))
+    net, _ = load_ai8x(tmp_path / "s.yaml", tmp_path / "s.pth.tar", (2, 4, 4), device="MAX78000")
     assert [layer.name for layer in net] == ["a", "b"] and net.layers[1].inputs == ("a",)
     (tmp_path / "s.yaml").write_text(text.replace("sequence: 2", "sequence: 5"))
     with pytest.raises(ConfigError, match=r"s\.yaml:5: layer 1: sequence 5 was already"):
-        load_ai8x(tmp_path / "s.yaml", tmp_path / "s.pth.tar", (2, 4, 4))
+        load_ai8x(tmp_path / "s.yaml", tmp_path / "s.pth.tar", (2, 4, 4), device="MAX78000")
 
 
 @pytest.mark.parametrize(
@@ -318,22 +326,22 @@ def test_bad_checkpoints(ai8x_data, tmp_path):
     broken = tmp_path / "broken.pth.tar"
     broken.write_bytes(b"not a zip file")
     with pytest.raises(ConfigError, match=r"not a PyTorch checkpoint|cannot load"):
-        load_ai8x(yaml_path, broken)
+        load_ai8x(yaml_path, broken, device="MAX78000")
     with pytest.raises(ConfigError, match="checkpoint file not found"):
-        load_ai8x(yaml_path, tmp_path / "missing.pth.tar")
+        load_ai8x(yaml_path, tmp_path / "missing.pth.tar", device="MAX78000")
     for key in ("c.bn.weight", "c.bn.running_mean"):  # affine and NoAffine batch norm
         state = {"c.op.weight": torch.ones(4, 1, 3, 3), key: torch.ones(4)}
         torch.save({"state_dict": state}, tmp_path / "bn.pth.tar")
         with pytest.raises(ConfigError, match=f"`{key}` is a batch-norm"):
-            load_ai8x(yaml_path, tmp_path / "bn.pth.tar")
+            load_ai8x(yaml_path, tmp_path / "bn.pth.tar", device="MAX78000")
     state = {"c.op.weight": torch.ones(4, 1, 3, 3), "c.op.bias": torch.full((4,), 128.0 * 200)}
     torch.save({"state_dict": state}, tmp_path / "bias.pth.tar")
     (tmp_path / "b.yaml").write_text("arch: x\ndataset: d\nlayers:\n  - processors: 1\n")
     with pytest.raises(ConfigError, match=r"bias 200\.\.200 does not fit"):
-        load_ai8x(tmp_path / "b.yaml", tmp_path / "bias.pth.tar", (1, 4, 4))
+        load_ai8x(tmp_path / "b.yaml", tmp_path / "bias.pth.tar", (1, 4, 4), device="MAX78000")
     torch.save({"weights": state}, tmp_path / "nostate.pth.tar")
     with pytest.raises(ConfigError, match="no `state_dict`"):
-        load_ai8x(tmp_path / "b.yaml", tmp_path / "nostate.pth.tar", (1, 4, 4))
+        load_ai8x(tmp_path / "b.yaml", tmp_path / "nostate.pth.tar", (1, 4, 4), device="MAX78000")
 
 
 def test_network_for_cli_sources(ai8x_data):
@@ -341,8 +349,8 @@ def test_network_for_cli_sources(ai8x_data):
     from cnnforge.pipeline.sources import network_for_cli
 
     yaml_path, ckpt = pair(ai8x_data, "mnist")
-    assert network_for_cli("unet-voc", (3, 64, 64), None, None) is None
-    assert network_for_cli(None, None, yaml_path, ckpt).name == "ai85net5"
+    assert network_for_cli("unet-voc", (3, 64, 64), None, None, device="MAX78000") is None
+    assert network_for_cli(None, None, yaml_path, ckpt, device="MAX78000").name == "ai85net5"
     for args, message in [
         ((None, None, None, None), "no network given"),
         (("m", None, None, None), "MODEL needs --input-shape"),
@@ -350,7 +358,7 @@ def test_network_for_cli_sources(ai8x_data):
         (("m", None, yaml_path, ckpt), "not both"),
     ]:
         with pytest.raises(InputError, match=message):
-            network_for_cli(*args)
+            network_for_cli(*args, device="MAX78000")
 
 
 def test_in_sequences_by_name_and_input(tmp_path):
@@ -364,7 +372,7 @@ def test_in_sequences_by_name_and_input(tmp_path):
         " out_offset: 0, output: true}\n"
         "  - {name: b, processors: 0xff, in_sequences: [input, a], out_offset: 0x100}\n"
     )
-    model = read_ai8x(tmp_path / "n.yaml", tmp_path / "n.pth.tar", (4, 5, 5))
+    model = read_ai8x(tmp_path / "n.yaml", tmp_path / "n.pth.tar", (4, 5, 5), device="MAX78000")
     a, b = model.network.layers
     assert b.inputs == (INPUT, "a") and b.in_channels == 8 and b.out_shape == (2, 5, 5)
     assert model.network.outputs == ("a", "b") and model.plan.placements[1].out_processors == 0x3
@@ -385,5 +393,5 @@ def test_python_tags_and_non_mappings_are_refused(tmp_path, ai8x_data):
     for text, message in cases.items():
         (tmp_path / "c.yaml").write_text(text)
         with pytest.raises(ConfigError) as info:
-            load_ai8x(tmp_path / "c.yaml", ckpt, (1, 28, 28))
+            load_ai8x(tmp_path / "c.yaml", ckpt, (1, 28, 28), device="MAX78000")
         assert message in str(info.value)

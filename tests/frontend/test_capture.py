@@ -190,7 +190,7 @@ def test_fx_and_export_give_the_same_network(c: int, pad: int, act: str, down: b
 
 def test_lowering_is_gated_by_float_equivalence(monkeypatch: pytest.MonkeyPatch) -> None:
     net = capture(nn.Sequential(nn.Conv2d(3, 4, 3, padding=1), nn.ReLU()), (3, 8, 8))
-    lower_to_hardware(net)  # the real steps pass the gate
+    lower_to_hardware(net, device=None)  # the real steps pass the gate
 
     def broken(network, device):
         layers = [
@@ -201,7 +201,7 @@ def test_lowering_is_gated_by_float_equivalence(monkeypatch: pytest.MonkeyPatch)
 
     monkeypatch.setattr(lower, "LOWERING_STEPS", (*lower.LOWERING_STEPS, ("broken", broken)))
     with pytest.raises(CnnforgeError, match="broken changed what the network computes"):
-        lower_to_hardware(net)
+        lower_to_hardware(net, device=None)
 
 
 class TupleValued(nn.Module):

@@ -17,7 +17,7 @@ from torch import nn
 
 from cnnforge.analysis import analyze_network
 from cnnforge.cli import main
-from cnnforge.devices import get_device
+from cnnforge.devices import MAX78000, get_device
 from cnnforge.errors import ModelError
 from cnnforge.frontend.capture import capture
 from cnnforge.frontend.torch_export import capture_export
@@ -64,7 +64,7 @@ def test_functional_convs_are_convs_in_fx_and_export(name: str) -> None:
         convs = [layer for layer in network.layers if layer.op in (Op.CONV2D, Op.LINEAR)]
         assert len(convs) >= 2
     network = capture(model, shape)  # checked against eager on random input
-    analysis = analyze_network(network)
+    analysis = analyze_network(network, device=MAX78000)
     unhooked = {"StdConvNet": 8 * 10}  # F.linear outside any module: hooks cannot see it
     assert analysis.totals.macs == hook_macs(model, shape) + unhooked.get(name, 0)
     assert analysis.totals.params == sum(p.numel() for p in model.parameters())
@@ -130,7 +130,7 @@ def test_stack_sum_is_an_n_input_add_in_fx_and_export(name: str) -> None:
     for network in (capture(model, shape), capture_export(model, shape, name).network):
         adds = [x for x in network.layers if x.op is Op.ELTWISE]
         assert len(adds) == 1 and len(adds[0].inputs) == 3
-    lowered = lower_to_hardware(capture(model, shape))  # verified step by step
+    lowered = lower_to_hardware(capture(model, shape), device=None)  # verified step by step
     assert not [x for x in lowered.network.layers if x.op is Op.BATCHNORM]
 
 
@@ -153,8 +153,10 @@ def test_constants_fold_into_convs(name: str) -> None:
     torch.manual_seed(2)
     model, shape = getattr(styles, name)().eval(), styles.STYLES[name]
     network = capture(model, shape)
-    assert analyze_network(network).totals.params == sum(p.numel() for p in model.parameters())
-    lowered = lower_to_hardware(network)
+    assert analyze_network(network, device=MAX78000).totals.params == sum(
+        p.numel() for p in model.parameters()
+    )
+    lowered = lower_to_hardware(network, device=None)
     assert not [x for x in lowered.network.layers if x.op is Op.BATCHNORM]
     rules = {r.rule for r in lowered.rewrites}
     assert "fold-constant-into-conv" in rules
@@ -204,7 +206,9 @@ def test_constant_arithmetic_capture_and_fold_are_exact(
     model = Model().eval()
     network = capture(model, (4, 7, 7))  # raises unless equal to eager on random input
     assert not [x for x in network.layers if x.op is Op.OPAQUE]
-    lowered = lower_to_hardware(network)  # each step verified equivalent on random input
+    lowered = lower_to_hardware(
+        network, device=None
+    )  # each step verified equivalent on random input
     x = torch.randn(1, 4, 7, 7)
     got = run_float(lowered.network, x)[lowered.network.outputs[0]]
     torch.testing.assert_close(got, model(x), rtol=1e-4, atol=1e-4)
@@ -245,7 +249,7 @@ def test_receptive_fields_are_bounded_by_the_input(name: str, stride: int) -> No
     """Squeeze-excite / LRASPP gates (global pooling multiplied back) see the whole input, not
     a product of strides; an upsample captured by torch.export divides the stride."""
     model, shape = getattr(styles, name)().eval(), styles.STYLES[name]
-    analysis = analyze_network(capture(model, shape))
+    analysis = analyze_network(capture(model, shape), device=MAX78000)
     for row in analysis.layers:
         assert all(size <= n for size, n in zip(row.rf_size, shape[1:], strict=True)), row
     last = analysis.layers[-1]
@@ -258,9 +262,11 @@ def test_functional_batch_norm_on_own_statistics_folds() -> None:
     network = capture(model, (3, 16, 16))
     assert [x.op for x in network.layers][:2] == [Op.CONV2D, Op.BATCHNORM]
     assert network.layers[1].name == "bn"
-    lowered = lower_to_hardware(network)
+    lowered = lower_to_hardware(network, device=None)
     assert [x.op for x in lowered.network.layers] == [Op.CONV2D]
-    assert analyze_network(network).totals.params == sum(p.numel() for p in model.parameters())
+    assert analyze_network(network, device=MAX78000).totals.params == sum(
+        p.numel() for p in model.parameters()
+    )
 
 
 def test_zoo_external_rows_on_a_library_style_model(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -81,7 +81,7 @@ def round_trip(tmp_path_factory):
 def _rows(network: Network) -> list[tuple]:
     """Per layer: op (OPAQUE rows compare by position: their kinds are named per front door),
     output shape, MACs, parameters."""
-    stats = analyze_network(network).layers
+    stats = analyze_network(network, device=MAX78000).layers
     return [
         (layer.op, s.out_shape, s.macs, s.params)
         for layer, s in zip(network.layers, stats, strict=True)
@@ -93,7 +93,10 @@ def test_same_analysis(name, round_trip):
     rt = round_trip(name)
     if name != "qat-unet":
         assert _rows(rt.ours) == _rows(rt.theirs)
-        a, b = analyze_network(rt.ours).totals, analyze_network(rt.theirs).totals
+        a, b = (
+            analyze_network(rt.ours, device=MAX78000).totals,
+            analyze_network(rt.theirs, device=MAX78000).totals,
+        )
         assert (a.params, a.macs) == (b.params, b.macs)
     # qat-unet's cnnforge.nn modules are one hardware layer each on the PyTorch path; ONNX has
     # their parts (conv, bn / 4, relu, clamp, pool): equal once both are lowered.

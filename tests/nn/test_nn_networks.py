@@ -111,14 +111,14 @@ def test_random_networks_match_simulator(spec, seed, log_scale) -> None:
             p.copy_(torch.randn(p.shape, generator=gen) * 2.0**log_scale)
     qnn.set_quantized_eval(model)
     x = torch.randint(-128, 128, (2, c0, size, size), generator=gen)
-    network = lower_to_hardware(trace(model, (c0, size, size))).network
+    network = lower_to_hardware(trace(model, (c0, size, size)), device=None).network
     assert network.is_hardware and network.is_quantized
     last = network.layer(network.outputs[0])
     factor = 128.0  # wide: module * 128 == sim * 2^(1 - bits), Q17.14 for 8 bits (R1.7)
     if last.wide:
         factor *= 2.0 ** (abs(last.quant.weight_bits) - 1)
     expected = model(x.float() / 128).double() * factor
-    out = simulate(network, x).outputs[network.outputs[0]]
+    out = simulate(network, x, device=None).outputs[network.outputs[0]]
     assert torch.equal(expected, expected.round())
     assert torch.equal(expected.to(torch.int64), out)
 
@@ -134,8 +134,10 @@ def test_qat_unet_matches_simulator() -> None:
     qnn.enable_qat(model, qnn.QATPolicy(weight_bits=8, overrides={"dec1": 4, "enc2": 2}))
     qnn.set_quantized_eval(model)
     x = torch.randint(-128, 128, (2, 3, 16, 16), generator=torch.Generator().manual_seed(1))
-    network = lower_to_hardware(trace(model, (3, 16, 16))).network
+    network = lower_to_hardware(trace(model, (3, 16, 16)), device=None).network
     head = network.layer(network.outputs[0]).quant
     factor = 128.0 * 2.0 ** (head.weight_bits - 1)  # wide head: Q17.14 for 8 bits (R1.7)
     expected = model(x.float() / 128).double() * factor
-    assert torch.equal(expected.to(torch.int64), simulate(network, x).outputs[network.outputs[0]])
+    assert torch.equal(
+        expected.to(torch.int64), simulate(network, x, device=None).outputs[network.outputs[0]]
+    )

@@ -44,7 +44,7 @@ def _check(module, x_int: torch.Tensor, rounding: bool = False, n_inputs: int = 
         net, x = _multi_input_network(layer, xs, rounding)
     else:
         net, x = Network("t", in_shape, (layer,), avg_pool_rounding=rounding), xs[0]
-    expected = simulate(net, x).outputs["l"]
+    expected = simulate(net, x, device=None).outputs["l"]
     factor = 128.0
     if layer.wide:
         q = layer.quant

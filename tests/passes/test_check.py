@@ -274,5 +274,7 @@ def test_unet_voc_auto_widths_can_be_placed(unet_voc) -> None:
     from cnnforge.targets.max7800x.planner import plan_network
 
     report = check_report(unet_voc, MAX78000, "auto")
-    network, plan = plan_network(quantize_network(report.network, report.weight_bits), MAX78000)
+    network, plan = plan_network(
+        quantize_network(report.network, report.weight_bits, device=None), MAX78000
+    )
     assert len(plan.placements) == len(network.layers) >= 23

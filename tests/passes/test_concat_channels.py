@@ -60,10 +60,13 @@ def test_concat_pad_is_exact(cin, c1, c2, up, skip_pool, seed):
     want, got = run_float(net, x), run_float(out, x)
     torch.testing.assert_close(got["head"], want["head"], rtol=1e-5, atol=1e-5)
     # Integers: quantizing first, then padding, changes no bit of the simulator's output.
-    q = quantize_network(net, 8)
+    q = quantize_network(net, 8, device=None)
     q_out, _ = apply_rules(q, (concat_pad_channels,))
     xi = torch.randint(-128, 128, (2, *net.input_shape), generator=torch.Generator().manual_seed(1))
-    assert torch.equal(simulate(q, xi).outputs["head"], simulate(q_out, xi).outputs["head"])
+    assert torch.equal(
+        simulate(q, xi, device=None).outputs["head"],
+        simulate(q_out, xi, device=None).outputs["head"],
+    )
 
 
 def test_producer_emits_zeros_and_readers_ignore_them():

@@ -35,7 +35,7 @@ def test_conv_relu_pool_conv_becomes_two_layers() -> None:
     )
     net = Network("n", (3, 8, 8), layers)
     verify(net)
-    fused, log = fuse_with_log(net)
+    fused, log = fuse_with_log(net, device=None)
     verify(fused)
     assert [x.name for x in fused] == ["c1", "c2"]
     assert fused.layer("c1").activation is Activation.RELU
@@ -55,7 +55,7 @@ def test_no_fusion_when_the_intermediate_has_other_readers() -> None:
         combine("sum", Op.ELTWISE, ("r1", "c2"), c1.out_shape, EltwiseOp.ADD),
     )
     net = Network("n", (3, 8, 8), layers)
-    fused = fuse(net)
+    fused = fuse(net, device=None)
     verify(fused)
     assert fused.layer("r1").op is Op.ACTIVATION  # left for the checker to report
     assert fused.layer("sum").op is Op.PASSTHROUGH
@@ -75,7 +75,7 @@ def test_relu6_and_hardtanh_exact_only_under_the_clamp() -> None:
         assert hardware_activation(layer) is expected
     c1 = conv2d("c1", "input", (3, 8, 8), 4)
     net = Network("n", (3, 8, 8), (c1, act("r", "c1", c1.out_shape, Activation.RELU6)))
-    fused = fuse(net)
+    fused = fuse(net, device=None)
     assert len(fused) == 1 and fused.layers[0].activation is Activation.RELU
     _same_outputs(net, fused, clamp=True)
 
@@ -83,7 +83,7 @@ def test_relu6_and_hardtanh_exact_only_under_the_clamp() -> None:
 def test_unsupported_activation_stays_model_level() -> None:
     c1 = conv2d("c1", "input", (3, 8, 8), 4)
     net = Network("n", (3, 8, 8), (c1, act("s", "c1", c1.out_shape, Activation.SIGMOID)))
-    fused = fuse(net)
+    fused = fuse(net, device=None)
     assert [x.op for x in fused] == [Op.CONV2D, Op.ACTIVATION]
 
 
@@ -100,7 +100,7 @@ def test_residual_add_fuses_in_flight_and_chains_merge() -> None:
         conv2d("c4", "a2", (4, 8, 8), 6, seed=3),
     )
     net = Network("n", (3, 8, 8), layers)
-    fused, log = fuse_with_log(net)
+    fused, log = fuse_with_log(net, device=None)
     verify(fused)
     c4 = fused.layer("c4")
     assert c4.eltwise is EltwiseOp.ADD and c4.inputs == ("c1", "c2", "c3") and c4.pool_first
@@ -119,7 +119,7 @@ def test_add_then_pool_then_conv_is_pool_after_eltwise() -> None:
         conv2d("c3", "p", (4, 4, 4), 3, seed=2),
     )
     net = Network("n", (3, 8, 8), layers)
-    fused = fuse(net)
+    fused = fuse(net, device=None)
     verify(fused)
     c3 = fused.layer("c3")
     assert c3.eltwise is EltwiseOp.SUB and not c3.pool_first and c3.pool is not None
@@ -137,7 +137,7 @@ def test_concat_becomes_inputs_and_lonely_pool_a_passthrough() -> None:
         maxpool("p", "c3", (4, 8, 8)),
     )
     net = Network("n", (3, 8, 8), layers)
-    fused = fuse(net)
+    fused = fuse(net, device=None)
     verify(fused)
     assert fused.layer("c3").inputs == ("c1", "c2")
     p = fused.layer("p")
@@ -155,7 +155,7 @@ def test_concat_read_twice_becomes_a_passthrough() -> None:
         conv2d("c3", "cat", (7, 8, 8), 4, seed=2),
     )
     net = Network("n", (3, 8, 8), layers, outputs=("c2", "c3"))
-    fused = fuse(net)
+    fused = fuse(net, device=None)
     verify(fused)
     assert fused.layer("cat").op is Op.PASSTHROUGH
     _same_outputs(net, fused)
@@ -182,7 +182,7 @@ def test_flatten_linear() -> None:
         Layer("flat2", Op.FLATTEN, inputs=("fc",), out_shape=(10,), module_path="flat2"),
     )
     net = Network("n", (3, 8, 8), layers)
-    fused = fuse(net)
+    fused = fuse(net, device=None)
     verify(fused)
     assert [x.name for x in fused] == ["c1", "p", "fc"]
     assert fused.layer("fc").flatten and fused.layer("fc").inputs == ("p",)
@@ -195,7 +195,7 @@ def test_output_layer_is_never_absorbed() -> None:
     c1 = conv2d("c1", "input", (3, 8, 8), 4)
     r1 = act("r1", "c1", c1.out_shape)
     net = Network("n", (3, 8, 8), (c1, r1), outputs=("c1", "r1"))
-    fused = fuse(net)
+    fused = fuse(net, device=None)
     assert [x.name for x in fused] == ["c1", "r1"]
 
 
@@ -210,7 +210,7 @@ def test_residual_add_relu_becomes_identity_conv() -> None:
         conv2d("c3", "relu", (4, 8, 8), 2, seed=2),
     )
     net = Network("n", (3, 8, 8), layers)
-    fused, log = fuse_with_log(net)
+    fused, log = fuse_with_log(net, device=None)
     verify(fused)
     relu = fused.layer("relu")
     assert relu.op is Op.CONV2D and relu.kernel_size == (1, 1) and relu.eltwise is EltwiseOp.ADD
@@ -229,14 +229,14 @@ def test_relu_after_maxpool_moves_before_it() -> None:
         conv2d("c2", "r", (4, 4, 4), 3, seed=1),
     )
     net = Network("n", (3, 8, 8), layers, outputs=("r", "c2"))
-    fused, log = fuse_with_log(net)
+    fused, log = fuse_with_log(net, device=None)
     verify(fused)
     assert log[0].rule == "relu-before-maxpool"
     assert fused.layer("c1").activation is Activation.RELU
     assert fused.outputs == ("p", "c2") and fused.layer("p").op is Op.PASSTHROUGH
     _same_outputs(net, fused)
     # the last layer's pool has no other reader: conv -> relu -> pool -> conv is 2 layers
-    fused = fuse(Network("n", (3, 8, 8), layers))
+    fused = fuse(Network("n", (3, 8, 8), layers), device=None)
     assert [x.name for x in fused] == ["c1", "c2"] and fused.layer("c2").pool is not None
 
 
@@ -251,7 +251,7 @@ def test_activation_after_concat_moves_into_the_parts() -> None:
         conv2d("c3", "r", (8, 8, 8), 3, k=1, pad=0, seed=2),
     )
     net = Network("n", (3, 8, 8), layers)
-    fused, log = fuse_with_log(net)
+    fused, log = fuse_with_log(net, device=None)
     verify(fused)
     assert [x.name for x in fused] == ["c1", "c2", "c3"] and fused.layer("c3").inputs == (
         "c1",
@@ -271,7 +271,7 @@ def test_redundant_activation_is_dropped() -> None:
         act("h", "r2", c1.out_shape, Activation.HARDTANH, (-1.0, 1.0)),
     )
     net = Network("n", (3, 8, 8), layers)
-    fused, log = fuse_with_log(net)
+    fused, log = fuse_with_log(net, device=None)
     verify(fused)
     assert [x.name for x in fused] == ["c1"] and fused.outputs == ("c1",)
     assert [r.rule for r in log].count("drop-activation") == 2
@@ -301,5 +301,7 @@ def test_multipass_in_flight_eltwise_follows_the_device() -> None:
     assert not in_flight(_wide_residual(3, True), MAX78000)
     assert in_flight(_wide_residual(3, False), MAX78002)
     assert not in_flight(_wide_residual(3, True), MAX78002)  # multi-pass + conv bias
-    assert fuse(_wide_residual(2, True)).layer("add").op is Op.PASSTHROUGH  # no device: plain
+    assert (
+        fuse(_wide_residual(2, True), device=None).layer("add").op is Op.PASSTHROUGH
+    )  # no device: plain
     _same_outputs(_wide_residual(3, False), fuse(_wide_residual(3, False), MAX78002), (1, 3, 4, 4))

@@ -36,7 +36,7 @@ def unet_voc():
 
 def test_unet_voc_lowers_to_23_layers_with_the_reported_rewrites(unet_voc) -> None:
     _, net = unet_voc
-    lowered = lower_to_hardware(net, verify_steps=True)
+    lowered = lower_to_hardware(net, verify_steps=True, device=None)
     hw = lowered.network
     verify(hw)
     assert hw.is_hardware and len(hw) == 23  # unet-walkthrough.md §1 "hardware layers"
@@ -55,7 +55,7 @@ def test_unet_voc_lowers_to_23_layers_with_the_reported_rewrites(unet_voc) -> No
 
 def test_unet_voc_lowered_float_equals_the_model(unet_voc) -> None:
     model, net = unet_voc
-    hw = lower_to_hardware(net).network
+    hw = lower_to_hardware(net, device=None).network
     x = torch.randn(2, 3, 64, 64, generator=torch.Generator().manual_seed(3))
     with torch.no_grad():
         expected = model.double()(x.double())
@@ -70,7 +70,7 @@ def test_unet_large_lowers_and_matches() -> None:
     torch.manual_seed(1)
     model = _randomize_bn(UNetLarge())
     net = trace(model, (48, 24, 24))  # same layers as 88x88, smaller for speed
-    lowered = lower_to_hardware(net)
+    lowered = lower_to_hardware(net, device=None)
     hw = lowered.network
     verify(hw)
     assert hw.is_hardware

@@ -63,7 +63,7 @@ def test_compile_run_checks_the_host_step_in_c(tmp_path):
         ptq=True,
         sample=sample,
         run=True,
-        report=False,
+        report=False, device="MAX78000"
     )
     state = compile_model(options)
     assert state.selftest.passed

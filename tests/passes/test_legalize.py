@@ -203,7 +203,7 @@ def test_conv1d_stride_becomes_subsampling() -> None:
         torch.nn.MaxPool1d(2),
         torch.nn.Conv1d(4, 2, 3, stride=3, padding=1),
     ).eval()
-    lowered = lower_to_hardware(trace(model, (3, 40)))
+    lowered = lower_to_hardware(trace(model, (3, 40)), device=None)
     verify(lowered.network)
     assert [r.rule for r in lowered.rewrites].count("stride-to-pool") == 2
     assert all(x.stride == (1,) for x in lowered.network if x.op is Op.CONV1D)

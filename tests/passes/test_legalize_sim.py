@@ -52,7 +52,7 @@ def test_convtranspose_k2_rewrite_is_bit_exact(cin, cout, h, w, shift, bias, see
     verify(net)
     assert [r.rule for r in log] == ["convtranspose-k2"]
     x = torch.from_numpy(rng.integers(-128, 128, size=(2, cin, h, w)))
-    got = simulate(net, x).outputs["up"]
+    got = simulate(net, x, device=None).outputs["up"]
     # PyTorch's k=2, s=2 transposed conv on the integers is the exact accumulator
     acc = F.conv_transpose2d(x.double(), torch.from_numpy(up.quant.weights).double(), stride=2)
     expected = _reference(acc.round().long(), up.quant, Activation.NONE)
@@ -76,7 +76,7 @@ def test_strided_conv_rewrite_is_bit_exact(half, k, shift, seed) -> None:
     net, _ = legalize_with_log(Network("n", (3, size, size), (c,)))
     verify(net)
     x = torch.from_numpy(rng.integers(-128, 128, size=(2, 3, size, size)))
-    (got,) = simulate(net, x).outputs.values()
+    (got,) = simulate(net, x, device=None).outputs.values()
     acc = F.conv2d(x.double(), torch.from_numpy(c.quant.weights).double(), stride=2, padding=pad)
     expected = _reference(acc.round().long(), c.quant, Activation.RELU)
     assert torch.equal(got, expected)

@@ -188,7 +188,9 @@ def test_python_api(tiny, tmp_path) -> None:
     """``compile_model`` is the library entry point (engineer F's demo calls it)."""
     seen = []
     x = np.random.default_rng(2).integers(-128, 128, (3, 16, 16))
-    options = CompileOptions(output=tmp_path / "api", model=tiny, ptq=True, sample=x)
+    options = CompileOptions(
+        output=tmp_path / "api", model=tiny, ptq=True, sample=x, device="MAX78000"
+    )
     state = compile_model(options, on_step=lambda name, i, n: seen.append(name))
     assert seen == [name for name, _ in STEPS]
     assert state.emitted.output_size == 4 * 16 * 16
@@ -201,6 +203,7 @@ def test_python_api(tiny, tmp_path) -> None:
                 ptq=True,
                 sample=x[:, :8],
                 input_shape=(3, 16, 16),
+                device="MAX78000",
             )
         )
     assert not (tmp_path / "bad").exists()
@@ -243,6 +246,7 @@ def test_qat_and_quantized_checkpoints(tmp_path, capsys) -> None:
             checkpoint=tmp_path / "qat.pth",
             sample=sample,
             report=False,
+            device="MAX78000",
         )
     )
     save_quantized(state.network, tmp_path / "q.pth")

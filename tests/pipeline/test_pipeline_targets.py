@@ -117,3 +117,14 @@ def test_commands_of_the_hardware_layer_model_refuse_a_budget_target(
     assert code == 2, (out, err)
     assert err.count("\n") == 1 and f"has no `cnnforge {command}`" in err and "budget" in err
     assert list(tmp_path.iterdir()) == [tmp_path / "x.npy"]
+
+
+def test_each_record_says_what_plan_does() -> None:
+    """`cnnforge plan` asks the record (no branch on the target): "place" runs its planner and
+    writer, "budget" is the float-model budget flow (a parametrised target), "none" refuses."""
+    for target in TARGETS:
+        assert target.plans in ("place", "budget", "none"), target.name
+        placed = target.planner is not None and target.write is not None
+        assert placed == (target.plans == "place"), target.name
+        assert (target.plans == "budget") == (target.parse is not None), target.name
+    assert {t.name: t.plans for t in TARGETS}["HLS"] == "none"

@@ -78,7 +78,7 @@ def test_quantize_network_keeps_existing_quant_and_names() -> None:
     net = small_net()
     pre = quantize_layer(net.layer("b"), 2)
     net = net.with_layers((net.layer("a"), pre, net.layer("c")))
-    out = quantize_network(net, {"a": 4, "*": 8}, "max")
+    out = quantize_network(net, {"a": 4, "*": 8}, "max", device=None)
     assert out.is_quantized
     assert out.layer("b").quant is pre.quant
     assert out.layer("a").quant.weight_bits == 4 and out.layer("c").quant.weight_bits == 8
@@ -88,11 +88,11 @@ def test_quantize_network_keeps_existing_quant_and_names() -> None:
 def test_quantize_network_bad_input() -> None:
     net = small_net()
     with pytest.raises(InputError, match="clip method"):
-        quantize_network(net, 8, "median")
+        quantize_network(net, 8, "median", device=None)
     with pytest.raises(InputError, match="unknown layers"):
-        quantize_network(net, {"zz": 4})
+        quantize_network(net, {"zz": 4}, device=None)
     with pytest.raises(InputError, match="layer a") as info:
-        quantize_network(net, 3)
+        quantize_network(net, 3, device=None)
     assert "allowed" in info.value.one_line()
     with pytest.raises(InputError, match="not available"):
         quantize_network(net, -1, device=get_device("MAX78000"))
@@ -103,11 +103,11 @@ def test_quantize_network_bad_input() -> None:
     )
     model_level = net.with_layers((net.layer("a"), relu))
     with pytest.raises(ModelError, match="lower_to_hardware"):
-        quantize_network(model_level)
+        quantize_network(model_level, device=None)
 
 
 def test_checkpoint_round_trip(tmp_path: Path) -> None:
-    net = quantize_network(small_net(), 8)
+    net = quantize_network(small_net(), 8, device=None)
     path = tmp_path / "q.pth"
     save_quantized(net, path)
     doc = torch.load(path, weights_only=True)  # nothing to allow-list
@@ -134,7 +134,7 @@ class _Evil:
 )
 def test_checkpoint_bad_files(tmp_path: Path, kind: str) -> None:
     path = tmp_path / "bad.pth"
-    net = quantize_network(small_net(), 8)
+    net = quantize_network(small_net(), 8, device=None)
     if kind == "garbage":
         path.write_bytes(b"not a checkpoint at all")
     elif kind == "state_dict":
@@ -164,7 +164,7 @@ def test_quantized_import_of_vendor_like_layer() -> None:
     layer = conv("a", ("input",), 3, 2)
     layer = quantize_layer(layer, 8)
     fixed = Layer(**{**layer.__dict__, "quant": Quantized(8, w, None, 2)})
-    out = quantize_network(Network("n", (3, 6, 6), (fixed,)))
+    out = quantize_network(Network("n", (3, 6, 6), (fixed,)), device=None)
     assert out.layer("a").quant.output_shift == 2
 
 
@@ -203,8 +203,8 @@ def test_calibration_scales_and_quality() -> None:
     reference = run_float(net, x.double() / 128)["c"]
     errors = []
     for calibration in (None, x):
-        qnet, out = quantize_with_scales(net, 8, calibration=calibration)
-        y = simulate(qnet, x).outputs["c"].double() * 2.0 ** out["c"] / 128
+        qnet, out = quantize_with_scales(net, 8, calibration=calibration, device=None)
+        y = simulate(qnet, x, device=None).outputs["c"].double() * 2.0 ** out["c"] / 128
         errors.append((y - reference).abs().mean().item())
     assert errors[1] < errors[0] / 4
 
@@ -212,9 +212,9 @@ def test_calibration_scales_and_quality() -> None:
 def test_calibration_bad_input() -> None:
     net = _loud_net()
     with pytest.raises(InputError, match="does not match"):
-        quantize_network(net, calibration=np.zeros((2, 3, 5, 5), np.int64))
+        quantize_network(net, calibration=np.zeros((2, 3, 5, 5), np.int64), device=None)
     with pytest.raises(InputError, match="integers"):
-        quantize_network(net, calibration=np.full((1, 3, 6, 6), 200))
+        quantize_network(net, calibration=np.full((1, 3, 6, 6), 200), device=None)
     pre = net.with_layers((quantize_layer(net.layer("a"), 8), *net.layers[1:]))
     with pytest.raises(InputError, match="already quantized"):
-        quantize_network(pre, calibration=np.zeros((1, 3, 6, 6), np.int64))
+        quantize_network(pre, calibration=np.zeros((1, 3, 6, 6), np.int64), device=None)

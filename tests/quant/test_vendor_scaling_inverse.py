@@ -78,7 +78,7 @@ def test_checkpoint_export_of_import_is_identity(
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "r.pth.tar"
         torch.save({"arch": doc["arch"], "epoch": doc["epoch"], "state_dict": state}, path)
-        model = read_ai8x(ai8x_data / "networks" / "mnist-chw-ai85.yaml", path)
+        model = read_ai8x(ai8x_data / "networks" / "mnist-chw-ai85.yaml", path, device="MAX78000")
     again = checkpoint_dict(model.network, modules=dict(model.modules))["state_dict"]
     for module in modules:
         for key in ("op.weight", "op.bias", "output_shift", "weight_bits", "bias_bits"):

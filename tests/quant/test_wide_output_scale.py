@@ -35,7 +35,7 @@ def _example_a(shift: int) -> Layer:
 def test_example_a_wide_output_is_q17_14_whatever_the_shift(shift: int) -> None:
     layer = _example_a(shift)
     net = Network("a", (1, 3, 3), (layer,))
-    acc = simulate(net, torch.from_numpy(X_A)).outputs["c"]
+    acc = simulate(net, torch.from_numpy(X_A), device=None).outputs["c"]
     assert acc.flatten().tolist() == [2507]  # §7 example A: `output_width: 32` -> 2507
     x = torch.from_numpy(X_A).double().reshape(1, 1, 3, 3) / 128
     y = F.conv2d(x, torch.from_numpy(layer.weight).double(), torch.from_numpy(layer.bias).double())
@@ -57,12 +57,12 @@ def test_mnist_known_answer_wide_head_means_acc_over_2_14(ai8x_data) -> None:
     x, expected = np.load(folder / "input.npy"), np.load(folder / "expected.npy")
     model = read_ai8x(
         ai8x_data / "networks" / "mnist-chw-ai85.yaml",
-        ai8x_data / "trained" / "ai85-mnist-qat8-q.pth.tar",
+        ai8x_data / "trained" / "ai85-mnist-qat8-q.pth.tar", device="MAX78000"
     )
     net = model.network
     fc = net.layer(net.outputs[-1])
     assert fc.wide
-    outs = simulate(net, torch.from_numpy(x), all_layers=True).layers
+    outs = simulate(net, torch.from_numpy(x), all_layers=True, device=None).layers
     feed = outs[fc.inputs[0]].double().reshape(-1) / 128
     y = F.linear(feed, torch.from_numpy(fc.weight).double(), torch.from_numpy(fc.bias).double())
     unit = output_unit(fc.quant.weight_bits, fc.quant.output_shift, fc.wide)
@@ -82,12 +82,12 @@ def test_ptq_wide_output_keeps_the_float_meaning_through_its_scale() -> None:
         wide=True, in_channels=2, out_channels=2, kernel_size=(1, 1), padding=(0, 0),
     )  # fmt: skip
     net = Network("w", (2, 4, 4), (layer,))
-    q, exps = quantize_with_scales(net)
+    q, exps = quantize_with_scales(net, device=None)
     ql = q.layer("c")
     assert ql.quant.output_shift == 2 and exps == {"c": 2}
     assert np.array_equal(ql.weight, (ql.quant.weights * 2.0**-7).astype(np.float32))
     x = rng.integers(-128, 128, (2, 4, 4))
-    acc = simulate(q, torch.from_numpy(x)).outputs["c"].double()
+    acc = simulate(q, torch.from_numpy(x), device=None).outputs["c"].double()
     unit = output_unit(8, ql.quant.output_shift, True, exps["c"])
     want = run_float(net, torch.from_numpy(x).double() / 128)["c"]
     assert torch.allclose(acc * unit, want.double(), atol=0.05)

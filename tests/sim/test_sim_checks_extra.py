@@ -13,4 +13,4 @@ def test_passthrough_with_activation_is_refused():
                   activation=Activation.RELU)  # fmt: skip
     net = Network("n", (4, 2, 2), (layer,))
     with pytest.raises(SimulationError, match="passthrough layer cannot have an activation"):
-        simulate(net, np.zeros((4, 2, 2), np.int64))
+        simulate(net, np.zeros((4, 2, 2), np.int64), device=None)

@@ -78,9 +78,9 @@ def test_chunked_conv_equals_int64(cin: int, groups: int, shift: int, wide: bool
     )
     net = Network("n", (cin, 4, 4), (layer,))
     x = extreme((2, cin, 4, 4))
-    fast = simulate(net, x).outputs["big"]
-    assert torch.equal(fast, simulate(net, x, engine="int64").outputs["big"])
-    assert torch.equal(fast, simulate(net, x, engine="float64").outputs["big"])
+    fast = simulate(net, x, device=None).outputs["big"]
+    assert torch.equal(fast, simulate(net, x, engine="int64", device=None).outputs["big"])
+    assert torch.equal(fast, simulate(net, x, engine="float64", device=None).outputs["big"])
     assert np.array_equal(fast.numpy(), run_reference(net, x)["big"])
 
 
@@ -96,8 +96,8 @@ def test_chunked_linear_and_convtranspose_equal_int64() -> None:
     for layer, shape in ((lin, (1024, 4, 4)), (up, (400, 2, 2))):
         net = Network("n", shape, (layer,))
         x = extreme((2, *shape), 4)
-        fast = simulate(net, x).outputs[layer.name]
-        assert torch.equal(fast, simulate(net, x, engine="int64").outputs[layer.name])
+        fast = simulate(net, x, device=None).outputs[layer.name]
+        assert torch.equal(fast, simulate(net, x, engine="int64", device=None).outputs[layer.name])
         assert np.array_equal(fast.numpy(), run_reference(net, x)[layer.name])
 
 
@@ -105,12 +105,12 @@ def test_reduced_precision_float32_falls_back_exactly() -> None:
     layer = _weights_extreme(conv("c", [INPUT], 200, 4), 5)
     net = Network("n", (200, 5, 5), (layer,))
     x = extreme((1, 200, 5, 5), 6)
-    want = simulate(net, x, engine="int64").outputs["c"]
+    want = simulate(net, x, engine="int64", device=None).outputs["c"]
     before = torch.get_float32_matmul_precision()
     try:
         torch.set_float32_matmul_precision("medium")
         assert not float32_is_exact()
-        assert torch.equal(simulate(net, x).outputs["c"], want)
+        assert torch.equal(simulate(net, x, device=None).outputs["c"], want)
     finally:
         torch.set_float32_matmul_precision(before)
     assert float32_is_exact()
@@ -121,10 +121,10 @@ def test_nnpack_instead_of_onednn_falls_back_exactly() -> None:
     layer = _weights_extreme(conv("c", [INPUT], 99, 8), 7)
     net = Network("n", (99, 12, 12), (layer,))
     x = extreme((16, 99, 12, 12), 8)
-    want = simulate(net, x, engine="int64").outputs["c"]
+    want = simulate(net, x, engine="int64", device=None).outputs["c"]
     with torch.backends.mkldnn.flags(enabled=False):
         assert not float32_is_exact() or not torch.backends.nnpack.is_available()
-        assert torch.equal(simulate(net, x).outputs["c"], want)
+        assert torch.equal(simulate(net, x, device=None).outputs["c"], want)
 
 
 # ---- random multi-layer networks with skips, concatenations and element-wise layers ---------
@@ -189,13 +189,13 @@ def _random_layer(draw, name, kind, picks, last):
 def test_random_networks_equal_reference(case) -> None:
     net, x = case
     net, ref = with_shapes(net, x)
-    got = simulate(net, torch.from_numpy(x), all_layers=True)
+    got = simulate(net, torch.from_numpy(x), all_layers=True, device=None)
     assert set(got.layers) == {la.name for la in net}
     for name, want in ref.items():
         assert np.array_equal(got.layers[name].numpy(), want), name
     for name in net.outputs:
         assert torch.equal(got.outputs[name], got.layers[name])
-    alone = simulate(net, x[-1])  # unbatched: the batch's last sample on its own
+    alone = simulate(net, x[-1], device=None)  # unbatched: the batch's last sample on its own
     for name in net.outputs:
         assert torch.equal(alone.outputs[name], got.outputs[name][-1])
 
@@ -213,17 +213,21 @@ def _pool_net(kind, size, stride, dilation=(), shape=(1, 9), rounding=True) -> N
 def test_one_d_pooling_quirks() -> None:
     """R3.7: 1-D average pooling truncates even in rounding mode; max ignores dilation."""
     x = np.array([[[-3, -2, 1, 1, -2, 0, 5, 0, 9]]])
-    avg = simulate(_pool_net(PoolKind.AVG, (2,), (2,)), x).outputs["p"]
+    avg = simulate(_pool_net(PoolKind.AVG, (2,), (2,)), x, device=None).outputs["p"]
     assert avg.tolist() == [[[-2, 1, -1, 2]]]  # -5/2 -> -2, 2/2, -2/2, 5/2 -> 2 (trunc)
-    avg2d = simulate(_pool_net(PoolKind.AVG, (1, 2), (1, 2), shape=(1, 1, 9)), x[:, :, None])
+    avg2d = simulate(
+        _pool_net(PoolKind.AVG, (1, 2), (1, 2), shape=(1, 1, 9)), x[:, :, None], device=None
+    )
     assert avg2d.outputs["p"].flatten().tolist() == [-3, 1, -1, 3]  # rounding away in 2-D
-    mx = simulate(_pool_net(PoolKind.MAX, (2,), (1,), (3,)), x).outputs["p"]
+    mx = simulate(_pool_net(PoolKind.MAX, (2,), (1,), (3,)), x, device=None).outputs["p"]
     assert mx.flatten().tolist() == [-2, 1, 1, 1, 0, 5, 5, 9]  # windows of 2 adjacent
 
 
 def test_stride_only_pooling_subsamples() -> None:  # R3.3, §8.10
     x = np.arange(-40, 41).reshape(1, 1, 9, 9)
-    y = simulate(_pool_net(PoolKind.MAX, (1, 1), (4, 4), shape=(1, 9, 9)), x).outputs["p"]
+    y = simulate(_pool_net(PoolKind.MAX, (1, 1), (4, 4), shape=(1, 9, 9)), x, device=None).outputs[
+        "p"
+    ]
     assert torch.equal(y, torch.from_numpy(x[:, :, ::4, ::4]))
 
 
@@ -235,7 +239,7 @@ def test_standalone_wide_eltwise_does_not_saturate() -> None:  # R4.4
     add = Layer("s", Op.PASSTHROUGH, ("a", "a", "a"), (), eltwise=EltwiseOp.ADD, wide=True,
                 in_channels=1, out_channels=1, kernel_size=(1, 1))  # fmt: skip
     net = Network("n", (1, 1, 1), (a, add))
-    assert simulate(net, np.full((1, 1, 1), 100)).outputs["s"].item() == 381
+    assert simulate(net, np.full((1, 1, 1), 100), device=None).outputs["s"].item() == 381
 
 
 def test_unbatched_numpy_int8_input_and_all_layers() -> None:
@@ -243,9 +247,9 @@ def test_unbatched_numpy_int8_input_and_all_layers() -> None:
     c2 = conv("c2", ["c1", INPUT], 5, 2, shift=-6, wide=True)
     net = Network("n", (2, 5, 5), (c1, c2))
     x = np.random.default_rng(0).integers(-128, 128, (2, 5, 5)).astype(np.int8)
-    one = simulate(net, x, all_layers=True)
+    one = simulate(net, x, all_layers=True, device=None)
     assert one.outputs["c2"].shape == (2, 5, 5) and one.layers["c1"].shape == (3, 5, 5)
-    batch = simulate(net, torch.from_numpy(np.stack([x, x])))
+    batch = simulate(net, torch.from_numpy(np.stack([x, x])), device=None)
     assert batch.outputs["c2"].shape == (2, 2, 5, 5) and batch.layers is None
     assert torch.equal(batch.outputs["c2"][1], one.outputs["c2"])
     assert one.outputs["c2"].dtype == torch.int64
@@ -279,7 +283,7 @@ def _layer_net(**changes) -> Network:
 )
 def test_bad_input(x, match) -> None:
     with pytest.raises(SimulationError, match=match):
-        simulate(NET, x)
+        simulate(NET, x, device=None)
 
 
 @pytest.mark.parametrize(
@@ -324,7 +328,7 @@ def test_bad_input(x, match) -> None:
 )
 def test_bad_network(net, kwargs, match) -> None:
     with pytest.raises(SimulationError, match=match) as info:
-        simulate(net, X, **kwargs)
+        simulate(net, X, **{"device": None, **kwargs})
     if "engine" not in kwargs:
         assert "layer c" in info.value.one_line()
 
@@ -333,7 +337,7 @@ def test_wide_output_feeding_a_layer_is_refused() -> None:
     a = conv("a", [INPUT], 2, 2, wide=True)
     b = conv("b", ["a"], 2, 2)
     with pytest.raises(SimulationError, match="reads the 32-bit"):
-        simulate(Network("n", (2, 4, 4), (a, b)), X)
+        simulate(Network("n", (2, 4, 4), (a, b)), X, device=None)
 
 
 def test_binary_weights_run_on_max78002() -> None:

@@ -70,10 +70,10 @@ class Builder:
         """Append ``layer`` with packed processors (input operands counted once)."""
         shapes = [self.shape(n) for n in layer.inputs]
         cin = shapes[0][0] if layer.eltwise is not None else sum(s[0] for s in shapes)
-        in_map = packed(processors_per_pass(cin), in_first)
+        in_map = packed(processors_per_pass(cin, device=MAX78000), in_first)
         if not self.layers and len(self.input_shape) == 3 and self.chw:
             in_map = sum(1 << (4 * k) for k in range(cin))
-        out_map = packed(processors_per_pass(layer.out_shape[0]), out_first)
+        out_map = packed(processors_per_pass(layer.out_shape[0], device=MAX78000), out_first)
         self.layers.append(layer)
         self.placements.append(
             Placement(layer.name, in_map, out_map, offsets[0], offsets[1], write_gap=gap)
@@ -225,4 +225,6 @@ def roundtrip(model, tmp_path: Path, sample_shape):
     write_checkpoint(
         model.network, ckpt_path, arch=model.arch, epoch=model.epoch, modules=dict(model.modules)
     )
-    return read_ai8x(yaml_path, ckpt_path, sample_shape, overlap_data=model.plan.allow_overlap)
+    return read_ai8x(
+        yaml_path, ckpt_path, sample_shape, overlap_data=model.plan.allow_overlap, device="MAX78000"
+    )

@@ -35,7 +35,7 @@ def compile_tracking_eager(
         sample=sample,
         input_shape=shape,
         run=True,
-        report=False,
+        report=False, device="MAX78000"
     )
     state = compile_model(options)
     net = state.network

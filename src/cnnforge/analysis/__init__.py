@@ -1,9 +1,9 @@
 """Analysis of any ``Network`` (model-level or hardware): params, MACs, receptive fields, memory.
 
-``analyze_network(network)`` is the one entry point; it works on traced PyTorch models, on fused
-hardware networks and on networks imported from vendor YAML (a fused layer's pooling counts in
-its receptive field, its params are weights + bias). Definitions: analysis/counting.py (MACs,
-memory), analysis/receptive_field.py, analysis/liveness.py (peak activation memory).
+``analyze_network(network, device)`` is the one entry point; it works on traced PyTorch models,
+on fused hardware networks and on networks imported from vendor YAML (a fused layer's pooling
+counts in its receptive field, its params are weights + bias). Definitions: analysis/counting.py
+(MACs, memory), analysis/receptive_field.py, analysis/liveness.py (peak activation memory).
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from cnnforge.analysis.counting import (
 from cnnforge.analysis.liveness import peak_memory
 from cnnforge.analysis.receptive_field import ReceptiveField, layer_field
 from cnnforge.analysis.records import Analysis, LayerStats, Totals
+from cnnforge.devices import Device
 from cnnforge.errors import InputError
 from cnnforge.ir import BINARY_BITS, INPUT, Layer, Network
 
@@ -28,10 +29,14 @@ VALID_WEIGHT_BITS = (8, 4, 2, 1, BINARY_BITS)
 
 
 def analyze_network(
-    network: Network, count: str = "true", weight_bits: int | Mapping[str, int] = 8
+    network: Network,
+    device: Device,
+    count: str = "true",
+    weight_bits: int | Mapping[str, int] = 8,
 ) -> Analysis:
     """Analyze ``network``: one ``LayerStats`` per layer and the ``Totals`` (batch 1).
 
+    ``device`` gives the int8 data-memory layout the activation bytes are counted in;
     ``count`` is ``"true"`` (multiply-accumulates) or ``"thop"`` (thop 0.1.x's count);
     ``weight_bits`` (one value or per layer name) sizes the parameter memory of unquantized
     layers; quantized layers use their own bits.
@@ -43,14 +48,14 @@ def analyze_network(
     rows = []
     for layer in network.layers:
         fields[layer.name] = layer_field(layer, [fields[n] for n in layer.inputs])
-        rows.append(_row(network, layer, fields[layer.name], count, bits_of(layer.name)))
+        rows.append(_row(network, layer, fields[layer.name], count, bits_of(layer.name), device))
     return Analysis(
         network=network.name,
         input_shape=network.input_shape,
         count=count,
         weight_bits=weight_bits if isinstance(weight_bits, int) else 8,
         layers=tuple(rows),
-        totals=_totals(network, rows),
+        totals=_totals(network, rows, device),
         unused_params=network.unused_params,
     )
 
@@ -64,7 +69,9 @@ def _bits_lookup(weight_bits: int | Mapping[str, int]):
     return lambda name: per_layer.get(name, default)
 
 
-def _row(network: Network, layer: Layer, rf: ReceptiveField, count: str, bits: int) -> LayerStats:
+def _row(
+    network: Network, layer: Layer, rf: ReceptiveField, count: str, bits: int, device: Device
+) -> LayerStats:
     in_shape = network.shape_of(layer.inputs[0]) if layer.inputs else ()
     quant_bits = layer.quant.weight_bits if layer.quant is not None else bits
     return LayerStats(
@@ -79,14 +86,14 @@ def _row(network: Network, layer: Layer, rf: ReceptiveField, count: str, bits: i
         rf_stride=rf.stride,
         rf_offset=rf.offset,
         act_bytes_float32=float32_bytes(layer.out_shape),
-        act_bytes_int8=int8_layout_bytes(layer.out_shape, layer.wide),
+        act_bytes_int8=int8_layout_bytes(layer.out_shape, device, layer.wide),
         param_bytes_float32=4 * layer_params(layer),
         param_bytes_quantized=param_bytes_at(layer, bits),
         weight_bits=quant_bits if layer.has_weights else None,
     )
 
 
-def _totals(network: Network, rows: list[LayerStats]) -> Totals:
+def _totals(network: Network, rows: list[LayerStats], device: Device) -> Totals:
     by_name = {r.name: r for r in rows}
     shape = network.input_shape
 
@@ -94,7 +101,7 @@ def _totals(network: Network, rows: list[LayerStats]) -> Totals:
         return by_name[name].act_bytes_float32 if name != INPUT else float32_bytes(shape)
 
     def int8(name: str) -> int:
-        return by_name[name].act_bytes_int8 if name != INPUT else int8_layout_bytes(shape)
+        return by_name[name].act_bytes_int8 if name != INPUT else int8_layout_bytes(shape, device)
 
     peak_f32, where = peak_memory(network, f32)
     peak_int8, _ = peak_memory(network, int8)

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from cnnforge.api.results import Analysis, Budget, CheckResult, Compiled, Quantized
 from cnnforge.api.running import array_of, run_network
+from cnnforge.devices import DEFAULT_DEVICE  # the CLI's default --device, for scripts too
 from cnnforge.errors import InputError
 
 if TYPE_CHECKING:
@@ -24,8 +25,6 @@ if TYPE_CHECKING:
     from cnnforge.ir import Network
     from cnnforge.training.evaluate import Evaluation
     from cnnforge.training.loop import EpochRecord
-
-DEFAULT_DEVICE = "MAX78000"  # the CLI's default --device, for the same defaults in scripts
 
 
 def analyze(
@@ -48,8 +47,11 @@ def analyze(
     """
     from cnnforge.analysis import analyze_network
 
-    network = _network(model, input_shape, model_args, checkpoint, (ai8x_yaml, ai8x_checkpoint))
-    return Analysis(analyze_network(network, count=count, weight_bits=weight_bits))
+    network = _network(
+        model, input_shape, model_args, checkpoint, (ai8x_yaml, ai8x_checkpoint), None
+    )
+    layout = _device(DEFAULT_DEVICE, "analyze")  # the int8 data-memory layout of the bytes
+    return Analysis(analyze_network(network, layout, count=count, weight_bits=weight_bits))
 
 
 def check(
@@ -147,7 +149,7 @@ def plan(
 
     dev = _device(device, "plan")
     target = get_target(dev.name)
-    if target.planner is None:
+    if target.plans != "place" or target.planner is None or target.write is None:
         raise InputError(f"device {dev.name} has no plan", hint="compile it with cnnforge.compile")
     shape = _shape(model, input_shape)
     request = pipeline_plan.PlanRequest(
@@ -162,7 +164,7 @@ def plan(
     )
     result = target.planner(request, dev)
     if output_dir is not None:
-        pipeline_plan.write_outputs(result, dev, Path(output_dir), overwrite)
+        target.write(result, dev, Path(output_dir), overwrite)
     return result
 
 
@@ -238,7 +240,7 @@ def simulate(
     network: Network | Compiled | Quantized | str | Path,
     x: Any,
     *,
-    device: str | Device | None = None,
+    device: str | Device = DEFAULT_DEVICE,
     all_layers: bool = False,
 ) -> Any:
     """Bit-exact integer simulation (``cnnforge simulate``) of a quantized network — a
@@ -246,7 +248,7 @@ def simulate(
     (C,H,W or N,C,H,W; int8 values or floats in model units, numpy or torch). Returns the output
     (int64, batch axis as given); a dict by layer name for several outputs or ``all_layers``."""
     net = _quantized(network)
-    return run_network(net, x, _device(device or DEFAULT_DEVICE, "simulate"), all_layers)
+    return run_network(net, x, _device(device, "simulate"), all_layers)
 
 
 def budget(
@@ -373,11 +375,12 @@ def _network(
     input_shape: Sequence[int] | None,
     model_args: Mapping[str, Any] | None,
     checkpoint: str | Path | None,
-    vendor: tuple[str | Path | None, str | Path | None] = (None, None),
-    device: Device | None = None,
+    vendor: tuple[str | Path | None, str | Path | None],
+    device: Device | None,
 ) -> Network:
     """The model-level float Network of any model reference (checked against eager; a model
-    wider than ``device`` allows is refused before it is traced), or a vendor pair's network."""
+    wider than ``device`` allows is refused before it is traced; None: analysis, no device), or
+    a vendor pair's network."""
     from cnnforge.frontend import load_network
     from cnnforge.pipeline.sources import network_for_cli
 

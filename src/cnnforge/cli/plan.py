@@ -87,12 +87,12 @@ def plan(
     from cnnforge.pipeline.targets import get_target
 
     target = get_target(device)
-    if target.parse is not None:  # a parametrised budget target: planned on the float model
+    if target.plans == "budget":  # the record says: planned on the float model, as budget
         vendor_only = ai8x_yaml or ai8x_checkpoint or validate_only or weight_bits or allow_overlap
         _plan_budget(target.name, bool(vendor_only), model, device, input_shape, model_arg,
                      checkpoint, output, overwrite)  # fmt: skip
         return
-    if target.planner is None:
+    if target.plans != "place" or target.planner is None or target.write is None:
         raise InputError(
             f"--device {target.name} has no `cnnforge plan`",
             hint=f"compile it: cnnforge compile -d {target.name}",
@@ -138,8 +138,7 @@ def _plan_and_write(
     target: Target, dev: Device, request: PlanRequest, output: Path | None, overwrite: bool
 ) -> None:
     """Run the target's planner; report (exit 1 for a vendor plan that breaks a rule) or write."""
-    from cnnforge.pipeline import plan as pipeline_plan
-
+    assert target.planner is not None and target.write is not None  # checked by the caller
     result = target.planner(request, dev)
     if request.validate_only and request.ai8x_yaml is not None:
         _print_issues(result)
@@ -147,7 +146,7 @@ def _plan_and_write(
     _print_summary(result)
     if request.validate_only:
         return
-    written = pipeline_plan.write_outputs(result, dev, output, overwrite)
+    written = target.write(result, dev, output, overwrite)
     console.print(f"wrote [bold]{output}[/bold]: {len(written.files)} files", highlight=False)
 
 

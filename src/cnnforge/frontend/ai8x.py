@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from cnnforge.devices import DEFAULT_DEVICE, Device, get_device
+from cnnforge.devices import Device, get_device
 from cnnforge.errors import ConfigError
 from cnnforge.frontend.ai8x_checkpoint import CheckpointData, CheckpointLayer, read_checkpoint
 from cnnforge.frontend.ai8x_layers import LayerContext, build_layer
@@ -44,10 +44,12 @@ def load_ai8x(
     yaml_path: Path | str,
     checkpoint_path: Path | str,
     input_shape: tuple[int, ...] | None = None,
+    *,
+    device: str | Device,
     **options: Any,
 ) -> tuple[Network, Plan]:
     """The vendor pair as ``(Network, Plan)``; options as for ``read_ai8x``."""
-    model = read_ai8x(yaml_path, checkpoint_path, input_shape, **options)
+    model = read_ai8x(yaml_path, checkpoint_path, input_shape, device=device, **options)
     return model.network, model.plan
 
 
@@ -56,7 +58,7 @@ def read_ai8x(
     checkpoint_path: Path | str,
     input_shape: tuple[int, ...] | None = None,
     *,
-    device: str | Device = DEFAULT_DEVICE,
+    device: str | Device,
     overlap_data: bool = False,
     avg_pool_rounding: bool = False,
     fifo: bool | None = None,
@@ -221,8 +223,8 @@ def _plan(cfg: YamlConfig, network: Network, device: Device, overlap: bool) -> P
     notes = []
     prev_out = 0
     for i, (y, layer) in enumerate(zip(cfg.layers, network.layers, strict=True)):
-        _check_processors(cfg, y, network, layer, data_format if i == 0 else "HWC")
-        out_map = _check_output_map(cfg, y, layer, _output_map(cfg, y, i))
+        _check_processors(cfg, y, network, layer, data_format if i == 0 else "HWC", device)
+        out_map = _check_output_map(cfg, y, layer, _output_map(cfg, y, i), device)
         if y.out_offset is None:
             notes.append(f"{y.label()}: `out_offset` defaults to 0")
         if y.pool_kind is not None and not y.pool_stride:
@@ -275,15 +277,17 @@ def _output_map(cfg: YamlConfig, y: YamlLayer, i: int) -> int:
     return cfg.layers[i + 1].processors
 
 
-def _check_processors(cfg: YamlConfig, y: YamlLayer, net: Network, layer: Layer, fmt: str) -> None:
+def _check_processors(
+    cfg: YamlConfig, y: YamlLayer, net: Network, layer: Layer, fmt: str, dev: Device
+) -> None:
     channels = layer_in_channels(net, layer)
-    need = processors_per_pass(channels)
+    need = processors_per_pass(channels, dev)
     have = y.processors.bit_count()
     where = f"{cfg.path}:{y.line_of('processors')}"
     if have != need:
         raise ConfigError(
-            f"{y.label()}: {channels} input channels use {passes(channels)} pass(es) of {need} "
-            f"processors, "
+            f"{y.label()}: {channels} input channels use {passes(channels, dev)} pass(es) of "
+            f"{need} processors, "
             f"but `processors` {y.processors:#018x} has {have}",
             where=where,
             hint=f"enable exactly {need} processors",
@@ -297,15 +301,17 @@ def _check_processors(cfg: YamlConfig, y: YamlLayer, net: Network, layer: Layer,
         )
 
 
-def _check_output_map(cfg: YamlConfig, y: YamlLayer, layer: Layer, out_map: int) -> int:
-    need = processors_per_pass(layer.out_shape[0])
+def _check_output_map(
+    cfg: YamlConfig, y: YamlLayer, layer: Layer, out_map: int, dev: Device
+) -> int:
+    need = processors_per_pass(layer.out_shape[0], dev)
     if out_map == 0:
         return (1 << need) - 1
     have = out_map.bit_count()
     if have != need:
         channels = layer.out_shape[0]
         raise ConfigError(
-            f"{y.label()}: {channels} output channels use {passes(channels)} pass(es) of "
+            f"{y.label()}: {channels} output channels use {passes(channels, dev)} pass(es) of "
             f"{need} processors, but the output map {out_map:#018x} has {have}",
             where=f"{cfg.path}:{y.line_of('output_processors')}",
             hint=f"set `output_processors` (or the next layer's `processors`) to {need} processors",

@@ -41,6 +41,7 @@ import numpy as np
 
 from cnnforge import geometry
 from cnnforge.arithmetic import ACT_MAX, ACT_MIN, ACT_SCALE
+from cnnforge.devices import DEVICES
 from cnnforge.ir import (
     HARDWARE_ELTWISE,
     WEIGHT_OPS,
@@ -229,7 +230,7 @@ def merge_eltwise(network: Network, layer: Layer) -> tuple[Network, Rewrite] | N
 
 
 def eltwise_activation(
-    network: Network, layer: Layer, device: Device | None = None
+    network: Network, layer: Layer, device: Device | None
 ) -> tuple[Network, Rewrite] | None:
     """op(a, b, ...) -> ReLU/Abs: a passthrough cannot activate, so the pair becomes a 1x1
     conv2d with identity weights carrying the element-wise op in flight and the activation.
@@ -282,7 +283,7 @@ def why_no_eltwise_act(device: Device | None, inner: Layer) -> str:
     channels, operands = inner.out_shape[0], len(inner.inputs)
     if _in_flight_allowed(device, operands, channels, bias=False):
         return ""
-    passes = geometry.passes(channels, device)
+    passes = _passes(channels, device)
     if device is None:
         return f"{channels} channels need {passes} passes; which device? (give --device)"
     return (
@@ -308,10 +309,18 @@ def fuse_pool(network: Network, layer: Layer) -> tuple[Network, Rewrite] | None:
     return absorb_into_consumer(network, layer, fused), record(consumer, "fuse-pool", detail)
 
 
+def _passes(channels: int, device: Device | None) -> int:
+    """Passes of ``channels`` on ``device``; without one, the most any device needs (what is
+    legal on every device)."""
+    if device is not None:
+        return geometry.passes(channels, device)
+    return max(geometry.passes(channels, d) for d in DEVICES)
+
+
 def _in_flight_allowed(device: Device | None, operands: int, channels: int, bias: bool) -> bool:
     """Element-wise in flight with a conv over several passes (devices.md §1 "Element-wise with
     multi-pass"): device-specific, so only with a device that allows it; one pass always."""
-    passes = geometry.passes(channels, device)  # one pass: in-flight element-wise always legal
+    passes = _passes(channels, device)  # one pass: in-flight element-wise always legal
     if passes == 1:
         return True
     if device is None:
@@ -322,7 +331,7 @@ def _in_flight_allowed(device: Device | None, operands: int, channels: int, bias
 
 
 def fuse_eltwise(
-    network: Network, layer: Layer, device: Device | None = None
+    network: Network, layer: Layer, device: Device | None
 ) -> tuple[Network, Rewrite] | None:
     """ELTWISE followed by a conv2d -> element-wise "in flight" in the conv (R4.1, R4.3)."""
     if layer.op is not Op.ELTWISE or layer.eltwise not in HARDWARE_ELTWISE:
@@ -400,9 +409,7 @@ FUSION_STEPS = (
 )
 
 
-def fuse_with_log(
-    network: Network, device: Device | None = None
-) -> tuple[Network, tuple[Rewrite, ...]]:
+def fuse_with_log(network: Network, device: Device | None) -> tuple[Network, tuple[Rewrite, ...]]:
     """``fuse`` that also returns the list of fusions it made, in the order made."""
     log: list[Rewrite] = []
     for _name, rules in FUSION_STEPS:
@@ -413,7 +420,7 @@ def fuse_with_log(
     return network, tuple(log)
 
 
-def fuse(network: Network, device: Device | None = None) -> Network:
+def fuse(network: Network, device: Device | None) -> Network:
     """Fuse model-level layers into hardware layers (see the module docstring); ``device``
-    enables its device-specific fusions (multi-pass element-wise in flight)."""
+    enables its device-specific fusions (multi-pass element-wise in flight); None: none of them."""
     return fuse_with_log(network, device)[0]

@@ -30,7 +30,6 @@ checker reports what is still illegal.
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -47,9 +46,6 @@ from cnnforge.passes.rewrites import (
     sole_consumer,
     unique_name,
 )
-
-if TYPE_CHECKING:
-    from cnnforge.devices import Device
 
 SUBSAMPLE_TARGETS = frozenset({Op.CONV1D, Op.CONV2D, Op.CONVTRANSPOSE2D, Op.PASSTHROUGH})
 MAX_SUBSAMPLE_STRIDE = 16  # pool stride range 1..16 (devices.md §1)
@@ -290,14 +286,12 @@ LEGAL_RULES = (
 )
 
 
-def legalize_with_log(
-    network: Network, device: Device | None = None
-) -> tuple[Network, tuple[Rewrite, ...]]:
-    """``legalize`` that also returns the rewrites it made, in the order made."""
-    del device  # every rule is needed on both MAX7800x devices (devices.md §1 geometry rows)
+def legalize_with_log(network: Network) -> tuple[Network, tuple[Rewrite, ...]]:
+    """``legalize`` that also returns the rewrites it made, in the order made (every rule is
+    needed on both MAX7800x devices, devices.md §1 geometry rows: no device is asked)."""
     return apply_rules(network, LEGAL_RULES)
 
 
-def legalize(network: Network, device: Device | None = None) -> Network:
+def legalize(network: Network) -> Network:
     """Apply the exact rewrites of the module docstring until none applies."""
-    return legalize_with_log(network, device)[0]
+    return legalize_with_log(network)[0]

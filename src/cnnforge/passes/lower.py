@@ -65,8 +65,9 @@ def fuse_step(network: Network, device: Device | None) -> tuple[Network, tuple]:
 
 
 def legalize_step(network: Network, device: Device | None) -> tuple[Network, tuple]:
-    """Apply the exact legal rewrites (passes/legalize.py)."""
-    return legalize_with_log(network, device)
+    """Apply the exact legal rewrites (passes/legalize.py); they are the same on every device."""
+    del device
+    return legalize_with_log(network)
 
 
 #: The lowering recipe, in order.
@@ -78,9 +79,10 @@ LOWERING_STEPS: tuple[tuple[str, Step], ...] = (
 
 
 def lower_to_hardware(
-    network: Network, device: Device | None = None, *, verify_steps: bool = True
+    network: Network, device: Device | None, *, verify_steps: bool = True
 ) -> Lowered:
     """Run ``LOWERING_STEPS``; the result may still break device limits (see passes.check).
+    ``device`` None: the device-neutral fusions only (passes.fuse).
 
     ``verify_steps`` (the default: the gate) checks the IR invariants (passes.verify) before
     and after every step, and that every step that changed the network still computes what it
@@ -88,12 +90,12 @@ def lower_to_hardware(
     """
     log: list[Rewrite] = []
     if verify_steps:
-        verify(network, device)
+        verify(network)
     for name, step in LOWERING_STEPS:
         before = network
         network, records = step(network, device)
         log.extend(records)
         if verify_steps and network is not before:
-            verify(network, device)
+            verify(network)
             verify_equivalent(before, network, name)
     return Lowered(network, tuple(log))

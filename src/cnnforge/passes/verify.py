@@ -22,7 +22,6 @@ from cnnforge.passes.geometry import expected_out_shape
 if TYPE_CHECKING:
     import torch
 
-    from cnnforge.devices import Device
 
 #: Two float results agree when max |got - want| <= TOLERANCE * max(1, max |want|): float32
 #: round-off of reordered sums (BatchNorm folding, fused stages) stays far below this.
@@ -95,9 +94,9 @@ def _check_shapes(network: Network, layer: Layer) -> None:
         _fail(layer, f"output shape {list(layer.out_shape)}, expected {list(expected)}")
 
 
-def verify(network: Network, device: Device | None = None) -> None:
-    """Raise ``InputError`` unless ``network`` satisfies the IR invariants (module docstring)."""
-    del device  # device limits are checked by passes.check, not here
+def verify(network: Network) -> None:
+    """Raise ``InputError`` unless ``network`` satisfies the IR invariants (module docstring);
+    device limits are checked by passes.check, not here."""
     if not network.input_shape or any(n <= 0 for n in network.input_shape):
         raise InputError(f"IR invariant broken: input shape {list(network.input_shape)}")
     _check_references(network)

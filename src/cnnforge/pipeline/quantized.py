@@ -124,11 +124,11 @@ def load_source(
     source: ModelSource,
     input_shape: tuple[int, ...] | None,
     model_args: Mapping[str, Any],
-    device: Device | None = None,
+    device: Device | None,
 ) -> tuple[Network, bool]:
     """The network of a MODEL or --network source, and whether it is a quantized checkpoint
-    taken as saved (else a model-level float network). With ``device``, a MODEL's channel
-    counts are checked against its limit before tracing (frontend/footprint.py)."""
+    taken as saved (else a model-level float network). With a ``device`` (None: no limit), a
+    MODEL's channel counts are checked against its limit before tracing (frontend/footprint.py)."""
     path = quantized_checkpoint(source)
     if path is not None:
         from cnnforge.checkpoint import load_quantized

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from cnnforge.devices import DEFAULT_DEVICE, Device
+from cnnforge.devices import Device
 from cnnforge.errors import CnnforgeError, InputError
 from cnnforge.ir import Network
 from cnnforge.samples import InputArray, load_input_array
@@ -132,7 +132,7 @@ def network_for_cli(
     input_shape: tuple[int, ...] | None,
     ai8x_yaml: Path | str | None,
     ai8x_checkpoint: Path | str | None,
-    device: str | Device = DEFAULT_DEVICE,
+    device: str | Device,
 ) -> Network | None:
     """For commands taking MODEL or ``--ai8x-yaml``/``--ai8x-checkpoint``: the imported network,
     or None when MODEL (with its input shape) is to be loaded; exactly one source (above)."""

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from cnnforge.devices import DEFAULT_DEVICE, Device
+from cnnforge.devices import Device
 from cnnforge.ir import Network
 from cnnforge.samples import InputArray
 from cnnforge.targets.max7800x.placement import Plan
@@ -44,8 +44,8 @@ class CompileOptions:
     """What ``cnnforge compile`` was asked to do (see the CLI's help for each option)."""
 
     output: Path
+    device: str  # the CLI's --device (its default: devices.DEFAULT_DEVICE)
     model: str | None = None
-    device: str = DEFAULT_DEVICE
     checkpoint: Path | None = None
     ptq: bool = False
     sample: Path | np.ndarray | None = None
@@ -70,7 +70,7 @@ class CompileState:
     """Everything the steps have produced so far (immutable: each step returns a new one)."""
 
     options: CompileOptions
-    device: Device | None = None  # a compiled target's record (generic cannot be compiled)
+    device: Device  # the compiled target's record (generic cannot be compiled)
     source: Network | None = None  # model-level float network (None for quantized inputs)
     imported: Ai8xModel | None = None  # a vendor pair
     rewrites: tuple[Rewrite, ...] = ()

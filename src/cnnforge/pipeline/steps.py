@@ -244,7 +244,7 @@ def step_simulate(state: CompileState, workdir: Path) -> CompileState:
     from cnnforge.checkpoint import save_quantized
     from cnnforge.sim import simulate
 
-    result = simulate(state.network, state.sample[None], all_layers=True)
+    result = simulate(state.network, state.sample[None], device=state.device, all_layers=True)
     answer = {k: _np(v)[0] for k, v in result.outputs.items()}
     layers = {k: _np(v)[0] for k, v in (result.layers or {}).items()}
     np.savez(workdir / KNOWN_ANSWER, **{k: answer[k] for k in sorted(answer)})

@@ -3,7 +3,8 @@
 A ``Target`` says in one place what a ``--device`` name means: its device data (or how to read
 a parametrised one), its integer semantics, its planner for ``cnnforge plan``, its compile
 recipe and the report files it writes. ``get_target``/``resolve_device`` look names up here;
-the pipeline asks the record and never branches on a target. Adding a target adds an entry
+the pipeline asks the record and never branches on a target (``plans`` says what ``cnnforge
+plan`` does for it, ``write`` is its plan writer). Adding a target adds an entry
 below and a package (targets/<name>/ for its data, pipeline/<name>.py for its steps).
 """
 
@@ -11,8 +12,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from types import ModuleType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 from cnnforge import arithmetic
 from cnnforge.devices import DEVICES, Device
@@ -33,6 +35,12 @@ if TYPE_CHECKING:
 #: What ``--device`` resolves to: a MAX7800x/HLS ``Device`` or a parametrised generic target.
 TargetDevice = Device | GenericTarget
 
+#: What ``cnnforge plan`` does for a target: run its planner and writer ("place"), plan the
+#: on-chip budget of the float model as ``cnnforge budget`` does ("budget"), or refuse ("none").
+PlanKind = Literal["place", "budget", "none"]
+#: A target's output writer for ``cnnforge plan -o DIR``: (result, device, dir, overwrite).
+Writer = Callable[[PlanResult, Device, Path, bool], PlanResult]
+
 
 @dataclass(frozen=True)
 class Target:
@@ -41,12 +49,14 @@ class Target:
     name: str  # the --device name (case-insensitive); ``parse`` targets match NAME[:params]
     description: str
     semantics: ModuleType  # the module of the integer rules its bit-exact simulation follows
-    device: Device | None = None  # fixed device data
+    device: Device | None  # fixed device data (None: ``parse`` reads it from --device text)
     parse: Callable[[str], GenericTarget] | None = None  # parametrised: --device text -> record
     aliases: tuple[str, ...] = ()
     compile_steps: Steps | None = None  # `cnnforge compile` (None: it cannot be compiled)
-    # `cnnforge plan`'s planner (None: plan refuses)
+    # `cnnforge plan`'s planner and output writer (None: plan refuses); ``plans`` says which flow
     planner: Callable[[PlanRequest, Device], PlanResult] | None = None
+    write: Writer | None = None
+    plans: PlanKind = "none"
     report: tuple[str, ...] = ()  # the report files its recipe writes
     # what its compile recipe plans with; `cnnforge check` runs the same (passes/check_plan.py)
     placer: Placer = plan_max7800x
@@ -77,6 +87,8 @@ def _max7800x(device: Device) -> Target:
         aliases=(device.die,),
         compile_steps=steps.STEPS,
         planner=plan.plan_request,
+        write=plan.write_outputs,
+        plans="place",
         report=(REPORT, SUMMARY),
     )
 
@@ -97,8 +109,10 @@ TARGETS: tuple[Target, ...] = (
         "generic",
         "generic accelerator: on-chip budget + DDR (generic:onchip=3MiB,...)",
         generic_integer,  # saturating fixed point
+        device=None,
         parse=parse_generic,
         planner=None,  # planned on the float model: targets.generic.run.plan_budget
+        plans="budget",
         report=generic.FILES,
     ),
 )

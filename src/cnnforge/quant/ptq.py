@@ -46,16 +46,19 @@ def quantize_network(
     network: Network,
     weight_bits: int | Mapping[str, int] = DEFAULT_BITS,
     clip: str = "max",
+    *,
+    device: Device | None,
     **options: Any,
 ) -> Network:
     """Quantize every float weight layer of a hardware ``network`` (see the module docstring).
 
     ``weight_bits``: one width for all layers or ``{layer name: bits}`` (default: key ``"*"``,
     else 8). ``clip``: how the clipping level is chosen (max, avgmax, stddev with ``nstd``,
-    ``scale`` x max). ``options``: those of ``quantize_with_scales`` (``calibration``, ``scale``,
-    ``nstd``, ``device`` -- a ``Device`` whose weight widths are enforced).
+    ``scale`` x max). ``device``: the ``Device`` whose weight widths are enforced (None: any of
+    8, 4, 2, 1). ``options``: those of ``quantize_with_scales`` (``calibration``, ``scale``,
+    ``nstd``).
     """
-    return quantize_with_scales(network, weight_bits, clip, **options)[0]
+    return quantize_with_scales(network, weight_bits, clip, device=device, **options)[0]
 
 
 def quantize_with_scales(
@@ -66,7 +69,7 @@ def quantize_with_scales(
     calibration: np.ndarray | torch.Tensor | None = None,
     scale: float = 0.85,
     nstd: float = 2.0,
-    device: Device | None = None,
+    device: Device | None,
 ) -> tuple[Network, dict[str, int]]:
     """``quantize_network`` plus ``{output name: e}``: the output ``v`` means ``v * 2^e / 128``."""
     _check_network(network, clip)

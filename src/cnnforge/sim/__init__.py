@@ -1,6 +1,6 @@
 """The bit-exact integer simulator of the MAX78000/MAX78002 CNN accelerator (arithmetic.md).
 
-``simulate(network, x, all_layers=False, device=None, engine="fast") -> SimResult`` runs a
+``simulate(network, x, device=..., all_layers=False, engine="fast") -> SimResult`` runs a
 quantized hardware ``Network``; ``float_eval.run_float`` gives the float semantics of any
 ``Network`` (model level or hardware, unquantized).
 """

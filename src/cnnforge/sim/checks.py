@@ -68,7 +68,7 @@ def check_input(network: Network, x: object) -> tuple[torch.Tensor, bool]:
     return x.cpu(), batched
 
 
-def check_network(network: Network, device: Device | None = None) -> None:
+def check_network(network: Network, device: Device | None) -> None:
     """Raise ``SimulationError`` for the first layer the simulator cannot run."""
     known = {INPUT}
     for layer in network.layers:
@@ -83,7 +83,7 @@ def check_network(network: Network, device: Device | None = None) -> None:
     _check_wide_consumers(network)
 
 
-def check_layer(layer: Layer, device: Device | None = None) -> None:
+def check_layer(layer: Layer, device: Device | None) -> None:
     """One layer: hardware op, operators, activation and quantized parameters."""
     if not layer.is_hardware:
         raise _fail(

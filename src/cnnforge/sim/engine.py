@@ -39,13 +39,14 @@ def simulate(
     network: Network,
     x: torch.Tensor | np.ndarray,
     *,
+    device: Device | str | None,
     all_layers: bool = False,
-    device: Device | str | None = None,
     engine: str = "fast",
 ) -> SimResult:
     """Run ``network`` on ``x`` ((N,) C, H, W or (N,) C, L; int8 values) as the chip would.
 
-    ``device`` (optional) also refuses ops and weight widths that device lacks. Raises
+    ``device`` also refuses ops and weight widths that device lacks (None: the checks every
+    device shares). Raises
     ``SimulationError`` naming the layer for anything the simulator cannot run.
     """
     if engine not in ENGINES:

@@ -67,7 +67,7 @@ def masks_figure(model: torch.nn.Module, dataset: ShapesDataset, path: Path, n: 
     truth = torch.stack([dataset[i][1] for i in range(n)])
     with torch.no_grad():
         float_pred = float_model(x.float() / ACT_SCALE).argmax(1)
-    exact_pred = simulate(network, x).outputs[network.outputs[0]].argmax(1)
+    exact_pred = simulate(network, x, device=None).outputs[network.outputs[0]].argmax(1)
     fig, axes = plt.subplots(4, n, figsize=(1.6 * n, 6.6))
     rows = [("input", None), ("truth", truth), ("float", float_pred), ("bit-exact", exact_pred)]
     for r, (label, masks) in enumerate(rows):

@@ -52,7 +52,7 @@ def hardware_network(model: nn.Module, input_shape: tuple[int, ...]) -> Network:
     from cnnforge.frontend.capture import capture
     from cnnforge.passes.lower import lower_to_hardware
 
-    return lower_to_hardware(capture(model, input_shape, name=type(model).__name__)).network
+    return lower_to_hardware(capture(model, input_shape, name=type(model).__name__), None).network
 
 
 def output_scale(network: Network) -> float:
@@ -94,7 +94,8 @@ def evaluate_three_ways(
             outs = {
                 "float": float_model(xf.to(torch.float32) / ACT_SCALE).double(),
                 "qat-eval": quant_model(xf.to(torch.float32) / ACT_SCALE).double(),
-                "bit-exact": simulate(network, xf).outputs[network.outputs[0]].double() * scale,
+                "bit-exact": simulate(network, xf, device=None).outputs[network.outputs[0]].double()
+                * scale,
             }
             compared += outs["qat-eval"].numel()
             differing += int((outs["qat-eval"] != outs["bit-exact"]).sum())

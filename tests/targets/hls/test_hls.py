@@ -45,7 +45,7 @@ NEEDS_BUILD = pytest.mark.skipif(
 
 
 def _answer(net, x) -> dict[str, np.ndarray]:
-    return {k: v.numpy()[0] for k, v in simulate(net, x[None]).outputs.items()}
+    return {k: v.numpy()[0] for k, v in simulate(net, x[None], device=None).outputs.items()}
 
 
 def test_the_target_is_data() -> None:

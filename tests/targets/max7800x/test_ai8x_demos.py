@@ -132,7 +132,10 @@ def _edited(tmp_path: Path, old: str, new: str) -> Path:
 
 def _import_edited(yaml_path: Path, **kw):
     return read_ai8x(
-        yaml_path, GOLDEN / "trained" / "ai85-catsdogs-qat8-q.int8.pth.tar", (3, 128, 128), **kw
+        yaml_path,
+        GOLDEN / "trained" / "ai85-catsdogs-qat8-q.int8.pth.tar",
+        (3, 128, 128),
+        **{"device": "MAX78000", **kw},
     )
 
 
@@ -197,7 +200,7 @@ def test_duplicated_state_dict_pairs_the_first_copy(tmp_path: Path) -> None:
     torch.save({**doc, "state_dict": {**copy, **state}}, tmp_path / "dup.pth.tar")
     model = _import(meta, x.shape, tmp_path / "dup.pth.tar")
     assert model.modules[0][1] == "module.conv1"
-    y = simulate(model.network, x).outputs[model.network.layers[-1].name]
+    y = simulate(model.network, x, device=None).outputs[model.network.layers[-1].name]
     assert np.array_equal(y.numpy().reshape(expected.shape), expected)
     copy["module.fc.op.weight"] = copy["module.fc.op.weight"] * 0
     torch.save({**doc, "state_dict": {**copy, **state}}, tmp_path / "bad.pth.tar")
@@ -218,7 +221,7 @@ def test_shift_and_bits_keys_follow_the_vendor_naming(tmp_path: Path) -> None:
     }
     torch.save({"state_dict": state, "arch": "x", "epoch": 1}, tmp_path / "c.pth.tar")
     (tmp_path / "n.yaml").write_text("arch: x\ndataset: d\nlayers:\n  - processors: 1\n")
-    model = read_ai8x(tmp_path / "n.yaml", tmp_path / "c.pth.tar", (1, 4, 4))
+    model = read_ai8x(tmp_path / "n.yaml", tmp_path / "c.pth.tar", (1, 4, 4), device="MAX78000")
     assert model.network.layers[0].quant.output_shift == 2
 
 
@@ -230,7 +233,7 @@ def test_every_output_layer_is_bit_exact(path: Path) -> None:
     """The SSD detectors' other `output: true` layers (vendor run with --stop-after N)."""
     meta, x, _ = _demo(GOLDEN / "known" / path.name)
     model = _import(meta, x.shape)
-    layers = simulate(model.network, x, all_layers=True).layers
+    layers = simulate(model.network, x, all_layers=True, device=None).layers
     answers = np.load(path)
     assert len(answers.files) == len(model.network.outputs) - 1
     for key in answers.files:

@@ -120,7 +120,7 @@ def test_random_networks_roundtrip(tmp_path_factory, case):
     tmp = tmp_path_factory.mktemp("rt")
     write_yaml(network, plan, tmp / "n.yaml")
     write_checkpoint(network, tmp / "n.pth.tar")
-    again = read_ai8x(tmp / "n.yaml", tmp / "n.pth.tar", network.input_shape)
+    again = read_ai8x(tmp / "n.yaml", tmp / "n.pth.tar", network.input_shape, device="MAX78000")
     verify(again.network)
     assert [layer.name for layer in again.network] == [layer.name for layer in network]
     assert semantic_differences(network, again.network) == []
@@ -129,6 +129,9 @@ def test_random_networks_roundtrip(tmp_path_factory, case):
     x = torch.from_numpy(
         np.random.default_rng(len(network)).integers(-128, 128, size=network.input_shape)
     )
-    before, after = simulate(network, x).outputs, simulate(again.network, x).outputs
+    before, after = (
+        simulate(network, x, device=None).outputs,
+        simulate(again.network, x, device=None).outputs,
+    )
     assert list(before) == list(after)
     assert all(torch.equal(before[name], after[name]) for name in before)

@@ -63,7 +63,9 @@ def layer_differences(a: Network, b: Network, ignore=("module_path",)) -> list[s
 @pytest.mark.parametrize("key", sorted(PAIRS))
 def test_vendor_pairs_roundtrip(ai8x_data, tmp_path, key):
     yaml_name, ckpt_name = PAIRS[key]
-    source = read_ai8x(ai8x_data / "networks" / yaml_name, ai8x_data / "trained" / ckpt_name)
+    source = read_ai8x(
+        ai8x_data / "networks" / yaml_name, ai8x_data / "trained" / ckpt_name, device="MAX78000"
+    )
     again = roundtrip(source, tmp_path, source.network.input_shape)
     assert layer_differences(source.network, again.network) == []
     assert again.plan == source.plan
@@ -81,7 +83,9 @@ def test_vendor_pairs_roundtrip(ai8x_data, tmp_path, key):
 def test_checkpoint_matches_vendor_values(ai8x_data):
     """Same weights, shifts and bits per module as the vendor file; bias as floor-divided."""
     yaml_name, ckpt_name = PAIRS["fakept"]
-    model = read_ai8x(ai8x_data / "networks" / yaml_name, ai8x_data / "trained" / ckpt_name)
+    model = read_ai8x(
+        ai8x_data / "networks" / yaml_name, ai8x_data / "trained" / ckpt_name, device="MAX78000"
+    )
     ours = checkpoint_dict(model.network, arch=model.arch, modules=dict(model.modules))[
         "state_dict"
     ]
@@ -105,7 +109,9 @@ def test_checkpoint_matches_vendor_values(ai8x_data):
 
 def test_yaml_reparses_with_hex_masks(ai8x_data):
     yaml_name, ckpt_name = PAIRS["unet"]
-    model = read_ai8x(ai8x_data / "networks" / yaml_name, ai8x_data / "trained" / ckpt_name)
+    model = read_ai8x(
+        ai8x_data / "networks" / yaml_name, ai8x_data / "trained" / ckpt_name, device="MAX78000"
+    )
     text = yaml_text(model.network, model.plan, dataset=model.dataset)
     assert "processors: 0x00ffffffffffffff" in text and "# Layer 9: layer9" in text
     assert "in_sequences: [8, 7]" in text and "out_offset: 0x4004" in text
@@ -125,7 +131,9 @@ def test_yaml_reparses_with_hex_masks(ai8x_data):
 
 def test_emit_refuses_unquantized_or_mismatched(ai8x_data, tmp_path):
     yaml_name, ckpt_name = PAIRS["mnist"]
-    model = read_ai8x(ai8x_data / "networks" / yaml_name, ai8x_data / "trained" / ckpt_name)
+    model = read_ai8x(
+        ai8x_data / "networks" / yaml_name, ai8x_data / "trained" / ckpt_name, device="MAX78000"
+    )
     layers = list(model.network.layers)
     layers[1] = dataclasses.replace(layers[1], quant=None)
     with pytest.raises(EmitError, match="layer layer1: only quantized hardware layers"):
@@ -175,5 +183,8 @@ def test_shipped_unets_planned_roundtrip(tmp_path, model, device, bits):
     assert semantic_differences(network, again.network) == []
     assert validate_plan(again.network, again.plan, dev) == ()
     x = torch.from_numpy(np.random.default_rng(1).integers(-128, 128, size=shape))
-    before, after = simulate(network, x).outputs, simulate(again.network, x).outputs
+    before, after = (
+        simulate(network, x, device=None).outputs,
+        simulate(again.network, x, device=None).outputs,
+    )
     assert all(torch.equal(before[k], after[k]) for k in before)

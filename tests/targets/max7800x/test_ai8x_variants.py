@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from cnnforge.devices import get_device
+from cnnforge.devices import MAX78000, get_device
 from cnnforge.errors import ConfigError
 from cnnforge.frontend.ai8x import read_ai8x
 from cnnforge.ir import BINARY_BITS, Activation, Layer, Network, Op, Pooling, PoolKind
@@ -61,8 +61,8 @@ def _plan(network: Network, device: str) -> Plan:
         places.append(
             Placement(
                 layer.name,
-                (1 << processors_per_pass(cin)) - 1,
-                (1 << processors_per_pass(layer.out_shape[0])) - 1,
+                (1 << processors_per_pass(cin, device=MAX78000)) - 1,
+                (1 << processors_per_pass(layer.out_shape[0], device=MAX78000)) - 1,
                 0,
                 0x1000,
             )
@@ -76,9 +76,8 @@ def _roundtrip(tmp: Path, network: Network, device: str):
     again = read_ai8x(tmp / "v.yaml", tmp / "v.pth.tar", network.input_shape, device=device)
     x = torch.from_numpy(RNG.integers(-128, 128, size=network.input_shape))
     dev = None if device == "MAX78000" else device
-    kwargs = {} if dev is None else {"device": dev}
-    before = simulate(network, x, **kwargs).outputs
-    after = simulate(again.network, x, **kwargs).outputs
+    before = simulate(network, x, device=dev).outputs
+    after = simulate(again.network, x, device=dev).outputs
     assert all(torch.equal(before[k], after[k]) for k in before)
     return again
 
@@ -182,8 +181,15 @@ def test_avg_pool_rounding_flag(tmp_path):
     write_checkpoint(network, tmp_path / "r.pth.tar")
     assert "--avg-pool-rounding" in (tmp_path / "r.yaml").read_text()
     again = read_ai8x(
-        tmp_path / "r.yaml", tmp_path / "r.pth.tar", (4, 8, 8), avg_pool_rounding=True
+        tmp_path / "r.yaml",
+        tmp_path / "r.pth.tar",
+        (4, 8, 8),
+        avg_pool_rounding=True,
+        device="MAX78000",
     )
     assert again.network.avg_pool_rounding
     x = torch.from_numpy(RNG.integers(-128, 128, size=(4, 8, 8)))
-    assert torch.equal(simulate(network, x).outputs["p"], simulate(again.network, x).outputs["p"])
+    assert torch.equal(
+        simulate(network, x, device=None).outputs["p"],
+        simulate(again.network, x, device=None).outputs["p"],
+    )

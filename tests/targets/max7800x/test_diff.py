@@ -43,7 +43,7 @@ def probed(tmp_path_factory) -> tuple[Path, Path, list[str]]:
     net = random_network(21)
     assert len(net.layers) >= 3
     x = random_input(net, 21)
-    result = simulate(net, x[None], all_layers=True)
+    result = simulate(net, x[None], all_layers=True, device=None)
     emit_c(net, x, {k: v.numpy()[0] for k, v in result.outputs.items()}, root)
     run_probe(root, root, root / "probe")
     layers = {x.name: result.layers[x.name].numpy()[0] for x in net.layers}
@@ -127,7 +127,7 @@ def _dump(root: Path, network, x: np.ndarray, with_description: bool) -> Path:
 def test_model_level_against_fused_layers(tmp_path, capsys) -> None:
     torch.manual_seed(0)
     model = trace(_Small().eval(), (3, 8, 8), name="small")
-    hardware = lower_to_hardware(model).network
+    hardware = lower_to_hardware(model, device=None).network
     assert hardware.is_hardware and not model.is_hardware
     # conv1 + relu1 -> conv1; pool (conv2's input pooling) + conv2 + relu2 -> conv2
     assert pair_layers(hardware, model) == {"conv1": "relu1", "conv2": "relu2"}

@@ -90,7 +90,7 @@ def test_worked_examples_in_c(tmp_path: Path) -> None:
     """The spec's hand-computed values, given to the C as its known answer."""
     projects = []
     for i, (net, x, expected) in enumerate(EXAMPLES):
-        sim = simulate(net, x[None]).outputs[net.outputs[0]].reshape(-1).tolist()
+        sim = simulate(net, x[None], device=None).outputs[net.outputs[0]].reshape(-1).tolist()
         assert sim == [expected], net.name
         out = tmp_path / f"e{i}"
         out.mkdir()
@@ -168,7 +168,7 @@ def test_c_string_literals_round_trip(tmp_path: Path) -> None:
 def _project(seed: int, out: Path, **kw) -> None:
     net = random_network(seed)
     x = random_input(net, seed)
-    answer = {k: v.numpy()[0] for k, v in simulate(net, x[None]).outputs.items()}
+    answer = {k: v.numpy()[0] for k, v in simulate(net, x[None], device=None).outputs.items()}
     emit_c(net, x, answer, out, **kw)
 
 
@@ -313,7 +313,7 @@ def single_conv(draw) -> tuple[Network, np.ndarray]:
 def test_single_layer_c_equals_simulator(tmp_path_factory, case) -> None:
     """Hypothesis: any drawn conv layer computes in C exactly what the simulator computes."""
     net, x = case
-    answer = simulate(net, x[None]).outputs["conv"].numpy()[0]
+    answer = simulate(net, x[None], device=None).outputs["conv"].numpy()[0]
     out = tmp_path_factory.mktemp("hyp")
     emit_c(net, x, answer, out)
     result = build_and_run(out)

@@ -31,7 +31,7 @@ VENDOR = [
 
 
 def _known_answer(network: Network, x: np.ndarray) -> dict[str, np.ndarray]:
-    return {k: v.numpy()[0] for k, v in simulate(network, x[None]).outputs.items()}
+    return {k: v.numpy()[0] for k, v in simulate(network, x[None], device=None).outputs.items()}
 
 
 def _emit_and_run(network: Network, x: np.ndarray, out: Path, *, sanitize: bool = False):
@@ -49,7 +49,10 @@ def test_vendor_networks(ai8x_data: Path, tmp_path: Path, yaml_name, ckpt_name, 
     from cnnforge.frontend.ai8x import read_ai8x, sample_path
 
     model = read_ai8x(
-        ai8x_data / "networks" / yaml_name, ai8x_data / "trained" / ckpt_name, overlap_data=True
+        ai8x_data / "networks" / yaml_name,
+        ai8x_data / "trained" / ckpt_name,
+        overlap_data=True,
+        device="MAX78000",
     )
     x = np.load(sample_path(ai8x_data / "networks" / yaml_name, model.dataset))
     x = x.astype(np.int64).reshape(model.network.input_shape)
@@ -72,7 +75,7 @@ def _quantized_model(name: str) -> tuple[Network, np.ndarray]:
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(0)
         net = load_network(name, shape)
-    q = quantize_network(lower_to_hardware(net).network)
+    q = quantize_network(lower_to_hardware(net, device=None).network, device=None)
     x = np.random.default_rng(0).integers(-128, 128, size=shape)
     return q, x
 

@@ -111,7 +111,9 @@ def test_small_network_reimports(tmp_path):
     network, plan = small_network()
     write_yaml(network, plan, tmp_path / "s.yaml")
     write_checkpoint(network, tmp_path / "s.pth.tar")
-    again = read_ai8x(tmp_path / "s.yaml", tmp_path / "s.pth.tar", network.input_shape)
+    again = read_ai8x(
+        tmp_path / "s.yaml", tmp_path / "s.pth.tar", network.input_shape, device="MAX78000"
+    )
     assert semantic_differences(network, again.network) == []
     assert again.plan.placements == plan.placements
     assert again.network.layer("zero").quant.weight_bits == 8  # `quantization: 8` kept it
@@ -130,7 +132,7 @@ VENDOR = {
 
 
 def _simulate(network: Network, x: np.ndarray) -> np.ndarray:
-    result = simulate(network, torch.from_numpy(x))
+    result = simulate(network, torch.from_numpy(x), device=None)
     return result.outputs[network.outputs[-1]].numpy()
 
 
@@ -146,7 +148,9 @@ def test_vendor_known_answers(ai8x_data, tmp_path, case):
     x, expected, meta = _known_answer(ai8x_data, case)
     yaml_name, ckpt_name = VENDOR[case]
     assert Path(meta["yaml"]).name == yaml_name
-    model = read_ai8x(ai8x_data / "networks" / yaml_name, ai8x_data / "trained" / ckpt_name)
+    model = read_ai8x(
+        ai8x_data / "networks" / yaml_name, ai8x_data / "trained" / ckpt_name, device="MAX78000"
+    )
     got = _simulate(model.network, x)
     assert got.dtype == np.int64
     assert np.array_equal(got.reshape(expected.shape), expected)
@@ -160,6 +164,8 @@ def test_plain_unet_imports_and_simulates_like_fakept(ai8x_data):
     """The plain U-Net (real passthrough) equals the fakept one (identity 1x1 conv), §8."""
     x, expected, _ = _known_answer(ai8x_data, "camvid_unet_fakept")
     yaml_name, ckpt_name = VENDOR["unet"]
-    model = read_ai8x(ai8x_data / "networks" / yaml_name, ai8x_data / "trained" / ckpt_name)
+    model = read_ai8x(
+        ai8x_data / "networks" / yaml_name, ai8x_data / "trained" / ckpt_name, device="MAX78000"
+    )
     got = _simulate(model.network, x)
     assert np.array_equal(got.reshape(expected.shape), expected)

@@ -7,7 +7,7 @@ import dataclasses
 import numpy as np
 import pytest
 
-from cnnforge.devices import get_device
+from cnnforge.devices import MAX78000, get_device
 from cnnforge.errors import PlanError
 from cnnforge.geometry import live_intervals
 from cnnforge.ir import INPUT, EltwiseOp, Network, Op, Quantized
@@ -130,9 +130,9 @@ def test_in_place_distance_of_a_3x3_layer():
     """dec0 of the vendor U-Net: a 3x3 pad-1 layer at width 88 must trail by 89 words."""
     layers = (conv("a", INPUT, 48, 64, 88), conv("b", "a", 64, 64, 88))
     net = Network("ip", (48, 88, 88), layers)
-    assert in_place_words(net, net.layer("b")) == 89 + IN_PLACE_MARGIN_WORDS
+    assert in_place_words(net, net.layer("b"), dev=MAX78000) == 89 + IN_PLACE_MARGIN_WORDS
     one = Network("ip1", (48, 88, 88), (conv("a", INPUT, 48, 64, 88, k=1),))
-    assert in_place_words(one, one.layers[0]) == IN_PLACE_MARGIN_WORDS
+    assert in_place_words(one, one.layers[0], dev=MAX78000) == IN_PLACE_MARGIN_WORDS
 
 
 def test_in_place_chain_fits_where_no_overlap_cannot():
@@ -144,7 +144,9 @@ def test_in_place_chain_fits_where_no_overlap_cannot():
     )
     out, _, at = _placed(Network("chain", (48, 88, 88), layers))
     assert at["b"].out_offset < at["b"].in_offset  # trails its input
-    assert at["c"].in_offset - at["c"].out_offset >= 4 * in_place_words(out, out.layer("c"))
+    assert at["c"].in_offset - at["c"].out_offset >= 4 * in_place_words(
+        out, out.layer("c"), dev=MAX78000
+    )
 
 
 def test_chw_input_for_large_images():
@@ -285,15 +287,15 @@ def test_copies_do_not_change_what_the_network_computes():
     layers = (conv("a", INPUT, 3, 8, 8), conv("c", ("a", INPUT), 11, 8, 8))
     cases = (small_unet(), Network("incat", (3, 8, 8), layers))
     for net in cases:
-        q = quantize_network(with_weights(net), 8)
+        q = quantize_network(with_weights(net), 8, device=None)
         out, _ = plan_network(q, "MAX78000")
         copies = [x for x in out.layers if is_copy(x)]
         assert copies
         fake = out.with_layers(identity_conv(x, True) if is_copy(x) else x for x in out.layers)
         x = torch.randint(-128, 128, (2, *net.input_shape))
-        want = simulate(q, x).outputs
+        want = simulate(q, x, device=None).outputs
         for planned in (out, fake):  # passthrough copies, then the vendor's "fakept" form
-            got = simulate(planned, x).outputs
+            got = simulate(planned, x, device=None).outputs
             assert all(torch.equal(want[k], got[k]) for k in want)
 
 

@@ -55,7 +55,7 @@ def test_plan_writes_the_vendor_pair_and_the_report(tmp_path, simple, capsys):
     assert doc["schema"] == "cnnforge-plan/1" and doc["metrics"]["cycles"] > 0
     assert "| # | layer |" in (out / "plan.md").read_text()
     ckpt = next(out.glob("*-q.pth.tar"))
-    net, plan = load_ai8x(out / "network.yaml", ckpt, (3, 16, 16))
+    net, plan = load_ai8x(out / "network.yaml", ckpt, (3, 16, 16), device="MAX78000")
     assert validate_plan(net, plan, "MAX78000") == ()  # the written YAML re-imports valid
     assert "cycles (estimated)" in capsys.readouterr().out
 

@@ -64,11 +64,11 @@ def test_planned_network_computes_the_same(network):
     from cnnforge.quant.ptq import quantize_network
     from cnnforge.sim import simulate
 
-    q = quantize_network(with_weights(network), 8)
+    q = quantize_network(with_weights(network), 8, device=None)
     try:
         out, _ = plan_network(q, "MAX78002")
     except PlanError:
         return
     x = torch.randint(-128, 128, (2, *network.input_shape))
-    want, got = simulate(q, x).outputs, simulate(out, x).outputs
+    want, got = simulate(q, x, device=None).outputs, simulate(out, x, device=None).outputs
     assert all(torch.equal(want[k], got[k]) for k in want)

@@ -78,10 +78,12 @@ def test_compiled_pair_matches_the_vendor_answer() -> None:
     assert json.loads(str(data["meta"]))["vendor_flags"] == ["--fifo"]
     text = (folder / "cats-dogs.yaml").read_text()
     assert "--fifo" in text.split("layers:")[0] and text.count("streaming: true") == 2
-    model = read_ai8x(folder / "cats-dogs.yaml", folder / "cats-dogs-q.pth.tar", (3, 128, 128))
+    model = read_ai8x(
+        folder / "cats-dogs.yaml", folder / "cats-dogs-q.pth.tar", (3, 128, 128), device="MAX78000"
+    )
     assert model.plan.fifo
     assert validate_plan(model.network, model.plan, "MAX78000", in_place=False) == ()
-    y = simulate(model.network, data["input"].astype(np.int64)).outputs["fc"]
+    y = simulate(model.network, data["input"].astype(np.int64), device=None).outputs["fc"]
     expected = data["expected"]
     assert np.array_equal(y.numpy().reshape(expected.shape), expected)
 

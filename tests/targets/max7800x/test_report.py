@@ -50,7 +50,7 @@ def compiled(tmp_path_factory):
     (root / "seg.py").write_text(SEG)
     x = np.random.default_rng(3).integers(-128, 128, (3, 16, 16))
     options = CompileOptions(
-        output=root / "out", model=f"{root / 'seg.py'}:Seg", ptq=True, sample=x
+        output=root / "out", model=f"{root / 'seg.py'}:Seg", ptq=True, sample=x, device="MAX78000"
     )
     return compile_model(options), root / "out"
 
@@ -78,7 +78,7 @@ def test_vendor_report_without_float_model(ai8x_data: Path, tmp_path: Path) -> N
     options = CompileOptions(
         output=tmp_path / "mnist",
         ai8x_yaml=ai8x_data / "networks" / "mnist-chw-ai85.yaml",
-        ai8x_checkpoint=ai8x_data / "trained" / "ai85-mnist-qat8-q.pth.tar",
+        ai8x_checkpoint=ai8x_data / "trained" / "ai85-mnist-qat8-q.pth.tar", device="MAX78000"
     )
     compile_model(options)
     html = (tmp_path / "mnist" / "report.html").read_text()

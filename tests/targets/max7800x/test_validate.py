@@ -28,7 +28,9 @@ PAIRS = {
 
 def _vendor(root: Path, key: str):
     yaml_name, ckpt, shape = PAIRS[key]
-    return load_ai8x(root / "networks" / yaml_name, root / "trained" / ckpt, shape)
+    return load_ai8x(
+        root / "networks" / yaml_name, root / "trained" / ckpt, shape, device="MAX78000"
+    )
 
 
 def _rules(issues) -> set[str]:
@@ -136,7 +138,7 @@ def test_plain_torch_large_unet_plans_and_validates():
     from cnnforge.frontend import load_network
     from cnnforge.passes.lower import lower_to_hardware
 
-    net = lower_to_hardware(load_network("unet-large", (48, 88, 88))).network
+    net = lower_to_hardware(load_network("unet-large", (48, 88, 88)), device=None).network
     out, plan = plan_network(net, "MAX78000")
     assert validate_plan(out, plan, "MAX78000") == ()
     assert len(out.layers) == len(net.layers) + 1  # one copy: the vendor's `pt`
@@ -163,9 +165,9 @@ def test_seed_001_unet_plans_and_validates(device):
     dev = get_device(device)
     net = lower_to_hardware(load_network("unet-voc", (3, 64, 64)), dev).network
     bits = 8 if device == "MAX78002" else choose_weight_bits(net, dev).bits
-    quantized = quantize_network(net, bits)
+    quantized = quantize_network(net, bits, device=None)
     if device == "MAX78000":
         with pytest.raises(PlanError, match="kernel memory"):
-            plan_network(quantize_network(net, 8), dev)
+            plan_network(quantize_network(net, 8, device=None), dev)
     out, plan = plan_network(quantized, dev)
     assert validate_plan(out, plan, dev) == ()

@@ -37,11 +37,11 @@ def _popcount(mask: int) -> int:
     return bin(mask).count("1")
 
 
-def analysis_rows(network: Network) -> list[dict[str, Any]]:
+def analysis_rows(network: Network, dev: Device) -> list[dict[str, Any]]:
     """The analysis table (analysis.analyze_network) as plain rows."""
     from cnnforge.analysis import analyze_network
 
-    result = analyze_network(network)
+    result = analyze_network(network, dev)
     return [
         {
             "name": s.name,
@@ -97,7 +97,7 @@ def memory_map(network: Network, plan: Any) -> str:
     live = live_intervals(network)
     rects, top = [], 1
     for i, (layer, p) in enumerate(zip(network.layers, plan.placements, strict=True)):
-        size = tensor_geometry(network, layer.name).words * WORD_BYTES
+        size = tensor_geometry(network, layer.name, plan.device).words * WORD_BYTES
         first, last = live[layer.name]
         last = min(last, len(network.layers) - 1)
         rects.append((first - 0.4, p.out_offset, last - first + 0.8, size, i))
@@ -178,7 +178,7 @@ def report_context(state: Any, summary: dict[str, Any]) -> dict[str, Any]:
         "title": f"cnnforge report: {network.name}",
         "summary": summary,
         "input_shape": "x".join(map(str, network.input_shape)),
-        "analysis": analysis_rows(network),
+        "analysis": analysis_rows(network, state.device),
         "rewrites": [r.to_dict() for r in state.rewrites],
         "violations": [v.to_dict() for v in state.violations],
         "plan": _plan_section(state),

@@ -26,7 +26,7 @@ import numpy as np
 
 from cnnforge.devices import Device
 from cnnforge.errors import PlanError
-from cnnforge.geometry import COMMON, passes, processors_per_pass
+from cnnforge.geometry import passes, processors_per_pass
 from cnnforge.ir import INPUT, Layer, Network, Op, Quantized
 
 COPY_TAG = "copy"  # module_path prefix of the passthrough copies the planner inserts
@@ -52,7 +52,7 @@ class Group:
         return len(self.parts) - 1 if self.kind is GroupKind.INTERLEAVED else 0
 
 
-def group_kind(network: Network, layer: Layer, device: Device = COMMON) -> GroupKind:
+def group_kind(network: Network, layer: Layer, device: Device) -> GroupKind:
     """How ``layer`` reads its inputs: parts of one pass in all sit side by side (devices.md §2
     "Concatenation"), more are interleaved word by word."""
     if len(layer.inputs) == 1:
@@ -68,7 +68,7 @@ def is_copy(layer: Layer) -> bool:
     return layer.module_path.startswith(f"{COPY_TAG} of ")
 
 
-def form_groups(network: Network, device: Device = COMMON) -> tuple[Network, tuple[Group, ...]]:
+def form_groups(network: Network, device: Device) -> tuple[Network, tuple[Group, ...]]:
     """Insert the copies the layout needs and group every tensor (see the module docstring)."""
     claimed: dict[str, int] = {}
     groups: list[Group] = []

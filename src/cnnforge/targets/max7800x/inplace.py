@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from cnnforge.devices import Device
 from cnnforge.geometry import passes
 from cnnforge.ir import Layer, Network, Op
 
@@ -30,14 +31,14 @@ IN_PLACE_MARGIN_WORDS = 19
 _ELIGIBLE = frozenset({Op.CONV2D, Op.CONV1D, Op.PASSTHROUGH})
 
 
-def in_place_words(network: Network, layer: Layer) -> int | None:
+def in_place_words(network: Network, layer: Layer, dev: Device) -> int | None:
     """Words the output must start below the input to overlap it safely; None: never in place."""
     if layer.op not in _ELIGIBLE or len(layer.inputs) != 1 or layer.eltwise is not None:
         return None
     if layer.flatten or layer.wide or layer.groups > 1:
         return None
     in_shape = network.shape_of(layer.inputs[0])
-    if passes(in_shape[0]) != 1 or passes(layer.out_shape[0]) != 1:
+    if passes(in_shape[0], dev) != 1 or passes(layer.out_shape[0], dev) != 1:
         return None
     first = _first_needed(layer, in_shape)
     if first.size <= 1:

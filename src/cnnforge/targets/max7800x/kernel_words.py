@@ -19,7 +19,7 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from cnnforge.geometry import COMMON, kernel_count, main_input_shape, passes, processors_per_pass
+from cnnforge.geometry import kernel_count, main_input_shape, passes, processors_per_pass
 from cnnforge.geometry import packed_kernel_words as packed_words
 from cnnforge.ir import Layer, Network
 
@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from cnnforge.devices import Device
 
 
-def output_slots(out_mask: int, out_channels: int, device: Device | None = None) -> int:
+def output_slots(out_mask: int, out_channels: int, device: Device) -> int:
     """Output slots S of a placed layer from its output-processor mask (devices.md §3): last -
     first + 1, the first rounded down to a multiple of 4 when the output has several passes."""
     if out_mask <= 0:
@@ -35,7 +35,7 @@ def output_slots(out_mask: int, out_channels: int, device: Device | None = None)
     first = (out_mask & -out_mask).bit_length() - 1
     last = out_mask.bit_length() - 1
     if passes(out_channels, device) > 1:
-        first -= first % (device or COMMON).pass_align
+        first -= first % device.pass_align
     return last - first + 1
 
 
@@ -58,7 +58,7 @@ class KernelNeed:
 
 def layer_kernel_need(
     layer: Layer,
-    device: Device | None = None,
+    device: Device,
     weight_bits: int | None = None,
     in_shape: tuple[int, ...] | None = None,
     out_slots: int | None = None,
@@ -88,13 +88,13 @@ def layer_kernel_need(
         processors=processors_per_pass(cin, device),
         kernels=kc,
         ksize=ksize,
-        words=packed_words(kc, ksize, bits),
+        words=packed_words(kc, ksize, bits, device),
     )
 
 
 def layer_kernel_words(
     layer: Layer,
-    device: Device | None = None,
+    device: Device,
     weight_bits: int | None = None,
     in_shape: tuple[int, ...] | None = None,
     out_slots: int | None = None,
@@ -106,7 +106,7 @@ def layer_kernel_words(
 
 def network_kernel_needs(
     network: Network,
-    device: Device | None = None,
+    device: Device,
     weight_bits: int | dict[str, int] | None = None,
 ) -> tuple[KernelNeed, ...]:
     """``KernelNeed`` of every weight layer, in model order (``weight_bits``: one or per layer)."""

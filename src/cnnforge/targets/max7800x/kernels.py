@@ -30,22 +30,22 @@ from cnnforge.ir import Layer, Network, Op
 from cnnforge.targets.max7800x.kernel_words import layer_kernel_words as _words
 
 
-def kernel_words_placed(network: Network, layer: Layer, out_mask: int) -> int:
+def kernel_words_placed(network: Network, layer: Layer, out_mask: int, dev: Device) -> int:
     """72-bit words per input processor of a placed weight layer (0 without weights)."""
     if not layer.has_weights:
         return 0
-    slots = kernel_slots(out_mask)
-    return _words(layer, None, in_shape=main_input_shape(network, layer), out_slots=slots)
+    slots = kernel_slots(out_mask, dev)
+    return _words(layer, dev, in_shape=main_input_shape(network, layer), out_slots=slots)
 
 
-def kernels_per_processor(network: Network, layer: Layer, out_mask: int) -> int:
+def kernels_per_processor(network: Network, layer: Layer, out_mask: int, dev: Device) -> int:
     """kc of devices.md §3 (cnnforge.geometry.kernel_count) with the budget's output slots."""
     if layer.op is Op.PASSTHROUGH:
         return 0
     shape = main_input_shape(network, layer)
-    slots = kernel_slots(out_mask)
+    slots = kernel_slots(out_mask, dev)
     pixels = int(np.prod(shape[1:])) if layer.flatten and len(shape) > 1 else 1
-    return kernel_count(layer, shape[0], layer.out_shape[0], slots, pixels)
+    return kernel_count(layer, shape[0], layer.out_shape[0], slots, pixels, dev)
 
 
 def _bank_edges(dev: Device, processor: int) -> set[int]:
@@ -83,7 +83,7 @@ def assign_kernels(
     out: dict[str, KernelSlot] = {}
     shared: dict[str, int] = {}
     todo = [x for x in network.layers if x.has_weights]
-    need = {x.name: kernel_words_placed(network, x, masks[x.name][1]) for x in todo}
+    need = {x.name: kernel_words_placed(network, x, masks[x.name][1], dev) for x in todo}
     # Largest first (words x processors): fewer holes than layer order when memory is tight.
     todo.sort(key=lambda x: -need[x.name] * masks[x.name][0].bit_count())
     for layer in todo:
@@ -143,9 +143,9 @@ def _kernel_error(
     )
 
 
-def bias_length(layer: Layer, out_mask: int) -> int:
+def bias_length(layer: Layer, out_mask: int, dev: Device) -> int:
     """Bias entries of a layer (devices.md §4, cnnforge.geometry.bias_entries)."""
-    return bias_entries(layer.out_shape[0], out_mask)
+    return bias_entries(layer.out_shape[0], out_mask, dev)
 
 
 def assign_bias(
@@ -162,18 +162,18 @@ def assign_bias(
     todo.sort(
         key=lambda x: (
             not (dev.bias_flatten_first and x.flatten),
-            -bias_length(x, masks[x.name][1]),
+            -bias_length(x, masks[x.name][1], dev),
         )
     )
     fill = dict.fromkeys(range(dev.quadrants), 0)
     for layer in [x for x in todo if x.groups > 1]:  # depthwise: a slice per quadrant (§4)
-        for q, n in depthwise_bias_slices(layer.out_shape[0], masks[layer.name][1]).items():
+        for q, n in depthwise_bias_slices(layer.out_shape[0], masks[layer.name][1], dev).items():
             fill[q] += n
             if fill[q] > dev.bias_entries_per_quadrant:
                 raise _bias_error(layer, q, n, fill[q] - n, dev)
     out: dict[str, tuple[int, int]] = {}
     for layer in [x for x in todo if x.groups == 1]:
-        n = bias_length(layer, masks[layer.name][1])
+        n = bias_length(layer, masks[layer.name][1], dev)
         q = min(quadrants, key=lambda k: (fill[k], k))
         if fill[q] + n > dev.bias_entries_per_quadrant:
             raise _bias_error(layer, q, n, fill[q], dev)

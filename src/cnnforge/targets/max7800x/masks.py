@@ -50,9 +50,11 @@ def mask_runs(mask: int, dev: Device) -> list[tuple[int, int]]:
     return runs
 
 
-def make_unit(network: Network, group: Group, live: dict[str, tuple[int, int]]) -> Unit:
+def make_unit(
+    network: Network, group: Group, live: dict[str, tuple[int, int]], dev: Device
+) -> Unit:
     """The unit of ``group``: adjacent parts side by side, interleaved parts on one range."""
-    widths = tuple(tensor_geometry(network, p).processors for p in group.parts)
+    widths = tuple(tensor_geometry(network, p, dev).processors for p in group.parts)
     if group.kind is GroupKind.ADJACENT:
         # Parts start on instance boundaries: a part of 4k+r channels leaves a hole rather than
         # share an instance whose words the next part's writes would overwrite (devices.md §2).
@@ -89,7 +91,7 @@ def instances_of(mask: int, dev: Device) -> int:
 
 def choose_data_format(network: Network, dev: Device) -> str:
     """CHW when the input is too large for HWC and CHW can carry it, else HWC (devices.md §2)."""
-    geo = tensor_geometry(network, INPUT)
+    geo = tensor_geometry(network, INPUT, dev)
     readers = [i for i, x in enumerate(network.layers) if INPUT in x.inputs]
     hwc_bytes = 4 * geo.pixels * geo.passes
     chw_ok = (
@@ -162,33 +164,33 @@ def assign_masks(
     ``policy`` breaks ties between equally loaded starts: ``low`` (lowest start), ``high``,
     or ``long-high`` (long-lived tensors such as U-Net skips high, the rest low).
     """
-    units = sorted((make_unit(network, g, live) for g in groups), key=lambda u: u.birth)
-    readers = _kernel_readers(network)
+    units = sorted((make_unit(network, g, live, dev) for g in groups), key=lambda u: u.birth)
+    readers = _kernel_readers(network, dev)
     loads = _Loads(network, dev)
     for unit in units:  # full-width units have no choice: their kernels load every processor
         if unit.width == dev.processors:
-            loads.add([], _demand(network, unit, 0, readers, live)[1])
+            loads.add([], _demand(network, unit, 0, readers, live, dev)[1])
     masks: dict[str, int] = {}
     for unit in units:
         if unit.group.parts == (INPUT,) and data_format == "CHW":
-            masks[INPUT] = chw_mask(tensor_geometry(network, INPUT).channels, dev)
+            masks[INPUT] = chw_mask(tensor_geometry(network, INPUT, dev).channels, dev)
             continue
         high = policy == "high" or (policy == "long-high" and unit.death - unit.birth > 2)
         start = _best_start(network, unit, masks, readers, loads, live, high, dev)
-        spans, kern = _demand(network, unit, start, readers, live)
+        spans, kern = _demand(network, unit, start, readers, live, dev)
         loads.add(spans, [] if unit.width == dev.processors else kern)
         for part, off, width in zip(unit.group.parts, unit.offsets, unit.widths, strict=True):
             masks[part] = range_mask(start + off, width)
     return masks
 
 
-def _kernel_readers(network: Network) -> dict[str, list[int]]:
+def _kernel_readers(network: Network, dev: Device) -> dict[str, list[int]]:
     """Kernel words per input processor of every layer that reads a tensor, by tensor."""
     out: dict[str, list[int]] = {}
     for layer in network.layers:
         if not layer.has_weights:
             continue
-        words = layer_kernel_words(layer, None, in_shape=main_input_shape(network, layer))
+        words = layer_kernel_words(layer, dev, in_shape=main_input_shape(network, layer))
         words += -words % 4  # starts are multiples of 4 (devices.md §3)
         key = layer.inputs[0] if len(layer.inputs) == 1 else "|".join(layer.inputs)
         out.setdefault(key, []).append(words)
@@ -201,10 +203,11 @@ def _demand(
     start: int,
     readers: dict[str, list[int]],
     live: dict[str, tuple[int, int]],
+    dev: Device,
 ) -> tuple[list[tuple[int, int, int, int]], list[tuple[int, int]]]:
     spans, kern = [], []
     for part, off, width in zip(unit.group.parts, unit.offsets, unit.widths, strict=True):
-        geo: TensorGeometry = tensor_geometry(network, part)
+        geo: TensorGeometry = tensor_geometry(network, part, dev)
         mask = range_mask(start + off, width)
         spans.append((mask, live[part][0], live[part][1], geo.words))
         kern.extend((mask, w) for w in readers.get(part, ()))
@@ -230,7 +233,7 @@ def _best_start(
         return pinned
     best: tuple[float, float, float, int] | None = None
     for start in range(0, dev.processors - unit.width + 1, ALIGN):
-        spans, kern = _demand(network, unit, start, readers, live)
+        spans, kern = _demand(network, unit, start, readers, live, dev)
         cost = (*loads.cost(spans, kern), -start if high else start)
         if best is None or cost < best:
             best = cost

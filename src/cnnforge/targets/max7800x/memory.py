@@ -48,9 +48,9 @@ class Rect:
         )
 
 
-def tensor_span(network: Network, name: str, data_format: str) -> int:
+def tensor_span(network: Network, name: str, data_format: str, dev: Device) -> int:
     """Bytes a tensor occupies in each of its instances, without gaps (devices.md §2)."""
-    geo = tensor_geometry(network, name)
+    geo = tensor_geometry(network, name, dev)
     if name == INPUT and data_format == "CHW":
         return 4 * -(-geo.pixels * geo.passes // 4)
     return 4 * geo.words
@@ -77,8 +77,8 @@ def unit_rects(
             instances=instances_of(masks[p], dev),
             birth=live[p][0],
             death=live[p][1],
-            span=spans[p] if p in spans else tensor_span(network, p, data_format) * k,
-            **(_in_place(network, p, live, data_format, spans) if k == 1 and in_place else {}),
+            span=spans[p] if p in spans else tensor_span(network, p, data_format, dev) * k,
+            **(_in_place(network, p, live, data_format, spans, dev) if k == 1 and in_place else {}),
         )
         for p in unit.group.parts
     )
@@ -90,12 +90,13 @@ def _in_place(
     live: dict[str, tuple[int, int]],
     data_format: str,
     spans: dict[str, int],
+    dev: Device,
 ) -> dict[str, object]:
     """The partner input a tensor may overwrite in place, and by how far it must trail it."""
     if name == INPUT or name in spans or network.layer(name).inputs[0] in spans:
         return {}
     layer = network.layer(name)
-    words = in_place_words(network, layer)
+    words = in_place_words(network, layer, dev)
     source = layer.inputs[0]
     if words is None or live[source][1] != live[name][0]:
         return {}

@@ -54,7 +54,7 @@ def tensor_layout(plan: Plan, name: str) -> Placement:
 def tensor_words(network: Network, plan: Plan, name: str, dev: Device) -> tuple[int, np.ndarray]:
     """(16-bit instance mask, word indices) a tensor occupies in each of its instances."""
     place = tensor_layout(plan, name)
-    geo = tensor_geometry(network, name)
+    geo = tensor_geometry(network, name, dev)
     mask = place.out_processors
     lanes = dev.processors_per_instance
     inst = sum(1 << k for k in range(dev.processors // lanes) if mask >> (lanes * k) & 0xF)
@@ -111,11 +111,11 @@ def plan_metrics(network: Network, plan: Plan, device: Device | str) -> PlanMetr
     kernel, top = 0, 0
     bias = [0] * (dev.processors // dev.processors_per_quadrant)
     for layer, place in zip(network.layers, plan.placements, strict=True):
-        n = kernel_words_placed(network, layer, place.out_processors)
+        n = kernel_words_placed(network, layer, place.out_processors, dev)
         kernel += n * place.in_processors.bit_count()
         top = max(top, (place.kernel_start or 0) + n if n else 0)
         if layer.has_weights and has_bias(layer) and place.bias_quadrant is not None:
-            bias[place.bias_quadrant] += bias_length(layer, place.out_processors)
+            bias[place.bias_quadrant] += bias_length(layer, place.out_processors, dev)
     cycles = START_CYCLES + sum(p.cycles or 0 for p in plan.placements)
     capacity = sum(dev.kernel_words(p) for p in range(dev.processors))
     return PlanMetrics(

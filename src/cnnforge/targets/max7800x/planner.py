@@ -157,13 +157,13 @@ def _attempt(network, groups, live, dev, data_format, policy, in_place, spans) -
     masks = assign_masks(network, groups, live, dev, data_format, policy)
     if INPUT in spans:  # the FIFOs feed their own processors (devices.md §1 "Standard FIFOs")
         masks = {**masks, INPUT: fifo_mask(network.input_shape[0])}
-    units = [make_unit(network, g, live) for g in groups]
+    units = [make_unit(network, g, live, dev) for g in groups]
     offsets = assign_offsets(network, units, masks, live, dev, data_format, in_place, spans)
     layer_masks = {x.name: (_in_mask(x, masks, groups), masks[x.name]) for x in network.layers}
     network = _fix_copies(network, layer_masks, dev)
     kernels = assign_kernels(network, layer_masks, dev)
     bias = assign_bias(network, layer_masks, dev)
-    top = max(offsets[n] + spans.get(n, tensor_span(network, n, data_format)) for n in offsets)
+    top = max(offsets[n] + spans.get(n, tensor_span(network, n, data_format, dev)) for n in offsets)
     return top, network, layer_masks, offsets, kernels, bias
 
 
@@ -199,8 +199,8 @@ def _in_place_notes(
             mask, offset = at[src].out_processors, at[src].out_offset
         if not instances_of(p.out_processors, dev) & instances_of(mask, dev):
             continue
-        end_in = offset + tensor_span(network, src, data_format)
-        end_out = p.out_offset + tensor_span(network, layer.name, data_format)
+        end_in = offset + tensor_span(network, src, data_format, dev)
+        end_out = p.out_offset + tensor_span(network, layer.name, data_format, dev)
         if p.out_offset < end_in and offset < end_out:
             names.append(layer.name)
     if not names:
@@ -268,9 +268,9 @@ def _in_mask(layer: Layer, masks: dict[str, int], groups) -> int:
 
 def placed_cycles(network: Network, layer: Layer, place: Placement, dev: Device) -> int:
     """Estimated cycles of a placed layer by the vendor model (devices.md §5)."""
-    geo = layer_in_geometry(network, layer)
+    geo = layer_in_geometry(network, layer, dev)
     shape = network.input_shapes(layer)[0]
-    kc = kernels_per_processor(network, layer, place.out_processors)
+    kc = kernels_per_processor(network, layer, place.out_processors, dev)
     words = 1
     if layer.op is Op.PASSTHROUGH:
         per_quadrant = max(

@@ -289,7 +289,7 @@ def streamed_spans(network: Network, streamed: int, dev: Device) -> dict[str, in
 
     names = [INPUT, *(x.name for x in network.layers)]
     spans = {names[i]: 4 * rollover(network, i, streamed, "HWC", dev) + 4 for i in range(streamed)}
-    spans[names[streamed]] = tensor_span(network, names[streamed], "HWC") + 4
+    spans[names[streamed]] = tensor_span(network, names[streamed], "HWC", dev) + 4
     return spans
 
 

@@ -123,8 +123,8 @@ def _mask_issues(
 ) -> list[tuple[str, str]]:
     out = []
     pairs = (
-        ("processors", place.in_processors, layer_in_geometry(network, layer)),
-        ("output_processors", place.out_processors, tensor_geometry(network, layer.name)),
+        ("processors", place.in_processors, layer_in_geometry(network, layer, dev)),
+        ("output_processors", place.out_processors, tensor_geometry(network, layer.name, dev)),
     )
     for key, mask, geo in pairs:
         if not 0 < mask < 1 << dev.processors:
@@ -167,8 +167,8 @@ def _memory_issues(
     network: Network, layer: Layer, place: Placement, dev: Device, chw: bool
 ) -> list[tuple[str, str]]:
     out = []
-    geo_in = layer_in_geometry(network, layer)
-    geo_out = tensor_geometry(network, layer.name)
+    geo_in = layer_in_geometry(network, layer, dev)
+    geo_out = tensor_geometry(network, layer.name, dev)
     for key, off in (("in_offset", place.in_offset), ("out_offset", place.out_offset)):
         if off < 0 or off % 4:
             out.append(("offset-align", f"`{key}` {off:#x} is not a non-negative multiple of 4"))

@@ -95,7 +95,7 @@ def _written(
     network: Network, name: str, place: Placement, dev: Device, chw: bool = False
 ) -> list[tuple[int, int, np.ndarray]]:
     """(processor, channel slot, word indices) of every word the tensor ``name`` is written to."""
-    geo = tensor_geometry(network, name)
+    geo = tensor_geometry(network, name, dev)
     procs = _procs(place.out_processors, dev)
     t = len(procs)
     words = []
@@ -155,7 +155,7 @@ def in_place_layers(network: Network, plan: Plan) -> tuple[str, ...]:
 
 
 def _write(mem, network, index, name, place, ids, live, names, overlap, chw=False) -> list:
-    geo = tensor_geometry(network, name)
+    geo = tensor_geometry(network, name, mem.dev)
     per = mem.dev.processors_per_instance
     words = _written(network, name, place, mem.dev, chw)
     top = max(int(w.max()) for _, _, w in words)
@@ -163,7 +163,7 @@ def _write(mem, network, index, name, place, ids, live, names, overlap, chw=Fals
     if top >= mem.words:
         return [Issue(where, "output-bounds", f"writes word {top:#x} past the instance end")]
     allowed = overlap == "own-input" or (
-        overlap == "proven" and _proven_in_place(network, index, place)
+        overlap == "proven" and _proven_in_place(network, index, place, mem.dev)
     )
     issues = _overwrites(mem, network, index, name, words, ids, live, names, allowed)
     # All (processor, word) pairs at once, in the order of ``words``: whole words first (every
@@ -192,11 +192,11 @@ def _write(mem, network, index, name, place, ids, live, names, overlap, chw=Fals
     return issues
 
 
-def _proven_in_place(network: Network, index: int, place: Placement) -> bool:
+def _proven_in_place(network: Network, index: int, place: Placement, dev: Device) -> bool:
     """True when the layer may overwrite its dying input (plan/inplace.py's proof holds)."""
     if index < 0 or place.write_gap:
         return False
-    words = in_place_words(network, network.layers[index])
+    words = in_place_words(network, network.layers[index], dev)
     return words is not None and place.in_offset - place.out_offset >= 4 * words
 
 
@@ -238,7 +238,7 @@ def _until(network: Network, index: int) -> str:
 
 def _read(mem, network: Network, layer: Layer, place: Placement, ids, names, chw: bool) -> list:
     """Check every word the layer reads holds the expected (tensor, channel, pixel)."""
-    geo = layer_in_geometry(network, layer)
+    geo = layer_in_geometry(network, layer, mem.dev)
     procs = _procs(place.in_processors, mem.dev)
     t, e_in = len(procs), geo.passes
     operands = len(layer.inputs) if layer.eltwise is not None else 1
