@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from cnnforge.arithmetic import ACT_SCALE
+from cnnforge.devices import Device
 from cnnforge.errors import DeviceLimitError, EmitError, InputError
 from cnnforge.ir import Network
 from cnnforge.outputs import safe_file_stem
@@ -311,23 +312,25 @@ def step_emit_c(state: CompileState, workdir: Path) -> CompileState:
         max_verify=state.options.max_verify,
         output_exponents=state.output_exponents,
     )
-    notes = (*state.notes, *_macs_note(state.source, state.network, emitted.macs))
+    notes = (*state.notes, *_macs_note(state.source, state.network, emitted.macs, state.device))
     return state.with_(emitted=emitted, notes=notes).wrote(*(f"{C_DIR}/{f}" for f in emitted.files))
 
 
-def _macs_note(source: Network | None, network: Network, macs: int) -> tuple[str, ...]:
+def _macs_note(
+    source: Network | None, network: Network, macs: int, device: Device
+) -> tuple[str, ...]:
     """Why the C's MAC count differs from ``cnnforge analyze``'s count of the model, layer by
     layer: what the exact rewrites added or changed (an upsample that became a convolution)."""
     if source is None:
         return ()
     from cnnforge.analysis import analyze_network
 
-    model = {row.name: row for row in analyze_network(source).layers}
+    model = {row.name: row for row in analyze_network(source, device).layers}
     total = sum(row.macs for row in model.values())
     if total == macs:
         return ()
     changes = []  # (layer, MACs it adds, what the rewrite made of it)
-    for row in analyze_network(network).layers:
+    for row in analyze_network(network, device).layers:
         before = model.get(row.name)
         delta = row.macs - (before.macs if before else 0)
         if delta:

@@ -28,7 +28,7 @@ from support.plan import networks, with_weights
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(networks())
 def test_random_planned_networks_decode_to_every_field(network) -> None:
-    q = quantize_network(with_weights(network), 8)
+    q = quantize_network(with_weights(network), 8, device=None)
     decoded = 0
     for device in ("MAX78000", "MAX78002"):
         try:
