@@ -1,0 +1,172 @@
+"""``cnnforge adapt`` as a Python call: refuse what has no replacement, replace, fit, recover,
+write adapted.py / adapted.pth / adapt.json, and score the four rows on the same images."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from cnnforge.adapt.recover import DistillTrainer, measure_batchnorm
+from cnnforge.adapt.surgery import Replacement, refusals, replace_ops
+from cnnforge.adapt.width import narrow
+from cnnforge.errors import InputError, ModelError
+from cnnforge.train.loop import TrainConfig, evaluate_segmentation
+from cnnforge.train.run import DataSpec, _in_channels, model_classes
+
+#: Widths ``--width auto`` tries, largest first.
+WIDTHS = (1.0, 0.75, 0.5, 0.375, 0.25, 0.1875, 0.125)
+ROWS = ("original float", "adapted float", "QAT-eval", "bit-exact")
+
+
+@dataclass
+class AdaptResult:
+    """What adapt did and what it cost: replacements, width tries, scores per row."""
+
+    replacements: list[Replacement]
+    width: float
+    width_tries: list[dict[str, Any]]
+    scores: dict[str, dict[str, float] | None] = field(default_factory=dict)
+    minutes: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "replacements": [r.to_dict() for r in self.replacements],
+            "width": self.width,
+            "width_tries": self.width_tries,
+            "scores": self.scores,
+            "minutes": self.minutes,
+        }
+
+
+def check_fits(model: nn.Module, shape: tuple[int, ...], device: Any):
+    """check's report for ``model`` (a plain module) at ``shape`` on ``device``."""
+    from cnnforge.frontend.torch_fx import trace
+    from cnnforge.passes.check import check_report
+
+    return check_report(trace(model, shape, name=type(model).__name__), device)
+
+
+def choose_width(
+    model: nn.Module, shape: tuple[int, ...], device: Any, width: str
+) -> tuple[nn.Module, float, list[dict[str, Any]]]:
+    """The largest width (``auto``) that check passes, or the given one; and every try."""
+    tries: list[dict[str, Any]] = []
+    candidates = WIDTHS if width == "auto" else (float(width),)
+    for w in candidates:
+        try:
+            student, _ = narrow(model, w, shape)
+            report = check_fits(student, shape, device)
+        except ModelError as exc:
+            tries.append({"width": w, "fits": False, "why": str(exc)})
+            continue
+        why = sorted({v.rule for v in report.violations})
+        tries.append({"width": w, "fits": report.fits, "why": ", ".join(why) or "fits"})
+        if report.fits:
+            return student, w, tries
+    last = "; ".join(f"{t['width']}: {t['why']}" for t in tries)
+    raise InputError(f"no width makes the model fit {device.name} ({last})", hint="--width")
+
+
+def adapt_model(
+    spec: str,
+    model_args: dict[str, Any],
+    checkpoint: Path | None,
+    *,
+    device: Any,
+    data: DataSpec,
+    out: Path,
+    config: TrainConfig,
+    width: str = "auto",
+    resume: bool = False,
+    on_epoch: Callable | None = None,
+    on_step: Callable[[str], None] | None = None,
+) -> AdaptResult:
+    """The whole command (see the module docstring); ``out`` is created or resumed."""
+    from cnnforge.frontend.torch_fx import load_model
+
+    step = on_step or (lambda _: None)
+    start = time.monotonic()
+    torch.manual_seed(config.seed)
+    teacher = load_model(spec, model_args, checkpoint).eval()
+    shape = (_in_channels(teacher), data.size, data.size)
+    classes = model_classes(teacher, shape)
+    train_set, val_set = data.splits(classes)
+    refused = refusals(teacher)
+    if refused:
+        names = "; ".join(f"{p} ({c}): {why}" for p, c, why in refused)
+        raise InputError(f"no replacement for {len(refused)} op(s): {names}")
+    step("replacing ops")
+    adapted, reps = replace_ops(teacher)
+    step("choosing the width")
+    student, w, tries = choose_width(adapted, shape, device, width)
+    out.mkdir(parents=True, exist_ok=True)
+    measure_batchnorm(student, train_set, [r.path for r in reps if r.row == "norm"])
+    step("distilling")
+    trainer = DistillTrainer(
+        student,
+        train_set,
+        val_set,
+        replace(config, num_classes=classes),
+        out / "run",
+        None,
+        model_spec={"model": spec, "model_args": model_args, "width": w},
+        on_epoch=on_epoch,
+        teacher=teacher,
+    )
+    if resume and (out / "run" / "last.pth").is_file():
+        trainer.resume(out / "run" / "last.pth")
+    if config.epochs:
+        trainer.fit()
+    student.eval()
+    step("writing adapted.py")
+    from cnnforge.adapt.writer import write_module
+
+    write_module(student, out / "adapted.py", spec, shape)
+    torch.save(student.state_dict(), out / "adapted_float.pth")
+    step("quantizing and simulating")
+    network = _quantize(student, shape, device, train_set, out / "adapted.pth")
+    result = AdaptResult(reps, w, tries)
+    result.scores = _scores(teacher, student, network, val_set, classes)
+    result.minutes = (time.monotonic() - start) / 60
+    (out / "adapt.json").write_text(json.dumps(result.to_dict(), indent=1) + "\n")
+    return result
+
+
+def _quantize(student: nn.Module, shape, device, train_set, path: Path):
+    """PTQ of the adapted network, activation scales calibrated on 64 training images."""
+    from cnnforge.frontend.torch_fx import trace
+    from cnnforge.passes.lower import lower_to_hardware
+    from cnnforge.quant.checkpoint import save_quantized
+    from cnnforge.quant.ptq import quantize_with_scales
+
+    lowered = lower_to_hardware(trace(student, shape, name="Adapted"), device).network
+    calib = torch.stack([train_set[i][0] for i in range(min(64, len(train_set)))])
+    q, exps = quantize_with_scales(lowered, 8, calibration=calib.numpy(), device=device)
+    save_quantized(q, path, output_scales=exps)
+    return q
+
+
+def _scores(teacher, student, network, val_set, classes) -> dict[str, dict[str, float] | None]:
+    from cnnforge.sim import simulate
+
+    def as_float(model):
+        return lambda x: model(x.to(torch.float32) / 128.0)
+
+    def bit_exact(x):
+        return simulate(network, x.to(torch.int64)).outputs[network.outputs[0]].double()
+
+    predictors = {"original float": as_float(teacher), "adapted float": as_float(student)}
+    predictors["bit-exact"] = bit_exact
+    scores: dict[str, dict[str, float] | None] = {"QAT-eval": None}
+    with torch.no_grad():
+        for row, predict in predictors.items():
+            _, s = evaluate_segmentation(predict, val_set, classes)
+            scores[row] = {"miou": s.miou, "pixel_accuracy": s.pixel_accuracy, "dice": s.mean_dice}
+    return {row: scores[row] for row in ROWS}

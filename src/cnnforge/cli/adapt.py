@@ -1,0 +1,82 @@
+"""``cnnforge adapt``: a model with ops the device lacks becomes one it runs; the cost measured."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+from rich.table import Table
+
+from cnnforge.cli.app import app
+from cnnforge.cli.common import console, parse_model_args
+
+
+@app.command("adapt")
+def adapt(
+    model: str = typer.Argument(..., help="path/to/file.py:Name, package.module:Name or a name."),
+    checkpoint: Path = typer.Option(None, "--checkpoint", help="The model's float state_dict."),
+    device: str = typer.Option("MAX78000", "--device", "-d", help="MAX78000 or MAX78002."),
+    dataset: str = typer.Option("shapes", "--dataset", help="shapes, voc or folder."),
+    data: Path = typer.Option(None, "--data", help="Dataset directory (voc, folder)."),
+    out: Path = typer.Option(Path("runs/adapt"), "--output", "-o", help="Output directory."),
+    model_arg: list[str] = typer.Option(None, "--model-arg", help="key=value (repeatable)."),
+    size: int = typer.Option(32, "--size", help="Image side length."),
+    epochs: int = typer.Option(6, "--epochs", help="Distillation epochs."),
+    width: str = typer.Option("auto", "--width", help="Hidden-channel multiplier or auto."),
+    batch_size: int = typer.Option(32, "--batch-size"),
+    lr: float = typer.Option(3e-3, "--lr"),
+    seed: int = typer.Option(0, "--seed"),
+    train_length: int = typer.Option(1024, "--train-length", help="shapes: training images."),
+    val_length: int = typer.Option(256, "--val-length", help="shapes: validation images."),
+    resume: bool = typer.Option(False, "--resume", help="Continue OUT/run/last.pth."),
+) -> None:
+    """Replace the ops DEVICE lacks (docs/adapt.md), narrow to fit, distill from the original,
+    write OUT/adapted.py, adapted.pth, adapt.json, and print the cost table."""
+    from cnnforge.adapt.run import adapt_model
+    from cnnforge.pipeline.targets import device_for
+    from cnnforge.train.loop import TrainConfig
+    from cnnforge.train.run import DataSpec
+
+    dev = device_for(device, "check")
+    spec = DataSpec(dataset, data, size, train_length, val_length, seed)
+    config = TrainConfig(epochs=epochs, batch_size=batch_size, lr=lr, seed=seed)
+    with console.status("adapt") as status:
+        result = adapt_model(
+            model,
+            parse_model_args(model_arg),
+            checkpoint,
+            device=dev,
+            data=spec,
+            out=out,
+            config=config,
+            width=width,
+            resume=resume,
+            on_epoch=lambda r: console.print(
+                f"epoch {r.epoch}: loss {r.train_loss:.4f}, val mIoU {r.miou:.4f}", highlight=False
+            ),
+            on_step=lambda s: status.update(s),
+        )
+    table = Table(title="replacements")
+    for col in ("module", "was", "now", "row", "exact"):
+        table.add_column(col, overflow="fold")
+    for r in result.replacements:
+        table.add_row(r.path, r.before, r.after, r.row, "yes" if r.exact else "no")
+    console.print(table)
+    tries = ", ".join(f"{t['width']}: {t['why']}" for t in result.width_tries)
+    console.print(f"width {result.width} (largest that check passes; tried {tries})")
+    console.print(score_table(result.scores, spec.val_length))
+    console.print(f"{result.minutes:.1f} min; {out}/adapted.py, adapted.pth, adapt.json")
+
+
+def score_table(scores: dict, images: int) -> Table:
+    """original float | adapted float | QAT-eval | bit-exact: mIoU, pixel acc, Dice (%)."""
+    table = Table(title=f"segmentation on the same {images} validation images")
+    for col in ("row", "mIoU %", "pixel acc %", "Dice %"):
+        table.add_column(col, justify="left" if col == "row" else "right")
+    for row, s in scores.items():
+        if s is None:
+            table.add_row(row, "-", "-", "-")
+            continue
+        cells = (s["miou"], s["pixel_accuracy"], s["dice"])
+        table.add_row(row, *(f"{100 * v:.2f}" for v in cells))
+    return table
