@@ -11,10 +11,16 @@ class TinyNormUNet(nn.Module):
 
     def __init__(self, in_channels: int = 3, classes: int = 5) -> None:
         super().__init__()
-        self.enc = nn.Sequential(nn.Conv2d(in_channels, 16, 3, padding=1), nn.InstanceNorm2d(16), nn.PReLU())
-        self.down = nn.Sequential(nn.MaxPool2d(2), nn.Conv2d(16, 32, 3, padding=1), nn.GroupNorm(4, 32), nn.LeakyReLU(0.1))
+        self.enc = nn.Sequential(
+            nn.Conv2d(in_channels, 16, 3, padding=1), nn.InstanceNorm2d(16), nn.PReLU()
+        )
+        self.down = nn.Sequential(
+            nn.MaxPool2d(2), nn.Conv2d(16, 32, 3, padding=1), nn.GroupNorm(4, 32), nn.LeakyReLU(0.1)
+        )
         self.up = nn.Upsample(scale_factor=2, mode="bilinear", align_corners=False)
-        self.dec = nn.Sequential(nn.Conv2d(48, 16, 3, padding=1), nn.BatchNorm2d(16), nn.SiLU(), nn.Dropout(0.1))
+        self.dec = nn.Sequential(
+            nn.Conv2d(48, 16, 3, padding=1), nn.BatchNorm2d(16), nn.SiLU(), nn.Dropout(0.1)
+        )
         self.head = nn.Conv2d(16, classes, 1)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:

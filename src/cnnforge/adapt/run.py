@@ -10,6 +10,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 from torch import nn
 
@@ -130,6 +131,7 @@ def adapt_model(
 
     write_module(student, out / "adapted.py", spec, shape)
     torch.save(student.state_dict(), out / "adapted_float.pth")
+    np.save(out / "sample.npy", val_set[0][0].numpy().astype(np.int8))  # compile's --sample
     step("quantizing and simulating")
     network = _quantize(student, shape, device, train_set, out / "adapted.pth")
     result = AdaptResult(reps, w, tries)

@@ -190,7 +190,9 @@ def _function(node: fx.Node, keep: dict) -> Keep | None:
     keeps = {keep.get(a) for a in args if keep.get(a) is not None}
     if node.target in _ELTWISE or len(keeps) <= 1:
         if len(keeps) > 1:
-            raise ModelError("width: element-wise operands keep different channels", where=node.name)
+            raise ModelError(
+                "width: element-wise operands keep different channels", where=node.name
+            )
         first = next(iter(keeps), None)
         if first is None or _channels(node) == _channels(args[0]):
             return first if _channels(node) is not None else None

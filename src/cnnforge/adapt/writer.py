@@ -88,9 +88,7 @@ def _constructor(m: nn.Module, path: str) -> str:
         if "(\n" in repr(m) or "): " in text:
             raise ModelError(f"adapted.py: {cls.__name__} is not a leaf", where=path)
         return "nn." + text.replace(", bias=True, track_running_stats", ", track_running_stats")
-    raise ModelError(
-        f"adapted.py cannot write a {cls.__module__}.{cls.__name__} leaf", where=path
-    )
+    raise ModelError(f"adapted.py cannot write a {cls.__module__}.{cls.__name__} leaf", where=path)
 
 
 def write_module(
