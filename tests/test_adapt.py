@@ -15,11 +15,21 @@ from torch import nn
 from cnnforge.adapt.surgery import refusals, replace_ops
 from cnnforge.adapt.table import ROWS, markdown_table
 from cnnforge.adapt.width import hidden_width, narrow
-from cnnforge.adapt.writer import write_module
 
 ROOT = Path(__file__).resolve().parents[1]
 MODELS = ROOT / "tests" / "support" / "adapt_models.py"
-TINY = ["--epochs", "1", "--train-length", "32", "--val-length", "16", "--size", "16"]
+TINY = [
+    "--epochs",
+    "1",
+    "--qat-epochs",
+    "1",
+    "--train-length",
+    "32",
+    "--val-length",
+    "16",
+    "--size",
+    "16",
+]
 
 
 def test_doc_shows_the_table() -> None:
@@ -99,14 +109,6 @@ def test_width_keeps_inputs_outputs_and_concatenations(multiplier: float) -> Non
     assert kept["head"] == tuple(range(5))
 
 
-def test_writer_round_trips(tmp_path: Path) -> None:
-    from tests.support.adapt_models import TinyNormUNet
-
-    adapted, _ = replace_ops(TinyNormUNet())
-    loaded = write_module(adapted.eval(), tmp_path / "adapted.py", "tiny", (3, 16, 16))
-    assert type(loaded).__name__ == "Adapted"
-
-
 def test_adapt_end_to_end_compiles_and_passes(tmp_path: Path, capsys) -> None:
     out = tmp_path / "out"
     code, stdout, _ = run_cli(["adapt", f"{MODELS}:TinyNormUNet", "-o", str(out), *TINY], capsys)
@@ -153,9 +155,9 @@ def test_resume_continues_the_same_run(tmp_path: Path, capsys) -> None:
     assert not (tmp_path / "b" / "adapted.py").exists()
     args = ["adapt", f"{MODELS}:TinyNormUNet", "-o", str(tmp_path / "b"), *two, "--resume"]
     code, stdout, _ = run_cli(args, capsys)
-    assert code == 0 and "epoch 1:" in stdout and "epoch 0:" not in stdout
-    a = torch.load(tmp_path / "a" / "adapted_float.pth", weights_only=True)
-    b = torch.load(tmp_path / "b" / "adapted_float.pth", weights_only=True)
+    assert code == 0 and "epoch 1 (float)" in stdout and "epoch 0 (float)" not in stdout
+    a = torch.load(tmp_path / "a" / "adapted.pth", weights_only=True)
+    b = torch.load(tmp_path / "b" / "adapted.pth", weights_only=True)
     assert all(torch.equal(a[k], b[k]) for k in a)
 
 

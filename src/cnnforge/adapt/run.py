@@ -88,6 +88,7 @@ def adapt_model(
     resume: bool = False,
     on_epoch: Callable | None = None,
     on_step: Callable[[str], None] | None = None,
+    qat_epochs: int = 4,
 ) -> AdaptResult:
     """The whole command (see the module docstring); ``out`` is created or resumed."""
     from cnnforge.frontend.torch_fx import load_model
@@ -126,49 +127,93 @@ def adapt_model(
     if config.epochs:
         trainer.fit()
     student.eval()
-    step("writing adapted.py")
-    from cnnforge.adapt.writer import write_module
+    step("building the QAT network")
+    calib = torch.stack([train_set[i][0] for i in range(min(64, len(train_set)))])
+    network = hardware_network(student, shape, device, calib)
+    from cnnforge.adapt.hardware import build
 
-    write_module(student, out / "adapted.py", spec, shape)
-    torch.save(student.state_dict(), out / "adapted_float.pth")
+    qat = build(network, out / "adapted.py", spec)
     np.save(out / "sample.npy", val_set[0][0].numpy().astype(np.int8))  # compile's --sample
-    step("quantizing and simulating")
-    network = _quantize(student, shape, device, train_set, out / "adapted.pth")
+    step("quantization-aware training")
+    _qat(
+        qat,
+        teacher,
+        train_set,
+        val_set,
+        replace(config, num_classes=classes),
+        out,
+        resume,
+        qat_epochs,
+        on_epoch,
+    )
+    torch.save(qat.state_dict(), out / "adapted.pth")
     result = AdaptResult(reps, w, tries)
-    result.scores = _scores(teacher, student, network, val_set, classes)
+    step("scoring")
+    result.scores = _scores(teacher, student, qat, val_set, classes)
     result.minutes = (time.monotonic() - start) / 60
     (out / "adapt.json").write_text(json.dumps(result.to_dict(), indent=1) + "\n")
     return result
 
 
-def _quantize(student: nn.Module, shape, device, train_set, path: Path):
-    """PTQ of the adapted network, activation scales calibrated on 64 training images."""
+def hardware_network(student: nn.Module, shape, device, calibration: torch.Tensor):
+    """The adapted module lowered for ``device``, its output layer wide, scales divided out."""
+    import dataclasses
+
+    from cnnforge.adapt.hardware import rescaled
     from cnnforge.frontend.torch_fx import trace
     from cnnforge.passes.lower import lower_to_hardware
-    from cnnforge.quant.checkpoint import save_quantized
-    from cnnforge.quant.ptq import quantize_with_scales
 
     lowered = lower_to_hardware(trace(student, shape, name="Adapted"), device).network
-    calib = torch.stack([train_set[i][0] for i in range(min(64, len(train_set)))])
-    q, exps = quantize_with_scales(lowered, 8, calibration=calib.numpy(), device=device)
-    save_quantized(q, path, output_scales=exps)
-    return q
+    layers = [
+        dataclasses.replace(x, wide=True)
+        if x.name in lowered.outputs and x.has_weights and x.activation.value == "none"
+        else x
+        for x in lowered.layers
+    ]
+    return rescaled(lowered.with_layers(layers), calibration)
 
 
-def _scores(teacher, student, network, val_set, classes) -> dict[str, dict[str, float] | None]:
-    from cnnforge.sim import simulate
+def _qat(qat, teacher, train_set, val_set, config, out, resume, epochs, on_epoch) -> None:
+    """Quantization-aware distillation of the cnnforge.nn network (train's loop, QAT from 0)."""
+    from cnnforge.nn import QATPolicy
+    from cnnforge.train.qat import QatHooks
+
+    trainer = DistillTrainer(
+        qat,
+        train_set,
+        val_set,
+        replace(config, epochs=epochs, qat_lr_scale=1.0, lr=config.lr / 4),
+        out / "run_qat",
+        QatHooks(QATPolicy(start_epoch=0)),
+        model_spec={"model": str(out / "adapted.py") + ":Adapted"},
+        on_epoch=on_epoch,
+        teacher=teacher,
+    )
+    last = out / "run_qat" / "last.pth"
+    if resume and last.is_file():
+        trainer.resume(last)
+    trainer.fit()
+    if trainer.qat.active is False:  # zero QAT epochs: the quantized stage still needs QAT on
+        trainer.qat.activate(qat)
+
+
+def _scores(teacher, student, qat, val_set, classes) -> dict[str, dict[str, float] | None]:
+    """The four rows on the same validation images (the last two by evaluate's code)."""
+    from cnnforge.train.evaluate import evaluate_three_ways
 
     def as_float(model):
         return lambda x: model(x.to(torch.float32) / 128.0)
 
-    def bit_exact(x):
-        return simulate(network, x.to(torch.int64)).outputs[network.outputs[0]].double()
-
-    predictors = {"original float": as_float(teacher), "adapted float": as_float(student)}
-    predictors["bit-exact"] = bit_exact
-    scores: dict[str, dict[str, float] | None] = {"QAT-eval": None}
+    scores: dict[str, dict[str, float] | None] = {}
     with torch.no_grad():
-        for row, predict in predictors.items():
-            _, s = evaluate_segmentation(predict, val_set, classes)
-            scores[row] = {"miou": s.miou, "pixel_accuracy": s.pixel_accuracy, "dice": s.mean_dice}
-    return {row: scores[row] for row in ROWS}
+        for row, model in (("original float", teacher), ("adapted float", student)):
+            _, s = evaluate_segmentation(as_float(model), val_set, classes)
+            scores[row] = _row(s)
+    three = evaluate_three_ways(qat, val_set, classes)
+    scores["QAT-eval"] = _row(three.scores["qat-eval"])
+    scores["bit-exact"] = _row(three.scores["bit-exact"])
+    return scores
+
+
+def _row(s) -> dict[str, float]:
+    return {"miou": s.miou, "pixel_accuracy": s.pixel_accuracy, "dice": s.mean_dice}

@@ -21,7 +21,8 @@ def adapt(
     out: Path = typer.Option(Path("runs/adapt"), "--output", "-o", help="Output directory."),
     model_arg: list[str] = typer.Option(None, "--model-arg", help="key=value (repeatable)."),
     size: int = typer.Option(32, "--size", help="Image side length."),
-    epochs: int = typer.Option(6, "--epochs", help="Distillation epochs."),
+    epochs: int = typer.Option(30, "--epochs", help="Float distillation epochs."),
+    qat_epochs: int = typer.Option(4, "--qat-epochs", help="Quantization-aware epochs."),
     width: str = typer.Option("auto", "--width", help="Hidden-channel multiplier or auto."),
     batch_size: int = typer.Option(32, "--batch-size"),
     lr: float = typer.Option(3e-3, "--lr"),
@@ -51,8 +52,10 @@ def adapt(
             config=config,
             width=width,
             resume=resume,
+            qat_epochs=qat_epochs,
             on_epoch=lambda r: console.print(
-                f"epoch {r.epoch}: loss {r.train_loss:.4f}, val mIoU {r.miou:.4f}", highlight=False
+                f"epoch {r.epoch} ({r.phase}): loss {r.train_loss:.4f}, val mIoU {r.miou:.4f}",
+                highlight=False,
             ),
             on_step=lambda s: status.update(s),
         )
@@ -66,6 +69,12 @@ def adapt(
     console.print(f"width {result.width} (largest that check passes; tried {tries})")
     console.print(score_table(result.scores, spec.val_length))
     console.print(f"{result.minutes:.1f} min; {out}/adapted.py, adapted.pth, adapt.json")
+    console.print(
+        f"compile: cnnforge compile {out}/adapted.py:Adapted --checkpoint {out}/adapted.pth "
+        f"--sample {out}/sample.npy -o BUILD --run",
+        highlight=False,
+        soft_wrap=True,
+    )
 
 
 def score_table(scores: dict, images: int) -> Table:
