@@ -55,7 +55,7 @@ MODELS = ("UNet", "BasicUNet", "AttentionUnet", "SegResNet", "DynUNet")
 
 def run_one(name: str, args: argparse.Namespace, work: Path) -> dict:
     """Train float, adapt; the row of the benchmark's table."""
-    from cnnforge.adapt.run import adapt_model
+    from cnnforge.adapt.run import adapt_model, preflight
     from cnnforge.errors import CnnforgeError
     from cnnforge.pipeline.targets import device_for
     from cnnforge.train.loop import TrainConfig
@@ -63,18 +63,25 @@ def run_one(name: str, args: argparse.Namespace, work: Path) -> dict:
 
     spec = f"{HERE}:Monai{name}"
     start = time.monotonic()
+    device = device_for(args.device, "check")
+    try:  # refusals before the float training they would waste
+        preflight(globals()[f"Monai{name}"](), (3, args.size, args.size), device)
+    except CnnforgeError as exc:
+        return {"model": name, "error": exc.one_line(), "minutes": _minutes(start)}
     config = TrainConfig(epochs=args.epochs, batch_size=32, lr=3e-3, seed=0)
     lengths = (args.train_length, args.val_length)
-    train_model(spec, {}, dataset="shapes", data=None, size=args.size, config=config,
-                out_dir=work / name / "float", qat=False, lengths=lengths)  # fmt: skip
-    best = torch.load(work / name / "float" / "best.pth", weights_only=True)["state_dict"]
-    torch.save(best, work / name / "float.pth")
+    if not (work / name / "float.pth").is_file():  # a --work folder keeps the float models
+        train_model(spec, {}, dataset="shapes", data=None, size=args.size, config=config,
+                    out_dir=work / name / "float", qat=False, lengths=lengths)  # fmt: skip
+        best = torch.load(work / name / "float" / "best.pth", weights_only=True)["state_dict"]
+        torch.save(best, work / name / "float.pth")
     data = DataSpec("shapes", None, args.size, *lengths, 0)
     try:
         result = adapt_model(
-            spec, {}, work / name / "float.pth", device=device_for(args.device, "check"),
-            data=data, out=work / name / "adapt",
+            spec, {}, work / name / "float.pth", device=device, data=data,
+            out=work / name / "adapt",
             config=TrainConfig(epochs=args.adapt_epochs, batch_size=32, lr=3e-3, seed=0),
+            qat_epochs=args.qat_epochs,
         )  # fmt: skip
     except CnnforgeError as exc:
         return {"model": name, "error": exc.one_line(), "minutes": _minutes(start)}
@@ -82,6 +89,8 @@ def run_one(name: str, args: argparse.Namespace, work: Path) -> dict:
         "model": name,
         "replacements": len(result.replacements),
         "width": result.width,
+        "cap": result.cap,
+        "qat_miou": result.scores["QAT-eval"]["miou"],
         "float_miou": result.scores["original float"]["miou"],
         "bit_exact_miou": result.scores["bit-exact"]["miou"],
         "minutes": _minutes(start),
@@ -96,7 +105,8 @@ def main(argv: list[str] | None = None) -> list[dict]:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--smoke", action="store_true")
     parser.add_argument("--epochs", type=int, default=12)
-    parser.add_argument("--adapt-epochs", type=int, default=6)
+    parser.add_argument("--adapt-epochs", type=int, default=30)
+    parser.add_argument("--qat-epochs", type=int, default=4)
     parser.add_argument("--size", type=int, default=32)
     parser.add_argument("--train-length", type=int, default=1024)
     parser.add_argument("--val-length", type=int, default=256)
@@ -105,18 +115,21 @@ def main(argv: list[str] | None = None) -> list[dict]:
     parser.add_argument("--work", type=Path, default=None)
     args = parser.parse_args(argv)
     if args.smoke:
-        args.epochs, args.adapt_epochs, args.size = 1, 1, 16
+        args.epochs, args.adapt_epochs, args.qat_epochs, args.size = 1, 1, 1, 16
         args.train_length, args.val_length = 32, 16
     torch.set_num_threads(1)
     work = args.work or Path(tempfile.mkdtemp(prefix="adapt-bench-"))
     rows = [run_one(name, args, work) for name in args.models.split(",")]
-    print(f"{'model':14} {'repl':>5} {'width':>6} {'float mIoU':>11} {'bit-exact':>10} {'min':>6}")
+    print(
+        f"{'model':14} {'repl':>5} {'width':>6} {'cap':>4} {'float mIoU':>11} "
+        f"{'bit-exact':>10} {'min':>6}"
+    )
     for r in rows:
         if "error" in r:
             print(f"{r['model']:14} refused: {r['error']} ({r['minutes']:.1f} min)")
             continue
         print(
-            f"{r['model']:14} {r['replacements']:5d} {r['width']:6.3f} "
+            f"{r['model']:14} {r['replacements']:5d} {r['width']:6.3f} {r['cap'] or '-':>4} "
             f"{100 * r['float_miou']:10.2f}% {100 * r['bit_exact_miou']:9.2f}% {r['minutes']:6.1f}"
         )
     return rows

@@ -16,13 +16,15 @@ from torch import nn
 
 from cnnforge.adapt.recover import DistillTrainer, measure_batchnorm
 from cnnforge.adapt.surgery import Replacement, refusals, replace_ops
-from cnnforge.adapt.width import narrow
-from cnnforge.errors import InputError, ModelError
+from cnnforge.adapt.width import channel_graph, narrow
+from cnnforge.errors import CnnforgeError, InputError
 from cnnforge.train.loop import TrainConfig, evaluate_segmentation
 from cnnforge.train.run import DataSpec, _in_channels, model_classes
 
-#: Widths ``--width auto`` tries, largest first.
+#: Widths ``--width auto`` tries, largest first; each also with hidden layers capped at one
+#: processor pass (64 channels: concatenations and pooled layers place in one pass).
 WIDTHS = (1.0, 0.75, 0.5, 0.375, 0.25, 0.1875, 0.125)
+CAP = 64
 ROWS = ("original float", "adapted float", "QAT-eval", "bit-exact")
 
 
@@ -32,6 +34,7 @@ class AdaptResult:
 
     replacements: list[Replacement]
     width: float
+    cap: int | None
     width_tries: list[dict[str, Any]]
     scores: dict[str, dict[str, float] | None] = field(default_factory=dict)
     minutes: float = 0.0
@@ -40,6 +43,7 @@ class AdaptResult:
         return {
             "replacements": [r.to_dict() for r in self.replacements],
             "width": self.width,
+            "cap": self.cap,
             "width_tries": self.width_tries,
             "scores": self.scores,
             "minutes": self.minutes,
@@ -48,30 +52,64 @@ class AdaptResult:
 
 def check_fits(model: nn.Module, shape: tuple[int, ...], device: Any):
     """check's report for ``model`` (a plain module) at ``shape`` on ``device``."""
-    from cnnforge.frontend.torch_fx import trace
+    from cnnforge.frontend.capture import capture
     from cnnforge.passes.check import check_report
 
-    return check_report(trace(model, shape, name=type(model).__name__), device)
+    return check_report(capture(model, shape, name=type(model).__name__), device)
+
+
+#: Violations no width changes (an op left without hardware form, too many layers).
+NOT_BY_WIDTH = frozenset({"unsupported-op", "activation", "layer-count"})
+
+
+def preflight(model: nn.Module, shape: tuple[int, ...], device: Any):
+    """Refusals, then the replacements, then what no width fixes: InputError naming every
+    such op at once (before any training); else the adapted module and its replacements."""
+    refused = refusals(model)
+    if refused:
+        names = "; ".join(f"{p} ({c}): {why}" for p, c, why in refused)
+        raise InputError(f"no replacement for {len(refused)} op(s): {names}")
+    adapted, reps = replace_ops(model)
+    report = check_fits(adapted, shape, device)
+    left = [v for v in report.violations if v.rule in NOT_BY_WIDTH]
+    if left:
+        by_hint: dict[str, list[str]] = {}
+        for v in left:
+            key = f"{v.rule}: {v.hint.split(':')[0][:90]}"
+            by_hint.setdefault(key, []).append(v.module_path or v.layer)
+        text = "; ".join(
+            f"{k} ({len(paths)}: {', '.join(paths[:3])}{', ...' if len(paths) > 3 else ''})"
+            for k, paths in by_hint.items()
+        )
+        raise InputError(f"no replacement after the table's for {len(left)} op(s): {text}")
+    return adapted, reps
 
 
 def choose_width(
     model: nn.Module, shape: tuple[int, ...], device: Any, width: str
-) -> tuple[nn.Module, float, list[dict[str, Any]]]:
-    """The largest width (``auto``) that check passes, or the given one; and every try."""
+) -> tuple[nn.Module, float, int | None, list[dict[str, Any]]]:
+    """The largest width (``auto``) that check passes, or the given one; each at full width
+    and then capped at ``CAP`` channels; and every try with why it failed."""
     tries: list[dict[str, Any]] = []
     candidates = WIDTHS if width == "auto" else (float(width),)
+    graph = None
     for w in candidates:
-        try:
-            student, _ = narrow(model, w, shape)
-            report = check_fits(student, shape, device)
-        except ModelError as exc:
-            tries.append({"width": w, "fits": False, "why": str(exc)})
-            continue
-        why = sorted({v.rule for v in report.violations})
-        tries.append({"width": w, "fits": report.fits, "why": ", ".join(why) or "fits"})
-        if report.fits:
-            return student, w, tries
-    last = "; ".join(f"{t['width']}: {t['why']}" for t in tries)
+        for cap in (None, CAP):
+            try:
+                if graph is None and (w < 1 or cap is not None):
+                    graph = channel_graph(model, shape)
+                student, _ = narrow(model, w, shape, cap, graph)
+                report = check_fits(student, shape, device)
+            except CnnforgeError as exc:
+                tries.append({"width": w, "cap": cap, "fits": False, "why": str(exc)})
+                continue
+            why = sorted({v.rule for v in report.violations})
+            tries.append(
+                {"width": w, "cap": cap, "fits": report.fits, "why": ", ".join(why) or "fits"}
+            )
+            if report.fits:
+                return student, w, cap, tries
+    last = "; ".join(f"{t['width']}/{t['cap']}: {t['why']}" for t in tries)
     raise InputError(f"no width makes the model fit {device.name} ({last})", hint="--width")
 
 
@@ -100,14 +138,10 @@ def adapt_model(
     shape = (_in_channels(teacher), data.size, data.size)
     classes = model_classes(teacher, shape)
     train_set, val_set = data.splits(classes)
-    refused = refusals(teacher)
-    if refused:
-        names = "; ".join(f"{p} ({c}): {why}" for p, c, why in refused)
-        raise InputError(f"no replacement for {len(refused)} op(s): {names}")
     step("replacing ops")
-    adapted, reps = replace_ops(teacher)
+    adapted, reps = preflight(teacher, shape, device)
     step("choosing the width")
-    student, w, tries = choose_width(adapted, shape, device, width)
+    student, w, cap, tries = choose_width(adapted, shape, device, width)
     out.mkdir(parents=True, exist_ok=True)
     measure_batchnorm(student, train_set, [r.path for r in reps if r.row == "norm"])
     step("distilling")
@@ -118,7 +152,7 @@ def adapt_model(
         replace(config, num_classes=classes),
         out / "run",
         None,
-        model_spec={"model": spec, "model_args": model_args, "width": w},
+        model_spec={"model": spec, "model_args": model_args, "width": w, "cap": cap},
         on_epoch=on_epoch,
         teacher=teacher,
     )
@@ -147,7 +181,7 @@ def adapt_model(
         on_epoch,
     )
     torch.save(qat.state_dict(), out / "adapted.pth")
-    result = AdaptResult(reps, w, tries)
+    result = AdaptResult(reps, w, cap, tries)
     step("scoring")
     result.scores = _scores(teacher, student, qat, val_set, classes)
     result.minutes = (time.monotonic() - start) / 60
@@ -160,10 +194,10 @@ def hardware_network(student: nn.Module, shape, device, calibration: torch.Tenso
     import dataclasses
 
     from cnnforge.adapt.hardware import rescaled
-    from cnnforge.frontend.torch_fx import trace
+    from cnnforge.frontend.capture import capture
     from cnnforge.passes.lower import lower_to_hardware
 
-    lowered = lower_to_hardware(trace(student, shape, name="Adapted"), device).network
+    lowered = lower_to_hardware(capture(student, shape, name="Adapted"), device).network
     layers = [
         dataclasses.replace(x, wide=True)
         if x.name in lowered.outputs and x.has_weights and x.activation.value == "none"

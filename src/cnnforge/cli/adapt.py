@@ -65,8 +65,12 @@ def adapt(
     for r in result.replacements:
         table.add_row(r.path, r.before, r.after, r.row, "yes" if r.exact else "no")
     console.print(table)
-    tries = ", ".join(f"{t['width']}: {t['why']}" for t in result.width_tries)
-    console.print(f"width {result.width} (largest that check passes; tried {tries})")
+    tries = "; ".join(_try_text(t) for t in result.width_tries)
+    capped = "" if result.cap is None else f", hidden layers at most {result.cap} channels"
+    console.print(
+        f"width {result.width}{capped} (the largest that check passes; tried {tries})",
+        highlight=False,
+    )
     console.print(score_table(result.scores, spec.val_length))
     console.print(f"{result.minutes:.1f} min; {out}/adapted.py, adapted.pth, adapt.json")
     console.print(
@@ -75,6 +79,11 @@ def adapt(
         highlight=False,
         soft_wrap=True,
     )
+
+
+def _try_text(t: dict) -> str:
+    cap = "" if t["cap"] is None else f" cap {t['cap']}"
+    return f"{t['width']}{cap}: {t['why']}"
 
 
 def score_table(scores: dict, images: int) -> Table:
