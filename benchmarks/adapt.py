@@ -81,7 +81,7 @@ def run_one(name: str, args: argparse.Namespace, work: Path) -> dict:
             spec, {}, work / name / "float.pth", device=device, data=data,
             out=work / name / "adapt",
             config=TrainConfig(epochs=args.adapt_epochs, batch_size=32, lr=3e-3, seed=0),
-            qat_epochs=args.qat_epochs,
+            qat_epochs=args.qat_epochs, overwrite=True,
         )  # fmt: skip
     except CnnforgeError as exc:
         return {"model": name, "error": exc.one_line(), "minutes": _minutes(start)}
@@ -115,7 +115,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
     parser.add_argument("--work", type=Path, default=None)
     args = parser.parse_args(argv)
     if args.smoke:
-        args.epochs, args.adapt_epochs, args.qat_epochs, args.size = 1, 1, 1, 16
+        args.epochs, args.adapt_epochs, args.qat_epochs, args.size = 1, 1, 1, 32
         args.train_length, args.val_length = 32, 16
     torch.set_num_threads(1)
     work = args.work or Path(tempfile.mkdtemp(prefix="adapt-bench-"))

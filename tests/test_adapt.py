@@ -169,6 +169,12 @@ def _bad(args: list[str], capsys) -> str:
     return lines[0]
 
 
+def test_bad_input_run_exists(tmp_path: Path, capsys) -> None:
+    (tmp_path / "run").mkdir()
+    line = _bad([f"{MODELS}:TinyNormUNet", "-o", str(tmp_path)], capsys)
+    assert "--resume" in line and "--overwrite" in line
+
+
 def test_bad_input_classes(tmp_path: Path, capsys) -> None:
     line = _bad([f"{MODELS}:TinyNormUNet", "--model-arg", "classes=3", "-o", str(tmp_path)], capsys)
     assert "classes" in line
@@ -184,3 +190,29 @@ def test_bad_input_checkpoint(tmp_path: Path, capsys) -> None:
 def test_bad_input_no_replacement(tmp_path: Path, capsys) -> None:
     line = _bad([f"{MODELS}:Gated", "-o", str(tmp_path)], capsys)
     assert "Sigmoid" in line and "Tanh" in line
+
+
+def test_width_follows_export_when_fx_cannot() -> None:
+    from tests.support.adapt_models import Residual
+
+    student, kept = narrow(Residual(), 0.5, (3, 16, 16))
+    assert student.stem[0].out_channels == 8 and student.body[0].in_channels == 8
+    assert student.body[0].out_channels == 8 and kept["head"] == tuple(range(5))
+    assert student.eval()(torch.zeros(1, 3, 16, 16)).shape == (1, 5, 16, 16)
+
+
+def test_bad_input_what_no_width_fixes(tmp_path: Path, capsys) -> None:
+    line = _bad([f"{MODELS}:PreActivation", "-o", str(tmp_path)], capsys)
+    assert "norm" in line and "BatchNorm folds only" in line
+
+
+def test_benchmark_smoke(tmp_path: Path, capsys) -> None:
+    """benchmarks/adapt.py --smoke: one MONAI model adapted, one refused by name."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("adapt_bench", ROOT / "benchmarks" / "adapt.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    rows = bench.main(["--smoke", "--models", "UNet,AttentionUnet", "--work", str(tmp_path)])
+    assert rows[0]["model"] == "UNet" and 0 <= rows[0]["bit_exact_miou"] <= 1
+    assert "Sigmoid" in rows[1]["error"]

@@ -41,3 +41,35 @@ class Gated(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         y = self.conv(x)
         return self.t(y * self.gate(y))
+
+
+class Residual(nn.Module):
+    """A residual block (x + f(x)) and a forward fx cannot trace (``len`` of a shape): the
+    width follows torch.export's graph, and the add keeps matching channels."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stem = nn.Sequential(nn.Conv2d(3, 16, 3, padding=1), nn.BatchNorm2d(16), nn.ReLU())
+        self.body = nn.Sequential(nn.Conv2d(16, 16, 3, padding=1), nn.BatchNorm2d(16), nn.ReLU())
+        self.head = nn.Conv2d(16, 5, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.stem(x)
+        if len(x.shape) == 4:  # data-dependent for fx: torch.export specializes it
+            y = y + self.body(y)
+        return self.head(y)
+
+
+class PreActivation(nn.Module):
+    """norm -> relu -> conv (SegResNet's blocks): the BatchNorm has no conv before it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv0 = nn.Conv2d(3, 8, 3, padding=1)
+        self.norm = nn.GroupNorm(2, 8)
+        self.conv1 = nn.Conv2d(8, 8, 3, padding=1)
+        self.head = nn.Conv2d(8, 5, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.conv0(x)
+        return self.head(y + self.conv1(torch.relu(self.norm(y))))

@@ -126,4 +126,6 @@ def rescaled(network: Network, calibration: torch.Tensor) -> Network:
     from cnnforge.quant.scales import activation_scales
 
     exps = activation_scales(network, calibration)
-    return network.with_layers([_rescaled(network, x, exps) for x in network.layers])
+    return network.with_layers(
+        [_rescaled(network, x, exps) if x.has_weights else x for x in network.layers]
+    )

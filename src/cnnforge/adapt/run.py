@@ -127,11 +127,13 @@ def adapt_model(
     on_epoch: Callable | None = None,
     on_step: Callable[[str], None] | None = None,
     qat_epochs: int = 4,
+    overwrite: bool = False,
 ) -> AdaptResult:
     """The whole command (see the module docstring); ``out`` is created or resumed."""
     from cnnforge.frontend.torch_fx import load_model
 
     step = on_step or (lambda _: None)
+    _run_folders(out, resume, overwrite)
     start = time.monotonic()
     torch.manual_seed(config.seed)
     teacher = load_model(spec, model_args, checkpoint).eval()
@@ -187,6 +189,23 @@ def adapt_model(
     result.minutes = (time.monotonic() - start) / 60
     (out / "adapt.json").write_text(json.dumps(result.to_dict(), indent=1) + "\n")
     return result
+
+
+def _run_folders(out: Path, resume: bool, overwrite: bool) -> None:
+    """A run already in OUT is continued (--resume) or started over (--overwrite), never mixed."""
+    import shutil
+
+    started = [out / d for d in ("run", "run_qat") if (out / d).exists()]
+    if not started or resume:
+        return
+    if not overwrite:
+        raise InputError(
+            "the output directory holds a run already",
+            where=str(out),
+            hint="--resume continues it, --overwrite starts over",
+        )
+    for folder in started:
+        shutil.rmtree(folder)
 
 
 def hardware_network(student: nn.Module, shape, device, calibration: torch.Tensor):

@@ -29,7 +29,8 @@ def adapt(
     seed: int = typer.Option(0, "--seed"),
     train_length: int = typer.Option(1024, "--train-length", help="shapes: training images."),
     val_length: int = typer.Option(256, "--val-length", help="shapes: validation images."),
-    resume: bool = typer.Option(False, "--resume", help="Continue OUT/run/last.pth."),
+    resume: bool = typer.Option(False, "--resume", help="Continue the run in OUT."),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Start OUT's run over."),
 ) -> None:
     """Replace the ops DEVICE lacks (docs/adapt.md), narrow to fit, distill from the original,
     write OUT/adapted.py, adapted.pth, adapt.json, and print the cost table."""
@@ -53,6 +54,7 @@ def adapt(
             width=width,
             resume=resume,
             qat_epochs=qat_epochs,
+            overwrite=overwrite,
             on_epoch=lambda r: console.print(
                 f"epoch {r.epoch} ({r.phase}): loss {r.train_loss:.4f}, val mIoU {r.miou:.4f}",
                 highlight=False,
