@@ -1,5 +1,6 @@
 """Recovery of the accuracy the replacements cost: BatchNorm statistics measured on the data,
-then distillation from the original model (output logits, softened) on the user's data.
+then distillation from the original model (output logits, softened, and the outputs of the
+convolutions both keep) on the user's data.
 
 ``DistillTrainer`` is the train loop (train/loop.py: per-epoch seeds, ``last.pth`` every epoch,
 resumable, ``best.pth``, train.log) with the teacher's soft targets added to the loss.
@@ -17,6 +18,7 @@ from cnnforge.train.loop import Trainer, _loader, model_inputs, model_logits
 
 TEMPERATURE = 2.0
 KD_WEIGHT = 0.5
+FEATURE_WEIGHT = 0.1
 
 
 def measure_batchnorm(
@@ -44,12 +46,42 @@ def measure_batchnorm(
 
 
 class DistillTrainer(Trainer):
-    """Trainer whose loss is cross-entropy + ``KD_WEIGHT`` x KL(teacher || student) at T=2."""
+    """Trainer whose loss is cross-entropy + ``KD_WEIGHT`` x KL(teacher || student) at T=2
+    + ``FEATURE_WEIGHT`` x the normalized squared error of intermediate features where they
+    line up (``features``: module path -> the teacher channels the student's output keeps)."""
 
-    def __init__(self, *args, teacher: nn.Module, **kwargs) -> None:
-        super().__init__(*args, **kwargs)
+    def __init__(
+        self, *args, teacher: nn.Module, features: dict[str, tuple[int, ...]] | None = None, **kw
+    ) -> None:
+        super().__init__(*args, **kw)
         self.teacher = teacher.eval()
-        self.progress = kwargs.get("on_epoch")
+        self.features = features or {}
+
+    def _feature_loss(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Teacher logits (no gradient) and the feature term for the batch ``x``."""
+        taken: dict[tuple[int, str], torch.Tensor] = {}
+        hooks = []
+        for side, model in enumerate((self.teacher, self.model)):
+            for path in self.features:
+                hooks.append(
+                    model.get_submodule(path).register_forward_hook(
+                        lambda _m, _i, out, key=(side, path): taken.__setitem__(key, out)
+                    )
+                )
+        try:
+            with torch.no_grad():
+                soft = self.teacher(model_inputs(x, self.config))
+            logits = model_logits(self.model, x, self.config)
+        finally:
+            for h in hooks:
+                h.remove()
+        term = logits.new_zeros(())
+        for path, keep in self.features.items():
+            t = taken[(0, path)][:, list(keep)]
+            s = taken[(1, path)]
+            if s.shape == t.shape:
+                term = term + F.mse_loss(s, t) / (t.var() + 1e-6)
+        return soft, logits, term / max(len(self.features), 1)
 
     def _train_epoch(self, epoch: int) -> float:
         torch.manual_seed(self.config.seed + epoch)
@@ -58,9 +90,8 @@ class DistillTrainer(Trainer):
         total, batches = 0.0, 0
         for x, mask in _loader(self.train_set, self.config, epoch, shuffle=True):
             self.optimizer.zero_grad(set_to_none=True)
-            logits = model_logits(self.model, x, self.config)
-            with torch.no_grad():
-                soft = self.teacher(model_inputs(x, self.config)) / TEMPERATURE
+            soft, logits, feature_term = self._feature_loss(x)
+            soft = soft / TEMPERATURE
             kd = F.kl_div(
                 F.log_softmax(logits / TEMPERATURE, dim=1),
                 F.log_softmax(soft, dim=1),
@@ -68,6 +99,7 @@ class DistillTrainer(Trainer):
                 reduction="batchmean",
             ) / (x.shape[-1] * x.shape[-2])
             loss = ce(logits, mask) + KD_WEIGHT * TEMPERATURE**2 * kd
+            loss = loss + FEATURE_WEIGHT * feature_term
             loss.backward()
             self.optimizer.step()
             total += float(loss.detach())

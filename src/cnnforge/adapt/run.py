@@ -87,7 +87,7 @@ def preflight(model: nn.Module, shape: tuple[int, ...], device: Any):
 
 def choose_width(
     model: nn.Module, shape: tuple[int, ...], device: Any, width: str
-) -> tuple[nn.Module, float, int | None, list[dict[str, Any]]]:
+) -> tuple[nn.Module, float, int | None, list[dict[str, Any]], dict[str, tuple[int, ...]]]:
     """The largest width (``auto``) that check passes, or the given one; each at full width
     and then capped at ``CAP`` channels; and every try with why it failed."""
     tries: list[dict[str, Any]] = []
@@ -98,7 +98,7 @@ def choose_width(
             try:
                 if graph is None and (w < 1 or cap is not None):
                     graph = channel_graph(model, shape)
-                student, _ = narrow(model, w, shape, cap, graph)
+                student, kept = narrow(model, w, shape, cap, graph)
                 report = check_fits(student, shape, device)
             except CnnforgeError as exc:
                 tries.append({"width": w, "cap": cap, "fits": False, "why": str(exc)})
@@ -108,7 +108,7 @@ def choose_width(
                 {"width": w, "cap": cap, "fits": report.fits, "why": ", ".join(why) or "fits"}
             )
             if report.fits:
-                return student, w, cap, tries
+                return student, w, cap, tries, kept
     last = "; ".join(f"{t['width']}/{t['cap']}: {t['why']}" for t in tries)
     raise InputError(f"no width makes the model fit {device.name} ({last})", hint="--width")
 
@@ -126,7 +126,7 @@ def adapt_model(
     resume: bool = False,
     on_epoch: Callable | None = None,
     on_step: Callable[[str], None] | None = None,
-    qat_epochs: int = 4,
+    qat_epochs: int = 10,
     overwrite: bool = False,
 ) -> AdaptResult:
     """The whole command (see the module docstring); ``out`` is created or resumed."""
@@ -143,7 +143,7 @@ def adapt_model(
     step("replacing ops")
     adapted, reps = preflight(teacher, shape, device)
     step("choosing the width")
-    student, w, cap, tries = choose_width(adapted, shape, device, width)
+    student, w, cap, tries, kept = choose_width(adapted, shape, device, width)
     out.mkdir(parents=True, exist_ok=True)
     measure_batchnorm(student, train_set, [r.path for r in reps if r.row == "norm"])
     step("distilling")
@@ -157,6 +157,7 @@ def adapt_model(
         model_spec={"model": spec, "model_args": model_args, "width": w, "cap": cap},
         on_epoch=on_epoch,
         teacher=teacher,
+        features=_features(student, kept),
     )
     if resume and (out / "run" / "last.pth").is_file():
         trainer.resume(out / "run" / "last.pth")
@@ -189,6 +190,19 @@ def adapt_model(
     result.minutes = (time.monotonic() - start) / 60
     (out / "adapt.json").write_text(json.dumps(result.to_dict(), indent=1) + "\n")
     return result
+
+
+def _features(student: nn.Module, kept: dict[str, tuple[int, ...]]) -> dict:
+    """The conv outputs to match: the narrowed ones (their kept channels), or at full width
+    every conv (all channels)."""
+    if kept:
+        return {p: k for p, k in kept.items() if isinstance(student.get_submodule(p), _CONVS)}
+    return {
+        p: tuple(range(m.out_channels)) for p, m in student.named_modules() if isinstance(m, _CONVS)
+    }
+
+
+_CONVS = (nn.Conv2d, nn.ConvTranspose2d)
 
 
 def _run_folders(out: Path, resume: bool, overwrite: bool) -> None:
