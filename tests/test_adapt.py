@@ -124,6 +124,13 @@ def test_adapt_end_to_end_compiles_and_passes(tmp_path: Path, capsys) -> None:
     ]  # fmt: skip
     code, stdout, _ = run_cli(args, capsys)
     assert code == 0 and "PASS" in stdout
+    args = [
+        "evaluate", f"{out / 'adapted.py'}:Adapted", "--checkpoint", str(out / "adapted.pth"),
+        "--size", "16", "--length", "16",
+    ]  # fmt: skip
+    code, stdout, _ = run_cli(args, capsys)
+    bit_exact = 100 * doc["scores"]["bit-exact"]["miou"]
+    assert code == 0 and f"{bit_exact:.2f}" in stdout  # the same images, the same score
 
 
 class _Stop(Exception):

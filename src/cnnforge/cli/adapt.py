@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import typer
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from cnnforge.cli.app import app
@@ -42,7 +43,22 @@ def adapt(
     dev = device_for(device, "check")
     spec = DataSpec(dataset, data, size, train_length, val_length, seed)
     config = TrainConfig(epochs=epochs, batch_size=batch_size, lr=lr, seed=seed)
-    with console.status("adapt") as status:
+    columns = (
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+    )
+    with Progress(*columns, console=console, transient=True) as progress:
+        task = progress.add_task("adapt", total=epochs + qat_epochs)
+
+        def on_epoch(r) -> None:
+            progress.advance(task)
+            progress.console.print(
+                f"epoch {r.epoch} ({r.phase}): loss {r.train_loss:.4f}, val mIoU {r.miou:.4f}",
+                highlight=False,
+            )
+
         result = adapt_model(
             model,
             parse_model_args(model_arg),
@@ -55,11 +71,8 @@ def adapt(
             resume=resume,
             qat_epochs=qat_epochs,
             overwrite=overwrite,
-            on_epoch=lambda r: console.print(
-                f"epoch {r.epoch} ({r.phase}): loss {r.train_loss:.4f}, val mIoU {r.miou:.4f}",
-                highlight=False,
-            ),
-            on_step=lambda s: status.update(s),
+            on_epoch=on_epoch,
+            on_step=lambda s: progress.update(task, description=s),
         )
     table = Table(title="replacements")
     for col in ("module", "was", "now", "row", "exact"):
