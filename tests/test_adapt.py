@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 import torch
-from tests.support.cli import run_cli
 from torch import nn
 
 from cnnforge.adapt.surgery import refusals, replace_ops
 from cnnforge.adapt.table import ROWS, markdown_table
 from cnnforge.adapt.width import hidden_width, narrow
+from support.cli import run_cli
 
 ROOT = Path(__file__).resolve().parents[1]
 MODELS = ROOT / "tests" / "support" / "adapt_models.py"
@@ -86,7 +86,7 @@ def test_bilinear_becomes_nearest() -> None:
 
 
 def test_refusals_named_all_at_once() -> None:
-    from tests.support.adapt_models import Gated
+    from support.adapt_models import Gated
 
     names = {c for _, c, _ in refusals(Gated())}
     assert names == {"Sigmoid", "Tanh"}
@@ -98,7 +98,7 @@ def test_every_row_has_a_reason() -> None:
 
 @pytest.mark.parametrize("multiplier", [0.75, 0.5, 0.25])
 def test_width_keeps_inputs_outputs_and_concatenations(multiplier: float) -> None:
-    from tests.support.adapt_models import TinyNormUNet
+    from support.adapt_models import TinyNormUNet
 
     adapted, _ = replace_ops(TinyNormUNet())
     student, kept = narrow(adapted, multiplier, (3, 16, 16))
@@ -200,7 +200,7 @@ def test_bad_input_no_replacement(tmp_path: Path, capsys) -> None:
 
 
 def test_width_follows_export_when_fx_cannot() -> None:
-    from tests.support.adapt_models import Residual
+    from support.adapt_models import Residual
 
     student, kept = narrow(Residual(), 0.5, (3, 16, 16))
     assert student.stem[0].out_channels == 8 and student.body[0].in_channels == 8
