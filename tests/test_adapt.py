@@ -182,6 +182,12 @@ def test_bad_input_run_exists(tmp_path: Path, capsys) -> None:
     assert "--resume" in line and "--overwrite" in line
 
 
+@pytest.mark.parametrize("width", ["abc", "0", "1.5"])
+def test_bad_input_width(width: str, tmp_path: Path, capsys) -> None:
+    line = _bad([f"{MODELS}:TinyNormUNet", "--width", width, "-o", str(tmp_path)], capsys)
+    assert "--width" in line
+
+
 def test_bad_input_classes(tmp_path: Path, capsys) -> None:
     line = _bad([f"{MODELS}:TinyNormUNet", "--model-arg", "classes=3", "-o", str(tmp_path)], capsys)
     assert "classes" in line

@@ -10,6 +10,7 @@ from rich.table import Table
 
 from cnnforge.cli.app import app
 from cnnforge.cli.common import console, parse_model_args
+from cnnforge.errors import InputError
 
 
 @app.command("adapt")
@@ -41,6 +42,7 @@ def adapt(
     from cnnforge.train.run import DataSpec
 
     dev = device_for(device, "check")
+    _check_width(width)
     spec = DataSpec(dataset, data, size, train_length, val_length, seed)
     config = TrainConfig(epochs=epochs, batch_size=batch_size, lr=lr, seed=seed)
     columns = (
@@ -94,6 +96,18 @@ def adapt(
         highlight=False,
         soft_wrap=True,
     )
+
+
+def _check_width(width: str) -> None:
+    """``auto`` or a multiplier in (0, 1]; else InputError (exit 2)."""
+    if width == "auto":
+        return
+    try:
+        value = float(width)
+    except ValueError:
+        value = -1.0
+    if not 0 < value <= 1:
+        raise InputError(f"--width {width!r}", hint="auto, or a multiplier in (0, 1] such as 0.5")
 
 
 def _try_text(t: dict) -> str:
