@@ -106,7 +106,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
     parser.add_argument("--smoke", action="store_true")
     parser.add_argument("--epochs", type=int, default=12)
     parser.add_argument("--adapt-epochs", type=int, default=30)
-    parser.add_argument("--qat-epochs", type=int, default=10)
+    parser.add_argument("--qat-epochs", type=int, default=20)
     parser.add_argument("--size", type=int, default=32)
     parser.add_argument("--train-length", type=int, default=1024)
     parser.add_argument("--val-length", type=int, default=256)

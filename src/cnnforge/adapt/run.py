@@ -126,7 +126,7 @@ def adapt_model(
     resume: bool = False,
     on_epoch: Callable | None = None,
     on_step: Callable[[str], None] | None = None,
-    qat_epochs: int = 10,
+    qat_epochs: int = 20,
     overwrite: bool = False,
 ) -> AdaptResult:
     """The whole command (see the module docstring); ``out`` is created or resumed."""

@@ -24,7 +24,7 @@ def adapt(
     model_arg: list[str] = typer.Option(None, "--model-arg", help="key=value (repeatable)."),
     size: int = typer.Option(32, "--size", help="Image side length."),
     epochs: int = typer.Option(30, "--epochs", help="Float distillation epochs."),
-    qat_epochs: int = typer.Option(10, "--qat-epochs", help="Quantization-aware epochs."),
+    qat_epochs: int = typer.Option(20, "--qat-epochs", help="Quantization-aware epochs."),
     width: str = typer.Option("auto", "--width", help="Hidden-channel multiplier or auto."),
     batch_size: int = typer.Option(32, "--batch-size"),
     lr: float = typer.Option(3e-3, "--lr"),
