@@ -67,22 +67,35 @@ def preflight(model: nn.Module, shape: tuple[int, ...], device: Any):
     such op at once (before any training); else the adapted module and its replacements."""
     refused = refusals(model)
     if refused:
-        names = "; ".join(f"{p} ({c}): {why}" for p, c, why in refused)
-        raise InputError(f"no replacement for {len(refused)} op(s): {names}")
+        by_class: dict[tuple[str, str], list[str]] = {}
+        for path, cls, why in refused:
+            by_class.setdefault((cls, why), []).append(path)
+        names = "; ".join(
+            f"{cls} x{len(paths)} ({_first(paths)}): {why}"
+            for (cls, why), paths in by_class.items()
+        )
+        raise InputError(
+            f"no replacement for {len(refused)} op(s): {names}",
+            hint="change these in the model; docs/adapt.md lists what adapt replaces",
+        )
     adapted, reps = replace_ops(model)
     report = check_fits(adapted, shape, device)
     left = [v for v in report.violations if v.rule in NOT_BY_WIDTH]
     if left:
         by_hint: dict[str, list[str]] = {}
         for v in left:
-            key = f"{v.rule}: {v.hint.split(':')[0][:90]}"
+            key = f"{v.rule}: {v.hint.split(',')[0].split(':')[0][:90]}"
             by_hint.setdefault(key, []).append(v.module_path or v.layer)
-        text = "; ".join(
-            f"{k} ({len(paths)}: {', '.join(paths[:3])}{', ...' if len(paths) > 3 else ''})"
-            for k, paths in by_hint.items()
+        text = "; ".join(f"{k} ({len(paths)}: {_first(paths)})" for k, paths in by_hint.items())
+        raise InputError(
+            f"no replacement after the table's for {len(left)} op(s): {text}",
+            hint="change these in the model (a norm before its conv has no hardware form)",
         )
-        raise InputError(f"no replacement after the table's for {len(left)} op(s): {text}")
     return adapted, reps
+
+
+def _first(paths: list[str]) -> str:
+    return ", ".join(paths[:3]) + (", ..." if len(paths) > 3 else "")
 
 
 def choose_width(
