@@ -1,6 +1,7 @@
 """Imports every command module so that each registers itself on the app (one line each)."""
 
 from cnnforge.cli import (  # noqa: F401
+    adapt,
     analyze,
     budget,
     check,

@@ -1,0 +1,108 @@
+"""Recovery of the accuracy the replacements cost: BatchNorm statistics measured on the data,
+then distillation from the original model (output logits, softened, and the outputs of the
+convolutions both keep) on the user's data.
+
+``DistillTrainer`` is the train loop (train/loop.py: per-epoch seeds, ``last.pth`` every epoch,
+resumable, ``best.pth``, train.log) with the teacher's soft targets added to the loss.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.utils.data import DataLoader, Dataset
+
+from cnnforge.training.datasets import VOID
+from cnnforge.training.loop import Trainer, _loader, model_inputs, model_logits
+
+TEMPERATURE = 2.0
+KD_WEIGHT = 0.5
+FEATURE_WEIGHT = 0.1
+
+
+def measure_batchnorm(
+    model: nn.Module, dataset: Dataset, paths: list[str], batches: int = 8, batch_size: int = 32
+) -> None:
+    """Reset the BatchNorms at ``paths`` and set their statistics to the data's (cumulative
+    average over ``batches`` batches; nothing else changes)."""
+    norms = [model.get_submodule(p) for p in paths]
+    if not norms:
+        return
+    for bn in norms:
+        bn.reset_running_stats()
+        bn.momentum = None
+    model.eval()
+    for bn in norms:
+        bn.train()
+    with torch.no_grad():
+        for i, (x, _) in enumerate(DataLoader(dataset, batch_size=batch_size, shuffle=False)):
+            if i >= batches:
+                break
+            model(x.to(torch.float32) / 128.0)
+    for bn in norms:
+        bn.momentum = 0.1
+    model.eval()
+
+
+class DistillTrainer(Trainer):
+    """Trainer whose loss is cross-entropy + ``KD_WEIGHT`` x KL(teacher || student) at T=2
+    + ``FEATURE_WEIGHT`` x the normalized squared error of intermediate features where they
+    line up (``features``: module path -> the teacher channels the student's output keeps)."""
+
+    def __init__(
+        self, *args, teacher: nn.Module, features: dict[str, tuple[int, ...]] | None = None, **kw
+    ) -> None:
+        super().__init__(*args, **kw)
+        self.teacher = teacher.eval()
+        self.features = features or {}
+
+    def _feature_loss(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Teacher logits (no gradient) and the feature term for the batch ``x``."""
+        taken: dict[tuple[int, str], torch.Tensor] = {}
+        hooks = []
+        for side, model in enumerate((self.teacher, self.model)):
+            for path in self.features:
+                hooks.append(
+                    model.get_submodule(path).register_forward_hook(
+                        lambda _m, _i, out, key=(side, path): taken.__setitem__(key, out)
+                    )
+                )
+        try:
+            with torch.no_grad():
+                soft = self.teacher(model_inputs(x, self.config))
+            logits = model_logits(self.model, x, self.config)
+        finally:
+            for h in hooks:
+                h.remove()
+        term = logits.new_zeros(())
+        for path, keep in self.features.items():
+            t = taken[(0, path)][:, list(keep)]
+            s = taken[(1, path)]
+            if s.shape == t.shape:
+                term = term + F.mse_loss(s, t) / (t.var() + 1e-6)
+        return soft, logits, term / max(len(self.features), 1)
+
+    def _train_epoch(self, epoch: int) -> float:
+        torch.manual_seed(self.config.seed + epoch)
+        self.model.train()
+        ce = nn.CrossEntropyLoss(ignore_index=VOID)
+        total, batches = 0.0, 0
+        for x, mask in _loader(self.train_set, self.config, epoch, shuffle=True):
+            self.optimizer.zero_grad(set_to_none=True)
+            soft, logits, feature_term = self._feature_loss(x)
+            soft = soft / TEMPERATURE
+            kd = F.kl_div(
+                F.log_softmax(logits / TEMPERATURE, dim=1),
+                F.log_softmax(soft, dim=1),
+                log_target=True,
+                reduction="batchmean",
+            ) / (x.shape[-1] * x.shape[-2])
+            loss = ce(logits, mask) + KD_WEIGHT * TEMPERATURE**2 * kd
+            loss = loss + FEATURE_WEIGHT * feature_term
+            loss.backward()
+            self.optimizer.step()
+            total += float(loss.detach())
+            batches += 1
+        self.scheduler.step()
+        return total / max(batches, 1)

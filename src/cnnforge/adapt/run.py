@@ -1,0 +1,299 @@
+"""``cnnforge adapt`` as a Python call: refuse what has no replacement, replace, fit, recover,
+write adapted.py / adapted.pth / adapt.json, and score the four rows on the same images."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from cnnforge.adapt.recover import DistillTrainer, measure_batchnorm
+from cnnforge.adapt.surgery import Replacement, refusals, replace_ops
+from cnnforge.adapt.width import channel_graph, narrow
+from cnnforge.errors import CnnforgeError, InputError
+from cnnforge.training.loop import TrainConfig, evaluate_segmentation
+from cnnforge.training.run import DataSpec, _in_channels, model_classes
+
+#: Widths ``--width auto`` tries, largest first; each also with hidden layers capped at one
+#: processor pass (64 channels: concatenations and pooled layers place in one pass).
+WIDTHS = (1.0, 0.75, 0.5, 0.375, 0.25, 0.1875, 0.125)
+CAP = 64
+ROWS = ("original float", "adapted float", "QAT-eval", "bit-exact")
+
+
+@dataclass
+class AdaptResult:
+    """What adapt did and what it cost: replacements, width tries, scores per row."""
+
+    replacements: list[Replacement]
+    width: float
+    cap: int | None
+    width_tries: list[dict[str, Any]]
+    scores: dict[str, dict[str, float] | None] = field(default_factory=dict)
+    minutes: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "replacements": [r.to_dict() for r in self.replacements],
+            "width": self.width,
+            "cap": self.cap,
+            "width_tries": self.width_tries,
+            "scores": self.scores,
+            "minutes": self.minutes,
+        }
+
+
+def check_fits(model: nn.Module, shape: tuple[int, ...], device: Any):
+    """check's report for ``model`` (a plain module) at ``shape`` on ``device``."""
+    from cnnforge.frontend.capture import capture
+    from cnnforge.passes.check import check_report
+
+    return check_report(capture(model, shape, name=type(model).__name__), device)
+
+
+#: Violations no width changes (an op left without hardware form, too many layers).
+NOT_BY_WIDTH = frozenset({"unsupported-op", "activation", "layer-count"})
+
+
+def preflight(model: nn.Module, shape: tuple[int, ...], device: Any):
+    """Refusals, then the replacements, then what no width fixes: InputError naming every
+    such op at once (before any training); else the adapted module and its replacements."""
+    refused = refusals(model)
+    if refused:
+        by_class: dict[tuple[str, str], list[str]] = {}
+        for path, cls, why in refused:
+            by_class.setdefault((cls, why), []).append(path)
+        names = "; ".join(
+            f"{cls} x{len(paths)} ({_first(paths)}): {why}"
+            for (cls, why), paths in by_class.items()
+        )
+        raise InputError(
+            f"no replacement for {len(refused)} op(s): {names}",
+            hint="change these in the model; docs/adapt.md lists what adapt replaces",
+        )
+    adapted, reps = replace_ops(model)
+    report = check_fits(adapted, shape, device)
+    left = [v for v in report.violations if v.rule in NOT_BY_WIDTH]
+    if left:
+        by_hint: dict[str, list[str]] = {}
+        for v in left:
+            key = f"{v.rule}: {v.hint.split(',')[0].split(':')[0][:90]}"
+            by_hint.setdefault(key, []).append(v.module_path or v.layer)
+        text = "; ".join(f"{k} ({len(paths)}: {_first(paths)})" for k, paths in by_hint.items())
+        raise InputError(
+            f"no replacement after the table's for {len(left)} op(s): {text}",
+            hint="change these in the model (a norm before its conv has no hardware form)",
+        )
+    return adapted, reps
+
+
+def _first(paths: list[str]) -> str:
+    return ", ".join(paths[:3]) + (", ..." if len(paths) > 3 else "")
+
+
+def choose_width(
+    model: nn.Module, shape: tuple[int, ...], device: Any, width: str
+) -> tuple[nn.Module, float, int | None, list[dict[str, Any]], dict[str, tuple[int, ...]]]:
+    """The largest width (``auto``) that check passes, or the given one; each at full width
+    and then capped at ``CAP`` channels; and every try with why it failed."""
+    tries: list[dict[str, Any]] = []
+    candidates = WIDTHS if width == "auto" else (float(width),)
+    graph = None
+    for w in candidates:
+        for cap in (None, CAP):
+            try:
+                if graph is None and (w < 1 or cap is not None):
+                    graph = channel_graph(model, shape)
+                student, kept = narrow(model, w, shape, cap, graph)
+                report = check_fits(student, shape, device)
+            except CnnforgeError as exc:
+                tries.append({"width": w, "cap": cap, "fits": False, "why": str(exc)})
+                continue
+            why = sorted({v.rule for v in report.violations})
+            tries.append(
+                {"width": w, "cap": cap, "fits": report.fits, "why": ", ".join(why) or "fits"}
+            )
+            if report.fits:
+                return student, w, cap, tries, kept
+    last = "; ".join(f"{t['width']}/{t['cap']}: {t['why']}" for t in tries)
+    raise InputError(f"no width makes the model fit {device.name} ({last})", hint="--width")
+
+
+def adapt_model(
+    spec: str,
+    model_args: dict[str, Any],
+    checkpoint: Path | None,
+    *,
+    device: Any,
+    data: DataSpec,
+    out: Path,
+    config: TrainConfig,
+    width: str = "auto",
+    resume: bool = False,
+    on_epoch: Callable | None = None,
+    on_step: Callable[[str], None] | None = None,
+    qat_epochs: int = 20,
+    overwrite: bool = False,
+) -> AdaptResult:
+    """The whole command (see the module docstring); ``out`` is created or resumed."""
+    from cnnforge.frontend.torch_fx import load_model
+
+    step = on_step or (lambda _: None)
+    _run_folders(out, resume, overwrite)
+    start = time.monotonic()
+    torch.manual_seed(config.seed)
+    teacher = load_model(spec, model_args, checkpoint).eval()
+    shape = (_in_channels(teacher), data.size, data.size)
+    classes = model_classes(teacher, shape)
+    train_set, val_set = data.splits(classes)
+    step("replacing ops")
+    adapted, reps = preflight(teacher, shape, device)
+    step("choosing the width")
+    student, w, cap, tries, kept = choose_width(adapted, shape, device, width)
+    out.mkdir(parents=True, exist_ok=True)
+    measure_batchnorm(student, train_set, [r.path for r in reps if r.row == "norm"])
+    step("distilling")
+    trainer = DistillTrainer(
+        student,
+        train_set,
+        val_set,
+        replace(config, num_classes=classes),
+        out / "run",
+        None,
+        model_spec={"model": spec, "model_args": model_args, "width": w, "cap": cap},
+        on_epoch=on_epoch,
+        teacher=teacher,
+        features=_features(student, kept),
+    )
+    if resume and (out / "run" / "last.pth").is_file():
+        trainer.resume(out / "run" / "last.pth")
+    if config.epochs:
+        trainer.fit()
+    student.eval()
+    step("building the QAT network")
+    calib = torch.stack([train_set[i][0] for i in range(min(64, len(train_set)))])
+    network = hardware_network(student, shape, device, calib)
+    from cnnforge.adapt.hardware import build
+
+    qat = build(network, out / "adapted.py", spec)
+    np.save(out / "sample.npy", val_set[0][0].numpy().astype(np.int8))  # compile's --sample
+    step("quantization-aware training")
+    _qat(
+        qat,
+        teacher,
+        train_set,
+        val_set,
+        replace(config, num_classes=classes),
+        out,
+        resume,
+        qat_epochs,
+        on_epoch,
+    )
+    torch.save(qat.state_dict(), out / "adapted.pth")
+    result = AdaptResult(reps, w, cap, tries)
+    step("scoring")
+    result.scores = _scores(teacher, student, qat, val_set, classes)
+    result.minutes = (time.monotonic() - start) / 60
+    (out / "adapt.json").write_text(json.dumps(result.to_dict(), indent=1) + "\n")
+    return result
+
+
+def _features(student: nn.Module, kept: dict[str, tuple[int, ...]]) -> dict:
+    """The conv outputs to match: the narrowed ones (their kept channels), or at full width
+    every conv (all channels)."""
+    if kept:
+        return {p: k for p, k in kept.items() if isinstance(student.get_submodule(p), _CONVS)}
+    return {
+        p: tuple(range(m.out_channels)) for p, m in student.named_modules() if isinstance(m, _CONVS)
+    }
+
+
+_CONVS = (nn.Conv2d, nn.ConvTranspose2d)
+
+
+def _run_folders(out: Path, resume: bool, overwrite: bool) -> None:
+    """A run already in OUT is continued (--resume) or started over (--overwrite), never mixed."""
+    import shutil
+
+    started = [out / d for d in ("run", "run_qat") if (out / d).exists()]
+    if not started or resume:
+        return
+    if not overwrite:
+        raise InputError(
+            "the output directory holds a run already",
+            where=str(out),
+            hint="--resume continues it, --overwrite starts over",
+        )
+    for folder in started:
+        shutil.rmtree(folder)
+
+
+def hardware_network(student: nn.Module, shape, device, calibration: torch.Tensor):
+    """The adapted module lowered for ``device``, its output layer wide, scales divided out."""
+    import dataclasses
+
+    from cnnforge.adapt.hardware import rescaled
+    from cnnforge.frontend.capture import capture
+    from cnnforge.passes.lower import lower_to_hardware
+
+    lowered = lower_to_hardware(capture(student, shape, name="Adapted"), device).network
+    layers = [
+        dataclasses.replace(x, wide=True)
+        if x.name in lowered.outputs and x.has_weights and x.activation.value == "none"
+        else x
+        for x in lowered.layers
+    ]
+    return rescaled(lowered.with_layers(layers), calibration)
+
+
+def _qat(qat, teacher, train_set, val_set, config, out, resume, epochs, on_epoch) -> None:
+    """Quantization-aware distillation of the cnnforge.nn network (train's loop, QAT from 0)."""
+    from cnnforge.nn import QATPolicy
+    from cnnforge.training.qat import QatHooks
+
+    trainer = DistillTrainer(
+        qat,
+        train_set,
+        val_set,
+        replace(config, epochs=epochs, qat_lr_scale=1.0, lr=config.lr / 4),
+        out / "run_qat",
+        QatHooks(QATPolicy(start_epoch=0)),
+        model_spec={"model": str(out / "adapted.py") + ":Adapted"},
+        on_epoch=on_epoch,
+        teacher=teacher,
+    )
+    last = out / "run_qat" / "last.pth"
+    if resume and last.is_file():
+        trainer.resume(last)
+    trainer.fit()
+    if trainer.qat.active is False:  # zero QAT epochs: the quantized stage still needs QAT on
+        trainer.qat.activate(qat)
+
+
+def _scores(teacher, student, qat, val_set, classes) -> dict[str, dict[str, float] | None]:
+    """The four rows on the same validation images (the last two by evaluate's code)."""
+    from cnnforge.training.evaluate import evaluate_three_ways
+
+    def as_float(model):
+        return lambda x: model(x.to(torch.float32) / 128.0)
+
+    scores: dict[str, dict[str, float] | None] = {}
+    with torch.no_grad():
+        for row, model in (("original float", teacher), ("adapted float", student)):
+            _, s = evaluate_segmentation(as_float(model), val_set, classes)
+            scores[row] = _row(s)
+    three = evaluate_three_ways(qat, val_set, classes)
+    scores["QAT-eval"] = _row(three.scores["qat-eval"])
+    scores["bit-exact"] = _row(three.scores["bit-exact"])
+    return scores
+
+
+def _row(s) -> dict[str, float]:
+    return {"miou": s.miou, "pixel_accuracy": s.pixel_accuracy, "dice": s.mean_dice}

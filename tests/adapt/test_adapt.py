@@ -1,0 +1,231 @@
+"""cnnforge adapt: the table (docs/adapt.md is tested against it), each replacement on small
+random models, width narrowing, an end-to-end run on shapes that compiles and passes its C
+self-test, bad input (one line, exit 2) and an interrupted run that resumes."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from torch import nn
+
+from cnnforge.adapt.surgery import refusals, replace_ops
+from cnnforge.adapt.table import ROWS, markdown_table
+from cnnforge.adapt.width import hidden_width, narrow
+from support.cli import run_cli
+
+ROOT = Path(__file__).resolve().parents[1]
+MODELS = ROOT / "tests" / "support" / "adapt_models.py"
+TINY = [
+    "--epochs",
+    "1",
+    "--qat-epochs",
+    "1",
+    "--train-length",
+    "32",
+    "--val-length",
+    "16",
+    "--size",
+    "16",
+]
+
+
+def test_doc_shows_the_table() -> None:
+    assert markdown_table() in (ROOT / "docs" / "adapt.md").read_text()
+
+
+@pytest.mark.parametrize(
+    ("module", "exact"),
+    [
+        (nn.LeakyReLU(0.0), True),
+        (nn.PReLU(init=0.0), True),
+        (nn.ReLU6(), True),
+        (nn.Hardtanh(), False),
+        (nn.Hardtanh(0.0, 1.0), True),
+        (nn.Dropout(0.3), True),
+        (nn.LeakyReLU(0.2), False),
+        (nn.SiLU(), False),
+        (nn.GELU(), False),
+        (nn.Mish(), False),
+        (nn.Hardswish(), False),
+        (nn.ELU(), False),
+    ],
+)
+def test_replacement_rows(module: nn.Module, exact: bool) -> None:
+    """Every exact row computes the same outputs (in the hardware range); others are marked."""
+    model = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), module, nn.Conv2d(8, 4, 1))
+    adapted, reps = replace_ops(model)
+    assert len(reps) == 1 and reps[0].exact is exact
+    x = torch.rand(2, 3, 8, 8) - 0.5
+    model.eval(), adapted.eval()
+    if exact:
+        with torch.no_grad():
+            y = model[0](x).clamp(max=1.0)  # the output saturation the clamp rows rely on
+            torch.testing.assert_close(adapted[2](adapted[1](y)), model[2](model[1](y)))
+
+
+@pytest.mark.parametrize(
+    "norm",
+    [
+        nn.InstanceNorm2d(8),
+        nn.GroupNorm(2, 8),
+        nn.GroupNorm(1, 8),
+        nn.InstanceNorm2d(8, affine=True),
+    ],
+)
+def test_norms_become_batchnorm(norm: nn.Module) -> None:
+    adapted, reps = replace_ops(nn.Sequential(nn.Conv2d(3, 8, 3), norm))
+    assert isinstance(adapted[1], nn.BatchNorm2d) and reps[0].row == "norm"
+
+
+def test_bilinear_becomes_nearest() -> None:
+    adapted, _ = replace_ops(nn.Sequential(nn.Upsample(scale_factor=2, mode="bilinear")))
+    assert adapted[0].mode == "nearest" and adapted[0].scale_factor == 2
+
+
+def test_refusals_named_all_at_once() -> None:
+    from support.adapt_models import Gated
+
+    names = {c for _, c, _ in refusals(Gated())}
+    assert names == {"Sigmoid", "Tanh"}
+
+
+def test_every_row_has_a_reason() -> None:
+    assert all(r.why and r.replacement and r.exact for r in ROWS)
+
+
+@pytest.mark.parametrize("multiplier", [0.75, 0.5, 0.25])
+def test_width_keeps_inputs_outputs_and_concatenations(multiplier: float) -> None:
+    from support.adapt_models import TinyNormUNet
+
+    adapted, _ = replace_ops(TinyNormUNet())
+    student, kept = narrow(adapted, multiplier, (3, 16, 16))
+    out = student.eval()(torch.zeros(1, 3, 16, 16))
+    assert out.shape == (1, 5, 16, 16)
+    assert student.enc[0].out_channels == hidden_width(16, multiplier)
+    assert student.dec[0].in_channels == hidden_width(32, multiplier) + hidden_width(16, multiplier)
+    assert kept["head"] == tuple(range(5))
+
+
+def test_adapt_end_to_end_compiles_and_passes(tmp_path: Path, capsys) -> None:
+    out = tmp_path / "out"
+    code, stdout, _ = run_cli(["adapt", f"{MODELS}:TinyNormUNet", "-o", str(out), *TINY], capsys)
+    assert code == 0, stdout
+    for row in ("original float", "adapted float", "QAT-eval", "bit-exact"):
+        assert row in stdout
+    doc = json.loads((out / "adapt.json").read_text())
+    assert {r["row"] for r in doc["replacements"]} == {"norm", "activation", "upsample", "dropout"}
+    assert doc["width"] == 1.0 and doc["scores"]["bit-exact"]["miou"] >= 0
+    args = [
+        "compile", f"{out / 'adapted.py'}:Adapted", "--checkpoint", str(out / "adapted.pth"),
+        "--sample", str(out / "sample.npy"), "-o", str(tmp_path / "c"), "--run", "--no-report",
+    ]  # fmt: skip
+    code, stdout, _ = run_cli(args, capsys)
+    assert code == 0 and "PASS" in stdout
+    args = [
+        "evaluate", f"{out / 'adapted.py'}:Adapted", "--checkpoint", str(out / "adapted.pth"),
+        "--size", "16", "--length", "16",
+    ]  # fmt: skip
+    code, stdout, _ = run_cli(args, capsys)
+    bit_exact = 100 * doc["scores"]["bit-exact"]["miou"]
+    assert code == 0 and f"{bit_exact:.2f}" in stdout  # the same images, the same score
+
+
+class _Stop(Exception):
+    pass
+
+
+def _stop(record) -> None:
+    raise _Stop
+
+
+def test_resume_continues_the_same_run(tmp_path: Path, capsys) -> None:
+    """A run stopped after its first epoch, resumed, ends with the uninterrupted run's weights."""
+    from cnnforge.adapt.run import adapt_model
+    from cnnforge.pipeline.targets import device_for
+    from cnnforge.training.loop import TrainConfig
+    from cnnforge.training.run import DataSpec
+
+    two = [a if a != "1" else "2" for a in TINY]
+    assert (
+        run_cli(["adapt", f"{MODELS}:TinyNormUNet", "-o", str(tmp_path / "a"), *two], capsys)[0]
+        == 0
+    )
+    with pytest.raises(_Stop):
+        adapt_model(
+            f"{MODELS}:TinyNormUNet", {}, None, device=device_for("MAX78000", "check"),
+            data=DataSpec("shapes", None, 16, 32, 16, 0), out=tmp_path / "b",
+            config=TrainConfig(epochs=2, batch_size=32, lr=3e-3, seed=0), on_epoch=_stop,
+        )  # fmt: skip
+    assert not (tmp_path / "b" / "adapted.py").exists()
+    args = ["adapt", f"{MODELS}:TinyNormUNet", "-o", str(tmp_path / "b"), *two, "--resume"]
+    code, stdout, _ = run_cli(args, capsys)
+    assert code == 0 and "epoch 1 (float)" in stdout and "epoch 0 (float)" not in stdout
+    a = torch.load(tmp_path / "a" / "adapted.pth", weights_only=True)
+    b = torch.load(tmp_path / "b" / "adapted.pth", weights_only=True)
+    assert all(torch.equal(a[k], b[k]) for k in a)
+
+
+def _bad(args: list[str], capsys) -> str:
+    code, out, err = run_cli(["adapt", *args, *TINY], capsys)
+    assert code == 2
+    lines = [ln for ln in (out + err).splitlines() if ln.strip()]
+    assert len(lines) == 1 and "Traceback" not in out + err
+    return lines[0]
+
+
+def test_bad_input_run_exists(tmp_path: Path, capsys) -> None:
+    (tmp_path / "run").mkdir()
+    line = _bad([f"{MODELS}:TinyNormUNet", "-o", str(tmp_path)], capsys)
+    assert "--resume" in line and "--overwrite" in line
+
+
+@pytest.mark.parametrize("width", ["abc", "0", "1.5"])
+def test_bad_input_width(width: str, tmp_path: Path, capsys) -> None:
+    line = _bad([f"{MODELS}:TinyNormUNet", "--width", width, "-o", str(tmp_path)], capsys)
+    assert "--width" in line
+
+
+def test_bad_input_classes(tmp_path: Path, capsys) -> None:
+    line = _bad([f"{MODELS}:TinyNormUNet", "--model-arg", "classes=3", "-o", str(tmp_path)], capsys)
+    assert "classes" in line
+
+
+def test_bad_input_checkpoint(tmp_path: Path, capsys) -> None:
+    ckpt = tmp_path / "wrong.pth"
+    torch.save({"conv.weight": torch.zeros(1)}, ckpt)
+    line = _bad([f"{MODELS}:TinyNormUNet", "--checkpoint", str(ckpt), "-o", str(tmp_path)], capsys)
+    assert "wrong.pth" in line or "state_dict" in line or "checkpoint" in line
+
+
+def test_bad_input_no_replacement(tmp_path: Path, capsys) -> None:
+    line = _bad([f"{MODELS}:Gated", "-o", str(tmp_path)], capsys)
+    assert "Sigmoid" in line and "Tanh" in line
+
+
+def test_width_follows_export_when_fx_cannot() -> None:
+    from support.adapt_models import Residual
+
+    student, kept = narrow(Residual(), 0.5, (3, 16, 16))
+    assert student.stem[0].out_channels == 8 and student.body[0].in_channels == 8
+    assert student.body[0].out_channels == 8 and kept["head"] == tuple(range(5))
+    assert student.eval()(torch.zeros(1, 3, 16, 16)).shape == (1, 5, 16, 16)
+
+
+def test_bad_input_what_no_width_fixes(tmp_path: Path, capsys) -> None:
+    line = _bad([f"{MODELS}:PreActivation", "-o", str(tmp_path)], capsys)
+    assert "norm" in line and "BatchNorm folds only" in line
+
+
+def test_benchmark_smoke(tmp_path: Path, capsys) -> None:
+    """benchmarks/adapt.py --smoke: one MONAI model adapted, one refused by name."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("adapt_bench", ROOT / "benchmarks" / "adapt.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    rows = bench.main(["--smoke", "--models", "UNet,AttentionUnet", "--work", str(tmp_path)])
+    assert rows[0]["model"] == "UNet" and 0 <= rows[0]["bit_exact_miou"] <= 1
+    assert "Sigmoid" in rows[1]["error"]
