@@ -15,8 +15,9 @@ from cnnforge.adapt.surgery import refusals, replace_ops
 from cnnforge.adapt.table import ROWS, markdown_table
 from cnnforge.adapt.width import hidden_width, narrow
 from support.cli import run_cli
+from support.paths import REPO
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = REPO
 MODELS = ROOT / "tests" / "support" / "adapt_models.py"
 TINY = [
     "--epochs",

@@ -151,7 +151,7 @@ def adapt_model(
     torch.manual_seed(config.seed)
     teacher = load_model(spec, model_args, checkpoint).eval()
     shape = (_in_channels(teacher), data.size, data.size)
-    classes = model_classes(teacher, shape)
+    classes = model_classes(teacher, data.size)
     train_set, val_set = data.splits(classes)
     step("replacing ops")
     adapted, reps = preflight(teacher, shape, device)
