@@ -321,19 +321,31 @@ def train(
     epochs: int = 10,
     batch_size: int = 16,
     lr: float = 1e-2,
+    optimizer: str = "adam",
+    schedule: str = "cosine",
+    weight_decay: float = 0.0,
     seed: int = 0,
+    fold: int = 1,
     qat: bool = True,
+    qat_policy: str | Path | None = None,
     train_length: int = 1024,
     val_length: int = 256,
+    resume: bool = False,
+    overwrite: bool = False,
     model_args: Mapping[str, Any] | None = None,
     on_epoch: Callable[[EpochRecord], None] | None = None,
 ) -> list[EpochRecord]:
     """Float training then QAT (``cnnforge train``) of a copy of ``model``; the checkpoints
-    (last.pth, best.pth) go to ``output_dir``; returns one record per epoch."""
+    (last.pth, best.pth) go to ``output_dir`` (the rules of every writer: a new folder or one
+    cnnforge wrote, ``overwrite`` to start again, ``resume`` to continue); returns one record
+    per epoch. Under ``torchrun`` every rank calls it (docs/training.md)."""
     from cnnforge.training.loop import TrainConfig
     from cnnforge.training.run import train_model
 
-    config = TrainConfig(epochs=epochs, batch_size=batch_size, lr=lr, seed=seed)
+    config = TrainConfig(
+        epochs=epochs, batch_size=batch_size, lr=lr, optimizer=optimizer, schedule=schedule,
+        weight_decay=weight_decay, seed=seed, fold=fold,
+    )  # fmt: skip
     return train_model(
         model,  # type: ignore[arg-type]  # load_model takes a model object as a spec too
         dict(model_args or {}),
@@ -342,8 +354,11 @@ def train(
         size=size,
         config=config,
         out_dir=Path(output_dir),
+        policy_path=None if qat_policy is None else Path(qat_policy),
         qat=qat,
         lengths=(train_length, val_length),
+        resume=resume,
+        overwrite=overwrite,
         on_epoch=on_epoch,
     )
 

@@ -8,6 +8,8 @@ from typing import TYPE_CHECKING, Any
 from cnnforge.errors import InputError
 
 if TYPE_CHECKING:
+    import numpy as np
+
     from cnnforge.devices import Device
     from cnnforge.ir import Network
 
@@ -16,6 +18,17 @@ def run_network(network: Network, x: Any, device: Device, all_layers: bool = Fal
     """The bit-exact output of ``network`` on ``x`` (C,H,W or N,C,H,W; int8 values or floats
     in model units): one int64 array, or a dict by layer name for several outputs or
     ``all_layers``."""
+    outputs, layers = run_network_full(network, x, device, all_layers)
+    if all_layers:
+        return layers
+    return next(iter(outputs.values())) if len(outputs) == 1 else outputs
+
+
+def run_network_full(
+    network: Network, x: Any, device: Device, all_layers: bool = False
+) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """``(outputs, layers)`` by name, batch axis as given (``layers`` empty unless asked): what
+    ``cnnforge simulate`` writes and ``cnnforge.simulate`` returns."""
     import numpy as np
 
     from cnnforge.samples import load_input_array
@@ -38,10 +51,9 @@ def run_network(network: Network, x: Any, device: Device, all_layers: bool = Fal
         array = np.asarray(value.numpy() if hasattr(value, "numpy") else value, dtype=np.int64)
         return array[0] if added else array
 
-    if all_layers:
-        return {k: unbatch(v) for k, v in result.layers.items()}
     outputs = {k: unbatch(v) for k, v in result.outputs.items()}
-    return next(iter(outputs.values())) if len(outputs) == 1 else outputs
+    layers = {k: unbatch(v) for k, v in result.layers.items()} if all_layers else {}
+    return outputs, layers
 
 
 def array_of(value: Any) -> Any:

@@ -118,9 +118,9 @@ def simulate(
     """Simulate bit-exactly; write the output (and every layer's output with --layers)."""
     import numpy as np
 
+    from cnnforge.api.running import run_network_full
     from cnnforge.pipeline.sources import VENDOR, model_source, vendor_network
     from cnnforge.pipeline.targets import device_for
-    from cnnforge.sim import simulate as run_sim
     from cnnforge.targets.max7800x.c.probe import ORDER
 
     data = read_input_array(input_path)
@@ -140,18 +140,17 @@ def simulate(
         weight_bits=parse_bits_option(weight_bits),
         clip=clip,
     )
-    x, added = batch_input(data, network, input_path)
+    batch_input(data, network, input_path)  # the CLI's message for a wrong shape, first
     with atomic_outputs() as staged:  # both outputs or neither
         out_file = staged.file(output, overwrite)
         out_layers = None if layers_dir is None else staged.directory(layers_dir, overwrite)
-        result = run_sim(network, x, all_layers=layers_dir is not None, device=dev)
-        outputs = {k: _unbatch(v, added) for k, v in result.outputs.items()}
+        outputs, layers = run_network_full(network, data, dev, all_layers=layers_dir is not None)
         write_outputs(outputs, out_file)
         if out_layers is not None:  # numbered files and order.txt: the network's order
             lines = []
-            for i, (name, value) in enumerate(result.layers.items()):
+            for i, (name, value) in enumerate(layers.items()):
                 fname = f"{i:03d}_{_file_name(name)}"
-                np.save(out_layers / fname, _unbatch(value, added))
+                np.save(out_layers / fname, value)
                 lines.append(f"{fname} {name}\n")
             (out_layers / ORDER).write_text("".join(lines), encoding="utf-8")
     first = next(iter(outputs.values()))
@@ -163,13 +162,6 @@ def simulate(
 def _shape_from_data(data: np.ndarray) -> tuple[int, ...]:
     """Input shape without batch: C,H,W from 3-D or 4-D data, C,L from 2-D data."""
     return tuple(data.shape[1:]) if data.ndim == 4 else tuple(data.shape)
-
-
-def _unbatch(value, added: bool) -> np.ndarray:
-    import numpy as np
-
-    array = np.asarray(value.numpy() if hasattr(value, "numpy") else value, dtype=np.int64)
-    return array[0] if added else array
 
 
 def write_outputs(outputs: dict[str, np.ndarray], path: Path) -> None:

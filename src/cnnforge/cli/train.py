@@ -43,38 +43,20 @@ def train(
     ),
 ) -> None:
     """Train MODEL on a segmentation dataset: float phase, then QAT from the start_epoch."""
+    from cnnforge.api import train as train_model
     from cnnforge.errors import DistributedError
     from cnnforge.training.distributed import init_from_env, peer_failure, shutdown
-    from cnnforge.training.loop import TrainConfig
-    from cnnforge.training.run import train_model
 
     ctx = init_from_env()
-    config = TrainConfig(
-        epochs=epochs,
-        batch_size=batch_size,
-        lr=lr,
-        optimizer=optimizer,
-        schedule=schedule,
-        weight_decay=weight_decay,
-        seed=seed,
-        fold=fold,
-    )
     try:
         history = train_model(
-            model,
-            parse_model_args(model_arg),
-            dataset=dataset,
-            data=data,
-            size=size,
-            config=config,
-            out_dir=out,
-            policy_path=qat_policy,
-            qat=not no_qat,
-            lengths=(train_length, val_length),
-            resume=resume,
-            overwrite=overwrite,
+            model, out, dataset=dataset, data=data, size=size, epochs=epochs,
+            batch_size=batch_size, lr=lr, optimizer=optimizer, schedule=schedule,
+            weight_decay=weight_decay, seed=seed, fold=fold, qat=not no_qat,
+            qat_policy=qat_policy, train_length=train_length, val_length=val_length,
+            resume=resume, overwrite=overwrite, model_args=parse_model_args(model_arg),
             on_epoch=_print_epoch if ctx.is_main else None,
-        )
+        )  # fmt: skip
     except Exception as exc:  # a rank that died ends the others: say so once, no traceback
         lost = peer_failure(exc) if ctx.world_size > 1 else None
         if lost is None:
