@@ -374,12 +374,12 @@ def _device(device: str | Device, command: str) -> Device:
 
 def _shape(model: Any, input_shape: Sequence[int] | None) -> tuple[int, ...] | None:
     """The given shape, else a shipped model's own (ONNX files carry theirs: None)."""
-    from cnnforge.models import default_input_shape, model_names
+    from cnnforge.pipeline.sources import shipped_shape
 
     if input_shape is not None:
         return tuple(int(n) for n in input_shape)
-    if isinstance(model, str) and model in model_names():
-        return tuple(default_input_shape(model))
+    if (shipped := shipped_shape(model)) is not None:
+        return shipped
     if isinstance(model, str) and model.lower().endswith(".onnx"):
         return None
     raise InputError("no input_shape given", hint="e.g. input_shape=(3, 64, 64)")

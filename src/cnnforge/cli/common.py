@@ -63,11 +63,9 @@ def parse_shape(text: str, option: str = "--input-shape") -> tuple[int, ...]:
 
 def model_input_shape(model: str | None, text: str | None) -> tuple[int, ...] | None:
     """``--input-shape``, else a shipped model's own shape, else None (the caller decides)."""
-    from cnnforge.models import default_input_shape, model_names
+    from cnnforge.pipeline.sources import shipped_shape
 
-    if text:
-        return parse_shape(text)
-    return tuple(default_input_shape(model)) if model in model_names() else None
+    return parse_shape(text) if text else shipped_shape(model)
 
 
 def parse_weight_bits(

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from cnnforge.devices import Device
-from cnnforge.errors import CnnforgeError, InputError
+from cnnforge.errors import InputError
 from cnnforge.ir import Network
 from cnnforge.samples import InputArray, load_input_array
 
@@ -105,14 +105,20 @@ def read_calibration(
     return dataclasses.replace(read, values=values)
 
 
-def default_shape(model: str, sample: np.ndarray) -> tuple[int, ...]:
-    """Without --input-shape: a registered model's own shape, else the sample's (batch dropped)."""
-    try:
-        from cnnforge.models import default_input_shape
+def shipped_shape(model: object) -> tuple[int, ...] | None:
+    """A shipped model's own input shape (``qat-unet``: 3,32,32), else None (any other model)."""
+    from cnnforge.models import default_input_shape, model_names
 
+    if isinstance(model, str) and model in model_names():
         return tuple(default_input_shape(model))
-    except (ImportError, CnnforgeError, KeyError):
-        pass
+    return None
+
+
+def default_shape(model: object, sample: np.ndarray) -> tuple[int, ...]:
+    """Without --input-shape: a shipped model's own shape, else the sample's (batch dropped)."""
+    shipped = shipped_shape(model)
+    if shipped is not None:
+        return shipped
     shape = tuple(int(n) for n in sample.shape)
     return shape[1:] if len(shape) == 4 else shape
 
