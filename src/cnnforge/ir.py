@@ -174,6 +174,53 @@ class Layer:
         return self.op.value
 
 
+@dataclass(frozen=True)
+class HostInput:
+    """An input normalization done on the host where the input is prepared (passes/host_input.py):
+    the accelerator reads ``x * scale[c] + offset[c]`` of the model's input ``x``, per channel.
+    ``module_path`` names the user's layer it came from (for reports)."""
+
+    scale: tuple[float, ...]
+    offset: tuple[float, ...]
+    module_path: str = ""
+
+    def apply(self, x: np.ndarray, ndim: int) -> np.ndarray:
+        """The step on ``x`` whose last ``ndim`` axes are one sample (C, ...), in float64."""
+        a, b = self._columns(ndim)
+        return np.asarray(x, np.float64) * a + b
+
+    def invert(self, y: np.ndarray, ndim: int) -> np.ndarray:
+        """The model input that the step maps to ``y`` (float64; every scale is nonzero)."""
+        a, b = self._columns(ndim)
+        return (np.asarray(y, np.float64) - b) / a
+
+    def _columns(self, ndim: int) -> tuple[np.ndarray, np.ndarray]:
+        shape = (-1,) + (1,) * (ndim - 1)
+        a = np.asarray(self.scale, np.float64).reshape(shape)
+        return a, np.asarray(self.offset, np.float64).reshape(shape)
+
+    def mean_std(self) -> tuple[tuple[float, ...], tuple[float, ...]]:
+        """The same step written as ``(x - mean) / std``."""
+        std = tuple(1.0 / a for a in self.scale)
+        mean = tuple(-b / a for a, b in zip(self.scale, self.offset, strict=True))
+        return mean, std
+
+    def describe(self) -> str:
+        """``input normalization (x - mean)/std on the host: mean=[...], std=[...]``."""
+        mean, std = self.mean_std()
+        return (
+            f"input normalization (x - mean)/std on the host: mean={_numbers(mean)}, "
+            f"std={_numbers(std)}"
+        )
+
+
+def _numbers(values: tuple[float, ...]) -> str:
+    """One number when all are equal, else the list; 6 significant digits."""
+    if len(set(values)) == 1:
+        return f"{values[0]:.6g}"
+    return "[" + ", ".join(f"{v:.6g}" for v in values) + "]"
+
+
 @dataclass(frozen=True, eq=False)
 class Network:
     """An ordered list of layers (a topological order) with the input shape and output names."""
@@ -190,6 +237,9 @@ class Network:
     #: ``(module path, numel)`` of each parameter of the captured module that forward() does
     #: not use (encoder stages beyond the depth used): reported by analyze, never lowered.
     unused_params: tuple[tuple[str, int], ...] = ()
+    #: An input normalization the host applies before the accelerator reads the input (None:
+    #: the input is read as given); see passes/host_input.py. Float evaluation applies it.
+    host_input: HostInput | None = None
 
     def __post_init__(self) -> None:
         if not self.outputs and self.layers:
@@ -273,7 +323,9 @@ def _depth(text: str) -> int:
             depth -= 1
     return deepest
 
-_CLASSES = {c.__name__: c for c in (Network, Layer, Pooling, BatchNormParams, Quantized)}
+_CLASSES = {
+    c.__name__: c for c in (Network, Layer, Pooling, BatchNormParams, Quantized, HostInput)
+}
 _ENUMS = {c.__name__: c for c in (Op, Activation, PoolKind, EltwiseOp)}
 
 

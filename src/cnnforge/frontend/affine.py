@@ -106,6 +106,34 @@ def constant_affine(info: NodeInfo, scale: np.ndarray, shift: np.ndarray) -> Lay
     return info.layer(Op.BATCHNORM, batchnorm=params)
 
 
+def normalize_module(module: Any) -> tuple[np.ndarray, np.ndarray] | None:
+    """``(mean, std)`` of a torchvision-style ``Normalize`` module (``transforms.Normalize``,
+    ``transforms.v2.Normalize``: a class named Normalize with ``mean`` and ``std`` numbers),
+    else None. Its forward checks its input's type and values, which torch.fx cannot trace:
+    the tracer keeps it as a leaf and it is captured as ``(x - mean) / std``."""
+    if type(module).__name__ != "Normalize" or hasattr(module, "cnnforge_layer"):
+        return None
+    try:
+        mean = np.asarray(torch.as_tensor(module.mean, dtype=torch.float64), np.float64)
+        std = np.asarray(torch.as_tensor(module.std, dtype=torch.float64), np.float64)
+    except (AttributeError, TypeError, ValueError, RuntimeError):
+        return None
+    if mean.ndim > 1 or std.ndim > 1 or not np.all(np.isfinite(std)) or np.any(std == 0):
+        return None
+    return mean.reshape(-1), std.reshape(-1)
+
+
+def normalize_layer(info: NodeInfo, mean: np.ndarray, std: np.ndarray) -> Layer | None:
+    """The affine layer of a ``Normalize`` module on ``info``'s input; None when the numbers
+    do not fit its channels."""
+    channels = info.in_shapes[0][0] if info.in_shapes and info.in_shapes[0] else 0
+    if info.out_shape != info.in_shapes[0] or {len(mean), len(std)} - {1, channels}:
+        return None
+    scale = np.broadcast_to(1.0 / std, (channels,))
+    shift = np.broadcast_to(-mean / std, (channels,))
+    return constant_affine(info, scale, shift)
+
+
 def stack_reduce_layers(info: NodeInfo, reduce: str) -> list[Layer]:
     """``stack(features).sum(0)`` -> an N-input ADD; ``mean(0)`` -> the ADD then ``x / N``.
 

@@ -21,6 +21,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from cnnforge.frontend.affine import normalize_module
+
 Shape = tuple[int, ...]
 
 
@@ -49,7 +51,7 @@ def module_shape(module: nn.Module, args: Sequence[Any], kwargs: dict[str, Any])
         return _shape(x) if x.dim() >= 2 and x.shape[1] == module.num_channels else None
     if kind in (nn.InstanceNorm1d, nn.InstanceNorm2d):
         return _shape(x) if x.dim() >= 3 and x.shape[1] == module.num_features else None
-    if kind in _SAME_SHAPE_MODULES:
+    if kind in _SAME_SHAPE_MODULES or normalize_module(module) is not None:
         return _shape(x)
     return None
 

@@ -27,7 +27,13 @@ from torch import nn
 from torch.utils import _pytree as pytree
 
 from cnnforge.errors import InputError, ModelError
-from cnnforge.frontend.affine import ARITHMETIC, affine_layer, stack_reduce_layers
+from cnnforge.frontend.affine import (
+    ARITHMETIC,
+    affine_layer,
+    normalize_layer,
+    normalize_module,
+    stack_reduce_layers,
+)
 from cnnforge.frontend.aten_ops import WEIGHT_FUNCTIONS
 from cnnforge.frontend.captured import Captured, LayerLog, owned_arrays
 from cnnforge.frontend.fx_functions import METHOD_MAPPERS, function_mapper
@@ -54,7 +60,11 @@ class _Tracer(fx.Tracer):
         self.record_stack_traces = stack_traces
 
     def is_leaf_module(self, m: nn.Module, module_qualified_name: str) -> bool:
-        return hasattr(m, "cnnforge_layer") or super().is_leaf_module(m, module_qualified_name)
+        return (
+            hasattr(m, "cnnforge_layer")
+            or normalize_module(m) is not None
+            or super().is_leaf_module(m, module_qualified_name)
+        )
 
 
 def trace_graph(module: nn.Module) -> fx.GraphModule:
@@ -299,7 +309,11 @@ class _Builder(LayerLog):
     def _lower(self, node: fx.Node, info: NodeInfo) -> Layer | None:
         """The mapper's Layer (None: an alias of the input); OPAQUE for unknown ops."""
         if node.op == "call_module":
-            return map_module(self.modules[node.target], info)
+            module = self.modules[node.target]
+            if (constants := normalize_module(module)) is not None:
+                layer = normalize_layer(info, *constants)
+                return layer or opaque_layer(info, f"{_op_name(node)}: mean/std per channel")
+            return map_module(module, info)
         if node.op == "call_function" and (fn := function_mapper(node.target)) is not None:
             return fn(info, *self.rec.args[node])
         if node.op == "call_method" and node.target in METHOD_MAPPERS:

@@ -21,6 +21,7 @@ from cnnforge.ir import (
 from cnnforge.passes.fold_constants import is_constant_affine, why_not_folded
 from cnnforge.passes.fuse import hardware_activation, why_no_eltwise_act
 from cnnforge.passes.geometry import input_channels
+from cnnforge.passes.host_input import why_not_host_input
 from cnnforge.passes.host_ops import why_not_host
 from cnnforge.passes.pad_rewrites import pad_hint
 
@@ -87,10 +88,14 @@ def constant_hint(network: Network, layer: Layer) -> str:
     why = why_not_folded(network, layer)
     if layer.inputs[0] == INPUT:
         return (
-            f"an input normalization stays because {why}: apply it on the host where the "
-            "input is prepared and remove it from forward()"
+            f"an input normalization stays because {why} and cnnforge cannot do it on the "
+            f"host: {why_not_host_input(network, layer)}; apply it where the input is prepared "
+            "and remove it from forward()"
         )
-    return f"a constant scale/shift folds only into the conv/linear next to it; here {why}"
+    return (
+        f"a constant scale/shift folds only into the conv/linear next to it; here {why}; only "
+        "a normalization at the model's start (the input's only reader) is done on the host"
+    )
 
 
 def _fmt(values) -> str:

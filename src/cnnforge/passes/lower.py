@@ -54,9 +54,11 @@ def fold_batchnorm_step(network: Network, device: Device | None) -> tuple[Networ
         detail = f"{what} {bn.module_path or bn.name} folded into the weights and bias"
         records.append(Rewrite(layer, path, "fold-batchnorm", detail))
     from cnnforge.passes.fold_constants import fold_constants
+    from cnnforge.passes.host_input import move_input_normalization
 
     folded, constants = fold_constants(folded)
-    return folded, (*records, *constants)
+    folded, host = move_input_normalization(folded)
+    return folded, (*records, *constants, *host)
 
 
 def fuse_step(network: Network, device: Device | None) -> tuple[Network, tuple]:

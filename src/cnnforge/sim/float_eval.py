@@ -20,7 +20,17 @@ import torch.nn.functional as F
 
 from cnnforge.analysis.liveness import last_use
 from cnnforge.errors import SimulationError
-from cnnforge.ir import INPUT, Activation, EltwiseOp, Layer, Network, Op, Pooling, PoolKind
+from cnnforge.ir import (
+    INPUT,
+    Activation,
+    EltwiseOp,
+    HostInput,
+    Layer,
+    Network,
+    Op,
+    Pooling,
+    PoolKind,
+)
 from cnnforge.sim.checks import check_shape
 
 
@@ -30,14 +40,18 @@ def run_float(
     *,
     all_layers: bool = False,
     given: Mapping[str, torch.Tensor] | None = None,
+    host: bool | None = None,
 ) -> dict[str, torch.Tensor]:
     """Float outputs of ``network`` on ``x`` ((N,) C, ...), by name; every layer if asked.
 
     A floating ``x`` keeps its dtype (weights are cast to it); an integer ``x`` runs in float64.
-    The outputs get the network's ``host_reduce`` steps (not with ``all_layers``, which shows
-    what the accelerator computes). ``given`` holds batched values of layers not to compute:
-    OPAQUE layers have no float semantics of their own, so the frontend's equivalence check
-    gives them the value PyTorch computed for the captured graph on the same input.
+    ``host`` (default: not ``all_layers``, which shows what the accelerator computes): ``x`` is
+    the model's input, so the network's host steps apply: its ``host_input`` normalization
+    before the layers and its ``host_reduce`` steps on the outputs; else ``x`` is what the
+    accelerator reads and the outputs are what it computes. ``given`` holds batched values of
+    layers not to compute: OPAQUE layers have no float semantics of their own, so the
+    frontend's equivalence check gives them the value PyTorch computed for the captured graph
+    on the same input.
     """
     given = given or {}
     x = torch.as_tensor(x)
@@ -49,7 +63,10 @@ def run_float(
             f"input shape {tuple(x.shape)} does not match the network input "
             f"{tuple(network.input_shape)}"
         )
+    host = not all_layers if host is None else host
     values = {INPUT: x if batched else x.unsqueeze(0)}
+    if host and network.host_input is not None:  # passes/host_input.py
+        values[INPUT] = host_input_float(network.host_input, values[INPUT])
     # Unless every layer is asked for, a value is dropped after its last reader: freed memory
     # is reused, where fresh allocations (page faults) cost a third of a ResNet-50 evaluation.
     last = {} if all_layers else last_use(network)
@@ -67,10 +84,18 @@ def run_float(
                 if last.get(name, len(network.layers)) <= i:
                     del values[name]
     names = [layer.name for layer in network.layers] if all_layers else list(network.outputs)
-    if not all_layers:  # what the host computes after the accelerator (passes/host_ops.py)
+    if host:  # what the host computes after the accelerator (passes/host_ops.py)
         for name, kind in zip(network.outputs, network.host_reduce, strict=False):
             values[name] = host_reduce_float(kind, values[name])
     return {n: values[n] if batched else values[n][0] for n in names}
+
+
+def host_input_float(step: HostInput, x: torch.Tensor) -> torch.Tensor:
+    """The host's input normalization on a batch ``x`` (N, C, ...): ``x * scale + offset``
+    per channel, in ``x``'s dtype."""
+    shape = (1, -1) + (1,) * (x.dim() - 2)
+    scale = torch.tensor(step.scale, dtype=x.dtype).reshape(shape)
+    return x * scale + torch.tensor(step.offset, dtype=x.dtype).reshape(shape)
 
 
 #: The ``host_reduce`` suffix of an argmax that keeps the channel axis (size 1).
