@@ -9,15 +9,20 @@ loaders use (arithmetic.md §6, R6.1: ``torch.round`` is half to even) so the fl
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from cnnforge.arithmetic import ACT_MAX, ACT_MIN, ACT_SCALE
 from cnnforge.errors import InputError
 from cnnforge.resources import format_bytes, require, shape_text
+
+if TYPE_CHECKING:
+    from cnnforge.ir import HostInput
 
 #: The first bytes of the files people mix up: NumPy arrays, zip archives (torch checkpoints
 #: since torch 1.6, .npz), pickles (older torch checkpoints).
@@ -29,6 +34,11 @@ MAGIC = {
 
 FLOAT_RULE = "floats are read as model-input units: x_int = clip(round(128 * x), -128, 127)"
 INT_RULE = "integers must be int8 values in [-128, 127]"
+#: How a network's host-side input normalization (passes/host_input.py) treats input files.
+HOST_RULE = (
+    "floats are normalized on the host first, x_int = clip(round(128 * (x - mean) / std)); "
+    "integers are taken as the normalized input"
+)
 
 
 @dataclass(frozen=True)
@@ -39,12 +49,15 @@ class InputArray:
     source: str  # the file name, or "array"
     converted_from_float: bool = False
     clamped: int = 0  # float values that left [-1, 127/128] and were clamped
+    floats: np.ndarray | None = None  # the floats read (model units), for a host input step
+    normalized: bool = False  # the floats went through the host's input normalization
 
     def describe(self) -> str:
         """One phrase for notes: ``x.npy (4 samples, floats x 128)``."""
         count = self.values.shape[0] if self.values.ndim == 4 else 1
         what = f"{self.source} ({count} sample{'s' if count != 1 else ''}"
         if self.converted_from_float:
+            what += ", floats normalized on the host" if self.normalized else ""
             what += ", floats x 128"
             if self.clamped:
                 what += f", {self.clamped} values clamped"
@@ -164,10 +177,25 @@ def _convert(data: np.ndarray, source: str, option: str) -> InputArray:
             where=where,
             hint=FLOAT_RULE,
         )
-    scaled = np.rint(data.astype(np.float64) * ACT_SCALE)  # rint: half to even, as torch.round
+    values, clamped = quantize_floats(data)
+    return InputArray(values, source, converted_from_float=True, clamped=clamped, floats=data)
+
+
+def quantize_floats(data: np.ndarray) -> tuple[np.ndarray, int]:
+    """``clip(round_half_even(128 * x), -128, 127)`` as int64, and how many values clamped."""
+    scaled = np.rint(np.asarray(data, np.float64) * ACT_SCALE)  # rint: half to even (torch.round)
     clamped = int(((scaled < ACT_MIN) | (scaled > ACT_MAX)).sum())
-    values = np.clip(scaled, ACT_MIN, ACT_MAX).astype(np.int64)
-    return InputArray(values, source, converted_from_float=True, clamped=clamped)
+    return np.clip(scaled, ACT_MIN, ACT_MAX).astype(np.int64), clamped
+
+
+def with_host_input(read: InputArray, step: HostInput | None, ndim: int) -> InputArray:
+    """``read`` as the accelerator's input when the host normalizes it (``step``; ``ndim``: the
+    rank of one sample): floats in model units are normalized, then x 128; integers are taken
+    as already normalized. Without a step, ``read`` as it is."""
+    if step is None or read.floats is None or read.normalized:
+        return read
+    values, clamped = quantize_floats(step.apply(read.floats, ndim))
+    return dataclasses.replace(read, values=values, clamped=clamped, normalized=True)
 
 
 def _check_shape(data: np.ndarray, where: str | None, option: str) -> None:

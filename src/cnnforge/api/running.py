@@ -16,7 +16,8 @@ if TYPE_CHECKING:
 
 def run_network(network: Network, x: Any, device: Device, all_layers: bool = False) -> Any:
     """The bit-exact output of ``network`` on ``x`` (C,H,W or N,C,H,W; int8 values or floats
-    in model units): one int64 array, or a dict by layer name for several outputs or
+    in model units, which go through the network's host input normalization, if any, before
+    x 128): one int64 array, or a dict by layer name for several outputs or
     ``all_layers``."""
     outputs, layers = run_network_full(network, x, device, all_layers)
     if all_layers:
@@ -31,11 +32,12 @@ def run_network_full(
     ``cnnforge simulate`` writes and ``cnnforge.simulate`` returns."""
     import numpy as np
 
-    from cnnforge.samples import load_input_array
+    from cnnforge.samples import load_input_array, with_host_input
     from cnnforge.sim import simulate
 
-    data = load_input_array(array_of(x), "x").values
     shape = tuple(network.input_shape)
+    read = load_input_array(array_of(x), "x")  # floats: the host normalizes them first
+    data = with_host_input(read, network.host_input, len(shape)).values
     if data.shape == shape:
         batch, added = data[None], True
     elif data.shape[1:] == shape:

@@ -19,7 +19,7 @@ from cnnforge.devices import Device
 from cnnforge.errors import EmitError, InputError
 from cnnforge.ir import Network
 from cnnforge.outputs import atomic_output_dir, safe_file_stem
-from cnnforge.pipeline.quantized import quantized_from_source
+from cnnforge.pipeline.quantized import host_inputs, quantized_from_source
 from cnnforge.pipeline.sources import (
     VENDOR,
     match_sample,
@@ -78,16 +78,20 @@ def plan_request(request: PlanRequest, device: Device) -> PlanResult:
     inputs = request.sample is not None or request.calibration is not None
     if request.input_shape is None and (inputs or not own_shape):
         raise InputError("MODEL and --input-shape are needed", hint="e.g. unet-large -i 48,88,88")
-    sample = None
+    read = None
     if request.sample is not None:
-        sample = match_sample(read_sample(request.sample).values, request.input_shape)
+        read = read_sample(request.sample)
+        match_sample(read.values, request.input_shape)  # InputError unless it fits
     calibration = read_calibration(request.calibration, request.input_shape)
     quantized = quantized_from_source(
         source, request.input_shape, request.model_args, device, request.weight_bits,
-        calibration=calibration, sample=sample,
+        calibration=calibration, sample=read,
     )  # fmt: skip
     result = plan_and_validate(quantized.network, device, request.in_place)
-    return replace(result, sample=sample)
+    if read is None:
+        return result
+    _, sample = host_inputs(quantized.network, None, read)
+    return replace(result, sample=match_sample(sample, request.input_shape))
 
 
 def _vendor(request: PlanRequest, device: Device) -> PlanResult:

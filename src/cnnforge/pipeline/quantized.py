@@ -34,6 +34,22 @@ class QuantizedNetwork:
     notes: tuple[str, ...] = ()
 
 
+def host_inputs(
+    network: Network, calibration: InputArray | None, sample: np.ndarray | InputArray | None
+) -> tuple[InputArray | None, np.ndarray | None]:
+    """The calibration set and the sample as the accelerator reads them: through ``network``'s
+    host input normalization when it has one (samples.with_host_input); the sample unbatched."""
+    from cnnforge.samples import with_host_input
+
+    ndim = len(network.input_shape)
+    if calibration is not None:
+        calibration = with_host_input(calibration, network.host_input, ndim)
+    if isinstance(sample, InputArray):
+        values = with_host_input(sample, network.host_input, ndim).values
+        sample = values[0] if values.ndim == ndim + 1 else values
+    return calibration, sample
+
+
 def calibration_set(
     calibration: InputArray | None, sample: np.ndarray | None
 ) -> tuple[np.ndarray | None, str]:
@@ -75,12 +91,13 @@ def quantized_network(
     *,
     clip: str = "max",
     calibration: InputArray | None = None,
-    sample: np.ndarray | None = None,
+    sample: np.ndarray | InputArray | None = None,
 ) -> QuantizedNetwork:
     """Lower a model-level ``source`` for ``device``, choose widths, quantize (calibrated)."""
     from cnnforge.passes.lower import lower_to_hardware
 
     lowered = lower_to_hardware(source, device).network
+    calibration, sample = host_inputs(lowered, calibration, sample)
     values, used = calibration_set(calibration, sample)
     bits = _widths(lowered, device, weight_bits)
     return quantize_lowered(lowered, device, bits, clip=clip, calibration=values, used=used)
@@ -156,7 +173,7 @@ def quantized_from_source(
     *,
     clip: str = "max",
     calibration: InputArray | None = None,
-    sample: np.ndarray | None = None,
+    sample: np.ndarray | InputArray | None = None,
 ) -> QuantizedNetwork:
     """``load_source`` then, for a model, ``quantized_network`` (the commands' common path)."""
     network, quantized = load_source(source, input_shape, model_args, device)

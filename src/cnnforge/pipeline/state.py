@@ -82,6 +82,7 @@ class CompileState:
     hls_plan: HlsPlan | None = None  # HLS buffers, widths and estimate
     plan_issues: tuple[Issue, ...] = ()
     sample: np.ndarray | None = None  # int64, C,H,W (or C,L)
+    sample_read: InputArray | None = None  # --sample as read (its floats: a host input step's)
     calibration: InputArray | None = None  # --calibration, N,C,H,W int64
     answer: dict[str, np.ndarray] = field(default_factory=dict)
     output_exponents: dict[str, int] = field(default_factory=dict)  # calibrated PTQ scales

@@ -46,7 +46,7 @@ from cnnforge.pipeline.state import (
     Steps,
     summary,
 )
-from cnnforge.samples import FLOAT_RULE, InputArray
+from cnnforge.samples import FLOAT_RULE, HOST_RULE, InputArray, with_host_input
 
 # ---- steps ---------------------------------------------------------------------------------
 
@@ -72,9 +72,12 @@ def step_load(state: CompileState, workdir: Path) -> CompileState:
     from cnnforge.pipeline.quantized import load_source
 
     network, quantized = load_source(source, shape, o.model_args, state.device)
-    if quantized:
-        return state.with_(network=network, sample=match_sample(sample, network.input_shape))
-    state = state.with_(source=network, sample=match_sample(sample, network.input_shape))
+    if quantized:  # a saved network's host input step applies to a float sample
+        read = with_host_input(read, network.host_input, len(network.input_shape))
+        state = _host_input_notes(state, network)
+        return state.with_(network=network, sample=match_sample(read.values, network.input_shape))
+    sample = match_sample(sample, network.input_shape)
+    state = state.with_(source=network, sample=sample, sample_read=read)
     return _read_calibration(state, network.input_shape)
 
 
@@ -149,6 +152,7 @@ def lower_and_check(state: CompileState, placer: Placer) -> CompileState:
 
     report = check_report(state.source, state.device, weight_widths(bits), placer)
     _raise_violations(report.violations)
+    state = _host_input_notes(_normalized_inputs(state, report.network), report.network)
     return state.with_(
         network=report.network,
         rewrites=report.rewrites,
@@ -160,6 +164,43 @@ def lower_and_check(state: CompileState, placer: Placer) -> CompileState:
             *_host_notes(report.network),
         ),
     )
+
+
+def _normalized_inputs(state: CompileState, network: Network) -> CompileState:
+    """The float sample and calibration set through the host's input normalization (when the
+    network has one: passes/host_input.py), so the accelerator reads what the model computes."""
+    step = network.host_input
+    if step is None:
+        return state
+    ndim = len(network.input_shape)
+    changes: dict[str, Any] = {}
+    old = state.sample_read
+    if old is not None and old.floats is not None:
+        read = with_host_input(old, step, ndim)
+        changes |= {"sample": match_sample(read.values, network.input_shape), "sample_read": read}
+        notes = [n for n in state.notes if not n.startswith(f"sample {old.describe()}: ")]
+        note = f"sample {read.describe()}: see the input normalization"
+        if read.clamped:
+            note += (
+                "; the accelerator reads [-1, 127/128]: to keep the clamped values, divide std "
+                "by a power of two in the model and multiply the first conv's weights by it"
+            )
+        changes["notes"] = (*notes, note)
+    if state.calibration is not None:
+        changes["calibration"] = with_host_input(state.calibration, step, ndim)
+    return state.with_(**changes)
+
+
+def _host_input_notes(state: CompileState, network: Network) -> CompileState:
+    """The summary's line for a host-side input normalization, and what it did to the sample."""
+    step = network.host_input
+    if step is None:
+        return state
+    note = (
+        f"{step.describe()} (from {step.module_path}; C: cnn_host_input, checked by the "
+        f"self-test); input files: {HOST_RULE}"
+    )
+    return state.with_(notes=(*state.notes, note))
 
 
 def _host_notes(network: Network) -> tuple[str, ...]:
@@ -262,13 +303,17 @@ def _np(value: Any) -> np.ndarray:
 
 
 def step_float(state: CompileState, workdir: Path) -> CompileState:
-    """The float model on the same sample (x / 128), for the report's comparison."""
+    """The float model on the same sample (x / 128, or the model input the host normalizes
+    to it), for the report's comparison."""
     del workdir
     if state.source is None or not state.options.report:
         return state
     from cnnforge.sim.float_eval import run_float
 
     x = state.sample[None].astype(np.float32) / ACT_SCALE
+    step = state.network.host_input
+    if step is not None:  # the model's input that the host normalizes to the sample
+        x = step.invert(x, len(state.network.input_shape)).astype(np.float32)
     outputs = run_float(state.source, x, all_layers=True)
     # Fusion may rename layers: pair the model's outputs with the hardware outputs by position;
     # an output whose softmax runs on the host is compared before it (the known answer is).

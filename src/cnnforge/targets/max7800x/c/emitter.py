@@ -30,7 +30,7 @@ from cnnforge.targets.max7800x.c.arrays import (
     fnv1a32,
     pack_rows,
 )
-from cnnforge.targets.max7800x.c.host import c_doubles, host_steps
+from cnnforge.targets.max7800x.c.host import c_doubles, host_input_step, host_steps
 from cnnforge.targets.max7800x.c.model import (
     BINARY_CODE,
     KIND,
@@ -351,12 +351,21 @@ def emit_c(
         "host_size": expected.size,
         "host_text": ", ".join(f"{h['kind_text']} of {c_comment(str(h['name']))}" for h in steps),
     }
+    host_input, raw = host_input_step(network, sample)
+    ctx |= {
+        "host_input": host_input,
+        "input_text": f"; host input step: {sample.size} inputs agree" if host_input else "",
+    }
     verify = answer.size if max_verify is None else max(0, min(max_verify, answer.size))
     checksum = fnv1a32(answer)
     texts = {name: _env().get_template(name + ".j2").render(ctx) for name in TEMPLATES}
     texts.update({name: _load_template(name) for name in STATIC_FILES})
     texts["weights.h"] = _weights_h(network, t.clayers)
     texts["sampledata.h"] = _sampledata_h(sample)
+    if host_input:  # the model's input before the host step, for cnn_host_input's check
+        head, tail = texts["sampledata.h"].rsplit("\n#endif", 1)
+        raw_text = c_doubles("cnn_sample_raw", raw)
+        texts["sampledata.h"] = f"{head}\n{raw_text}\n#endif{tail}"
     texts["sampleoutput.h"] = _sampleoutput_h(answer[:verify], verify, checksum)
     if steps:  # the host steps' expected results, for the self-test
         head, tail = texts["sampleoutput.h"].rsplit("\n#endif", 1)

@@ -1,4 +1,10 @@
-"""The host steps of the portable C: softmax / log_softmax / argmax after the accelerator.
+"""The host steps of the portable C: the input normalization before the accelerator and
+softmax / log_softmax / argmax after it.
+
+``Network.host_input`` (passes/host_input.py) gives the C ``cnn_host_input``: the model's float
+input to the int8 input, exactly as samples.with_host_input computes it; the self-test runs it
+on ``cnn_sample_raw`` (the model input the host normalizes to the sample) and compares with
+the int8 sample, value by value.
 
 ``Network.host_reduce`` (passes/host_ops.py) says which outputs the host post-processes over
 their channels. The C gets ``cnn_host_output`` (double precision, its own exp/log so that no
@@ -15,6 +21,7 @@ from collections.abc import Mapping
 import numpy as np
 import torch
 
+from cnnforge.errors import EmitError
 from cnnforge.ir import Network
 from cnnforge.sim.agreement import output_scale
 from cnnforge.sim.float_eval import host_reduce_float
@@ -66,3 +73,29 @@ def c_doubles(name: str, values: np.ndarray, per_line: int = 4) -> str:
         "    " + ", ".join(items[i : i + per_line]) + "," for i in range(0, len(items), per_line)
     ]
     return f"static const double {name}[{len(items)}] = {{\n" + "\n".join(lines) + "\n};\n"
+
+
+def host_input_step(
+    network: Network, sample: np.ndarray
+) -> tuple[dict[str, object] | None, np.ndarray]:
+    """The template row of the host input step and the raw sample it maps to ``sample`` (the
+    flat int8 vector); (None, empty) without a step."""
+    from cnnforge.samples import quantize_floats
+
+    step = network.host_input
+    if step is None:
+        return None, np.zeros(0)
+    ndim = len(network.input_shape)
+    shaped = np.asarray(sample, np.float64).reshape(network.input_shape) / 128.0
+    raw = step.invert(shaped, ndim)
+    again, _ = quantize_floats(step.apply(raw, ndim))
+    if not np.array_equal(again.reshape(-1), np.asarray(sample).reshape(-1)):
+        raise EmitError("the host input step does not map the raw sample back to the sample")
+    row = {
+        "text": step.describe(),
+        "channels": len(step.scale),
+        "pixels": math.prod(network.input_shape[1:]),
+        "scale": ", ".join(repr(float(v)) for v in step.scale),
+        "offset": ", ".join(repr(float(v)) for v in step.offset),
+    }
+    return row, raw.reshape(-1)
