@@ -50,8 +50,8 @@ def layer_params(layer: Layer) -> int:
         return sum(weight_and_bias_sizes(layer))
     if layer.op is Op.BATCHNORM and layer.batchnorm is not None:
         bn = layer.batchnorm
-        if bn.eps == 0:  # constant arithmetic (frontend/affine.py): constants, not parameters
-            return 0
+        if bn.eps == 0:  # constant arithmetic (frontend/affine.py): only the model parameters
+            return 0 if layer.weight is None else int(layer.weight.size)  # it was computed from
         return sum(0 if a is None else int(a.size) for a in (bn.weight, bn.bias))
     if layer.op is Op.OPAQUE:
         return sum(0 if a is None else int(a.size) for a in (layer.weight, layer.bias))

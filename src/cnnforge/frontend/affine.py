@@ -93,6 +93,16 @@ def affine_layer(
     return constant_affine(info, scale, shift)
 
 
+def with_parameters(layer: Layer | None, params: list[torch.Tensor]) -> Layer | None:
+    """``layer`` (a constant affine map) keeping the model parameters its constant was computed
+    from (``self.gain = nn.Parameter(...)``), flattened into ``weight``: analyze counts them as
+    the module's parameters, as ``sum(p.numel())`` does; lowering folds the values it uses."""
+    if layer is None or not params:
+        return layer
+    flat = [p.detach().cpu().to(torch.float32).reshape(-1).numpy() for p in params]
+    return dataclasses.replace(layer, weight=np.concatenate(flat))
+
+
 def constant_affine(info: NodeInfo, scale: np.ndarray, shift: np.ndarray) -> Layer:
     """A BATCHNORM layer computing exactly ``scale * x + shift`` per channel."""
     n = len(scale)

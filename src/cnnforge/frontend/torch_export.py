@@ -25,7 +25,12 @@ from torch.export.graph_signature import InputKind, OutputKind
 from torch.utils import _pytree as pytree
 
 from cnnforge.errors import ModelError
-from cnnforge.frontend.affine import ARITHMETIC, affine_layer, stack_reduce_layers
+from cnnforge.frontend.affine import (
+    ARITHMETIC,
+    affine_layer,
+    stack_reduce_layers,
+    with_parameters,
+)
 from cnnforge.frontend.aten_ops import ATEN_MAPPERS
 from cnnforge.frontend.captured import Captured, LayerLog
 from cnnforge.frontend.fx_modules import NodeInfo, opaque_layer, unique_name
@@ -69,6 +74,7 @@ class _ExportBuilder(LayerLog):
         self.params: set[fx.Node] = set()
         self.param_names: dict[fx.Node, str] = {}  # parameter placeholder -> its module path
         self.stacks: dict[fx.Node, list[fx.Node]] = {}  # aten.stack of feature maps
+        self.counted: set[fx.Node] = set()  # parameters counted by a constant affine layer
 
     def captured(self, name: str, input_shape: tuple[int, ...]) -> Captured:
         specs = self.program.graph_signature.input_specs
@@ -211,7 +217,23 @@ class _ExportBuilder(LayerLog):
         other = args[1] if first else args[0]
         if isinstance(other, torch.Tensor) and other.device.type == "meta":
             return None
-        return affine_layer(info, ARITHMETIC[op], other, first, kwargs.get("alpha", 1))
+        layer = affine_layer(info, ARITHMETIC[op], other, first, kwargs.get("alpha", 1))
+        if layer is None:
+            return None
+        sources = self._parameter_sources(node.args[1] if first else node.args[0])
+        self.counted.update(sources)
+        return with_parameters(layer, [self.constants[n] for n in sources])
+
+    def _parameter_sources(self, value: Any) -> list[fx.Node]:
+        """The parameter placeholders a constant operand is computed from, not yet counted."""
+        seen: dict[fx.Node, None] = {}
+        todo = [value] if isinstance(value, fx.Node) and value in self.constants else []
+        while todo:
+            node = todo.pop()
+            if node not in seen:
+                seen[node] = None
+                todo.extend(n for n in node.all_input_nodes if n in self.constants)
+        return [n for n in seen if n in self.params and n not in self.counted]
 
     def _getitem(self, node: fx.Node) -> None:
         source, index = node.args

@@ -33,6 +33,7 @@ from cnnforge.frontend.affine import (
     normalize_layer,
     normalize_module,
     stack_reduce_layers,
+    with_parameters,
 )
 from cnnforge.frontend.aten_ops import WEIGHT_FUNCTIONS
 from cnnforge.frontend.captured import Captured, LayerLog, owned_arrays
@@ -234,6 +235,7 @@ class _Builder(LayerLog):
         self.paid: set[fx.Node] = set()  # tuple-valued modules whose parameters are counted
         self.stacks: dict[fx.Node, list[fx.Node]] = {}  # torch.stack of feature maps
         self.real: dict[fx.Node, Any] = {}  # real values of derived constants (weights)
+        self.counted: set[str] = set()  # parameters counted by a constant affine layer
 
     def captured(self, name: str, input_shape: tuple[int, ...]) -> Captured:
         outputs: tuple[str, ...] = ()
@@ -377,13 +379,27 @@ class _Builder(LayerLog):
         feature, other = (a, b) if first else (b, a)
         if not (isinstance(feature, fx.Node) and feature in self.alias):
             return None
+        params: list[torch.Tensor] = []
         if isinstance(other, fx.Node):
             if other not in self.constants:
                 return None
+            params = self._parameters_of(other)
             other = self._real(other)
         elif not isinstance(other, int | float) or isinstance(other, bool):
             return None
-        return affine_layer(info, kind, other, first, node.kwargs.get("alpha", 1))
+        layer = affine_layer(info, kind, other, first, node.kwargs.get("alpha", 1))
+        if layer is not None:
+            self.counted.update(str(n.target) for n in _attr_sources(node.args, self.constants))
+        return with_parameters(layer, params)
+
+    def _parameters_of(self, node: fx.Node) -> list[torch.Tensor]:
+        """The ``nn.Parameter``s a constant operand is computed from, not yet counted."""
+        found = []
+        for source in _attr_sources((node,), self.constants):
+            value = self._constant_value(source)
+            if isinstance(value, nn.Parameter) and str(source.target) not in self.counted:
+                found.append(value)
+        return found
 
     def _weighted(self, node: fx.Node, info: NodeInfo, sources: list[fx.Node]) -> Layer | None:
         """``F.conv2d(x, self.weight, ...)`` / ``F.linear`` whose weight and bias are parameters
@@ -486,6 +502,19 @@ def _user_line(node: fx.Node) -> str:
         if not match.group(1).startswith(skip):
             return f"{match.group(1)}:{match.group(2)}"
     return ""
+
+
+def _attr_sources(args: Any, constants: set[fx.Node]) -> list[fx.Node]:
+    """The ``get_attr`` nodes (parameters, buffers) that constant nodes in ``args`` read."""
+    seen: dict[fx.Node, None] = {}
+    todo = [n for n in pytree.tree_leaves(args) if isinstance(n, fx.Node) and n in constants]
+    while todo:
+        node = todo.pop()
+        if node in seen:
+            continue
+        seen[node] = None
+        todo.extend(n for n in node.all_input_nodes if n in constants)
+    return [n for n in seen if n.op == "get_attr"]
 
 
 def _module_path(node: fx.Node) -> str:

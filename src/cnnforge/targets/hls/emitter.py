@@ -83,6 +83,11 @@ def emit_hls(
         "sample.h": _sample_h(ns, sample, answer, checksum),
         "regmap.md": regmap_markdown(network, plan, target),
     }
+    if network.host_input is not None:  # passes/host_input.py: the host driver's job
+        texts["regmap.md"] += (
+            f"\nThe input is prepared on the host: {network.host_input.describe()}, then "
+            "int8 = clip(round(128 * value), -128, 127); SAMPLE_INPUT is already prepared.\n"
+        )
     for name, text in texts.items():
         (Path(out_dir) / name).write_text(text, "utf-8")
     ram = sum(plan.buffers.values())
