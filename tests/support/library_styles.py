@@ -165,6 +165,41 @@ class NormalizedInput(nn.Module):
         return F.relu(self.conv((x - self.mean) / self.std))
 
 
+class Normalize(nn.Module):
+    """torchvision's ``transforms.Normalize`` as it is written: type and value checks torch.fx
+    cannot trace, then an in-place ``sub_``/``div_`` on (a clone of) the input."""
+
+    def __init__(self, mean: list[float], std: list[float], inplace: bool = False) -> None:
+        super().__init__()
+        self.mean, self.std, self.inplace = mean, std, inplace
+
+    def forward(self, tensor: torch.Tensor) -> torch.Tensor:
+        if not isinstance(tensor, torch.Tensor):
+            raise TypeError(f"img should be Tensor Image. Got {type(tensor)}")
+        if tensor.ndim < 3:
+            raise ValueError("Expected tensor to be a tensor image of size (..., C, H, W)")
+        if not self.inplace:
+            tensor = tensor.clone()
+        mean = torch.as_tensor(self.mean, dtype=tensor.dtype, device=tensor.device)
+        std = torch.as_tensor(self.std, dtype=tensor.dtype, device=tensor.device)
+        if (std == 0).any():
+            raise ValueError("std evaluated to zero, leading to division by zero.")
+        return tensor.sub_(mean.view(-1, 1, 1)).div_(std.view(-1, 1, 1))
+
+
+class NormalizeModuleInput(nn.Module):
+    """A torchvision-style ``Normalize`` module at the model's start, then a padded conv."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.normalize = Normalize([0.5, 0.25, 0.125], [0.25, 0.5, 2.0])
+        self.conv = nn.Conv2d(3, 8, 3, padding=1)
+        self.head = nn.Conv2d(8, 4, 3, padding=1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(F.relu(self.conv(self.normalize(x))))
+
+
 class BilinearHead(nn.Module):
     """DeepLabV3+-style: a stride-4 encoder and a bilinear upsample back to the input size
     computed from the input's shape (``x.shape[-2:]``)."""
@@ -196,6 +231,7 @@ STYLES = {
     "UnusedStages": (3, 16, 16),
     "ConstantScales": (3, 16, 16),
     "NormalizedInput": (3, 16, 16),
+    "NormalizeModuleInput": (3, 16, 16),
     "BilinearHead": (3, 32, 32),
 }
 

@@ -148,6 +148,9 @@ def print_report(report: CheckReport, verbose: bool = False) -> None:
         summary = ", ".join(f"{n} {rule}" for rule, n in counts.items())
         more = "" if verbose else " (--verbose lists them)"
         console.print(f"rewrites (exact): {summary}{more}", highlight=False)
+    if report.network.host_input is not None:  # passes/host_input.py: the user must do it
+        step = report.network.host_input
+        console.print(f"{step.describe()} (from {step.module_path})", highlight=False)
     if verbose and report.rewrites:
         table = Table(title="Rewrites applied (exact)", title_justify="left")
         for col in ("layer", "module", "rule", "detail"):

@@ -93,7 +93,7 @@ def simulate(
     model: str = typer.Argument(
         None, help="MODEL (file.py:Name, package.module:Name or a short name); omit with --network."
     ),
-    input_path: Path = typer.Option(..., "--input", help="int8-valued .npy: C,H,W or N,C,H,W."),
+    input_path: Path = typer.Option(..., "--input", help="int8 or float .npy: C,H,W or N,C,H,W."),
     output: Path = typer.Option(..., "--output", help=".npy for the output (.npz if several)."),
     network_path: Path = typer.Option(None, "--network", help="cnnforge quantized checkpoint."),
     ai8x_yaml: Path = typer.Option(
@@ -144,7 +144,10 @@ def simulate(
     with atomic_outputs() as staged:  # both outputs or neither
         out_file = staged.file(output, overwrite)
         out_layers = None if layers_dir is None else staged.directory(layers_dir, overwrite)
-        outputs, layers = run_network_full(network, data, dev, all_layers=layers_dir is not None)
+        # the file, not ``data``: its floats go through the network's host input step
+        outputs, layers = run_network_full(
+            network, input_path, dev, all_layers=layers_dir is not None
+        )
         write_outputs(outputs, out_file)
         if out_layers is not None:  # numbered files and order.txt: the network's order
             lines = []
