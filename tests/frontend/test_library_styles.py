@@ -162,12 +162,40 @@ def test_constants_fold_into_convs(name: str) -> None:
     assert "fold-constant-into-conv" in rules
 
 
-def test_input_normalization_before_a_padded_conv_says_why() -> None:
-    network = capture(styles.NormalizedInput().eval(), (3, 16, 16))
+@pytest.mark.parametrize("name", ["NormalizedInput", "NormalizeModuleInput"])
+def test_input_normalization_before_a_padded_conv_runs_on_the_host(name: str) -> None:
+    network = capture(getattr(styles, name)().eval(), (3, 16, 16))
     device = get_device("MAX78000")
-    violations = check_network(lower_to_hardware(network, device).network, device)
-    hints = [v.hint for v in violations if v.layer == "truediv"]
-    assert hints and "not exact at the borders" in hints[0] and "host" in hints[0]
+    lowered = lower_to_hardware(network, device)  # verified equivalent step by step
+    assert check_network(lowered.network, device) == ()
+    assert lowered.network.host_input is not None
+    assert "host-input" in {r.rule for r in lowered.rewrites}
+
+
+@pytest.mark.parametrize("how", ["fx", "export"])
+def test_a_parameter_scale_counts_its_numel(how: str) -> None:
+    class Gains(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.conv = nn.Conv2d(3, 8, 3, padding=1)
+            self.gain = nn.Parameter(torch.linspace(0.5, 2, 8).view(1, 8, 1, 1))
+            self.scale = nn.Parameter(torch.tensor(3.0))
+            self.shift = nn.Parameter(torch.linspace(0, 1, 8))
+            self.head = nn.Conv2d(8, 4, 1)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            y = self.conv(x) * self.gain * self.scale
+            return self.head(F.relu(y) + self.shift.view(1, -1, 1, 1))
+
+    model = Gains().eval()
+    if how == "fx":
+        network = capture(model, (3, 8, 8))
+    else:
+        network = capture_export(model, (3, 8, 8), "g").network
+    total = analyze_network(network, device=MAX78000).totals.params
+    assert total == sum(p.numel() for p in model.parameters())
+    lowered = lower_to_hardware(network, device=None)
+    assert {"fold-batchnorm", "fold-constant-into-conv"} <= {r.rule for r in lowered.rewrites}
 
 
 @settings(max_examples=15, deadline=None)
