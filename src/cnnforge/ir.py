@@ -177,30 +177,35 @@ class Layer:
 @dataclass(frozen=True)
 class HostInput:
     """An input normalization done on the host where the input is prepared (passes/host_input.py):
-    the accelerator reads ``x * scale[c] + offset[c]`` of the model's input ``x``, per channel.
-    ``module_path`` names the user's layer it came from (for reports)."""
+    the accelerator reads ``(x * scale[c] + offset[c]) / 2^exponent`` of the model's input
+    ``x``, per channel; ``exponent`` keeps it inside the int8 input range and the first layer's
+    weights carry ``2^exponent``. ``module_path`` names the user's layer (for reports)."""
 
     scale: tuple[float, ...]
     offset: tuple[float, ...]
     module_path: str = ""
+    exponent: int = 0
 
     def apply(self, x: np.ndarray, ndim: int) -> np.ndarray:
         """The step on ``x`` whose last ``ndim`` axes are one sample (C, ...), in float64."""
-        a, b = self._columns(ndim)
+        a, b = self.columns(ndim)
         return np.asarray(x, np.float64) * a + b
 
     def invert(self, y: np.ndarray, ndim: int) -> np.ndarray:
         """The model input that the step maps to ``y`` (float64; every scale is nonzero)."""
-        a, b = self._columns(ndim)
+        a, b = self.columns(ndim)
         return (np.asarray(y, np.float64) - b) / a
 
-    def _columns(self, ndim: int) -> tuple[np.ndarray, np.ndarray]:
+    def columns(self, ndim: int = 1) -> tuple[np.ndarray, np.ndarray]:
+        """Scale and offset with the ``2^-exponent`` (exact: a power of two), float64, shaped
+        to broadcast over a sample of rank ``ndim``; what the host and the C compute with."""
         shape = (-1,) + (1,) * (ndim - 1)
-        a = np.asarray(self.scale, np.float64).reshape(shape)
-        return a, np.asarray(self.offset, np.float64).reshape(shape)
+        unit = 2.0**-self.exponent
+        a = np.asarray(self.scale, np.float64).reshape(shape) * unit
+        return a, np.asarray(self.offset, np.float64).reshape(shape) * unit
 
     def mean_std(self) -> tuple[tuple[float, ...], tuple[float, ...]]:
-        """The same step written as ``(x - mean) / std``."""
+        """The model's normalization written as ``(x - mean) / std`` (without the exponent)."""
         std = tuple(1.0 / a for a in self.scale)
         mean = tuple(-b / a for a, b in zip(self.scale, self.offset, strict=True))
         return mean, std
@@ -208,10 +213,14 @@ class HostInput:
     def describe(self) -> str:
         """``input normalization (x - mean)/std on the host: mean=[...], std=[...]``."""
         mean, std = self.mean_std()
-        return (
+        text = (
             f"input normalization (x - mean)/std on the host: mean={_numbers(mean)}, "
             f"std={_numbers(std)}"
         )
+        if self.exponent:
+            e = self.exponent
+            text += f", then / 2^{e} into the int8 input range (the first layer's weights x 2^{e})"
+        return text
 
 
 def _numbers(values: tuple[float, ...]) -> str:

@@ -162,3 +162,27 @@ def test_compile_run_simulate_apply_the_host_step(tmp_path, capsys: pytest.Captu
     assert exc.value.code in (0, None), capsys.readouterr().out
     known = np.load(out / "sample_output.npz")
     assert np.array_equal(np.load(y), known[next(iter(known.files))])
+
+
+def test_imagenet_normalization_keeps_the_input_in_range_and_tracks_eager(tmp_path):
+    """(x - mean) / std reaches 2.6 on [0, 1] images: the host also divides by 2^2 (the first
+    conv's weights carry 4), nothing is clamped and the known answer tracks the eager model."""
+    from cnnforge.pipeline import CompileOptions, compile_model
+    from cnnforge.sim.agreement import output_scale
+
+    x = np.random.default_rng(2).random((3, 16, 16)).astype(np.float32)
+    options = CompileOptions(
+        output=tmp_path / "out", model=f"{STYLES}:NormalizedInput", ptq=True, sample=x,
+        run=True, report=False, device="MAX78000",
+    )  # fmt: skip
+    state = compile_model(options)
+    step = state.network.host_input
+    assert state.selftest.passed and step is not None and step.exponent == 2
+    assert not any("clamped" in n for n in state.notes)
+    torch.manual_seed(0)  # the untrained weights every command sees
+    with torch.no_grad():
+        eager = styles.NormalizedInput().eval()(torch.from_numpy(x)[None])[0].double().numpy()
+    name = state.network.outputs[0]
+    unit = output_scale(state.network, name, state.output_exponents.get(name, 0))
+    got = state.answer[name] * unit
+    assert np.corrcoef(got.ravel(), eager.ravel())[0, 1] >= 0.99

@@ -92,10 +92,9 @@ def run_float(
 
 def host_input_float(step: HostInput, x: torch.Tensor) -> torch.Tensor:
     """The host's input normalization on a batch ``x`` (N, C, ...): ``x * scale + offset``
-    per channel, in ``x``'s dtype."""
-    shape = (1, -1) + (1,) * (x.dim() - 2)
-    scale = torch.tensor(step.scale, dtype=x.dtype).reshape(shape)
-    return x * scale + torch.tensor(step.offset, dtype=x.dtype).reshape(shape)
+    per channel (with its ``2^-exponent``), in ``x``'s dtype."""
+    a, b = step.columns(x.dim() - 1)
+    return x * torch.from_numpy(a).to(x.dtype) + torch.from_numpy(b).to(x.dtype)
 
 
 #: The ``host_reduce`` suffix of an argmax that keeps the channel axis (size 1).

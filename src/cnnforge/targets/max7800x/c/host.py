@@ -95,7 +95,7 @@ def host_input_step(
         "text": step.describe(),
         "channels": len(step.scale),
         "pixels": math.prod(network.input_shape[1:]),
-        "scale": ", ".join(repr(float(v)) for v in step.scale),
-        "offset": ", ".join(repr(float(v)) for v in step.offset),
+        "scale": ", ".join(repr(float(v)) for v in step.columns()[0]),
+        "offset": ", ".join(repr(float(v)) for v in step.columns()[1]),
     }
     return row, raw.reshape(-1)
