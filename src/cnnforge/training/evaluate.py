@@ -55,6 +55,17 @@ def hardware_network(model: nn.Module, input_shape: tuple[int, ...]) -> Network:
     return lower_to_hardware(capture(model, input_shape, name=type(model).__name__), None).network
 
 
+def _prepared(network: Network, xf: torch.Tensor) -> torch.Tensor:
+    """The accelerator's input for the model input ``xf / 128``: through the network's host
+    input normalization when it has one (passes/host_input.py), else ``xf`` itself."""
+    if network.host_input is None:
+        return xf
+    from cnnforge.samples import quantize_floats
+
+    normalized = network.host_input.apply(xf.numpy() / ACT_SCALE, xf.dim() - 1)
+    return torch.from_numpy(quantize_floats(normalized)[0])
+
+
 def output_scale(network: Network) -> float:
     """Factor from the simulator's integer output to the QAT module's float output."""
     last = network.layer(network.outputs[0])
@@ -94,7 +105,9 @@ def evaluate_three_ways(
             outs = {
                 "float": float_model(xf.to(torch.float32) / ACT_SCALE).double(),
                 "qat-eval": quant_model(xf.to(torch.float32) / ACT_SCALE).double(),
-                "bit-exact": simulate(network, xf, device=None).outputs[network.outputs[0]].double()
+                "bit-exact": simulate(network, _prepared(network, xf), device=None)
+                .outputs[network.outputs[0]]
+                .double()
                 * scale,
             }
             compared += outs["qat-eval"].numel()
