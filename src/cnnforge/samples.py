@@ -36,8 +36,8 @@ FLOAT_RULE = "floats are read as model-input units: x_int = clip(round(128 * x),
 INT_RULE = "integers must be int8 values in [-128, 127]"
 #: How a network's host-side input normalization (passes/host_input.py) treats input files.
 HOST_RULE = (
-    "floats are normalized on the host first, x_int = clip(round(128 * (x - mean) / std)); "
-    "integers are taken as the normalized input"
+    "floats x (model units) are normalized on the host first, x' = (x - mean) / std (/ 2^e), "
+    "then x_int = clip(round(128 * x'), -128, 127); integers are taken as the normalized input"
 )
 
 

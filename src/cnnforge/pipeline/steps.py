@@ -182,8 +182,8 @@ def _normalized_inputs(state: CompileState, network: Network) -> CompileState:
         note = f"sample {read.describe()}: see the input normalization"
         if read.clamped:
             note += (
-                "; the accelerator reads [-1, 127/128]: to keep the clamped values, divide std "
-                "by a power of two in the model and multiply the first conv's weights by it"
+                "; the accelerator reads [-1, 127/128] and the inputs leave the range the host "
+                "step assumed (docs/check.md, Input normalization on the host)"
             )
         changes["notes"] = (*notes, note)
     if state.calibration is not None:
