@@ -62,11 +62,11 @@ def check(
 ) -> None:
     """List the exact rewrites applied and ALL device violations; exit 1 if it does not fit."""
     from cnnforge.api import check as check_model
-    from cnnforge.devices import Device
+    from cnnforge.devices import Capabilities
     from cnnforge.pipeline.targets import resolve_device
 
     shape = model_input_shape(model, input_shape)
-    if not isinstance(resolve_device(device), Device):  # generic: what budget --accuracy runs
+    if not isinstance(resolve_device(device), Capabilities):  # generic: what budget --accuracy runs
         _check_generic(model, device, shape, parse_model_args(model_arg), checkpoint)
     report = check_model(
         model, device, shape,

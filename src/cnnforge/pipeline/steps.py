@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from cnnforge.arithmetic import ACT_SCALE
-from cnnforge.devices import Device
+from cnnforge.devices import Capabilities
 from cnnforge.errors import DeviceLimitError, EmitError, InputError
 from cnnforge.ir import Network
 from cnnforge.outputs import safe_file_stem
@@ -317,7 +317,7 @@ def step_emit_c(state: CompileState, workdir: Path) -> CompileState:
 
 
 def _macs_note(
-    source: Network | None, network: Network, macs: int, device: Device
+    source: Network | None, network: Network, macs: int, device: Capabilities
 ) -> tuple[str, ...]:
     """Why the C's MAC count differs from ``cnnforge analyze``'s count of the model, layer by
     layer: what the exact rewrites added or changed (an upsample that became a convolution)."""

@@ -16,7 +16,7 @@ from typing import Any
 import jinja2
 
 from cnnforge.arithmetic import ACT_SCALE
-from cnnforge.devices import Device
+from cnnforge.devices import Max7800xDevice
 from cnnforge.ir import INPUT, Network
 from cnnforge.outputs import atomic_output_file
 from cnnforge.sim.agreement import agreement, output_scale
@@ -37,7 +37,7 @@ def _popcount(mask: int) -> int:
     return bin(mask).count("1")
 
 
-def analysis_rows(network: Network, dev: Device) -> list[dict[str, Any]]:
+def analysis_rows(network: Network, dev: Max7800xDevice) -> list[dict[str, Any]]:
     """The analysis table (analysis.analyze_network) as plain rows."""
     from cnnforge.analysis import analyze_network
 
@@ -162,7 +162,7 @@ def _plan_section(state: Any) -> dict[str, Any] | None:
     }
 
 
-def _clock_text(device: Device | None, cycles: float) -> str:
+def _clock_text(device: Max7800xDevice | None, cycles: float) -> str:
     """``= 1.23 ms at 50 MHz`` from the device's CNN clock, or nothing."""
     hz = device.clock_hz if device is not None else None
     if not hz:
