@@ -11,6 +11,7 @@ side-by-side table, §8 the machine-readable copy). Fields equal on both MAX par
 value as the default; the two instances below give the rest. Where the manual and the vendor
 tool disagree the tool's value is used (devices.md §9).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -316,6 +317,14 @@ DEVICES: tuple[Max7800xDevice, ...] = (MAX78000, MAX78002)
 DEFAULT_DEVICE: str = MAX78000.name
 #: The MAX7800x names for help texts: "MAX78000, MAX78002".
 DEVICE_NAMES: str = ", ".join(d.name for d in DEVICES)
+
+
+def as_max7800x(device: Capabilities) -> Max7800xDevice:
+    """``device`` as the MAX7800x record MAX7800x-only code needs (InputError for another
+    target's record: its planner, memories and writers are the MAX7800x ones)."""
+    if isinstance(device, Max7800xDevice):
+        return device
+    raise InputError(f"{device.name} is not a MAX7800x part", hint=f"choose one of {DEVICE_NAMES}")
 
 
 def get_device(name: str | Max7800xDevice) -> Max7800xDevice:

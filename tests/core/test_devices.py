@@ -116,7 +116,9 @@ def _norm(value):
 
 @pytest.mark.parametrize("device", DEVICES, ids=lambda d: d.name)
 @pytest.mark.parametrize(("attr", "path"), PAIRS, ids=[a for a, _ in PAIRS])
-def test_device_number_matches_spec_yaml(spec, device: Max7800xDevice, attr: str, path: str) -> None:
+def test_device_number_matches_spec_yaml(
+    spec, device: Max7800xDevice, attr: str, path: str
+) -> None:
     assert _norm(getattr(device, attr)) == _norm(_lookup(spec[device.name], path))
 
 

@@ -128,10 +128,11 @@ def print_report(report: CheckReport, verbose: bool = False) -> None:
     """What a person reads first: the verdict and every violation; then one line each for the
     rewrites and widths (their full tables with ``verbose``)."""
     verdict = "[green]fits[/green]" if report.fits else "[red]does not fit[/red]"
+    kernels = report.kernel_capacity_words  # 0: the target has no MAX7800x kernel memory
+    memory = f"kernel memory {report.kernel_words}/{kernels} words, " if kernels else ""
     console.print(
         f"{report.network.name} on {report.device}: {verdict} — {len(report.network)} hardware "
-        f"layers, kernel memory {report.kernel_words}/{report.kernel_capacity_words} words, "
-        f"{len(report.violations)} violation(s)"
+        f"layers, {memory}{len(report.violations)} violation(s)"
     )
     if report.violations:
         console.print(_violations_table(report.violations))
@@ -173,4 +174,7 @@ def _print_widths(report: CheckReport, verbose: bool) -> None:
         table.add_column(col)
     for n in report.kernel_needs:
         table.add_row(n.layer, n.module_path, str(n.weight_bits), str(n.processors), str(n.words))
+    if not report.kernel_needs:  # no kernel memory (HLS): the widths alone
+        for name, bits in report.weight_bits.items():
+            table.add_row(name, name, str(bits), "-", "-")
     console.print(table)

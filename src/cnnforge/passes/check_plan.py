@@ -47,12 +47,10 @@ Placer = Callable[[Network, "Capabilities"], object]
 
 def plan_max7800x(network: Network, device: Capabilities) -> object:
     """The MAX7800x placement: the planner ``plan`` and ``compile`` run."""
-    from cnnforge.devices import Max7800xDevice
+    from cnnforge.devices import as_max7800x
     from cnnforge.targets.max7800x.planner import plan_network
 
-    if not isinstance(device, Max7800xDevice):
-        raise EmitError(f"{device.name} is not a MAX7800x part")
-    return plan_network(network, device)
+    return plan_network(network, as_max7800x(device))
 
 
 def placement_violations(

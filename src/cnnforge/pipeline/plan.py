@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from cnnforge.devices import Capabilities
+from cnnforge.devices import Capabilities, Max7800xDevice, as_max7800x
 from cnnforge.errors import EmitError, InputError
 from cnnforge.ir import Network
 from cnnforge.outputs import atomic_output_dir, safe_file_stem
@@ -68,6 +68,7 @@ class PlanRequest:
 
 def plan_request(request: PlanRequest, device: Capabilities) -> PlanResult:
     """Plan a model (quantized the one way) or a vendor pair (re-planned, or only validated)."""
+    device = as_max7800x(device)  # the MAX7800x planner (the Target record names it)
     source = model_source(
         request.model, request.checkpoint, None, request.ai8x_yaml, request.ai8x_checkpoint,
         hint="give MODEL, or --ai8x-yaml with --ai8x-checkpoint",
@@ -90,7 +91,7 @@ def plan_request(request: PlanRequest, device: Capabilities) -> PlanResult:
     return replace(result, sample=sample)
 
 
-def _vendor(request: PlanRequest, device: Capabilities) -> PlanResult:
+def _vendor(request: PlanRequest, device: Max7800xDevice) -> PlanResult:
     from cnnforge.frontend.ai8x import load_ai8x
 
     network, vendor_plan = load_ai8x(
@@ -107,7 +108,9 @@ def _vendor(request: PlanRequest, device: Capabilities) -> PlanResult:
     return plan_and_validate(network, device, request.in_place)
 
 
-def plan_and_validate(network: Network, device: Capabilities, in_place: bool = True) -> PlanResult:
+def plan_and_validate(
+    network: Network, device: Max7800xDevice, in_place: bool = True
+) -> PlanResult:
     """Plan ``network``; the plan must pass the validator (else a ``PlanError``: a bug)."""
     start = time.perf_counter()
     out, plan = plan_network(network, device, in_place=in_place)
@@ -117,7 +120,7 @@ def plan_and_validate(network: Network, device: Capabilities, in_place: bool = T
 
 
 def validate_imported(
-    network: Network, plan: Plan, device: Capabilities, allow_overlap: bool, in_place: bool = True
+    network: Network, plan: Plan, device: Max7800xDevice, allow_overlap: bool, in_place: bool = True
 ) -> PlanResult:
     """Figures and issues of a given (imported) plan, without re-planning."""
     from cnnforge.targets.max7800x.metrics import with_cycles
@@ -135,6 +138,7 @@ def write_outputs(
     """network.yaml, the vendor checkpoint, sample input, plan.json/plan.md and pictures."""
     from cnnforge.targets.max7800x.plan_report import write_report
 
+    device = as_max7800x(device)
     net, plan = result.network, result.plan
     dataset = safe_file_stem(net.name.lower())  # names files: never a path (issue 18)
     notes = list(plan.notes)

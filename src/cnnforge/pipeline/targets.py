@@ -17,7 +17,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Literal
 
 from cnnforge import arithmetic
-from cnnforge.devices import DEVICES, Capabilities
+from cnnforge.devices import DEVICES, Capabilities, Max7800xDevice
 from cnnforge.errors import InputError
 from cnnforge.ir import Network
 from cnnforge.passes.check_plan import Placer, plan_max7800x
@@ -32,7 +32,8 @@ from cnnforge.targets.hls.device import HLS
 if TYPE_CHECKING:
     from cnnforge.passes.check import CheckReport
 
-#: What ``--device`` resolves to: a MAX7800x/HLS ``Capabilities`` or a parametrised generic target.
+#: What ``--device`` resolves to: a target's ``Capabilities`` record (MAX7800x, HLS) or a
+#: parametrised generic target.
 TargetDevice = Capabilities | GenericTarget
 
 #: What ``cnnforge plan`` does for a target: run its planner and writer ("place"), plan the
@@ -77,7 +78,7 @@ class Target:
         return self.device
 
 
-def _max7800x(device: Capabilities) -> Target:
+def _max7800x(device: Max7800xDevice) -> Target:
     """A MAX7800x part: the vendor's integer rules, the shared compile recipe and planner."""
     return Target(
         device.name,
