@@ -1,11 +1,15 @@
-"""The MAX78000 and MAX78002 CNN accelerators as data: frozen records of numbers.
+"""What a target can compute, and the MAX78000 and MAX78002 CNN accelerators, as frozen records.
 
-Every number a later stage needs (checker, planner, latency model, simulator, emitters) lives in
-one ``Device`` record; code asks the device (``device.max_layers``, ``device.supports_op(op)``,
-``device.kernel_words(p)``) and never branches on a device name. Each field cites its section
-of ../shared/spec/devices.md (§1 is the side-by-side table, §8 the machine-readable copy).
-Fields equal on both parts carry their value as the default; the two instances below give the
-rest. Where the manual and the vendor tool disagree the tool's value is used (devices.md §9).
+``Capabilities`` is the target-neutral record the shared stages (frontend, passes, quant, sim,
+analysis) read: operations, weight and activation widths, per-op limits (kernel sizes, strides,
+channels, pooling, layer count). Each target extends it with its own memories and registers:
+``Max7800xDevice`` below (processors, quadrants, kernel, data and bias memories, streaming,
+clocks, addresses), ``targets.hls.device.HlsTarget`` for the HLS overlay. Code asks the record
+(``device.max_layers``, ``device.supports_op(op)``, ``device.kernel_words(p)``) and never
+branches on a device name. Each field cites its section of ../shared/spec/devices.md (§1 is the
+side-by-side table, §8 the machine-readable copy). Fields equal on both MAX parts carry their
+value as the default; the two instances below give the rest. Where the manual and the vendor
+tool disagree the tool's value is used (devices.md §9).
 """
 
 from __future__ import annotations
@@ -22,12 +26,116 @@ from cnnforge.kinds import (  # no numpy: --help
 )
 
 
-@dataclass(frozen=True)
-class Device:
-    """One CNN accelerator: processors, memories, per-op limits, clocks (devices.md §1-§8)."""
+@dataclass(frozen=True, kw_only=True)
+class Capabilities:
+    """What a target computes, target-neutral: ops, widths and per-op limits (devices.md §1).
+
+    The shared stages (frontend, passes, quant, sim, analysis) read only these fields; every
+    target's record extends this class with its own memories and registers (``Max7800xDevice``
+    below, ``targets.hls.device.HlsTarget``). Defaults are the MAX7800x values; the fields
+    without one differ between the parts.
+    """
+
+    name: str
+    # ---- layers and dims (§1, §8 `layers`, `dims`) --------------------------------------------
+    max_layers: int  # hardware layer slots (32 / 128)
+    max_row_col: int  # manual value (§1 "Max rows or columns", §9)
+    count_bits: int  # row/col counter width: rows + 2*pad <= 2^bits (§1)
+    max_channels: int = 1024  # §1 "Max channels in or out per layer" (tool value, §9)
+    frame_limit: int = 1 << 21  # H*W*passes < 2^21 (§1 "Frame limit")
+    # channels computed side by side: a tensor of C channels takes E = ceil(C / 64) passes (§2)
+    pass_channels: int = 64  # channels per pass
+    pass_align: int = 4  # T rounded up to a multiple of 4 when C > 64 (§2)
+    # ---- operations (§1) -------------------------------------------------------------------------
+    ops: frozenset[Op] = HARDWARE_OPS  # the hardware layer operations
+    eltwise_ops: frozenset[EltwiseOp] = HARDWARE_ELTWISE  # §1 "Element-wise ops / operands"
+    # ---- widths (§1 "Weight widths", arithmetic R1.2) ----------------------------------------
+    weight_bits: tuple[int, ...] = (8, 4, 2, 1)  # §1 "Weight widths" (binary: binary_weights)
+    binary_weights: bool  # binary -1/+1 weights (MAX78002)
+    default_weight_bits: int = 8  # the width compile uses unless --weight-bits is given
+    activation_bits: int = 8  # activations: 8-bit, value v / 128 (arithmetic R1.1)
+    shift_range: tuple[int, int] = (-15, 15)  # total output shift (§1 "Output shift")
+    # ---- per-op limits (§1, §8) -------------------------------------------------------------
+    conv2d_kernels: tuple[tuple[int, int], ...] = ((1, 1), (3, 3))  # §1 "Conv2d kernel"
+    conv1d_kernel_range: tuple[int, int] = (1, 9)  # §1 "Conv1d kernel length"
+    conv_pads: tuple[int, ...] = (0, 1, 2)  # §1 "Conv padding"; pad < kernel size
+    conv2d_dilation_max: int = 1  # tool value; the manual's 16 is rejected by izer (§9)
+    conv1d_dilation_max: int  # §1 "Conv dilation" (1023 / 2047)
+    conv1d_multipass_pad: bool  # False: padded Conv1d with > 64 in-channels rejected (§1)
+    depthwise: bool  # groups = in = out allowed (§1 "Groups", §8 `groups`)
+    convtranspose2d_kernel: tuple[int, int] = (3, 3)  # §1 "ConvTranspose2d"
+    convtranspose2d_stride: int = 2
+    convtranspose2d_output_padding: int = 1
+    convtranspose2d_pads: tuple[int, ...] = (0, 1, 2)  # hardware pad k-1-p; PyTorch p alike
+    pool_size_range: tuple[int, int] = (1, 16)  # §1 "Pool kernel", per dim
+    pool_stride_range: tuple[int, int] = (1, 16)  # §1 "Pool stride"
+    pool_dilation_max: int  # §1 "Pool dilation" (1 / 16; max pooling only)
+    passthrough_pool_max_passes: int  # pool-only layer passes unless pooled to 1x1 (§1)
+    eltwise_operands_range: tuple[int, int] = (2, 16)
+    pool_after_eltwise_operands: int = 2  # `pool_first: false` operand limit (§1)
+    eltwise_multipass_plain_only: bool  # > 1 pass needs an eltwise-only layer (MAX78000, §1)
+    eltwise_multipass_conv_bias: bool  # in-flight eltwise + conv + multipass + bias allowed (§1)
+    flatten_max_chw: int = 16384  # §1 "Flatten"
+    flatten_max_hw: int = 256
+    linear_max_in: int = 1024  # §1 "Linear layer"
+    linear_max_out: int = 1024
+
+    # ---- questions -----------------------------------------------------------------------------
+
+    def supports_op(self, op: Op | str) -> bool:
+        """True for the hardware layer operations of the target (``ops``)."""
+        try:
+            return Op(op) in self.ops
+        except ValueError:
+            return False
+
+    def supports_eltwise(self, op: EltwiseOp | str) -> bool:
+        """True for add/sub/or/xor (§1 "Element-wise ops / operands")."""
+        try:
+            return EltwiseOp(op) in self.eltwise_ops
+        except ValueError:
+            return False
+
+    def supports_groups(self, groups: int, in_channels: int, out_channels: int) -> bool:
+        """Groups 1, or depthwise (groups = in = out) where the device has it (§1 "Groups")."""
+        if groups == 1:
+            return True
+        return self.depthwise and groups == in_channels == out_channels
+
+    def weight_bits_allowed(self, bits: int) -> bool:
+        """True if the device stores ``bits``-bit weights; ``BINARY_BITS`` for -1/+1 (R1.2)."""
+        if bits == BINARY_BITS:
+            return self.binary_weights
+        return bits in self.weight_bits
+
+    @property
+    def allowed_weight_bits(self) -> tuple[int, ...]:
+        """All weight width codes of the device, widest first, binary (-1) last."""
+        return self.weight_bits + ((BINARY_BITS,) if self.binary_weights else ())
+
+    def shift_allowed(self, total_shift: int) -> bool:
+        """Total output shift (with the implicit 8 - |bits|) in range (§1 "Output shift")."""
+        lo, hi = self.shift_range
+        return lo <= total_shift <= hi
+
+    def passes(self, channels: int) -> int:
+        """Multi-pass count E = ceil(C / 64) (§2); cnnforge.geometry asks here."""
+        return max(1, -(-channels // self.pass_channels))
+
+    def processors_per_pass(self, channels: int) -> int:
+        """T = ceil(C / E), rounded up to a multiple of 4 when C > 64 (§2)."""
+        n = self.passes(channels)
+        per = -(-channels // n)
+        return min(self.pass_channels, per + (-per) % self.pass_align) if n > 1 else per
+
+
+@dataclass(frozen=True, kw_only=True)
+class Max7800xDevice(Capabilities):
+    """One MAX7800x part: its capabilities plus processors, memories, streaming, clocks and
+    memory addresses (devices.md §1-§8). Only MAX7800x code (targets/max7800x/, its firmware,
+    the checker's memory rules) reads the fields below ``Capabilities``'."""
 
     # ---- identity (§1 "Die name / izer device code") ----------------------------------------
-    name: str
     die: str
     # ---- data memory (§1, §2, §8 `data`) -----------------------------------------------------
     instance_bytes: int  # bytes per data-memory instance (32 KiB / 80 KiB)
@@ -47,20 +155,8 @@ class Device:
     bias_base_addr: int
     bias_quadrant_stride: int
     bias_flatten_first: bool  # MAX78000 allocator places flatten layers first (§4)
-    # ---- layers and dims (§1, §8 `layers`, `dims`) --------------------------------------------
-    max_layers: int  # hardware layer slots (32 / 128)
-    max_row_col: int  # manual value (§1 "Max rows or columns", §9)
-    count_bits: int  # row/col register width: rows + 2*pad <= 2^bits (§1)
-    # ---- per-op limits that differ (§1, §8) ---------------------------------------------------
-    conv1d_dilation_max: int  # §1 "Conv dilation" (1023 / 2047)
-    conv1d_multipass_pad: bool  # MAX78002: padded Conv1d with > 64 in-channels rejected (§1)
-    depthwise: bool  # groups = in = out allowed (§1 "Groups", §8 `groups`)
-    pool_dilation_max: int  # §1 "Pool dilation" (1 / 16; max pooling only)
-    passthrough_pool_max_passes: int  # pool-only layer passes unless pooled to 1x1 (§1)
-    eltwise_multipass_plain_only: bool  # MAX78000: > 1 pass needs an eltwise-only layer (§1)
-    eltwise_multipass_conv_bias: bool  # in-flight eltwise + conv + multipass + bias allowed (§1)
-    write_ptr_inc_bits: int  # out_passes * (write_gap + 1) <= 2^bits (§1 `write_gap`, §7)
-    binary_weights: bool  # MAX78002 binary -1/+1 weights (§1 "Weight widths", arithmetic R1.2)
+    # ---- output write pointer (§1 `write_gap`, §7) -------------------------------------------
+    write_ptr_inc_bits: int  # out_passes * (write_gap + 1) <= 2^bits
     # ---- streaming (§1 "Streaming specifics", §8 `streaming`) ---------------------------------
     streaming_final_layer_needs_pad: bool
     streaming_passthrough_allowed: bool
@@ -80,30 +176,6 @@ class Device:
     kernel_start_align: int = 4  # a layer's start column is a multiple of 4 (§3 "Placement")
     bias_bits: int = 8  # §4 "Bias is always 8-bit"
     max_streaming_layers: int = 8  # §1 "Max streaming layers"
-    max_channels: int = 1024  # §1 "Max channels in or out per layer" (tool value, §9)
-    pass_channels: int = 64  # channels per pass = processors (§2: E = ceil(C / 64))
-    pass_align: int = 4  # T rounded up to a multiple of 4 when C > 64 (§2)
-    frame_limit: int = 1 << 21  # H*W*passes < 2^21 (§1 "Frame limit")
-    conv2d_kernels: tuple[tuple[int, int], ...] = ((1, 1), (3, 3))  # §1 "Conv2d kernel"
-    conv1d_kernel_range: tuple[int, int] = (1, 9)  # §1 "Conv1d kernel length"
-    conv_pads: tuple[int, ...] = (0, 1, 2)  # §1 "Conv padding"; pad < kernel size
-    conv2d_dilation_max: int = 1  # tool value; the manual's 16 is rejected by izer (§9)
-    convtranspose2d_kernel: tuple[int, int] = (3, 3)  # §1 "ConvTranspose2d"
-    convtranspose2d_stride: int = 2
-    convtranspose2d_output_padding: int = 1
-    convtranspose2d_pads: tuple[int, ...] = (0, 1, 2)  # hardware pad k-1-p; PyTorch p alike
-    pool_size_range: tuple[int, int] = (1, 16)  # §1 "Pool kernel", per dim
-    pool_stride_range: tuple[int, int] = (1, 16)  # §1 "Pool stride"
-    eltwise_ops: frozenset[EltwiseOp] = HARDWARE_ELTWISE  # §1 "Element-wise ops / operands"
-    eltwise_operands_range: tuple[int, int] = (2, 16)
-    pool_after_eltwise_operands: int = 2  # `pool_first: false` operand limit (§1)
-    shift_range: tuple[int, int] = (-15, 15)  # total output shift (§1 "Output shift")
-    flatten_max_chw: int = 16384  # §1 "Flatten"
-    flatten_max_hw: int = 256
-    linear_max_in: int = 1024  # §1 "Linear layer"
-    linear_max_out: int = 1024
-    weight_bits: tuple[int, ...] = (8, 4, 2, 1)  # §1 "Weight widths" (binary: binary_weights)
-    default_weight_bits: int = 8  # the width compile uses unless --weight-bits is given
     fifo_max_hwc_channels: int = 16
     fifo_max_chw_channels: int = 4
     fifo_hwc_mask: int = 0x000F000F000F000F  # §8 `fifo`
@@ -146,55 +218,9 @@ class Device:
         self._check_processor(processor)
         return processor // self.processors_per_instance
 
-    def supports_op(self, op: Op | str) -> bool:
-        """True for the hardware operations (conv1d/2d, convtranspose2d, linear, passthrough)."""
-        try:
-            return Op(op) in HARDWARE_OPS
-        except ValueError:
-            return False
-
-    def supports_eltwise(self, op: EltwiseOp | str) -> bool:
-        """True for add/sub/or/xor (§1 "Element-wise ops / operands")."""
-        try:
-            return EltwiseOp(op) in self.eltwise_ops
-        except ValueError:
-            return False
-
-    def supports_groups(self, groups: int, in_channels: int, out_channels: int) -> bool:
-        """Groups 1, or depthwise (groups = in = out) where the device has it (§1 "Groups")."""
-        if groups == 1:
-            return True
-        return self.depthwise and groups == in_channels == out_channels
-
-    def weight_bits_allowed(self, bits: int) -> bool:
-        """True if the device stores ``bits``-bit weights; ``BINARY_BITS`` for -1/+1 (R1.2)."""
-        if bits == BINARY_BITS:
-            return self.binary_weights
-        return bits in self.weight_bits
-
-    @property
-    def allowed_weight_bits(self) -> tuple[int, ...]:
-        """All weight width codes of the device, widest first, binary (-1) last."""
-        return self.weight_bits + ((BINARY_BITS,) if self.binary_weights else ())
-
-    def shift_allowed(self, total_shift: int) -> bool:
-        """Total output shift (with the implicit 8 - |bits|) in range (§1 "Output shift")."""
-        lo, hi = self.shift_range
-        return lo <= total_shift <= hi
-
     def write_gap_allowed(self, out_passes: int, write_gap: int) -> bool:
         """out_passes * (write_gap + 1) <= 2^write_ptr_inc_bits (§1 `write_gap`, §7)."""
         return out_passes * (write_gap + 1) <= 1 << self.write_ptr_inc_bits
-
-    def passes(self, channels: int) -> int:
-        """Multi-pass count E = ceil(C / 64) (§2); cnnforge.geometry asks here."""
-        return max(1, -(-channels // self.pass_channels))
-
-    def processors_per_pass(self, channels: int) -> int:
-        """T = ceil(C / E), rounded up to a multiple of 4 when C > 64 (§2)."""
-        n = self.passes(channels)
-        per = -(-channels // n)
-        return min(self.pass_channels, per + (-per) % self.pass_align) if n > 1 else per
 
     def _check_processor(self, processor: int) -> None:
         if not 0 <= processor < self.processors:
@@ -204,7 +230,12 @@ class Device:
             )
 
 
-MAX78000 = Device(
+#: The MAX7800x record's name before the split (kept for branches in flight; new code names
+#: ``Max7800xDevice`` for MAX7800x code and ``Capabilities`` for the shared stages).
+Device = Max7800xDevice
+
+
+MAX78000 = Max7800xDevice(
     name="MAX78000",
     die="AI85",
     instance_bytes=32768,  # §1 "Data memory per instance": 32 KiB
@@ -241,7 +272,7 @@ MAX78000 = Device(
     has_latency_model=True,  # §1 "Latency estimate in izer": yes
 )
 
-MAX78002 = Device(
+MAX78002 = Max7800xDevice(
     name="MAX78002",
     die="AI87",
     instance_bytes=81920,  # §1 "Data memory per instance": 80 KiB
@@ -280,7 +311,7 @@ MAX78002 = Device(
 )
 
 #: Every device cnnforge targets, in a stable order.
-DEVICES: tuple[Device, ...] = (MAX78000, MAX78002)
+DEVICES: tuple[Max7800xDevice, ...] = (MAX78000, MAX78002)
 
 #: What ``--device`` means when not given (the CLI reads it; below the CLI a device is passed).
 DEFAULT_DEVICE: str = MAX78000.name
@@ -288,10 +319,18 @@ DEFAULT_DEVICE: str = MAX78000.name
 DEVICE_NAMES: str = ", ".join(d.name for d in DEVICES)
 
 
-def get_device(name: str | Device) -> Device:
-    """The MAX7800x device called ``name`` (case-insensitive; a ``Device`` is returned as is).
+def as_max7800x(device: Capabilities) -> Max7800xDevice:
+    """``device`` as the MAX7800x record MAX7800x-only code needs (InputError for another
+    target's record: its planner, memories and writers are the MAX7800x ones)."""
+    if isinstance(device, Max7800xDevice):
+        return device
+    raise InputError(f"{device.name} is not a MAX7800x part", hint=f"choose one of {DEVICE_NAMES}")
+
+
+def get_device(name: str | Max7800xDevice) -> Max7800xDevice:
+    """The MAX7800x device called ``name`` (case-insensitive; a record is returned as is).
     Every target, the FPGA and generic ones included: ``pipeline.targets.resolve_device``."""
-    if isinstance(name, Device):
+    if isinstance(name, Max7800xDevice):
         return name
     for device in DEVICES:
         if str(name).strip().upper() in (device.name, device.die):

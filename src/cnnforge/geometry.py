@@ -1,10 +1,11 @@
-"""One formula per hardware fact of the data layout, asked of the typed ``Device``.
+"""One formula per hardware fact of the data layout, asked of the typed device record.
 
 Passes and processors per pass (../shared/spec/devices.md §2), the channels and the shape a
 layer's main op reads, the kernel count ``kc`` of a weight layer (§3), and when each tensor
 is live (§6 "No overwrite of live data"). Analysis, passes, planner, validator, frontend and
 emitters ask here instead of writing the formulas again. Every question takes the device it is
-asked of: a caller cannot silently get another part's rules.
+asked of: a caller cannot silently get another part's rules. Pass and channel counts ask the
+target-neutral ``Capabilities``; kernel and bias layouts the ``Max7800xDevice`` (its memories).
 """
 
 from __future__ import annotations
@@ -12,28 +13,29 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from cnnforge.devices import Device
+from cnnforge.devices import Capabilities, Max7800xDevice
 from cnnforge.ir import BINARY_BITS, INPUT, Layer, Network
 
 #: Layer index at which the network input is produced (before the first layer).
 BEFORE_FIRST = -1
 
 
-def passes(channels: int, device: Device) -> int:
+def passes(channels: int, device: Capabilities) -> int:
     """Passes E = ceil(C / processors per pass) a tensor of ``channels`` channels needs (§2)."""
     return device.passes(channels)
 
 
-def processors_per_pass(channels: int, device: Device) -> int:
+def processors_per_pass(channels: int, device: Capabilities) -> int:
     """Processors per pass T = ceil(C / E), rounded up to the 4-processor instance when E > 1."""
     return device.processors_per_pass(channels)
 
 
-def words_per_pixel(channels: int, device: Device) -> int:
-    """32-bit words one pixel of the tensor takes per instance group: E * ceil(T / 4) (§2)."""
+def words_per_pixel(channels: int, device: Capabilities) -> int:
+    """32-bit words one pixel of the tensor takes per instance group: E * ceil(T / 4) (§2); a
+    word holds ``pass_align`` (4) channels, the processors sharing one data-memory instance."""
     dev = device
     per_pass = math.ceil(channels / dev.passes(channels))
-    return dev.passes(channels) * math.ceil(per_pass / dev.processors_per_instance)
+    return dev.passes(channels) * math.ceil(per_pass / dev.pass_align)
 
 
 def layer_in_channels(network: Network, layer: Layer) -> int:
@@ -57,7 +59,7 @@ def kernel_count(
     out_channels: int,
     slots: int,
     pixels: int,
-    device: Device,
+    device: Capabilities,
 ) -> int:
     """kc of devices.md §3: kernels per input processor for ``slots`` output slots S.
 
@@ -74,7 +76,7 @@ def kernel_count(
     return slots * e_out * e_in
 
 
-def kernel_slots(out_mask: int, device: Device) -> int:
+def kernel_slots(out_mask: int, device: Max7800xDevice) -> int:
     """S of devices.md §3 with the filler kernels of a mask not starting at a multiple of 4: last
     - first + 1, ``first`` rounded down to the 4-processor instance (the safe budget)."""
     first = (out_mask & -out_mask).bit_length() - 1
@@ -82,7 +84,7 @@ def kernel_slots(out_mask: int, device: Device) -> int:
     return last - (first - first % device.processors_per_instance) + 1
 
 
-def packed_kernel_words(kernels: int, ksize: int, weight_bits: int, device: Device) -> int:
+def packed_kernel_words(kernels: int, ksize: int, weight_bits: int, device: Max7800xDevice) -> int:
     """72-bit words for ``kernels`` kernels of ``ksize`` b-bit weights (vendor formula, §3).
 
     ceil((kc * ksize * b + (kc mod q) * ksize * (q - 1)) / 72), q = 8 / b.
@@ -100,14 +102,16 @@ def has_bias(layer: Layer) -> bool:
     return layer.bias is not None
 
 
-def bias_entries(out_channels: int, out_mask: int, device: Device) -> int:
+def bias_entries(out_channels: int, out_mask: int, device: Max7800xDevice) -> int:
     """Bias entries of a layer: Cout + (first output processor mod 4) * E_out (devices.md §4)."""
     first = (out_mask & -out_mask).bit_length() - 1
     align = device.processors_per_instance
     return out_channels + (first % align) * passes(out_channels, device)
 
 
-def depthwise_bias_slices(out_channels: int, out_mask: int, device: Device) -> dict[int, int]:
+def depthwise_bias_slices(
+    out_channels: int, out_mask: int, device: Max7800xDevice
+) -> dict[int, int]:
     """Bias entries a depthwise layer keeps in each quadrant it writes (devices.md §4)."""
     dev = device
     per = dev.processors_per_quadrant
@@ -160,7 +164,7 @@ class TensorGeometry:
         return self.pixels * self.passes * (4 if self.wide else 1)
 
 
-def tensor_geometry(network: Network, name: str, device: Device) -> TensorGeometry:
+def tensor_geometry(network: Network, name: str, device: Capabilities) -> TensorGeometry:
     """The geometry of the input or of one layer's output."""
     shape = network.shape_of(name)
     channels = shape[0]
@@ -174,7 +178,7 @@ def tensor_geometry(network: Network, name: str, device: Device) -> TensorGeomet
     )
 
 
-def layer_in_geometry(network: Network, layer: Layer, device: Device) -> TensorGeometry:
+def layer_in_geometry(network: Network, layer: Layer, device: Capabilities) -> TensorGeometry:
     """The (pre-pooling) input of ``layer`` as the hardware reads it: C, pixels, E, T."""
     shape = network.input_shapes(layer)[0]
     channels = layer_in_channels(network, layer)

@@ -8,7 +8,7 @@ import re
 import pytest
 import yaml
 
-from cnnforge.devices import DEVICES, MAX78000, MAX78002, Device, get_device
+from cnnforge.devices import DEVICES, MAX78000, MAX78002, Max7800xDevice, get_device
 from cnnforge.errors import InputError
 from cnnforge.ir import BINARY_BITS, EltwiseOp, Op
 from support.paths import SHARED
@@ -29,7 +29,7 @@ def spec() -> dict:
     return _spec_yaml()
 
 
-# (Device attribute, path in the §8 YAML) pairs checked for both parts.
+# (Max7800xDevice attribute, path in the §8 YAML) pairs checked for both parts.
 PAIRS = [
     ("die", "die"),
     ("processors", "processors"),
@@ -116,12 +116,14 @@ def _norm(value):
 
 @pytest.mark.parametrize("device", DEVICES, ids=lambda d: d.name)
 @pytest.mark.parametrize(("attr", "path"), PAIRS, ids=[a for a, _ in PAIRS])
-def test_device_number_matches_spec_yaml(spec, device: Device, attr: str, path: str) -> None:
+def test_device_number_matches_spec_yaml(
+    spec, device: Max7800xDevice, attr: str, path: str
+) -> None:
     assert _norm(getattr(device, attr)) == _norm(_lookup(spec[device.name], path))
 
 
 @pytest.mark.parametrize("device", DEVICES, ids=lambda d: d.name)
-def test_weights_and_eltwise_match_spec(spec, device: Device) -> None:
+def test_weights_and_eltwise_match_spec(spec, device: Max7800xDevice) -> None:
     doc = spec[device.name]
     assert sorted(device.weight_bits) == sorted(doc["weights"]["bits"])
     assert {op.value for op in device.eltwise_ops} == set(doc["eltwise"]["ops"])

@@ -21,7 +21,7 @@ from cnnforge.analysis.counting import (
 from cnnforge.analysis.liveness import peak_memory
 from cnnforge.analysis.receptive_field import ReceptiveField, layer_field
 from cnnforge.analysis.records import Analysis, LayerStats, Totals
-from cnnforge.devices import Device
+from cnnforge.devices import Capabilities
 from cnnforge.errors import InputError
 from cnnforge.ir import BINARY_BITS, INPUT, Layer, Network
 
@@ -30,7 +30,7 @@ VALID_WEIGHT_BITS = (8, 4, 2, 1, BINARY_BITS)
 
 def analyze_network(
     network: Network,
-    device: Device,
+    device: Capabilities,
     count: str = "true",
     weight_bits: int | Mapping[str, int] = 8,
 ) -> Analysis:
@@ -70,7 +70,7 @@ def _bits_lookup(weight_bits: int | Mapping[str, int]):
 
 
 def _row(
-    network: Network, layer: Layer, rf: ReceptiveField, count: str, bits: int, device: Device
+    network: Network, layer: Layer, rf: ReceptiveField, count: str, bits: int, device: Capabilities
 ) -> LayerStats:
     in_shape = network.shape_of(layer.inputs[0]) if layer.inputs else ()
     quant_bits = layer.quant.weight_bits if layer.quant is not None else bits
@@ -93,7 +93,7 @@ def _row(
     )
 
 
-def _totals(network: Network, rows: list[LayerStats], device: Device) -> Totals:
+def _totals(network: Network, rows: list[LayerStats], device: Capabilities) -> Totals:
     by_name = {r.name: r for r in rows}
     shape = network.input_shape
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 
-from cnnforge.devices import Device
+from cnnforge.devices import Capabilities
 from cnnforge.geometry import words_per_pixel
 from cnnforge.ir import BINARY_BITS, Layer, Op, PoolKind
 
@@ -101,7 +101,7 @@ def _thop_extra(layer: Layer, in_shape: tuple[int, ...]) -> int:
     return elements
 
 
-def int8_layout_bytes(shape: tuple[int, ...], device: Device, wide: bool = False) -> int:
+def int8_layout_bytes(shape: tuple[int, ...], device: Capabilities, wide: bool = False) -> int:
     """Bytes of a tensor in the accelerator's HWC data memory (devices.md §2, network-yaml.md §4).
 
     Each pixel holds one 32-bit word per pass and per group of 4 processors (unused byte lanes

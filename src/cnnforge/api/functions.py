@@ -20,7 +20,7 @@ from cnnforge.devices import DEFAULT_DEVICE  # the CLI's default --device, for s
 from cnnforge.errors import InputError
 
 if TYPE_CHECKING:
-    from cnnforge.devices import Device
+    from cnnforge.devices import Capabilities
     from cnnforge.frontend.loading import ModelSpec
     from cnnforge.ir import Network
     from cnnforge.training.evaluate import Evaluation
@@ -56,7 +56,7 @@ def analyze(
 
 def check(
     model: ModelSpec | None,
-    device: str | Device = DEFAULT_DEVICE,
+    device: str | Capabilities = DEFAULT_DEVICE,
     input_shape: Sequence[int] | None = None,
     *,
     weight_bits: int | str | None = None,
@@ -83,7 +83,7 @@ def quantize(
     model: ModelSpec,
     input_shape: Sequence[int] | None = None,
     *,
-    device: str | Device = DEFAULT_DEVICE,
+    device: str | Capabilities = DEFAULT_DEVICE,
     checkpoint: str | Path | None = None,
     weight_bits: int | Mapping[str, int] = 8,
     clip: str = "max",
@@ -129,7 +129,7 @@ def quantize(
 
 def plan(
     model: ModelSpec,
-    device: str | Device = DEFAULT_DEVICE,
+    device: str | Capabilities = DEFAULT_DEVICE,
     input_shape: Sequence[int] | None = None,
     *,
     checkpoint: str | Path | None = None,
@@ -171,7 +171,7 @@ def plan(
 def compile(  # the command's name: cnnforge.compile(...) in a script
     model: ModelSpec | None = None,
     *,
-    device: str | Device = DEFAULT_DEVICE,
+    device: str | Capabilities = DEFAULT_DEVICE,
     input_shape: Sequence[int] | None = None,
     ptq: bool = False,
     checkpoint: str | Path | None = None,
@@ -240,7 +240,7 @@ def simulate(
     network: Network | Compiled | Quantized | str | Path,
     x: Any,
     *,
-    device: str | Device = DEFAULT_DEVICE,
+    device: str | Capabilities = DEFAULT_DEVICE,
     all_layers: bool = False,
 ) -> Any:
     """Bit-exact integer simulation (``cnnforge simulate``) of a quantized network — a
@@ -366,7 +366,7 @@ def train(
 # ---- helpers -------------------------------------------------------------------------------
 
 
-def _device(device: str | Device, command: str) -> Device:
+def _device(device: str | Capabilities, command: str) -> Capabilities:
     from cnnforge.pipeline.targets import device_for
 
     return device_for(device, command)
@@ -391,7 +391,7 @@ def _network(
     model_args: Mapping[str, Any] | None,
     checkpoint: str | Path | None,
     vendor: tuple[str | Path | None, str | Path | None],
-    device: Device | None,
+    device: Capabilities | None,
 ) -> Network:
     """The model-level float Network of any model reference (checked against eager; a model
     wider than ``device`` allows is refused before it is traced; None: analysis, no device), or

@@ -15,7 +15,7 @@ if TYPE_CHECKING:
 
     from cnnforge.analysis.records import Analysis as AnalysisRecord
     from cnnforge.analysis.records import LayerStats, Totals
-    from cnnforge.devices import Device
+    from cnnforge.devices import Capabilities
     from cnnforge.ir import Network
     from cnnforge.passes.check import CheckReport, Rewrite, Violation
     from cnnforge.pipeline.state import CompileState
@@ -115,7 +115,7 @@ class Quantized:
     """``cnnforge.quantize``: the quantized hardware network and its calibrated output scales."""
 
     network: Network
-    device: Device  # the device it was quantized for
+    device: Capabilities  # the device it was quantized for
     output_exponents: dict[str, int] = field(default_factory=dict)
     path: Path | None = None  # where it was saved, when asked
 
@@ -157,7 +157,7 @@ class Compiled:
         return self.state.plan
 
     @property
-    def device(self) -> Device:
+    def device(self) -> Capabilities:
         assert self.state.device is not None
         return self.state.device
 

@@ -10,11 +10,11 @@ from cnnforge.errors import InputError
 if TYPE_CHECKING:
     import numpy as np
 
-    from cnnforge.devices import Device
+    from cnnforge.devices import Capabilities
     from cnnforge.ir import Network
 
 
-def run_network(network: Network, x: Any, device: Device, all_layers: bool = False) -> Any:
+def run_network(network: Network, x: Any, device: Capabilities, all_layers: bool = False) -> Any:
     """The bit-exact output of ``network`` on ``x`` (C,H,W or N,C,H,W; int8 values or floats
     in model units, which go through the network's host input normalization, if any, before
     x 128): one int64 array, or a dict by layer name for several outputs or
@@ -26,7 +26,7 @@ def run_network(network: Network, x: Any, device: Device, all_layers: bool = Fal
 
 
 def run_network_full(
-    network: Network, x: Any, device: Device, all_layers: bool = False
+    network: Network, x: Any, device: Capabilities, all_layers: bool = False
 ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
     """``(outputs, layers)`` by name, batch axis as given (``layers`` empty unless asked): what
     ``cnnforge simulate`` writes and ``cnnforge.simulate`` returns."""

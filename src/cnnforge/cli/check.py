@@ -62,11 +62,11 @@ def check(
 ) -> None:
     """List the exact rewrites applied and ALL device violations; exit 1 if it does not fit."""
     from cnnforge.api import check as check_model
-    from cnnforge.devices import Device
+    from cnnforge.devices import Capabilities
     from cnnforge.pipeline.targets import resolve_device
 
     shape = model_input_shape(model, input_shape)
-    if not isinstance(resolve_device(device), Device):  # generic: what budget --accuracy runs
+    if not isinstance(resolve_device(device), Capabilities):  # generic: what budget --accuracy runs
         _check_generic(model, device, shape, parse_model_args(model_arg), checkpoint)
     report = check_model(
         model, device, shape,
@@ -128,10 +128,11 @@ def print_report(report: CheckReport, verbose: bool = False) -> None:
     """What a person reads first: the verdict and every violation; then one line each for the
     rewrites and widths (their full tables with ``verbose``)."""
     verdict = "[green]fits[/green]" if report.fits else "[red]does not fit[/red]"
+    kernels = report.kernel_capacity_words  # 0: the target has no MAX7800x kernel memory
+    memory = f"kernel memory {report.kernel_words}/{kernels} words, " if kernels else ""
     console.print(
         f"{report.network.name} on {report.device}: {verdict} — {len(report.network)} hardware "
-        f"layers, kernel memory {report.kernel_words}/{report.kernel_capacity_words} words, "
-        f"{len(report.violations)} violation(s)"
+        f"layers, {memory}{len(report.violations)} violation(s)"
     )
     if report.violations:
         console.print(_violations_table(report.violations))
@@ -176,4 +177,7 @@ def _print_widths(report: CheckReport, verbose: bool) -> None:
         table.add_column(col)
     for n in report.kernel_needs:
         table.add_row(n.layer, n.module_path, str(n.weight_bits), str(n.processors), str(n.words))
+    if not report.kernel_needs:  # no kernel memory (HLS): the widths alone
+        for name, bits in report.weight_bits.items():
+            table.add_row(name, name, str(bits), "-", "-")
     console.print(table)

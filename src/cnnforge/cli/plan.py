@@ -26,7 +26,7 @@ from cnnforge.errors import InputError
 from cnnforge.outputs import check_target
 
 if TYPE_CHECKING:
-    from cnnforge.devices import Device
+    from cnnforge.devices import Capabilities
     from cnnforge.pipeline.plan import PlanRequest, PlanResult
     from cnnforge.pipeline.targets import Target
 
@@ -135,7 +135,7 @@ def _plan_budget(name: str, vendor_only: bool, model: str | None, device: str,
 
 
 def _plan_and_write(
-    target: Target, dev: Device, request: PlanRequest, output: Path | None, overwrite: bool
+    target: Target, dev: Capabilities, request: PlanRequest, output: Path | None, overwrite: bool
 ) -> None:
     """Run the target's planner; report (exit 1 for a vendor plan that breaks a rule) or write."""
     assert target.planner is not None and target.write is not None  # checked by the caller

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from cnnforge.devices import Device, get_device
+from cnnforge.devices import Max7800xDevice, get_device
 from cnnforge.errors import ConfigError
 from cnnforge.frontend.ai8x_checkpoint import CheckpointData, CheckpointLayer, read_checkpoint
 from cnnforge.frontend.ai8x_layers import LayerContext, build_layer
@@ -45,7 +45,7 @@ def load_ai8x(
     checkpoint_path: Path | str,
     input_shape: tuple[int, ...] | None = None,
     *,
-    device: str | Device,
+    device: str | Max7800xDevice,
     **options: Any,
 ) -> tuple[Network, Plan]:
     """The vendor pair as ``(Network, Plan)``; options as for ``read_ai8x``."""
@@ -58,7 +58,7 @@ def read_ai8x(
     checkpoint_path: Path | str,
     input_shape: tuple[int, ...] | None = None,
     *,
-    device: str | Device,
+    device: str | Max7800xDevice,
     overlap_data: bool = False,
     avg_pool_rounding: bool = False,
     fifo: bool | None = None,
@@ -216,7 +216,7 @@ def _input_shape(cfg: YamlConfig, given: tuple[int, ...] | None) -> tuple[int, .
 # ---- plan ----------------------------------------------------------------------------------
 
 
-def _plan(cfg: YamlConfig, network: Network, device: Device, overlap: bool) -> Plan:
+def _plan(cfg: YamlConfig, network: Network, device: Max7800xDevice, overlap: bool) -> Plan:
     """Placements from the YAML with the vendor's defaults (network-yaml.md §3.2, §4)."""
     data_format = _data_format(cfg)
     placements = []
@@ -278,7 +278,7 @@ def _output_map(cfg: YamlConfig, y: YamlLayer, i: int) -> int:
 
 
 def _check_processors(
-    cfg: YamlConfig, y: YamlLayer, net: Network, layer: Layer, fmt: str, dev: Device
+    cfg: YamlConfig, y: YamlLayer, net: Network, layer: Layer, fmt: str, dev: Max7800xDevice
 ) -> None:
     channels = layer_in_channels(net, layer)
     need = processors_per_pass(channels, dev)
@@ -302,7 +302,7 @@ def _check_processors(
 
 
 def _check_output_map(
-    cfg: YamlConfig, y: YamlLayer, layer: Layer, out_map: int, dev: Device
+    cfg: YamlConfig, y: YamlLayer, layer: Layer, out_map: int, dev: Max7800xDevice
 ) -> int:
     need = processors_per_pass(layer.out_shape[0], dev)
     if out_map == 0:

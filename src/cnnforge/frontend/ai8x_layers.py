@@ -17,7 +17,7 @@ from cnnforge.arithmetic import (
     dequantize_params,
     implicit_shift,
 )
-from cnnforge.devices import Device
+from cnnforge.devices import Capabilities
 from cnnforge.errors import ConfigError
 from cnnforge.frontend.ai8x_checkpoint import CheckpointLayer
 from cnnforge.frontend.ai8x_yaml import YamlLayer
@@ -33,7 +33,7 @@ class LayerContext:
     name: str
     inputs: tuple[str, ...]
     in_shapes: tuple[tuple[int, ...], ...]
-    device: Device  # asked for binary weights and depthwise support
+    device: Capabilities  # asked for binary weights and depthwise support
 
 
 def _fail(y: YamlLayer, ctx: LayerContext, what: str, key: str = "", hint: str | None = None):

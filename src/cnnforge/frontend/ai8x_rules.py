@@ -14,7 +14,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from cnnforge.devices import Device
+from cnnforge.devices import Max7800xDevice
 from cnnforge.errors import ConfigError
 from cnnforge.frontend.ai8x_checkpoint import CheckpointData
 from cnnforge.frontend.ai8x_yaml import YamlConfig
@@ -29,7 +29,7 @@ _HINTS = {
 
 
 def check_streaming(
-    cfg: YamlConfig, network: Network, plan: Plan, dev: Device, fifo: bool | None
+    cfg: YamlConfig, network: Network, plan: Plan, dev: Max7800xDevice, fifo: bool | None
 ) -> Plan:
     """``plan`` with its FIFO flag; a streaming rule broken is a ``ConfigError`` at file:line."""
     if fifo is None:

@@ -9,14 +9,12 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator
 
-from cnnforge.ir import HARDWARE_ELTWISE, INPUT, Activation, Layer, Op, PoolKind
+from cnnforge.ir import HARDWARE_ELTWISE, Activation, Layer, Op, PoolKind
+from cnnforge.passes.check_memory import bias, data_memory
 from cnnforge.passes.check_rules import Context, LayerRule, Violation, _fmt
 from cnnforge.passes.concat_channels import why_not_padded
 from cnnforge.passes.geometry import has_bias, input_channels, pooled_dims
 from cnnforge.ranges import verify_quantized
-
-WORD_BYTES = 4  # one data-memory word: 4 channels of one pixel (devices.md §2)
-WIDE_BYTES = 4  # a 32-bit output channel takes a word of its own
 
 
 def channels(ctx: Context, layer: Layer) -> Iterator[Violation]:
@@ -67,30 +65,6 @@ def dims(ctx: Context, layer: Layer) -> Iterator[Violation]:
     frame = math.prod(layer.out_shape[1:]) * dev.passes(layer.out_shape[0])
     if frame >= dev.frame_limit:
         yield ctx.violation(layer, "frame", frame, f"< {dev.frame_limit}", "reduce the size")
-
-
-def data_memory(ctx: Context, layer: Layer) -> Iterator[Violation]:
-    """Each input and output tensor of a layer fits one data-memory instance (devices.md §2)."""
-    if not layer.is_hardware:
-        return
-    dev = ctx.device
-    limit = dev.instance_bytes
-    in_shape = ctx.network.input_shapes(layer)[0]
-    operands = len(layer.inputs) if layer.eltwise is not None else 1
-    cin = input_channels(ctx.network, layer)
-    pixels = math.prod(in_shape[1:])
-    need_in = pixels * dev.passes(cin) * operands * WORD_BYTES
-    if layer.inputs == (INPUT,) and cin <= dev.data_instances:
-        need_in = min(need_in, pixels)  # CHW input: one channel per instance, a byte per pixel
-    width = WIDE_BYTES if layer.wide else 1
-    need_out = math.prod(layer.out_shape[1:]) * dev.passes(layer.out_shape[0]) * WORD_BYTES * width
-    for what, need in (("input", need_in), ("output", need_out)):
-        if need > limit:
-            hint = "reduce the resolution or channels, or fold space into channels"
-            hint += ctx.other_device(lambda d, n=need: n <= d.instance_bytes)
-            yield ctx.violation(
-                layer, f"data-memory-{what}", f"{need} bytes", f"{limit} bytes per instance", hint
-            )
 
 
 def pooling(ctx: Context, layer: Layer) -> Iterator[Violation]:
@@ -204,19 +178,6 @@ def output(ctx: Context, layer: Layer) -> Iterator[Violation]:
         yield ctx.violation(layer, "wide-output", "32-bit with activation", "no activation", "")
     if layer.wide and layer.name not in ctx.network.outputs:
         yield ctx.violation(layer, "wide-output", "32-bit, not an output", "outputs only", "")
-
-
-def bias(ctx: Context, layer: Layer) -> Iterator[Violation]:
-    """A layer's bias values sit in one quadrant's bias memory (devices.md §4)."""
-    if not layer.has_weights or not has_bias(layer):
-        return
-    limit = ctx.device.bias_entries_per_quadrant
-    n = layer.out_channels
-    if n > limit:
-        hint = "drop the bias or split the layer" + ctx.other_device(
-            lambda d: n <= d.bias_entries_per_quadrant
-        )
-        yield ctx.violation(layer, "bias-channels", n, limit, hint)
 
 
 def quantization(ctx: Context, layer: Layer) -> Iterator[Violation]:

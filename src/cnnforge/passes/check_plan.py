@@ -23,12 +23,12 @@ from cnnforge.ir import Network
 from cnnforge.passes.check_rules import Violation
 
 if TYPE_CHECKING:
-    from cnnforge.devices import Device
+    from cnnforge.devices import Capabilities
 
 NETWORK = "network"
 
 
-def _as_compiled(network: Network, device: Device, bits: dict[str, int]) -> Network:
+def _as_compiled(network: Network, device: Capabilities, bits: dict[str, int]) -> Network:
     """``network`` with integer weights of the chosen widths, as compile would quantize it."""
     if network.is_quantized:
         return network
@@ -42,18 +42,19 @@ def _as_compiled(network: Network, device: Device, bits: dict[str, int]) -> Netw
 
 #: A target's placement: the function its compile recipe plans with (``network``, ``device``);
 #: it raises a CnnforgeError for what the target cannot place or run.
-Placer = Callable[[Network, "Device"], object]
+Placer = Callable[[Network, "Capabilities"], object]
 
 
-def plan_max7800x(network: Network, device: Device) -> object:
+def plan_max7800x(network: Network, device: Capabilities) -> object:
     """The MAX7800x placement: the planner ``plan`` and ``compile`` run."""
+    from cnnforge.devices import as_max7800x
     from cnnforge.targets.max7800x.planner import plan_network
 
-    return plan_network(network, device)
+    return plan_network(network, as_max7800x(device))
 
 
 def placement_violations(
-    network: Network, device: Device, bits: dict[str, int], placer: Placer = plan_max7800x
+    network: Network, device: Capabilities, bits: dict[str, int], placer: Placer = plan_max7800x
 ) -> tuple[Violation, ...]:
     """The target's planner's verdict on ``network`` (hardware layers, no other violation) as
     violations: ``placer`` is what the target's compile recipe calls (pipeline.targets)."""

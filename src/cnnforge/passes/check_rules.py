@@ -26,7 +26,7 @@ from cnnforge.passes.host_ops import why_not_host
 from cnnforge.passes.pad_rewrites import pad_hint
 
 if TYPE_CHECKING:
-    from cnnforge.devices import Device
+    from cnnforge.devices import Capabilities, Max7800xDevice
 
 
 @dataclass(frozen=True)
@@ -50,15 +50,15 @@ class Context:
     """What the rules look at: the network, the device, and the other devices for hints."""
 
     network: Network
-    device: Device
-    others: tuple[Device, ...] = ()
+    device: Capabilities
+    others: tuple[Max7800xDevice, ...] = ()  # the other MAX7800x parts, for hints
 
     def violation(self, layer: Layer, rule: str, actual, limit, hint: str) -> Violation:
         return Violation(
             layer.name, layer.module_path or layer.name, rule, str(actual), str(limit), hint
         )
 
-    def other_device(self, ok: Callable[[Device], bool]) -> str:
+    def other_device(self, ok: Callable[[Max7800xDevice], bool]) -> str:
         """' or use MAX78002' when another device satisfies ``ok``, else ''."""
         names = [d.name for d in self.others if ok(d)]
         return f"; or use {' / '.join(names)}" if names else ""

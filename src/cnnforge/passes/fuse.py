@@ -68,7 +68,7 @@ from cnnforge.passes.rewrites import (
 )
 
 if TYPE_CHECKING:
-    from cnnforge.devices import Device
+    from cnnforge.devices import Capabilities
 
 OUT_MIN = ACT_MIN / ACT_SCALE  # -1.0: the 8-bit output clamp (arithmetic.md R1.1)
 OUT_MAX = ACT_MAX / ACT_SCALE  # 127/128
@@ -230,7 +230,7 @@ def merge_eltwise(network: Network, layer: Layer) -> tuple[Network, Rewrite] | N
 
 
 def eltwise_activation(
-    network: Network, layer: Layer, device: Device | None
+    network: Network, layer: Layer, device: Capabilities | None
 ) -> tuple[Network, Rewrite] | None:
     """op(a, b, ...) -> ReLU/Abs: a passthrough cannot activate, so the pair becomes a 1x1
     conv2d with identity weights carrying the element-wise op in flight and the activation.
@@ -276,7 +276,7 @@ def eltwise_activation(
     return network, record(conv, "eltwise-activation", detail)
 
 
-def why_no_eltwise_act(device: Device | None, inner: Layer) -> str:
+def why_no_eltwise_act(device: Capabilities | None, inner: Layer) -> str:
     """Why an activation after the element-wise ``inner`` cannot ride an identity conv ('' if
     it can): more than one pass (64 channels) of in-flight element-wise with a conv is allowed
     only by the device's multi-pass rule (MAX78000: 2 operands x 2 passes only)."""
@@ -309,7 +309,7 @@ def fuse_pool(network: Network, layer: Layer) -> tuple[Network, Rewrite] | None:
     return absorb_into_consumer(network, layer, fused), record(consumer, "fuse-pool", detail)
 
 
-def _passes(channels: int, device: Device | None) -> int:
+def _passes(channels: int, device: Capabilities | None) -> int:
     """Passes of ``channels`` on ``device``; without one, the most any device needs (what is
     legal on every device)."""
     if device is not None:
@@ -317,7 +317,9 @@ def _passes(channels: int, device: Device | None) -> int:
     return max(geometry.passes(channels, d) for d in DEVICES)
 
 
-def _in_flight_allowed(device: Device | None, operands: int, channels: int, bias: bool) -> bool:
+def _in_flight_allowed(
+    device: Capabilities | None, operands: int, channels: int, bias: bool
+) -> bool:
     """Element-wise in flight with a conv over several passes (devices.md §1 "Element-wise with
     multi-pass"): device-specific, so only with a device that allows it; one pass always."""
     passes = _passes(channels, device)  # one pass: in-flight element-wise always legal
@@ -331,7 +333,7 @@ def _in_flight_allowed(device: Device | None, operands: int, channels: int, bias
 
 
 def fuse_eltwise(
-    network: Network, layer: Layer, device: Device | None
+    network: Network, layer: Layer, device: Capabilities | None
 ) -> tuple[Network, Rewrite] | None:
     """ELTWISE followed by a conv2d -> element-wise "in flight" in the conv (R4.1, R4.3)."""
     if layer.op is not Op.ELTWISE or layer.eltwise not in HARDWARE_ELTWISE:
@@ -409,7 +411,9 @@ FUSION_STEPS = (
 )
 
 
-def fuse_with_log(network: Network, device: Device | None) -> tuple[Network, tuple[Rewrite, ...]]:
+def fuse_with_log(
+    network: Network, device: Capabilities | None
+) -> tuple[Network, tuple[Rewrite, ...]]:
     """``fuse`` that also returns the list of fusions it made, in the order made."""
     log: list[Rewrite] = []
     for _name, rules in FUSION_STEPS:
@@ -420,7 +424,7 @@ def fuse_with_log(network: Network, device: Device | None) -> tuple[Network, tup
     return network, tuple(log)
 
 
-def fuse(network: Network, device: Device | None) -> Network:
+def fuse(network: Network, device: Capabilities | None) -> Network:
     """Fuse model-level layers into hardware layers (see the module docstring); ``device``
     enables its device-specific fusions (multi-pass element-wise in flight); None: none of them."""
     return fuse_with_log(network, device)[0]

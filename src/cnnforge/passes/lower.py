@@ -2,7 +2,7 @@
 
 ``lower_to_hardware`` is the recipe the rest of cnnforge calls (quantization, planning, compile,
 check); ``LOWERING_STEPS`` spells it out as named steps, each a function
-``(Network, Device | None) -> (Network, rewrites)``. Every change is returned as a ``Rewrite``
+``(Network, Capabilities | None) -> (Network, rewrites)``. Every change is returned as a ``Rewrite``
 so that ``cnnforge check`` can show what was done to the user's model.
 """
 
@@ -19,9 +19,9 @@ from cnnforge.passes.rewrites import Rewrite
 from cnnforge.passes.verify import verify, verify_equivalent
 
 if TYPE_CHECKING:
-    from cnnforge.devices import Device
+    from cnnforge.devices import Capabilities
 
-Step = Callable[[Network, "Device | None"], "tuple[Network, tuple[Rewrite, ...]]"]
+Step = Callable[[Network, "Capabilities | None"], "tuple[Network, tuple[Rewrite, ...]]"]
 
 
 @dataclass(frozen=True)
@@ -32,7 +32,7 @@ class Lowered:
     rewrites: tuple[Rewrite, ...]
 
 
-def fold_batchnorm_step(network: Network, device: Device | None) -> tuple[Network, tuple]:
+def fold_batchnorm_step(network: Network, device: Capabilities | None) -> tuple[Network, tuple]:
     """Fold every BatchNorm into the layer before it (passes/fold_bn.py), logging each fold."""
     del device
     before = [x for x in network.layers if x.op is Op.BATCHNORM]
@@ -61,12 +61,12 @@ def fold_batchnorm_step(network: Network, device: Device | None) -> tuple[Networ
     return folded, (*records, *constants, *host)
 
 
-def fuse_step(network: Network, device: Device | None) -> tuple[Network, tuple]:
+def fuse_step(network: Network, device: Capabilities | None) -> tuple[Network, tuple]:
     """Fuse pooling, activations, element-wise ops, concatenation and flatten (passes/fuse.py)."""
     return fuse_with_log(network, device)
 
 
-def legalize_step(network: Network, device: Device | None) -> tuple[Network, tuple]:
+def legalize_step(network: Network, device: Capabilities | None) -> tuple[Network, tuple]:
     """Apply the exact legal rewrites (passes/legalize.py); they are the same on every device."""
     del device
     return legalize_with_log(network)
@@ -81,7 +81,7 @@ LOWERING_STEPS: tuple[tuple[str, Step], ...] = (
 
 
 def lower_to_hardware(
-    network: Network, device: Device | None, *, verify_steps: bool = True
+    network: Network, device: Capabilities | None, *, verify_steps: bool = True
 ) -> Lowered:
     """Run ``LOWERING_STEPS``; the result may still break device limits (see passes.check).
     ``device`` None: the device-neutral fusions only (passes.fuse).

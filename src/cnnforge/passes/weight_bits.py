@@ -9,30 +9,27 @@ lose precision -- with the first and the last weight layer kept at 8 bits as lon
 layer can still be narrowed (they are the most sensitive to quantization in practice). Ties go
 to the later layer (deeper layers have more redundancy).
 
-The budget: the device's total kernel words, each layer's need rounded up to the 4-word start
-alignment of the kernel allocator (devices.md §3), AND a simple kernel map must exist
-(``plan.kernel_words.skyline_fits``), so that the planner has room to place the layers.
+A record without the MAX7800x kernel memory (HLS stores weights in ROM arrays) gets the widest
+width everywhere. The budget: the device's total kernel words, each layer's need rounded up to
+the 4-word start alignment of the kernel allocator (devices.md §3), AND a simple kernel map must
+exist (``plan.kernel_words.skyline_fits``), so that the planner has room to place the layers.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
+from cnnforge.devices import Capabilities, Max7800xDevice
 from cnnforge.ir import Network
 from cnnforge.targets.max7800x.kernel_words import (
     KernelNeed,
     aligned_words,
-    device_weight_bits,
     kernel_capacity,
     layer_kernel_need,
     main_input_shape,
     network_kernel_needs,
     skyline_fits,
 )
-
-if TYPE_CHECKING:
-    from cnnforge.devices import Device
 
 
 @dataclass(frozen=True)
@@ -54,7 +51,7 @@ def _next_width(bits: int, allowed: tuple[int, ...]) -> int | None:
     return max(smaller) if smaller else None
 
 
-def _saving(need: KernelNeed, bits: int, network: Network, device: Device) -> int:
+def _saving(need: KernelNeed, bits: int, network: Network, device: Max7800xDevice) -> int:
     layer = network.layer(need.layer)
     new = layer_kernel_need(layer, device, bits, main_input_shape(network, layer))
     align = device.kernel_start_align
@@ -62,7 +59,7 @@ def _saving(need: KernelNeed, bits: int, network: Network, device: Device) -> in
 
 
 def _pick(
-    network: Network, device: Device, bits: dict[str, int], allowed: tuple[int, ...]
+    network: Network, device: Max7800xDevice, bits: dict[str, int], allowed: tuple[int, ...]
 ) -> str | None:
     needs = {n.layer: n for n in network_kernel_needs(network, device, bits)}
     names = list(needs)
@@ -85,13 +82,16 @@ def _pick(
 
 
 def choose_weight_bits(
-    network: Network, device: Device, allowed: tuple[int, ...] | None = None
+    network: Network, device: Capabilities, allowed: tuple[int, ...] | None = None
 ) -> WeightChoice:
     """Per-layer widths by the rule of the module docstring (``allowed``: default the device's).
 
     ``fits`` is False when even the narrowest widths do not fit; ``bits`` is then the narrowest.
     """
-    allowed = tuple(sorted({b for b in (allowed or device_weight_bits(device)) if b > 0}))
+    allowed = tuple(sorted({b for b in (allowed or device.allowed_weight_bits) if b > 0}))
+    if not isinstance(device, Max7800xDevice):  # no kernel memory to fit: the widest everywhere
+        widest = {x.name: max(allowed) for x in network.layers if x.has_weights}
+        return WeightChoice(widest, (), 0, True)
     capacity = kernel_capacity(device)
     budget = capacity.total_words
     bits = {n.layer: max(allowed) for n in network_kernel_needs(network, device)}

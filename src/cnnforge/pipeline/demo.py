@@ -6,14 +6,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
 from cnnforge.devices import MAX78000
 from cnnforge.outputs import atomic_output_dir
 from cnnforge.pipeline.compile import compile_model
-from cnnforge.pipeline.state import CompileOptions
+from cnnforge.pipeline.state import CompileOptions, CompileState
 from cnnforge.training.demo import (
     HELD_OUT,
     MODEL,
@@ -22,14 +21,15 @@ from cnnforge.training.demo import (
     readme_text,
     shipped_checkpoint,
 )
+from cnnforge.training.evaluate import Evaluation
 
 
 @dataclass(frozen=True)
 class DemoResult:
     """What the demo measured and compiled, and where it wrote it."""
 
-    evaluation: Any  # train.evaluate.Evaluation
-    compile_state: Any
+    evaluation: Evaluation
+    compile_state: CompileState
     output: Path
     checkpoint: Path
 

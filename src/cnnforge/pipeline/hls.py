@@ -13,7 +13,7 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from cnnforge.devices import Device
+from cnnforge.devices import Capabilities
 from cnnforge.errors import EmitError
 from cnnforge.ir import Network
 from cnnforge.pipeline.state import CompileState, Steps
@@ -35,7 +35,7 @@ REPORT = "report.md"
 RESOURCES = "resources.json"
 
 
-def place_hls(network: Network, device: Device) -> HlsPlan:
+def place_hls(network: Network, device: Capabilities) -> HlsPlan:
     """The HLS placement, refusing what the engines lack: ``compile``'s plan step and
     ``check`` (through the target's record) both call it."""
     from cnnforge.targets.hls.buffer_plan import plan_hls

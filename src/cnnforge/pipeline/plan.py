@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from cnnforge.devices import Device
+from cnnforge.devices import Capabilities, Max7800xDevice, as_max7800x
 from cnnforge.errors import EmitError, InputError
 from cnnforge.ir import Network
 from cnnforge.outputs import atomic_output_dir, safe_file_stem
@@ -66,8 +66,9 @@ class PlanRequest:
     in_place: bool = True
 
 
-def plan_request(request: PlanRequest, device: Device) -> PlanResult:
+def plan_request(request: PlanRequest, device: Capabilities) -> PlanResult:
     """Plan a model (quantized the one way) or a vendor pair (re-planned, or only validated)."""
+    device = as_max7800x(device)  # the MAX7800x planner (the Target record names it)
     source = model_source(
         request.model, request.checkpoint, None, request.ai8x_yaml, request.ai8x_checkpoint,
         hint="give MODEL, or --ai8x-yaml with --ai8x-checkpoint",
@@ -94,7 +95,7 @@ def plan_request(request: PlanRequest, device: Device) -> PlanResult:
     return replace(result, sample=match_sample(sample, request.input_shape))
 
 
-def _vendor(request: PlanRequest, device: Device) -> PlanResult:
+def _vendor(request: PlanRequest, device: Max7800xDevice) -> PlanResult:
     from cnnforge.frontend.ai8x import load_ai8x
 
     network, vendor_plan = load_ai8x(
@@ -111,7 +112,9 @@ def _vendor(request: PlanRequest, device: Device) -> PlanResult:
     return plan_and_validate(network, device, request.in_place)
 
 
-def plan_and_validate(network: Network, device: Device, in_place: bool = True) -> PlanResult:
+def plan_and_validate(
+    network: Network, device: Max7800xDevice, in_place: bool = True
+) -> PlanResult:
     """Plan ``network``; the plan must pass the validator (else a ``PlanError``: a bug)."""
     start = time.perf_counter()
     out, plan = plan_network(network, device, in_place=in_place)
@@ -121,7 +124,7 @@ def plan_and_validate(network: Network, device: Device, in_place: bool = True) -
 
 
 def validate_imported(
-    network: Network, plan: Plan, device: Device, allow_overlap: bool, in_place: bool = True
+    network: Network, plan: Plan, device: Max7800xDevice, allow_overlap: bool, in_place: bool = True
 ) -> PlanResult:
     """Figures and issues of a given (imported) plan, without re-planning."""
     from cnnforge.targets.max7800x.metrics import with_cycles
@@ -134,11 +137,12 @@ def validate_imported(
 
 
 def write_outputs(
-    result: PlanResult, device: Device, out_dir: Path, overwrite: bool = False
+    result: PlanResult, device: Capabilities, out_dir: Path, overwrite: bool = False
 ) -> PlanResult:
     """network.yaml, the vendor checkpoint, sample input, plan.json/plan.md and pictures."""
     from cnnforge.targets.max7800x.plan_report import write_report
 
+    device = as_max7800x(device)
     net, plan = result.network, result.plan
     dataset = safe_file_stem(net.name.lower())  # names files: never a path (issue 18)
     notes = list(plan.notes)

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from cnnforge.devices import Device
+from cnnforge.devices import Capabilities
 from cnnforge.errors import InputError
 from cnnforge.ir import Network
 from cnnforge.pipeline.sources import NETWORK, ModelSource
@@ -64,7 +64,7 @@ def calibration_set(
 
 def quantize_lowered(
     network: Network,
-    device: Device,
+    device: Capabilities,
     weight_bits: int | Mapping[str, int],
     *,
     clip: str = "max",
@@ -86,7 +86,7 @@ def quantize_lowered(
 
 def quantized_network(
     source: Network,
-    device: Device,
+    device: Capabilities,
     weight_bits: Widths = None,
     *,
     clip: str = "max",
@@ -114,7 +114,7 @@ def weight_widths(value: int | str | Mapping[str, int]) -> int | str | dict[str,
     return dict(value) if isinstance(value, Mapping) else value
 
 
-def _widths(network: Network, device: Device, weight_bits: Widths) -> int | Mapping[str, int]:
+def _widths(network: Network, device: Capabilities, weight_bits: Widths) -> int | Mapping[str, int]:
     """``None``: the device's default width; ``"auto"``: passes.weight_bits; else as given."""
     if weight_bits is None:
         return int(device.default_weight_bits)
@@ -141,7 +141,7 @@ def load_source(
     source: ModelSource,
     input_shape: tuple[int, ...] | None,
     model_args: Mapping[str, Any],
-    device: Device | None,
+    device: Capabilities | None,
 ) -> tuple[Network, bool]:
     """The network of a MODEL or --network source, and whether it is a quantized checkpoint
     taken as saved (else a model-level float network). With a ``device`` (None: no limit), a
@@ -168,7 +168,7 @@ def quantized_from_source(
     source: ModelSource,
     input_shape: tuple[int, ...] | None,
     model_args: Mapping[str, Any],
-    device: Device,
+    device: Capabilities,
     weight_bits: Widths = None,
     *,
     clip: str = "max",

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from cnnforge.devices import Device
+from cnnforge.devices import Capabilities
 from cnnforge.errors import InputError
 from cnnforge.ir import Network
 from cnnforge.samples import InputArray, load_input_array
@@ -124,12 +124,12 @@ def default_shape(model: object, sample: np.ndarray) -> tuple[int, ...]:
 
 
 def vendor_network(
-    source: ModelSource, input_shape: tuple[int, ...] | None, device: str | Device
+    source: ModelSource, input_shape: tuple[int, ...] | None, device: str | Capabilities
 ) -> Network:
     """The network of a vendor-pair source (its plan is not needed here)."""
     from cnnforge.frontend.ai8x import load_ai8x
 
-    name = device.name if isinstance(device, Device) else device
+    name = device.name if isinstance(device, Capabilities) else device
     return load_ai8x(source.ai8x_yaml, source.ai8x_checkpoint, input_shape, device=name)[0]
 
 
@@ -138,7 +138,7 @@ def network_for_cli(
     input_shape: tuple[int, ...] | None,
     ai8x_yaml: Path | str | None,
     ai8x_checkpoint: Path | str | None,
-    device: str | Device,
+    device: str | Capabilities,
 ) -> Network | None:
     """For commands taking MODEL or ``--ai8x-yaml``/``--ai8x-checkpoint``: the imported network,
     or None when MODEL (with its input shape) is to be loaded; exactly one source (above)."""

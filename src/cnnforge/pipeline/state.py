@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from cnnforge.devices import Device
+from cnnforge.devices import Capabilities
 from cnnforge.ir import Network
 from cnnforge.samples import InputArray
 from cnnforge.targets.max7800x.placement import Plan
@@ -70,7 +70,7 @@ class CompileState:
     """Everything the steps have produced so far (immutable: each step returns a new one)."""
 
     options: CompileOptions
-    device: Device  # the compiled target's record (generic cannot be compiled)
+    device: Capabilities  # the compiled target's record (generic cannot be compiled)
     source: Network | None = None  # model-level float network (None for quantized inputs)
     imported: Ai8xModel | None = None  # a vendor pair
     rewrites: tuple[Rewrite, ...] = ()

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from cnnforge.arithmetic import ACT_SCALE
-from cnnforge.devices import Device
+from cnnforge.devices import Capabilities, as_max7800x
 from cnnforge.errors import DeviceLimitError, EmitError, InputError
 from cnnforge.ir import Network
 from cnnforge.outputs import safe_file_stem
@@ -271,12 +271,13 @@ def step_plan(state: CompileState, workdir: Path) -> CompileState:
     from cnnforge.targets.max7800x.planner import plan_network
     from cnnforge.targets.max7800x.validate import raise_on_issues, validate_plan
 
+    device = as_max7800x(state.device)  # this recipe's record (the MAX7800x Target's)
     if state.plan is None:
-        network, plan = plan_network(state.network, state.device, in_place=state.options.in_place)
-        raise_on_issues(validate_plan(network, plan, state.device))
+        network, plan = plan_network(state.network, device, in_place=state.options.in_place)
+        raise_on_issues(validate_plan(network, plan, device))
         flags = tuple(n for n in plan.notes if "the vendor tool needs" in n)  # --fifo, ...
         return state.with_(network=network, plan=plan, notes=(*state.notes, *flags))
-    issues = validate_plan(state.network, state.plan, state.device, allow_overlap=True)
+    issues = validate_plan(state.network, state.plan, device, allow_overlap=True)
     notes = tuple(f"imported plan: {x.one_line()}" for x in issues)
     return state.with_(plan_issues=issues, notes=(*state.notes, *notes))
 
@@ -362,7 +363,7 @@ def step_emit_c(state: CompileState, workdir: Path) -> CompileState:
 
 
 def _macs_note(
-    source: Network | None, network: Network, macs: int, device: Device
+    source: Network | None, network: Network, macs: int, device: Capabilities
 ) -> tuple[str, ...]:
     """Why the C's MAC count differs from ``cnnforge analyze``'s count of the model, layer by
     layer: what the exact rewrites added or changed (an upsample that became a convolution)."""

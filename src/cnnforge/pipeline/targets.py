@@ -17,7 +17,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Literal
 
 from cnnforge import arithmetic
-from cnnforge.devices import DEVICES, Device
+from cnnforge.devices import DEVICES, Capabilities, Max7800xDevice
 from cnnforge.errors import InputError
 from cnnforge.ir import Network
 from cnnforge.passes.check_plan import Placer, plan_max7800x
@@ -32,14 +32,15 @@ from cnnforge.targets.hls.device import HLS
 if TYPE_CHECKING:
     from cnnforge.passes.check import CheckReport
 
-#: What ``--device`` resolves to: a MAX7800x/HLS ``Device`` or a parametrised generic target.
-TargetDevice = Device | GenericTarget
+#: What ``--device`` resolves to: a target's ``Capabilities`` record (MAX7800x, HLS) or a
+#: parametrised generic target.
+TargetDevice = Capabilities | GenericTarget
 
 #: What ``cnnforge plan`` does for a target: run its planner and writer ("place"), plan the
 #: on-chip budget of the float model as ``cnnforge budget`` does ("budget"), or refuse ("none").
 PlanKind = Literal["place", "budget", "none"]
 #: A target's output writer for ``cnnforge plan -o DIR``: (result, device, dir, overwrite).
-Writer = Callable[[PlanResult, Device, Path, bool], PlanResult]
+Writer = Callable[[PlanResult, Capabilities, Path, bool], PlanResult]
 
 
 @dataclass(frozen=True)
@@ -49,12 +50,12 @@ class Target:
     name: str  # the --device name (case-insensitive); ``parse`` targets match NAME[:params]
     description: str
     semantics: ModuleType  # the module of the integer rules its bit-exact simulation follows
-    device: Device | None  # fixed device data (None: ``parse`` reads it from --device text)
+    device: Capabilities | None  # fixed device data (None: ``parse`` reads it from --device text)
     parse: Callable[[str], GenericTarget] | None = None  # parametrised: --device text -> record
     aliases: tuple[str, ...] = ()
     compile_steps: Steps | None = None  # `cnnforge compile` (None: it cannot be compiled)
     # `cnnforge plan`'s planner and output writer (None: plan refuses); ``plans`` says which flow
-    planner: Callable[[PlanRequest, Device], PlanResult] | None = None
+    planner: Callable[[PlanRequest, Capabilities], PlanResult] | None = None
     write: Writer | None = None
     plans: PlanKind = "none"
     report: tuple[str, ...] = ()  # the report files its recipe writes
@@ -77,7 +78,7 @@ class Target:
         return self.device
 
 
-def _max7800x(device: Device) -> Target:
+def _max7800x(device: Max7800xDevice) -> Target:
     """A MAX7800x part: the vendor's integer rules, the shared compile recipe and planner."""
     return Target(
         device.name,
@@ -138,11 +139,11 @@ def resolve_device(name: str | TargetDevice) -> TargetDevice:
     return get_target(name).resolve(name)
 
 
-def device_for(name: str | TargetDevice, command: str) -> Device:
+def device_for(name: str | TargetDevice, command: str) -> Capabilities:
     """The device record ``command`` works on: the accelerators with a hardware layer model
     (MAX7800x, HLS); a budget target (generic) is planned on the float model by ``budget``."""
     device = resolve_device(name)
-    if isinstance(device, Device):
+    if isinstance(device, Capabilities):
         return device
     raise InputError(
         f"--device {target_of(device).name} has no `cnnforge {command}`",
@@ -157,7 +158,7 @@ def target_of(device: str | TargetDevice) -> Target:
 
 
 def check_for(
-    network: Network, device: Device, weight_bits: int | str | dict[str, int] | None = None
+    network: Network, device: Capabilities, weight_bits: int | str | dict[str, int] | None = None
 ) -> CheckReport:
     """``cnnforge check`` on ``device``: lower, check every limit, and place the network with
     the target's own planner, the one its compile recipe's "lower and check" step runs

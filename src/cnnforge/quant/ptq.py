@@ -36,7 +36,7 @@ from cnnforge.ir import BINARY_BITS, Layer, Network, Quantized
 from cnnforge.quant.scales import activation_scales
 
 if TYPE_CHECKING:
-    from cnnforge.devices import Device
+    from cnnforge.devices import Capabilities
 
 CLIP_METHODS = ("max", "avgmax", "stddev", "scale")
 DEFAULT_BITS = 8
@@ -47,14 +47,14 @@ def quantize_network(
     weight_bits: int | Mapping[str, int] = DEFAULT_BITS,
     clip: str = "max",
     *,
-    device: Device | None,
+    device: Capabilities | None,
     **options: Any,
 ) -> Network:
     """Quantize every float weight layer of a hardware ``network`` (see the module docstring).
 
     ``weight_bits``: one width for all layers or ``{layer name: bits}`` (default: key ``"*"``,
     else 8). ``clip``: how the clipping level is chosen (max, avgmax, stddev with ``nstd``,
-    ``scale`` x max). ``device``: the ``Device`` whose weight widths are enforced (None: any of
+    ``scale`` x max). ``device``: the record whose weight widths are enforced (None: any of
     8, 4, 2, 1). ``options``: those of ``quantize_with_scales`` (``calibration``, ``scale``,
     ``nstd``).
     """
@@ -69,7 +69,7 @@ def quantize_with_scales(
     calibration: np.ndarray | torch.Tensor | None = None,
     scale: float = 0.85,
     nstd: float = 2.0,
-    device: Device | None,
+    device: Capabilities | None,
 ) -> tuple[Network, dict[str, int]]:
     """``quantize_network`` plus ``{output name: e}``: the output ``v`` means ``v * 2^e / 128``."""
     _check_network(network, clip)
@@ -108,7 +108,9 @@ def _check_network(network: Network, clip: str) -> None:
             raise ModelError(f"layer {layer.name} has no weights", where=layer.module_path)
 
 
-def _bits_lookup(network: Network, weight_bits: int | Mapping[str, int], device: Device | None):
+def _bits_lookup(
+    network: Network, weight_bits: int | Mapping[str, int], device: Capabilities | None
+):
     """``layer -> bits``; a mapping may give a default under ``"*"`` (else 8)."""
     if isinstance(weight_bits, Mapping):
         names = {layer.name for layer in network.layers} | {"*"}

@@ -18,7 +18,7 @@ from cnnforge.arithmetic import (
     ACT_MIN,
     WEIGHT_WIDTHS,
 )
-from cnnforge.devices import Device
+from cnnforge.devices import Capabilities
 from cnnforge.errors import SimulationError
 from cnnforge.ir import (
     BINARY_BITS,
@@ -68,7 +68,7 @@ def check_input(network: Network, x: object) -> tuple[torch.Tensor, bool]:
     return x.cpu(), batched
 
 
-def check_network(network: Network, device: Device | None) -> None:
+def check_network(network: Network, device: Capabilities | None) -> None:
     """Raise ``SimulationError`` for the first layer the simulator cannot run."""
     known = {INPUT}
     for layer in network.layers:
@@ -83,7 +83,7 @@ def check_network(network: Network, device: Device | None) -> None:
     _check_wide_consumers(network)
 
 
-def check_layer(layer: Layer, device: Device | None) -> None:
+def check_layer(layer: Layer, device: Capabilities | None) -> None:
     """One layer: hardware op, operators, activation and quantized parameters."""
     if not layer.is_hardware:
         raise _fail(
@@ -113,7 +113,7 @@ def check_layer(layer: Layer, device: Device | None) -> None:
         _check_quantized(layer, device)
 
 
-def _check_dilation(layer: Layer, device: Device | None) -> None:
+def _check_dilation(layer: Layer, device: Capabilities | None) -> None:
     """Average pooling has no dilation (R3.2: max only); a device limits both (devices.md §1)."""
     pool_dil = max(layer.pool.dilation_or_ones()) if layer.pool is not None else 1
     if pool_dil > 1 and layer.pool.kind is PoolKind.AVG:
@@ -130,7 +130,7 @@ def _check_dilation(layer: Layer, device: Device | None) -> None:
                     f"{device.name})")  # fmt: skip
 
 
-def _check_eltwise(layer: Layer, device: Device | None) -> None:
+def _check_eltwise(layer: Layer, device: Capabilities | None) -> None:
     if layer.eltwise is None:
         return
     ok = layer.eltwise in HARDWARE_ELTWISE
@@ -146,7 +146,7 @@ def _check_eltwise(layer: Layer, device: Device | None) -> None:
         raise _fail(layer, f"element-wise op over {len(layer.inputs)} operands (2..16, R4.1)")
 
 
-def _check_quantized(layer: Layer, device: Device | None) -> None:
+def _check_quantized(layer: Layer, device: Capabilities | None) -> None:
     q = layer.quant
     if q is None:
         raise _fail(layer, "has float weights only", "quantize the network first")

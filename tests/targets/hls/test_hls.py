@@ -21,7 +21,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cnnforge.arithmetic import accumulator_bits
-from cnnforge.devices import MAX78000, Device
+from cnnforge.devices import MAX78000, Capabilities, Max7800xDevice
 from cnnforge.errors import DeviceLimitError
 from cnnforge.geometry import live_intervals
 from cnnforge.ir import Op
@@ -50,7 +50,8 @@ def _answer(net, x) -> dict[str, np.ndarray]:
 
 def test_the_target_is_data() -> None:
     hls = resolve_device("hls")
-    assert hls is HLS and isinstance(hls, Device)
+    assert hls is HLS and isinstance(hls, Capabilities)
+    assert not isinstance(hls, Max7800xDevice)  # no MAX7800x memories pretended
     assert (hls.default_weight_bits, hls.activation_bits) == (5, 8)
     assert hls.weight_bits_allowed(5) and not MAX78000.weight_bits_allowed(5)
     assert hls.supports_op(Op.CONVTRANSPOSE2D) and not hls.supports_op(Op.LINEAR)

@@ -223,7 +223,7 @@ def test_too_many_layers():
 
 
 def test_resources_come_from_the_device():
-    dev = get_device("MAX78002")  # the planner reads the typed Device (plan/resources.py is gone)
+    dev = get_device("MAX78002")  # the planner reads the typed record (plan/resources.py is gone)
     assert dev.instance_bytes == 81920 and dev.kernel_words(16) == 5120
     assert dev.kernel_words(17) == 4096 and dev.bias_entries_per_quadrant == 2048
     assert upconv  # helper used by small_unet

@@ -1,10 +1,11 @@
 """FPGA targets built from HLS C++ (docs/hls-target.md): frozen records of numbers, like devices.py.
 
-An ``HlsTarget`` is a ``Device`` so that every pass that asks a device a question (checker,
-legalizer, quantizer, simulator) works on it unchanged; its MAX78000-style numbers are set so
+An ``HlsTarget`` is a ``Capabilities`` record, so every shared stage that asks what a target
+computes (checker, legalizer, quantizer, simulator) works on it unchanged; its limits are set so
 the shared lowering produces the layers the HLS engines implement (stride-1 convolutions,
-3x3 stride-2 transposed convolutions, pools, element-wise ops, concatenation). The fields
-below the ``Device`` ones are the FPGA's own: widths (docs/hls-target.md §2), parallelism,
+3x3 stride-2 transposed convolutions, pools, element-wise ops, concatenation). It has no MAX7800x
+memories: on-chip RAM is sized by its own planner (buffer_plan.py, docs/hls-target.md §6). The
+fields below the ``Capabilities`` ones are the FPGA's own: accumulator width (§2), parallelism,
 clock and the AXI-Lite register map (§5), which is compatible with seed 001 §7.
 """
 
@@ -12,24 +13,21 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from cnnforge.devices import Device
+from cnnforge.devices import Capabilities
 from cnnforge.ir import Op
 
 #: Operations the HLS engines implement (docs/hls-target.md §3).
 HLS_OPS = frozenset({Op.CONV2D, Op.CONVTRANSPOSE2D, Op.PASSTHROUGH})
 
 
-@dataclass(frozen=True)
-class HlsTarget(Device):
+@dataclass(frozen=True, kw_only=True)
+class HlsTarget(Capabilities):
     """One HLS C++ overlay: engines, widths, parallelism and register map (hls-target.md)."""
 
-    activation_bits: int = 8  # A8: ap_int<8> activations, value v / 128 (§2 H1)
-    default_weight_bits: int = 5  # W5 unless --weight-bits says otherwise (§2 H2)
     accumulator_bits_max: int = 32  # widest accumulator an engine may have (§2 H4)
     macs_per_cycle: int = 9  # multipliers per MAC engine: one 3x3 window per cycle (§4)
     initiation_interval: int = 1  # II of every pipelined loop (§4)
     clock_mhz: float = 100.0  # fabric clock for the cycle estimate (§4)
-    ops: frozenset[Op] = HLS_OPS
     # AXI-Lite register offsets (§5; seed 001 §7: 0x000 control, 0x010/0x020/0x030 geometry)
     reg_control: int = 0x000
     reg_height_width: int = 0x010
@@ -39,33 +37,10 @@ class HlsTarget(Device):
     reg_layer_count: int = 0x050
     reg_status: int = 0x060
 
-    def supports_op(self, op: Op | str) -> bool:
-        """True for the operations the HLS engines implement (§3)."""
-        try:
-            return Op(op) in self.ops
-        except ValueError:
-            return False
-
 
 HLS = HlsTarget(
     name="HLS",
-    die="HLS",
-    # On-chip RAM is sized by the planner (docs/hls-target.md §6); these bound the lowering only.
-    instance_bytes=1 << 20,
-    data_base_addr=0,
-    data_quadrant_stride=0,
-    data_instance_stride=0,
-    kernel_words_large=1 << 16,  # weights live in ROM arrays, not in kernel memory
-    kernel_words_small=1 << 16,
-    kernel_banks_large=(1 << 16,),
-    kernel_banks_small=(1 << 16,),
-    kernel_base_addr=0,
-    kernel_quadrant_stride=0,
-    kernel_processor_stride=0,
-    bias_entries_per_quadrant=1 << 16,
-    bias_base_addr=0,
-    bias_quadrant_stride=0,
-    bias_flatten_first=False,
+    ops=HLS_OPS,
     max_layers=1024,
     max_row_col=4095,
     count_bits=12,  # the 16-bit height/width register fields hold up to 4095 (§5)
@@ -76,12 +51,8 @@ HLS = HlsTarget(
     passthrough_pool_max_passes=1 << 16,
     eltwise_multipass_plain_only=False,
     eltwise_multipass_conv_bias=True,
-    write_ptr_inc_bits=16,
     binary_weights=False,
-    streaming_final_layer_needs_pad=False,
-    streaming_passthrough_allowed=True,
-    cnn_clock_mhz=100.0,
-    pipeline=True,
-    has_latency_model=False,
     weight_bits=(8, 7, 6, 5, 4, 3, 2, 1),  # any width up to 8 (§2 H2)
+    default_weight_bits=5,  # W5 unless --weight-bits says otherwise (§2 H2)
+    activation_bits=8,  # A8: ap_int<8> activations, value v / 128 (§2 H1)
 )

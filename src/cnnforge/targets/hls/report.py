@@ -3,9 +3,9 @@ and float vs quantized agreement on the sample (docs/hls-target.md §7)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 
-from cnnforge.sim.agreement import agreement
+from cnnforge.sim.agreement import Compared, agreement
 from cnnforge.targets.hls.buffer_plan import HlsPlan
 from cnnforge.targets.hls.regmap import register_rows
 
@@ -19,6 +19,14 @@ SEED_TABLE = {
     "top": 423251,
 }
 ENGINE_ORDER = ("conv2d", "transconv", "copy")
+
+
+class HlsCompiled(Compared, Protocol):
+    """What report.md reads of a finished HLS compile: ``pipeline.state.CompileState`` is one
+    (named by its fields, as the targets sit below the pipeline; a test checks the match)."""
+
+    @property
+    def hls_plan(self) -> HlsPlan | None: ...
 
 
 def resources(plan: HlsPlan) -> dict[str, Any]:
@@ -70,15 +78,17 @@ def resources(plan: HlsPlan) -> dict[str, Any]:
     }
 
 
-def agreement_rows(state: Any) -> list[tuple[str, str, float]]:
+def agreement_rows(state: HlsCompiled) -> list[tuple[str, str, float]]:
     """(output, argmax agreement or "-", mean |float - quantized| in LSBs) on the sample."""
     rows = agreement(state.network, state.answer, state.float_outputs, state.output_exponents)
     return [(a.name, "-" if a.argmax is None else f"{a.argmax:.4f}", a.mean_lsb) for a in rows]
 
 
-def report_markdown(state: Any) -> str:
+def report_markdown(state: HlsCompiled) -> str:
     """report.md for one compile."""
     plan, net = state.hls_plan, state.network
+    if plan is None or net is None:
+        raise ValueError("report.md needs the HLS plan and the compiled network")
     r = resources(plan)
     t, total = plan.target, r["total"]
     bits = sorted({x.quant.weight_bits for x in net.layers if x.quant is not None})

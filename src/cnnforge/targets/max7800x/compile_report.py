@@ -9,21 +9,46 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Mapping, Sequence
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import jinja2
+import numpy as np
 
 from cnnforge.arithmetic import ACT_SCALE
-from cnnforge.devices import Device
+from cnnforge.devices import Capabilities, Max7800xDevice
 from cnnforge.ir import INPUT, Network
 from cnnforge.outputs import atomic_output_file
-from cnnforge.sim.agreement import agreement, output_scale
+from cnnforge.sim.agreement import Compared, agreement, output_scale
 from cnnforge.targets.max7800x import report_figures as figs
 from cnnforge.targets.max7800x.masks import mask_runs
+from cnnforge.targets.max7800x.placement import Placement, Plan
 
 WORD_BYTES = 4
+
+
+class Listed(Protocol):
+    """A rewrite or a violation: the report shows its fields."""
+
+    def to_dict(self) -> Mapping[str, str]: ...
+
+
+class CompiledState(Compared, Protocol):
+    """What report.html reads of a finished compile: ``pipeline.state.CompileState`` is one
+    (named by its fields, as the targets sit below the pipeline; a test checks the match)."""
+
+    @property
+    def device(self) -> Capabilities: ...
+    @property
+    def plan(self) -> Plan | None: ...
+    @property
+    def rewrites(self) -> Sequence[Listed]: ...
+    @property
+    def violations(self) -> Sequence[Listed]: ...
+    @property
+    def sample(self) -> np.ndarray | None: ...
 
 
 def _template() -> jinja2.Template:
@@ -37,7 +62,7 @@ def _popcount(mask: int) -> int:
     return bin(mask).count("1")
 
 
-def analysis_rows(network: Network, dev: Device) -> list[dict[str, Any]]:
+def analysis_rows(network: Network, dev: Capabilities) -> list[dict[str, Any]]:
     """The analysis table (analysis.analyze_network) as plain rows."""
     from cnnforge.analysis import analyze_network
 
@@ -57,7 +82,7 @@ def analysis_rows(network: Network, dev: Device) -> list[dict[str, Any]]:
     ]
 
 
-def plan_rows(network: Network, plan: Any) -> list[dict[str, Any]]:
+def plan_rows(network: Network, plan: Plan) -> list[dict[str, Any]]:
     """One row per placement: masks, offsets, kernels, bias, cycles (estimated when the plan,
     e.g. an imported one, has none: the planner's latency model)."""
     from cnnforge.targets.max7800x.planner import placed_cycles
@@ -84,13 +109,13 @@ def plan_rows(network: Network, plan: Any) -> list[dict[str, Any]]:
     return rows
 
 
-def _kernel_text(p: Any) -> str:
+def _kernel_text(p: Placement) -> str:
     if p.kernel_start is None:
         return ""
     return f"{p.kernel_start}..{p.kernel_start + p.kernel_words - 1}"
 
 
-def memory_map(network: Network, plan: Any) -> str:
+def memory_map(network: Network, plan: Plan) -> str:
     """Data memory (bytes per instance) over the layer order: where each output lives, when."""
     from cnnforge.geometry import live_intervals, tensor_geometry
 
@@ -107,7 +132,7 @@ def memory_map(network: Network, plan: Any) -> str:
     return figs.rect_map(rects, "layer index", "byte offset in each instance", title, limits)
 
 
-def kernel_map(plan: Any) -> str | None:
+def kernel_map(plan: Plan) -> str | None:
     """Kernel memory: columns used by each layer on each processor."""
     rects, top = [], 1
     dev = plan.device
@@ -124,7 +149,7 @@ def kernel_map(plan: Any) -> str | None:
     )
 
 
-def output_figures(state: Any) -> list[dict[str, str]]:
+def output_figures(state: CompiledState) -> list[dict[str, str]]:
     """Float vs quantized for each network output the float model also produced."""
     out = []
     for name, quant in sorted(state.answer.items()):
@@ -140,7 +165,7 @@ def output_figures(state: Any) -> list[dict[str, str]]:
     return out
 
 
-def _plan_section(state: Any) -> dict[str, Any] | None:
+def _plan_section(state: CompiledState) -> dict[str, Any] | None:
     plan, network = state.plan, state.network
     if plan is None or network is None or len(plan.placements) != len(network.layers):
         return None
@@ -158,22 +183,24 @@ def _plan_section(state: Any) -> dict[str, Any] | None:
         "utilization": figs.bar_figure(names, util, f"% of {procs} processors", "input processors"),
         "cycles": figs.bar_figure(names, cycles, "cycles", "cycle estimate per layer"),
         "total_cycles": int(sum(cycles)),
-        "clock_text": _clock_text(state.device, sum(cycles)),
+        "clock_text": _clock_text(plan.device, sum(cycles)),
     }
 
 
-def _clock_text(device: Device | None, cycles: float) -> str:
+def _clock_text(device: Max7800xDevice, cycles: float) -> str:
     """``= 1.23 ms at 50 MHz`` from the device's CNN clock, or nothing."""
-    hz = device.clock_hz if device is not None else None
+    hz = device.clock_hz
     if not hz:
         return ""
     return f"= {cycles / hz * 1e3:.3f} ms at {hz / 1e6:g} MHz"
 
 
-def report_context(state: Any, summary: dict[str, Any]) -> dict[str, Any]:
+def report_context(state: CompiledState, summary: dict[str, Any]) -> dict[str, Any]:
     """Everything the template shows, from a compile state and its ``summary`` facts (the
     caller's: pipeline.state.summary), so the report never imports the pipeline."""
     network = state.network
+    if network is None:
+        raise ValueError("report.html needs the compiled network")
     return {
         "title": f"cnnforge report: {network.name}",
         "summary": summary,
@@ -189,12 +216,12 @@ def report_context(state: Any, summary: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _unit(state: Any, name: str) -> float:
+def _unit(state: CompiledState, name: str) -> float:
     """Real value of one unit of output ``name`` (wide and calibrated outputs differ)."""
     return output_scale(state.network, name, state.output_exponents.get(name, 0))
 
 
-def _agreement(state: Any) -> list[dict[str, Any]]:
+def _agreement(state: CompiledState) -> list[dict[str, Any]]:
     rows = []
     for a in agreement(state.network, state.answer, state.float_outputs, state.output_exponents):
         row = {"name": a.name, "max": f"{a.max_lsb:.2f}", "mean": f"{a.mean_lsb:.3f}"}
@@ -204,7 +231,7 @@ def _agreement(state: Any) -> list[dict[str, Any]]:
     return rows
 
 
-def write_report(state: Any, path: Path, summary: dict[str, Any]) -> Path:
+def write_report(state: CompiledState, path: Path, summary: dict[str, Any]) -> Path:
     """Render report.html for a finished compile state and its summary facts (atomically)."""
     html = _template().render(report_context(state, summary))
     with atomic_output_file(Path(path)) as tmp:

@@ -24,7 +24,7 @@ from enum import StrEnum
 
 import numpy as np
 
-from cnnforge.devices import Device
+from cnnforge.devices import Max7800xDevice
 from cnnforge.errors import PlanError
 from cnnforge.geometry import passes, processors_per_pass
 from cnnforge.ir import INPUT, Layer, Network, Op, Quantized
@@ -52,7 +52,7 @@ class Group:
         return len(self.parts) - 1 if self.kind is GroupKind.INTERLEAVED else 0
 
 
-def group_kind(network: Network, layer: Layer, device: Device) -> GroupKind:
+def group_kind(network: Network, layer: Layer, device: Max7800xDevice) -> GroupKind:
     """How ``layer`` reads its inputs: parts of one pass in all sit side by side (devices.md §2
     "Concatenation"), more are interleaved word by word."""
     if len(layer.inputs) == 1:
@@ -68,7 +68,7 @@ def is_copy(layer: Layer) -> bool:
     return layer.module_path.startswith(f"{COPY_TAG} of ")
 
 
-def form_groups(network: Network, device: Device) -> tuple[Network, tuple[Group, ...]]:
+def form_groups(network: Network, device: Max7800xDevice) -> tuple[Network, tuple[Group, ...]]:
     """Insert the copies the layout needs and group every tensor (see the module docstring)."""
     claimed: dict[str, int] = {}
     groups: list[Group] = []
@@ -112,7 +112,9 @@ def _must_copy(
     return len(readers) > 1 or name in network.outputs or producer.wide
 
 
-def _check_interleave(network: Network, layer: Layer, kind: GroupKind, device: Device) -> None:
+def _check_interleave(
+    network: Network, layer: Layer, kind: GroupKind, device: Max7800xDevice
+) -> None:
     """Interleaved parts must each fill whole single passes on the same processors; adjacent
     parts start on instance boundaries and must fit one pass with their holes."""
     width, align = device.pass_channels, device.processors_per_instance

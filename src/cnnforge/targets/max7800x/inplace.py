@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from cnnforge.devices import Device
+from cnnforge.devices import Max7800xDevice
 from cnnforge.geometry import passes
 from cnnforge.ir import Layer, Network, Op
 
@@ -31,7 +31,7 @@ IN_PLACE_MARGIN_WORDS = 19
 _ELIGIBLE = frozenset({Op.CONV2D, Op.CONV1D, Op.PASSTHROUGH})
 
 
-def in_place_words(network: Network, layer: Layer, dev: Device) -> int | None:
+def in_place_words(network: Network, layer: Layer, dev: Max7800xDevice) -> int | None:
     """Words the output must start below the input to overlap it safely; None: never in place."""
     if layer.op not in _ELIGIBLE or len(layer.inputs) != 1 or layer.eltwise is not None:
         return None

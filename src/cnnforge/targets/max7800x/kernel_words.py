@@ -24,10 +24,10 @@ from cnnforge.geometry import packed_kernel_words as packed_words
 from cnnforge.ir import Layer, Network
 
 if TYPE_CHECKING:
-    from cnnforge.devices import Device
+    from cnnforge.devices import Max7800xDevice
 
 
-def output_slots(out_mask: int, out_channels: int, device: Device) -> int:
+def output_slots(out_mask: int, out_channels: int, device: Max7800xDevice) -> int:
     """Output slots S of a placed layer from its output-processor mask (devices.md §3): last -
     first + 1, the first rounded down to a multiple of 4 when the output has several passes."""
     if out_mask <= 0:
@@ -58,7 +58,7 @@ class KernelNeed:
 
 def layer_kernel_need(
     layer: Layer,
-    device: Device,
+    device: Max7800xDevice,
     weight_bits: int | None = None,
     in_shape: tuple[int, ...] | None = None,
     out_slots: int | None = None,
@@ -94,7 +94,7 @@ def layer_kernel_need(
 
 def layer_kernel_words(
     layer: Layer,
-    device: Device,
+    device: Max7800xDevice,
     weight_bits: int | None = None,
     in_shape: tuple[int, ...] | None = None,
     out_slots: int | None = None,
@@ -106,7 +106,7 @@ def layer_kernel_words(
 
 def network_kernel_needs(
     network: Network,
-    device: Device,
+    device: Max7800xDevice,
     weight_bits: int | dict[str, int] | None = None,
 ) -> tuple[KernelNeed, ...]:
     """``KernelNeed`` of every weight layer, in model order (``weight_bits``: one or per layer)."""
@@ -139,13 +139,13 @@ class KernelCapacity:
         return ranked[min(processors, len(ranked)) - 1]
 
 
-def kernel_capacity(device: Device) -> KernelCapacity:
+def kernel_capacity(device: Max7800xDevice) -> KernelCapacity:
     """The device's kernel memory (devices.md §1 "Weight memory per proc", §3)."""
     words = tuple(device.kernel_words(p) for p in range(device.processors))
     return KernelCapacity(words, device.kernel_start_align)
 
 
-def device_weight_bits(device: Device) -> tuple[int, ...]:
+def device_weight_bits(device: Max7800xDevice) -> tuple[int, ...]:
     """Weight widths the device stores (devices.md §1 "Weight widths"), widest first."""
     return tuple(b for b in device.allowed_weight_bits if b > 0)
 

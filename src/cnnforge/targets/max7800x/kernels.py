@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from cnnforge.devices import Device
+from cnnforge.devices import Max7800xDevice
 from cnnforge.errors import PlanError
 from cnnforge.geometry import (
     bias_entries,
@@ -30,7 +30,7 @@ from cnnforge.ir import Layer, Network, Op
 from cnnforge.targets.max7800x.kernel_words import layer_kernel_words as _words
 
 
-def kernel_words_placed(network: Network, layer: Layer, out_mask: int, dev: Device) -> int:
+def kernel_words_placed(network: Network, layer: Layer, out_mask: int, dev: Max7800xDevice) -> int:
     """72-bit words per input processor of a placed weight layer (0 without weights)."""
     if not layer.has_weights:
         return 0
@@ -38,7 +38,9 @@ def kernel_words_placed(network: Network, layer: Layer, out_mask: int, dev: Devi
     return _words(layer, dev, in_shape=main_input_shape(network, layer), out_slots=slots)
 
 
-def kernels_per_processor(network: Network, layer: Layer, out_mask: int, dev: Device) -> int:
+def kernels_per_processor(
+    network: Network, layer: Layer, out_mask: int, dev: Max7800xDevice
+) -> int:
     """kc of devices.md §3 (cnnforge.geometry.kernel_count) with the budget's output slots."""
     if layer.op is Op.PASSTHROUGH:
         return 0
@@ -48,7 +50,7 @@ def kernels_per_processor(network: Network, layer: Layer, out_mask: int, dev: De
     return kernel_count(layer, shape[0], layer.out_shape[0], slots, pixels, dev)
 
 
-def _bank_edges(dev: Device, processor: int) -> set[int]:
+def _bank_edges(dev: Max7800xDevice, processor: int) -> set[int]:
     edges, pos = set(), 0
     for size in dev.kernel_banks(processor):
         pos += size
@@ -73,7 +75,7 @@ class KernelSlot:
 
 
 def assign_kernels(
-    network: Network, masks: dict[str, tuple[int, int]], dev: Device
+    network: Network, masks: dict[str, tuple[int, int]], dev: Max7800xDevice
 ) -> dict[str, KernelSlot]:
     """``{layer: KernelSlot}`` for every weight layer; ``masks`` is {layer: (in, out)}."""
     cap = np.array([dev.kernel_words(p) for p in range(dev.processors)])
@@ -107,7 +109,7 @@ def assign_kernels(
 
 
 def _lowest_start(
-    used: np.ndarray, procs: list[int], words: int, align: int, banks: Device | None
+    used: np.ndarray, procs: list[int], words: int, align: int, banks: Max7800xDevice | None
 ) -> int | None:
     """The lowest start, a multiple of ``align`` (devices.md §3), of a free run of ``words``
     columns on ``procs`` that crosses no bank edge of ``banks`` (depthwise layers)."""
@@ -143,13 +145,13 @@ def _kernel_error(
     )
 
 
-def bias_length(layer: Layer, out_mask: int, dev: Device) -> int:
+def bias_length(layer: Layer, out_mask: int, dev: Max7800xDevice) -> int:
     """Bias entries of a layer (devices.md §4, cnnforge.geometry.bias_entries)."""
     return bias_entries(layer.out_shape[0], out_mask, dev)
 
 
 def assign_bias(
-    network: Network, masks: dict[str, tuple[int, int]], dev: Device
+    network: Network, masks: dict[str, tuple[int, int]], dev: Max7800xDevice
 ) -> dict[str, tuple[int, int]]:
     """``{layer: (quadrant, first entry)}`` for every layer with bias (devices.md §4)."""
     used_quadrants = set()  # quadrants that execute some layer (devices.md §7 `bias_group`)
@@ -182,7 +184,7 @@ def assign_bias(
     return out
 
 
-def _bias_error(layer: Layer, q: int, n: int, filled: int, dev: Device) -> PlanError:
+def _bias_error(layer: Layer, q: int, n: int, filled: int, dev: Max7800xDevice) -> PlanError:
     return PlanError(
         f"bias memory exhausted: {n} values do not fit; quadrant {q} has "
         f"{dev.bias_entries_per_quadrant - filled} of {dev.bias_entries_per_quadrant} entries left "

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from cnnforge.devices import Device
+from cnnforge.devices import Max7800xDevice
 from cnnforge.errors import PlanError
 from cnnforge.geometry import TensorGeometry, tensor_geometry
 from cnnforge.ir import INPUT, Network, Op
@@ -38,7 +38,7 @@ class Unit:
     death: int
 
 
-def mask_runs(mask: int, dev: Device) -> list[tuple[int, int]]:
+def mask_runs(mask: int, dev: Max7800xDevice) -> list[tuple[int, int]]:
     """Runs of consecutive set bits of a processor mask: [(first processor, count), ...]."""
     runs: list[tuple[int, int]] = []
     for proc in range(dev.processors):
@@ -51,7 +51,7 @@ def mask_runs(mask: int, dev: Device) -> list[tuple[int, int]]:
 
 
 def make_unit(
-    network: Network, group: Group, live: dict[str, tuple[int, int]], dev: Device
+    network: Network, group: Group, live: dict[str, tuple[int, int]], dev: Max7800xDevice
 ) -> Unit:
     """The unit of ``group``: adjacent parts side by side, interleaved parts on one range."""
     widths = tuple(tensor_geometry(network, p, dev).processors for p in group.parts)
@@ -79,7 +79,7 @@ def range_mask(start: int, width: int) -> int:
     return ((1 << width) - 1) << start
 
 
-def instances_of(mask: int, dev: Device) -> int:
+def instances_of(mask: int, dev: Max7800xDevice) -> int:
     """16-bit mask of the data-memory instances a processor mask touches."""
     out = 0
     per = dev.processors_per_instance
@@ -89,7 +89,7 @@ def instances_of(mask: int, dev: Device) -> int:
     return out
 
 
-def choose_data_format(network: Network, dev: Device) -> str:
+def choose_data_format(network: Network, dev: Max7800xDevice) -> str:
     """CHW when the input is too large for HWC and CHW can carry it, else HWC (devices.md §2)."""
     geo = tensor_geometry(network, INPUT, dev)
     readers = [i for i, x in enumerate(network.layers) if INPUT in x.inputs]
@@ -103,7 +103,7 @@ def choose_data_format(network: Network, dev: Device) -> str:
     return "CHW" if chw_ok and hwc_bytes > dev.instance_bytes else "HWC"
 
 
-def chw_mask(channels: int, dev: Device) -> int:
+def chw_mask(channels: int, dev: Max7800xDevice) -> int:
     """CHW input: channel c on processor 4c (one per instance, devices.md §6)."""
     return sum(1 << (dev.processors_per_instance * c) for c in range(channels))
 
@@ -111,7 +111,7 @@ def chw_mask(channels: int, dev: Device) -> int:
 class _Loads:
     """Running estimates of data words per (instance, time) and kernel words per processor."""
 
-    def __init__(self, network: Network, dev: Device) -> None:
+    def __init__(self, network: Network, dev: Max7800xDevice) -> None:
         steps = len(network.layers) + 2
         self.dev = dev
         self.data = np.zeros((dev.processors // dev.processors_per_instance, steps), dtype=np.int64)
@@ -155,7 +155,7 @@ def assign_masks(
     network: Network,
     groups: tuple[Group, ...],
     live: dict[str, tuple[int, int]],
-    dev: Device,
+    dev: Max7800xDevice,
     data_format: str,
     policy: str = "low",
 ) -> dict[str, int]:
@@ -184,7 +184,7 @@ def assign_masks(
     return masks
 
 
-def _kernel_readers(network: Network, dev: Device) -> dict[str, list[int]]:
+def _kernel_readers(network: Network, dev: Max7800xDevice) -> dict[str, list[int]]:
     """Kernel words per input processor of every layer that reads a tensor, by tensor."""
     out: dict[str, list[int]] = {}
     for layer in network.layers:
@@ -203,7 +203,7 @@ def _demand(
     start: int,
     readers: dict[str, list[int]],
     live: dict[str, tuple[int, int]],
-    dev: Device,
+    dev: Max7800xDevice,
 ) -> tuple[list[tuple[int, int, int, int]], list[tuple[int, int]]]:
     spans, kern = [], []
     for part, off, width in zip(unit.group.parts, unit.offsets, unit.widths, strict=True):
@@ -224,7 +224,7 @@ def _best_start(
     loads: _Loads,
     live: dict[str, tuple[int, int]],
     high: bool,
-    dev: Device,
+    dev: Max7800xDevice,
 ) -> int:
     if unit.group.parts == (INPUT,):
         return 0  # the input from processor 0, as the vendor loads it: quadrant 0 is used (§7)
@@ -242,7 +242,9 @@ def _best_start(
     return abs(best[-1])
 
 
-def _pinned_start(network: Network, unit: Unit, masks: dict[str, int], dev: Device) -> int | None:
+def _pinned_start(
+    network: Network, unit: Unit, masks: dict[str, int], dev: Max7800xDevice
+) -> int | None:
     """The start that puts a passthrough's output on its input processors, if any part needs it."""
     for part, off in zip(unit.group.parts, unit.offsets, strict=True):
         if part == INPUT:
@@ -264,7 +266,9 @@ def _pinned_start(network: Network, unit: Unit, masks: dict[str, int], dev: Devi
     return _reverse_pin(network, unit, masks, dev)
 
 
-def _reverse_pin(network: Network, unit: Unit, masks: dict[str, int], dev: Device) -> int | None:
+def _reverse_pin(
+    network: Network, unit: Unit, masks: dict[str, int], dev: Max7800xDevice
+) -> int | None:
     """A unit read by a single-input passthrough whose output is already placed (its consumer
     was laid out first) must sit on that output's processors."""
     for part, off in zip(unit.group.parts, unit.offsets, strict=True):

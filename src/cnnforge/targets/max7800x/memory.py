@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from cnnforge.devices import Device
+from cnnforge.devices import Max7800xDevice
 from cnnforge.errors import PlanError
 from cnnforge.geometry import tensor_geometry
 from cnnforge.ir import INPUT, Network
@@ -48,7 +48,7 @@ class Rect:
         )
 
 
-def tensor_span(network: Network, name: str, data_format: str, dev: Device) -> int:
+def tensor_span(network: Network, name: str, data_format: str, dev: Max7800xDevice) -> int:
     """Bytes a tensor occupies in each of its instances, without gaps (devices.md §2)."""
     geo = tensor_geometry(network, name, dev)
     if name == INPUT and data_format == "CHW":
@@ -62,7 +62,7 @@ def unit_rects(
     masks: dict[str, int],
     live: dict[str, tuple[int, int]],
     data_format: str,
-    dev: Device,
+    dev: Max7800xDevice,
     in_place: bool = True,
     spans: dict[str, int] | None = None,
 ) -> tuple[Rect, ...]:
@@ -90,7 +90,7 @@ def _in_place(
     live: dict[str, tuple[int, int]],
     data_format: str,
     spans: dict[str, int],
-    dev: Device,
+    dev: Max7800xDevice,
 ) -> dict[str, object]:
     """The partner input a tensor may overwrite in place, and by how far it must trail it."""
     if name == INPUT or name in spans or network.layer(name).inputs[0] in spans:
@@ -110,7 +110,7 @@ def assign_offsets(
     units: list[Unit],
     masks: dict[str, int],
     live: dict[str, tuple[int, int]],
-    dev: Device,
+    dev: Max7800xDevice,
     data_format: str,
     in_place: bool = False,
     spans: dict[str, int] | None = None,
@@ -192,7 +192,9 @@ def _fits(mine: tuple[Rect, ...], base: int, near: list[tuple[Rect, int]], limit
     return not any(m.conflicts(r, base, b) for m in mine for r, b in near)
 
 
-def _exhausted(network: Network, rects: list[tuple[Rect, ...]], dev: Device, top: int) -> PlanError:
+def _exhausted(
+    network: Network, rects: list[tuple[Rect, ...]], dev: Max7800xDevice, top: int
+) -> PlanError:
     """Which layer needs the most data memory in one instance, and by how much it is short
     (``top``: the highest byte the best arrangement found would need)."""
     steps = range(-1, len(network.layers) + 1)

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from cnnforge.devices import Device, get_device
+from cnnforge.devices import Max7800xDevice, get_device
 from cnnforge.geometry import live_intervals, tensor_geometry
 from cnnforge.ir import INPUT, Network
 from cnnforge.targets.max7800x.kernels import bias_length, has_bias, kernel_words_placed
@@ -51,7 +51,9 @@ def tensor_layout(plan: Plan, name: str) -> Placement:
     return plan.placement(name)
 
 
-def tensor_words(network: Network, plan: Plan, name: str, dev: Device) -> tuple[int, np.ndarray]:
+def tensor_words(
+    network: Network, plan: Plan, name: str, dev: Max7800xDevice
+) -> tuple[int, np.ndarray]:
     """(16-bit instance mask, word indices) a tensor occupies in each of its instances."""
     place = tensor_layout(plan, name)
     geo = tensor_geometry(network, name, dev)
@@ -83,7 +85,9 @@ def _streamed_reader(network: Network, plan: Plan, name: str) -> int | None:
     return index if index < streamed else None
 
 
-def live_cells(network: Network, plan: Plan, step: int, words: int, dev: Device) -> np.ndarray:
+def live_cells(
+    network: Network, plan: Plan, step: int, words: int, dev: Max7800xDevice
+) -> np.ndarray:
     """Boolean (16, words) map of the data words live at layer ``step``."""
     live = live_intervals(network)
     cells = np.zeros((16, words), dtype=bool)
@@ -97,7 +101,7 @@ def live_cells(network: Network, plan: Plan, step: int, words: int, dev: Device)
     return cells
 
 
-def plan_metrics(network: Network, plan: Plan, device: Device | str) -> PlanMetrics:
+def plan_metrics(network: Network, plan: Plan, device: Max7800xDevice | str) -> PlanMetrics:
     """The figures of ``plan`` on ``device`` (see the module docstring)."""
     dev = get_device(device)
     words = dev.instance_bytes // 4

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from cnnforge.devices import Device
+from cnnforge.devices import Max7800xDevice
 
 
 @dataclass(frozen=True)
@@ -35,7 +35,7 @@ class Placement:
 class Plan:
     """A whole network's placement on ``device`` (its record, as the planner read it)."""
 
-    device: Device
+    device: Max7800xDevice
     data_format: str  # "HWC" or "CHW": the input layout of the first layer
     placements: tuple[Placement, ...]
     allow_overlap: bool = False  # imported plans that rely on the vendor's --overlap-data

@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from cnnforge.devices import Device, get_device
+from cnnforge.devices import Max7800xDevice, get_device
 from cnnforge.geometry import live_intervals
 from cnnforge.ir import INPUT, Network
 from cnnforge.targets.max7800x.groups import is_copy
@@ -63,7 +63,7 @@ def write_plan_json(network: Network, plan: Plan, metrics: PlanMetrics, path: Pa
     path.write_text(json.dumps(plan_dict(network, plan, metrics), indent=1) + "\n", "utf-8")
 
 
-def _procs(mask: int, dev: Device) -> str:
+def _procs(mask: int, dev: Max7800xDevice) -> str:
     """``0-27,32-35`` for a mask."""
     return ",".join(f"{a}-{a + n - 1}" if n > 1 else str(a) for a, n in mask_runs(mask, dev))
 
@@ -133,7 +133,12 @@ def _text(title: str) -> str:
 
 
 def memory_map_png(
-    network: Network, plan: Plan, device: Device | str, index: int, path: Path, fig: Any = None
+    network: Network,
+    plan: Plan,
+    device: Max7800xDevice | str,
+    index: int,
+    path: Path,
+    fig: Any = None,
 ) -> None:
     """Data memory during layer ``index``: every live tensor as boxes per instance."""
     plt = _pyplot()
@@ -178,7 +183,7 @@ def memory_map_png(
         plt.close(fig)
 
 
-def kernel_map_png(network: Network, plan: Plan, device: Device | str, path: Path) -> None:
+def kernel_map_png(network: Network, plan: Plan, device: Max7800xDevice | str, path: Path) -> None:
     """Kernel memory: each layer's columns on its input processors."""
     plt = _pyplot()
     dev = get_device(device)
@@ -201,7 +206,7 @@ def kernel_map_png(network: Network, plan: Plan, device: Device | str, path: Pat
     plt.close(fig)
 
 
-def timeline_png(network: Network, plan: Plan, device: Device | str, path: Path) -> None:
+def timeline_png(network: Network, plan: Plan, device: Max7800xDevice | str, path: Path) -> None:
     """Two views over the layer order: processors read/written, and data memory x time."""
     plt = _pyplot()
     dev = get_device(device)
@@ -238,7 +243,7 @@ def timeline_png(network: Network, plan: Plan, device: Device | str, path: Path)
 def write_report(
     network: Network,
     plan: Plan,
-    device: Device | str,
+    device: Max7800xDevice | str,
     metrics: PlanMetrics,
     folder: Path,
     wall_s: float,

@@ -21,7 +21,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from cnnforge.devices import Device, get_device
+from cnnforge.devices import Max7800xDevice, get_device
 from cnnforge.errors import PlanError
 from cnnforge.geometry import layer_in_geometry, live_intervals
 from cnnforge.ir import INPUT, Layer, Network, Op
@@ -46,7 +46,7 @@ from cnnforge.targets.max7800x.validate import passthrough_masks_ok
 
 
 def plan_network(
-    network: Network, device: Device | str, *, in_place: bool = True
+    network: Network, device: Max7800xDevice | str, *, in_place: bool = True
 ) -> tuple[Network, Plan]:
     """Place ``network`` (hardware layers, quantized or not) on ``device``.
 
@@ -97,7 +97,7 @@ def plan_network(
     return network, plan
 
 
-def _streaming(network: Network, device: Device) -> tuple[int, dict[str, int]]:
+def _streaming(network: Network, device: Max7800xDevice) -> tuple[int, dict[str, int]]:
     """Leading layers that must stream through the FIFO, and their inputs' buffer sizes."""
     streamed = streaming_layers(network, device)
     return streamed, streamed_spans(network, streamed, device) if streamed else {}
@@ -121,7 +121,7 @@ def _placements(
     offsets: dict[str, int],
     kernels: dict[str, KernelSlot],
     bias: dict[str, tuple[int, int]],
-    dev: Device,
+    dev: Max7800xDevice,
 ) -> list[Placement]:
     """Every layer's ``Placement`` (with its cycle estimate) from the chosen attempt."""
     gaps = {p: g.gap for g in groups for p in g.parts}
@@ -167,7 +167,9 @@ def _attempt(network, groups, live, dev, data_format, policy, in_place, spans) -
     return top, network, layer_masks, offsets, kernels, bias
 
 
-def _fix_copies(network: Network, layer_masks: dict[str, tuple[int, int]], dev: Device) -> Network:
+def _fix_copies(
+    network: Network, layer_masks: dict[str, tuple[int, int]], dev: Max7800xDevice
+) -> Network:
     """Passthroughs (copies or the user's pooling/element-wise layers) whose processors a
     passthrough cannot map become 1x1 identity convolutions: exact, and free to move data."""
     quantized = any(x.quant is not None for x in network.layers)
@@ -184,7 +186,7 @@ def _in_place_notes(
     network: Network,
     placements: list[Placement],
     data_format: str,
-    dev: Device,
+    dev: Max7800xDevice,
     streamed: int = 0,
 ) -> tuple[str, ...]:
     """A note naming the layers that write over their own input (vendor: --overlap-data);
@@ -266,7 +268,7 @@ def _in_mask(layer: Layer, masks: dict[str, int], groups) -> int:
     return mask
 
 
-def placed_cycles(network: Network, layer: Layer, place: Placement, dev: Device) -> int:
+def placed_cycles(network: Network, layer: Layer, place: Placement, dev: Max7800xDevice) -> int:
     """Estimated cycles of a placed layer by the vendor model (devices.md §5)."""
     geo = layer_in_geometry(network, layer, dev)
     shape = network.input_shapes(layer)[0]

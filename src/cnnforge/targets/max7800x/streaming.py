@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from cnnforge.devices import Device, get_device
+from cnnforge.devices import Max7800xDevice, get_device
 from cnnforge.geometry import layer_in_channels, passes
 from cnnforge.ir import INPUT, Layer, Network, Op
 from cnnforge.targets.max7800x.placement import Placement, Plan
@@ -39,7 +39,7 @@ def streaming_prefix(plan: Plan) -> int:
     return n
 
 
-def _instances(mask: int, dev: Device) -> int:
+def _instances(mask: int, dev: Max7800xDevice) -> int:
     """Bit k set when instance k holds data of a processor in ``mask`` (tc ``datamem_map``)."""
     out = 0
     for p in range(dev.processors):
@@ -67,7 +67,7 @@ class _Geometry:
     passes: int  # input passes
 
 
-def _geometry(network: Network, layer: Layer, dev: Device) -> _Geometry:
+def _geometry(network: Network, layer: Layer, dev: Max7800xDevice) -> _Geometry:
     dims = network.input_shapes(layer)[0][1:]
     pool = layer.pool.size if layer.pool else (1, 1)
     stride = layer.pool.stride if layer.pool else (1, 1)
@@ -94,12 +94,14 @@ def _geometry(network: Network, layer: Layer, dev: Device) -> _Geometry:
     )
 
 
-def rollover_words(network: Network, plan: Plan, index: int, dev: Device) -> int:
+def rollover_words(network: Network, plan: Plan, index: int, dev: Max7800xDevice) -> int:
     """The circular buffer (32-bit words per instance) of streaming layer ``index`` (FMAX)."""
     return rollover(network, index, streaming_prefix(plan), plan.data_format, dev)
 
 
-def rollover(network: Network, index: int, streamed: int, data_format: str, dev: Device) -> int:
+def rollover(
+    network: Network, index: int, streamed: int, data_format: str, dev: Max7800xDevice
+) -> int:
     """FMAX of layer ``index`` when the first ``streamed`` layers stream (``plan``-free form)."""
     g = _geometry(network, network.layers[index], dev)
     big = index == 0 and data_format == "CHW"
@@ -139,7 +141,9 @@ def rollover(network: Network, index: int, streamed: int, data_format: str, dev:
     return val + (-val) % g.passes
 
 
-def streaming_issues(network: Network, plan: Plan, device: Device | str) -> list[StreamIssue]:
+def streaming_issues(
+    network: Network, plan: Plan, device: Max7800xDevice | str
+) -> list[StreamIssue]:
     """Every streaming / FIFO rule ``plan`` breaks (devices.md §7 "Streaming and FIFOs")."""
     dev = get_device(device) if isinstance(device, str) else device
     out = streaming_structure(network, plan, dev)
@@ -148,7 +152,7 @@ def streaming_issues(network: Network, plan: Plan, device: Device | str) -> list
     return _buffers(network, plan, dev)
 
 
-def streaming_structure(network: Network, plan: Plan, dev: Device) -> list[StreamIssue]:
+def streaming_structure(network: Network, plan: Plan, dev: Max7800xDevice) -> list[StreamIssue]:
     """The rules about which layers may stream and the FIFO (no memory offsets involved)."""
     n = streaming_prefix(plan)
     chw = plan.data_format == "CHW"
@@ -192,7 +196,7 @@ def streaming_structure(network: Network, plan: Plan, dev: Device) -> list[Strea
     return [StreamIssue(i, key, rule, msg) for bad, i, key, rule, msg in rules if bad]
 
 
-def _buffers(network: Network, plan: Plan, dev: Device) -> list[StreamIssue]:
+def _buffers(network: Network, plan: Plan, dev: Max7800xDevice) -> list[StreamIssue]:
     """Rollover buffers inside their instance, clear of outputs and of each other (the vendor's
     checks with its closed ranges, izer/backend/max7800x.py "Check rollover")."""
     out: list[StreamIssue] = []
@@ -237,7 +241,7 @@ def _buffers(network: Network, plan: Plan, dev: Device) -> list[StreamIssue]:
 # ---- planning ---------------------------------------------------------------------------------
 
 
-def _input_bytes(network: Network, index: int, dev: Device) -> int:
+def _input_bytes(network: Network, index: int, dev: Max7800xDevice) -> int:
     """Bytes of layer ``index``'s whole input in one instance (HWC; the network input may be CHW,
     a byte per pixel, when it has few channels: devices.md §2)."""
     layer = network.layers[index]
@@ -253,7 +257,7 @@ def _input_bytes(network: Network, index: int, dev: Device) -> int:
     return need
 
 
-def streaming_layers(network: Network, device: Device | str) -> int:
+def streaming_layers(network: Network, device: Max7800xDevice | str) -> int:
     """How many leading layers must stream (0: none need to, or streaming cannot help): enough
     that every layer after them finds its whole input in one data-memory instance."""
     dev = get_device(device) if isinstance(device, str) else device
@@ -282,7 +286,7 @@ def fifo_mask(channels: int) -> int:
     return sum(1 << (16 * (c // 4) + c % 4) for c in range(channels))
 
 
-def streamed_spans(network: Network, streamed: int, dev: Device) -> dict[str, int]:
+def streamed_spans(network: Network, streamed: int, dev: Max7800xDevice) -> dict[str, int]:
     """Bytes each streamed tensor needs in the planner (its reader's rollover buffer), and the
     last streaming layer's whole output: + 4 each, as the vendor compares closed ranges."""
     from cnnforge.targets.max7800x.memory import tensor_span

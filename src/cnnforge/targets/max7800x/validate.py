@@ -16,7 +16,7 @@ import math
 
 import numpy as np
 
-from cnnforge.devices import Device, get_device
+from cnnforge.devices import Max7800xDevice, get_device
 from cnnforge.errors import PlanError
 from cnnforge.geometry import (
     bias_entries,
@@ -39,7 +39,7 @@ from cnnforge.targets.max7800x.wordsim import simulate_words
 def validate_plan(
     network: Network,
     plan: Plan,
-    device: Device | str,
+    device: Max7800xDevice | str,
     allow_overlap: bool = False,
     in_place: bool = True,
 ) -> tuple[Issue, ...]:
@@ -77,7 +77,7 @@ def raise_on_issues(issues: tuple[Issue, ...], what: str = "the plan") -> None:
         )
 
 
-def _structure(network: Network, plan: Plan, dev: Device) -> list[Issue]:
+def _structure(network: Network, plan: Plan, dev: Max7800xDevice) -> list[Issue]:
     if len(plan.placements) != len(network.layers):
         return [
             Issue(
@@ -108,7 +108,7 @@ def _structure(network: Network, plan: Plan, dev: Device) -> list[Issue]:
 
 
 def _layer_issues(
-    network: Network, plan: Plan, i: int, layer: Layer, place: Placement, dev: Device
+    network: Network, plan: Plan, i: int, layer: Layer, place: Placement, dev: Max7800xDevice
 ) -> list[Issue]:
     """The static rules of one layer (devices.md §6 memory and masks, §7 the vendor's checks)."""
     chw = i == 0 and plan.data_format == "CHW"
@@ -119,7 +119,7 @@ def _layer_issues(
 
 
 def _mask_issues(
-    network: Network, layer: Layer, place: Placement, dev: Device, chw: bool
+    network: Network, layer: Layer, place: Placement, dev: Max7800xDevice, chw: bool
 ) -> list[tuple[str, str]]:
     out = []
     pairs = (
@@ -164,7 +164,7 @@ def _mask_issues(
 
 
 def _memory_issues(
-    network: Network, layer: Layer, place: Placement, dev: Device, chw: bool
+    network: Network, layer: Layer, place: Placement, dev: Max7800xDevice, chw: bool
 ) -> list[tuple[str, str]]:
     out = []
     geo_in = layer_in_geometry(network, layer, dev)
@@ -213,7 +213,7 @@ def out_span(pixels: int, out_passes: int, gap: int, wide: bool) -> int:
     return 4 * ((pixels * out_passes - 1) * (gap + 1) + 1)
 
 
-def passthrough_masks_ok(in_mask: int, out_mask: int, dev: Device) -> bool:
+def passthrough_masks_ok(in_mask: int, out_mask: int, dev: Max7800xDevice) -> bool:
     """Per quadrant, the output bits are the input bits packed together (devices.md §6)."""
     for q in range(dev.quadrants):
         a = in_mask >> (dev.processors_per_quadrant * q) & 0xFFFF
@@ -225,7 +225,7 @@ def passthrough_masks_ok(in_mask: int, out_mask: int, dev: Device) -> bool:
     return True
 
 
-def spec_kernel_words(network: Network, layer: Layer, out_mask: int, dev: Device) -> int:
+def spec_kernel_words(network: Network, layer: Layer, out_mask: int, dev: Max7800xDevice) -> int:
     """72-bit kernel words per input processor of a placed weight layer, derived here from
     devices.md §3 and the placed output mask (not from the planner's sizing helpers)."""
     shape = main_input_shape(network, layer)
@@ -238,7 +238,7 @@ def spec_kernel_words(network: Network, layer: Layer, out_mask: int, dev: Device
     return packed_kernel_words(kc, ksize, bits, dev)
 
 
-def _kernel_issues(network: Network, plan: Plan, dev: Device) -> list[Issue]:
+def _kernel_issues(network: Network, plan: Plan, dev: Max7800xDevice) -> list[Issue]:
     """Kernel columns in range and never shared by two different layers (or allocatable)."""
     out: list[Issue] = []
     taken: dict[int, list[tuple[int, int, str]]] = {}
@@ -328,7 +328,7 @@ def _same_kernels(plan: Plan, a: Layer, b: Layer) -> bool:
     )
 
 
-def _greedy_start(taken, procs, words, dev: Device) -> int | None:
+def _greedy_start(taken, procs, words, dev: Max7800xDevice) -> int | None:
     """The vendor's allocator for plans without a kernel map: the lowest free aligned start."""
     cap = min(dev.kernel_words(p) for p in procs)
     start = 0
@@ -342,7 +342,7 @@ def _greedy_start(taken, procs, words, dev: Device) -> int | None:
     return None
 
 
-def _bias_issues(network: Network, plan: Plan, dev: Device) -> list[Issue]:
+def _bias_issues(network: Network, plan: Plan, dev: Max7800xDevice) -> list[Issue]:
     """Bias entries inside one quadrant, never shared; plans without offsets are allocated."""
     out: list[Issue] = []
     quadrants = dev.quadrants

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from cnnforge.devices import Device
+from cnnforge.devices import Max7800xDevice
 from cnnforge.geometry import layer_in_geometry, live_intervals, tensor_geometry
 from cnnforge.ir import INPUT, Layer, Network
 from cnnforge.targets.max7800x.inplace import in_place_words
@@ -30,7 +30,7 @@ CHW_ANY = -2  # CHW input bytes: one channel per word, four pixels per word
 class _Memory:
     """Tensor id, channel and pixel per (processor lane, word)."""
 
-    def __init__(self, words: int, dev: Device) -> None:
+    def __init__(self, words: int, dev: Max7800xDevice) -> None:
         self.tid = np.full((dev.processors, words), EMPTY, dtype=np.int32)
         self.ch = np.full((dev.processors, words), EMPTY, dtype=np.int32)
         self.px = np.full((dev.processors, words), EMPTY, dtype=np.int32)
@@ -38,12 +38,12 @@ class _Memory:
         self.dev = dev
 
 
-def _procs(mask: int, dev: Device) -> np.ndarray:
+def _procs(mask: int, dev: Max7800xDevice) -> np.ndarray:
     return np.array([p for p in range(dev.processors) if mask >> p & 1], dtype=np.int64)
 
 
 def simulate_words(
-    network: Network, plan: Plan, dev: Device, allow_overlap: bool, in_place: bool = True
+    network: Network, plan: Plan, dev: Max7800xDevice, allow_overlap: bool, in_place: bool = True
 ) -> list:
     """The issues found by running ``plan`` at word level (see the module docstring).
 
@@ -92,7 +92,7 @@ def _write_index(
 
 
 def _written(
-    network: Network, name: str, place: Placement, dev: Device, chw: bool = False
+    network: Network, name: str, place: Placement, dev: Max7800xDevice, chw: bool = False
 ) -> list[tuple[int, int, np.ndarray]]:
     """(processor, channel slot, word indices) of every word the tensor ``name`` is written to."""
     geo = tensor_geometry(network, name, dev)
@@ -192,7 +192,7 @@ def _write(mem, network, index, name, place, ids, live, names, overlap, chw=Fals
     return issues
 
 
-def _proven_in_place(network: Network, index: int, place: Placement, dev: Device) -> bool:
+def _proven_in_place(network: Network, index: int, place: Placement, dev: Max7800xDevice) -> bool:
     """True when the layer may overwrite its dying input (plan/inplace.py's proof holds)."""
     if index < 0 or place.write_gap:
         return False

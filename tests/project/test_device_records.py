@@ -1,0 +1,117 @@
+"""The device records: shared stages read the target-neutral ``Capabilities``; each target's own
+record adds its memories and registers (devices.py, targets/hls/device.py).
+
+- No module of a shared stage (analysis, frontend, passes, quant, sim) reads a field or method
+  that only the MAX7800x record has, outside ``MAX_AWARE`` (modules that work on the MAX7800x
+  memories by design, each with why); their ``device`` parameters name no MAX7800x record.
+- HLS's record has no MAX7800x field (no placeholders pretending to be a MAX part).
+- The reports' state protocols name fields that ``CompileState`` has.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import re
+from pathlib import Path
+
+import cnnforge
+from cnnforge.devices import Capabilities, Max7800xDevice
+from cnnforge.pipeline.state import CompileState
+from cnnforge.targets.hls.device import HlsTarget
+from cnnforge.targets.hls.report import HlsCompiled
+from cnnforge.targets.max7800x.compile_report import CompiledState
+
+PACKAGE = Path(cnnforge.__file__).parent
+SHARED_STAGES = ("analysis", "frontend", "passes", "quant", "sim")
+
+#: Modules of the shared stages that work on the MAX7800x record by design.
+MAX_AWARE = {
+    "passes/check_memory.py": "the checker's data, bias and kernel memory rules (MAX7800x only)",
+    "passes/weight_bits.py": "--weight-bits auto fits the MAX7800x kernel memory",
+    "frontend/ai8x.py": "the vendor's YAML importer: processor masks into a MAX7800x Plan",
+    "frontend/ai8x_rules.py": "the vendor's YAML rules, checked on a MAX7800x Plan",
+}
+
+#: Names that receive a device record in the sources (``device.x``, ``dev.x``, ``ctx.device.x``,
+#: the ``d`` of the checker's ``lambda d: ...`` hints).
+RECEIVERS = {"device", "dev", "d", "caps"}
+
+
+def _names(cls: type) -> set[str]:
+    fields = {f.name for f in dataclasses.fields(cls)}
+    return fields | {n for n in vars(cls) if not n.startswith("__")}
+
+
+def _max_only() -> set[str]:
+    return _names(Max7800xDevice) - _names(Capabilities) - set(dir(Capabilities))
+
+
+def _receiver(node: ast.expr) -> str | None:
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        return node.attr
+    return None
+
+
+def _shared_modules() -> list[tuple[str, ast.Module]]:
+    out = []
+    for stage in SHARED_STAGES:
+        for path in sorted((PACKAGE / stage).rglob("*.py")):
+            rel = path.relative_to(PACKAGE).as_posix()
+            if rel not in MAX_AWARE:
+                out.append((rel, ast.parse(path.read_text(), str(path))))
+    return out
+
+
+def test_the_split_is_real() -> None:
+    max_only = _max_only()
+    memories = {"processors", "quadrants", "instance_bytes", "kernel_words", "data_base_addr",
+                "bias_entries_per_quadrant", "fifo_hwc_mask", "cnn_clock_mhz"}  # fmt: skip
+    assert memories <= max_only
+    assert {"max_layers", "weight_bits", "supports_op", "passes", "conv2d_kernels"}.isdisjoint(
+        max_only
+    )
+    assert all((PACKAGE / m).is_file() for m in MAX_AWARE), "a MAX_AWARE module moved: update"
+
+
+def test_shared_stages_read_no_max7800x_field() -> None:
+    max_only = _max_only()
+    reads = [
+        f"{rel}:{node.lineno}: {ast.unparse(node)}"
+        for rel, tree in _shared_modules()
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Attribute)
+        and node.attr in max_only
+        and _receiver(node.value) in RECEIVERS
+    ]
+    assert not reads, f"shared stages read MAX7800x-only fields (use Capabilities): {reads}"
+
+
+def test_shared_stages_take_the_capabilities_record() -> None:
+    wrong = []
+    for rel, tree in _shared_modules():
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                continue
+            for arg in [*node.args.args, *node.args.kwonlyargs]:
+                if arg.arg in ("device", "dev") and arg.annotation is not None:
+                    text = ast.unparse(arg.annotation)  # a record, or a name (str) for messages
+                    if re.search(r"\bMax7800xDevice\b|\bDevice\b", text):
+                        wrong.append(f"{rel}:{node.lineno}: {node.name}({arg.arg}: {text})")
+    assert not wrong, f"shared-stage device parameters not typed Capabilities: {wrong}"
+
+
+def test_hls_record_has_no_max7800x_fields() -> None:
+    assert issubclass(HlsTarget, Capabilities) and not issubclass(HlsTarget, Max7800xDevice)
+    extra = {f.name for f in dataclasses.fields(HlsTarget)} & _max_only()
+    assert not extra, f"HLS's record carries MAX7800x fields: {sorted(extra)}"
+
+
+def test_report_states_are_compile_states() -> None:
+    fields = {f.name for f in dataclasses.fields(CompileState)}
+    for protocol in (CompiledState, HlsCompiled):
+        wanted = {n for k in protocol.__mro__ if k is not object for n in vars(k)}
+        wanted = {n for n in wanted if not n.startswith("_")}
+        assert wanted and wanted <= fields, (protocol.__name__, sorted(wanted - fields))
