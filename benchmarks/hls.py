@@ -22,7 +22,7 @@ from ptq_agreement import settle_batchnorm  # benchmarks/ is on sys.path when ru
 from simulate import best_of
 
 from cnnforge.frontend.torch_fx import load_model, trace
-from cnnforge.passes.check import check_report
+from cnnforge.pipeline.targets import check_for
 from cnnforge.quant.ptq import quantize_with_scales
 from cnnforge.sim import simulate
 from cnnforge.targets.hls.build import compile_cpp, find_ap_types
@@ -66,7 +66,7 @@ def main() -> None:
     print(f"{'weights':>8} {'clip':>7} {'argmax agree':>13} {'mean|err|':>10}")
     nets = {}
     for bits in (5, 8):
-        lowered = check_report(source, HLS, bits).network
+        lowered = check_for(source, HLS, bits).network  # HLS placed by its own placer
         for clip in ("max", "avgmax"):
             agree, err, nets[bits, clip] = agreement(model, lowered, x, bits, clip)
             print(f"{f'W{bits}A8':>8} {clip:>7} {agree:>13.4f} {err:>10.5f}")
