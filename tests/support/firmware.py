@@ -19,14 +19,19 @@ from cnnforge.targets.max7800x.firmware.hostrun import StateImage
 TESTS = Path(__file__).parents[1]
 GOLDEN = TESTS / "golden" / "ai8x_demos"
 STATES = TESTS / "data" / "firmware_state"
-# Demos whose input arrives through the FIFOs (the vendor's --fifo): not written yet.
+# Demos whose input arrives through the FIFOs (the vendor's --fifo).
 FIFO = {"MAX78000-cats-dogs", "MAX78000-facedet_tinierssd"}
+
+# Demos without --fifo also run with it added (input through the FIFOs into a layer that does not
+# stream; HWC and CHW): stored as fifo-<demo>.npz.
+FIFO_VARIANTS = ("MAX78000-mnist", "MAX78000-cifar-10")
 
 # (model, device, input shape, vendor flags the YAML header names)
 OWN = (
     ("unet-voc", "MAX78002", (3, 64, 64), ()),
     ("unet-large", "MAX78000", (48, 88, 88), ("--overlap-data",)),
     ("qat-unet", "MAX78000", (3, 32, 32), ()),
+    ("cats-dogs", "MAX78000", (3, 128, 128), ("--fifo",)),
 )
 
 
@@ -37,12 +42,13 @@ def own_sample(shape: tuple[int, ...]) -> np.ndarray:
 
 
 @functools.cache
-def demo_firmware(name: str) -> Firmware:
-    """cnnforge's firmware for a vendor demo golden (its YAML, trimmed checkpoint, sample)."""
+def demo_firmware(name: str, fifo: bool = False) -> Firmware:
+    """cnnforge's firmware for a vendor demo golden (its YAML, trimmed checkpoint, sample);
+    ``fifo``: as if run with the vendor's --fifo added."""
     data = np.load(GOLDEN / "known" / f"{name}.npz")
     meta = json.loads(str(data["meta"]))
     x = data["input"].astype(np.int64)
-    flags = meta["flags"]
+    flags = [*meta["flags"], *(["--fifo"] if fifo else [])]
     model = read_ai8x(
         GOLDEN / "networks" / meta["yaml"],
         GOLDEN / "trained" / meta["trimmed"],

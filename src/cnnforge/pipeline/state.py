@@ -63,6 +63,7 @@ class CompileOptions:
     report: bool = True
     in_place: bool = True  # layers may overwrite their dying input (vendor: --overlap-data)
     firmware: bool = False  # MAX7800x: also write the MSDK firmware (pipeline/firmware.py)
+    fifo: bool = False  # MAX7800x: the input arrives through the FIFOs (the vendor's --fifo)
 
 
 @dataclass(frozen=True)
