@@ -156,6 +156,8 @@ def _print_summary(facts: dict, output: Path) -> None:
     )
     run = facts["selftest"]
     table.add_row("self-test", "not run (pass --run)" if run is None else run["output"])
+    if facts.get("flash"):
+        table.add_row("firmware flash", facts["flash"]["text"])
     for note in facts["notes"]:
         table.add_row("note", note)
     console.print(table)

@@ -335,14 +335,15 @@ def _load_input(fw: Firmware) -> str:
         "\nvoid load_input(void)\n{\n"
         "  // The sample input through the FIFOs, after cnn_start: the accelerator reads as it\n"
         "  // arrives (drop a wait when the source cannot outrun the network)\n"
-        "  uint32_t i;\n\n"
-        f"  for (i = 0; i < {n}; i++) {{\n"
+        "  uint32_t i;\n"
+        + "".join(f"  const uint32_t *in{k} = input_{k};\n" for k in range(len(fw.fifo_inputs)))
+        + f"\n  for (i = 0; i < {n}; i++) {{\n"
     ]
     for k, words in enumerate(fw.fifo_inputs):
         body = (
             f"while ((*((volatile uint32_t *) 0x{FIFO_STAT:08x}) & {1 << k}) != 0)\n"
             f"      ; // FIFO {k} full\n"
-            f"    *((volatile uint32_t *) 0x{FIFO_DATA + 4 * k:08x}) = input_{k}[i];"
+            f"    *((volatile uint32_t *) 0x{FIFO_DATA + 4 * k:08x}) = *in{k}++;"
             f" // FIFO {k} data\n"
         )
         if words.size < n:  # a FIFO with fewer words stops early
