@@ -34,7 +34,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tests.support.firmware import FIFO_VARIANTS, OWN, own_sample
+from tests.support.firmware import FIFO_VARIANTS, OWN, own_sample, streamed_yaml
 from vendor_oracle import DEVICES, RUNNER, Demo, demos, run_vendor
 
 from cnnforge.targets.max7800x.firmware.hostrun import HostRunError, StateImage, run_setup
@@ -81,15 +81,14 @@ def own_plans(keep: Path, capture: bool, models: list[str] | None = None) -> int
 
 
 def fifo_variants(izer: Path, keep: Path, capture: bool) -> int:
-    """The demos of FIFO_VARIANTS run with --fifo added: the vendor's state against the stored
-    fifo-<demo>.npz (``capture``: store it)."""
+    """The demos of FIFO_VARIANTS run with --fifo added (some layers made to stream): the
+    vendor's state against the stored fifo-<variant>.npz (``capture``: store it)."""
     bad = 0
-    for name in FIFO_VARIANTS:
-        device, prefix = name.split("-", 1)
+    for name, (demo_name, streamed) in FIFO_VARIANTS.items():
+        device, prefix = demo_name.split("-", 1)
         demo = next(d for d in demos(izer, device) if d.prefix == prefix)
-        demo = Demo(
-            device, prefix, demo.yaml, demo.checkpoint, demo.sample, (*demo.flags, "--fifo")
-        )
+        yaml = streamed_yaml(demo.yaml, streamed) if streamed else demo.yaml
+        demo = Demo(device, prefix, yaml, demo.checkpoint, demo.sample, (*demo.flags, "--fifo"))
         out = keep / "fifo" / name
         _, _, note = run_vendor(demo, out, False)
         image = run_setup(out / "net", device)
@@ -98,7 +97,7 @@ def fifo_variants(izer: Path, keep: Path, capture: bool) -> int:
             image.save(stored_at)
         diffs = image.differences(StateImage.load(stored_at), limit=1)
         print(
-            f"{device:9} {prefix + ' --fifo':30} {len(image.state):7} {len(image.input):7} "
+            f"{device:9} {name[9:] + ' --fifo':30} {len(image.state):7} {len(image.input):7} "
             f"{len(image.fifo):6} {image.kat.size:6} {'yes' if not diffs else 'NO':5}  "
             f"{note or (diffs or [''])[0]}",
             flush=True,
@@ -110,7 +109,7 @@ def fifo_variants(izer: Path, keep: Path, capture: bool) -> int:
 def ours_table(smoke: bool = False) -> int:
     """cnnforge's firmware, run on the host, against every stored vendor image (``smoke``: the
     MAX78000 mnist demo only)."""
-    from tests.support.firmware import demo_firmware, stored
+    from tests.support.firmware import demo_firmware, stored, variant_firmware
 
     from cnnforge.targets.max7800x.firmware.writer import write_folder
 
@@ -136,7 +135,7 @@ def ours_table(smoke: bool = False) -> int:
         bad += bool(diffs)
     for name in [] if smoke else FIFO_VARIANTS:
         vendor = StateImage.load(STORE / f"fifo-{name}.npz")
-        fw = demo_firmware(name, fifo=True)
+        fw = variant_firmware(name)
         with tempfile.TemporaryDirectory() as tmp:
             write_folder(fw, Path(tmp))
             diffs = run_setup(Path(tmp), fw.device).differences(vendor, limit=1)

@@ -48,8 +48,9 @@ def step_firmware(state: CompileState, workdir: Path) -> CompileState:
 
 
 def _check_on_host(fw: Firmware, folder: Path) -> None:
-    """The set-up's state on the host equals the plan's (firmware.expected_image)."""
-    from cnnforge.targets.max7800x.firmware.firmware import expected_image, owner_of
+    """The set-up's state on the host equals the plan's (firmware.expected_image), and so does
+    the stream load_input writes into the FIFOs (firmware.fifo_stream)."""
+    from cnnforge.targets.max7800x.firmware.firmware import expected_image, fifo_stream, owner_of
     from cnnforge.targets.max7800x.firmware.hostrun import HostRunError, run_setup
 
     try:
@@ -68,3 +69,16 @@ def _check_on_host(fw: Firmware, folder: Path) -> None:
                     f"({owner_of(fw, addr)}), the plan says 0x{theirs.get(addr, 0):08x} ({part})",
                     where=f"{FIRMWARE_DIR}/cnn.c",
                 )
+    wanted = fifo_stream(fw).tolist()
+    for i, (got, want) in enumerate(zip(image.fifo.tolist(), wanted, strict=False)):
+        if got != want:
+            raise EmitError(
+                f"FIFO write {i} of load_input is 0x{got[1]:08x} to 0x{got[0]:08x}, the plan "
+                f"says 0x{want[1]:08x} to 0x{want[0]:08x}",
+                where=f"{FIRMWARE_DIR}/main.c",
+            )
+    if len(image.fifo) != len(wanted):
+        raise EmitError(
+            f"load_input writes the FIFOs {len(image.fifo)} times, the plan says {len(wanted)}",
+            where=f"{FIRMWARE_DIR}/main.c",
+        )

@@ -40,6 +40,7 @@ from support.firmware import (
     demo_firmware,
     own_sample,
     stored,
+    variant_firmware,
 )
 
 KNOWN = sorted((GOLDEN / "known").glob("*.npz"))
@@ -98,19 +99,20 @@ def test_model_equals_vendor(name: str) -> None:
     assert (len(vendor.fifo) > 0) == (name in FIFO)
 
 
-@pytest.mark.parametrize("name", FIFO_VARIANTS)
+@pytest.mark.parametrize("name", list(FIFO_VARIANTS))
 def test_fifo_variant_equals_vendor(name: str) -> None:
     """A demo run with --fifo added: its input (HWC and CHW) through the FIFOs into a layer
-    that does not stream."""
-    _equal_model(demo_firmware(name, fifo=True), stored(f"fifo-{name}"))
+    that does not stream, or (mnist-streaming) CHW input into two streaming layers."""
+    _equal_model(variant_firmware(name), stored(f"fifo-{name}"))
 
 
 @needs_cc
-def test_fifo_variant_host_run_equals_vendor(tmp_path: Path) -> None:
+@pytest.mark.parametrize("name", ["MAX78000-mnist", "MAX78000-mnist-streaming"])
+def test_fifo_variant_host_run_equals_vendor(name: str, tmp_path: Path) -> None:
     """The CHW FIFO path of load_input, built and run on the host."""
-    fw = demo_firmware("MAX78000-mnist", fifo=True)
+    fw = variant_firmware(name)
     write_folder(fw, tmp_path)
-    assert run_setup(tmp_path, fw.device).differences(stored("fifo-MAX78000-mnist")) == []
+    assert run_setup(tmp_path, fw.device).differences(stored(f"fifo-{name}")) == []
 
 
 @needs_cc
@@ -176,8 +178,9 @@ def _arm_build(folder: Path) -> None:
 )  # fmt: skip
 def test_builds_for_the_cortex_m4_without_warnings(name: str, tmp_path: Path) -> None:
     """Every row of ``firmware_states.py --ours`` of a vendor demo (the --fifo ones too)."""
-    fifo = name.startswith("fifo-")
-    write_folder(demo_firmware(name.removeprefix("fifo-"), fifo=fifo), tmp_path)
+    variant = name.removeprefix("fifo-")
+    fw = variant_firmware(variant) if name != variant else demo_firmware(name)
+    write_folder(fw, tmp_path)
     _arm_build(tmp_path)
 
 
@@ -315,3 +318,19 @@ def test_cli_firmware_is_for_max7800x_only(
     assert code == 2
     assert len(err.strip().splitlines()) == 1 and "MAX78000/MAX78002" in err
     assert not (tmp_path / "o").exists()
+
+
+@needs_cc
+def test_run_check_names_a_wrong_fifo_write(tmp_path: Path) -> None:
+    """``--firmware --run``'s host check compares the FIFO stream too: a sample word changed in
+    sampledata.h is named by its FIFO write."""
+    from cnnforge.errors import EmitError
+    from cnnforge.pipeline.firmware import _check_on_host
+
+    fw = variant_firmware("MAX78000-mnist")
+    write_folder(fw, tmp_path)
+    data = tmp_path / "sampledata.h"
+    first = f"0x{int(fw.fifo_inputs[0][0]):08x}"
+    data.write_text(data.read_text(encoding="utf-8").replace(first, "0x12345678", 1), "utf-8")
+    with pytest.raises(EmitError, match="FIFO write 0 of load_input is 0x12345678"):
+        _check_on_host(fw, tmp_path)
