@@ -25,11 +25,14 @@ FIFO = {"MAX78000-cats-dogs", "MAX78000-facedet_tinierssd"}
 
 # Demos without --fifo also run with it added, stored as fifo-<variant>.npz: variant -> (demo,
 # layers made to stream). Input through the FIFOs into a layer that does not stream (HWC and
-# CHW), and CHW input into two streaming layers.
+# CHW), and into streaming layers (CHW, HWC; the MAX78002's other streaming formulas).
 FIFO_VARIANTS = {
     "MAX78000-mnist": ("MAX78000-mnist", 0),
     "MAX78000-cifar-10": ("MAX78000-cifar-10", 0),
     "MAX78000-mnist-streaming": ("MAX78000-mnist", 2),
+    "MAX78002-mnist-streaming": ("MAX78002-mnist", 2),
+    "MAX78002-cats-dogs-streaming": ("MAX78002-cats-dogs", 2),
+    "MAX78002-facedet_tinierssd-streaming": ("MAX78002-facedet_tinierssd", 1),
 }
 
 # (model, device, input shape, vendor flags the YAML header names)

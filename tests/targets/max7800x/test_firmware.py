@@ -248,13 +248,33 @@ def test_cli_firmware_streams_through_the_fifo(
 def test_cli_firmware_refuses_what_it_does_not_write(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """Streaming through the FIFOs on the MAX78002 is not written yet: one line, exit 2, no
+    """A network the writer does not cover yet (an element-wise add): one line, exit 2, no
     OUT/."""
-    code, _, err = run_cli([*_cats_dogs_args(tmp_path), "--device", "MAX78002", "--firmware"],
-                           capsys)  # fmt: skip
+    (tmp_path / "res.py").write_text(RESIDUAL, encoding="utf-8")
+    np.save(tmp_path / "x.npy", own_sample((3, 16, 16)))
+    args = ["compile", f"{tmp_path / 'res.py'}:Res", "--ptq", "-i", "3,16,16", "--sample"]
+    args += [str(tmp_path / "x.npy"), "-o", str(tmp_path / "out"), "--firmware", "--no-report"]
+    code, _, err = run_cli(args, capsys)
     assert code == 2
-    assert len(err.strip().splitlines()) == 1 and "MAX78002" in err and "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1 and "element-wise" in err and "Traceback" not in err
     assert not (tmp_path / "out").exists()
+
+
+RESIDUAL = """\
+import torch
+from torch import nn
+
+
+class Res(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.a = nn.Conv2d(3, 8, 3, padding=1)
+        self.b = nn.Conv2d(8, 8, 3, padding=1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = torch.relu(self.a(x))
+        return y + self.b(y)
+"""
 
 
 @pytest.mark.parametrize(

@@ -2,9 +2,9 @@
 per-layer, per-quadrant registers, each with what it means (docs/firmware.md has the fields).
 
 Learned from the vendor tool's izer/backend/max7800x.py and checked word for word on the host
-(hostrun.py). Cases the writer does not cover yet (element-wise layers, depthwise convolutions,
-MAX78002 streaming / FIFOs, streaming 1x1 convolutions) are refused with ``NotImplementedError``
-rather than written wrong.
+(hostrun.py); the streaming and FIFO values are stream.py's. Cases the writer does not cover yet
+(element-wise layers, depthwise convolutions, streaming 1x1 convolutions) are refused with
+``NotImplementedError`` rather than written wrong.
 """
 
 from __future__ import annotations
@@ -16,7 +16,13 @@ from cnnforge.targets.max7800x.firmware.bias import BiasLayout
 from cnnforge.targets.max7800x.firmware.facts import LayerFacts
 from cnnforge.targets.max7800x.firmware.kernels import KernelLayout
 from cnnforge.targets.max7800x.firmware.regmap import CTL_IFRM, FIFO_CTL, RegisterMap, put
-from cnnforge.targets.max7800x.streaming import INCREASE_START
+from cnnforge.targets.max7800x.firmware.stream import (
+    after_streams,
+    fifo_control,
+    frame_words,
+    stream_values,
+    tram_words,
+)
 
 ELTWISE_FN = {"xor": 0, "or": 1, "sub": 2, "add": 3}
 
@@ -49,8 +55,6 @@ def groups_used(facts: list[LayerFacts]) -> list[int]:
 
 def unsupported(f: LayerFacts, rmap: RegisterMap) -> str:
     """Why the writer cannot write this layer yet ('' when it can)."""
-    if f.streaming and "stream_start" not in rmap.layer_index:
-        return f"streaming on the {rmap.device}"
     if f.streaming and f.kernel == (1, 1) and f.op is not Op.PASSTHROUGH:
         return "a streaming 1x1 convolution (the vendor runs it as a padded 3x3)"
     if f.operands > 1:
@@ -107,17 +111,15 @@ def layer_writes(
     input frame size and, last, the FIFO control (``in_channels``: the network's input)."""
     out: list[Write] = []
     groups = groups_used(facts)
-    if fifo and "stream_start" not in rmap.layer_index:
-        raise NotImplementedError(f"input through the FIFOs on the {rmap.device}")
     for f in facts:
         why = unsupported(f, rmap)
         if why:
             raise NotImplementedError(f"layer {f.name}: {why}")
         for q in groups:
             values = _layer_values(f, q, groups, rmap, kl, bl, len(facts))
-            values += _stream_values(facts, f, fifo)
+            values += stream_values(facts, f, fifo, rmap)
             if f.streaming and f.index > 0:  # TRAM after the earlier streaming layers'
-                values = [_after_streams(facts, f, v) if v[0] == "tptr" else v for v in values]
+                values = [after_streams(facts, f) if v[0] == "tptr" else v for v in values]
             for name, value, meaning in values:
                 if value:
                     out.append(
@@ -128,88 +130,13 @@ def layer_writes(
                         )
                     )
             if fifo and f.index == 0:
-                frame = _frame_words(f)
+                frame = frame_words(f)
                 addr = rmap.ctl(q, CTL_IFRM[rmap.device])
                 out.append(Write(addr, frame, f"layer 0 quadrant {q}: input frame: {frame} words"))
     if fifo:
-        ctl = _fifo_control(facts[0], in_channels, rmap)
+        ctl = fifo_control(facts[0], in_channels, rmap)
         out.append(Write(FIFO_CTL, ctl, "FIFOs: control: enable the FIFOs that carry input"))
     return out
-
-
-def _fifo_control(f: LayerFacts, channels: int, rmap: RegisterMap) -> int:
-    """FIFO control: the vendor's fixed settings, and FIFO k on when the input has a channel k
-    and processor 16 k reads (the vendor's test, channel by channel, of ``channel % 4``)."""
-    val = put("fifo_setting_a", 2) | put("fifo_setting_b", 2) | put("fifo_ready_sel", 0)
-    val |= put("fifo_cpl", rmap.require_fifo_cpl)
-    fifos = 0
-    for k in range(min(channels, 4)):
-        if f.in_map >> (16 * k) & 1:
-            fifos |= 1 << k
-    return val | put("fifo_enable", fifos)
-
-
-def _frame_words(f: LayerFacts) -> int:
-    """Words of one input frame per FIFO: a pixel per word (HWC), four per word (CHW)."""
-    pixels = f.in_dims[0] * f.in_dims[1]
-    return (pixels + 3) // 4 if f.chw else pixels
-
-
-def tram_words(f: LayerFacts) -> int:
-    """TRAM words a layer uses (the vendor's tram_max): the padded pooled columns the kernel
-    slides over (transposed: the upsampled ones); a pooling-only layer 1."""
-    if f.op is Op.PASSTHROUGH:
-        return 1
-    if f.op is Op.CONVTRANSPOSE2D:
-        span = (f.pooled[1] - 1) * f.stride[1] + 1 + f.output_padding[1] + 2 * f.padding[1]
-        return max(0, span - f.kernel[1]) + 1
-    return max(0, f.pooled[1] + 2 * f.padding[1] - f.kernel[1]) + 1
-
-
-def _after_streams(
-    facts: list[LayerFacts], f: LayerFacts, value: tuple[str, int, str]
-) -> tuple[str, int, str]:
-    """A streaming layer's TRAM follows the streaming layers' before it (their words x passes)."""
-    before = sum(tram_words(g) * g.in_expand for g in facts[: f.index])
-    tptr = tram_words(f) - 1 + before | put("tram_start", before)
-    return ("tptr", tptr, f"TRAM pointer max, after {before} words of the layers before")
-
-
-def _stream_values(
-    facts: list[LayerFacts], f: LayerFacts, fifo: bool
-) -> list[tuple[str, int, str]]:
-    """Stream start, the read pointer's deltas and the rollover (MAX78000 formulas of the vendor's
-    izer/backend/max7800x.py; the plan's rollover is targets/max7800x/streaming.py's)."""
-    start = delta1 = delta2 = invol = 0
-    if f.index == 0 and fifo:
-        if f.streaming:
-            start = (f.pool[0] - 1) * f.in_dims[1] + f.pool[1]
-            delta1 = (f.pool_stride[1] - 1) * f.operands
-            delta2 = (f.pool[0] - 1) * f.in_dims[1] * f.operands
-        else:  # the whole frame arrives first
-            start = _frame_words(f)
-        start *= f.pool[0]
-    elif f.streaming:
-        prev = facts[f.index - 1]
-        row = prev.pooled[1] + 2 * prev.padding[1]  # the previous layer's padded output row
-        start = row * (prev.kernel[0] - 1 + f.pool[0] - 1) + prev.kernel[1] - 1 + f.pool[1]
-        start += INCREASE_START
-        delta1 = f.pool_stride[1] * f.operands
-        delta2 = (f.pool_stride[0] - 1) * row + f.pool[1] * f.operands
-        invol = sum(g.in_expand for g in facts[: f.index])
-    vals = [
-        ("stream_start", put("stream_start", start), f"stream start after {start} words"),
-        (
-            "stream_delta",
-            put("stream_delta2", delta2)
-            | put("stream_delta1", delta1)
-            | put("stream_invol", invol),
-            f"stream deltas: {delta1} per column, {delta2} per row, passes before {invol}",
-        ),
-    ]
-    if fifo and f.streaming:  # the plan's buffer (streaming.rollover_words)
-        vals.append(("rollover", put("rollover", f.rollover), f"rollover after {f.rollover} words"))
-    return vals
 
 
 def _timeslots(f: LayerFacts, q: int) -> int:

@@ -196,6 +196,8 @@ def cnn_c(fw: Firmware) -> str:
     lines.append("\n  return CNN_OK;\n}\n\n")
     lines.append("int cnn_start(void)\n{\n  cnn_time = 0;\n\n")
     base = put("ctl_clocks", 1) | put("ctl_mexpress", 1) | put("ctl_streaming", fw.streaming)
+    if fw.rmap.supports_pipeline:  # MAX78002: CHW input into a streaming first layer
+        base |= put("ctl_chw_stream", fw.facts[0].streaming and fw.facts[0].chw)
     if fw.fifo:  # FIFO input (and a streaming first layer reading it)
         base |= put("ctl_ext_sync", 1) | put("ctl_fifo_streaming", fw.facts[0].streaming)
     fifo = put("ctl_fifo", fw.fifo)
