@@ -53,7 +53,7 @@ def groups_used(facts: list[LayerFacts]) -> list[int]:
     return [q for q in range(4) if used >> (16 * q) & 0xFFFF]
 
 
-def unsupported(f: LayerFacts, rmap: RegisterMap) -> str:
+def unsupported(f: LayerFacts) -> str:
     """Why the writer cannot write this layer yet ('' when it can)."""
     if f.streaming and f.kernel == (1, 1) and f.op is not Op.PASSTHROUGH:
         return "a streaming 1x1 convolution (the vendor runs it as a padded 3x3)"
@@ -112,7 +112,7 @@ def layer_writes(
     out: list[Write] = []
     groups = groups_used(facts)
     for f in facts:
-        why = unsupported(f, rmap)
+        why = unsupported(f)
         if why:
             raise NotImplementedError(f"layer {f.name}: {why}")
         for q in groups:
