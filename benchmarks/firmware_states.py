@@ -7,14 +7,16 @@ vendor_oracle.py, with each demo's own flags), runs the vendor tool once (or reu
 numbers in tests/data/firmware_state/<device>-<prefix>.npz. Without ``--capture`` it compares
 with the stored images. One row per demo: state words, input words, known-answer words, equal.
 
-    python benchmarks/firmware_states.py [--device MAX78000] [--only mnist] [--keep DIR]
-                                         [--reuse] [--capture]
+    python benchmarks/firmware_states.py [--device MAX78000] [--only mnist|fifo|own|own:MODEL]
+                                         [--keep DIR] [--reuse] [--capture]
     python benchmarks/firmware_states.py --ours   (--smoke: the mnist demo only)
 
 ``--ours`` needs no vendor tool: for every stored image of a demo with a golden
 (tests/golden/ai8x_demos), cnnforge writes its firmware, builds and runs it on the host and
-compares with the stored image; one row per case: the vendor's state words, input words, FIFO
-writes, known-answer words, and whether cnnforge's firmware leaves the same.
+compares with the stored image; then the demos run with --fifo added (fifo-*.npz) and
+cnnforge's own plans (own-*.npz, cats-dogs streaming through the FIFO). One row per case: the
+vendor's state words, input words, FIFO writes, known-answer words, and whether cnnforge's
+firmware leaves the same.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tests.support.firmware import OWN, own_sample
+from tests.support.firmware import FIFO_VARIANTS, OWN, own_sample, streamed_yaml
 from vendor_oracle import DEVICES, RUNNER, Demo, demos, run_vendor
 
 from cnnforge.targets.max7800x.firmware.hostrun import HostRunError, StateImage, run_setup
@@ -40,11 +42,14 @@ from cnnforge.targets.max7800x.firmware.hostrun import HostRunError, StateImage,
 STORE = Path(__file__).resolve().parents[1] / "tests" / "data" / "firmware_state"
 
 
-def own_plans(keep: Path, capture: bool) -> int:
-    """compile each model with --ptq --firmware, run the vendor tool on the YAML + checkpoint it
-    wrote (with the flags its header names), compare the two firmwares' host state."""
+def own_plans(keep: Path, capture: bool, models: list[str] | None = None) -> int:
+    """compile each model (of ``models``, default all) with --ptq --firmware, run the vendor tool
+    on the YAML + checkpoint it wrote (with the flags its header names), compare the two
+    firmwares' host state."""
     bad = 0
     for model, device, shape, flags in OWN:
+        if models and model not in models:
+            continue
         folder = keep / "own" / model
         shutil.rmtree(folder, ignore_errors=True)
         folder.mkdir(parents=True)
@@ -75,10 +80,36 @@ def own_plans(keep: Path, capture: bool) -> int:
     return bad
 
 
+def fifo_variants(izer: Path, keep: Path, capture: bool) -> int:
+    """The demos of FIFO_VARIANTS run with --fifo added (some layers made to stream): the
+    vendor's state against the stored fifo-<variant>.npz (``capture``: store it)."""
+    bad = 0
+    for name, (demo_name, streamed) in FIFO_VARIANTS.items():
+        device, prefix = demo_name.split("-", 1)
+        demo = next(d for d in demos(izer, device) if d.prefix == prefix)
+        yaml = streamed_yaml(demo.yaml, streamed) if streamed else demo.yaml
+        demo = Demo(device, prefix, yaml, demo.checkpoint, demo.sample, (*demo.flags, "--fifo"))
+        out = keep / "fifo" / name
+        _, _, note = run_vendor(demo, out, False)
+        image = run_setup(out / "net", device)
+        stored_at = STORE / f"fifo-{name}.npz"
+        if capture:
+            image.save(stored_at)
+        diffs = image.differences(StateImage.load(stored_at), limit=1)
+        print(
+            f"{device:9} {name[9:] + ' --fifo':30} {len(image.state):7} {len(image.input):7} "
+            f"{len(image.fifo):6} {image.kat.size:6} {'yes' if not diffs else 'NO':5}  "
+            f"{note or (diffs or [''])[0]}",
+            flush=True,
+        )
+        bad += bool(diffs)
+    return bad
+
+
 def ours_table(smoke: bool = False) -> int:
     """cnnforge's firmware, run on the host, against every stored vendor image (``smoke``: the
     MAX78000 mnist demo only)."""
-    from tests.support.firmware import FIFO, demo_firmware, stored
+    from tests.support.firmware import demo_firmware, stored, variant_firmware
 
     from cnnforge.targets.max7800x.firmware.writer import write_folder
 
@@ -94,13 +125,23 @@ def ours_table(smoke: bool = False) -> int:
         try:
             fw = demo_firmware(name)
         except NotImplementedError as exc:
-            print(f"{head} {'NO':5}  not written yet: {exc}" + (" (FIFO)" if name in FIFO else ""))
+            print(f"{head} {'NO':5}  not written yet: {exc}")
             bad += 1
             continue
         with tempfile.TemporaryDirectory() as tmp:
             write_folder(fw, Path(tmp))
             diffs = run_setup(Path(tmp), fw.device).differences(vendor, limit=1)
         print(f"{head} {'yes' if not diffs else 'NO':5}  {(diffs or [''])[0]}", flush=True)
+        bad += bool(diffs)
+    for name in [] if smoke else FIFO_VARIANTS:
+        vendor = StateImage.load(STORE / f"fifo-{name}.npz")
+        fw = variant_firmware(name)
+        with tempfile.TemporaryDirectory() as tmp:
+            write_folder(fw, Path(tmp))
+            diffs = run_setup(Path(tmp), fw.device).differences(vendor, limit=1)
+        print(f"{'fifo-' + name:34} {len(vendor.state):7} {len(vendor.input):7} "
+              f"{len(vendor.fifo):6} {vendor.kat.size:6} {'yes' if not diffs else 'NO':5}  "
+              f"{(diffs or [''])[0]}", flush=True)  # fmt: skip
         bad += bool(diffs)
     for riscv in [] if smoke else sorted(STORE.glob("*-riscv.npz")):
         vendor = StateImage.load(riscv)
@@ -135,7 +176,9 @@ def own_table() -> int:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", choices=DEVICES, action="append")
-    parser.add_argument("--only", action="append", help="demo prefix (repeatable)")
+    parser.add_argument(
+        "--only", action="append", help="demo prefix, own (the own plans) or own:MODEL (repeatable)"
+    )
     parser.add_argument("--keep", type=Path, help="keep the vendor outputs in this folder")
     parser.add_argument("--reuse", action="store_true", help="reuse the outputs in --keep")
     parser.add_argument("--capture", action="store_true", help="store the images in the repo")
@@ -187,8 +230,11 @@ def main(argv: list[str] | None = None) -> int:
                 f"{equal:5}  {note}",
                 flush=True,
             )
-    if not args.only or "own" in args.only:
-        bad += own_plans(keep, args.capture)
+    if not args.only or "fifo" in args.only:
+        bad += fifo_variants(izer, keep, args.capture)
+    own_only = [o.removeprefix("own:") for o in args.only or [] if o.startswith("own:")]
+    if not args.only or "own" in args.only or own_only:
+        bad += own_plans(keep, args.capture, own_only)
     print(f"vendor outputs in {keep}")
     return 1 if bad else 0
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import functools
 import json
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -19,14 +20,27 @@ from cnnforge.targets.max7800x.firmware.hostrun import StateImage
 TESTS = Path(__file__).parents[1]
 GOLDEN = TESTS / "golden" / "ai8x_demos"
 STATES = TESTS / "data" / "firmware_state"
-# Demos whose input arrives through the FIFOs (the vendor's --fifo): not written yet.
+# Demos whose input arrives through the FIFOs (the vendor's --fifo).
 FIFO = {"MAX78000-cats-dogs", "MAX78000-facedet_tinierssd"}
+
+# Demos without --fifo also run with it added, stored as fifo-<variant>.npz: variant -> (demo,
+# layers made to stream). Input through the FIFOs into a layer that does not stream (HWC and
+# CHW), and into streaming layers (CHW, HWC; the MAX78002's other streaming formulas).
+FIFO_VARIANTS = {
+    "MAX78000-mnist": ("MAX78000-mnist", 0),
+    "MAX78000-cifar-10": ("MAX78000-cifar-10", 0),
+    "MAX78000-mnist-streaming": ("MAX78000-mnist", 2),
+    "MAX78002-mnist-streaming": ("MAX78002-mnist", 2),
+    "MAX78002-cats-dogs-streaming": ("MAX78002-cats-dogs", 2),
+    "MAX78002-facedet_tinierssd-streaming": ("MAX78002-facedet_tinierssd", 1),
+}
 
 # (model, device, input shape, vendor flags the YAML header names)
 OWN = (
     ("unet-voc", "MAX78002", (3, 64, 64), ()),
     ("unet-large", "MAX78000", (48, 88, 88), ("--overlap-data",)),
     ("qat-unet", "MAX78000", (3, 32, 32), ()),
+    ("cats-dogs", "MAX78000", (3, 128, 128), ("--fifo",)),
 )
 
 
@@ -37,14 +51,34 @@ def own_sample(shape: tuple[int, ...]) -> np.ndarray:
 
 
 @functools.cache
-def demo_firmware(name: str) -> Firmware:
-    """cnnforge's firmware for a vendor demo golden (its YAML, trimmed checkpoint, sample)."""
+def streamed_yaml(yaml: Path, layers: int) -> Path:
+    """A copy of a vendor YAML whose first ``layers`` layers say ``streaming: true``."""
+    head, *items = yaml.read_text(encoding="utf-8").split("\n  - ")
+    for i in range(layers):
+        first, _, rest = items[i].partition("\n")
+        items[i] = f"{first}\n    streaming: true\n{rest}"
+    out = Path(tempfile.mkdtemp(prefix="cnnforge_streamed_")) / yaml.name
+    out.write_text("\n  - ".join([head, *items]), encoding="utf-8")
+    return out
+
+
+def demo_yaml(name: str, streamed: int = 0) -> Path:
+    """A demo golden's YAML (``streamed``: its first layers made to stream)."""
+    meta = json.loads(str(np.load(GOLDEN / "known" / f"{name}.npz")["meta"]))
+    yaml = GOLDEN / "networks" / meta["yaml"]
+    return streamed_yaml(yaml, streamed) if streamed else yaml
+
+
+@functools.cache
+def demo_firmware(name: str, fifo: bool = False, streamed: int = 0) -> Firmware:
+    """cnnforge's firmware for a vendor demo golden (its YAML, trimmed checkpoint, sample);
+    ``fifo``: as if run with the vendor's --fifo added; ``streamed``: layers made to stream."""
     data = np.load(GOLDEN / "known" / f"{name}.npz")
     meta = json.loads(str(data["meta"]))
     x = data["input"].astype(np.int64)
-    flags = meta["flags"]
+    flags = [*meta["flags"], *(["--fifo"] if fifo else [])]
     model = read_ai8x(
-        GOLDEN / "networks" / meta["yaml"],
+        demo_yaml(name, streamed),
         GOLDEN / "trained" / meta["trimmed"],
         x.shape,
         device=meta["device"],
@@ -57,6 +91,12 @@ def demo_firmware(name: str) -> Firmware:
     if "--max-checklines" in flags:
         checklines = int(flags[flags.index("--max-checklines") + 1])
     return build_firmware(model.network, model.plan, x, outputs, checklines)
+
+
+def variant_firmware(variant: str) -> Firmware:
+    """cnnforge's firmware for a FIFO_VARIANTS entry (the demo with --fifo added)."""
+    demo, streamed = FIFO_VARIANTS[variant]
+    return demo_firmware(demo, fifo=True, streamed=streamed)
 
 
 def stored(name: str) -> StateImage:

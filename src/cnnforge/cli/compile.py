@@ -66,6 +66,12 @@ def compile_command(
         "main.c, ...) with the vendor tool's API; with --run its set-up is checked on the host. "
         "See docs/firmware.md.",
     ),
+    fifo: bool = typer.Option(
+        False,
+        "--fifo",
+        help="MAX78000/MAX78002 (the vendor's --fifo): the input arrives through the FIFOs, the "
+        "first layer streams; an error when it cannot.",
+    ),
     no_in_place: bool = typer.Option(
         False,
         "--no-in-place",
@@ -79,6 +85,8 @@ def compile_command(
 
     if firmware:
         _check_firmware_option(device)
+    if fifo:
+        _check_firmware_option(device, "--fifo")
 
     def run_compile(on_step: Any) -> Any:
         return compile_model(
@@ -88,24 +96,27 @@ def compile_command(
             weight_bits=None if weight_bits is None else _weight_bits(weight_bits, device),
             model_args=parse_model_args(model_arg), ai8x_yaml=ai8x_yaml,
             ai8x_checkpoint=ai8x_checkpoint, report=report, in_place=not no_in_place,
-            firmware=firmware, probe=probe, sanitize=sanitize, max_verify=max_verify,
+            firmware=firmware, fifo=fifo, probe=probe, sanitize=sanitize, max_verify=max_verify,
             on_step=on_step,
         )  # fmt: skip
 
     _print_summary(_with_progress(run_compile).summary, output)
 
 
-def _check_firmware_option(device: str) -> None:
-    """``--firmware`` is for the MAX7800x parts only (their recipe has the firmware step)."""
+def _check_firmware_option(device: str, option: str = "--firmware") -> None:
+    """``--firmware`` (and ``--fifo``) are for the MAX7800x parts only (their recipe has the
+    firmware step)."""
     from cnnforge.errors import InputError
     from cnnforge.pipeline.firmware import step_firmware
     from cnnforge.pipeline.targets import steps_for
 
     if not any(step is step_firmware for _, step in steps_for(device)):
+        what = "writes MAX78000/MAX78002 firmware" if option == "--firmware" else "is for"
+        what += "" if option == "--firmware" else " the MAX78000/MAX78002 FIFOs"
         raise InputError(
-            f"--firmware writes MAX78000/MAX78002 firmware, not for --device {device}",
-            where="--firmware",
-            hint="drop --firmware, or compile for --device MAX78000 or MAX78002",
+            f"{option} {what}, not for --device {device}",
+            where=option,
+            hint=f"drop {option}, or compile for --device MAX78000 or MAX78002",
         )
 
 
@@ -145,6 +156,8 @@ def _print_summary(facts: dict, output: Path) -> None:
     )
     run = facts["selftest"]
     table.add_row("self-test", "not run (pass --run)" if run is None else run["output"])
+    if facts.get("flash"):
+        table.add_row("firmware flash", facts["flash"]["text"])
     for note in facts["notes"]:
         table.add_row("note", note)
     console.print(table)

@@ -25,6 +25,9 @@ from cnnforge.targets.max7800x.streaming import streaming_structure
 _HINTS = {
     "streaming-fifo": "run with the FIFO (cnnforge: fifo=True; the vendor: --fifo)",
     "streaming-order": "streaming layers must be the first layers, one after the other",
+    "fifo-channels": "drop --fifo: the input is then loaded into data memory before the start",
+    "fifo-processors": "put the input on processors 0-3, 16-19, 32-35, 48-51 (CHW: 0, 16, 32, "
+    "48), or drop --fifo",
 }
 
 

@@ -2,7 +2,8 @@
 
 An MSDK project with the vendor tool's file names and API (targets/max7800x/firmware). With
 ``--run`` the firmware's set-up is also built and run on the host and the state it leaves is
-compared, word for word, with what the plan says (kernels, bias, registers, input).
+compared, word for word, with what the plan says (kernels, bias, registers, input), and its code
+is built for the Cortex-M4 to count its flash bytes (without: an estimate).
 """
 
 from __future__ import annotations
@@ -35,16 +36,21 @@ def step_firmware(state: CompileState, workdir: Path) -> CompileState:
             hint="compile without --firmware and run the vendor tool on ai8x/ (docs/firmware.md "
             "lists what the writer covers)",
         ) from exc
+    from cnnforge.targets.max7800x.firmware.flash import flash_bytes
+
     folder = workdir / FIRMWARE_DIR
     written = write_folder(fw, folder)
     if state.options.run:
         _check_on_host(fw, folder)
+    # The code is built for the Cortex-M4 only with --run (it takes a compiler's time).
+    state = state.with_(flash=flash_bytes(fw, folder, measure=state.options.run))
     return state.wrote(*(f"{FIRMWARE_DIR}/{p.name}" for p in written))
 
 
 def _check_on_host(fw: Firmware, folder: Path) -> None:
-    """The set-up's state on the host equals the plan's (firmware.expected_image)."""
-    from cnnforge.targets.max7800x.firmware.firmware import expected_image, owner_of
+    """The set-up's state on the host equals the plan's (firmware.expected_image), and so does
+    the stream load_input writes into the FIFOs (firmware.fifo_stream)."""
+    from cnnforge.targets.max7800x.firmware.firmware import expected_image, fifo_stream, owner_of
     from cnnforge.targets.max7800x.firmware.hostrun import HostRunError, run_setup
 
     try:
@@ -63,3 +69,16 @@ def _check_on_host(fw: Firmware, folder: Path) -> None:
                     f"({owner_of(fw, addr)}), the plan says 0x{theirs.get(addr, 0):08x} ({part})",
                     where=f"{FIRMWARE_DIR}/cnn.c",
                 )
+    wanted = fifo_stream(fw).tolist()
+    for i, (got, want) in enumerate(zip(image.fifo.tolist(), wanted, strict=False)):
+        if got != want:
+            raise EmitError(
+                f"FIFO write {i} of load_input is 0x{got[1]:08x} to 0x{got[0]:08x}, the plan "
+                f"says 0x{want[1]:08x} to 0x{want[0]:08x}",
+                where=f"{FIRMWARE_DIR}/main.c",
+            )
+    if len(image.fifo) != len(wanted):
+        raise EmitError(
+            f"load_input writes the FIFOs {len(image.fifo)} times, the plan says {len(wanted)}",
+            where=f"{FIRMWARE_DIR}/main.c",
+        )

@@ -27,6 +27,7 @@ if TYPE_CHECKING:  # the records each target's steps produce
     from cnnforge.targets.hls.emitter import EmittedHls
     from cnnforge.targets.max7800x.c.build import RunResult
     from cnnforge.targets.max7800x.c.emitter import EmittedC
+    from cnnforge.targets.max7800x.firmware.flash import FlashBytes
     from cnnforge.targets.max7800x.issues import Issue
 
 C_DIR = "c"
@@ -63,6 +64,7 @@ class CompileOptions:
     report: bool = True
     in_place: bool = True  # layers may overwrite their dying input (vendor: --overlap-data)
     firmware: bool = False  # MAX7800x: also write the MSDK firmware (pipeline/firmware.py)
+    fifo: bool = False  # MAX7800x: the input arrives through the FIFOs (the vendor's --fifo)
 
 
 @dataclass(frozen=True)
@@ -91,6 +93,7 @@ class CompileState:
     emitted: EmittedC | EmittedHls | None = None  # the C or HLS C++ project
     files: tuple[str, ...] = ()
     selftest: RunResult | None = None  # the C self-test or the HLS C-simulation (--run)
+    flash: FlashBytes | None = None  # --firmware: flash bytes of weights and code
     notes: tuple[str, ...] = ()
 
     def with_(self, **changes: Any) -> CompileState:
@@ -120,6 +123,7 @@ def summary(state: CompileState) -> dict[str, Any]:
         "verified_outputs": e.verify_count if e else None,
         "checksum": f"{e.checksum:08x}" if e else None,
         "selftest": None if run is None else {"passed": run.passed, "output": run.output},
+        "flash": None if state.flash is None else state.flash.to_dict(),
         "notes": list(state.notes),
         "files": [f for f in state.files if f != SUMMARY],
     }

@@ -117,8 +117,9 @@ def _load_ai8x(state: CompileState) -> CompileState:
     if shape is None and given is not None:  # the sample decides the input size
         shape = tuple(given.shape[1:] if given.ndim == 4 else given.shape)
     model = read_ai8x(
-        o.ai8x_yaml, o.ai8x_checkpoint, shape, device=state.device.name, overlap_data=True
-    )
+        o.ai8x_yaml, o.ai8x_checkpoint, shape, device=state.device.name, overlap_data=True,
+        fifo=True if o.fifo else None,
+    )  # fmt: skip
     if given is None:
         given = read_sample(sample_path(o.ai8x_yaml, model.dataset)).values
     sample = match_sample(given, model.network.input_shape)
@@ -273,7 +274,9 @@ def step_plan(state: CompileState, workdir: Path) -> CompileState:
 
     device = as_max7800x(state.device)  # this recipe's record (the MAX7800x Target's)
     if state.plan is None:
-        network, plan = plan_network(state.network, device, in_place=state.options.in_place)
+        network, plan = plan_network(
+            state.network, device, in_place=state.options.in_place, fifo=state.options.fifo
+        )
         raise_on_issues(validate_plan(network, plan, device))
         flags = tuple(n for n in plan.notes if "the vendor tool needs" in n)  # --fifo, ...
         return state.with_(network=network, plan=plan, notes=(*state.notes, *flags))

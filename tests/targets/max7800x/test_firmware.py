@@ -13,26 +13,74 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from cnnforge.pipeline import CompileOptions, compile_model
-from cnnforge.targets.max7800x.firmware.firmware import build_firmware, expected_image
-from cnnforge.targets.max7800x.firmware.hostrun import HostRunError, run_setup
+from cnnforge.pipeline.state import CompileState
+from cnnforge.targets.max7800x.firmware.firmware import (
+    Firmware,
+    build_firmware,
+    expected_image,
+    fifo_stream,
+)
+from cnnforge.targets.max7800x.firmware.flash import ARM_FLAGS, HOST, SOURCES
+from cnnforge.targets.max7800x.firmware.hostrun import HostRunError, StateImage, run_setup
 from cnnforge.targets.max7800x.firmware.writer import write_folder
 from support.cli import run_cli
-from support.firmware import FIFO, GOLDEN, OWN, STATES, demo_firmware, own_sample, stored
+from support.firmware import (
+    FIFO,
+    FIFO_VARIANTS,
+    GOLDEN,
+    OWN,
+    STATES,
+    demo_firmware,
+    own_sample,
+    stored,
+    variant_firmware,
+)
 
 KNOWN = sorted((GOLDEN / "known").glob("*.npz"))
-# Small enough to build and run in a few seconds.
+# Small enough to build and run in a few seconds (cats-dogs: its input through the FIFO).
 HOST_RUN = ["MAX78000-mnist", "MAX78002-mnist", "MAX78000-kws20_v3", "MAX78002-kws20_v3_1"]
+HOST_RUN += ["MAX78000-cats-dogs"]
 needs_cc = pytest.mark.skipif(shutil.which("cc") is None, reason="no host C compiler")
 ARM_GCC = shutil.which("arm-none-eabi-gcc")
-# The Cortex-M4 of both parts, as the MSDK builds for it, warnings as errors.
-ARM_FLAGS = ["-mcpu=cortex-m4", "-mthumb", "-mfloat-abi=hard", "-mfpu=fpv4-sp-d16", "-O2"]
-ARM_FLAGS += ["-Wall", "-Wextra", "-Werror"]
+needs_arm = pytest.mark.skipif(
+    ARM_GCC is None, reason="arm-none-eabi-gcc absent (.ci/run installs it)"
+)
+OwnCompiled = Callable[[str], tuple[CompileState, Path]]
+
+
+def _equal_model(fw: Firmware, vendor: StateImage) -> None:
+    """Every register and memory word, the input words, the FIFO stream, the known answers."""
+    state, added = expected_image(fw)
+    assert state == dict(vendor.state.tolist())
+    assert added == dict(vendor.input.tolist())
+    assert np.array_equal(fifo_stream(fw), vendor.fifo.reshape(-1, 2))
+    assert np.array_equal(fw.kat, vendor.kat)
+
+
+@pytest.fixture(scope="session")
+def own_compiled(tmp_path_factory: pytest.TempPathFactory) -> OwnCompiled:
+    """``compile MODEL --ptq --firmware`` of an own plan, once per session: (state, OUT)."""
+    done: dict[str, tuple[CompileState, Path]] = {}
+
+    def get(model: str) -> tuple[CompileState, Path]:
+        if model not in done:
+            _, device, shape, _ = next(o for o in OWN if o[0] == model)
+            folder = tmp_path_factory.mktemp(f"own-{model}")
+            np.save(folder / "x.npy", own_sample(shape))
+            options = CompileOptions(output=folder / "out", model=model, device=device,
+                                     ptq=True, sample=folder / "x.npy", report=False,
+                                     firmware=True)  # fmt: skip
+            done[model] = (compile_model(options), folder / "out")
+        return done[model]
+
+    return get
 
 
 def test_every_demo_has_a_state_image() -> None:
@@ -42,22 +90,29 @@ def test_every_demo_has_a_state_image() -> None:
     assert sum(p.stat().st_size for p in STATES.glob("*.npz")) < 5_000_000
 
 
-@pytest.mark.parametrize("name", [p.stem for p in KNOWN if p.stem not in FIFO])
+@pytest.mark.parametrize("name", [p.stem for p in KNOWN])
 def test_model_equals_vendor(name: str) -> None:
-    """Every register and memory word, the input words and the known answers."""
-    fw = demo_firmware(name)
-    state, added = expected_image(fw)
+    """Every register and memory word, the input words, the FIFO stream (the --fifo demos:
+    cats-dogs, facedet_tinierssd) and the known answers."""
     vendor = stored(name)
-    assert state == dict(vendor.state.tolist())
-    assert added == dict(vendor.input.tolist())
-    assert np.array_equal(fw.kat, vendor.kat)
-    assert len(vendor.fifo) == 0
+    _equal_model(demo_firmware(name), vendor)
+    assert (len(vendor.fifo) > 0) == (name in FIFO)
 
 
-@pytest.mark.parametrize("name", sorted(FIFO))
-def test_fifo_input_is_refused_not_written_wrong(name: str) -> None:
-    with pytest.raises(NotImplementedError, match="FIFO"):
-        demo_firmware(name)
+@pytest.mark.parametrize("name", list(FIFO_VARIANTS))
+def test_fifo_variant_equals_vendor(name: str) -> None:
+    """A demo run with --fifo added: its input (HWC and CHW) through the FIFOs into a layer
+    that does not stream, or (mnist-streaming) CHW input into two streaming layers."""
+    _equal_model(variant_firmware(name), stored(f"fifo-{name}"))
+
+
+@needs_cc
+@pytest.mark.parametrize("name", ["MAX78000-mnist", "MAX78000-mnist-streaming"])
+def test_fifo_variant_host_run_equals_vendor(name: str, tmp_path: Path) -> None:
+    """The CHW FIFO path of load_input, built and run on the host."""
+    fw = variant_firmware(name)
+    write_folder(fw, tmp_path)
+    assert run_setup(tmp_path, fw.device).differences(stored(f"fifo-{name}")) == []
 
 
 @needs_cc
@@ -108,40 +163,46 @@ def test_harness_records_the_fifo_stream(tmp_path: Path) -> None:
     assert image.fifo.tolist() == [[0x50000008, i] for i in range(1, 6)]
 
 
-@pytest.mark.skipif(ARM_GCC is None, reason="arm-none-eabi-gcc absent (.ci/run installs it)")
-@pytest.mark.parametrize("name", [p.stem for p in KNOWN if p.stem not in FIFO])
-def test_builds_for_the_cortex_m4_without_warnings(name: str, tmp_path: Path) -> None:
+def _arm_build(folder: Path) -> None:
     """Every generated .c compiles for the chip's Arm core with -Wall -Wextra -Werror."""
-    write_folder(demo_firmware(name), tmp_path)
-    host = Path(__file__).parents[3] / "src/cnnforge/targets/max7800x/firmware/host"
-    for source in ("cnn.c", "main.c", "softmax.c"):
-        cmd = [ARM_GCC, *ARM_FLAGS, "-I", str(host), "-I", str(tmp_path), "-c", source]
-        proc = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, check=False)
+    assert ARM_GCC is not None
+    for source in SOURCES:
+        cmd = [ARM_GCC, *ARM_FLAGS, "-I", str(HOST), "-I", str(folder), "-c", source]
+        proc = subprocess.run(cmd, cwd=folder, capture_output=True, text=True, check=False)
         assert proc.returncode == 0, proc.stderr[-2000:]
 
 
+@needs_arm
 @pytest.mark.parametrize(
-    "model,device,shape",
-    [
-        pytest.param(m, d, s, marks=[pytest.mark.slow] if m != "qat-unet" else [])
-        for m, d, s, _ in OWN
-    ],
+    "name", [p.stem for p in KNOWN] + [f"fifo-{n}" for n in FIFO_VARIANTS]
+)  # fmt: skip
+def test_builds_for_the_cortex_m4_without_warnings(name: str, tmp_path: Path) -> None:
+    """Every row of ``firmware_states.py --ours`` of a vendor demo (the --fifo ones too)."""
+    variant = name.removeprefix("fifo-")
+    fw = variant_firmware(variant) if name != variant else demo_firmware(name)
+    write_folder(fw, tmp_path)
+    _arm_build(tmp_path)
+
+
+@needs_arm
+@pytest.mark.parametrize("model", [m for m, *_ in OWN])
+def test_own_plan_builds_for_the_cortex_m4(model: str, own_compiled: OwnCompiled) -> None:
+    """cnnforge's own plans (compiled once per session) build with -Werror too."""
+    _arm_build(own_compiled(model)[1] / "firmware")
+
+
+@pytest.mark.parametrize(
+    "model,device",
+    [pytest.param(m, d, marks=[pytest.mark.slow] if m != "qat-unet" else []) for m, d, _, _ in OWN],
 )
-def test_own_plan_equals_vendor(model: str, device: str, shape: tuple, tmp_path: Path) -> None:
+def test_own_plan_equals_vendor(model: str, device: str, own_compiled: OwnCompiled) -> None:
     """``compile MODEL --ptq --firmware``: the firmware it writes leaves the state that the vendor
-    tool's firmware for the YAML + checkpoint it also writes leaves (stored image)."""
-    sample = tmp_path / "x.npy"
-    np.save(sample, own_sample(shape))
-    options = CompileOptions(output=tmp_path / "out", model=model, device=device, ptq=True,
-                             sample=sample, report=False, firmware=True)  # fmt: skip
-    state = compile_model(options)
-    assert (tmp_path / "out" / "firmware" / "cnn.c").is_file()
+    tool's firmware for the YAML + checkpoint it also writes leaves (stored image; cats-dogs
+    streams its input through the FIFO)."""
+    state, out = own_compiled(model)
+    assert (out / "firmware" / "cnn.c").is_file()
     fw = build_firmware(state.network, state.plan, state.sample, state.answer)
-    mine, added = expected_image(fw)
-    vendor = stored(f"own-{device}-{model}")
-    assert mine == dict(vendor.state.tolist())
-    assert added == dict(vendor.input.tolist())
-    assert np.array_equal(fw.kat, vendor.kat)
+    _equal_model(fw, stored(f"own-{device}-{model}"))
 
 
 @needs_cc
@@ -161,19 +222,103 @@ def test_cli_compile_firmware_run(tmp_path: Path, capsys: pytest.CaptureFixture[
     assert run_setup(out / "firmware", "MAX78000").differences(stored("MAX78000-mnist")) == []
 
 
-def test_cli_firmware_refuses_fifo_input(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    """A network the writer does not cover yet: one line, exit 2, no OUT/."""
+def _cats_dogs_args(tmp_path: Path) -> list[str]:
     data = np.load(GOLDEN / "known" / "MAX78000-cats-dogs.npz")
     np.save(tmp_path / "x.npy", data["input"])
     args = ["compile", "--ai8x-yaml", str(GOLDEN / "networks" / "cats-dogs-hwc.yaml")]
     args += ["--ai8x-checkpoint", str(GOLDEN / "trained" / "ai85-catsdogs-qat8-q.int8.pth.tar")]
-    args += ["--sample", str(tmp_path / "x.npy"), "-o", str(tmp_path / "out"), "--firmware"]
-    code, _, err = run_cli([*args, "--no-report"], capsys)
+    return [*args, "--sample", str(tmp_path / "x.npy"), "-o", str(tmp_path / "out"), "--no-report"]
+
+
+@needs_cc
+def test_cli_firmware_streams_through_the_fifo(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """docs/firmware.md: the vendor's cats-dogs pair (its first layers stream) with --fifo
+    --firmware --run: load_input writes the FIFO, and the set-up equals the vendor's."""
+    code, out, err = run_cli([*_cats_dogs_args(tmp_path), "--fifo", "--firmware", "--run"], capsys)
+    assert code == 0, err
+    assert "firmware flash" in out and ("arm-none-eabi-size" if ARM_GCC else "estimate") in out
+    main = (tmp_path / "out" / "firmware" / "main.c").read_text(encoding="utf-8")
+    assert "0x50000008" in main and main.index("cnn_start();") < main.index("load_input();")
+    image = run_setup(tmp_path / "out" / "firmware", "MAX78000")
+    assert image.differences(stored("MAX78000-cats-dogs")) == []
+
+
+def test_cli_firmware_refuses_what_it_does_not_write(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A network the writer does not cover yet (an element-wise add): one line, exit 2, no
+    OUT/."""
+    (tmp_path / "res.py").write_text(RESIDUAL, encoding="utf-8")
+    np.save(tmp_path / "x.npy", own_sample((3, 16, 16)))
+    args = ["compile", f"{tmp_path / 'res.py'}:Res", "--ptq", "-i", "3,16,16", "--sample"]
+    args += [str(tmp_path / "x.npy"), "-o", str(tmp_path / "out"), "--firmware", "--no-report"]
+    code, _, err = run_cli(args, capsys)
     assert code == 2
-    assert len(err.strip().splitlines()) == 1 and "FIFOs" in err and "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1 and "element-wise" in err and "Traceback" not in err
     assert not (tmp_path / "out").exists()
+
+
+RESIDUAL = """\
+import torch
+from torch import nn
+
+
+class Res(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.a = nn.Conv2d(3, 8, 3, padding=1)
+        self.b = nn.Conv2d(8, 8, 3, padding=1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = torch.relu(self.a(x))
+        return y + self.b(y)
+"""
+
+
+@pytest.mark.parametrize(
+    "args,why",
+    [
+        (["kws20_v3", "--device", "MAX78000"], "at most 16 HWC input channels"),
+        (["qat-unet", "--device", "HLS", "--ptq"], "MAX78000/MAX78002"),
+        (["qat-unet", "--ptq", "--model-arg", "in_channels=20", "-i", "20,32,32"], "at most 16"),
+    ],
+)
+def test_cli_fifo_refused_when_the_first_layer_cannot_stream(
+    args: list[str], why: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--fifo`` on a network whose first layer cannot stream (a vendor pair: kws20's 128
+    input channels; a model with 20), or for a device without FIFOs: one line with a hint,
+    exit 2, no OUT/."""
+    if args[0] == "kws20_v3":
+        data = np.load(GOLDEN / "known" / "MAX78000-kws20_v3.npz")
+        np.save(tmp_path / "x.npy", data["input"])
+        args = ["--ai8x-yaml", str(GOLDEN / "networks" / "kws20-v3-hwc.yaml"),
+                "--ai8x-checkpoint", str(GOLDEN / "trained" / "ai85-kws20_v3-qat8-q.int8.pth.tar"),
+                "--sample", str(tmp_path / "x.npy"), *args[1:]]  # fmt: skip
+    elif "in_channels=20" in args:
+        np.save(tmp_path / "x.npy", own_sample((20, 32, 32)))
+        args = [*args, "--sample", str(tmp_path / "x.npy")]
+    out = tmp_path / "out"
+    code, _, err = run_cli(["compile", *args, "-o", str(out), "--fifo", "--no-report"], capsys)
+    assert code == 2, err
+    assert len(err.strip().splitlines()) == 1 and why in err and "hint: drop --fifo" in err
+    assert "Traceback" not in err and not out.exists()
+
+
+def test_cli_fifo_on_a_model_streams_its_first_layer(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``compile MODEL --fifo``: the first layer streams from the FIFO (qat-unet needs no
+    streaming otherwise), the firmware writes the FIFO, and a model that cannot is refused."""
+    np.save(tmp_path / "x.npy", own_sample((3, 32, 32)))
+    args = ["compile", "qat-unet", "--ptq", "--device", "MAX78000", "--sample"]
+    args += [str(tmp_path / "x.npy"), "-o", str(tmp_path / "out"), "--no-report"]
+    code, out, err = run_cli([*args, "--fifo", "--firmware"], capsys)
+    assert code == 0, err
+    assert "(--fifo)" in out
+    assert "0x50000008" in (tmp_path / "out" / "firmware" / "main.c").read_text(encoding="utf-8")
 
 
 def test_cli_firmware_is_for_max7800x_only(
@@ -193,3 +338,19 @@ def test_cli_firmware_is_for_max7800x_only(
     assert code == 2
     assert len(err.strip().splitlines()) == 1 and "MAX78000/MAX78002" in err
     assert not (tmp_path / "o").exists()
+
+
+@needs_cc
+def test_run_check_names_a_wrong_fifo_write(tmp_path: Path) -> None:
+    """``--firmware --run``'s host check compares the FIFO stream too: a sample word changed in
+    sampledata.h is named by its FIFO write."""
+    from cnnforge.errors import EmitError
+    from cnnforge.pipeline.firmware import _check_on_host
+
+    fw = variant_firmware("MAX78000-mnist")
+    write_folder(fw, tmp_path)
+    data = tmp_path / "sampledata.h"
+    first = f"0x{int(fw.fifo_inputs[0][0]):08x}"
+    data.write_text(data.read_text(encoding="utf-8").replace(first, "0x12345678", 1), "utf-8")
+    with pytest.raises(EmitError, match="FIFO write 0 of load_input is 0x12345678"):
+        _check_on_host(fw, tmp_path)

@@ -23,9 +23,9 @@ from cnnforge.targets.max7800x.firmware.interpret import FirmwareError, read_sta
 from cnnforge.targets.max7800x.firmware.regmap import MAPS
 from cnnforge.targets.max7800x.firmware.writer import write_folder
 from support.decode import differences
-from support.firmware import FIFO, GOLDEN, OWN, demo_firmware, own_sample, stored
+from support.firmware import GOLDEN, OWN, demo_firmware, own_sample, stored
 
-DEMOS = sorted(p.stem for p in (GOLDEN / "known").glob("*.npz") if p.stem not in FIFO)
+DEMOS = sorted(p.stem for p in (GOLDEN / "known").glob("*.npz"))
 needs_cc = pytest.mark.skipif(shutil.which("cc") is None, reason="no host C compiler")
 
 

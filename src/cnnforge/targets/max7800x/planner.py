@@ -41,18 +41,25 @@ from cnnforge.targets.max7800x.masks import (
 )
 from cnnforge.targets.max7800x.memory import assign_offsets, tensor_span
 from cnnforge.targets.max7800x.placement import Placement, Plan
-from cnnforge.targets.max7800x.streaming import fifo_mask, streamed_spans, streaming_layers
+from cnnforge.targets.max7800x.streaming import (
+    fifo_mask,
+    streamed_spans,
+    streaming_layers,
+    trial_issues,
+)
 from cnnforge.targets.max7800x.validate import passthrough_masks_ok
 
 
 def plan_network(
-    network: Network, device: Max7800xDevice | str, *, in_place: bool = True
+    network: Network, device: Max7800xDevice | str, *, in_place: bool = True, fifo: bool = False
 ) -> tuple[Network, Plan]:
     """Place ``network`` (hardware layers, quantized or not) on ``device``.
 
     Returns the network with any inserted copy layers and its ``Plan``. ``in_place``: layers
     may overwrite their own dying input where plan/inplace.py proves it safe (the vendor tool
     then needs ``--overlap-data``, as for its own U-Net); False keeps every live tensor apart.
+    ``fifo`` (the vendor's ``--fifo``): the input arrives through the FIFOs, so at least the
+    first layer streams; a ``PlanError`` when it cannot.
     """
     dev = get_device(device)
     _require_hardware(network)
@@ -65,7 +72,7 @@ def plan_network(
             hint="merge layers, or use a device with more layers (MAX78002)",
         )
     live = live_intervals(network)
-    streamed, spans = _streaming(network, dev)
+    streamed, spans = _streaming(network, dev, fifo)
     data_format = "HWC" if streamed else choose_data_format(network, dev)
     # Streamed tensors sit in rollover buffers that all live while the streaming layers run.
     names = [INPUT, *(x.name for x in network.layers)][:streamed]
@@ -89,7 +96,7 @@ def plan_network(
         )
     notes = (
         f"input data format {data_format}",
-        *streaming_notes(network, streamed),
+        *streaming_notes(network, streamed, fifo and not streaming_layers(network, dev)),
         *_in_place_notes(network, placements, data_format, dev, streamed),
         *_shared_kernel_notes(placements),
     )
@@ -97,20 +104,33 @@ def plan_network(
     return network, plan
 
 
-def _streaming(network: Network, device: Max7800xDevice) -> tuple[int, dict[str, int]]:
-    """Leading layers that must stream through the FIFO, and their inputs' buffer sizes."""
+def _streaming(network: Network, device: Max7800xDevice, fifo: bool) -> tuple[int, dict[str, int]]:
+    """Leading layers that must stream through the FIFO (with ``fifo``: at least the first),
+    and their inputs' buffer sizes."""
     streamed = streaming_layers(network, device)
+    if fifo and not streamed:
+        issues = trial_issues(network, 1, device) if len(network.layers) > 1 else []
+        if issues or len(network.layers) < 2:
+            why = issues[0].message if issues else "a single layer has nothing to stream into"
+            raise PlanError(
+                f"--fifo: the first layer cannot stream: {why}",
+                where=f"layer {network.layers[0].name}",
+                hint="drop --fifo (the input is then loaded into data memory before the start)",
+            )
+        streamed = 1
     return streamed, streamed_spans(network, streamed, device) if streamed else {}
 
 
-def streaming_notes(network: Network, streamed: int) -> tuple[str, ...]:
-    """The plan note (and ``check`` line) saying which layers stream, and the vendor flag."""
+def streaming_notes(network: Network, streamed: int, asked: bool = False) -> tuple[str, ...]:
+    """The plan note (and ``check`` line) saying which layers stream, and the vendor flag
+    (``asked``: --fifo made them stream)."""
     if not streamed:
         return ()
     names = ", ".join(x.name for x in network.layers[:streamed])
+    why = "--fifo" if asked else "their inputs do not fit one pass of data memory"
     return (
-        f"layers {names} stream (their inputs do not fit one pass of data memory): the input "
-        "arrives through the FIFO; the vendor tool needs --fifo for this plan",
+        f"layers {names} stream ({why}): the input arrives through the FIFO; the vendor tool "
+        "needs --fifo for this plan",
     )
 
 

@@ -18,7 +18,7 @@ from cnnforge.geometry import layer_in_channels, passes
 from cnnforge.ir import INPUT, Layer, Network, Op
 from cnnforge.targets.max7800x.placement import Placement, Plan
 
-_INCREASE_START = 2  # the vendor's default `--increase-start` (MAX78000 formula)
+INCREASE_START = 2  # the vendor's default `--increase-start` (MAX78000 formula)
 
 
 @dataclass(frozen=True)
@@ -112,7 +112,7 @@ def rollover(
         else:
             p = _geometry(network, network.layers[index - 1], dev)
             start = (p.pooled[1] + 2 * p.pad) * (p.kernel[0] - 1 + g.pool[0] - 1)
-            start += p.kernel[1] - 1 + g.pool[1] + _INCREASE_START
+            start += p.kernel[1] - 1 + g.pool[1] + INCREASE_START
         if big and index == 0:
             val = 12  # the vendor's fixed value for CHW input
         else:
@@ -267,6 +267,13 @@ def streaming_layers(network: Network, device: Max7800xDevice | str) -> int:
             n = i + 1
     if n == 0 or n >= len(network.layers):
         return 0
+    if trial_issues(network, n, dev):
+        return 0
+    return n
+
+
+def trial_issues(network: Network, n: int, dev: Max7800xDevice) -> list[StreamIssue]:
+    """The structural rules broken when the first ``n`` layers stream from the FIFOs (HWC)."""
     trial = Plan(
         dev,
         "HWC",
@@ -276,9 +283,7 @@ def streaming_layers(network: Network, device: Max7800xDevice | str) -> int:
         ),
         fifo=True,
     )
-    if streaming_structure(network, trial, dev):
-        return 0
-    return n
+    return streaming_structure(network, trial, dev)
 
 
 def fifo_mask(channels: int) -> int:
@@ -298,6 +303,7 @@ def streamed_spans(network: Network, streamed: int, dev: Max7800xDevice) -> dict
 
 
 __all__ = [
+    "INCREASE_START",
     "StreamIssue",
     "fifo_mask",
     "rollover",
@@ -307,4 +313,5 @@ __all__ = [
     "streaming_layers",
     "streaming_prefix",
     "streaming_structure",
+    "trial_issues",
 ]

@@ -59,6 +59,30 @@ def input_blocks(f: LayerFacts, x: np.ndarray, rmap: RegisterMap) -> list[tuple[
     return blocks
 
 
+def fifo_blocks(f: LayerFacts, x: np.ndarray) -> list[np.ndarray]:
+    """The words each FIFO carries for the sample ``x`` (C, H, W), FIFO k feeding quadrant k's
+    first processors: HWC, per pixel the (up to) four channels of the quadrant's processors 0-3
+    in one word; CHW, one channel per FIFO, four pixels per word (the vendor's izer/load.py)."""
+    x = np.asarray(x).astype(np.int64).reshape(x.shape[0], -1)
+    channels, pixels = x.shape
+    u8 = (x & 0xFF).astype(np.uint32)
+    quadrants = [q for q in range(4) if f.in_map >> (16 * q) & (1 if f.chw else 0xF)]
+    out = []
+    if f.chw:
+        for c, _ in zip(range(channels), quadrants, strict=False):
+            data = np.concatenate([u8[c], np.zeros(-pixels % 4, np.uint32)]).reshape(-1, 4)
+            out.append(data[:, 0] | data[:, 1] << 8 | data[:, 2] << 16 | data[:, 3] << 24)
+        return [w.astype(np.uint32) for w in out]
+    for j, q in enumerate(quadrants[: (channels + 3) // 4]):
+        lanes = f.in_map >> (16 * q) & 0xF
+        words = np.zeros(pixels, np.uint32)
+        for b in range(4):  # a lane without a processor skips its channel, as the vendor's
+            if lanes >> b & 1 and 4 * j + b < channels:
+                words |= u8[4 * j + b] << (8 * b)
+        out.append(words)
+    return out
+
+
 def known_answers(
     outputs: list[tuple[LayerFacts, np.ndarray]], rmap: RegisterMap, max_count: int | None = None
 ) -> np.ndarray:
@@ -143,4 +167,4 @@ def _table(
     return np.array(out, dtype=np.uint32)
 
 
-__all__ = ["APB_BASE", "input_blocks", "known_answers"]
+__all__ = ["APB_BASE", "fifo_blocks", "input_blocks", "known_answers"]

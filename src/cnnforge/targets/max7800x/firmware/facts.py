@@ -10,13 +10,15 @@ from __future__ import annotations
 
 import functools
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
+from cnnforge.devices import get_device
 from cnnforge.geometry import layer_in_channels
 from cnnforge.ir import Activation, Layer, Network, Op, PoolKind
 from cnnforge.targets.max7800x.placement import Placement, Plan
+from cnnforge.targets.max7800x.streaming import rollover_words
 
 
 @dataclass(frozen=True)
@@ -57,6 +59,7 @@ class LayerFacts:
     bias_quadrant: int | None  # the plan's (YAML `bias_group`) choice, None: any used quadrant
     chw: bool  # CHW ("big data") input: the first layer of a CHW plan
     streaming: bool
+    rollover: int = 0  # streaming: the circular input buffer in words (streaming.rollover_words)
 
     @functools.cached_property
     def in_expand(self) -> int:
@@ -175,7 +178,13 @@ def _hw_padding(layer: Layer, kernel: tuple[int, int]) -> tuple[int, int]:
 def network_facts(network: Network, plan: Plan) -> list[LayerFacts]:
     """The facts of every hardware layer, in plan order."""
     chw = plan.data_format == "CHW"
-    return [
+    facts = [
         layer_facts(network, network.layer(p.layer), p, i, chw)
         for i, p in enumerate(plan.placements)
+    ]
+    return [
+        replace(f, rollover=rollover_words(network, plan, f.index, get_device(plan.device)))
+        if f.streaming
+        else f
+        for f in facts
     ]

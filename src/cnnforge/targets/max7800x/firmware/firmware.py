@@ -7,14 +7,14 @@ address space the way the host run does, for comparisons without a compiler.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from cnnforge.ir import Network
 from cnnforge.targets.max7800x.firmware import bias, data, kernels, registers
 from cnnforge.targets.max7800x.firmware.facts import LayerFacts, network_facts
-from cnnforge.targets.max7800x.firmware.regmap import MAPS, RegisterMap
+from cnnforge.targets.max7800x.firmware.regmap import FIFO_DATA, MAPS, RegisterMap
 from cnnforge.targets.max7800x.placement import Plan
 
 
@@ -30,10 +30,20 @@ class Firmware:
     configure: list[registers.Write]
     inputs: list[tuple[int, np.ndarray]]  # (address, words)
     kat: np.ndarray  # known-answer table
+    fifo_inputs: list[np.ndarray] = field(default_factory=list)  # FIFO k's words (--fifo)
 
     @property
     def rmap(self) -> RegisterMap:
         return MAPS[self.device]
+
+    @property
+    def fifo(self) -> bool:
+        """The input arrives through the FIFOs (load_input writes them, after cnn_start)."""
+        return bool(self.fifo_inputs)
+
+    @property
+    def streaming(self) -> bool:
+        return any(f.streaming for f in self.facts)
 
 
 def build_firmware(
@@ -47,20 +57,20 @@ def build_firmware(
     ``outputs`` for it ({layer name: (C, H, W)}; the network's output layers are checked)."""
     device = plan.device if isinstance(plan.device, str) else plan.device.name
     rmap = MAPS[device]
-    if plan.fifo:
-        raise NotImplementedError("input through the FIFOs")
     facts = network_facts(network, plan)
     kl = kernels.layout(facts, rmap)
     bl = bias.layout(facts, rmap)
     has_bias = any(bl.values)
+    fifo = plan.fifo
     return Firmware(
         device=device,
         facts=facts,
-        init=registers.init_writes(facts, rmap, has_bias),
+        init=registers.init_writes(facts, rmap, has_bias, fifo),
         kernels=kernels.load_records(kl, rmap),
         bias=bl.values,
-        configure=registers.layer_writes(facts, rmap, kl, bl),
-        inputs=data.input_blocks(facts[0], x, rmap),
+        configure=registers.layer_writes(facts, rmap, kl, bl, fifo, int(np.shape(x)[0])),
+        inputs=[] if fifo else data.input_blocks(facts[0], x, rmap),
+        fifo_inputs=data.fifo_blocks(facts[0], x) if fifo else [],
         kat=data.known_answers(
             [(f, outputs[f.name]) for f in facts if f.name in network.outputs], rmap, max_checklines
         ),
@@ -90,7 +100,22 @@ def expected_image(fw: Firmware) -> tuple[dict[int, int], dict[int, int]]:
         for i, v in enumerate(words.tolist()):
             if v and state.get(addr + 4 * i) != v:
                 added[addr + 4 * i] = v
+    for k, words in enumerate(fw.fifo_inputs):  # a FIFO data register keeps its last word
+        if words.size and words[-1] and state.get(FIFO_DATA + 4 * k) != int(words[-1]):
+            added[FIFO_DATA + 4 * k] = int(words[-1])
     return state, added
+
+
+def fifo_stream(fw: Firmware) -> np.ndarray:
+    """The FIFO data-register writes of load_input in order, as (register, value) rows: word i of
+    every FIFO, then word i + 1 (the order hostrun.py records)."""
+    rows = [
+        (FIFO_DATA + 4 * k, int(words[i]))
+        for i in range(max((w.size for w in fw.fifo_inputs), default=0))
+        for k, words in enumerate(fw.fifo_inputs)
+        if i < words.size
+    ]
+    return np.array(rows, dtype=np.uint32).reshape(-1, 2)
 
 
 def owner_of(fw: Firmware, addr: int) -> str:
@@ -107,4 +132,6 @@ def owner_of(fw: Firmware, addr: int) -> str:
     for start, words in fw.inputs:
         if start <= addr < start + 4 * words.size:
             return "sample input"
+    if FIFO_DATA <= addr < FIFO_DATA + 4 * len(fw.fifo_inputs):
+        return f"FIFO {(addr - FIFO_DATA) // 4} data (the sample input's last word)"
     return "no write of the plan"

@@ -351,9 +351,8 @@ class Interpreter:
             raise FirmwareError(f"{_where(node)}: stores a pointer")
         if p.array is not None:
             raise FirmwareError(f"{_where(node)}: store into a constant array")
-        if p.addr in FIFO_DATA:
+        if p.addr in FIFO_DATA:  # recorded, and kept as the register's last word (as on the host)
             self.m.fifo.append((p.addr, v & 0xFFFF_FFFF))
-            return
         if not self.space[0] <= p.addr < self.space[1]:
             raise FirmwareError(
                 f"{_where(node)}: store to 0x{p.addr:08x}, outside the {self.device} accelerator"

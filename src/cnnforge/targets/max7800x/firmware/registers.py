@@ -2,9 +2,9 @@
 per-layer, per-quadrant registers, each with what it means (docs/firmware.md has the fields).
 
 Learned from the vendor tool's izer/backend/max7800x.py and checked word for word on the host
-(hostrun.py). Cases the writer does not cover yet (streaming, the FIFOs, element-wise layers,
-MAX78002 read-ahead/calcx4, transposed convolutions) are refused with ``NotImplementedError``
-rather than written wrong.
+(hostrun.py); the streaming and FIFO values are stream.py's. Cases the writer does not cover yet
+(element-wise layers, depthwise convolutions, streaming 1x1 convolutions) are refused with
+``NotImplementedError`` rather than written wrong.
 """
 
 from __future__ import annotations
@@ -15,7 +15,14 @@ from cnnforge.ir import Op
 from cnnforge.targets.max7800x.firmware.bias import BiasLayout
 from cnnforge.targets.max7800x.firmware.facts import LayerFacts
 from cnnforge.targets.max7800x.firmware.kernels import KernelLayout
-from cnnforge.targets.max7800x.firmware.regmap import RegisterMap, put
+from cnnforge.targets.max7800x.firmware.regmap import CTL_IFRM, FIFO_CTL, RegisterMap, put
+from cnnforge.targets.max7800x.firmware.stream import (
+    after_streams,
+    fifo_control,
+    frame_words,
+    stream_values,
+    tram_words,
+)
 
 ELTWISE_FN = {"xor": 0, "or": 1, "sub": 2, "add": 3}
 
@@ -48,8 +55,8 @@ def groups_used(facts: list[LayerFacts]) -> list[int]:
 
 def unsupported(f: LayerFacts) -> str:
     """Why the writer cannot write this layer yet ('' when it can)."""
-    if f.streaming:
-        return "streaming"
+    if f.streaming and f.kernel == (1, 1) and f.op is not Op.PASSTHROUGH:
+        return "a streaming 1x1 convolution (the vendor runs it as a padded 3x3)"
     if f.operands > 1:
         return "element-wise operations"
     if f.groups > 1:
@@ -59,8 +66,11 @@ def unsupported(f: LayerFacts) -> str:
     return ""
 
 
-def init_writes(facts: list[LayerFacts], rmap: RegisterMap, has_bias: bool) -> list[Write]:
-    """cnn_init: stop the state machine, memory control, layer count (MAX78002: clear first)."""
+def init_writes(
+    facts: list[LayerFacts], rmap: RegisterMap, has_bias: bool, fifo: bool = False
+) -> list[Write]:
+    """cnn_init: stop the state machine, memory control, layer count (MAX78002: clear first);
+    ``fifo``: the input arrives through the FIFOs (their bit is on from here)."""
     out = []
     groups = groups_used(facts)
     if rmap.require_reg_clear:  # clocks on (the pipeline stays on), then clear and wait
@@ -77,8 +87,10 @@ def init_writes(facts: list[LayerFacts], rmap: RegisterMap, has_bias: bool) -> l
         ]
         out += [Write(rmap.ctl(q, 3), 0, f"quadrant {q}: reset BIST") for q in groups]
     for q in groups:
-        # Clocks on (3), express kernel loader (20); the state machine stays stopped.
-        out.append(Write(rmap.ctl(q, 0), 1 << 3 | 1 << 20, f"quadrant {q}: stop state machine"))
+        # Clocks on, express kernel loader, FIFOs on; the state machine stays stopped.
+        stop = put("ctl_clocks", 1) | put("ctl_mexpress", 1) | put("ctl_fifo", fifo)
+        what = "stop state machine" + (", FIFO input" if fifo else "")
+        out.append(Write(rmap.ctl(q, 0), stop, f"quadrant {q}: {what}"))
         if not rmap.require_reg_clear:
             out.append(sram[groups.index(q)])
         out.append(
@@ -88,9 +100,15 @@ def init_writes(facts: list[LayerFacts], rmap: RegisterMap, has_bias: bool) -> l
 
 
 def layer_writes(
-    facts: list[LayerFacts], rmap: RegisterMap, kl: KernelLayout, bl: BiasLayout
+    facts: list[LayerFacts],
+    rmap: RegisterMap,
+    kl: KernelLayout,
+    bl: BiasLayout,
+    fifo: bool = False,
+    in_channels: int = 0,
 ) -> list[Write]:
-    """cnn_configure: every non-zero layer register of every used quadrant."""
+    """cnn_configure: every non-zero layer register of every used quadrant; with ``fifo`` the
+    input frame size and, last, the FIFO control (``in_channels``: the network's input)."""
     out: list[Write] = []
     groups = groups_used(facts)
     for f in facts:
@@ -98,7 +116,11 @@ def layer_writes(
         if why:
             raise NotImplementedError(f"layer {f.name}: {why}")
         for q in groups:
-            for name, value, meaning in _layer_values(f, q, groups, rmap, kl, bl, len(facts)):
+            values = _layer_values(f, q, groups, rmap, kl, bl, len(facts))
+            values += stream_values(facts, f, fifo, rmap)
+            if f.streaming and f.index > 0:  # TRAM after the earlier streaming layers'
+                values = [after_streams(facts, f) if v[0] == "tptr" else v for v in values]
+            for name, value, meaning in values:
                 if value:
                     out.append(
                         Write(
@@ -107,6 +129,13 @@ def layer_writes(
                             f"layer {f.index} quadrant {q}: {meaning}",
                         )
                     )
+            if fifo and f.index == 0:
+                frame = frame_words(f)
+                addr = rmap.ctl(q, CTL_IFRM[rmap.device])
+                out.append(Write(addr, frame, f"layer 0 quadrant {q}: input frame: {frame} words"))
+    if fifo:
+        ctl = fifo_control(facts[0], in_channels, rmap)
+        out.append(Write(FIFO_CTL, ctl, "FIFOs: control: enable the FIFOs that carry input"))
     return out
 
 
@@ -258,13 +287,8 @@ def _layer_values(
     # TRAM pointer max.
     if f.op is Op.CONV1D or (f.op in (Op.CONV2D, Op.LINEAR) and f.kernel == (1, 1)):
         tptr = flatten_prod << 16 | (2 * flatten_prod + 1) if flatten_prod >= 16 else 0
-    elif not conv:
-        tptr = 0
-    elif f.op is Op.CONVTRANSPOSE2D:
-        span = (f.pooled[1] - 1) * f.stride[1] + 1 + f.output_padding[1] + 2 * f.padding[1]
-        tptr = max(0, span - f.kernel[1])
-    else:
-        tptr = max(0, f.pooled[1] + 2 * f.padding[1] - f.kernel[1]) + 1 - 1
+    else:  # a pooling-only layer's TRAM word count is 1
+        tptr = tram_words(f) - 1
     vals.append(("tptr", tptr, "TRAM pointer max"))
     # Post-processing: weight-size shift, output shift, bias, flags.
     post = put("weight_size", {1: 1, 2: 2, 4: 3}.get(quant, 0) if conv else 0)

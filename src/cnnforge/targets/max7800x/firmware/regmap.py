@@ -33,7 +33,12 @@ LAYER_REGISTERS = (
     "tptr",  # TRAM pointer max
     "ena",  # mask enables << 16 | processor enables (this quadrant's 16 processors)
     "post",  # post-processing: bias enable and offset, output shift, weight-size shift, flags
+    "stream_start",  # streaming: words that must arrive before the layer starts
+    "stream_delta",  # streaming: the read pointer's steps, per column and per row
+    "rollover",  # streaming: the circular input buffer's length in words (FMAX)
 )
+# MAX78002: these follow one another per layer (4 bytes apart), not per register.
+STREAM_REGISTERS = ("stream_start", "stream_delta", "rollover")
 
 # Bit fields of the layer registers that sit at the same place on both devices: name ->
 # (register, lowest bit, width). registers.py writes them with ``put``, decode.py reads them with
@@ -63,7 +68,39 @@ FIELDS: dict[str, tuple[str, int, int]] = {
     "abs": ("post", 26, 1),
     "flatten": ("post", 27, 1),
     "transposed": ("post", 28, 1),
+    "tram_max": ("tptr", 0, 16),  # TRAM words the layer uses - 1 (+ the streaming layers' before)
+    "tram_start": ("tptr", 16, 16),  # streaming: TRAM words of the streaming layers before it
+    # Streaming (widths: the MAX78002's; the MAX78000 holds 14, 12 and 17 bits).
+    "stream_start": ("stream_start", 0, 15),  # input words before the layer may start
+    "stream_invol": ("stream_delta", 0, 4),  # streaming: input passes of the layers before it
+    "stream_delta1": ("stream_delta", 4, 5),  # words the read pointer advances per column step
+    "stream_delta2": ("stream_delta", 16, 14),  # words it advances at the end of a row
+    "rollover": ("rollover", 0, 18),  # circular buffer length in words (a multiple of passes)
+    # Quadrant control (RegisterMap.ctl(q, 0)): cnn_init's stop and cnn_start's go.
+    "ctl_enable": ("ctl", 0, 1),  # run (the master quadrant: go)
+    "ctl_clocks": ("ctl", 3, 1),
+    "ctl_chw_stream": ("ctl", 6, 1),  # MAX78002: CHW input into a streaming first layer
+    "ctl_master": ("ctl", 9, 2),  # the master quadrant's number (the others follow it)
+    "ctl_ext_sync": ("ctl", 11, 1),  # wait for the master quadrant
+    "ctl_streaming": ("ctl", 14, 1),  # some layer streams
+    "ctl_fifo": ("ctl", 15, 1),  # the input arrives through the FIFOs
+    "ctl_fifo_streaming": ("ctl", 19, 1),  # FIFO input feeds a streaming first layer
+    "ctl_mexpress": ("ctl", 20, 1),  # the express kernel loader
+    # The FIFO control register (FIFO_CTL, APB_BASE + 0): the vendor's --fifo.
+    "fifo_ready_sel": ("fifo_ctl", 0, 2),  # wait states (the vendor's --ready-sel-fifo, 0)
+    "fifo_setting_a": ("fifo_ctl", 2, 2),  # the vendor writes 2 (not documented further)
+    "fifo_setting_b": ("fifo_ctl", 7, 2),  # the vendor writes 2 (not documented further)
+    "fifo_cpl": ("fifo_ctl", 11, 1),  # MAX78000: required (the vendor's REQUIRE_FIFO_CPL)
+    "fifo_enable": ("fifo_ctl", 12, 4),  # bit k: FIFO k feeds processor 16 k onward
 }
+
+# The FIFOs' registers (the vendor's C_FIFO_BASE = 0): control, status (bit k: FIFO k full),
+# and one data register per FIFO.
+FIFO_CTL = APB_BASE
+FIFO_STAT = APB_BASE + 4
+FIFO_DATA = APB_BASE + 8  # + 4 k for FIFO k
+# Quadrant control register number of the input frame size (words the FIFOs deliver).
+CTL_IFRM = {"MAX78000": 612, "MAX78002": 0x42018}
 
 
 def put(name: str, value: int) -> int:
@@ -113,6 +150,9 @@ class RegisterMap:
     supports_pipeline: bool  # MAX78002: CTL bit 5 disables the pipeline
     flatten_bias_first: bool  # MAX78000 places flatten layers' bias first
     stream_bias_ok: bool
+    require_fifo_cpl: bool = False  # MAX78000: FIFO control bit 11 (REQUIRE_FIFO_CPL)
+    stream_layer_stride: int = 0  # MAX78002: the streaming registers' own layer stride
+    new_streaming: bool = False  # MAX78002: the stream registers' other formulas (stream.py)
 
     def ctl(self, quadrant: int, reg: int) -> int:
         """Address of quadrant control register ``reg`` (0 CTL, 1 SRAM, 2 LCNT, 3 SRAM test)."""
@@ -121,12 +161,15 @@ class RegisterMap:
     def layer(self, quadrant: int, layer: int, name: str) -> int:
         """Address of layer register ``name`` of hardware layer ``layer``."""
         index = self.layer_index[name]
+        stride = self.layer_stride
+        if name in STREAM_REGISTERS and self.stream_layer_stride:
+            stride = self.stream_layer_stride
         return (
             APB_BASE
             + quadrant * self.quadrant_stride
             + self.layer_base
             + index * self.register_stride
-            + layer * self.layer_stride
+            + layer * stride
         )
 
     def bias(self, quadrant: int, entry: int = 0) -> int:
@@ -161,12 +204,13 @@ class RegisterMap:
 _AI85_INDEX = dict(
     rows=0, cols=1, oned=2, pool_rows=3, pool_cols=4, stride=5, wptr_base=6, wptr_toffs=7,
     wptr_moffs=8, wptr_choffs=9, rptr_base=10, lctl=11, mcnt=12, tptr=13, ena=14, post=15,
-    lctl2=20,
+    stream_start=16, stream_delta=17, rollover=18, lctl2=20,
 )  # fmt: skip
 _AI87_INDEX = dict(
     next=0, rows=1, cols=2, oned=3, pool_rows=4, pool_cols=5, stride=6, wptr_base=7,
     wptr_toffs=8, wptr_moffs=9, wptr_choffs=10, rptr_base=11, lctl=12, lctl2=13, mcnt1=14,
     mcnt2=15, ochan=16, tptr=17, ena=18, post=19,
+    stream_start=0x2000, stream_delta=0x2008, rollover=0x2010,
 )  # fmt: skip
 
 MAPS = {
@@ -202,6 +246,7 @@ MAPS = {
         False,
         True,
         False,
+        require_fifo_cpl=True,
     ),
     "MAX78002": RegisterMap(
         "MAX78002",
@@ -235,5 +280,7 @@ MAPS = {
         True,
         False,
         True,
+        stream_layer_stride=4,
+        new_streaming=True,
     ),
 }

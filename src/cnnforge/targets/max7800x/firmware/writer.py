@@ -14,6 +14,7 @@ import numpy as np
 
 from cnnforge.targets.max7800x.firmware.firmware import Firmware
 from cnnforge.targets.max7800x.firmware.registers import Write, groups_used
+from cnnforge.targets.max7800x.firmware.regmap import FIFO_DATA, FIFO_STAT, put
 
 HEADER = """\
 /*
@@ -138,8 +139,9 @@ def cnn_c(fw: Firmware) -> str:
     lines.append(
         "void CNN_ISR(void)\n{\n  // Clear the done and interrupt flags of every quadrant\n"
     )
+    flags = "(1 << 12) | (1 << 14) | 1" if fw.streaming else "(1 << 12) | 1"  # 14: streaming
     for q in groups:
-        lines.append(f"  *((volatile uint32_t *) 0x{ctl[q]:08x}) &= ~((1 << 12) | 1);\n")
+        lines.append(f"  *((volatile uint32_t *) 0x{ctl[q]:08x}) &= ~({flags});\n")
     lines.append(
         "\n  CNN_COMPLETE;\n#ifdef CNN_INFERENCE_TIMER\n"
         "  cnn_time = MXC_TMR_SW_Stop(CNN_INFERENCE_TIMER);\n#else\n  cnn_time = 1;\n#endif\n}\n\n"
@@ -193,17 +195,25 @@ def cnn_c(fw: Firmware) -> str:
         lines.append(_write(Write(w.addr, w.value, w.comment.split(": ", 1)[1])))
     lines.append("\n  return CNN_OK;\n}\n\n")
     lines.append("int cnn_start(void)\n{\n  cnn_time = 0;\n\n")
-    base = 1 << 3 | 1 << 20  # clocks, express kernel loader
+    base = put("ctl_clocks", 1) | put("ctl_mexpress", 1) | put("ctl_streaming", fw.streaming)
+    if fw.rmap.supports_pipeline:  # MAX78002: CHW input into a streaming first layer
+        base |= put("ctl_chw_stream", fw.facts[0].streaming and fw.facts[0].chw)
+    if fw.fifo:  # FIFO input (and a streaming first layer reading it)
+        base |= put("ctl_ext_sync", 1) | put("ctl_fifo_streaming", fw.facts[0].streaming)
+    fifo = put("ctl_fifo", fw.fifo)
+    what = ", FIFO input" if fw.fifo else ""
     for q in groups:
-        value = base | 1 << 11 | first << 9 | (1 if q != first else 0)
-        lines.append(_write(Write(ctl[q], value, f"quadrant {q}: external sync, ready to run")))
+        value = base | fifo | put("ctl_ext_sync", 1) | put("ctl_master", first)
+        value |= put("ctl_enable", q != first)
+        lines.append(_write(Write(ctl[q], value, f"quadrant {q}: external sync{what}, ready")))
     lines.append(
         "\n#ifdef CNN_INFERENCE_TIMER\n  MXC_TMR_SW_Start(CNN_INFERENCE_TIMER);\n#endif\n\n"
         "  CNN_START;\n"
     )
-    lines.append(
-        _write(Write(ctl[first], base | first << 9 | 1, f"quadrant {first}: master enable"))
-    )
+    if fw.fifo and fw.facts[0].in_map >> (16 * first) & 0xF:
+        base |= fifo
+    go = base | put("ctl_master", first) | put("ctl_enable", 1)
+    lines.append(_write(Write(ctl[first], go, f"quadrant {first}: master enable")))
     lines.append("\n  return CNN_OK;\n}\n\n")
     runs = [v for run in _unload_runs(fw) for v in run] + [0]
     lines.append(
@@ -308,9 +318,40 @@ def weights_h(fw: Firmware) -> str:
 
 def sampledata_h(fw: Firmware) -> str:
     out = [HEADER.format(name="sampledata.h", device=fw.device, what="sample input")]
-    for i, (_, words) in enumerate(fw.inputs):
+    for i, words in enumerate([w for _, w in fw.inputs] or fw.fifo_inputs):
         out.append(_define(f"SAMPLE_INPUT_{i}", words.tolist()))
     return "".join(out)
+
+
+def _load_input(fw: Firmware) -> str:
+    """main.c's load_input: memcpy32 where the first layer reads, or word by word into the
+    FIFOs (each write waits while its FIFO is full: FIFO status bit k)."""
+    if not fw.fifo:
+        out = ["\nvoid load_input(void)\n{\n"]
+        out.append("  // The sample input, where the first layer reads it\n")
+        for i, (addr, words) in enumerate(fw.inputs):
+            out.append(f"  memcpy32((uint32_t *) 0x{addr:08x}, input_{i}, {words.size});\n")
+        return "".join(out) + "}\n\n"
+    n = max(w.size for w in fw.fifo_inputs)
+    out = [
+        "\nvoid load_input(void)\n{\n"
+        "  // The sample input through the FIFOs, after cnn_start: the accelerator reads as it\n"
+        "  // arrives (drop a wait when the source cannot outrun the network)\n"
+        "  uint32_t i;\n"
+        + "".join(f"  const uint32_t *in{k} = input_{k};\n" for k in range(len(fw.fifo_inputs)))
+        + f"\n  for (i = 0; i < {n}; i++) {{\n"
+    ]
+    for k, words in enumerate(fw.fifo_inputs):
+        body = (
+            f"while ((*((volatile uint32_t *) 0x{FIFO_STAT:08x}) & {1 << k}) != 0)\n"
+            f"      ; // FIFO {k} full\n"
+            f"    *((volatile uint32_t *) 0x{FIFO_DATA + 4 * k:08x}) = *in{k}++;"
+            f" // FIFO {k} data\n"
+        )
+        if words.size < n:  # a FIFO with fewer words stops early
+            body = f"if (i < {words.size}) {{\n    " + body.replace("\n", "\n  ") + "}\n"
+        out.append("    " + body)
+    return "".join(out) + "  }\n}\n\n"
 
 
 def sampleoutput_h(fw: Firmware) -> str:
@@ -326,15 +367,10 @@ def main_c(fw: Firmware) -> str:
         "volatile uint32_t cnn_time; // inference time, set by CNN_ISR\n\n"
         'void fail(void)\n{\n  printf("\\n*** FAIL ***\\n\\n");\n  while (1)\n    ;\n}\n\n'
     )
-    for i, _ in enumerate(fw.inputs):
+    for i, _ in enumerate(fw.inputs or fw.fifo_inputs):
         out.append(f"static const uint32_t input_{i}[] = SAMPLE_INPUT_{i};\n")
+    out.append(_load_input(fw))
     out.append(
-        "\nvoid load_input(void)\n{\n  // The sample input, where the first layer reads it\n"
-    )
-    for i, (addr, words) in enumerate(fw.inputs):
-        out.append(f"  memcpy32((uint32_t *) 0x{addr:08x}, input_{i}, {words.size});\n")
-    out.append(
-        "}\n\n"
         "// (address, mask, count, values...) runs, 0 ends: the simulator's output for the sample\n"
         "static const uint32_t sample_output[] = SAMPLE_OUTPUT;\n\n"
         "int check_output(void)\n{\n"
@@ -364,8 +400,12 @@ def main_c(fw: Firmware) -> str:
         )
     out.append(
         "\n  cnn_init();\n  cnn_load_weights();\n  cnn_load_bias();\n  cnn_configure();\n"
-        "  load_input();\n  cnn_start();\n\n"
-        "  while (cnn_time == 0)\n    MXC_LP_EnterSleepMode();\n\n"
+        + (
+            "  cnn_start();\n  load_input(); // through the FIFOs, while it runs\n\n"
+            if fw.fifo
+            else "  load_input();\n  cnn_start();\n\n"
+        )
+        + "  while (cnn_time == 0)\n    MXC_LP_EnterSleepMode();\n\n"
         "  if (check_output() != CNN_OK)\n    fail();\n"
         '  printf("\\n*** PASS ***\\n\\nInference time: %u us\\n", (unsigned) cnn_time);\n'
         "  cnn_disable();\n  return 0;\n}\n"
