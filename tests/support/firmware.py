@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import functools
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -15,12 +16,21 @@ from cnnforge.frontend.ai8x import read_ai8x
 from cnnforge.sim import simulate
 from cnnforge.targets.max7800x.firmware.firmware import Firmware, build_firmware
 from cnnforge.targets.max7800x.firmware.hostrun import StateImage
+from cnnforge.targets.max7800x.firmware.options import FirmwareOptions
 
 TESTS = Path(__file__).parents[1]
 GOLDEN = TESTS / "golden" / "ai8x_demos"
 STATES = TESTS / "data" / "firmware_state"
 # Demos whose input arrives through the FIFOs (the vendor's --fifo): not written yet.
 FIFO = {"MAX78000-cats-dogs", "MAX78000-facedet_tinierssd"}
+
+# Vendor runs of a demo with other code-generation options: case -> (demo golden, extra flags).
+OPTION_CASES = {
+    "MAX78000-mnist-zero-sram": ("MAX78000-mnist", ("--zero-sram",)),
+    "MAX78002-mnist-zero-sram": ("MAX78002-mnist", ("--zero-sram",)),
+    "MAX78000-mnist-riscv": ("MAX78000-mnist", ("--riscv", "--riscv-debug")),
+    "MAX78002-mnist-riscv": ("MAX78002-mnist", ("--riscv", "--riscv-debug")),
+}
 
 # (model, device, input shape, vendor flags the YAML header names)
 OWN = (
@@ -38,11 +48,13 @@ def own_sample(shape: tuple[int, ...]) -> np.ndarray:
 
 @functools.cache
 def demo_firmware(name: str) -> Firmware:
-    """cnnforge's firmware for a vendor demo golden (its YAML, trimmed checkpoint, sample)."""
+    """cnnforge's firmware for a vendor demo golden (its YAML, trimmed checkpoint, sample), or
+    for one of OPTION_CASES (the demo with more flags)."""
+    name, extra = OPTION_CASES.get(name, (name, ()))
     data = np.load(GOLDEN / "known" / f"{name}.npz")
     meta = json.loads(str(data["meta"]))
     x = data["input"].astype(np.int64)
-    flags = meta["flags"]
+    flags = [*meta["flags"], *extra]
     model = read_ai8x(
         GOLDEN / "networks" / meta["yaml"],
         GOLDEN / "trained" / meta["trimmed"],
@@ -53,10 +65,8 @@ def demo_firmware(name: str) -> Firmware:
     )
     result = simulate(model.network, x, device=meta["device"])
     outputs = {k: v.numpy() for k, v in result.outputs.items()}
-    checklines = None
-    if "--max-checklines" in flags:
-        checklines = int(flags[flags.index("--max-checklines") + 1])
-    return build_firmware(model.network, model.plan, x, outputs, checklines)
+    options = FirmwareOptions.from_vendor_flags(flags)
+    return build_firmware(model.network, model.plan, x, outputs, replace(options, mlator=False))
 
 
 def stored(name: str) -> StateImage:

@@ -297,11 +297,17 @@ def _fill_bytes(
     return length
 
 
-def load_records(kl: KernelLayout, rmap: RegisterMap) -> list[tuple[int, np.ndarray]]:
-    """The express loader's records: (address with the column in its low bits, 32-bit words)."""
+def load_records(
+    kl: KernelLayout, rmap: RegisterMap, skip_zero: bool = False
+) -> list[tuple[int, np.ndarray]]:
+    """The express loader's records: (address with the column in its low bits, 32-bit words).
+    ``skip_zero`` (--zero-sram: the memory is zeroed first) leaves out all-zero columns."""
     records = []
+    written = kl.owner != FREE
+    if skip_zero:
+        written &= kl.data.any(axis=2)
     for p in range(64):
-        cols = np.flatnonzero(kl.owner[p] != FREE)
+        cols = np.flatnonzero(written[p])
         if cols.size == 0:
             continue
         runs = np.split(cols, np.flatnonzero(np.diff(cols) != 1) + 1)
