@@ -172,7 +172,7 @@ def _arm_boot(fw: Firmware) -> str:
         "int main(void)\n{\n"
         "  MXC_ICC_Enable(MXC_ICC0);\n"
         "  MXC_SYS_Clock_Select(MXC_SYS_CLOCK_IPO);\n  SystemCoreClockUpdate();\n\n"
-        "  MXC_FCR->urvbootaddr = (uint32_t) (uintptr_t) &__FlashStart_; // the RISC-V boot address\n"
+        "  MXC_FCR->urvbootaddr = (uint32_t) (uintptr_t) &__FlashStart_; // RISC-V boots here\n"
         "  MXC_SYS_ClockEnable(MXC_SYS_PERIPH_CLOCK_SMPHR); // the semaphores it signals with\n"
         "  MXC_NVIC_SetVector(RISCV_IRQn, WakeISR);\n\n"
         "  MXC_Delay(SEC(2)); // a debugger can still attach\n\n"
