@@ -213,6 +213,18 @@ def _weight_bits(text: str, device: str) -> int | str:
     return parse_weight_bits(text, widths=resolve_device(device).weight_bits)
 
 
+def _folders(files: list[str], device: str) -> str:
+    """Which folder is which: the portable C runs anywhere, the firmware only on the part."""
+    out = []
+    if any(f.startswith("c/") for f in files):
+        out.append("c/ portable C, runs anywhere (--run runs it on this host)")
+    if any(f.startswith("firmware/") for f in files):
+        out.append(f"firmware/ the MSDK project, runs on the {device} (docs/firmware.md)")
+    if any(f.startswith("ai8x/") for f in files):
+        out.append("ai8x/ the vendor tool's YAML + checkpoint")
+    return "; ".join(out) or "-"
+
+
 def _print_summary(facts: dict, output: Path) -> None:
     table = Table(title=f"cnnforge compile -> {output}", show_header=False)
     table.add_column("what", style="bold")
@@ -224,6 +236,7 @@ def _print_summary(facts: dict, output: Path) -> None:
     table.add_row(
         "files", ", ".join(facts["files"][:8]) + (" ..." if len(facts["files"]) > 8 else "")
     )
+    table.add_row("folders", _folders(facts["files"], facts["device"]))
     run = facts["selftest"]
     table.add_row("self-test", "not run (pass --run)" if run is None else run["output"])
     for note in facts["notes"]:

@@ -18,6 +18,15 @@ from cnnforge.targets.max7800x.firmware.options import FirmwareOptions, OptionRe
 from cnnforge.targets.max7800x.firmware.regmap import MAPS, RegisterMap
 from cnnforge.targets.max7800x.placement import Plan
 
+# The header of every file of the folder (cnnforge's, never the vendor's text).
+HEADER = """\
+/*
+ * {name} -- written by cnnforge for the {device} CNN accelerator ({what}).
+ * SPDX-License-Identifier: Apache-2.0
+ * Register fields: docs/firmware.md of cnnforge. Regenerate instead of editing.
+ */
+"""
+
 
 @dataclass(frozen=True)
 class Firmware:

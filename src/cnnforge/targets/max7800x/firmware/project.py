@@ -9,7 +9,7 @@ cnn_unload out, ``--boost P.N`` drives the boost pin while the accelerator runs.
 
 from __future__ import annotations
 
-from cnnforge.targets.max7800x.firmware.firmware import Firmware
+from cnnforge.targets.max7800x.firmware.firmware import HEADER, Firmware
 
 _INCLUDES = "\n#include <stdint.h>\n#include <stdio.h>\n#include <stdlib.h>\n#include <string.h>\n"
 
@@ -22,8 +22,6 @@ def application(fw: Firmware) -> dict[str, str]:
 
 
 def _header(name: str, device: str, what: str) -> str:
-    from cnnforge.targets.max7800x.firmware.writer import HEADER
-
     return HEADER.format(name=name, device=device, what=what)
 
 

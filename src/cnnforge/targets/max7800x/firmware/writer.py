@@ -12,17 +12,9 @@ from pathlib import Path
 
 import numpy as np
 
-from cnnforge.targets.max7800x.firmware.firmware import Firmware
+from cnnforge.targets.max7800x.firmware import project
+from cnnforge.targets.max7800x.firmware.firmware import HEADER, Firmware
 from cnnforge.targets.max7800x.firmware.registers import Write, groups_used
-
-HEADER = """\
-/*
- * {name} -- written by cnnforge for the {device} CNN accelerator ({what}).
- * SPDX-License-Identifier: Apache-2.0
- * Register fields: docs/firmware.md of cnnforge. Regenerate instead of editing.
- */
-"""
-
 
 _DIGITS = np.frombuffer(b"0123456789abcdef", np.uint8)
 
@@ -408,8 +400,6 @@ def sampleoutput_h(fw: Firmware) -> str:
 def folder_files(fw: Firmware) -> dict[str, str]:
     """{file name: text} of the project, as the options ask (--no-kat: no sampleoutput.h;
     --softmax: softmax.c; --riscv: main.c boots main_riscv.c, which runs the self-test)."""
-    from cnnforge.targets.max7800x.firmware import project
-
     o = fw.options
     files = {"cnn.h": cnn_h(fw), "cnn.c": cnn_c(fw), "weights.h": weights_h(fw)}
     files.update(project.application(fw))
