@@ -218,3 +218,38 @@ def test_hex_rows_equals_the_plain_formatting(values: list[int], digits: int) ->
     items = [f"0x{v:0{digits}x}" for v in values]
     rows = [", ".join(items[i : i + 8]) for i in range(0, len(items), 8)]
     assert _hex_rows(values, digits) == ", \\\n  ".join(rows)
+
+
+RESIDUAL = """
+import torch.nn as nn
+
+
+class Residual(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Conv2d(3, 8, 3, padding=1)
+        self.b = nn.Conv2d(8, 8, 3, padding=1)
+        self.head = nn.Conv2d(8, 4, 1)
+
+    def forward(self, x):
+        a = nn.functional.relu(self.a(x))
+        return self.head(a + nn.functional.relu(self.b(a)))
+"""
+
+
+def test_default_firmware_is_a_note_where_the_writer_does_not_cover_the_network(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Firmware by default: a network the writer does not cover yet (an element-wise add)
+    compiles, without firmware/, and the summary says why; --firmware makes it an error."""
+    (tmp_path / "res.py").write_text(RESIDUAL, encoding="utf-8")
+    np.save(tmp_path / "x.npy", np.zeros((3, 16, 16), np.int8))
+    args = ["compile", f"{tmp_path / 'res.py'}:Residual", "--ptq", "--no-report"]
+    args += ["--sample", str(tmp_path / "x.npy"), "-o"]
+    code, out, err = run_cli([*args, str(tmp_path / "out")], capsys)
+    assert code == 0, err
+    assert not (tmp_path / "out" / "firmware").exists()
+    assert "firmware/ not written" in " ".join(out.split())
+    code, _, err = run_cli([*args, str(tmp_path / "o2"), "--firmware"], capsys)
+    assert code == 2 and len(err.strip().splitlines()) == 1 and "element-wise" in err
+    assert not (tmp_path / "o2").exists()
