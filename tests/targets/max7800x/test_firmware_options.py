@@ -253,3 +253,15 @@ def test_default_firmware_is_a_note_where_the_writer_does_not_cover_the_network(
     code, _, err = run_cli([*args, str(tmp_path / "o2"), "--firmware"], capsys)
     assert code == 2 and len(err.strip().splitlines()) == 1 and "element-wise" in err
     assert not (tmp_path / "o2").exists()
+
+
+@pytest.mark.parametrize("option", ["--zero-sram", "--riscv"])
+def test_inspect_reads_the_folder(
+    option: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``cnnforge inspect`` reads a folder written with the option (the BIST waits answered,
+    the RISC-V core's main_riscv.c read): the same five layers."""
+    folder = _compile(tmp_path, capsys, option)
+    code, out, err = run_cli(["inspect", str(folder)], capsys)
+    assert code == 0, err
+    assert "32-bit out" in out and "conv2d" in out

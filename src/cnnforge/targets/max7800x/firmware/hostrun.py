@@ -30,6 +30,7 @@ SPACE = {
 _RISCV_ONLY = (
     ('__attribute__((interrupt("machine")))', ""),
     ('asm volatile("wfi")', "MXC_LP_EnterSleepMode()"),
+    ('__asm__("wfi")', "MXC_LP_EnterSleepMode()"),
 )
 
 

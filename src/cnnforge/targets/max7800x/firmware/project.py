@@ -118,7 +118,8 @@ def _main(fw: Firmware) -> str:
         out.append(
             f"  cnn_boost_enable(MXC_GPIO{port}, MXC_GPIO_PIN_{pin}); // P{port}.{pin}: boost on\n"
         )
-    sleep = '    asm volatile("wfi");\n' if o.riscv else "    MXC_LP_EnterSleepMode();\n"
+    # RISC-V: wait for the interrupt (a basic asm statement is volatile already)
+    sleep = '    __asm__("wfi");\n' if o.riscv else "    MXC_LP_EnterSleepMode();\n"
     out.append(
         "\n  cnn_init();\n  cnn_load_weights();\n  cnn_load_bias();\n  cnn_configure();\n"
         f"  load_input();\n  cnn_start();\n\n  while (cnn_time == 0)\n{sleep}\n"
