@@ -149,8 +149,10 @@ def main() -> None:
         args.repeat, args.only = 1, ["mnist"]
     if not VENDOR.is_file() or shutil.which("bash") is None:
         raise SystemExit(f"the vendor tool is not set up ({VENDOR})")
-    print(f"cnnforge compile vs the vendor tool, whole processes, median of {args.repeat}; "
-          f"both write the firmware; load average {os.getloadavg()[0]:.1f}")
+    print(
+        f"cnnforge compile vs the vendor tool, whole processes, median of {args.repeat}; "
+        f"both write the firmware; load average {os.getloadavg()[0]:.1f}"
+    )
     print(f"{'network':28s} {'cnnforge s':>10s} {'vendor s':>10s} {'ratio':>7s}")
     rows = []
     with tempfile.TemporaryDirectory(prefix="cnnforge-vs-vendor-") as tmp:

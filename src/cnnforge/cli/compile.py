@@ -71,42 +71,62 @@ def compile_command(
         "note); --firmware: or fail; --no-firmware: not. See docs/firmware.md.",
     ),
     softmax: bool = typer.Option(
-        False, "--softmax", help="Firmware (vendor option): main.c unloads the 32-bit outputs "
+        False,
+        "--softmax",
+        help="Firmware (vendor option): main.c unloads the 32-bit outputs "
         "and prints their softmax per class (softmax.c).",
     ),
     overlap_data: bool = typer.Option(
-        False, "--overlap-data", help="Vendor option: a layer may write its output over its own "
+        False,
+        "--overlap-data",
+        help="Vendor option: a layer may write its output over its own "
         "dying input (cnnforge plans so by default; the opposite of --no-in-place).",
     ),
     mlator: bool = typer.Option(
-        False, "--mlator", help="Firmware (vendor option): cnn_unload reads 8-bit outputs "
+        False,
+        "--mlator",
+        help="Firmware (vendor option): cnn_unload reads 8-bit outputs "
         "through the mlator. Not written yet: refused.",
     ),
     no_unload: bool = typer.Option(
-        False, "--no-unload", help="Firmware (vendor option): no cnn_unload (unless --softmax).",
+        False,
+        "--no-unload",
+        help="Firmware (vendor option): no cnn_unload (unless --softmax).",
     ),
     new_kernel_loader: bool = typer.Option(
-        False, "--new-kernel-loader", help="Firmware (vendor option): load the kernels from "
+        False,
+        "--new-kernel-loader",
+        help="Firmware (vendor option): load the kernels from "
         "weights.h's records. Always so (the vendor's default); accepted for its command lines.",
     ),
     zero_sram: bool = typer.Option(
-        False, "--zero-sram", help="Firmware (vendor option): cnn_init zeroes the data, kernel, "
+        False,
+        "--zero-sram",
+        help="Firmware (vendor option): cnn_init zeroes the data, kernel, "
         "TRAM and bias memories by BIST; all-zero kernel columns are then not loaded.",
     ),
     boost: str = typer.Option(
-        None, "--boost", metavar="PORT.PIN", help="Firmware (vendor option): main.c turns the "
+        None,
+        "--boost",
+        metavar="PORT.PIN",
+        help="Firmware (vendor option): main.c turns the "
         "boost circuit's GPIO on while the accelerator runs, e.g. 2.5.",
     ),
     no_kat: bool = typer.Option(
-        False, "--no-kat", help="Firmware (vendor option): main.c without the known-answer check "
-        "(no sampleoutput.h).",
+        False,
+        "--no-kat",
+        help="Firmware (vendor option): main.c without the known-answer check (no sampleoutput.h).",
     ),
     max_checklines: int = typer.Option(
-        None, "--max-checklines", metavar="N", help="Firmware (vendor option): check only the "
-        "first N output words of the known answer.",
+        None,
+        "--max-checklines",
+        metavar="N",
+        help="Firmware (vendor option): check only the first N output words of the known answer.",
     ),
     riscv: bool = typer.Option(
-        False, "--riscv", help="Firmware (vendor option): the RISC-V layout of the vendor's "
+        False,
+        "--riscv",
+        help="Firmware (vendor option): the RISC-V layout of the vendor's "
         "mnist-riscv: main.c boots the RISC-V core, main_riscv.c runs the self-test there.",
     ),
     no_in_place: bool = typer.Option(
