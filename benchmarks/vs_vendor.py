@@ -4,10 +4,13 @@ For each vendor pair (network YAML + quantized checkpoint + sample) of ../shared
 tools run as whole processes, as a user runs them, alternately, ``--repeat`` times (default 5):
 
 - ours: ``python -m cnnforge compile --ai8x-yaml Y --ai8x-checkpoint C --sample S -o DIR
-  --firmware`` (vendor YAML + checkpoint, portable C with the known-answer self-test, the MSDK
-  firmware -- like the vendor tool's output -- and report.html);
-- theirs: ``../shared/tools/ai8x-synthesis/run.sh`` (ai8xize.py: its C code and, from its
-  simulator, the known answer for the sample).
+  --firmware FLAGS`` (vendor YAML + checkpoint, portable C with the known-answer self-test, the
+  MSDK firmware -- like the vendor tool's output -- and report.html);
+- theirs: ``../shared/tools/ai8x-synthesis/run.sh ... FLAGS`` (ai8xize.py: its firmware and,
+  from its simulator, the known answer for the sample).
+
+Like with like: both write the firmware, with the same code-generation FLAGS (the vendor's
+names, which ``compile`` takes).
 
 Prints the median wall time of each, the ratio ours / vendor per network, and the median time
 and CPU time of each of our compile steps (measured in separate processes, imports apart). Skips a
@@ -80,9 +83,11 @@ def on_step(name, i, n):
         times[current[0][0]] = since(current[0][1])
     current[:] = [(name, now())]
 yaml, ckpt, sample, out = sys.argv[1:5]
+from cnnforge.targets.max7800x.firmware.options import FirmwareOptions
+flags = FirmwareOptions.from_vendor_flags(sys.argv[5:])
 options = P.CompileOptions(output=Path(out), device="MAX78000", ai8x_yaml=Path(yaml),
                            ai8x_checkpoint=Path(ckpt), sample=Path(sample), overwrite=True,
-                           firmware=True)
+                           firmware=True, firmware_options=flags)
 P.compile_model(options, on_step=on_step)
 times[current[0][0]] = since(current[0][1])
 times["total"] = since(t0)
@@ -106,12 +111,12 @@ def _timed(cmd: list[str], env: dict[str, str] | None = None) -> float:
     return elapsed
 
 
-def ours_cmd(files: tuple[Path, Path, Path], out: Path) -> list[str]:
+def ours_cmd(files: tuple[Path, Path, Path], out: Path, flags: tuple = ()) -> list[str]:
     yaml, ckpt, sample = files
     return [
         sys.executable, "-m", "cnnforge", "compile", "--ai8x-yaml", str(yaml),
         "--ai8x-checkpoint", str(ckpt), "--sample", str(sample), "-o", str(out), "--overwrite",
-        "--firmware",
+        "--firmware", *flags,
     ]  # fmt: skip
 
 
@@ -120,12 +125,12 @@ def vendor_cmd(device: str, files: tuple[Path, Path, Path], out: Path, flags: tu
 
 
 def step_times(
-    files: tuple[Path, Path, Path], out: Path, repeat: int
+    files: tuple[Path, Path, Path], out: Path, repeat: int, flags: tuple = ()
 ) -> dict[str, tuple[float, float]]:
     """Median (wall, CPU) seconds of each of our steps (and the imports), ``repeat`` processes."""
     runs = []
     for _ in range(repeat):
-        cmd = [sys.executable, "-c", STEP_TIMER, *map(str, files), str(out)]
+        cmd = [sys.executable, "-c", STEP_TIMER, *map(str, files), str(out), *flags]
         proc = subprocess.run(cmd, capture_output=True, text=True, env=_env(), check=True)
         runs.append(json.loads(proc.stdout.strip().splitlines()[-1]))
     return {
@@ -144,7 +149,10 @@ def main() -> None:
         args.repeat, args.only = 1, ["mnist"]
     if not VENDOR.is_file() or shutil.which("bash") is None:
         raise SystemExit(f"the vendor tool is not set up ({VENDOR})")
-    print(f"cnnforge compile vs the vendor tool, whole processes, median of {args.repeat}")
+    print(
+        f"cnnforge compile vs the vendor tool, whole processes, median of {args.repeat}; "
+        f"both write the firmware; load average {os.getloadavg()[0]:.1f}"
+    )
     print(f"{'network':28s} {'cnnforge s':>10s} {'vendor s':>10s} {'ratio':>7s}")
     rows = []
     with tempfile.TemporaryDirectory(prefix="cnnforge-vs-vendor-") as tmp:
@@ -157,15 +165,16 @@ def main() -> None:
                 continue
             ours, theirs = [], []
             for _ in range(args.repeat):  # alternate, so that load changes hit both alike
-                ours.append(_timed(ours_cmd(files, Path(tmp) / "ours"), _env()))
+                ours.append(_timed(ours_cmd(files, Path(tmp) / "ours", flags), _env()))
                 theirs.append(_timed(vendor_cmd(device, files, Path(tmp) / "vendor", flags)))
             a, b = statistics.median(ours), statistics.median(theirs)
             print(f"{name:28s} {a:10.2f} {b:10.2f} {a / b:7.2f}", flush=True)
-            rows.append((name, files))
-        for name, files in rows:
-            steps = step_times(files, Path(tmp) / "steps", args.repeat)
+            rows.append((name, files, flags))
+        for name, files, flags in rows:
+            steps = step_times(files, Path(tmp) / "steps", args.repeat, flags)
             text = ", ".join(f"{k} {w:.2f}/{c:.2f}" for k, (w, c) in steps.items() if w >= 0.005)
             print(f"cnnforge steps, {name} (wall/CPU s, median): {text}")
+    print(f"load average at the end {os.getloadavg()[0]:.1f}")
 
 
 if __name__ == "__main__":

@@ -86,6 +86,9 @@ def test_compile_run_writes_everything_and_passes(tiny, sample, tmp_path, capsys
         "c/weights.h",
         "c/main.c",
         "c/Makefile",
+        "firmware/cnn.c",  # the MSDK project, written by default for a MAX7800x
+        "firmware/weights.h",
+        "firmware/main.c",
         "report.html",
         "summary.json",
         "sample_output.npz",

@@ -8,6 +8,7 @@ from __future__ import annotations
 import functools
 import json
 import tempfile
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -16,6 +17,7 @@ from cnnforge.frontend.ai8x import read_ai8x
 from cnnforge.sim import simulate
 from cnnforge.targets.max7800x.firmware.firmware import Firmware, build_firmware
 from cnnforge.targets.max7800x.firmware.hostrun import StateImage
+from cnnforge.targets.max7800x.firmware.options import FirmwareOptions
 
 TESTS = Path(__file__).parents[1]
 GOLDEN = TESTS / "golden" / "ai8x_demos"
@@ -33,6 +35,14 @@ FIFO_VARIANTS = {
     "MAX78002-mnist-streaming": ("MAX78002-mnist", 2),
     "MAX78002-cats-dogs-streaming": ("MAX78002-cats-dogs", 2),
     "MAX78002-facedet_tinierssd-streaming": ("MAX78002-facedet_tinierssd", 1),
+}
+
+# Vendor runs of a demo with other code-generation options: case -> (demo golden, extra flags).
+OPTION_CASES = {
+    "MAX78000-mnist-zero-sram": ("MAX78000-mnist", ("--zero-sram",)),
+    "MAX78002-mnist-zero-sram": ("MAX78002-mnist", ("--zero-sram",)),
+    "MAX78000-mnist-riscv": ("MAX78000-mnist", ("--riscv", "--riscv-debug")),
+    "MAX78002-mnist-riscv": ("MAX78002-mnist", ("--riscv", "--riscv-debug")),
 }
 
 # (model, device, input shape, vendor flags the YAML header names)
@@ -71,12 +81,14 @@ def demo_yaml(name: str, streamed: int = 0) -> Path:
 
 @functools.cache
 def demo_firmware(name: str, fifo: bool = False, streamed: int = 0) -> Firmware:
-    """cnnforge's firmware for a vendor demo golden (its YAML, trimmed checkpoint, sample);
-    ``fifo``: as if run with the vendor's --fifo added; ``streamed``: layers made to stream."""
+    """cnnforge's firmware for a vendor demo golden (its YAML, trimmed checkpoint, sample), or
+    for one of OPTION_CASES (the demo with more flags); ``fifo``: as if run with the vendor's
+    --fifo added; ``streamed``: layers made to stream."""
+    name, extra = OPTION_CASES.get(name, (name, ()))
     data = np.load(GOLDEN / "known" / f"{name}.npz")
     meta = json.loads(str(data["meta"]))
     x = data["input"].astype(np.int64)
-    flags = [*meta["flags"], *(["--fifo"] if fifo else [])]
+    flags = [*meta["flags"], *extra, *(["--fifo"] if fifo else [])]
     model = read_ai8x(
         demo_yaml(name, streamed),
         GOLDEN / "trained" / meta["trimmed"],
@@ -87,10 +99,8 @@ def demo_firmware(name: str, fifo: bool = False, streamed: int = 0) -> Firmware:
     )
     result = simulate(model.network, x, device=meta["device"])
     outputs = {k: v.numpy() for k, v in result.outputs.items()}
-    checklines = None
-    if "--max-checklines" in flags:
-        checklines = int(flags[flags.index("--max-checklines") + 1])
-    return build_firmware(model.network, model.plan, x, outputs, checklines)
+    options = FirmwareOptions.from_vendor_flags(flags)
+    return build_firmware(model.network, model.plan, x, outputs, replace(options, mlator=False))
 
 
 def variant_firmware(variant: str) -> Firmware:

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from cnnforge.devices import Capabilities
     from cnnforge.frontend.loading import ModelSpec
     from cnnforge.ir import Network
+    from cnnforge.targets.max7800x.firmware.options import FirmwareOptions
     from cnnforge.training.evaluate import Evaluation
     from cnnforge.training.loop import EpochRecord
 
@@ -186,7 +187,8 @@ def compile(  # the command's name: cnnforge.compile(...) in a script
     ai8x_checkpoint: str | Path | None = None,
     report: bool = True,
     in_place: bool = True,
-    firmware: bool = False,
+    firmware: bool | None = None,
+    firmware_options: FirmwareOptions | None = None,
     fifo: bool = False,
     probe: bool = False,
     sanitize: bool = False,
@@ -195,9 +197,12 @@ def compile(  # the command's name: cnnforge.compile(...) in a script
     on_step: Callable[[str, int, int], None] | None = None,
 ) -> Compiled:
     """Everything ``cnnforge compile`` does: vendor files, portable C with a known-answer
-    self-test (``run=True`` builds and runs it), report.html. ``sample`` (C,H,W int8 values or
-    floats in model units) is what the known answer is computed on. Without ``output_dir`` the
-    files go to a new temporary directory (``Compiled.output_dir``), kept for inspection.
+    self-test (``run=True`` builds and runs it), report.html, and for MAX78000/MAX78002 the MSDK
+    firmware (``firmware``: None writes it where the writer covers the network, True or fails,
+    False not; ``firmware_options``: the vendor's code-generation options). ``sample`` (C,H,W
+    int8 values or floats in model units) is what the known answer is computed on. Without
+    ``output_dir`` the files go to a new temporary directory (``Compiled.output_dir``), kept for
+    inspection.
     ``on_step(name, index, total)`` is called before each step (the CLI's progress line).
 
     >>> c = cnnforge.compile(model, input_shape=(3, 32, 32), ptq=True, sample=x)
@@ -205,6 +210,7 @@ def compile(  # the command's name: cnnforge.compile(...) in a script
     True
     """
     from cnnforge.pipeline import CompileOptions, compile_model
+    from cnnforge.targets.max7800x.firmware.options import FirmwareOptions
 
     if output_dir is None:
         output_dir = Path(tempfile.mkdtemp(prefix="cnnforge-compile-")) / "out"
@@ -227,6 +233,7 @@ def compile(  # the command's name: cnnforge.compile(...) in a script
         in_place=in_place,
         firmware=firmware,
         fifo=fifo,
+        firmware_options=firmware_options or FirmwareOptions(),
         probe=probe,
         sanitize=sanitize,
         max_verify=max_verify,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
@@ -12,6 +12,9 @@ from rich.table import Table
 from cnnforge.cli.app import app
 from cnnforge.cli.common import console, parse_model_args, parse_shape, parse_weight_bits
 from cnnforge.devices import DEFAULT_DEVICE, DEVICE_NAMES
+
+if TYPE_CHECKING:
+    from cnnforge.targets.max7800x.firmware.options import FirmwareOptions
 
 
 @app.command("compile")
@@ -60,11 +63,71 @@ def compile_command(
     ),
     report: bool = typer.Option(True, "--report/--no-report", help="Write report.html."),
     firmware: bool = typer.Option(
+        None,
+        "--firmware/--no-firmware",
+        help="MAX78000/MAX78002: firmware/, the MSDK project (cnn.c, weights.h, main.c, ...) "
+        "with the vendor tool's API, runs on the part (c/ runs anywhere); with --run its set-up "
+        "is checked on the host. Default: written where the writer covers the network (else a "
+        "note); --firmware: or fail; --no-firmware: not. See docs/firmware.md.",
+    ),
+    softmax: bool = typer.Option(
         False,
-        "--firmware",
-        help="MAX78000/MAX78002: also write firmware/, the MSDK project (cnn.c, weights.h, "
-        "main.c, ...) with the vendor tool's API; with --run its set-up is checked on the host. "
-        "See docs/firmware.md.",
+        "--softmax",
+        help="Firmware (vendor option): main.c unloads the 32-bit outputs "
+        "and prints their softmax per class (softmax.c).",
+    ),
+    overlap_data: bool = typer.Option(
+        False,
+        "--overlap-data",
+        help="Vendor option: a layer may write its output over its own "
+        "dying input (cnnforge plans so by default; the opposite of --no-in-place).",
+    ),
+    mlator: bool = typer.Option(
+        False,
+        "--mlator",
+        help="Firmware (vendor option): cnn_unload reads 8-bit outputs "
+        "through the mlator. Not written yet: refused.",
+    ),
+    no_unload: bool = typer.Option(
+        False,
+        "--no-unload",
+        help="Firmware (vendor option): no cnn_unload (unless --softmax).",
+    ),
+    new_kernel_loader: bool = typer.Option(
+        False,
+        "--new-kernel-loader",
+        help="Firmware (vendor option): load the kernels from "
+        "weights.h's records. Always so (the vendor's default); accepted for its command lines.",
+    ),
+    zero_sram: bool = typer.Option(
+        False,
+        "--zero-sram",
+        help="Firmware (vendor option): cnn_init zeroes the data, kernel, "
+        "TRAM and bias memories by BIST; all-zero kernel columns are then not loaded.",
+    ),
+    boost: str = typer.Option(
+        None,
+        "--boost",
+        metavar="PORT.PIN",
+        help="Firmware (vendor option): main.c turns the "
+        "boost circuit's GPIO on while the accelerator runs, e.g. 2.5.",
+    ),
+    no_kat: bool = typer.Option(
+        False,
+        "--no-kat",
+        help="Firmware (vendor option): main.c without the known-answer check (no sampleoutput.h).",
+    ),
+    max_checklines: int = typer.Option(
+        None,
+        "--max-checklines",
+        metavar="N",
+        help="Firmware (vendor option): check only the first N output words of the known answer.",
+    ),
+    riscv: bool = typer.Option(
+        False,
+        "--riscv",
+        help="Firmware (vendor option): the RISC-V layout of the vendor's "
+        "mnist-riscv: main.c boots the RISC-V core, main_riscv.c runs the self-test there.",
     ),
     fifo: bool = typer.Option(
         False,
@@ -83,10 +146,13 @@ def compile_command(
     simulator's output on --sample), report.html; --run builds and runs the C."""
     from cnnforge.api import compile as compile_model
 
-    if firmware:
-        _check_firmware_option(device)
-    if fifo:
-        _check_firmware_option(device, "--fifo")
+    options = _firmware_options(
+        softmax=softmax, overlap_data=overlap_data, mlator=mlator, unload=not no_unload,
+        new_kernel_loader=True, zero_sram=zero_sram, boost=boost, kat=not no_kat,
+        max_checklines=max_checklines, riscv=riscv,
+    )  # fmt: skip
+    del new_kernel_loader  # the only loader cnnforge writes
+    _check_firmware_options(device, firmware, options, in_place=not no_in_place, fifo=fifo)
 
     def run_compile(on_step: Any) -> Any:
         return compile_model(
@@ -96,28 +162,62 @@ def compile_command(
             weight_bits=None if weight_bits is None else _weight_bits(weight_bits, device),
             model_args=parse_model_args(model_arg), ai8x_yaml=ai8x_yaml,
             ai8x_checkpoint=ai8x_checkpoint, report=report, in_place=not no_in_place,
-            firmware=firmware, fifo=fifo, probe=probe, sanitize=sanitize, max_verify=max_verify,
+            firmware=firmware, firmware_options=options, fifo=fifo, probe=probe, sanitize=sanitize,
+            max_verify=max_verify,
             on_step=on_step,
         )  # fmt: skip
 
     _print_summary(_with_progress(run_compile).summary, output)
 
 
-def _check_firmware_option(device: str, option: str = "--firmware") -> None:
-    """``--firmware`` (and ``--fifo``) are for the MAX7800x parts only (their recipe has the
-    firmware step)."""
+def _firmware_options(boost: str | None, **flags: Any) -> FirmwareOptions:
+    """The vendor's code-generation options as one record (``--boost``'s port.pin parsed)."""
+    from cnnforge.errors import InputError
+    from cnnforge.targets.max7800x.firmware.options import FirmwareOptions, parse_boost
+
+    try:
+        pin = None if boost is None else parse_boost(boost)
+    except ValueError as exc:
+        raise InputError(str(exc), where="--boost", hint="give port.pin, e.g. --boost 2.5") from exc
+    return FirmwareOptions(boost=pin, **flags)
+
+
+def _check_firmware_options(
+    device: str,
+    firmware: bool | None,
+    options: FirmwareOptions,
+    in_place: bool,
+    fifo: bool = False,
+) -> None:
+    """The firmware and its options (and --fifo) are for the MAX7800x parts only (their recipe
+    has the firmware step), not with --no-firmware; --overlap-data contradicts --no-in-place."""
     from cnnforge.errors import InputError
     from cnnforge.pipeline.firmware import step_firmware
     from cnnforge.pipeline.targets import steps_for
+    from cnnforge.targets.max7800x.firmware.options import FirmwareOptions
 
-    if not any(step is step_firmware for _, step in steps_for(device)):
-        what = "writes MAX78000/MAX78002 firmware" if option == "--firmware" else "is for"
-        what += "" if option == "--firmware" else " the MAX78000/MAX78002 FIFOs"
+    given = [f for f in options.flags() if f.startswith("--")]
+    if options.overlap_data and not in_place:
         raise InputError(
-            f"{option} {what}, not for --device {device}",
-            where=option,
-            hint=f"drop {option}, or compile for --device MAX78000 or MAX78002",
+            "--overlap-data lets a layer write over its own input, --no-in-place forbids it",
+            where="--overlap-data",
+            hint="drop one of the two",
         )
+    code_options = [f for f in given if f != "--overlap-data"]
+    if firmware is False and options != FirmwareOptions(overlap_data=options.overlap_data):
+        raise InputError(
+            f"{code_options[0]} is an option of the firmware, and --no-firmware writes none",
+            where=code_options[0],
+            hint=f"drop {code_options[0]} or --no-firmware",
+        )
+    if not any(step is step_firmware for _, step in steps_for(device)):
+        asked = (["--firmware"] if firmware else []) + (["--fifo"] if fifo else []) + code_options
+        if asked:
+            raise InputError(
+                f"{asked[0]} is for MAX78000/MAX78002, not for --device {device}",
+                where=asked[0],
+                hint=f"drop {asked[0]}, or compile for --device MAX78000 or MAX78002",
+            )
 
 
 def _with_progress(run_compile: Any) -> Any:
@@ -143,6 +243,18 @@ def _weight_bits(text: str, device: str) -> int | str:
     return parse_weight_bits(text, widths=resolve_device(device).weight_bits)
 
 
+def _folders(files: list[str], device: str) -> str:
+    """Which folder is which: the portable C runs anywhere, the firmware only on the part."""
+    out = []
+    if any(f.startswith("c/") for f in files):
+        out.append("c/ portable C, runs anywhere (--run runs it on this host)")
+    if any(f.startswith("firmware/") for f in files):
+        out.append(f"firmware/ the MSDK project, runs on the {device} (docs/firmware.md)")
+    if any(f.startswith("ai8x/") for f in files):
+        out.append("ai8x/ the vendor tool's YAML + checkpoint")
+    return "; ".join(out) or "-"
+
+
 def _print_summary(facts: dict, output: Path) -> None:
     table = Table(title=f"cnnforge compile -> {output}", show_header=False)
     table.add_column("what", style="bold")
@@ -154,6 +266,7 @@ def _print_summary(facts: dict, output: Path) -> None:
     table.add_row(
         "files", ", ".join(facts["files"][:8]) + (" ..." if len(facts["files"]) > 8 else "")
     )
+    table.add_row("folders", _folders(facts["files"], facts["device"]))
     run = facts["selftest"]
     table.add_row("self-test", "not run (pass --run)" if run is None else run["output"])
     if facts.get("flash"):

@@ -1,9 +1,12 @@
-"""The compile step that writes the MAX7800x firmware (``--firmware``): OUT/firmware/.
+"""The compile step that writes the MAX7800x firmware: OUT/firmware/.
 
-An MSDK project with the vendor tool's file names and API (targets/max7800x/firmware). With
-``--run`` the firmware's set-up is also built and run on the host and the state it leaves is
-compared, word for word, with what the plan says (kernels, bias, registers, input), and its code
-is built for the Cortex-M4 to count its flash bytes (without: an estimate).
+An MSDK project with the vendor tool's file names and API (targets/max7800x/firmware), written
+by default for MAX78000/MAX78002 (``--no-firmware``: not). A network the writer does not cover
+yet is a note, unless the firmware was asked for (``--firmware`` or one of the vendor's
+code-generation options): then it is an error, before anything is written. With ``--run`` the
+firmware's set-up is also built and run on the host and the state it leaves is compared, word
+for word, with what the plan says (kernels, bias, registers, input), and its code is
+built for the Cortex-M4 to count its flash bytes (without: an estimate).
 """
 
 from __future__ import annotations
@@ -11,7 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from cnnforge.errors import EmitError
+from cnnforge.errors import EmitError, InputError
 from cnnforge.pipeline.state import CompileState
 
 if TYPE_CHECKING:
@@ -21,26 +24,37 @@ FIRMWARE_DIR = "firmware"
 
 
 def step_firmware(state: CompileState, workdir: Path) -> CompileState:
-    """With --firmware: write OUT/firmware/ (and with --run, check its set-up on the host)."""
-    if not state.options.firmware:
+    """Write OUT/firmware/ (and with --run, check its set-up on the host)."""
+    o = state.options
+    if o.firmware is False:
         return state
     from cnnforge.targets.max7800x.firmware.firmware import build_firmware
+    from cnnforge.targets.max7800x.firmware.options import FirmwareOptions, OptionRefused
     from cnnforge.targets.max7800x.firmware.writer import write_folder
 
+    asked = o.firmware is True or o.firmware_options != FirmwareOptions()
     try:
-        fw = build_firmware(state.network, state.plan, state.sample, state.answer)
+        fw = build_firmware(
+            state.network, state.plan, state.sample, state.answer, o.firmware_options
+        )
+    except OptionRefused as exc:
+        hint = "drop the option (docs/firmware.md)"
+        raise InputError(str(exc), where="compile", hint=hint) from exc
     except NotImplementedError as exc:
+        if not asked:
+            note = f"firmware/ not written: the writer does not cover {exc} yet (docs/firmware.md)"
+            return state.with_(notes=(*state.notes, note))
         raise EmitError(
             f"the firmware writer does not cover this network yet: {exc}",
             where="--firmware",
-            hint="compile without --firmware and run the vendor tool on ai8x/ (docs/firmware.md "
+            hint="compile with --no-firmware and run the vendor tool on ai8x/ (docs/firmware.md "
             "lists what the writer covers)",
         ) from exc
     from cnnforge.targets.max7800x.firmware.flash import flash_bytes
 
     folder = workdir / FIRMWARE_DIR
     written = write_folder(fw, folder)
-    if state.options.run:
+    if o.run:
         _check_on_host(fw, folder)
     # The code is built for the Cortex-M4 only with --run (it takes a compiler's time).
     state = state.with_(flash=flash_bytes(fw, folder, measure=state.options.run))

@@ -17,6 +17,7 @@ import numpy as np
 from cnnforge.devices import Capabilities
 from cnnforge.ir import Network
 from cnnforge.samples import InputArray
+from cnnforge.targets.max7800x.firmware.options import FirmwareOptions
 from cnnforge.targets.max7800x.placement import Plan
 
 if TYPE_CHECKING:  # the records each target's steps produce
@@ -63,8 +64,11 @@ class CompileOptions:
     max_verify: int | None = None
     report: bool = True
     in_place: bool = True  # layers may overwrite their dying input (vendor: --overlap-data)
-    firmware: bool = False  # MAX7800x: also write the MSDK firmware (pipeline/firmware.py)
     fifo: bool = False  # MAX7800x: the input arrives through the FIFOs (the vendor's --fifo)
+    # MAX7800x: write the MSDK firmware (pipeline/firmware.py). None: when the writer covers
+    # the network (else a note); True: or fail; False: not (--no-firmware).
+    firmware: bool | None = None
+    firmware_options: FirmwareOptions = field(default_factory=FirmwareOptions)  # vendor options
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,7 @@ from cnnforge.targets.max7800x.firmware.firmware import (
     expected_image,
     fifo_stream,
 )
-from cnnforge.targets.max7800x.firmware.flash import ARM_FLAGS, HOST, SOURCES
+from cnnforge.targets.max7800x.firmware.flash import ARM_FLAGS, HOST, arm_sources
 from cnnforge.targets.max7800x.firmware.hostrun import HostRunError, StateImage, run_setup
 from cnnforge.targets.max7800x.firmware.writer import write_folder
 from support.cli import run_cli
@@ -166,7 +166,7 @@ def test_harness_records_the_fifo_stream(tmp_path: Path) -> None:
 def _arm_build(folder: Path) -> None:
     """Every generated .c compiles for the chip's Arm core with -Wall -Wextra -Werror."""
     assert ARM_GCC is not None
-    for source in SOURCES:
+    for source in arm_sources(folder):
         cmd = [ARM_GCC, *ARM_FLAGS, "-I", str(HOST), "-I", str(folder), "-c", source]
         proc = subprocess.run(cmd, cwd=folder, capture_output=True, text=True, check=False)
         assert proc.returncode == 0, proc.stderr[-2000:]

@@ -21,7 +21,7 @@ from cnnforge.targets.max7800x.firmware.firmware import build_firmware, expected
 from cnnforge.targets.max7800x.firmware.regmap import MAPS
 from cnnforge.targets.max7800x.planner import plan_network
 from support.decode import differences
-from support.firmware import GOLDEN, STATES, stored
+from support.firmware import GOLDEN, OPTION_CASES, STATES, stored
 from support.plan import networks, with_weights
 
 
@@ -48,8 +48,8 @@ def test_random_planned_networks_decode_to_every_field(network) -> None:
 
 
 def _vendor_facts(name: str) -> tuple[str, list[LayerFacts]]:
-    # mnist-riscv: the mnist network, the RISC-V project layout
-    data = np.load(GOLDEN / "known" / f"{name.replace('-riscv', '')}.npz")
+    # mnist-riscv, mnist-zero-sram: the mnist network with other options (OPTION_CASES)
+    data = np.load(GOLDEN / "known" / f"{OPTION_CASES.get(name, (name,))[0]}.npz")
     meta = json.loads(str(data["meta"]))
     flags = meta["flags"]
     model = read_ai8x(

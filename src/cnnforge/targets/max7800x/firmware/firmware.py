@@ -14,8 +14,18 @@ import numpy as np
 from cnnforge.ir import Network
 from cnnforge.targets.max7800x.firmware import bias, data, kernels, registers
 from cnnforge.targets.max7800x.firmware.facts import LayerFacts, network_facts
+from cnnforge.targets.max7800x.firmware.options import FirmwareOptions, OptionRefused, refusal
 from cnnforge.targets.max7800x.firmware.regmap import FIFO_DATA, MAPS, RegisterMap
 from cnnforge.targets.max7800x.placement import Plan
+
+# The header of every file of the folder (cnnforge's, never the vendor's text).
+HEADER = """\
+/*
+ * {name} -- written by cnnforge for the {device} CNN accelerator ({what}).
+ * SPDX-License-Identifier: Apache-2.0
+ * Register fields: docs/firmware.md of cnnforge. Regenerate instead of editing.
+ */
+"""
 
 
 @dataclass(frozen=True)
@@ -30,7 +40,9 @@ class Firmware:
     configure: list[registers.Write]
     inputs: list[tuple[int, np.ndarray]]  # (address, words)
     kat: np.ndarray  # known-answer table
+    outputs: np.ndarray | None  # every output word's (with --max-checklines: kat is cut)
     fifo_inputs: list[np.ndarray] = field(default_factory=list)  # FIFO k's words (--fifo)
+    options: FirmwareOptions = field(default_factory=FirmwareOptions)
 
     @property
     def rmap(self) -> RegisterMap:
@@ -51,29 +63,35 @@ def build_firmware(
     plan: Plan,
     x: np.ndarray,
     outputs: dict[str, np.ndarray],
-    max_checklines: int | None = None,
+    options: FirmwareOptions | None = None,
 ) -> Firmware:
     """The firmware of ``network`` placed by ``plan``, with sample ``x`` and the simulator's
-    ``outputs`` for it ({layer name: (C, H, W)}; the network's output layers are checked)."""
+    ``outputs`` for it ({layer name: (C, H, W)}; the network's output layers are checked),
+    written as ``options`` (the vendor's code-generation options) ask."""
+    options = options or FirmwareOptions()
     device = plan.device if isinstance(plan.device, str) else plan.device.name
     rmap = MAPS[device]
     facts = network_facts(network, plan)
+    why = refusal(options, facts, network.outputs)
+    if why:
+        raise OptionRefused(why)
     kl = kernels.layout(facts, rmap)
     bl = bias.layout(facts, rmap)
     has_bias = any(bl.values)
     fifo = plan.fifo
+    checked = [(f, outputs[f.name]) for f in facts if f.name in network.outputs]
     return Firmware(
         device=device,
         facts=facts,
-        init=registers.init_writes(facts, rmap, has_bias, fifo),
-        kernels=kernels.load_records(kl, rmap),
+        init=registers.init_writes(facts, rmap, has_bias, fifo, options.zero_sram),
+        kernels=kernels.load_records(kl, rmap, skip_zero=options.zero_sram),
         bias=bl.values,
         configure=registers.layer_writes(facts, rmap, kl, bl, fifo, int(np.shape(x)[0])),
         inputs=[] if fifo else data.input_blocks(facts[0], x, rmap),
         fifo_inputs=data.fifo_blocks(facts[0], x) if fifo else [],
-        kat=data.known_answers(
-            [(f, outputs[f.name]) for f in facts if f.name in network.outputs], rmap, max_checklines
-        ),
+        kat=data.known_answers(checked, rmap, options.max_checklines),
+        outputs=data.known_answers(checked, rmap) if options.max_checklines else None,
+        options=options,
     )
 
 
@@ -81,6 +99,8 @@ def expected_image(fw: Firmware) -> tuple[dict[int, int], dict[int, int]]:
     """(state after cnn_configure, words load_input adds) as {address: value}, zeros dropped."""
     mem: dict[int, int] = {}
     for w in fw.init:
+        if w.check:
+            continue
         if w.wait:
             mem[w.addr] = mem.get(w.addr, 0) | w.value
         else:

@@ -27,7 +27,11 @@ SPACE = {
 
 
 # The interrupt handler's attribute and the idle loop's instruction of a RISC-V folder.
-_RISCV_ONLY = (('__attribute__((interrupt("machine")))', ""), ('asm volatile("wfi")', "(void) 0"))
+_RISCV_ONLY = (
+    ('__attribute__((interrupt("machine")))', ""),
+    ('asm volatile("wfi")', "MXC_LP_EnterSleepMode()"),
+    ('__asm__("wfi")', "MXC_LP_EnterSleepMode()"),
+)
 
 
 class HostRunError(RuntimeError):
@@ -106,28 +110,9 @@ def run_setup(
     """Build ``folder`` for the host, run its set-up, return the state it leaves. The set-up
     may spend ``wait_ms`` milliseconds in all (a wait the host does not answer ends there)."""
     size, stride, first = SPACE[device]
-    folder = Path(folder).resolve()
-    riscv = folder / "main_riscv.c"  # the RISC-V core runs the set-up (the vendor's --riscv)
-    sources = [folder / "cnn.c", riscv if riscv.is_file() else folder / "main.c"]
-    sources += [folder / "softmax.c"] if (folder / "softmax.c").is_file() else []
     with tempfile.TemporaryDirectory(prefix="cnnforge_hostrun_") as tmp:
         work = Path(tmp)
-        exe = work / "hostrun"
-        objects = []
-        for src in sources:  # the firmware's main is renamed; hostrun.c brings its own
-            if riscv.is_file():  # RISC-V-only syntax outside the set-up: dropped on the host
-                text = src.read_text(encoding="utf-8")
-                for riscv_only, host in _RISCV_ONLY:
-                    text = text.replace(riscv_only, host)
-                src = work / src.name
-                src.write_text(text, encoding="utf-8")
-            obj = work / f"{src.stem}.o"
-            flags = ["-c", "-O1", "-w", "-I", str(HOST), "-I", str(folder)]
-            flags.append("-Dmain=cnnforge_firmware_main")
-            _run([cc, *flags, str(src), "-o", str(obj)], timeout, "build")
-            objects.append(str(obj))
-        _run([cc, "-O1", "-I", str(HOST), "-I", str(folder), str(HOST / "hostrun.c"), *objects,
-              "-o", str(exe)], timeout, "build")  # fmt: skip
+        exe = _build(Path(folder).resolve(), work, cc, timeout)
         _run(
             [str(exe), hex(size), hex(stride), hex(first), str(work / "out"), str(wait_ms)],
             timeout,
@@ -144,7 +129,47 @@ def run_setup(
     return StateImage(device, state, added, kat, fifo)
 
 
-def _run(cmd: list[str], timeout: float, what: str) -> None:
+def run_main(
+    folder: Path, device: str, cc: str = "cc", timeout: float = 120.0, wait_ms: int = 20000
+) -> str:
+    """Build ``folder`` for the host and run its own ``main`` (the self-test) against a fake
+    accelerator that, when main first sleeps after cnn_start, writes the known answer's words
+    where the output layers write them and calls the done interrupt; what main prints."""
+    size, stride, first = SPACE[device]
+    with tempfile.TemporaryDirectory(prefix="cnnforge_hostrun_") as tmp:
+        work = Path(tmp)
+        exe = _build(Path(folder).resolve(), work, cc, timeout)
+        argv = [str(exe), hex(size), hex(stride), hex(first), str(work / "out"), str(wait_ms)]
+        return _run([*argv, "main"], timeout, "main")
+
+
+def _build(folder: Path, work: Path, cc: str, timeout: float) -> Path:
+    """The folder's cnn.c, main.c (main_riscv.c) and softmax.c with host/hostrun.c, in ``work``."""
+    riscv = folder / "main_riscv.c"  # the RISC-V core runs the set-up (the vendor's --riscv)
+    sources = [folder / "cnn.c", riscv if riscv.is_file() else folder / "main.c"]
+    sources += [folder / "softmax.c"] if (folder / "softmax.c").is_file() else []
+    exe = work / "hostrun"
+    objects = []
+    for src in sources:  # the firmware's main is renamed; hostrun.c brings its own
+        if riscv.is_file():  # RISC-V-only syntax: dropped on the host
+            text = src.read_text(encoding="utf-8")
+            for riscv_only, host in _RISCV_ONLY:
+                text = text.replace(riscv_only, host)
+            src = work / src.name
+            src.write_text(text, encoding="utf-8")
+        obj = work / f"{src.stem}.o"
+        flags = ["-c", "-O1", "-w", "-I", str(HOST), "-I", str(folder)]
+        flags.append("-Dmain=cnnforge_firmware_main")
+        _run([cc, *flags, str(src), "-o", str(obj)], timeout, "build")
+        objects.append(str(obj))
+    if not (folder / "sampleoutput.h").is_file():  # --no-kat: an empty known-answer table
+        (work / "sampleoutput.h").write_text("#define SAMPLE_OUTPUT { 0 }\n", encoding="utf-8")
+    _run([cc, "-O1", "-I", str(HOST), "-I", str(folder), "-I", str(work),
+          str(HOST / "hostrun.c"), *objects, "-o", str(exe)], timeout, "build")  # fmt: skip
+    return exe
+
+
+def _run(cmd: list[str], timeout: float, what: str) -> str:
     if shutil.which(cmd[0]) is None and not Path(cmd[0]).is_file():
         raise HostRunError(f"{what}: {cmd[0]} not found")
     try:
@@ -154,3 +179,4 @@ def _run(cmd: list[str], timeout: float, what: str) -> None:
     if proc.returncode != 0:
         tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
         raise HostRunError(f"{what} failed (exit {proc.returncode}): {' | '.join(tail)}")
+    return proc.stdout

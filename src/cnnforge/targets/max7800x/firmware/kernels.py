@@ -265,31 +265,37 @@ def _fill_bytes(
             used[p, first + total // 9] = total % 9
         return col_target + total // 9
 
+    # The output map's gaps are the same for every processor: runs of output channels
+    # [lo, hi) whose kernels stream back to back, then ``gap`` columns skipped.
+    segments: list[tuple[int, int, int]] = []
+    m = lo = 0
+    for _ in range(f.out_expand):
+        this_map = this_map_init
+        for _ in range(t_out):
+            if this_map != 0 and this_map & 1 == 0:
+                gap = 0
+                while this_map & 1 == 0:
+                    gap += 1
+                    this_map >>= 1
+                segments.append((lo, m, gap))
+                lo = m
+            this_map >>= 1
+            m += 1
+    segments.append((lo, m, 0))
+    ie_offs = np.arange(in_exp) * t_in
     ch = 0
     for p in range(64):
         if not f.in_map >> p & 1:
             continue
         col_target, col_bytes = divmod(start_col * ksize * in_exp, 9)
         col_target = put(p, col_target, np.zeros(col_bytes, np.uint8))
-        m = 0
-        picks: list[int] = []
-        for expand in range(f.out_expand):
-            this_map = this_map_init
-            for _ in range(expand * t_out, (expand + 1) * t_out):
-                if this_map != 0 and this_map & 1 == 0:
-                    col_target = put(p, col_target, table[picks].reshape(-1))
-                    picks = []
-                    while this_map & 1 == 0:
-                        col_target += 1
-                        this_map >>= 1
-                this_map >>= 1
-                src = ch + m * in_ch
-                for ie in range(in_exp):
-                    koffs = src + ie * t_in
-                    ok = ie * t_in + ch < in_ch and src < nrows and m < out_ch and koffs < nrows
-                    picks.append(koffs if ok else zero)
-                m += 1
-        col_target = put(p, col_target, table[picks].reshape(-1))
+        for lo, hi, gap in segments:
+            ms = np.arange(lo, hi)
+            src = ch + ms * in_ch
+            koffs = src[:, None] + ie_offs[None, :]
+            ok = (ie_offs + ch < in_ch)[None, :] & ((src < nrows) & (ms < out_ch))[:, None]
+            picks = np.where(ok & (koffs < nrows), koffs, zero).reshape(-1)
+            col_target = put(p, col_target, table[picks].reshape(-1)) + gap
         if offs + col_target < used.shape[1] and used[p, offs + col_target] > 0:
             col_target += 1
         put(p, col_target, np.zeros(9 * max(0, start_col + length - col_target), np.uint8))
@@ -297,11 +303,17 @@ def _fill_bytes(
     return length
 
 
-def load_records(kl: KernelLayout, rmap: RegisterMap) -> list[tuple[int, np.ndarray]]:
-    """The express loader's records: (address with the column in its low bits, 32-bit words)."""
+def load_records(
+    kl: KernelLayout, rmap: RegisterMap, skip_zero: bool = False
+) -> list[tuple[int, np.ndarray]]:
+    """The express loader's records: (address with the column in its low bits, 32-bit words).
+    ``skip_zero`` (--zero-sram: the memory is zeroed first) leaves out all-zero columns."""
     records = []
+    written = kl.owner != FREE
+    if skip_zero:
+        written &= kl.data.any(axis=2)
     for p in range(64):
-        cols = np.flatnonzero(kl.owner[p] != FREE)
+        cols = np.flatnonzero(written[p])
         if cols.size == 0:
             continue
         runs = np.split(cols, np.flatnonzero(np.diff(cols) != 1) + 1)

@@ -35,6 +35,7 @@ class Write:
     value: int
     comment: str
     wait: bool = False  # instead: wait until the bits of ``value`` read back set
+    check: bool = False  # instead: cnn_init fails when any bit of ``value`` reads back set
 
 
 def _ffs(x: int) -> int:
@@ -67,10 +68,15 @@ def unsupported(f: LayerFacts) -> str:
 
 
 def init_writes(
-    facts: list[LayerFacts], rmap: RegisterMap, has_bias: bool, fifo: bool = False
+    facts: list[LayerFacts],
+    rmap: RegisterMap,
+    has_bias: bool,
+    fifo: bool = False,
+    zero_sram: bool = False,
 ) -> list[Write]:
     """cnn_init: stop the state machine, memory control, layer count (MAX78002: clear first);
-    ``fifo``: the input arrives through the FIFOs (their bit is on from here)."""
+    ``fifo``: the input arrives through the FIFOs (their bit is on from here); ``zero_sram``
+    (the vendor's --zero-sram): then zero every quadrant's memories by BIST."""
     out = []
     groups = groups_used(facts)
     if rmap.require_reg_clear:  # clocks on (the pipeline stays on), then clear and wait
@@ -96,6 +102,40 @@ def init_writes(
         out.append(
             Write(rmap.ctl(q, 2), len(facts) - 1, f"quadrant {q}: last layer {len(facts) - 1}")
         )
+    return out + (_zero_sram(rmap) if zero_sram else [])
+
+
+# The memory self-test (BIST) that zeroes a memory: (what, request, done bits, error bit), learned
+# from the vendor's izer/tornadocnn.py (BIST_*) and izer/backend/max7800x.py (--zero-sram).
+_BIST = {
+    False: (
+        ("data memory", 1 << 0, 1 << 27 | 1 << 18, 1 << 14),
+        ("mask (kernel) memory", 1 << 2, 1 << 27 | 1 << 19, 1 << 15),
+        ("TRAM", 1 << 4, 1 << 27 | 1 << 20, 1 << 16),
+        ("bias memory", 1 << 6, 1 << 27 | 1 << 21, 1 << 17),
+    ),
+    True: (  # MAX78002 (the part that clears its registers first)
+        ("data memory", 1 << 12 | 1 << 0, 1 << 18, 1 << 14),
+        ("mask (kernel) memory", 1 << 13 | 1 << 2, 1 << 19, 1 << 15),
+        ("TRAM", 1 << 13 | 1 << 12 | 1 << 4, 1 << 20, 1 << 16),
+        ("bias memory", 1 << 12 | 1 << 11 | 1 << 10 | 1 << 6, 1 << 21, 1 << 17),
+    ),
+}
+
+
+def _zero_sram(rmap: RegisterMap) -> list[Write]:
+    """Per memory: request the BIST in all four quadrants, wait for each, fail on an error bit,
+    reset the test register."""
+    out = []
+    quadrants = range(4)
+    for what, request, done, error in _BIST[rmap.require_reg_clear]:
+        out += [Write(rmap.ctl(q, 3), request, f"quadrant {q}: zero {what}") for q in quadrants]
+        out += [Write(rmap.ctl(q, 3), done, f"quadrant {q}: BIST done", True) for q in quadrants]
+        out += [
+            Write(rmap.ctl(q, 3), error, f"quadrant {q}: fail on BIST error", check=True)
+            for q in quadrants
+        ]
+        out += [Write(rmap.ctl(q, 3), 0, f"quadrant {q}: reset BIST") for q in quadrants]
     return out
 
 

@@ -12,30 +12,48 @@ from pathlib import Path
 
 import numpy as np
 
-from cnnforge.targets.max7800x.firmware.firmware import Firmware
+from cnnforge.targets.max7800x.firmware import project
+from cnnforge.targets.max7800x.firmware.firmware import HEADER, Firmware
 from cnnforge.targets.max7800x.firmware.registers import Write, groups_used
-from cnnforge.targets.max7800x.firmware.regmap import FIFO_DATA, FIFO_STAT, put
+from cnnforge.targets.max7800x.firmware.regmap import put
 
-HEADER = """\
-/*
- * {name} -- written by cnnforge for the {device} CNN accelerator ({what}).
- * SPDX-License-Identifier: Apache-2.0
- * Register fields: docs/firmware.md of cnnforge. Regenerate instead of editing.
- */
-"""
+_DIGITS = np.frombuffer(b"0123456789abcdef", np.uint8)
 
 
-def _hex_rows(values: Iterable[int], fmt: str = "0x{:08x}", per_line: int = 8) -> str:
-    items = [fmt.format(int(v)) for v in values]
-    rows = [", ".join(items[i : i + per_line]) for i in range(0, len(items), per_line)]
-    return ", \\\n  ".join(rows)
+def _hex_rows(values: Iterable[int] | np.ndarray, digits: int = 8, per_line: int = 8) -> str:
+    """``0x...`` items, ``per_line`` to a line (continued with a backslash), in one pass of
+    numpy over the words: the tables of weights.h and sampledata.h hold up to millions."""
+    words = np.asarray(values if isinstance(values, np.ndarray) else list(values), np.uint64)
+    n = words.size
+    if n == 0:
+        return ""
+    shifts = np.arange(4 * (digits - 1), -1, -4, dtype=np.uint64)
+    item = np.empty((n, digits + 4), np.uint8)  # "0x" + digits + ", "
+    item[:, 0], item[:, 1] = ord("0"), ord("x")
+    item[:, 2 : 2 + digits] = _DIGITS[((words[:, None] >> shifts) & 0xF).astype(np.intp)]
+    item[:, -2], item[:, -1] = ord(","), ord(" ")
+    rows, rest = divmod(n, per_line)
+    parts = []
+    if rows:
+        full = item[: rows * per_line].reshape(rows, -1)
+        tail = np.frombuffer(b"\\\n  ", np.uint8)  # after a full line's last ", "
+        parts.append(np.hstack([full, np.broadcast_to(tail, (rows, tail.size))]).tobytes())
+    if rest:
+        parts.append(item[rows * per_line :].tobytes())
+    text = b"".join(parts).decode("ascii")
+    return text[: -len(", \\\n  ")] if not rest else text[:-2]
 
 
-def _define(name: str, values: Iterable[int], fmt: str = "0x{:08x}") -> str:
-    return f"#define {name} {{ \\\n  {_hex_rows(values, fmt)} \\\n}}\n"
+def _define(name: str, values: Iterable[int] | np.ndarray, digits: int = 8) -> str:
+    return f"#define {name} {{ \\\n  {_hex_rows(values, digits)} \\\n}}\n"
 
 
 def _write(w: Write) -> str:
+    if w.check:
+        return (
+            f"  if ((*((volatile uint32_t *) 0x{w.addr:08x}) & 0x{w.value:08x}) != 0)"
+            f" return CNN_FAIL; // {w.comment}\n"
+        )
     if w.wait:
         return (
             f"  while ((*((volatile uint32_t *) 0x{w.addr:08x}) & 0x{w.value:08x}) != "
@@ -45,8 +63,14 @@ def _write(w: Write) -> str:
 
 
 def cnn_h(fw: Firmware) -> str:
-    outputs = fw.facts[-1]
-    count = outputs.out_channels * outputs.pooled[0] * 0 + _unload_words(fw)
+    count = _unload_words(fw)
+    unload = (
+        "/* Copy the last layer's output words */\nint cnn_unload(uint32_t *out_buf);\n"
+        if fw.options.writes_unload
+        else ""
+    )
+    isr = "/* Interrupt handler: the accelerator finished */\nvoid CNN_ISR(void);\n"
+    isr = "" if fw.options.riscv else isr
     return (
         HEADER.format(name="cnn.h", device=fw.device, what="API")
         + f"""
@@ -61,7 +85,7 @@ typedef int16_t q15_t;
 #define CNN_FAIL 0
 #define CNN_OK 1
 
-/* 32-bit words cnn_unload copies out of the last layer */
+/* 32-bit output words of the network (what cnn_unload copies) */
 #define CNN_NUM_OUTPUTS {count}
 
 /* Timer that measures the inference, and the pins that show it on a scope */
@@ -96,14 +120,10 @@ int cnn_load_bias(void);
 int cnn_start(void);
 int cnn_stop(void);
 int cnn_continue(void);
-/* Copy the last layer's output words */
-int cnn_unload(uint32_t *out_buf);
-/* Turn the external boost circuit on or off */
+{unload}/* Turn the external boost circuit on or off */
 int cnn_boost_enable(mxc_gpio_regs_t *port, uint32_t pin);
 int cnn_boost_disable(mxc_gpio_regs_t *port, uint32_t pin);
-/* Interrupt handler: the accelerator finished */
-void CNN_ISR(void);
-
+{isr}
 #endif
 """
     )
@@ -116,7 +136,7 @@ def _unload_words(fw: Firmware) -> int:
 def _unload_runs(fw: Firmware) -> list[tuple[int, int]]:
     """The output words as (address, count) runs in known-answer order (32-bit outputs:
     channel order)."""
-    kat = fw.kat.tolist()
+    kat = (fw.kat if fw.outputs is None else fw.outputs).tolist()
     out: list[tuple[int, int]] = []
     i = 0
     while i < len(kat) and kat[i] != 0:
@@ -127,35 +147,75 @@ def _unload_runs(fw: Firmware) -> list[tuple[int, int]]:
 
 
 def cnn_c(fw: Firmware) -> str:
-    rmap = fw.rmap
-    groups = groups_used(fw.facts)
-    first = groups[0]
-    lines = [HEADER.format(name="cnn.c", device=fw.device, what="set-up and control")]
-    lines.append(
-        "\n#include <stdint.h>\n#include <stdio.h>\n#include <stdlib.h>\n#include <string.h>\n"
-        '#include "mxc.h"\n#include "gcfr_regs.h"\n#include "cnn.h"\n#include "weights.h"\n\n'
+    """The set-up and control functions, each register write with what it sets."""
+    return "".join(
+        [
+            HEADER.format(name="cnn.c", device=fw.device, what="set-up and control"),
+            "\n#include <stdint.h>\n#include <stdio.h>\n#include <stdlib.h>\n#include <string.h>\n"
+            '#include "mxc.h"\n#include "gcfr_regs.h"\n#include "cnn.h"\n#include "weights.h"\n\n',
+            _isr(fw),
+            _continue_stop(fw),
+            _load_weights(),
+            _load_bias(fw),
+            _function("cnn_init", "".join(_write(w) for w in fw.init)),
+            _function("cnn_configure", _configure(fw)),
+            _start(fw),
+            _unload(fw) if fw.options.writes_unload else "",
+            _power(fw),
+        ]
     )
-    ctl = {q: rmap.ctl(q, 0) for q in groups}
-    lines.append(
-        "void CNN_ISR(void)\n{\n  // Clear the done and interrupt flags of every quadrant\n"
-    )
+
+
+def _function(name: str, body: str) -> str:
+    return f"int {name}(void)\n{{\n{body}\n  return CNN_OK;\n}}\n\n"
+
+
+def _quadrant_ctl(fw: Firmware) -> dict[int, int]:
+    """Each used quadrant's control register; the first is the master."""
+    return {q: fw.rmap.ctl(q, 0) for q in groups_used(fw.facts)}
+
+
+def _isr(fw: Firmware) -> str:
+    """The done interrupt: clear the quadrants' flags, stop the timer (RISC-V: its own name and
+    attribute, and the pending interrupt and event cleared)."""
     flags = "(1 << 12) | (1 << 14) | 1" if fw.streaming else "(1 << 12) | 1"  # 14: streaming
-    for q in groups:
-        lines.append(f"  *((volatile uint32_t *) 0x{ctl[q]:08x}) &= ~({flags});\n")
-    lines.append(
-        "\n  CNN_COMPLETE;\n#ifdef CNN_INFERENCE_TIMER\n"
-        "  cnn_time = MXC_TMR_SW_Stop(CNN_INFERENCE_TIMER);\n#else\n  cnn_time = 1;\n#endif\n}\n\n"
+    clear = "".join(
+        f"  *((volatile uint32_t *) 0x{addr:08x}) &= ~({flags});\n"
+        for addr in _quadrant_ctl(fw).values()
     )
-    lines.append(
+    head = (
+        'void __attribute__((interrupt("machine"))) CNN_IRQHandler(void)'
+        if fw.options.riscv
+        else "void CNN_ISR(void)"
+    )
+    riscv = (
+        "\n  NVIC_ClearPendingIRQ(CNN_IRQn);\n  NVIC_ClearPendingEVENT(CNN_IRQn);\n"
+        if fw.options.riscv
+        else ""
+    )
+    return (
+        f"{head}\n{{\n  // Clear the done and interrupt flags of every quadrant\n{clear}"
+        "\n  CNN_COMPLETE;\n#ifdef CNN_INFERENCE_TIMER\n"
+        "  cnn_time = MXC_TMR_SW_Stop(CNN_INFERENCE_TIMER);\n#else\n  cnn_time = 1;\n#endif\n"
+        f"{riscv}}}\n\n"
+    )
+
+
+def _continue_stop(fw: Firmware) -> str:
+    master = next(iter(_quadrant_ctl(fw).values()))
+    return (
         "int cnn_continue(void)\n{\n  cnn_time = 0;\n"
-        f"  *((volatile uint32_t *) 0x{ctl[first]:08x}) |= 1;"
+        f"  *((volatile uint32_t *) 0x{master:08x}) |= 1;"
         " // master quadrant: enable\n  return CNN_OK;\n}\n\n"
-        f"int cnn_stop(void)\n{{\n  *((volatile uint32_t *) 0x{ctl[first]:08x}) &= ~1;"
+        f"int cnn_stop(void)\n{{\n  *((volatile uint32_t *) 0x{master:08x}) &= ~1;"
         " // master quadrant: disable\n  return CNN_OK;\n}\n\n"
         "void memcpy32(uint32_t *dst, const uint32_t *src, int n)\n{\n"
         "  while (n-- > 0)\n    *dst++ = *src++;\n}\n\n"
     )
-    lines.append(
+
+
+def _load_weights() -> str:
+    return (
         "static const uint32_t kernels[] = KERNELS;\n\n"
         "int cnn_load_weights(void)\n{\n"
         "  // Records of (address, word count, words): the address's low bits select the first\n"
@@ -167,34 +227,43 @@ def cnn_c(fw: Firmware) -> str:
         "    len = *ptr++;\n    while (len-- > 0)\n      *addr++ = *ptr++;\n  }\n\n"
         "  return CNN_OK;\n}\n\n"
     )
-    used_bias = [q for q, v in enumerate(fw.bias) if v]
-    for q in used_bias:
-        lines.append(f"static const uint8_t bias_{q}[] = BIAS_{q};\n")
-    if used_bias:
-        lines.append(
+
+
+def _load_bias(fw: Firmware) -> str:
+    used = [q for q, v in enumerate(fw.bias) if v]
+    out = [f"static const uint8_t bias_{q}[] = BIAS_{q};\n" for q in used]
+    if used:
+        out.append(
             "\nstatic void memcpy_8to32(uint32_t *dst, const uint8_t *src, int n)\n{\n"
             "  while (n-- > 0)\n    *dst++ = *src++;\n}\n\n"
         )
-    lines.append("int cnn_load_bias(void)\n{\n")
-    for q in used_bias:
-        lines.append(
-            f"  memcpy_8to32((uint32_t *) 0x{rmap.bias(q):08x}, bias_{q}, {len(fw.bias[q])});"
-            f" // quadrant {q}: one bias byte per word\n"
-        )
-    lines.append("\n  return CNN_OK;\n}\n\n")
-    lines.append("int cnn_init(void)\n{\n")
-    lines += [_write(w) for w in fw.init]
-    lines.append("\n  return CNN_OK;\n}\n\n")
-    lines.append("int cnn_configure(void)\n{\n")
+    body = "".join(
+        f"  memcpy_8to32((uint32_t *) 0x{fw.rmap.bias(q):08x}, bias_{q}, {len(fw.bias[q])});"
+        f" // quadrant {q}: one bias byte per word\n"
+        for q in used
+    )
+    return "".join(out) + _function("cnn_load_bias", body)
+
+
+def _configure(fw: Firmware) -> str:
+    """cnn_configure's body: the layer registers, a comment line per layer and quadrant."""
+    lines = []
     current = None
     for w in fw.configure:
-        head = w.comment.split(":")[0]
+        head, meaning = w.comment.split(": ", 1)
+        head = head.split(":")[0]
         if head != current:
             lines.append(f"\n  // {head[0].upper()}{head[1:]}\n")
             current = head
-        lines.append(_write(Write(w.addr, w.value, w.comment.split(": ", 1)[1])))
-    lines.append("\n  return CNN_OK;\n}\n\n")
-    lines.append("int cnn_start(void)\n{\n  cnn_time = 0;\n\n")
+        lines.append(_write(Write(w.addr, w.value, meaning)))
+    return "".join(lines)
+
+
+def _start(fw: Firmware) -> str:
+    """cnn_start: the slave quadrants armed first, then the master enabled (streaming, CHW
+    streaming input on the MAX78002 and FIFO input set their bits in both writes)."""
+    ctl = _quadrant_ctl(fw)
+    first = next(iter(ctl))
     base = put("ctl_clocks", 1) | put("ctl_mexpress", 1) | put("ctl_streaming", fw.streaming)
     if fw.rmap.supports_pipeline:  # MAX78002: CHW input into a streaming first layer
         base |= put("ctl_chw_stream", fw.facts[0].streaming and fw.facts[0].chw)
@@ -202,21 +271,27 @@ def cnn_c(fw: Firmware) -> str:
         base |= put("ctl_ext_sync", 1) | put("ctl_fifo_streaming", fw.facts[0].streaming)
     fifo = put("ctl_fifo", fw.fifo)
     what = ", FIFO input" if fw.fifo else ""
-    for q in groups:
-        value = base | fifo | put("ctl_ext_sync", 1) | put("ctl_master", first)
-        value |= put("ctl_enable", q != first)
-        lines.append(_write(Write(ctl[q], value, f"quadrant {q}: external sync{what}, ready")))
-    lines.append(
-        "\n#ifdef CNN_INFERENCE_TIMER\n  MXC_TMR_SW_Start(CNN_INFERENCE_TIMER);\n#endif\n\n"
-        "  CNN_START;\n"
-    )
+    arm = "".join(
+        _write(Write(addr, base | fifo | put("ctl_ext_sync", 1) | put("ctl_master", first)
+                     | put("ctl_enable", q != first), f"quadrant {q}: external sync{what}, ready"))
+        for q, addr in ctl.items()
+    )  # fmt: skip
     if fw.fifo and fw.facts[0].in_map >> (16 * first) & 0xF:
         base |= fifo
-    go = base | put("ctl_master", first) | put("ctl_enable", 1)
-    lines.append(_write(Write(ctl[first], go, f"quadrant {first}: master enable")))
-    lines.append("\n  return CNN_OK;\n}\n\n")
+    go = _write(
+        Write(ctl[first], base | put("ctl_master", first) | put("ctl_enable", 1),
+              f"quadrant {first}: master enable")
+    )  # fmt: skip
+    return (
+        f"int cnn_start(void)\n{{\n  cnn_time = 0;\n\n{arm}"
+        "\n#ifdef CNN_INFERENCE_TIMER\n  MXC_TMR_SW_Start(CNN_INFERENCE_TIMER);\n#endif\n\n"
+        f"  CNN_START;\n{go}\n  return CNN_OK;\n}}\n\n"
+    )
+
+
+def _unload(fw: Firmware) -> str:
     runs = [v for run in _unload_runs(fw) for v in run] + [0]
-    lines.append(
+    return (
         "// The output words as (address, count) runs, 0 ends\n"
         f"static const uint32_t unload_runs[] = {{\n  {_hex_rows(runs)}\n}};\n\n"
         "int cnn_unload(uint32_t *out_buf)\n{\n"
@@ -225,8 +300,17 @@ def cnn_c(fw: Firmware) -> str:
         "    for (n = *run++; n > 0; n--)\n      *out_buf++ = *addr++;\n\n"
         "  return CNN_OK;\n}\n\n"
     )
-    lines.append(_POWER[fw.device])
-    return "".join(lines)
+
+
+def _power(fw: Firmware) -> str:
+    """cnn_enable / cnn_disable / boost; the done interrupt's vector (RISC-V: enabled instead)."""
+    irq = (
+        "  // The accelerator's done interrupt (and event, to wake the core)\n"
+        "  __enable_irq();\n  NVIC_EnableIRQ(CNN_IRQn);\n  NVIC_EnableEVENT(CNN_IRQn);\n"
+        if fw.options.riscv
+        else "  MXC_NVIC_SetVector(CNN_IRQn, CNN_ISR); // the accelerator's done interrupt\n"
+    )
+    return _POWER[fw.device].replace("{irq}", irq)
 
 
 _ENABLE_COMMON = """\
@@ -245,8 +329,7 @@ int cnn_enable(uint32_t clock_source, uint32_t clock_divider)
                      | clock_divider | clock_source;
   MXC_SYS_ClockEnable(MXC_SYS_PERIPH_CLOCK_CNN);
 
-  MXC_NVIC_SetVector(CNN_IRQn, CNN_ISR); // the accelerator's done interrupt
-
+{irq}
   return CNN_OK;
 }
 
@@ -306,147 +389,48 @@ def weights_h(fw: Firmware) -> str:
     out = [HEADER.format(name="weights.h", device=fw.device, what="kernels and bias")]
     for q, values in enumerate(fw.bias):
         if values:
-            out.append(_define(f"BIAS_{q}", values, "0x{:02x}"))
+            out.append(_define(f"BIAS_{q}", values, 2))
     words: list[np.ndarray] = []
     for addr, data in fw.kernels:
         words.append(np.array([addr, data.size], np.uint32))
         words.append(data)
     words.append(np.zeros(1, np.uint32))
-    out.append(_define("KERNELS", np.concatenate(words).tolist()))
+    out.append(_define("KERNELS", np.concatenate(words)))
     return "".join(out)
 
 
 def sampledata_h(fw: Firmware) -> str:
     out = [HEADER.format(name="sampledata.h", device=fw.device, what="sample input")]
     for i, words in enumerate([w for _, w in fw.inputs] or fw.fifo_inputs):
-        out.append(_define(f"SAMPLE_INPUT_{i}", words.tolist()))
+        out.append(_define(f"SAMPLE_INPUT_{i}", words))
     return "".join(out)
-
-
-def _load_input(fw: Firmware) -> str:
-    """main.c's load_input: memcpy32 where the first layer reads, or word by word into the
-    FIFOs (each write waits while its FIFO is full: FIFO status bit k)."""
-    if not fw.fifo:
-        out = ["\nvoid load_input(void)\n{\n"]
-        out.append("  // The sample input, where the first layer reads it\n")
-        for i, (addr, words) in enumerate(fw.inputs):
-            out.append(f"  memcpy32((uint32_t *) 0x{addr:08x}, input_{i}, {words.size});\n")
-        return "".join(out) + "}\n\n"
-    n = max(w.size for w in fw.fifo_inputs)
-    out = [
-        "\nvoid load_input(void)\n{\n"
-        "  // The sample input through the FIFOs, after cnn_start: the accelerator reads as it\n"
-        "  // arrives (drop a wait when the source cannot outrun the network)\n"
-        "  uint32_t i;\n"
-        + "".join(f"  const uint32_t *in{k} = input_{k};\n" for k in range(len(fw.fifo_inputs)))
-        + f"\n  for (i = 0; i < {n}; i++) {{\n"
-    ]
-    for k, words in enumerate(fw.fifo_inputs):
-        body = (
-            f"while ((*((volatile uint32_t *) 0x{FIFO_STAT:08x}) & {1 << k}) != 0)\n"
-            f"      ; // FIFO {k} full\n"
-            f"    *((volatile uint32_t *) 0x{FIFO_DATA + 4 * k:08x}) = *in{k}++;"
-            f" // FIFO {k} data\n"
-        )
-        if words.size < n:  # a FIFO with fewer words stops early
-            body = f"if (i < {words.size}) {{\n    " + body.replace("\n", "\n  ") + "}\n"
-        out.append("    " + body)
-    return "".join(out) + "  }\n}\n\n"
 
 
 def sampleoutput_h(fw: Firmware) -> str:
     head = HEADER.format(name="sampleoutput.h", device=fw.device, what="known answers")
-    return head + _define("SAMPLE_OUTPUT", fw.kat.tolist())
+    return head + _define("SAMPLE_OUTPUT", fw.kat)
 
 
-def main_c(fw: Firmware) -> str:
-    out = [HEADER.format(name="main.c", device=fw.device, what="known-answer self-test")]
-    out.append(
-        "\n#include <stdint.h>\n#include <stdio.h>\n#include <stdlib.h>\n#include <string.h>\n"
-        '#include "mxc.h"\n#include "cnn.h"\n#include "sampledata.h"\n#include "sampleoutput.h"\n\n'
-        "volatile uint32_t cnn_time; // inference time, set by CNN_ISR\n\n"
-        'void fail(void)\n{\n  printf("\\n*** FAIL ***\\n\\n");\n  while (1)\n    ;\n}\n\n'
-    )
-    for i, _ in enumerate(fw.inputs or fw.fifo_inputs):
-        out.append(f"static const uint32_t input_{i}[] = SAMPLE_INPUT_{i};\n")
-    out.append(_load_input(fw))
-    out.append(
-        "// (address, mask, count, values...) runs, 0 ends: the simulator's output for the sample\n"
-        "static const uint32_t sample_output[] = SAMPLE_OUTPUT;\n\n"
-        "int check_output(void)\n{\n"
-        "  uint32_t mask, len, i;\n  volatile uint32_t *addr;\n"
-        "  const uint32_t *ptr = sample_output;\n\n"
-        "  while ((addr = (volatile uint32_t *) (uintptr_t) *ptr++) != 0) {\n"
-        "    mask = *ptr++;\n    len = *ptr++;\n    for (i = 0; i < len; i++, addr++, ptr++)\n"
-        "      if ((*addr & mask) != *ptr) {\n"
-        '        printf("Mismatch at 0x%08x: expected 0x%08x, read 0x%08x\\n",\n'
-        "               (unsigned) (uintptr_t) addr,\n"
-        "               (unsigned) *ptr, (unsigned) (*addr & mask));\n"
-        "        return CNN_FAIL;\n      }\n  }\n  return CNN_OK;\n}\n\n"
-        "int main(void)\n{\n"
-        "  MXC_ICC_Enable(MXC_ICC0);\n"
-        "  MXC_SYS_Clock_Select(MXC_SYS_CLOCK_IPO);\n  SystemCoreClockUpdate();\n\n"
-        '  printf("Waiting...\\n");\n'
-        "  MXC_Delay(SEC(2)); // a debugger can still attach\n\n"
-    )
-    if fw.device == "MAX78002":
-        out.append(
-            "  MXC_GCR->ipll_ctrl |= MXC_F_GCR_IPLL_CTRL_EN; // the CNN runs from the PLL\n"
-            "  cnn_enable(MXC_S_GCR_PCLKDIV_CNNCLKSEL_IPLL, MXC_S_GCR_PCLKDIV_CNNCLKDIV_DIV4);\n"
-        )
-    else:
-        out.append(
-            "  cnn_enable(MXC_S_GCR_PCLKDIV_CNNCLKSEL_PCLK, MXC_S_GCR_PCLKDIV_CNNCLKDIV_DIV1);\n"
-        )
-    out.append(
-        "\n  cnn_init();\n  cnn_load_weights();\n  cnn_load_bias();\n  cnn_configure();\n"
-        + (
-            "  cnn_start();\n  load_input(); // through the FIFOs, while it runs\n\n"
-            if fw.fifo
-            else "  load_input();\n  cnn_start();\n\n"
-        )
-        + "  while (cnn_time == 0)\n    MXC_LP_EnterSleepMode();\n\n"
-        "  if (check_output() != CNN_OK)\n    fail();\n"
-        '  printf("\\n*** PASS ***\\n\\nInference time: %u us\\n", (unsigned) cnn_time);\n'
-        "  cnn_disable();\n  return 0;\n}\n"
-    )
-    return "".join(out)
-
-
-def makefile(fw: Firmware) -> str:
-    return (
-        "# Written by cnnforge. An MSDK project: `make` with MAXIM_PATH set builds it\n"
-        f"# for the {fw.device}.\n"
-        'ifeq "$(MAXIM_PATH)" ""\n$(error MAXIM_PATH must point to the MSDK)\nendif\n'
-        f"TARGET ?= {fw.device}\nBOARD ?= EvKit_V1\n"
-        "include ./project.mk\ninclude $(MAXIM_PATH)/Examples/$(TARGET)/CNN/Makefile.inc\n"
-    )
-
-
-def project_mk(fw: Firmware) -> str:
-    return (
-        "# Written by cnnforge: project settings for the MSDK build.\n"
-        f"TARGET = {fw.device}\nIPATH += .\nVPATH += .\n"
-        "# The CNN's weights live in flash; no RISC-V core in this project.\n"
-    )
+def folder_files(fw: Firmware) -> dict[str, str]:
+    """{file name: text} of the project, as the options ask (--no-kat: no sampleoutput.h;
+    --softmax: softmax.c; --riscv: main.c boots main_riscv.c, which runs the self-test)."""
+    o = fw.options
+    files = {"cnn.h": cnn_h(fw), "cnn.c": cnn_c(fw), "weights.h": weights_h(fw)}
+    files.update(project.application(fw))
+    files["sampledata.h"] = sampledata_h(fw)
+    if o.kat:
+        files["sampleoutput.h"] = sampleoutput_h(fw)
+    if o.softmax:
+        files["softmax.c"] = SOFTMAX_C
+    files.update(project.build_files(fw))
+    return files
 
 
 def write_folder(fw: Firmware, folder: Path) -> list[Path]:
     """Write the project files into ``folder``; the paths written."""
     folder.mkdir(parents=True, exist_ok=True)
-    files = {
-        "cnn.h": cnn_h(fw),
-        "cnn.c": cnn_c(fw),
-        "weights.h": weights_h(fw),
-        "main.c": main_c(fw),
-        "sampledata.h": sampledata_h(fw),
-        "sampleoutput.h": sampleoutput_h(fw),
-        "softmax.c": SOFTMAX_C,
-        "Makefile": makefile(fw),
-        "project.mk": project_mk(fw),
-    }
     written = []
-    for name, text in files.items():
+    for name, text in folder_files(fw).items():
         path = folder / name
         path.write_text(text, encoding="utf-8")
         written.append(path)

@@ -40,9 +40,13 @@ extern mxc_gcfr_regs_t cnnforge_gcfr;
 #define MXC_F_GCR_IPLL_CTRL_EN (1u << 0)
 #define MXC_F_GCR_IPLL_CTRL_RDY (1u << 8)
 
-typedef enum { MXC_SYS_PERIPH_CLOCK_CNN = 25 } mxc_sys_periph_clock_t;
+typedef enum {
+  MXC_SYS_PERIPH_CLOCK_CNN = 25,
+  MXC_SYS_PERIPH_CLOCK_SMPHR = 41,
+  MXC_SYS_PERIPH_CLOCK_CPU1 = 63
+} mxc_sys_periph_clock_t;
 typedef enum { MXC_SYS_CLOCK_IPO = 0, MXC_SYS_CLOCK_IBRO = 1 } mxc_sys_system_clock_t;
-typedef enum { CNN_IRQn = 64 } IRQn_Type;
+typedef enum { RISCV_IRQn = 67, CNN_IRQn = 64 } IRQn_Type;
 
 typedef struct {
   volatile uint32_t out;
