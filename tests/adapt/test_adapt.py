@@ -119,12 +119,7 @@ def test_adapt_end_to_end_compiles_and_passes(tmp_path: Path, capsys) -> None:
     doc = json.loads((out / "adapt.json").read_text())
     assert {r["row"] for r in doc["replacements"]} == {"norm", "activation", "upsample", "dropout"}
     assert doc["width"] == 1.0 and doc["scores"]["bit-exact"]["miou"] >= 0
-    args = [
-        "compile", f"{out / 'adapted.py'}:Adapted", "--checkpoint", str(out / "adapted.pth"),
-        "--sample", str(out / "sample.npy"), "-o", str(tmp_path / "c"), "--run", "--no-report",
-    ]  # fmt: skip
-    code, stdout, _ = run_cli(args, capsys)
-    assert code == 0 and "PASS" in stdout
+    compiles_and_passes(out, tmp_path / "c", capsys)
     args = [
         "evaluate", f"{out / 'adapted.py'}:Adapted", "--checkpoint", str(out / "adapted.pth"),
         "--size", "16", "--length", "16",
@@ -132,6 +127,16 @@ def test_adapt_end_to_end_compiles_and_passes(tmp_path: Path, capsys) -> None:
     code, stdout, _ = run_cli(args, capsys)
     bit_exact = 100 * doc["scores"]["bit-exact"]["miou"]
     assert code == 0 and f"{bit_exact:.2f}" in stdout  # the same images, the same score
+
+
+def compiles_and_passes(out: Path, build: Path, capsys) -> None:
+    """compile OUT/adapted.py:Adapted with OUT/adapted.pth and its sample: self-test PASS."""
+    args = [
+        "compile", f"{out / 'adapted.py'}:Adapted", "--checkpoint", str(out / "adapted.pth"),
+        "--sample", str(out / "sample.npy"), "-o", str(build), "--run", "--no-report",
+    ]  # fmt: skip
+    code, stdout, _ = run_cli(args, capsys)
+    assert code == 0 and "PASS" in stdout
 
 
 class _Stop(Exception):
@@ -230,3 +235,48 @@ def test_benchmark_smoke(tmp_path: Path, capsys) -> None:
     rows = bench.main(["--smoke", "--models", "UNet,AttentionUnet", "--work", str(tmp_path)])
     assert rows[0]["model"] == "UNet" and 0 <= rows[0]["bit_exact_miou"] <= 1
     assert "Sigmoid" in rows[1]["error"]
+
+
+@pytest.mark.parametrize(
+    ("layer", "row", "convs"),
+    [
+        (nn.Conv2d(3, 8, 7, stride=2, padding=3), "kernel", 3),
+        (nn.Conv2d(3, 8, 5, padding=2), "kernel", 2),
+        (nn.Conv2d(3, 8, 3, padding=2, dilation=2), "dilation", 2),
+        (nn.Conv2d(3, 8, 3, padding=3, dilation=3), "dilation", 3),
+        (nn.MaxPool2d(3, stride=2, padding=1), "pool-padding", 0),
+        (nn.AvgPool2d(3, stride=2, padding=1), "pool-padding", 0),
+    ],
+)
+def test_kernel_stride_dilation_rows(layer: nn.Module, row: str, convs: int) -> None:
+    """Each such layer becomes 3x3 convs or an unpadded pool with the same output shape; none
+    of these rows is exact, and the check then passes the layer."""
+    from cnnforge.adapt.run import check_fits
+    from cnnforge.pipeline.targets import device_for
+
+    model = nn.Sequential(nn.Conv2d(3, 3, 1), layer, nn.Conv2d(layer_out(layer), 4, 1)).eval()
+    adapted, reps = replace_ops(model)
+    assert [(r.row, r.exact) for r in reps] == [(row, False)]
+    x = torch.rand(1, 3, 16, 16)
+    assert adapted(x).shape == model(x).shape
+    assert sum(isinstance(m, nn.Conv2d) for m in adapted[1].modules()) == convs
+    assert check_fits(adapted, (3, 16, 16), device_for("MAX78000", "check")).fits
+
+
+def layer_out(layer: nn.Module) -> int:
+    return getattr(layer, "out_channels", 3)
+
+
+def test_not_same_padding_is_left_to_check() -> None:
+    """A 7x7 without 'same' padding has no stacked form: no row, check names it."""
+    _, reps = replace_ops(nn.Sequential(nn.Conv2d(3, 8, 7, padding=1)))
+    assert reps == []
+
+
+def test_resnet_stem_adapts_compiles_and_passes(tmp_path: Path, capsys) -> None:
+    out = tmp_path / "out"
+    code, stdout, _ = run_cli(["adapt", f"{MODELS}:ResNetStem", "-o", str(out), *TINY], capsys)
+    assert code == 0, stdout
+    rows = [r["row"] for r in json.loads((out / "adapt.json").read_text())["replacements"]]
+    assert sorted(rows) == ["dilation", "kernel", "kernel", "pool-padding"]
+    compiles_and_passes(out, tmp_path / "c", capsys)

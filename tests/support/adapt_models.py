@@ -73,3 +73,27 @@ class PreActivation(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         y = self.conv0(x)
         return self.head(y + self.conv1(torch.relu(self.norm(y))))
+
+
+class ResNetStem(nn.Module):
+    """A ResNet stem (7x7/2 conv with pad 3, padded 3x3/2 max pool), a 5x5 conv and a dilated
+    3x3: the kernel, stride, dilation and pool-padding rows."""
+
+    def __init__(self, in_channels: int = 3, classes: int = 5) -> None:
+        super().__init__()
+        self.stem = nn.Conv2d(in_channels, 16, 7, stride=2, padding=3, bias=False)
+        self.bn = nn.BatchNorm2d(16)
+        self.pool = nn.MaxPool2d(3, stride=2, padding=1)
+        self.wide = nn.Conv2d(16, 16, 5, padding=2)
+        self.dilated = nn.Conv2d(16, 16, 3, padding=2, dilation=2)
+        self.up = nn.Sequential(
+            nn.ConvTranspose2d(16, 16, 3, 2, 1, output_padding=1),
+            nn.ReLU(),
+            nn.ConvTranspose2d(16, 16, 3, 2, 1, output_padding=1),
+        )
+        self.head = nn.Conv2d(16, classes, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.pool(torch.relu(self.bn(self.stem(x))))
+        x = torch.relu(self.dilated(torch.relu(self.wide(x))))
+        return self.head(torch.relu(self.up(x)))

@@ -170,7 +170,7 @@ def adapt_model(
         model_spec={"model": spec, "model_args": model_args, "width": w, "cap": cap},
         on_epoch=on_epoch,
         teacher=teacher,
-        features=_features(student, kept),
+        features=_features(student, teacher, kept),
     )
     if resume and (out / "run" / "last.pth").is_file():
         trainer.resume(out / "run" / "last.pth")
@@ -205,13 +205,17 @@ def adapt_model(
     return result
 
 
-def _features(student: nn.Module, kept: dict[str, tuple[int, ...]]) -> dict:
+def _features(student: nn.Module, teacher: nn.Module, kept: dict[str, tuple[int, ...]]) -> dict:
     """The conv outputs to match: the narrowed ones (their kept channels), or at full width
-    every conv (all channels)."""
+    every conv (all channels); only convs the teacher has at the same path (a stacked 3x3
+    that replaced a 7x7 has no counterpart)."""
+    convs = {p for p, m in teacher.named_modules() if isinstance(m, _CONVS)}
     if kept:
-        return {p: k for p, k in kept.items() if isinstance(student.get_submodule(p), _CONVS)}
+        return {p: k for p, k in kept.items() if p in convs}
     return {
-        p: tuple(range(m.out_channels)) for p, m in student.named_modules() if isinstance(m, _CONVS)
+        p: tuple(range(m.out_channels))
+        for p, m in student.named_modules()
+        if isinstance(m, _CONVS) and p in convs
     }
 
 

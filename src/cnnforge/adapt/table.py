@@ -56,6 +56,33 @@ ROWS: tuple[Row, ...] = (
         "no",
     ),
     Row(
+        "kernel",
+        ("Conv2d(kernel>3)",),
+        "(k-1)/2 stacked 3x3 convs, no activation between (the first takes the stride; it "
+        "starts as the kernel's centre 3x3, the others as identities)",
+        "the device has 1x1 and 3x3 kernels; stacked 3x3s reach the same extent and output size "
+        "where the padding is (k-1)/2 (a 7x7/2 ResNet stem: three 3x3s, the first strided); the "
+        "vendor's input fold would need a 4x4 kernel, which the device lacks too",
+        "no (a product of 3x3 kernels is not every kxk kernel)",
+    ),
+    Row(
+        "dilation",
+        ("Conv2d(dilation>1)",),
+        "stacked undilated 3x3 convs of the same extent (d(k-1)/2 of them, no activation "
+        "between; the first starts as the dilated kernel's taps side by side)",
+        "the device has no dilation; the undilated kernel of the same extent would be exact but "
+        "is larger than 3x3",
+        "no",
+    ),
+    Row(
+        "pool-padding",
+        ("MaxPool2d(padding>0)", "AvgPool2d(padding>0)"),
+        "the same pool with kernel = stride and no padding (a 3x3/2 pad-1 max pool: 2x2/2)",
+        "the device pools without padding; kernel = stride gives the padded pool's output size "
+        "when the input size is a multiple of the stride",
+        "no (each output sees its stride x stride window, not the padded kxk one)",
+    ),
+    Row(
         "dropout",
         ("Dropout", "Dropout2d", "AlphaDropout"),
         "Identity",
