@@ -4,6 +4,7 @@ self-test, bad input (one line, exit 2) and an interrupted run that resumes."""
 
 from __future__ import annotations
 
+import copy
 import json
 from pathlib import Path
 
@@ -11,7 +12,7 @@ import pytest
 import torch
 from torch import nn
 
-from cnnforge.adapt.surgery import refusals, replace_ops
+from cnnforge.adapt.surgery import refusals, replace_ops, set_module
 from cnnforge.adapt.table import ROWS, markdown_table
 from cnnforge.adapt.width import hidden_width, narrow
 from support.cli import run_cli
@@ -280,3 +281,25 @@ def test_resnet_stem_adapts_compiles_and_passes(tmp_path: Path, capsys) -> None:
     rows = [r["row"] for r in json.loads((out / "adapt.json").read_text())["replacements"]]
     assert sorted(rows) == ["dilation", "kernel", "kernel", "pool-padding"]
     compiles_and_passes(out, tmp_path / "c", capsys)
+
+
+def test_depth_cut_removes_repeats_until_the_layers_fit() -> None:
+    """More than 32 layers: the last repeats of the longest stage go first, until check's
+    layer count passes; each cut is a replacement (row depth) and the rest still runs."""
+    from cnnforge.adapt.depth import too_deep
+    from cnnforge.adapt.run import check_fits, preflight
+    from cnnforge.pipeline.targets import device_for
+    from support.adapt_models import Block, Deep
+
+    device = device_for("MAX78000", "check")
+    model = Deep().eval()
+    assert too_deep(model, (3, 16, 16), device)
+    adapted, reps = preflight(model, (3, 16, 16), device)
+    cuts = [r.path for r in reps if r.row == "depth"]
+    assert cuts and cuts[0] == "stage2.11" and all(r.exact is False for r in reps)
+    assert "stage1.0" not in cuts and "stage2.0" not in cuts
+    assert check_fits(adapted, (3, 16, 16), device).fits
+    put_back = copy.deepcopy(adapted)
+    set_module(put_back, cuts[-1], Block(16 if cuts[-1].startswith("stage1") else 32))
+    assert too_deep(put_back, (3, 16, 16), device)  # no more cut than needed
+    assert adapted(torch.zeros(1, 3, 16, 16)).shape == (1, 5, 16, 16)

@@ -97,3 +97,34 @@ class ResNetStem(nn.Module):
         x = self.pool(torch.relu(self.bn(self.stem(x))))
         x = torch.relu(self.dilated(torch.relu(self.wide(x))))
         return self.head(torch.relu(self.up(x)))
+
+
+class Block(nn.Module):
+    """A residual block (conv, BN, ReLU, conv, BN, add, ReLU) that keeps its input's shape."""
+
+    def __init__(self, channels: int) -> None:
+        super().__init__()
+        self.conv1 = nn.Conv2d(channels, channels, 3, padding=1)
+        self.bn1 = nn.BatchNorm2d(channels)
+        self.conv2 = nn.Conv2d(channels, channels, 3, padding=1)
+        self.bn2 = nn.BatchNorm2d(channels)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.relu(x + self.bn2(self.conv2(torch.relu(self.bn1(self.conv1(x))))))
+
+
+class Deep(nn.Module):
+    """Two stages of repeated residual blocks: more than 32 hardware layers (the depth cut)."""
+
+    def __init__(self, in_channels: int = 3, classes: int = 5) -> None:
+        super().__init__()
+        self.stem = nn.Sequential(nn.Conv2d(in_channels, 16, 3, padding=1), nn.ReLU())
+        self.stage1 = nn.Sequential(*[Block(16) for _ in range(8)])
+        self.down = nn.Sequential(nn.Conv2d(16, 32, 3, stride=2, padding=1), nn.ReLU())
+        self.stage2 = nn.Sequential(*[Block(32) for _ in range(12)])
+        self.up = nn.ConvTranspose2d(32, 16, 3, 2, 1, output_padding=1)
+        self.head = nn.Conv2d(16, classes, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.down(self.stage1(self.stem(x)))
+        return self.head(torch.relu(self.up(self.stage2(x))))

@@ -97,7 +97,19 @@ ROWS: tuple[Row, ...] = (
         "multiplier for the hidden channels keeps inputs, outputs and concatenations",
         "no",
     ),
+    Row(
+        "depth",
+        ("a repeated block (a Sequential's child of its predecessor's class, shape kept)",),
+        "Identity (the block removed), the last repeat of the Sequential with the most first, "
+        "until check's layer count passes; each cut is printed",
+        "more than the device's layers (32 on the MAX78000) is the wall: a residual stage's "
+        "repeats keep the shapes, so removing them keeps the network's structure",
+        "no",
+    ),
 )
+
+#: Rows matched by the width and depth steps, not by a module's class.
+STRUCTURAL = ("width", "depth")
 
 #: Ops with no replacement: class name -> why. Named together, exit 2.
 REFUSALS: dict[str, str] = {
@@ -114,9 +126,9 @@ REFUSALS: dict[str, str] = {
 
 
 def row_for(class_name: str) -> Row | None:
-    """The row that replaces modules of ``class_name`` (width excluded), or None."""
+    """The row that replaces modules of ``class_name`` (width and depth excluded), or None."""
     for row in ROWS:
-        if row.key != "width" and class_name in row.what:
+        if row.key not in STRUCTURAL and class_name in row.what:
             return row
     return None
 
