@@ -303,3 +303,36 @@ def test_depth_cut_removes_repeats_until_the_layers_fit() -> None:
     set_module(put_back, cuts[-1], Block(16 if cuts[-1].startswith("stage1") else 32))
     assert too_deep(put_back, (3, 16, 16), device)  # no more cut than needed
     assert adapted(torch.zeros(1, 3, 16, 16)).shape == (1, 5, 16, 16)
+
+
+def test_sigmoid_gate_opens() -> None:
+    """x * sigmoid(...) inside a module becomes x, the gate's branch gone; the rest of the
+    network computes what it did with the gate held at 1."""
+    from cnnforge.adapt.gates import open_gates
+    from support.adapt_models import TinyAttentionUNet
+
+    model = TinyAttentionUNet().eval()
+    opened, reps = open_gates(model)
+    assert [(r.path, r.row, r.exact) for r in reps] == [("attention", "gate", False)]
+    assert refusals(opened) == [] and refusals(model) != []
+    assert not any(isinstance(m, nn.Conv2d) for m in opened.attention.modules())
+    x = torch.rand(2, 3, 16, 16)
+    held_open = copy.deepcopy(model)
+    held_open.attention.psi[2] = nn.Identity()
+    with torch.no_grad():
+        nn.init.zeros_(held_open.attention.psi[0].weight)
+        nn.init.zeros_(held_open.attention.psi[0].bias)
+        held_open.attention.psi[1] = nn.Identity()
+        held_open.attention.psi[0].bias += 1.0  # the gate at 1
+        torch.testing.assert_close(opened(x), held_open(x))
+
+
+def test_attention_unet_adapts_compiles_and_passes(tmp_path: Path, capsys) -> None:
+    out = tmp_path / "out"
+    code, stdout, _ = run_cli(
+        ["adapt", f"{MODELS}:TinyAttentionUNet", "-o", str(out), *TINY], capsys
+    )
+    assert code == 0, stdout
+    rows = [r["row"] for r in json.loads((out / "adapt.json").read_text())["replacements"]]
+    assert rows == ["gate"]
+    compiles_and_passes(out, tmp_path / "c", capsys)

@@ -128,3 +128,34 @@ class Deep(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = self.down(self.stage1(self.stem(x)))
         return self.head(torch.relu(self.up(self.stage2(x))))
+
+
+class AttentionGate(nn.Module):
+    """MONAI's AttentionBlock in small: x * sigmoid(psi(relu(W_g g + W_x x)))."""
+
+    def __init__(self, channels: int) -> None:
+        super().__init__()
+        self.w_g = nn.Sequential(nn.Conv2d(channels, 8, 1), nn.BatchNorm2d(8))
+        self.w_x = nn.Sequential(nn.Conv2d(channels, 8, 1), nn.BatchNorm2d(8))
+        self.psi = nn.Sequential(nn.Conv2d(8, 1, 1), nn.BatchNorm2d(1), nn.Sigmoid())
+
+    def forward(self, g: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+        return x * self.psi(torch.relu(self.w_g(g) + self.w_x(x)))
+
+
+class TinyAttentionUNet(nn.Module):
+    """One level of an attention U-Net: the skip is gated by the upsampled deeper features."""
+
+    def __init__(self, in_channels: int = 3, classes: int = 5) -> None:
+        super().__init__()
+        self.enc = nn.Sequential(nn.Conv2d(in_channels, 16, 3, padding=1), nn.ReLU())
+        self.down = nn.Sequential(nn.Conv2d(16, 16, 3, 2, 1), nn.ReLU())
+        self.up = nn.Sequential(nn.ConvTranspose2d(16, 16, 3, 2, 1, output_padding=1), nn.ReLU())
+        self.attention = AttentionGate(16)
+        self.merge = nn.Sequential(nn.Conv2d(32, 16, 3, padding=1), nn.ReLU())
+        self.head = nn.Conv2d(16, classes, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        e = self.enc(x)
+        u = self.up(self.down(e))
+        return self.head(self.merge(torch.cat([self.attention(u, e), u], dim=1)))

@@ -15,6 +15,7 @@ import torch
 from torch import nn
 
 from cnnforge.adapt.depth import cut_depth, depth_rule
+from cnnforge.adapt.gates import open_gates
 from cnnforge.adapt.recover import DistillTrainer, measure_batchnorm
 from cnnforge.adapt.surgery import Replacement, refusals, replace_ops
 from cnnforge.adapt.width import channel_graph, narrow
@@ -70,8 +71,10 @@ def _not_by_width(v) -> bool:
 
 
 def preflight(model: nn.Module, shape: tuple[int, ...], device: Any):
-    """Refusals, then the replacements, then what no width fixes: InputError naming every
-    such op at once (before any training); else the adapted module and its replacements."""
+    """Sigmoid gates opened, refusals, the replacements, the depth cut, then what no width
+    fixes: InputError naming every such op at once (before any training); else the adapted
+    module and its replacements."""
+    model, gates = open_gates(model)
     refused = refusals(model)
     if refused:
         by_class: dict[tuple[str, str], list[str]] = {}
@@ -86,6 +89,7 @@ def preflight(model: nn.Module, shape: tuple[int, ...], device: Any):
             hint="change these in the model; docs/adapt.md lists what adapt replaces",
         )
     adapted, reps = replace_ops(model)
+    reps = gates + reps
     report = check_fits(adapted, shape, device)
     if any(depth_rule(v) for v in report.violations):
         adapted, cuts = cut_depth(adapted, shape, device)

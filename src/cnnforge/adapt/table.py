@@ -83,6 +83,15 @@ ROWS: tuple[Row, ...] = (
         "no (each output sees its stride x stride window, not the padded kxk one)",
     ),
     Row(
+        "gate",
+        ("x * Sigmoid(...) (a sigmoid gate: MONAI's AttentionUnet)",),
+        "x (the gate held open; the branch that computed it is dropped)",
+        "the device has no sigmoid and no product of two tensors, so no gate value can reach "
+        "x; an open gate (1 everywhere) is the one form it runs, and distillation teaches the "
+        "rest of the network to do without the gate",
+        "no",
+    ),
+    Row(
         "dropout",
         ("Dropout", "Dropout2d", "AlphaDropout"),
         "Identity",
@@ -108,13 +117,13 @@ ROWS: tuple[Row, ...] = (
     ),
 )
 
-#: Rows matched by the width and depth steps, not by a module's class.
-STRUCTURAL = ("width", "depth")
+#: Rows matched by the gate, width and depth steps, not by a module's class.
+STRUCTURAL = ("gate", "width", "depth")
 
 #: Ops with no replacement: class name -> why. Named together, exit 2.
 REFUSALS: dict[str, str] = {
-    "Sigmoid": "a sigmoid gate (attention) multiplies two tensors; the device has no sigmoid "
-    "and no element-wise product of two tensors",
+    "Sigmoid": "a sigmoid that gates nothing (not x * sigmoid(...) in a module torch.fx "
+    "traces): the device has no sigmoid",
     "Softmax": "the device has no softmax inside the network (a final argmax needs none)",
     "Tanh": "the device has no tanh",
     "LayerNorm": "a LayerNorm over the last dimension needs channels-last permutes, which the "
