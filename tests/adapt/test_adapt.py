@@ -227,15 +227,18 @@ def test_bad_input_what_no_width_fixes(tmp_path: Path, capsys) -> None:
 
 
 def test_benchmark_smoke(tmp_path: Path, capsys) -> None:
-    """benchmarks/adapt.py --smoke: one MONAI model adapted, one refused by name."""
+    """benchmarks/adapt.py --smoke: MONAI's UNet and AttentionUnet (its gates opened) adapted,
+    SegResNet (pre-activation norms) refused by name after the depth cut."""
     import importlib.util
 
     spec = importlib.util.spec_from_file_location("adapt_bench", ROOT / "benchmarks" / "adapt.py")
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)
-    rows = bench.main(["--smoke", "--models", "UNet,AttentionUnet", "--work", str(tmp_path)])
+    models = "UNet,AttentionUnet,SegResNet"
+    rows = bench.main(["--smoke", "--models", models, "--work", str(tmp_path)])
     assert rows[0]["model"] == "UNet" and 0 <= rows[0]["bit_exact_miou"] <= 1
-    assert "Sigmoid" in rows[1]["error"]
+    assert 0 <= rows[1]["bit_exact_miou"] <= 1
+    assert "norm1" in rows[2]["error"] and "after cutting" in rows[2]["error"]
 
 
 @pytest.mark.parametrize(
@@ -335,4 +338,12 @@ def test_attention_unet_adapts_compiles_and_passes(tmp_path: Path, capsys) -> No
     assert code == 0, stdout
     rows = [r["row"] for r in json.loads((out / "adapt.json").read_text())["replacements"]]
     assert rows == ["gate"]
+    compiles_and_passes(out, tmp_path / "c", capsys)
+
+
+def test_depth_cut_is_printed_and_compiles(tmp_path: Path, capsys) -> None:
+    out = tmp_path / "out"
+    code, stdout, _ = run_cli(["adapt", f"{MODELS}:Deep", "-o", str(out), *TINY], capsys)
+    assert code == 0, stdout
+    assert "depth: 14 repeated blocks cut (stage2.11, stage2.10," in stdout
     compiles_and_passes(out, tmp_path / "c", capsys)

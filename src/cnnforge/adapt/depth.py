@@ -11,6 +11,7 @@ kernel memory is).
 
 from __future__ import annotations
 
+import copy
 import itertools
 
 import torch
@@ -69,17 +70,37 @@ def depth_rule(v) -> bool:
 def cut_depth(
     model: nn.Module, input_shape: tuple[int, ...], device
 ) -> tuple[nn.Module, list[Replacement]]:
-    """``model`` (changed in place) with repeats removed until the layer count fits, or until
-    none is left (check then names the count with the rest); one Replacement (row ``depth``)
-    per block removed."""
-    deep = too_deep(model, input_shape, device)
-    cuts: list[Replacement] = []
-    left = repeats(model, input_shape)
-    while deep and any(left.values()):
+    """``model`` (changed in place) with the fewest repeats removed that bring the layer count
+    within the device (all of them where none does: check then names the count with the rest);
+    one Replacement (row ``depth``) per block removed. The order of the cuts is fixed before
+    any is made, so the fewest is found by bisection (a check per step, log2 of the repeats)."""
+    order = cut_order(repeats(model, input_shape))
+    low, high = 0, len(order)  # too deep with `low` cuts; `high` cuts: fits, or all there are
+    while low + 1 < high:
+        mid = (low + high) // 2
+        if too_deep(_cut(copy.deepcopy(model), order[:mid]), input_shape, device):
+            low = mid
+        else:
+            high = mid
+    cuts = [
+        Replacement(p, type(model.get_submodule(p)).__name__, "Identity()", "depth", False)
+        for p in order[:high]
+    ]
+    return _cut(model, order[:high]), cuts
+
+
+def cut_order(found: dict[str, list[str]]) -> list[str]:
+    """The repeats in the order they are cut: each step the last of the Sequential holding the
+    most left (ties: the deeper one)."""
+    left = {seq: list(paths) for seq, paths in found.items()}
+    order: list[str] = []
+    while any(left.values()):
         seq = max(reversed(list(left)), key=lambda p: len(left[p]))
-        path = left[seq].pop()
-        before = type(model.get_submodule(path)).__name__
+        order.append(left[seq].pop())
+    return order
+
+
+def _cut(model: nn.Module, paths: list[str]) -> nn.Module:
+    for path in paths:
         set_module(model, path, nn.Identity())
-        cuts.append(Replacement(path, before, "Identity()", "depth", False))
-        deep = too_deep(model, input_shape, device)
-    return model, cuts
+    return model

@@ -91,7 +91,7 @@ def preflight(model: nn.Module, shape: tuple[int, ...], device: Any):
     adapted, reps = replace_ops(model)
     reps = gates + reps
     report = check_fits(adapted, shape, device)
-    if any(depth_rule(v) for v in report.violations):
+    if any(depth_rule(v) for v in report.violations):  # the depth cut
         adapted, cuts = cut_depth(adapted, shape, device)
         reps, report = reps + cuts, check_fits(adapted, shape, device)
     left = [v for v in report.violations if _not_by_width(v)]
