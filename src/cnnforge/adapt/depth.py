@@ -57,9 +57,11 @@ def repeats(model: nn.Module, input_shape: tuple[int, ...]) -> dict[str, list[st
 def too_deep(model: nn.Module, input_shape: tuple[int, ...], device) -> bool:
     """Whether check finds more layers than the device has (the count itself, or placement
     running out of layer slots for the pass-through layers it adds)."""
-    from cnnforge.adapt.run import check_fits
+    from cnnforge.frontend.capture import capture
+    from cnnforge.passes.check import check_report
 
-    return any(depth_rule(v) for v in check_fits(model, input_shape, device).violations)
+    report = check_report(capture(model, input_shape, name=type(model).__name__), device)
+    return any(depth_rule(v) for v in report.violations)
 
 
 def depth_rule(v) -> bool:
