@@ -1,9 +1,15 @@
 """MONAI's zoo defaults trained as float on ``shapes``, then ``cnnforge adapt``-ed: replacements,
 original float mIoU vs adapted bit-exact mIoU, minutes.
 
-    python benchmarks/adapt.py [--smoke] [--epochs 12] [--adapt-epochs 6] [--models UNet,...]
+    python benchmarks/adapt.py [--smoke] [--epochs 12] [--adapt-epochs 30] [--models UNet,...]
 
 ``--smoke``: tiny sizes (a test runs it). Models are named ``benchmarks/adapt.py:Monai<Name>``.
+
+The segmentation-models-pytorch U-Net on ResNet-18 (``SmpUNet``, on the MAX78002: more layers
+than the MAX78000 has, even after the depth cut) runs from the separate venv that
+benchmarks/zoo_external.py describes (smp pulls a newer torch; that venv has no MONAI):
+
+    PYTHONPATH=src /work/zoo-venv/bin/python benchmarks/adapt.py --models SmpUNet
 """
 
 from __future__ import annotations
@@ -50,7 +56,23 @@ def MonaiDynUNet() -> nn.Module:
     return DynUNet(2, 3, 5, kernel_size=k, strides=[1, 2, 2, 2], upsample_kernel_size=[2, 2, 2])
 
 
+def SmpUNet() -> nn.Module:
+    """segmentation-models-pytorch's U-Net on ResNet-18 (untrained encoder: nothing is
+    downloaded); smp pulls a newer torch, so it runs from its own venv (module docstring)."""
+    import segmentation_models_pytorch as smp
+
+    return smp.Unet("resnet18", encoder_weights=None, in_channels=3, classes=5)
+
+
 MODELS = ("UNet", "BasicUNet", "AttentionUnet", "SegResNet", "DynUNet")
+#: Models whose default device is not --device's: the smp U-Net has 40 hardware layers after
+#: the depth cut (its decoder alone has 16), more than the MAX78000's 32.
+DEVICES = {"SmpUNet": "MAX78002"}
+
+
+def factory(name: str) -> str:
+    """The function of this file that builds ``name`` (MONAI's as ``Monai<Name>``)."""
+    return f"Monai{name}" if f"Monai{name}" in globals() else name
 
 
 def run_one(name: str, args: argparse.Namespace, work: Path) -> dict:
@@ -61,11 +83,11 @@ def run_one(name: str, args: argparse.Namespace, work: Path) -> dict:
     from cnnforge.training.loop import TrainConfig
     from cnnforge.training.run import DataSpec, train_model
 
-    spec = f"{HERE}:Monai{name}"
+    spec = f"{HERE}:{factory(name)}"
     start = time.monotonic()
-    device = device_for(args.device, "check")
+    device = device_for(DEVICES.get(name, args.device), "check")
     try:  # refusals before the float training they would waste
-        preflight(globals()[f"Monai{name}"](), (3, args.size, args.size), device)
+        preflight(globals()[factory(name)](), (3, args.size, args.size), device)
     except CnnforgeError as exc:
         return {"model": name, "error": exc.one_line(), "minutes": _minutes(start)}
     config = TrainConfig(epochs=args.epochs, batch_size=32, lr=3e-3, seed=0)
@@ -87,6 +109,7 @@ def run_one(name: str, args: argparse.Namespace, work: Path) -> dict:
         return {"model": name, "error": exc.one_line(), "minutes": _minutes(start)}
     return {
         "model": name,
+        "device": device.name,
         "replacements": len(result.replacements),
         "width": result.width,
         "cap": result.cap,
@@ -121,7 +144,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
     work = args.work or Path(tempfile.mkdtemp(prefix="adapt-bench-"))
     rows = [run_one(name, args, work) for name in args.models.split(",")]
     print(
-        f"{'model':14} {'repl':>5} {'width':>6} {'cap':>4} {'float mIoU':>11} "
+        f"{'model':14} {'device':9} {'repl':>5} {'width':>6} {'cap':>4} {'float mIoU':>11} "
         f"{'bit-exact':>10} {'min':>6}"
     )
     for r in rows:
@@ -129,7 +152,8 @@ def main(argv: list[str] | None = None) -> list[dict]:
             print(f"{r['model']:14} refused: {r['error']} ({r['minutes']:.1f} min)")
             continue
         print(
-            f"{r['model']:14} {r['replacements']:5d} {r['width']:6.3f} {r['cap'] or '-':>4} "
+            f"{r['model']:14} {r['device']:9} {r['replacements']:5d} {r['width']:6.3f} "
+            f"{r['cap'] or '-':>4} "
             f"{100 * r['float_miou']:10.2f}% {100 * r['bit_exact_miou']:9.2f}% {r['minutes']:6.1f}"
         )
     return rows

@@ -4,6 +4,7 @@ self-test, bad input (one line, exit 2) and an interrupted run that resumes."""
 
 from __future__ import annotations
 
+import copy
 import json
 from pathlib import Path
 
@@ -11,7 +12,7 @@ import pytest
 import torch
 from torch import nn
 
-from cnnforge.adapt.surgery import refusals, replace_ops
+from cnnforge.adapt.surgery import refusals, replace_ops, set_module
 from cnnforge.adapt.table import ROWS, markdown_table
 from cnnforge.adapt.width import hidden_width, narrow
 from support.cli import run_cli
@@ -119,12 +120,7 @@ def test_adapt_end_to_end_compiles_and_passes(tmp_path: Path, capsys) -> None:
     doc = json.loads((out / "adapt.json").read_text())
     assert {r["row"] for r in doc["replacements"]} == {"norm", "activation", "upsample", "dropout"}
     assert doc["width"] == 1.0 and doc["scores"]["bit-exact"]["miou"] >= 0
-    args = [
-        "compile", f"{out / 'adapted.py'}:Adapted", "--checkpoint", str(out / "adapted.pth"),
-        "--sample", str(out / "sample.npy"), "-o", str(tmp_path / "c"), "--run", "--no-report",
-    ]  # fmt: skip
-    code, stdout, _ = run_cli(args, capsys)
-    assert code == 0 and "PASS" in stdout
+    compiles_and_passes(out, tmp_path / "c", capsys)
     args = [
         "evaluate", f"{out / 'adapted.py'}:Adapted", "--checkpoint", str(out / "adapted.pth"),
         "--size", "16", "--length", "16",
@@ -132,6 +128,16 @@ def test_adapt_end_to_end_compiles_and_passes(tmp_path: Path, capsys) -> None:
     code, stdout, _ = run_cli(args, capsys)
     bit_exact = 100 * doc["scores"]["bit-exact"]["miou"]
     assert code == 0 and f"{bit_exact:.2f}" in stdout  # the same images, the same score
+
+
+def compiles_and_passes(out: Path, build: Path, capsys) -> None:
+    """compile OUT/adapted.py:Adapted with OUT/adapted.pth and its sample: self-test PASS."""
+    args = [
+        "compile", f"{out / 'adapted.py'}:Adapted", "--checkpoint", str(out / "adapted.pth"),
+        "--sample", str(out / "sample.npy"), "-o", str(build), "--run", "--no-report",
+    ]  # fmt: skip
+    code, stdout, _ = run_cli(args, capsys)
+    assert code == 0 and "PASS" in stdout
 
 
 class _Stop(Exception):
@@ -221,12 +227,123 @@ def test_bad_input_what_no_width_fixes(tmp_path: Path, capsys) -> None:
 
 
 def test_benchmark_smoke(tmp_path: Path, capsys) -> None:
-    """benchmarks/adapt.py --smoke: one MONAI model adapted, one refused by name."""
+    """benchmarks/adapt.py --smoke: MONAI's UNet and AttentionUnet (its gates opened) adapted,
+    SegResNet (pre-activation norms) refused by name after the depth cut."""
     import importlib.util
 
     spec = importlib.util.spec_from_file_location("adapt_bench", ROOT / "benchmarks" / "adapt.py")
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)
-    rows = bench.main(["--smoke", "--models", "UNet,AttentionUnet", "--work", str(tmp_path)])
+    models = "UNet,AttentionUnet,SegResNet"
+    rows = bench.main(["--smoke", "--models", models, "--work", str(tmp_path)])
     assert rows[0]["model"] == "UNet" and 0 <= rows[0]["bit_exact_miou"] <= 1
-    assert "Sigmoid" in rows[1]["error"]
+    assert 0 <= rows[1]["bit_exact_miou"] <= 1
+    assert "norm1" in rows[2]["error"] and "after cutting" in rows[2]["error"]
+
+
+@pytest.mark.parametrize(
+    ("layer", "row", "convs"),
+    [
+        (nn.Conv2d(3, 8, 7, stride=2, padding=3), "kernel", 3),
+        (nn.Conv2d(3, 8, 5, padding=2), "kernel", 2),
+        (nn.Conv2d(3, 8, 3, padding=2, dilation=2), "dilation", 2),
+        (nn.Conv2d(3, 8, 3, padding=3, dilation=3), "dilation", 3),
+        (nn.MaxPool2d(3, stride=2, padding=1), "pool-padding", 0),
+        (nn.AvgPool2d(3, stride=2, padding=1), "pool-padding", 0),
+    ],
+)
+def test_kernel_stride_dilation_rows(layer: nn.Module, row: str, convs: int) -> None:
+    """Each such layer becomes 3x3 convs or an unpadded pool with the same output shape; none
+    of these rows is exact, and the check then passes the layer."""
+    from cnnforge.adapt.run import check_fits
+    from cnnforge.pipeline.targets import device_for
+
+    model = nn.Sequential(nn.Conv2d(3, 3, 1), layer, nn.Conv2d(layer_out(layer), 4, 1)).eval()
+    adapted, reps = replace_ops(model)
+    assert [(r.row, r.exact) for r in reps] == [(row, False)]
+    x = torch.rand(1, 3, 16, 16)
+    assert adapted(x).shape == model(x).shape
+    assert sum(isinstance(m, nn.Conv2d) for m in adapted[1].modules()) == convs
+    assert check_fits(adapted, (3, 16, 16), device_for("MAX78000", "check")).fits
+
+
+def layer_out(layer: nn.Module) -> int:
+    return getattr(layer, "out_channels", 3)
+
+
+def test_not_same_padding_is_left_to_check() -> None:
+    """A 7x7 without 'same' padding has no stacked form: no row, check names it."""
+    _, reps = replace_ops(nn.Sequential(nn.Conv2d(3, 8, 7, padding=1)))
+    assert reps == []
+
+
+def test_resnet_stem_adapts_compiles_and_passes(tmp_path: Path, capsys) -> None:
+    out = tmp_path / "out"
+    code, stdout, _ = run_cli(["adapt", f"{MODELS}:ResNetStem", "-o", str(out), *TINY], capsys)
+    assert code == 0, stdout
+    rows = [r["row"] for r in json.loads((out / "adapt.json").read_text())["replacements"]]
+    assert sorted(rows) == ["dilation", "kernel", "kernel", "pool-padding"]
+    compiles_and_passes(out, tmp_path / "c", capsys)
+
+
+def test_depth_cut_removes_repeats_until_the_layers_fit() -> None:
+    """More than 32 layers: the last repeats of the longest stage go first, until check's
+    layer count passes; each cut is a replacement (row depth) and the rest still runs."""
+    from cnnforge.adapt.depth import too_deep
+    from cnnforge.adapt.run import check_fits, preflight
+    from cnnforge.pipeline.targets import device_for
+    from support.adapt_models import Block, Deep
+
+    device = device_for("MAX78000", "check")
+    model = Deep().eval()
+    assert too_deep(model, (3, 16, 16), device)
+    adapted, reps = preflight(model, (3, 16, 16), device)
+    cuts = [r.path for r in reps if r.row == "depth"]
+    assert cuts and cuts[0] == "stage2.11" and all(r.exact is False for r in reps)
+    assert "stage1.0" not in cuts and "stage2.0" not in cuts
+    assert check_fits(adapted, (3, 16, 16), device).fits
+    put_back = copy.deepcopy(adapted)
+    set_module(put_back, cuts[-1], Block(16 if cuts[-1].startswith("stage1") else 32))
+    assert too_deep(put_back, (3, 16, 16), device)  # no more cut than needed
+    assert adapted(torch.zeros(1, 3, 16, 16)).shape == (1, 5, 16, 16)
+
+
+def test_sigmoid_gate_opens() -> None:
+    """x * sigmoid(...) inside a module becomes x, the gate's branch gone; the rest of the
+    network computes what it did with the gate held at 1."""
+    from cnnforge.adapt.gates import open_gates
+    from support.adapt_models import TinyAttentionUNet
+
+    model = TinyAttentionUNet().eval()
+    opened, reps = open_gates(model)
+    assert [(r.path, r.row, r.exact) for r in reps] == [("attention", "gate", False)]
+    assert refusals(opened) == [] and refusals(model) != []
+    assert not any(isinstance(m, nn.Conv2d) for m in opened.attention.modules())
+    x = torch.rand(2, 3, 16, 16)
+    held_open = copy.deepcopy(model)
+    held_open.attention.psi[2] = nn.Identity()
+    with torch.no_grad():
+        nn.init.zeros_(held_open.attention.psi[0].weight)
+        nn.init.zeros_(held_open.attention.psi[0].bias)
+        held_open.attention.psi[1] = nn.Identity()
+        held_open.attention.psi[0].bias += 1.0  # the gate at 1
+        torch.testing.assert_close(opened(x), held_open(x))
+
+
+def test_attention_unet_adapts_compiles_and_passes(tmp_path: Path, capsys) -> None:
+    out = tmp_path / "out"
+    code, stdout, _ = run_cli(
+        ["adapt", f"{MODELS}:TinyAttentionUNet", "-o", str(out), *TINY], capsys
+    )
+    assert code == 0, stdout
+    rows = [r["row"] for r in json.loads((out / "adapt.json").read_text())["replacements"]]
+    assert rows == ["gate"]
+    compiles_and_passes(out, tmp_path / "c", capsys)
+
+
+def test_depth_cut_is_printed_and_compiles(tmp_path: Path, capsys) -> None:
+    out = tmp_path / "out"
+    code, stdout, _ = run_cli(["adapt", f"{MODELS}:Deep", "-o", str(out), *TINY], capsys)
+    assert code == 0, stdout
+    assert "depth: 14 repeated blocks cut (stage2.11, stage2.10," in stdout
+    compiles_and_passes(out, tmp_path / "c", capsys)

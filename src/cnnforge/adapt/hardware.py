@@ -44,9 +44,13 @@ def _pool_args(layer: Layer) -> str:
     return f", pool={p.kind.value!r}, pool_size={p.size}, pool_stride={p.stride}"
 
 
+_ELTWISE = {"add": "Add", "sub": "Sub", "or": "Or", "xor": "Xor"}
+
+
 def _module(layer: Layer, wide: bool) -> str:
     act = layer.activation.value
-    common = f"{_pool_args(layer)}, activation={act!r}, wide={wide}"
+    pool = "" if layer.eltwise is not None else _pool_args(layer)  # then _eltwise pools
+    common = f"{pool}, activation={act!r}, wide={wide}"
     geom = (
         f"{layer.in_channels}, {layer.out_channels}, {layer.kernel_size}, stride={layer.stride}, "
         f"padding={layer.padding}"
@@ -66,9 +70,16 @@ def _module(layer: Layer, wide: bool) -> str:
         p = layer.pool
         return f"qnn.Pool({p.kind.value!r}, {p.size}, {p.stride})"
     if layer.op is Op.PASSTHROUGH and layer.eltwise is not None and layer.pool is None:
-        names = {"add": "Add", "sub": "Sub", "or": "Or", "xor": "Xor"}
-        return f"qnn.{names[layer.eltwise.value]}()"
+        return f"qnn.{_ELTWISE[layer.eltwise.value]}()"
     raise ModelError(f"no cnnforge.nn module for a {layer.label()} layer", where=layer.name)
+
+
+def _eltwise(layer: Layer) -> str:
+    """The element-wise op (and the pooling of its operands) a weight layer runs first: its
+    own ``cnnforge.nn`` module, which compile fuses back into the one hardware layer."""
+    first = getattr(layer, "pool_first", True)
+    pool = f"{_pool_args(layer)}, pool_first={first}" if layer.pool is not None else ""
+    return f"qnn.{_ELTWISE[layer.eltwise.value]}({pool.lstrip(', ')})"
 
 
 def source(network: Network, origin: str) -> str:
@@ -87,7 +98,10 @@ def source(network: Network, origin: str) -> str:
         )
         init.append(f"        self.l{i} = {_module(layer, wide)}  # {layer.module_path}")
         args = [ref(n) for n in layer.inputs]
-        if layer.eltwise is not None:
+        if layer.eltwise is not None and layer.has_weights:  # the device's fused form
+            init.append(f"        self.e{i} = {_eltwise(layer)}  # {layer.module_path}")
+            call = f"self.e{i}({', '.join(args)})"
+        elif layer.eltwise is not None:
             call = ", ".join(args)
         elif len(args) > 1:
             call = f"torch.cat([{', '.join(args)}], dim=1)"

@@ -45,6 +45,16 @@ def measure_batchnorm(
     model.eval()
 
 
+def mirrored(x: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Half the batch mirrored left-right (images and masks; drawn from torch's seeded
+    generator, so a resumed epoch draws the same): the teacher labels the mirrored images too,
+    which keeps the student from fitting the few training images."""
+    flip = torch.rand(x.shape[0]) < 0.5
+    x = torch.where(flip.view(-1, *[1] * (x.dim() - 1)), x.flip(-1), x)
+    mask = torch.where(flip.view(-1, *[1] * (mask.dim() - 1)), mask.flip(-1), mask)
+    return x, mask
+
+
 class DistillTrainer(Trainer):
     """Trainer whose loss is cross-entropy + ``KD_WEIGHT`` x KL(teacher || student) at T=2
     + ``FEATURE_WEIGHT`` x the normalized squared error of intermediate features where they
@@ -89,6 +99,7 @@ class DistillTrainer(Trainer):
         ce = nn.CrossEntropyLoss(ignore_index=VOID)
         total, batches = 0.0, 0
         for x, mask in _loader(self.train_set, self.config, epoch, shuffle=True):
+            x, mask = mirrored(x, mask)
             self.optimizer.zero_grad(set_to_none=True)
             soft, logits, feature_term = self._feature_loss(x)
             soft = soft / TEMPERATURE

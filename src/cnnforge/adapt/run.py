@@ -14,6 +14,8 @@ import numpy as np
 import torch
 from torch import nn
 
+from cnnforge.adapt.depth import cut_depth, depth_rule
+from cnnforge.adapt.gates import open_gates
 from cnnforge.adapt.recover import DistillTrainer, measure_batchnorm
 from cnnforge.adapt.surgery import Replacement, refusals, replace_ops
 from cnnforge.adapt.width import channel_graph, narrow
@@ -62,9 +64,17 @@ def check_fits(model: nn.Module, shape: tuple[int, ...], device: Any):
 NOT_BY_WIDTH = frozenset({"unsupported-op", "activation", "layer-count"})
 
 
+def _not_by_width(v) -> bool:
+    """A violation no width fixes: those of NOT_BY_WIDTH, except a ReLU after a multi-pass
+    element-wise op (at 64 channels or fewer the identity conv that carries it fits)."""
+    return v.rule in NOT_BY_WIDTH and not (v.rule == "activation" and "-pass" in v.hint)
+
+
 def preflight(model: nn.Module, shape: tuple[int, ...], device: Any):
-    """Refusals, then the replacements, then what no width fixes: InputError naming every
-    such op at once (before any training); else the adapted module and its replacements."""
+    """Sigmoid gates opened, refusals, the replacements, the depth cut, then what no width
+    fixes: InputError naming every such op at once (before any training); else the adapted
+    module and its replacements."""
+    model, gates = open_gates(model)
     refused = refusals(model)
     if refused:
         by_class: dict[tuple[str, str], list[str]] = {}
@@ -79,19 +89,34 @@ def preflight(model: nn.Module, shape: tuple[int, ...], device: Any):
             hint="change these in the model; docs/adapt.md lists what adapt replaces",
         )
     adapted, reps = replace_ops(model)
+    reps = gates + reps
     report = check_fits(adapted, shape, device)
-    left = [v for v in report.violations if v.rule in NOT_BY_WIDTH]
+    if any(depth_rule(v) for v in report.violations):  # the depth cut
+        adapted, cuts = cut_depth(adapted, shape, device)
+        reps, report = reps + cuts, check_fits(adapted, shape, device)
+    left = [v for v in report.violations if _not_by_width(v)]
     if left:
         by_hint: dict[str, list[str]] = {}
         for v in left:
             key = f"{v.rule}: {v.hint.split(',')[0].split(':')[0][:90]}"
             by_hint.setdefault(key, []).append(v.module_path or v.layer)
         text = "; ".join(f"{k} ({len(paths)}: {_first(paths)})" for k, paths in by_hint.items())
+        cut = sum(r.row == "depth" for r in reps)
+        text += f" (after cutting {cut} repeated blocks)" if cut else ""
         raise InputError(
             f"no replacement after the table's for {len(left)} op(s): {text}",
             hint="change these in the model (a norm before its conv has no hardware form)",
         )
     return adapted, reps
+
+
+def _has(model: nn.Module, path: str) -> bool:
+    """Whether ``model`` still has a module at ``path`` (a depth cut removes blocks)."""
+    try:
+        model.get_submodule(path)
+    except AttributeError:
+        return False
+    return True
 
 
 def _first(paths: list[str]) -> str:
@@ -158,7 +183,8 @@ def adapt_model(
     step("choosing the width")
     student, w, cap, tries, kept = choose_width(adapted, shape, device, width)
     out.mkdir(parents=True, exist_ok=True)
-    measure_batchnorm(student, train_set, [r.path for r in reps if r.row == "norm"])
+    norms = [r.path for r in reps if r.row == "norm" and _has(student, r.path)]
+    measure_batchnorm(student, train_set, norms)
     step("distilling")
     trainer = DistillTrainer(
         student,
@@ -170,7 +196,7 @@ def adapt_model(
         model_spec={"model": spec, "model_args": model_args, "width": w, "cap": cap},
         on_epoch=on_epoch,
         teacher=teacher,
-        features=_features(student, kept),
+        features=_features(student, teacher, kept),
     )
     if resume and (out / "run" / "last.pth").is_file():
         trainer.resume(out / "run" / "last.pth")
@@ -205,13 +231,17 @@ def adapt_model(
     return result
 
 
-def _features(student: nn.Module, kept: dict[str, tuple[int, ...]]) -> dict:
+def _features(student: nn.Module, teacher: nn.Module, kept: dict[str, tuple[int, ...]]) -> dict:
     """The conv outputs to match: the narrowed ones (their kept channels), or at full width
-    every conv (all channels)."""
+    every conv (all channels); only convs the teacher has at the same path (a stacked 3x3
+    that replaced a 7x7 has no counterpart)."""
+    convs = {p for p, m in teacher.named_modules() if isinstance(m, _CONVS)}
     if kept:
-        return {p: k for p, k in kept.items() if isinstance(student.get_submodule(p), _CONVS)}
+        return {p: k for p, k in kept.items() if p in convs}
     return {
-        p: tuple(range(m.out_channels)) for p, m in student.named_modules() if isinstance(m, _CONVS)
+        p: tuple(range(m.out_channels))
+        for p, m in student.named_modules()
+        if isinstance(m, _CONVS) and p in convs
     }
 
 

@@ -62,10 +62,30 @@ def set_module(root: nn.Module, path: str, new: nn.Module) -> None:
 
 
 def _class_key(module: nn.Module) -> str:
+    """The table's name for ``module``: its class, or for layers the table matches by their
+    settings (kernel, dilation, pool padding, upsample mode) the class with that setting."""
     name = type(module).__name__
     if isinstance(module, nn.Upsample) and module.mode != "nearest":
         return f"Upsample({module.mode})"
+    if type(module) is nn.Conv2d and _stackable(module):
+        return "Conv2d(dilation>1)" if max(module.dilation) > 1 else "Conv2d(kernel>3)"
+    if type(module) in (nn.MaxPool2d, nn.AvgPool2d) and _pair(module.padding) != (0, 0):
+        return f"{name}(padding>0)"
     return name
+
+
+def _pair(value) -> tuple[int, int]:
+    return (value, value) if isinstance(value, int) else tuple(value)
+
+
+def _stackable(conv: nn.Conv2d) -> bool:
+    """A square conv, larger than 3x3 or dilated, with 'same' padding and one group: stacked
+    3x3s reach the same extent and output size."""
+    k, d, p = conv.kernel_size, conv.dilation, conv.padding
+    if isinstance(p, str) or k[0] != k[1] or d[0] != d[1] or k[0] % 2 == 0 or conv.groups != 1:
+        return False
+    extent = d[0] * (k[0] - 1) + 1
+    return extent > 3 and p == ((extent - 1) // 2,) * 2 and conv.padding_mode == "zeros"
 
 
 def _short(module: nn.Module) -> str:
@@ -93,7 +113,30 @@ def _replacement(module: nn.Module) -> tuple[nn.Module | None, bool]:
         return _nearest(module), False
     if row.key == "dropout":
         return nn.Identity(), True
+    if row.key in ("kernel", "dilation"):
+        return stacked_3x3(module), False
+    if row.key == "pool-padding":
+        s = _pair(module.stride)
+        return type(module)(s, s), False
     return None, False
+
+
+def stacked_3x3(conv: nn.Conv2d) -> nn.Sequential:
+    """3x3 convs (padding 1, no activation between) reaching ``conv``'s extent: the first takes
+    the stride and starts as the centre 3x3 of the kernel (of a dilated 3x3: its taps side
+    by side), the others as identities, so distillation starts near the original."""
+    extent = conv.dilation[0] * (conv.kernel_size[0] - 1) + 1
+    cin, cout = conv.in_channels, conv.out_channels
+    layers = [nn.Conv2d(cin, cout, 3, conv.stride, 1, bias=conv.bias is not None)]
+    layers += [nn.Conv2d(cout, cout, 3, 1, 1, bias=False) for _ in range((extent - 1) // 2 - 1)]
+    with torch.no_grad():
+        c = conv.kernel_size[0] // 2
+        layers[0].weight.copy_(conv.weight[:, :, c - 1 : c + 2, c - 1 : c + 2])
+        if conv.bias is not None:
+            layers[0].bias.copy_(conv.bias)
+        for layer in layers[1:]:
+            nn.init.dirac_(layer.weight)
+    return nn.Sequential(*layers)
 
 
 def _batchnorm(module: nn.Module) -> nn.Module | None:

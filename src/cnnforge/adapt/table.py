@@ -56,6 +56,42 @@ ROWS: tuple[Row, ...] = (
         "no",
     ),
     Row(
+        "kernel",
+        ("Conv2d(kernel>3)",),
+        "(k-1)/2 stacked 3x3 convs, no activation between (the first takes the stride; it "
+        "starts as the kernel's centre 3x3, the others as identities)",
+        "the device has 1x1 and 3x3 kernels; stacked 3x3s reach the same extent and output size "
+        "where the padding is (k-1)/2 (a 7x7/2 ResNet stem: three 3x3s, the first strided); the "
+        "vendor's input fold would need a 4x4 kernel, which the device lacks too",
+        "no (a product of 3x3 kernels is not every kxk kernel)",
+    ),
+    Row(
+        "dilation",
+        ("Conv2d(dilation>1)",),
+        "stacked undilated 3x3 convs of the same extent (d(k-1)/2 of them, no activation "
+        "between; the first starts as the dilated kernel's taps side by side)",
+        "the device has no dilation; the undilated kernel of the same extent would be exact but "
+        "is larger than 3x3",
+        "no",
+    ),
+    Row(
+        "pool-padding",
+        ("MaxPool2d(padding>0)", "AvgPool2d(padding>0)"),
+        "the same pool with kernel = stride and no padding (a 3x3/2 pad-1 max pool: 2x2/2)",
+        "the device pools without padding; kernel = stride gives the padded pool's output size "
+        "when the input size is a multiple of the stride",
+        "no (each output sees its stride x stride window, not the padded kxk one)",
+    ),
+    Row(
+        "gate",
+        ("x * Sigmoid(...) (a sigmoid gate: MONAI's AttentionUnet)",),
+        "x (the gate held open; the branch that computed it is dropped)",
+        "the device has no sigmoid and no product of two tensors, so no gate value can reach "
+        "x; an open gate (1 everywhere) is the one form it runs, and distillation teaches the "
+        "rest of the network to do without the gate",
+        "no",
+    ),
+    Row(
         "dropout",
         ("Dropout", "Dropout2d", "AlphaDropout"),
         "Identity",
@@ -70,12 +106,24 @@ ROWS: tuple[Row, ...] = (
         "multiplier for the hidden channels keeps inputs, outputs and concatenations",
         "no",
     ),
+    Row(
+        "depth",
+        ("a repeated block (a Sequential's child of its predecessor's class, shape kept)",),
+        "Identity (the block removed), the last repeat of the Sequential with the most first, "
+        "until check's layer count passes; each cut is printed",
+        "more than the device's layers (32 on the MAX78000) is the wall: a residual stage's "
+        "repeats keep the shapes, so removing them keeps the network's structure",
+        "no",
+    ),
 )
+
+#: Rows matched by the gate, width and depth steps, not by a module's class.
+STRUCTURAL = ("gate", "width", "depth")
 
 #: Ops with no replacement: class name -> why. Named together, exit 2.
 REFUSALS: dict[str, str] = {
-    "Sigmoid": "a sigmoid gate (attention) multiplies two tensors; the device has no sigmoid "
-    "and no element-wise product of two tensors",
+    "Sigmoid": "a sigmoid that gates nothing (not x * sigmoid(...) in a module torch.fx "
+    "traces): the device has no sigmoid",
     "Softmax": "the device has no softmax inside the network (a final argmax needs none)",
     "Tanh": "the device has no tanh",
     "LayerNorm": "a LayerNorm over the last dimension needs channels-last permutes, which the "
@@ -87,9 +135,9 @@ REFUSALS: dict[str, str] = {
 
 
 def row_for(class_name: str) -> Row | None:
-    """The row that replaces modules of ``class_name`` (width excluded), or None."""
+    """The row that replaces modules of ``class_name`` (width and depth excluded), or None."""
     for row in ROWS:
-        if row.key != "width" and class_name in row.what:
+        if row.key not in STRUCTURAL and class_name in row.what:
             return row
     return None
 

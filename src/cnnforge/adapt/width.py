@@ -261,6 +261,8 @@ def _prelu(m: nn.PReLU, src: Keep) -> nn.Module:
 
 def _function(node: fx.Node, keep: dict) -> Keep | None:
     args = _tensor_args(node)
+    if node.target is getattr:  # x.shape (smp's decoder reads sizes): no channels
+        return None
     if node.target is operator.getitem:  # one output of a tuple (export's batch norm)
         src = keep.get(args[0])
         return src if src is not None and len(src) == (_channels(node) or -1) else None

@@ -88,6 +88,14 @@ def adapt(
         f"width {result.width}{capped} (the largest that check passes; tried {tries})",
         highlight=False,
     )
+    cuts = [r.path for r in result.replacements if r.row == "depth"]
+    if cuts:
+        console.print(
+            f"depth: {len(cuts)} repeated blocks cut ({', '.join(cuts)}), the fewest that bring "
+            f"the layers within {dev.name}'s {dev.max_layers}",
+            highlight=False,
+            soft_wrap=True,
+        )
     console.print(score_table(result.scores, spec.val_length))
     console.print(f"{result.minutes:.1f} min; {out}/adapted.py, adapted.pth, adapt.json")
     console.print(

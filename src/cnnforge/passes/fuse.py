@@ -335,8 +335,11 @@ def _in_flight_allowed(
 def fuse_eltwise(
     network: Network, layer: Layer, device: Capabilities | None
 ) -> tuple[Network, Rewrite] | None:
-    """ELTWISE followed by a conv2d -> element-wise "in flight" in the conv (R4.1, R4.3)."""
-    if layer.op is not Op.ELTWISE or layer.eltwise not in HARDWARE_ELTWISE:
+    """ELTWISE followed by a conv2d -> element-wise "in flight" in the conv (R4.1, R4.3); so is
+    a passthrough element-wise layer without pooling (cnnforge.nn's Add before a Conv2d, as
+    adapt writes the fused layer)."""
+    plain = layer.op is Op.PASSTHROUGH and layer.pool is None
+    if not (layer.op is Op.ELTWISE or plain) or layer.eltwise not in HARDWARE_ELTWISE:
         return None
     consumer = sole_consumer(network, layer.name)
     if consumer is None or consumer.op is not Op.CONV2D or consumer.eltwise is not None:
