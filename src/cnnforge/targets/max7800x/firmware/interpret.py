@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from cnnforge.targets.max7800x.firmware.hostrun import HOST, SPACE, StateImage
+from cnnforge.targets.max7800x.firmware.regmap import MAPS
 
 SETUP = ("cnn_init", "cnn_load_weights", "cnn_load_bias", "cnn_configure")
 FIFO_DATA = range(0x5000_0008, 0x5000_0018, 4)
@@ -43,6 +44,7 @@ class _Machine:
     mem: dict[int, int] = field(default_factory=dict)
     fifo: list[tuple[int, int]] = field(default_factory=list)
     steps: int = 0
+    records: list[tuple[int, list[int]]] = field(default_factory=list)  # kernel loader's
 
 
 class _Return(Exception):
@@ -89,6 +91,7 @@ class Interpreter:
         self.device = device
         self.max_steps = max_steps
         self.space = (0x5000_0000, 0x5000_0000 + SPACE[device][0])
+        self.rmap = MAPS[device]
         self.functions: dict = {}
         self.arrays: dict[str, Ptr] = {}
         self.globals: dict[str, object] = {}
@@ -358,9 +361,29 @@ class Interpreter:
             raise FirmwareError(
                 f"{_where(node)}: store to 0x{p.addr:08x}, outside the {self.device} accelerator"
             )
+        self._record(p, v)
         word, shift = p.addr & ~3, 8 * (p.addr & 3)
         mask = ((1 << 8 * p.size) - 1) << shift
         self.m.mem[word] = (self.m.mem.get(word, 0) & ~mask | (v << shift) & mask) & 0xFFFF_FFFF
+
+
+    def _record(self, p: Ptr, v: int) -> None:
+        """Kernel-memory stores as the express loader's records: a byte store to ``addr | 1``
+        starts one at ``addr``, word stores to the next address continue it (decode.py reads
+        them exactly; the address space alone overlaps a run's tail with the next run)."""
+        r = self.rmap
+        rel = p.addr - r.kernel(0, 0)
+        if not 0 <= rel < 4 * r.quadrant_stride or (
+            rel % r.quadrant_stride >= 16 * r.kernel_processor_stride
+        ):
+            return
+        recs = self.m.records
+        if p.size == 1 and p.addr & 3 == 1:
+            recs.append((p.addr & ~3, []))
+        elif p.size == 4 and recs and recs[-1][0] + 4 * len(recs[-1][1]) == p.addr:
+            recs[-1][1].append(v & 0xFFFF_FFFF)
+        elif p.size == 4:
+            recs.append((p.addr, [v & 0xFFFF_FFFF]))
 
 
 def _elem_size(t) -> int:
@@ -399,3 +422,12 @@ def _pairs(words: dict[int, int]) -> np.ndarray:
 def read_state(folder: Path, device: str, max_steps: int = MAX_STEPS) -> StateImage:
     """The state a firmware folder's set-up leaves, read from its C (nothing of it runs)."""
     return Interpreter(folder, device, max_steps).run()
+
+
+def read_setup(
+    folder: Path, device: str, max_steps: int = MAX_STEPS
+) -> tuple[StateImage, list[tuple[int, list[int]]]]:
+    """(the set-up's state, the kernel loader's records) of a firmware folder."""
+    interp = Interpreter(folder, device, max_steps)
+    image = interp.run()
+    return image, [r for r in interp.m.records if r[1]]
