@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
+from cnnforge.targets.max7800x.firmware.directives import DirectiveError, check_folder_file
 from cnnforge.targets.max7800x.firmware.hostrun import HOST, SPACE, StateImage
 from cnnforge.targets.max7800x.firmware.regmap import MAPS
 
@@ -58,7 +59,12 @@ def _where(node) -> str:
 
 
 def preprocess(folder: Path, name: str) -> str:
-    """The file after the C preprocessor (no compiler runs; only the stand-in headers)."""
+    """The file after the C preprocessor (no compiler runs; only the stand-in headers), once
+    directives.py has checked that nothing it includes lies outside the folder."""
+    try:
+        check_folder_file(folder, name)
+    except DirectiveError as exc:
+        raise FirmwareError(str(exc)) from None
     cmd = ["cpp", "-nostdinc", "-undef", "-I", str(HOST / "libc"), "-I", str(HOST), "-I",
            str(folder), "-D__attribute__(x)=", "-D__asm__(x)=", "-Dasm(x)=", "-D__volatile__=",
            "-D__inline=", "-D__restrict=", str(folder / name)]  # fmt: skip
@@ -365,7 +371,6 @@ class Interpreter:
         word, shift = p.addr & ~3, 8 * (p.addr & 3)
         mask = ((1 << 8 * p.size) - 1) << shift
         self.m.mem[word] = (self.m.mem.get(word, 0) & ~mask | (v << shift) & mask) & 0xFFFF_FFFF
-
 
     def _record(self, p: Ptr, v: int) -> None:
         """Kernel-memory stores as the express loader's records: a byte store to ``addr | 1``

@@ -98,7 +98,7 @@ def data_flow(layers: list[DecodedLayer]) -> Flow:
     sources: list[list[int]] = []
     for ly in layers:
         found = _sources(layers, spans, ly, ly.in_expand, strict=True)
-        if INPUT in found and ly.index > 0 or ly.flatten:  # flatten: passes x pixels, one read
+        if (INPUT in found and ly.index > 0) or ly.flatten:  # flatten: passes x pixels, one read
             found = _sources(layers, spans, ly, 1, strict=False)
         sources.append(found)
     out_maps = []
@@ -296,6 +296,13 @@ def _bias(ly: DecodedLayer, f: LayerFacts) -> np.ndarray:
     return np.array(vals + [0] * (f.out_channels - len(vals)), np.int64)
 
 
+def _tagged(f: LayerFacts, r: int) -> LayerFacts:
+    """``f`` with each weight replaced by bits ``r * quant`` on of its index + 1."""
+    shape = np.shape(f.weights)
+    tags = (np.arange(int(np.prod(shape))).reshape(shape) + 1) >> (r * f.quant)
+    return dataclasses.replace(f, weights=tags & ((1 << f.quant) - 1))
+
+
 def recovered_weights(
     layers: list[DecodedLayer], facts: list[LayerFacts], rmap, model: Ai8xModel
 ) -> dict[int, np.ndarray]:
@@ -310,16 +317,7 @@ def recovered_weights(
                      np.int64)  # fmt: skip
     kl = None
     for r in range(rounds):
-        tagged = [
-            dataclasses.replace(
-                f,
-                weights=((np.arange(np.asarray(f.weights).size).reshape(np.shape(f.weights)) + 1)
-                         >> (r * f.quant)) & ((1 << f.quant) - 1),
-            )  # fmt: skip
-            if f.has_weights
-            else f
-            for f in facts
-        ]
+        tagged = [_tagged(f, r) if f.has_weights else f for f in facts]
         kl = kernels.layout(tagged, rmap)
         for j in range(8):
             index[..., j] |= ((kl.data.astype(np.int64) >> j) & 1) << r
