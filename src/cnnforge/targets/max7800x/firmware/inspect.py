@@ -81,8 +81,9 @@ def contradictions(dev: str, image: StateImage, layers: list[DecodedLayer]) -> l
             if (
                 image.input.size
                 and not any(
-                    rmap.sram(max(p, 0), ly.in_offset) <= a < rmap.sram(max(p, 0), 0)
-                    + rmap.instance_stride
+                    rmap.sram(max(p, 0), ly.in_offset)
+                    <= a
+                    < rmap.sram(max(p, 0), 0) + rmap.instance_stride
                     for a in inputs
                 )
                 and not (image.fifo.size)
