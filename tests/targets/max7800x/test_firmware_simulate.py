@@ -204,5 +204,5 @@ def test_random_planned_networks_simulate_back(network) -> None:
     with tempfile.TemporaryDirectory() as name:
         write_folder(fw, Path(name))
         decoded = read_network(Path(name), "MAX78000")
-        got, test = run_self_test(decoded)
+        _, test = run_self_test(decoded)
     assert test is not None and test.passed, test

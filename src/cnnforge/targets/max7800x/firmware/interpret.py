@@ -258,6 +258,8 @@ class Interpreter:
 
     def _unary(self, e, env: dict):
         op = e.op
+        if op == "sizeof":
+            return self._sizeof(e)
         if op == "*":
             p = self._eval(e.expr, env)
             if not isinstance(p, Ptr):
@@ -274,6 +276,17 @@ class Interpreter:
             raise FirmwareError(f"{_where(e)}: {op} of a pointer is not read")
         return {"-": lambda: -v, "~": lambda: ~v & 0xFFFF_FFFF, "!": lambda: int(not v),
                 "+": lambda: v}.get(op, lambda: _refuse(e, op))()  # fmt: skip
+
+    def _sizeof(self, e) -> int:
+        """``sizeof(type)`` of the scalar types, ``sizeof array`` of a constant array."""
+        a = self.ast
+        t = e.expr
+        if isinstance(t, a.Typename) and isinstance(t.type, a.TypeDecl):
+            return _elem_size(t.type)
+        if isinstance(t, a.ID) and t.name in self.arrays:
+            arr = self.arrays[t.name]
+            return len(arr.array or []) * arr.size
+        raise FirmwareError(f"{_where(e)}: this sizeof is not read")
 
     def _binary(self, e, env: dict):
         op = e.op
