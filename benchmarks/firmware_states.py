@@ -142,13 +142,9 @@ def roundtrip(izer: Path, devices: list[str], only: list[str] | None, keep: Path
     """The issue-26 table: firmware | layers decoded | simulate == known answer | YAML round trip
     equal (see the module docstring)."""
     from cnnforge.cli.inspect import write_pair
-    from cnnforge.targets.max7800x.firmware.facts import network_facts
+    from cnnforge.pipeline.firmware_read import read_firmware
     from cnnforge.targets.max7800x.firmware.interpret import read_state
-    from cnnforge.targets.max7800x.firmware.selftest import (
-        read_network,
-        run_self_test,
-        sample_input,
-    )
+    from cnnforge.targets.max7800x.firmware.selftest import run_self_test
 
     print(f"{'firmware':40} {'layers':>6} {'known answer':22} {'YAML round trip':16} note")
     bad = 0
@@ -166,7 +162,7 @@ def roundtrip(izer: Path, devices: list[str], only: list[str] | None, keep: Path
                 print(f"{head} {'-':>6} {'-':22} {'-':16} vendor tool: {note}"[:200])
                 continue
             try:
-                decoded = read_network(out / "net", device)
+                decoded = read_firmware(out / "net", device)
             except Exception as exc:  # a row per demo, whatever fails
                 print(f"{head} {'-':>6} {'NO':22} {'-':16} {type(exc).__name__}: {exc}"[:220])
                 bad += 1
@@ -181,14 +177,13 @@ def roundtrip(izer: Path, devices: list[str], only: list[str] | None, keep: Path
             again = out.parent / f"{demo.prefix}-roundtrip"
             yaml_path = again / "decoded.yaml"
             again.mkdir(parents=True, exist_ok=True)
-            ckpt = write_pair(decoded.model, yaml_path, demo.prefix.replace("-", "_"))
+            arch = demo.prefix.replace("-", "_")
+            ckpt = write_pair(decoded.network, decoded.plan, yaml_path, arch)
             sample = again / "sample.npy"
             if decoded.image.fifo.size:
                 shutil.copy(demo.sample, sample)
             else:
-                facts = network_facts(decoded.model.network, decoded.model.plan)
-                shape = tuple(decoded.model.network.input_shape)
-                np.save(sample, sample_input(decoded.image, facts[0], shape))
+                np.save(sample, decoded.sample())
             pair = Demo(device, demo.prefix, yaml_path, ckpt, sample, demo.flags)
             _, _, note2 = run_vendor(pair, again / "vendor", False)
             if (again / "vendor" / "net" / "cnn.c").is_file():

@@ -31,13 +31,13 @@ def load_firmware(folder: Path, device: str | None):
 def load_network(folder: Path, device: str | None):
     """The folder read, decoded and its network recovered (selftest.Decoded); bad input as
     InputError (one line, exit 2)."""
+    from cnnforge.pipeline.firmware_read import read_firmware
     from cnnforge.targets.max7800x.firmware.decode import DecodeError
     from cnnforge.targets.max7800x.firmware.interpret import FirmwareError
-    from cnnforge.targets.max7800x.firmware.selftest import read_network
 
     _check(folder, device)
     try:
-        return read_network(folder, device)
+        return read_firmware(folder, device)
     except (FirmwareError, DecodeError) as exc:
         raise InputError(str(exc)) from None
 
@@ -49,7 +49,7 @@ def _check(folder: Path, device: str | None) -> None:
         raise InputError(f"--device {device}: MAX78000 or MAX78002")
 
 
-def write_pair(model, yaml_out: Path, arch: str) -> Path:
+def write_pair(network, plan, yaml_out: Path, arch: str) -> Path:
     """The recovered network as a vendor pair: ``yaml_out`` and its checkpoint beside it
     (``.pth.tar`` for ``.yaml``), with cnnforge's YAML and checkpoint writers."""
     from cnnforge.targets.max7800x.ai8x_checkpoint_writer import write_checkpoint
@@ -57,8 +57,8 @@ def write_pair(model, yaml_out: Path, arch: str) -> Path:
 
     name = "".join(c if c.isalnum() or c in "-_" else "_" for c in arch) or "decoded"
     ckpt = yaml_out.with_suffix(".pth.tar")
-    write_yaml(model.network, model.plan, yaml_out, arch=name, dataset=name)
-    write_checkpoint(model.network, ckpt, arch=name)
+    write_yaml(network, plan, yaml_out, arch=name, dataset=name)
+    write_checkpoint(network, ckpt, arch=name)
     return ckpt
 
 
@@ -79,7 +79,7 @@ def inspect_command(
     if yaml_out is not None:
         decoded = load_network(folder, device)
         dev, image, layers = decoded.device, decoded.image, decoded.layers
-        write_pair(decoded.model, yaml_out, folder.resolve().name)
+        write_pair(decoded.network, decoded.plan, yaml_out, folder.resolve().name)
     else:
         dev, image, layers = load_firmware(folder, device)
     if json_out is not None:

@@ -183,7 +183,7 @@ def simulate_firmware(
     from cnnforge.targets.max7800x.firmware.selftest import run_self_test
 
     decoded = load_network(folder, device)
-    network = decoded.model.network
+    network = decoded.network
     x = None
     if input_path is not None:
         x = read_input_array(input_path)

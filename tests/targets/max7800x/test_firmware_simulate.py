@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 import shutil
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -17,12 +18,12 @@ from hypothesis import HealthCheck, assume, given, settings
 
 from cnnforge.errors import PlanError
 from cnnforge.pipeline import CompileOptions, compile_model
+from cnnforge.pipeline.firmware_read import read_firmware
 from cnnforge.quant.ptq import quantize_network
 from cnnforge.sim import simulate
-from cnnforge.targets.max7800x.firmware.facts import network_facts
 from cnnforge.targets.max7800x.firmware.firmware import build_firmware
 from cnnforge.targets.max7800x.firmware.interpret import read_state
-from cnnforge.targets.max7800x.firmware.selftest import read_network, run_self_test, sample_input
+from cnnforge.targets.max7800x.firmware.selftest import run_self_test
 from cnnforge.targets.max7800x.firmware.writer import write_folder
 from cnnforge.targets.max7800x.planner import plan_network
 from support.cli import run_cli
@@ -55,9 +56,7 @@ def test_simulate_firmware_holds_the_known_answer(name: str, tmp_path_factory, c
     code, out, err = run_cli(["simulate", "--firmware", str(folder)], capsys)
     assert code == 0, err
     assert re.search(r"known answer \(sampleoutput\.h\): PASS, \d+ words equal", out), out
-    decoded = read_network(folder)
-    facts = network_facts(decoded.model.network, decoded.model.plan)
-    x = sample_input(decoded.image, facts[0], tuple(decoded.model.network.input_shape))
+    x = read_firmware(folder).sample()
     assert np.array_equal(x, np.load(GOLDEN / "known" / f"{name}.npz")["input"])
 
 
@@ -111,7 +110,7 @@ def test_simulate_firmware_bad_folders_are_one_line_exit_2(tmp_path: Path, capsy
 HOSTILE = {
     "absolute": '#include "/etc/passwd"',
     "parent": '#include "../outside.h"',
-    "comment": '# /* hidden */ include <../../etc/hostname>',
+    "comment": "# /* hidden */ include <../../etc/hostname>",
     "digraph": '%:include "/etc/hostname"',
     "continued": '#inc\\\nlude "/etc/hostname"',
     "computed": '#define F "/etc/passwd"\n#include F',
@@ -159,10 +158,8 @@ def _round_trip(folder: Path, tmp_path: Path, capsys) -> None:
     y = tmp_path / "decoded.yaml"
     code, _, err = run_cli(["inspect", str(folder), "--yaml", str(y)], capsys)
     assert code == 0, err
-    decoded = read_network(folder)
-    facts = network_facts(decoded.model.network, decoded.model.plan)
-    np.save(tmp_path / "x.npy", sample_input(decoded.image, facts[0],
-                                             tuple(decoded.model.network.input_shape)))  # fmt: skip
+    decoded = read_firmware(folder)
+    np.save(tmp_path / "x.npy", decoded.sample())
     args = ["compile", "--ai8x-yaml", str(y), "--ai8x-checkpoint", str(y.with_suffix(".pth.tar"))]
     args += ["--sample", str(tmp_path / "x.npy"), "-o", str(tmp_path / "out"), "--firmware"]
     code, _, err = run_cli([*args, "--device", decoded.device, "--no-report"], capsys)
@@ -187,22 +184,25 @@ def test_simulate_firmware_of_compiles_own_output(tmp_path: Path, capsys) -> Non
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(networks())
 def test_random_planned_networks_simulate_back(network) -> None:
-    """Random planned networks -> firmware -> decode -> recover: the recovered network's output
-    equals the planned network's, bit for bit, on the firmware's own (random) sample."""
+    """Random planned networks -> firmware -> decode -> recover, on both parts: the recovered
+    network, on the firmware's own (random) sample read back, holds the known answer the planned
+    network's simulation wrote."""
     q = quantize_network(with_weights(network), 8, device=None)
-    try:
-        planned, plan = plan_network(q, "MAX78000")
-        x = np.random.default_rng(0).integers(-128, 128, network.input_shape)
-        result = simulate(planned, x, device="MAX78000", all_layers=True)
-        outs = {k: v.numpy() for k, v in result.outputs.items()}
-        fw = build_firmware(planned, plan, x, outs)
-    except (PlanError, NotImplementedError, ValueError):
-        assume(False)
-        return
-    import tempfile
-
-    with tempfile.TemporaryDirectory() as name:
-        write_folder(fw, Path(name))
-        decoded = read_network(Path(name), "MAX78000")
-        _, test = run_self_test(decoded)
-    assert test is not None and test.passed, test
+    x = np.random.default_rng(0).integers(-128, 128, network.input_shape)
+    done = 0
+    for device in ("MAX78000", "MAX78002"):
+        try:
+            planned, plan = plan_network(q, device)
+            result = simulate(planned, x, device=device)
+            outs = {k: v.numpy() for k, v in result.outputs.items()}
+            fw = build_firmware(planned, plan, x, outs)
+        except (PlanError, NotImplementedError, ValueError):
+            continue
+        with tempfile.TemporaryDirectory() as name:
+            write_folder(fw, Path(name))
+            decoded = read_firmware(Path(name), device)
+            _, test = run_self_test(decoded)
+        assert np.array_equal(decoded.sample(), x)
+        assert test is not None and test.passed, (device, test)
+        done += 1
+    assume(done)

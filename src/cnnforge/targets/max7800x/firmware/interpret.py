@@ -65,9 +65,11 @@ def preprocess(folder: Path, name: str) -> str:
         check_folder_file(folder, name)
     except DirectiveError as exc:
         raise FirmwareError(str(exc)) from None
+    # asm volatile("wfi") (the RISC-V main's wait): asm -> a macro taking the volatile(...) away
     cmd = ["cpp", "-nostdinc", "-undef", "-I", str(HOST / "libc"), "-I", str(HOST), "-I",
-           str(folder), "-D__attribute__(x)=", "-D__asm__(x)=", "-Dasm(x)=", "-D__volatile__=",
-           "-D__inline=", "-D__restrict=", str(folder / name)]  # fmt: skip
+           str(folder), "-D__attribute__(x)=", "-D__asm__(x)=", "-Dasm=__cnnforge_asm",
+           "-D__cnnforge_asm(x)=", "-Dvolatile(x)=", "-D__volatile__=", "-D__inline=",
+           "-D__restrict=", str(folder / name)]  # fmt: skip
     try:
         done = subprocess.run(cmd, capture_output=True, text=True, timeout=60, check=False)
     except (OSError, subprocess.TimeoutExpired) as exc:

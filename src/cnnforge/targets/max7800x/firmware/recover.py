@@ -6,8 +6,8 @@ writing the offset it reads on the processors it reads (several: a concatenation
 processors those its readers enable (the registers keep only the span). The weights are put back
 where kernels.py put them by running kernels.layout on index tags (the layout is a permutation,
 so the tags say which weight each kernel-memory field holds); the biases by bias.py's rule.
-The pair is then read by the ai8x frontend, the one reading of vendor pairs, twice: with zero
-weights for the placement's facts, then with the recovered ones.
+The pair is then read by the ai8x frontend, the one reading of vendor pairs (given by the
+pipeline), twice: with zero weights for the placement's facts, then with the recovered ones.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import tempfile
 from collections import OrderedDict
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -22,13 +23,17 @@ import numpy as np
 import torch
 import yaml
 
-from cnnforge.frontend.ai8x import Ai8xModel, read_ai8x
-from cnnforge.ir import Layer, Op, Quantized
+from cnnforge.ir import Layer, Network, Op, Quantized
 from cnnforge.targets.max7800x.ai8x_checkpoint_writer import layer_state
 from cnnforge.targets.max7800x.firmware import kernels
 from cnnforge.targets.max7800x.firmware.decode import DecodedLayer, DecodeError
 from cnnforge.targets.max7800x.firmware.facts import LayerFacts, network_facts
 from cnnforge.targets.max7800x.firmware.regmap import MAPS
+from cnnforge.targets.max7800x.placement import Plan
+
+# The vendor-pair reader (frontend.ai8x.load_ai8x, given by the pipeline: the frontend sits above
+# the targets): (yaml, checkpoint, input shape, device=...) -> (network, plan).
+PairReader = Callable[..., tuple[Network, Plan]]
 
 INPUT = -1
 _OPS = {"conv2d": "conv2d", "conv1d": "conv1d", "convtranspose2d": "convtranspose2d",
@@ -41,7 +46,8 @@ def _ffs(x: int) -> int:
 
 
 def _span(ly: DecodedLayer) -> int:
-    """The processors a layer may write: the span from its output base (passthrough: as read)."""
+    """The processors a layer may write: the span from its output base (passthrough: the
+    processors it reads, moved to its output base)."""
     if ly.op == "passthrough":
         low = _ffs(ly.in_map) if ly.in_map else 0
         return (ly.in_map >> low) << (ly.out_base + low % 4)
@@ -211,6 +217,8 @@ def input_shape(ly: DecodedLayer, flow: Flow) -> tuple[int, ...]:
     c = flow.in_channels[0]
     if ly.op == "conv1d":
         return (c, ly.in_dims[0])
+    if ly.op == "convtranspose2d":  # its rows/columns registers count stride x size
+        return (c, ly.in_dims[0] // 2, ly.in_dims[1] // 2)
     return (c, *ly.in_dims)
 
 
@@ -242,13 +250,16 @@ def _checkpoint(
 
 
 def _read(
-    text: str, ckpt: dict[str, Any], shape: tuple[int, ...], device: str, tmp: Path
-) -> Ai8xModel:
+    read: PairReader,
+    text: str,
+    ckpt: dict[str, Any],
+    shape: tuple[int, ...],
+    device: str,
+    tmp: Path,
+) -> tuple[Network, Plan]:
     (tmp / "decoded.yaml").write_text(text, encoding="utf-8")
     torch.save(ckpt, tmp / "decoded.pth.tar")
-    return read_ai8x(
-        tmp / "decoded.yaml", tmp / "decoded.pth.tar", shape, device=device, overlap_data=True
-    )
+    return read(tmp / "decoded.yaml", tmp / "decoded.pth.tar", shape, device=device)
 
 
 def pair_text(layers: list[DecodedLayer], flow: Flow, data_format: str) -> str:
@@ -258,7 +269,9 @@ def pair_text(layers: list[DecodedLayer], flow: Flow, data_format: str) -> str:
     return yaml.safe_dump(doc, sort_keys=False)
 
 
-def recover(layers: list[DecodedLayer], device: str, data_format: str = "HWC") -> Ai8xModel:
+def recover(
+    layers: list[DecodedLayer], device: str, read: PairReader, data_format: str = "HWC"
+) -> tuple[Network, Plan]:
     """The network and plan a firmware's decoded layers configure (see the module docstring)."""
     if not layers:
         raise DecodeError("no layers")
@@ -272,15 +285,15 @@ def recover(layers: list[DecodedLayer], device: str, data_format: str = "HWC") -
             for ly in layers
             if ly.op != "passthrough"
         }
-        first = _read(text, _checkpoint(layers, zeros, {}), shape, device, tmp)
-        facts = network_facts(first.network, first.plan)
-        weights = recovered_weights(layers, facts, MAPS[device], first)
+        network, plan = _read(read, text, _checkpoint(layers, zeros, {}), shape, device, tmp)
+        facts = network_facts(network, plan)
+        weights = recovered_weights(layers, facts, MAPS[device], network)
         bias = {
             ly.index: _bias(ly, facts[ly.index])
             for ly in layers
             if ly.bias_quadrant is not None and ly.index in weights
         }
-        return _read(text, _checkpoint(layers, weights, bias), shape, device, tmp)
+        return _read(read, text, _checkpoint(layers, weights, bias), shape, device, tmp)
 
 
 def _in_pixels(ly: DecodedLayer, flow: Flow) -> int:
@@ -304,7 +317,7 @@ def _tagged(f: LayerFacts, r: int) -> LayerFacts:
 
 
 def recovered_weights(
-    layers: list[DecodedLayer], facts: list[LayerFacts], rmap, model: Ai8xModel
+    layers: list[DecodedLayer], facts: list[LayerFacts], rmap, network: Network
 ) -> dict[int, np.ndarray]:
     """Each weight layer's integer weights (PyTorch layout), from its decoded kernel bytes."""
     todo = [f for f in facts if f.has_weights]
@@ -346,6 +359,6 @@ def recovered_weights(
         w = flat.reshape(np.shape(f.weights))
         if f.op is Op.CONVTRANSPOSE2D:  # facts: (out, in, kh, kw) flipped; PyTorch: (in, out)
             w = np.flip(w.swapaxes(0, 1), axis=(2, 3))
-        shape = np.shape(model.network.layer(f.name).quant.weights)
+        shape = np.shape(network.layer(f.name).quant.weights)
         out[f.index] = np.ascontiguousarray(w).reshape(shape)
     return out

@@ -14,13 +14,14 @@ from pathlib import Path
 
 import numpy as np
 
-from cnnforge.frontend.ai8x import Ai8xModel
+from cnnforge.ir import Network
 from cnnforge.targets.max7800x.firmware import data
 from cnnforge.targets.max7800x.firmware.decode import DecodedLayer, decode_state
 from cnnforge.targets.max7800x.firmware.facts import LayerFacts, network_facts
 from cnnforge.targets.max7800x.firmware.hostrun import StateImage
-from cnnforge.targets.max7800x.firmware.recover import recover
+from cnnforge.targets.max7800x.firmware.recover import PairReader, recover
 from cnnforge.targets.max7800x.firmware.regmap import MAPS
+from cnnforge.targets.max7800x.placement import Plan
 
 
 @dataclass(frozen=True)
@@ -30,7 +31,13 @@ class Decoded:
     device: str
     image: StateImage
     layers: list[DecodedLayer]
-    model: Ai8xModel
+    network: Network
+    plan: Plan
+
+    def sample(self) -> np.ndarray:
+        """The firmware's own sample (sampledata.h), as the network's input."""
+        first = network_facts(self.network, self.plan)[0]
+        return sample_input(self.image, first, tuple(self.network.input_shape))
 
 
 @dataclass(frozen=True)
@@ -46,9 +53,9 @@ class SelfTest:
         return self.checked > 0 and self.failed == 0
 
 
-def read_network(folder: Path, device: str | None = None) -> Decoded:
+def read_network(folder: Path, device: str | None, read: PairReader) -> Decoded:
     """Read, decode and recover a firmware folder (errors: FirmwareError / DecodeError /
-    ConfigError, each naming the file:line or register)."""
+    ConfigError, each naming the file:line or register); ``read``: the vendor-pair reader."""
     from cnnforge.targets.max7800x.firmware.inspect import detect_device
     from cnnforge.targets.max7800x.firmware.interpret import read_setup
 
@@ -56,7 +63,8 @@ def read_network(folder: Path, device: str | None = None) -> Decoded:
     image, records = read_setup(folder, dev)
     layers = decode_state(dict(image.state.tolist()), dev, records)
     chw = bool(layers and layers[0].chw)
-    return Decoded(dev, image, layers, recover(layers, dev, "CHW" if chw else "HWC"))
+    network, plan = recover(layers, dev, read, "CHW" if chw else "HWC")
+    return Decoded(dev, image, layers, network, plan)
 
 
 def sample_input(image: StateImage, first: LayerFacts, shape: tuple[int, ...]) -> np.ndarray:
@@ -124,11 +132,11 @@ def run_self_test(
     the known-answer check; None with a given ``x``)."""
     from cnnforge.sim import simulate
 
-    network, plan = decoded.model.network, decoded.model.plan
+    network, plan = decoded.network, decoded.plan
     facts = network_facts(network, plan)
     own = x is None
     if x is None:
-        x = sample_input(decoded.image, facts[0], tuple(network.input_shape))
+        x = decoded.sample()
     result = simulate(network, x, device=decoded.device, all_layers=own)
     outputs = {k: v.numpy() for k, v in result.outputs.items()}
     if not own:
