@@ -9,6 +9,7 @@ simulated layers leave, each layer's output written where data.known_answers say
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -64,7 +65,29 @@ def read_network(folder: Path, device: str | None, read: PairReader) -> Decoded:
     layers = decode_state(dict(image.state.tolist()), dev, records)
     chw = bool(layers and layers[0].chw)
     network, plan = recover(layers, dev, read, "CHW" if chw else "HWC")
-    return Decoded(dev, image, layers, network, plan)
+    return Decoded(dev, image, layers, with_outputs(network, plan, image.kat, dev), plan)
+
+
+def with_outputs(network: Network, plan: Plan, table: np.ndarray, device: str) -> Network:
+    """``network`` whose outputs are the layers the known answer checks: those that last write
+    one of its addresses (the registers do not say which layers are outputs)."""
+    t = [int(v) for v in table.tolist()]
+    checked: set[int] = set()
+    i = 0
+    while i + 2 < len(t) and t[i]:
+        checked.update(t[i] + 4 * k for k in range(t[i + 2]))
+        i += 3 + t[i + 2]
+    last: dict[int, str] = {}
+    for f in network_facts(network, plan):
+        pixels = int(np.prod(network.layer(f.name).out_shape[1:]))
+        _, addrs, _ = data._checks(f, np.zeros((f.out_channels, pixels), np.int64), MAPS[device])
+        for a in addrs.tolist():
+            last[a] = f.name
+    names = {last[a] for a in checked if a in last}
+    order = [ly.name for ly in network.layers if ly.name in names]
+    if not order or tuple(order) == tuple(network.outputs):
+        return network
+    return dataclasses.replace(network, outputs=tuple(order))
 
 
 def sample_input(image: StateImage, first: LayerFacts, shape: tuple[int, ...]) -> np.ndarray:
