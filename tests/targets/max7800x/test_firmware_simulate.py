@@ -7,6 +7,7 @@ stored state images, test_firmware_inspect.py) and ``compile qat-unet --firmware
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import shutil
 import tempfile
@@ -165,7 +166,8 @@ def _round_trip(folder: Path, tmp_path: Path, capsys) -> None:
     code, _, err = run_cli([*args, "--device", decoded.device, "--no-report"], capsys)
     assert code == 0, err
     again = read_state(tmp_path / "out" / "firmware", decoded.device)
-    assert again.differences(decoded.image) == []
+    # the known-answer table's length follows --max-checklines, which a YAML does not carry
+    assert dataclasses.replace(again, kat=decoded.image.kat).differences(decoded.image) == []
     assert again.input.tolist() == decoded.image.input.tolist()
 
 
