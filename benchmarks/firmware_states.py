@@ -10,6 +10,12 @@ with the stored images. One row per demo: state words, input words, known-answer
     python benchmarks/firmware_states.py [--device MAX78000] [--only mnist|fifo|own|own:MODEL]
                                          [--keep DIR] [--reuse] [--capture]
     python benchmarks/firmware_states.py --ours   (--smoke: the mnist demo only)
+    python benchmarks/firmware_states.py --roundtrip [--device D] [--only mnist] [--keep DIR]
+
+``--roundtrip`` (issue 26, needs the vendor tool): per demo, the vendor tool's own firmware folder
+is read back (cnnforge inspect: layers decoded), simulated on its own sample against its own
+known answer (simulate --firmware), written as a vendor pair (inspect --yaml + checkpoint), and
+that pair run through the vendor tool again: its firmware must leave the same state.
 
 ``--ours`` needs no vendor tool: for every stored image of a demo with a golden
 (tests/golden/ai8x_demos), cnnforge writes its firmware, builds and runs it on the host and
@@ -22,6 +28,7 @@ firmware leaves the same.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import shutil
 import subprocess
@@ -193,6 +200,71 @@ def own_table() -> int:
     return 1 if bad else 0
 
 
+def roundtrip(izer: Path, devices: list[str], only: list[str] | None, keep: Path) -> int:
+    """The issue-26 table: firmware | layers decoded | simulate == known answer | YAML round trip
+    equal (see the module docstring)."""
+    from cnnforge.cli.inspect import write_pair
+    from cnnforge.pipeline.firmware_read import read_firmware
+    from cnnforge.targets.max7800x.firmware.interpret import read_state
+    from cnnforge.targets.max7800x.firmware.selftest import run_self_test
+
+    print(f"{'firmware':40} {'layers':>6} {'known answer':22} {'YAML round trip':16} note")
+    bad = 0
+    for device in devices:
+        for demo in demos(izer, device):
+            if only and demo.prefix not in only:
+                continue
+            head = f"{device + ' ' + demo.prefix:40}"
+            if not demo.checkpoint.is_file():
+                print(f"{head} {'-':>6} {'-':22} {'-':16} checkpoint absent")
+                continue
+            out = keep / device / demo.prefix
+            _, _, note = run_vendor(demo, out, True)
+            if not (out / "net" / "cnn.c").is_file():
+                print(f"{head} {'-':>6} {'-':22} {'-':16} vendor tool: {note}"[:200])
+                continue
+            try:
+                decoded = read_firmware(out / "net", device)
+            except Exception as exc:  # a row per demo, whatever fails
+                print(f"{head} {'-':>6} {'NO':22} {'-':16} {type(exc).__name__}: {exc}"[:220])
+                bad += 1
+                continue
+            layers = len(decoded.layers)
+            try:
+                _, test = run_self_test(decoded)
+                kat = f"{'PASS' if test.passed else 'FAIL'} {test.checked - test.failed}/"
+                kat += f"{test.checked}"
+            except NotImplementedError as exc:
+                kat, test = f"- ({exc})"[:22], None
+            again = out.parent / f"{demo.prefix}-roundtrip"
+            yaml_path = again / "decoded.yaml"
+            again.mkdir(parents=True, exist_ok=True)
+            arch = demo.prefix.replace("-", "_")
+            ckpt = write_pair(decoded.network, decoded.plan, yaml_path, arch)
+            sample = again / "sample.npy"
+            if decoded.image.fifo.size:
+                shutil.copy(demo.sample, sample)
+            else:
+                np.save(sample, decoded.sample())
+            pair = Demo(device, demo.prefix, yaml_path, ckpt, sample, demo.flags)
+            _, _, note2 = run_vendor(pair, again / "vendor", False)
+            if (again / "vendor" / "net" / "cnn.c").is_file():
+                first = read_state(out / "net", device)
+                second = read_state(again / "vendor" / "net", device)
+                same_kat = dataclasses.replace(second, kat=first.kat)
+                diffs = same_kat.differences(first, limit=1)
+                equal = "yes" if not diffs else "NO"
+                if second.kat.tolist() != first.kat.tolist():
+                    note2 += f" known-answer table {second.kat.size} vs {first.kat.size} words"
+                note2 = note2 or (diffs or [""])[0]
+            else:
+                equal = "NO"
+            bad += equal == "NO" or (test is not None and not test.passed)
+            print(f"{head} {layers:6} {kat:22} {equal:16} {note2}"[:240], flush=True)
+    print(f"vendor outputs in {keep}")
+    return 1 if bad else 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", choices=DEVICES, action="append")
@@ -204,6 +276,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--capture", action="store_true", help="store the images in the repo")
     parser.add_argument("--ours", action="store_true", help="cnnforge's firmware vs the images")
     parser.add_argument("--smoke", action="store_true", help="--ours on the mnist demo only")
+    parser.add_argument("--roundtrip", action="store_true", help="decode, simulate, YAML again")
     args = parser.parse_args(argv)
     if args.ours or args.smoke:
         return ours_table(smoke=args.smoke)
@@ -212,6 +285,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"the vendor tool is not set up at {izer} (IZER); nothing to do")
         return 0
     keep = args.keep or Path(tempfile.mkdtemp(prefix="firmware_states_"))
+    if args.roundtrip:
+        return roundtrip(izer, list(args.device or DEVICES), args.only, keep)
     print(
         f"{'device':9} {'demo':30} {'state':>7} {'input':>7} {'fifo':>6} {'kat':>6} {'equal':5}"
         "  note"

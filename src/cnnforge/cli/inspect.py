@@ -21,14 +21,45 @@ def load_firmware(folder: Path, device: str | None):
     from cnnforge.targets.max7800x.firmware.inspect import read_folder
     from cnnforge.targets.max7800x.firmware.interpret import FirmwareError
 
-    if not (folder / "cnn.c").is_file():
-        raise InputError(f"{folder}: no cnn.c (not a firmware folder)")
-    if device not in (None, "MAX78000", "MAX78002"):
-        raise InputError(f"--device {device}: MAX78000 or MAX78002")
+    _check(folder, device)
     try:
         return read_folder(folder, device)
     except (FirmwareError, DecodeError) as exc:
         raise InputError(str(exc)) from None
+
+
+def load_network(folder: Path, device: str | None):
+    """The folder read, decoded and its network recovered (selftest.Decoded); bad input as
+    InputError (one line, exit 2)."""
+    from cnnforge.pipeline.firmware_read import read_firmware
+    from cnnforge.targets.max7800x.firmware.decode import DecodeError
+    from cnnforge.targets.max7800x.firmware.interpret import FirmwareError
+
+    _check(folder, device)
+    try:
+        return read_firmware(folder, device)
+    except (FirmwareError, DecodeError) as exc:
+        raise InputError(str(exc)) from None
+
+
+def _check(folder: Path, device: str | None) -> None:
+    if not (folder / "cnn.c").is_file():
+        raise InputError(f"{folder}: no cnn.c (not a firmware folder)")
+    if device not in (None, "MAX78000", "MAX78002"):
+        raise InputError(f"--device {device}: MAX78000 or MAX78002")
+
+
+def write_pair(network, plan, yaml_out: Path, arch: str) -> Path:
+    """The recovered network as a vendor pair: ``yaml_out`` and its checkpoint beside it
+    (``.pth.tar`` for ``.yaml``), with cnnforge's YAML and checkpoint writers."""
+    from cnnforge.targets.max7800x.ai8x_checkpoint_writer import write_checkpoint
+    from cnnforge.targets.max7800x.ai8x_yaml_writer import write_yaml
+
+    name = "".join(c if c.isalnum() or c in "-_" else "_" for c in arch) or "decoded"
+    ckpt = yaml_out.with_suffix(".pth.tar")
+    write_yaml(network, plan, yaml_out, arch=name, dataset=name)
+    write_checkpoint(network, ckpt, arch=name)
+    return ckpt
 
 
 @app.command("inspect")
@@ -38,11 +69,19 @@ def inspect_command(
         None, "--device", "-d", help="MAX78000 or MAX78002 (default: the part cnn.c addresses)."
     ),
     json_out: str = typer.Option(None, "--json", help="Write every field as JSON ('-': stdout)."),
+    yaml_out: Path = typer.Option(
+        None, "--yaml", help="Write the equivalent vendor YAML (and its checkpoint OUT.pth.tar)."
+    ),
 ) -> None:
     """Decode the network a firmware folder configures: a row per layer, weights and biases."""
     from cnnforge.targets.max7800x.firmware.inspect import as_dict, contradictions, rows
 
-    dev, image, layers = load_firmware(folder, device)
+    if yaml_out is not None:
+        decoded = load_network(folder, device)
+        dev, image, layers = decoded.device, decoded.image, decoded.layers
+        write_pair(decoded.network, decoded.plan, yaml_out, folder.resolve().name)
+    else:
+        dev, image, layers = load_firmware(folder, device)
     if json_out is not None:
         text = json.dumps(as_dict(dev, layers))
         if json_out == "-":

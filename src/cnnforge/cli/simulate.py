@@ -93,8 +93,15 @@ def simulate(
     model: str = typer.Argument(
         None, help="MODEL (file.py:Name, package.module:Name or a short name); omit with --network."
     ),
-    input_path: Path = typer.Option(..., "--input", help="int8 or float .npy: C,H,W or N,C,H,W."),
-    output: Path = typer.Option(..., "--output", help=".npy for the output (.npz if several)."),
+    input_path: Path = typer.Option(
+        None,
+        "--input",
+        help="int8 or float .npy: C,H,W or N,C,H,W (--firmware: default its sample).",
+    ),
+    output: Path = typer.Option(None, "--output", help=".npy for the output (.npz if several)."),
+    firmware: Path = typer.Option(
+        None, "--firmware", help="MAX7800x firmware folder: decode it and simulate its network."
+    ),
     network_path: Path = typer.Option(None, "--network", help="cnnforge quantized checkpoint."),
     ai8x_yaml: Path = typer.Option(
         None, "--ai8x-yaml", help="Vendor network YAML (with --ai8x-checkpoint), instead of MODEL."
@@ -110,7 +117,7 @@ def simulate(
     ),
     model_arg: list[str] = typer.Option(None, "--model-arg", help="Constructor key=value."),
     layers_dir: Path = typer.Option(None, "--layers", help="Directory: one .npy per layer."),
-    device: str = typer.Option(DEFAULT_DEVICE, "--device", "-d", help=f"{DEVICE_NAMES} or HLS."),
+    device: str = typer.Option(None, "--device", "-d", help=f"{DEVICE_NAMES} or HLS."),
     weight_bits: list[str] = typer.Option(None, "--weight-bits", help="PTQ width (MODEL only)."),
     clip: str = typer.Option("max", "--clip", help="PTQ clipping (MODEL only)."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace existing outputs."),
@@ -123,6 +130,12 @@ def simulate(
     from cnnforge.pipeline.targets import device_for
     from cnnforge.targets.max7800x.c.probe import ORDER
 
+    if firmware is not None:
+        simulate_firmware(firmware, input_path, output, device, overwrite)
+        return
+    if input_path is None or output is None:
+        raise InputError("--input and --output are required (or --firmware FOLDER)")
+    device = device or DEFAULT_DEVICE
     data = read_input_array(input_path)
     shape = parse_shape(input_shape) if input_shape else _shape_from_data(data)
     source = model_source(model, checkpoint, network_path, ai8x_yaml, ai8x_checkpoint)
@@ -160,6 +173,54 @@ def simulate(
     console.print(
         f"{network.name}: {len(network)} layers, output {first.shape} -> {output}", highlight=False
     )
+
+
+def simulate_firmware(
+    folder: Path,
+    input_path: Path | None,
+    output: Path | None,
+    device: str | None,
+    overwrite: bool,
+) -> None:
+    """``simulate --firmware``: the folder's network, decoded; without ``--input`` its own
+    sample, checked against its own known answer (exit 1 when a word differs)."""
+    from cnnforge.cli.inspect import load_network
+    from cnnforge.targets.max7800x.firmware.selftest import run_self_test
+
+    decoded = load_network(folder, device)
+    network = decoded.network
+    x = None
+    if input_path is not None:
+        x = read_input_array(input_path)
+        batch_input(x, network, input_path)
+    try:
+        outputs, test = run_self_test(decoded, x)
+    except NotImplementedError as exc:
+        raise InputError(f"{folder}: {exc} is not simulated yet") from None
+    if output is not None:
+        with atomic_outputs() as staged:
+            write_outputs(outputs, staged.file(output, overwrite))
+    first = next(iter(outputs.values()))
+    where = f" -> {output}" if output is not None else ""
+    console.print(
+        f"{folder}: {decoded.device}, {len(decoded.layers)} layers decoded, "
+        f"{'its sample' if x is None else input_path} -> output {tuple(first.shape)}{where}",
+        highlight=False,
+        markup=False,
+    )
+    if test is None:
+        return
+    if test.passed:
+        console.print(f"known answer (sampleoutput.h): PASS, {test.checked} words equal",
+                      highlight=False)  # fmt: skip
+        return
+    console.print(
+        f"known answer (sampleoutput.h): FAIL, {test.failed} of {test.checked} words differ"
+        + (f"; first {test.first}" if test.first else ""),
+        highlight=False,
+        markup=False,
+    )
+    raise typer.Exit(1)
 
 
 def _shape_from_data(data: np.ndarray) -> tuple[int, ...]:

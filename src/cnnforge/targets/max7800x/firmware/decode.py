@@ -196,7 +196,8 @@ def _layer(state: dict[int, int], rmap: RegisterMap, i: int, groups: list[int]) 
     quant = WEIGHT_BITS[get(post, "weight_size")] if conv else 8
     shift = get(post, "shift")
     shift = -(shift & 15) if shift & 16 else shift
-    wptr = reg("wptr_base")
+    first_q = (in_map & -in_map).bit_length() - 1
+    wptr = reg("wptr_base", groups[0] if first_q < 0 else first_q // 16)  # a quadrant it reads
     out_offset = (wptr & ((1 << rmap.write_ptr_shift) - 1)) * 4
     out_base = (wptr >> rmap.write_ptr_shift) * 4
     if out_base >= 64:

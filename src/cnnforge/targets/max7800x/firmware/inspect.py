@@ -8,7 +8,7 @@ from pathlib import Path
 
 from cnnforge.targets.max7800x.firmware.decode import DecodedLayer, decode_state
 from cnnforge.targets.max7800x.firmware.hostrun import StateImage
-from cnnforge.targets.max7800x.firmware.interpret import read_state
+from cnnforge.targets.max7800x.firmware.interpret import read_setup
 from cnnforge.targets.max7800x.firmware.regmap import MAPS
 
 # The register each decoded field is read from (docs/firmware.md: the table read both ways).
@@ -36,8 +36,8 @@ def detect_device(folder: Path) -> str:
 def read_folder(folder: Path, device: str | None) -> tuple[str, StateImage, list[DecodedLayer]]:
     """(device, the set-up's state, its layers) of a firmware folder; nothing of it runs."""
     dev = device or detect_device(folder)
-    image = read_state(folder, dev)
-    return dev, image, decode_state(dict(image.state.tolist()), dev)
+    image, records = read_setup(folder, dev)
+    return dev, image, decode_state(dict(image.state.tolist()), dev, records)
 
 
 def register_of(dev: str, layer: DecodedLayer, name: str) -> int:
@@ -80,7 +80,12 @@ def contradictions(dev: str, image: StateImage, layers: list[DecodedLayer]) -> l
             p = (ly.in_map & -ly.in_map).bit_length() - 1
             if (
                 image.input.size
-                and rmap.sram(max(p, 0), ly.in_offset) not in inputs
+                and not any(
+                    rmap.sram(max(p, 0), ly.in_offset)
+                    <= a
+                    < rmap.sram(max(p, 0), 0) + rmap.instance_stride
+                    for a in inputs
+                )
                 and not (image.fifo.size)
             ):
                 out.append(

@@ -16,7 +16,9 @@ from pathlib import Path
 
 import numpy as np
 
+from cnnforge.targets.max7800x.firmware.directives import DirectiveError, check_folder_file
 from cnnforge.targets.max7800x.firmware.hostrun import HOST, SPACE, StateImage
+from cnnforge.targets.max7800x.firmware.regmap import MAPS
 
 SETUP = ("cnn_init", "cnn_load_weights", "cnn_load_bias", "cnn_configure")
 FIFO_DATA = range(0x5000_0008, 0x5000_0018, 4)
@@ -43,6 +45,7 @@ class _Machine:
     mem: dict[int, int] = field(default_factory=dict)
     fifo: list[tuple[int, int]] = field(default_factory=list)
     steps: int = 0
+    records: list[tuple[int, list[int]]] = field(default_factory=list)  # kernel loader's
 
 
 class _Return(Exception):
@@ -56,10 +59,17 @@ def _where(node) -> str:
 
 
 def preprocess(folder: Path, name: str) -> str:
-    """The file after the C preprocessor (no compiler runs; only the stand-in headers)."""
+    """The file after the C preprocessor (no compiler runs; only the stand-in headers), once
+    directives.py has checked that nothing it includes lies outside the folder."""
+    try:
+        check_folder_file(folder, name)
+    except DirectiveError as exc:
+        raise FirmwareError(str(exc)) from None
+    # asm volatile("wfi") (the RISC-V main's wait): asm -> a macro taking the volatile(...) away
     cmd = ["cpp", "-nostdinc", "-undef", "-I", str(HOST / "libc"), "-I", str(HOST), "-I",
-           str(folder), "-D__attribute__(x)=", "-D__asm__(x)=", "-Dasm(x)=", "-D__volatile__=",
-           "-D__inline=", "-D__restrict=", str(folder / name)]  # fmt: skip
+           str(folder), "-D__attribute__(x)=", "-D__asm__(x)=", "-Dasm=__cnnforge_asm",
+           "-D__cnnforge_asm(x)=", "-Dvolatile(x)=", "-D__volatile__=", "-D__inline=",
+           "-D__restrict=", str(folder / name)]  # fmt: skip
     try:
         done = subprocess.run(cmd, capture_output=True, text=True, timeout=60, check=False)
     except (OSError, subprocess.TimeoutExpired) as exc:
@@ -89,6 +99,7 @@ class Interpreter:
         self.device = device
         self.max_steps = max_steps
         self.space = (0x5000_0000, 0x5000_0000 + SPACE[device][0])
+        self.rmap = MAPS[device]
         self.functions: dict = {}
         self.arrays: dict[str, Ptr] = {}
         self.globals: dict[str, object] = {}
@@ -249,6 +260,8 @@ class Interpreter:
 
     def _unary(self, e, env: dict):
         op = e.op
+        if op == "sizeof":
+            return self._sizeof(e)
         if op == "*":
             p = self._eval(e.expr, env)
             if not isinstance(p, Ptr):
@@ -265,6 +278,17 @@ class Interpreter:
             raise FirmwareError(f"{_where(e)}: {op} of a pointer is not read")
         return {"-": lambda: -v, "~": lambda: ~v & 0xFFFF_FFFF, "!": lambda: int(not v),
                 "+": lambda: v}.get(op, lambda: _refuse(e, op))()  # fmt: skip
+
+    def _sizeof(self, e) -> int:
+        """``sizeof(type)`` of the scalar types, ``sizeof array`` of a constant array."""
+        a = self.ast
+        t = e.expr
+        if isinstance(t, a.Typename) and isinstance(t.type, a.TypeDecl):
+            return _elem_size(t.type)
+        if isinstance(t, a.ID) and t.name in self.arrays:
+            arr = self.arrays[t.name]
+            return len(arr.array or []) * arr.size
+        raise FirmwareError(f"{_where(e)}: this sizeof is not read")
 
     def _binary(self, e, env: dict):
         op = e.op
@@ -361,9 +385,28 @@ class Interpreter:
             raise FirmwareError(
                 f"{_where(node)}: store to 0x{p.addr:08x}, outside the {self.device} accelerator"
             )
+        self._record(p, v)
         word, shift = p.addr & ~3, 8 * (p.addr & 3)
         mask = ((1 << 8 * p.size) - 1) << shift
         self.m.mem[word] = (self.m.mem.get(word, 0) & ~mask | (v << shift) & mask) & 0xFFFF_FFFF
+
+    def _record(self, p: Ptr, v: int) -> None:
+        """Kernel-memory stores as the express loader's records: a byte store to ``addr | 1``
+        starts one at ``addr``, word stores to the next address continue it (decode.py reads
+        them exactly; the address space alone overlaps a run's tail with the next run)."""
+        r = self.rmap
+        rel = p.addr - r.kernel(0, 0)
+        if not 0 <= rel < 4 * r.quadrant_stride or (
+            rel % r.quadrant_stride >= 16 * r.kernel_processor_stride
+        ):
+            return
+        recs = self.m.records
+        if p.size == 1 and p.addr & 3 == 1:
+            recs.append((p.addr & ~3, []))
+        elif p.size == 4 and recs and recs[-1][0] + 4 * len(recs[-1][1]) == p.addr:
+            recs[-1][1].append(v & 0xFFFF_FFFF)
+        elif p.size == 4:
+            recs.append((p.addr, [v & 0xFFFF_FFFF]))
 
 
 def _elem_size(t) -> int:
@@ -402,3 +445,12 @@ def _pairs(words: dict[int, int]) -> np.ndarray:
 def read_state(folder: Path, device: str, max_steps: int = MAX_STEPS) -> StateImage:
     """The state a firmware folder's set-up leaves, read from its C (nothing of it runs)."""
     return Interpreter(folder, device, max_steps).run()
+
+
+def read_setup(
+    folder: Path, device: str, max_steps: int = MAX_STEPS
+) -> tuple[StateImage, list[tuple[int, list[int]]]]:
+    """(the set-up's state, the kernel loader's records) of a firmware folder."""
+    interp = Interpreter(folder, device, max_steps)
+    image = interp.run()
+    return image, [r for r in interp.m.records if r[1]]

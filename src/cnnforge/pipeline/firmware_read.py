@@ -1,0 +1,16 @@
+"""A firmware folder read back into cnnforge's network and plan (issue 26): the decoder and the
+recovery of targets/max7800x/firmware with the ai8x frontend as the vendor-pair reader (the
+frontend sits above the targets, so the pipeline joins them)."""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+
+from cnnforge.frontend.ai8x import load_ai8x
+from cnnforge.targets.max7800x.firmware import selftest
+
+
+def read_firmware(folder: Path, device: str | None = None) -> selftest.Decoded:
+    """Read, decode and recover ``folder`` (nothing of it is compiled or run)."""
+    return selftest.read_network(folder, device, functools.partial(load_ai8x, overlap_data=True))

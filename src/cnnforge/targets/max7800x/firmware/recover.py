@@ -1,0 +1,364 @@
+"""Decoded layers back to a vendor pair (YAML + checkpoint), and so to cnnforge's network and plan.
+
+The registers (decode.py) hold the placement and the arithmetic, not the channel counts or the
+data flow; these are read from the placement: a layer's sources are the latest earlier layers
+writing the offset it reads on the processors it reads (several: a concatenation), its output
+processors those its readers enable (the registers keep only the span). The weights are put back
+where kernels.py put them by running kernels.layout on index tags (the layout is a permutation,
+so the tags say which weight each kernel-memory field holds); the biases by bias.py's rule.
+The pair is then read by the ai8x frontend, the one reading of vendor pairs (given by the
+pipeline), twice: with zero weights for the placement's facts, then with the recovered ones.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import tempfile
+from collections import OrderedDict
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+import yaml
+
+from cnnforge.ir import Layer, Network, Op, Quantized
+from cnnforge.targets.max7800x.ai8x_checkpoint_writer import layer_state
+from cnnforge.targets.max7800x.firmware import kernels
+from cnnforge.targets.max7800x.firmware.decode import DecodedLayer, DecodeError
+from cnnforge.targets.max7800x.firmware.facts import LayerFacts, network_facts
+from cnnforge.targets.max7800x.firmware.regmap import MAPS
+from cnnforge.targets.max7800x.placement import Plan
+
+# The vendor-pair reader (frontend.ai8x.load_ai8x, given by the pipeline: the frontend sits above
+# the targets): (yaml, checkpoint, input shape, device=...) -> (network, plan).
+PairReader = Callable[..., tuple[Network, Plan]]
+
+INPUT = -1
+_OPS = {"conv2d": "conv2d", "conv1d": "conv1d", "convtranspose2d": "convtranspose2d",
+        "passthrough": "passthrough"}  # fmt: skip
+_ACT = {(True, False): "ReLU", (False, True): "Abs", (False, False): "None"}
+
+
+def _ffs(x: int) -> int:
+    return (x & -x).bit_length() - 1
+
+
+def _span(ly: DecodedLayer) -> int:
+    """The processors a layer may write: the span from its output base (passthrough: the
+    processors it reads, moved to its output base)."""
+    if ly.op == "passthrough":
+        low = _ffs(ly.in_map) if ly.in_map else 0
+        return (ly.in_map >> low) << (ly.out_base + low % 4)
+    return ((1 << ly.out_span) - 1) << ly.out_base
+
+
+@dataclasses.dataclass
+class Flow:
+    """The data flow the placement implies: per layer its sources, output map and channels."""
+
+    sources: list[list[int]]  # per layer: earlier layers (INPUT: the network input), in order
+    out_maps: list[int]
+    channels: list[int]  # output channels
+    in_channels: list[int]
+    flatten: list[bool]
+
+
+def _writes(ly: DecodedLayer, offset: int, stride: int | None) -> bool:
+    """Whether a layer writes (one of its passes) at byte ``offset`` (``stride``: with that
+    many bytes between pixels, as a multi-pass reader reads them)."""
+    step = 4 * (4 if ly.wide else 1) * (ly.write_gap + 1)
+    if stride is not None and step * ly.out_expand != stride and step != stride:
+        return False
+    return any(ly.out_offset + step * j == offset for j in range(ly.out_expand))
+
+
+def _sources(
+    layers: list[DecodedLayer], spans: list[int], ly: DecodedLayer, passes: int, strict: bool
+) -> list[int]:
+    """The layers (in reading order) whose output ``ly`` reads: per pass and processor, the
+    latest earlier layer writing there (INPUT: none, the network input)."""
+    found: list[int] = []
+    for e in range(passes):
+        for p in range(64):
+            if not ly.in_map >> p & 1:
+                continue
+            src = INPUT
+            for s in range(ly.index - 1, -1, -1):
+                stride = 4 * passes if strict else None
+                if spans[s] >> p & 1 and _writes(layers[s], ly.in_offset + 4 * e, stride):
+                    src = s
+                    break
+            if ly.index == 0:
+                src = INPUT
+            if src not in found:
+                found.append(src)
+    return found or [INPUT]
+
+
+def data_flow(layers: list[DecodedLayer]) -> Flow:
+    """Sources, output processors and channel counts of every layer (see the module docstring)."""
+    n = len(layers)
+    spans = [_span(ly) for ly in layers]
+    sources: list[list[int]] = []
+    for ly in layers:
+        found = _sources(layers, spans, ly, ly.in_expand, strict=True)
+        if (INPUT in found and ly.index > 0) or ly.flatten:  # flatten: passes x pixels, one read
+            found = _sources(layers, spans, ly, 1, strict=False)
+        sources.append(found)
+    out_maps = []
+    for i in range(n):
+        readers = [ly.in_map for j, ly in enumerate(layers) if i in sources[j]]
+        used = 0
+        for m in readers:
+            used |= m & spans[i]
+        out_maps.append(used or spans[i])
+    channels: list[int] = []
+    in_channels: list[int] = []
+    flatten: list[bool] = []
+    for i, ly in enumerate(layers):
+        cin = 0
+        for s in sources[i]:
+            if s == INPUT:
+                cin += ly.in_map.bit_count() * (1 if ly.flatten else ly.in_expand)
+            else:
+                cin += channels[s] if s < i else out_maps[s].bit_count()
+        passes = max(1, -(-cin // 64))
+        flat = ly.flatten or (ly.op != "passthrough" and ly.in_expand > passes)
+        in_channels.append(cin)
+        flatten.append(flat)
+        if ly.op == "passthrough":
+            channels.append(cin)
+        else:
+            channels.append(_out_channels(layers, ly, out_maps[i]))
+    return Flow(sources, out_maps, channels, in_channels, flatten)
+
+
+def _out_channels(layers: list[DecodedLayer], ly: DecodedLayer, out_map: int) -> int:
+    """Output channels: processors x passes, unless the passes round the processors up to whole
+    instances (facts._per_pass); then the bias memory tells, where the layer's bias is followed by
+    another layer's in the same quadrant (bias.py: entries lead + channels long, back to back)."""
+    most = out_map.bit_count() * ly.out_expand
+    if ly.out_expand == 1 or ly.bias_quadrant is None:
+        return most
+    after = [o.bias_offset for o in layers
+             if o.bias_quadrant == ly.bias_quadrant and o.bias_offset > ly.bias_offset]  # fmt: skip
+    if not after:
+        return most
+    lead = (_ffs(out_map) % 4) * ly.out_expand
+    n = min(after) - ly.bias_offset - lead
+    per = -(-n // ly.out_expand)
+    fits = min((per + 3) & ~3, 64) == out_map.bit_count() and n > 64 * (ly.out_expand - 1)
+    return n if fits and n <= most else most
+
+
+def _pool(ly: DecodedLayer) -> dict[str, Any]:
+    if ly.pool == (1, 1):
+        return {}
+    one = ly.pool[0] == ly.pool[1] or ly.op == "conv1d"
+    size: Any = ly.pool[0] if one else list(ly.pool)
+    stride = ly.pool_stride[0] if ly.pool_stride != (1, 1) else ly.pool[0]
+    d: dict[str, Any] = {("avg_pool" if ly.pool_avg else "max_pool"): size, "pool_stride": stride}
+    if ly.pool_stride == (1, 1) and ly.stride[0] == 1:
+        d["pool_stride"] = 1
+    if ly.pool_dilation != (1, 1):
+        d["pool_dilation"] = list(ly.pool_dilation)
+    return d
+
+
+def _kernel(ly: DecodedLayer) -> tuple[int, int]:
+    return ly.kernel if ly.kernel != (0, 0) else (3, 3)
+
+
+def yaml_layer(ly: DecodedLayer, flow: Flow, data_format: str) -> dict[str, Any]:
+    """One layer of the decoded network as a vendor YAML mapping."""
+    i = ly.index
+    d: dict[str, Any] = {"name": f"l{i}", "processors": ly.in_map,
+                         "output_processors": flow.out_maps[i],
+                         "in_offset": ly.in_offset, "out_offset": ly.out_offset}  # fmt: skip
+    if ly.write_gap:
+        d["write_gap"] = ly.write_gap
+    src = flow.sources[i]
+    if src != ([INPUT] if i == 0 else [i - 1]):
+        d["in_sequences"] = src
+    if i == 0:
+        d["data_format"] = data_format
+    conv = ly.op != "passthrough"
+    if flow.flatten[i]:
+        d["operation"] = "linear"
+        d["flatten"] = True
+    else:
+        d["operation"] = _OPS[ly.op]
+    k = _kernel(ly)
+    if conv and not flow.flatten[i]:
+        if ly.op == "conv1d":
+            d["kernel_size"] = k[0]
+            d["pad"] = ly.padding[0]
+        elif ly.op == "convtranspose2d":
+            d["kernel_size"] = f"{k[0]}x{k[1]}"
+            d["pad"] = k[0] - 1 - ly.padding[0]
+        else:
+            d["kernel_size"] = f"{k[0]}x{k[1]}"
+            d["pad"] = ly.padding[0]
+        if ly.stride[0] != 1 and ly.op != "convtranspose2d":
+            d["stride"] = ly.stride[0]
+    d.update(_pool(ly))
+    if conv:
+        d["activate"] = _ACT[ly.relu, ly.abs]
+        d["quantization"] = ly.weight_bits
+    if ly.wide:
+        d["output_width"] = 32
+    return d
+
+
+def input_shape(ly: DecodedLayer, flow: Flow) -> tuple[int, ...]:
+    """The network input the first layer reads: channels, then its rows (and columns)."""
+    c = flow.in_channels[0]
+    if ly.op == "conv1d":
+        return (c, ly.in_dims[0])
+    if ly.op == "convtranspose2d":  # its rows/columns registers count stride x size
+        return (c, ly.in_dims[0] // 2, ly.in_dims[1] // 2)
+    return (c, *ly.in_dims)
+
+
+def weight_shape(ly: DecodedLayer, flow: Flow, in_pixels: int) -> tuple[int, ...]:
+    """The PyTorch layout of a layer's weights (what the checkpoint stores)."""
+    i = ly.index
+    out, cin = flow.channels[i], flow.in_channels[i]
+    if flow.flatten[i]:
+        return (out, cin * in_pixels)
+    k = _kernel(ly)
+    if ly.op == "conv1d":
+        return (out, cin, k[0])
+    if ly.op == "convtranspose2d":
+        return (cin, out, *k)
+    return (out, cin, *k)
+
+
+def _checkpoint(
+    layers: list[DecodedLayer], weights: dict[int, np.ndarray], bias: dict[int, np.ndarray]
+) -> dict[str, Any]:
+    state: OrderedDict[str, torch.Tensor] = OrderedDict()
+    for ly in layers:
+        if ly.index not in weights:
+            continue
+        q = Quantized(ly.weight_bits, weights[ly.index], bias.get(ly.index), ly.output_shift)
+        layer = Layer(name=f"l{ly.index}", op=Op.CONV2D, wide=ly.wide, quant=q)
+        state.update(layer_state(layer, f"l{ly.index}"))
+    return {"arch": "decoded", "epoch": 1000, "state_dict": state, "extras": {}}
+
+
+def _read(
+    read: PairReader,
+    text: str,
+    ckpt: dict[str, Any],
+    shape: tuple[int, ...],
+    device: str,
+    tmp: Path,
+) -> tuple[Network, Plan]:
+    (tmp / "decoded.yaml").write_text(text, encoding="utf-8")
+    torch.save(ckpt, tmp / "decoded.pth.tar")
+    return read(tmp / "decoded.yaml", tmp / "decoded.pth.tar", shape, device=device)
+
+
+def pair_text(layers: list[DecodedLayer], flow: Flow, data_format: str) -> str:
+    """The decoded network as vendor YAML text (cnnforge's own reading of it)."""
+    doc = {"arch": "decoded", "dataset": "decoded",
+           "layers": [yaml_layer(ly, flow, data_format) for ly in layers]}  # fmt: skip
+    return yaml.safe_dump(doc, sort_keys=False)
+
+
+def recover(
+    layers: list[DecodedLayer], device: str, read: PairReader, data_format: str = "HWC"
+) -> tuple[Network, Plan]:
+    """The network and plan a firmware's decoded layers configure (see the module docstring)."""
+    if not layers:
+        raise DecodeError("no layers")
+    flow = data_flow(layers)
+    text = pair_text(layers, flow, data_format)
+    shape = input_shape(layers[0], flow)
+    with tempfile.TemporaryDirectory(prefix="cnnforge-decoded-") as name:
+        tmp = Path(name)
+        zeros = {
+            ly.index: np.zeros(weight_shape(ly, flow, _in_pixels(ly, flow)), np.int64)
+            for ly in layers
+            if ly.op != "passthrough"
+        }
+        network, plan = _read(read, text, _checkpoint(layers, zeros, {}), shape, device, tmp)
+        facts = network_facts(network, plan)
+        weights = recovered_weights(layers, facts, MAPS[device], network)
+        bias = {
+            ly.index: _bias(ly, facts[ly.index])
+            for ly in layers
+            if ly.bias_quadrant is not None and ly.index in weights
+        }
+        return _read(read, text, _checkpoint(layers, weights, bias), shape, device, tmp)
+
+
+def _in_pixels(ly: DecodedLayer, flow: Flow) -> int:
+    """Pixels entering a flatten layer: its registers hold passes x pixels (lctl2, post)."""
+    product = ly.flatten_prod + 1 if ly.flatten else ly.in_expand
+    passes = max(1, -(-flow.in_channels[ly.index] // 64))
+    return max(1, product // passes)
+
+
+def _bias(ly: DecodedLayer, f: LayerFacts) -> np.ndarray:
+    lead = _ffs(f.out_map) % 4 * f.out_expand
+    vals = ly.bias[lead : lead + f.out_channels]
+    return np.array(vals + [0] * (f.out_channels - len(vals)), np.int64)
+
+
+def _tagged(f: LayerFacts, r: int) -> LayerFacts:
+    """``f`` with each weight replaced by bits ``r * quant`` on of its index + 1."""
+    shape = np.shape(f.weights)
+    tags = (np.arange(int(np.prod(shape))).reshape(shape) + 1) >> (r * f.quant)
+    return dataclasses.replace(f, weights=tags & ((1 << f.quant) - 1))
+
+
+def recovered_weights(
+    layers: list[DecodedLayer], facts: list[LayerFacts], rmap, network: Network
+) -> dict[int, np.ndarray]:
+    """Each weight layer's integer weights (PyTorch layout), from its decoded kernel bytes."""
+    todo = [f for f in facts if f.has_weights]
+    if not todo:
+        return {}
+    bits = min(f.quant for f in todo)
+    most = max(int(np.asarray(f.weights).size) for f in todo)
+    rounds = -(-(most + 1).bit_length() // bits)
+    index = np.zeros((64, max(rmap.kernel_columns_large, rmap.kernel_columns_small), 9, 8),
+                     np.int64)  # fmt: skip
+    kl = None
+    for r in range(rounds):
+        tagged = [_tagged(f, r) if f.has_weights else f for f in facts]
+        kl = kernels.layout(tagged, rmap)
+        for j in range(8):
+            index[..., j] |= ((kl.data.astype(np.int64) >> j) & 1) << r
+    assert kl is not None
+    out = {}
+    for f in todo:
+        ly = layers[f.index]
+        q = f.quant
+        flat = np.zeros(np.asarray(f.weights).size, np.int64)
+        offs = kl.offs[f.index]
+        for p, raw in ly.kernels.items():
+            cols = len(raw) // 9
+            data = np.frombuffer(raw[: 9 * cols], np.uint8).reshape(cols, 9).astype(np.int64)
+            tags = index[p, offs : offs + cols]  # (cols, 9, 8 bits) of tag bits by round
+            for fld in range(8 // q):
+                tag = np.zeros(tags.shape[:2], np.int64)
+                for b in range(q):
+                    bit = fld * q + b
+                    t = tags[..., bit]  # bit r of round r: tag bits r*q + b
+                    for r in range(rounds):
+                        tag |= ((t >> r) & 1) << (r * q + b)
+                val = (data >> (fld * q)) & ((1 << q) - 1)
+                val = np.where(val >= 1 << (q - 1), val - (1 << q), val)
+                hit = tag > 0
+                flat[tag[hit] - 1] = val[hit]
+        w = flat.reshape(np.shape(f.weights))
+        if f.op is Op.CONVTRANSPOSE2D:  # facts: (out, in, kh, kw) flipped; PyTorch: (in, out)
+            w = np.flip(w.swapaxes(0, 1), axis=(2, 3))
+        shape = np.shape(network.layer(f.name).quant.weights)
+        out[f.index] = np.ascontiguousarray(w).reshape(shape)
+    return out
