@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from cnnforge.targets.max7800x.firmware.regmap import MAPS, RegisterMap, get
+from cnnforge.targets.max7800x.firmware.regmap import FIFO_CTL, MAPS, RegisterMap, get
 
 WEIGHT_BITS = {0: 8, 1: 1, 2: 2, 3: 4}  # the weight_size field (regmap.FIELDS)
 
@@ -58,6 +58,8 @@ class DecodedLayer:
     bias_offset: int
     bias: list[int] = field(default_factory=list)  # signed, from the layer's first entry
     kernels: dict[int, bytes] = field(default_factory=dict)  # processor -> the layer's columns
+    streaming: bool = False  # its rollover (FIFO input) or, after the first, stream start/deltas
+    fifo: bool = False  # the first layer: its input arrives through the FIFOs (FIFO/CTL control)
 
     @property
     def processors(self) -> int:
@@ -96,11 +98,47 @@ def decode_state(
     rmap = MAPS[device]
     layers, groups = layer_count(state, rmap)
     out = [_layer(state, rmap, i, groups) for i in range(layers)]
+    _streaming(state, rmap, out, groups)
     if rmap.cnt_diff_offs is not None:
         _refine_rows(out)
     _kernels(state, rmap, out, records)
     _bias(state, rmap, out)
     return out
+
+
+def _streaming(
+    state: dict[int, int], rmap: RegisterMap, layers: list[DecodedLayer], groups: list[int]
+) -> None:
+    """Streaming layers and the FIFO input (stream.py read back): a layer streams when it has a
+    rollover (written for streaming layers fed by the FIFOs) or, after the first, a stream start
+    or deltas (zero for a layer that does not stream); streaming layers come first, one after
+    the other. The input arrives through the FIFOs when the FIFO control enables one or the
+    quadrant control's FIFO bit is on."""
+    idx = rmap.layer_index
+    # MAX78002: the streaming registers follow one another per layer, so only the first layers
+    # (8: the distance to the next register) have their own; the later ones alias theirs.
+    most = len(layers)
+    if rmap.stream_layer_stride:
+        gap = (idx["stream_delta"] - idx["stream_start"]) * rmap.register_stride
+        most = gap // rmap.stream_layer_stride
+    for ly in layers[:most]:
+        i = ly.index
+        rollover = _reg(state, rmap, groups[0], i, "rollover")
+        moves = i > 0 and any(
+            _reg(state, rmap, groups[0], i, n) for n in ("stream_start", "stream_delta")
+        )
+        ly.streaming = bool(rollover) or moves
+    last = max((ly.index for ly in layers if ly.streaming), default=-1)
+    for ly in layers[: max(last, 0)]:
+        if not ly.streaming:
+            raise DecodeError(
+                f"register 0x{rmap.layer(groups[0], ly.index, 'stream_start'):08x}: layer "
+                f"{ly.index} does not stream, layer {last} after it does"
+            )
+    ctl = state.get(rmap.ctl(groups[0], 0), 0)
+    fifos = get(state.get(FIFO_CTL, 0), "fifo_enable")
+    if layers:
+        layers[0].fifo = bool(fifos or get(ctl, "ctl_fifo"))
 
 
 def _reg(state: dict[int, int], rmap: RegisterMap, q: int, i: int, name: str) -> int:

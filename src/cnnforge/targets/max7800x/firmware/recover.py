@@ -209,6 +209,8 @@ def yaml_layer(ly: DecodedLayer, flow: Flow, data_format: str) -> dict[str, Any]
         d["quantization"] = ly.weight_bits
     if ly.wide:
         d["output_width"] = 32
+    if ly.streaming:
+        d["streaming"] = True
     return d
 
 
@@ -256,10 +258,11 @@ def _read(
     shape: tuple[int, ...],
     device: str,
     tmp: Path,
+    fifo: bool,
 ) -> tuple[Network, Plan]:
     (tmp / "decoded.yaml").write_text(text, encoding="utf-8")
     torch.save(ckpt, tmp / "decoded.pth.tar")
-    return read(tmp / "decoded.yaml", tmp / "decoded.pth.tar", shape, device=device)
+    return read(tmp / "decoded.yaml", tmp / "decoded.pth.tar", shape, device=device, fifo=fifo)
 
 
 def pair_text(layers: list[DecodedLayer], flow: Flow, data_format: str) -> str:
@@ -278,6 +281,7 @@ def recover(
     flow = data_flow(layers)
     text = pair_text(layers, flow, data_format)
     shape = input_shape(layers[0], flow)
+    fifo = layers[0].fifo  # the vendor's --fifo (a flag, not a YAML key)
     with tempfile.TemporaryDirectory(prefix="cnnforge-decoded-") as name:
         tmp = Path(name)
         zeros = {
@@ -285,7 +289,7 @@ def recover(
             for ly in layers
             if ly.op != "passthrough"
         }
-        network, plan = _read(read, text, _checkpoint(layers, zeros, {}), shape, device, tmp)
+        network, plan = _read(read, text, _checkpoint(layers, zeros, {}), shape, device, tmp, fifo)
         facts = network_facts(network, plan)
         weights = recovered_weights(layers, facts, MAPS[device], network)
         bias = {
@@ -293,7 +297,8 @@ def recover(
             for ly in layers
             if ly.bias_quadrant is not None and ly.index in weights
         }
-        return _read(read, text, _checkpoint(layers, weights, bias), shape, device, tmp)
+        ckpt = _checkpoint(layers, weights, bias)
+        return _read(read, text, ckpt, shape, device, tmp, fifo)
 
 
 def _in_pixels(ly: DecodedLayer, flow: Flow) -> int:

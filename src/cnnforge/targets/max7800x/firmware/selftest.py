@@ -1,15 +1,16 @@
 """The board's self-test on the host: a firmware folder's network (decoded, recovered), its own
-sample input (sampledata.h) read back, simulated bit-exactly, against its known answer
-(sampleoutput.h). Nothing of the folder is compiled or run.
+sample input (sampledata.h, or load_input's FIFO writes) read back, simulated bit-exactly,
+against its known answer (sampleoutput.h). Nothing of the folder is compiled or run.
 
-The input words are read back by running data.input_blocks on index tags (the words it writes
-say which input value each byte holds); the known answer is checked against the data memory the
+The input words are read back by running data.input_blocks (FIFO input: data.fifo_blocks) on
+index tags (the words it writes say which input value each byte holds); the known answer is checked against the data memory the
 simulated layers leave, each layer's output written where data.known_answers says it goes.
 """
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,7 +22,7 @@ from cnnforge.targets.max7800x.firmware.decode import DecodedLayer, decode_state
 from cnnforge.targets.max7800x.firmware.facts import LayerFacts, network_facts
 from cnnforge.targets.max7800x.firmware.hostrun import StateImage
 from cnnforge.targets.max7800x.firmware.recover import PairReader, recover
-from cnnforge.targets.max7800x.firmware.regmap import MAPS
+from cnnforge.targets.max7800x.firmware.regmap import FIFO_DATA, MAPS
 from cnnforge.targets.max7800x.placement import Plan
 
 
@@ -91,26 +92,54 @@ def with_outputs(network: Network, plan: Plan, table: np.ndarray, device: str) -
 
 
 def sample_input(image: StateImage, first: LayerFacts, shape: tuple[int, ...]) -> np.ndarray:
-    """The sample the firmware loads (load_input's words), as the network input (int64)."""
-    if image.fifo.size:
-        raise NotImplementedError("a sample fed through the FIFOs")
+    """The sample the firmware loads (load_input's words into data memory, or its stream of
+    FIFO data-register writes), as the network input (int64)."""
     rmap = MAPS[image.device]
+    if image.fifo.size:  # FIFO k's words in the order load_input writes them
+        streams: dict[int, list[int]] = {}
+        for reg, value in image.fifo.tolist():
+            streams.setdefault((reg - FIFO_DATA) // 4, []).append(value)
+
+        def fifo_layout(tags: np.ndarray) -> dict:
+            return {(k, i): w for k, block in enumerate(data.fifo_blocks(first, tags))
+                    for i, w in enumerate(block.tolist())}  # fmt: skip
+
+        def fifo_word(loc: tuple[int, int]) -> int:
+            words = streams.get(loc[0], [])
+            return words[loc[1]] if loc[1] < len(words) else 0
+
+        return _read_back(shape, fifo_layout, fifo_word)
     words = dict(image.state.tolist())
     words.update(dict(image.input.tolist()))
+
+    def memory_layout(tags: np.ndarray) -> dict:
+        return {addr + 4 * i: w for addr, block in data.input_blocks(first, tags, rmap)
+                for i, w in enumerate(block.tolist())}  # fmt: skip
+
+    return _read_back(shape, memory_layout, lambda addr: words.get(addr, 0))
+
+
+def _read_back(
+    shape: tuple[int, ...],
+    layout: Callable[[np.ndarray], dict[Hashable, int]],
+    word: Callable[[Hashable], int],
+) -> np.ndarray:
+    """The input whose ``layout`` (input -> {location: 32-bit word}, the writer's) gives the
+    firmware's words (``word``): the layout run on index tags, 8 bits of them per round, says
+    which input value each byte of each location holds (the layouts move bytes, never mix)."""
     n = int(np.prod(shape))
     rounds = -(-(n + 1).bit_length() // 8)
-    where: dict[tuple[int, int], int] = {}  # (address, byte) -> index + 1
+    where: dict[tuple[Hashable, int], int] = {}  # (location, byte) -> index + 1
     for r in range(rounds):
         tags = ((np.arange(n) + 1) >> (8 * r) & 0xFF).reshape(shape)
-        for addr, block in data.input_blocks(first, tags, rmap):
-            for i, w in enumerate(block.tolist()):
-                for b in range(4):
-                    key = (addr + 4 * i, b)
-                    where[key] = where.get(key, 0) | (w >> 8 * b & 0xFF) << 8 * r
+        for loc, w in layout(tags).items():
+            for b in range(4):
+                key = (loc, b)
+                where[key] = where.get(key, 0) | (w >> 8 * b & 0xFF) << 8 * r
     x = np.zeros(n, np.int64)
-    for (addr, b), tag in where.items():
+    for (loc, b), tag in where.items():
         if tag:
-            v = words.get(addr, 0) >> 8 * b & 0xFF
+            v = word(loc) >> 8 * b & 0xFF
             x[tag - 1] = v - 256 if v > 127 else v
     return x.reshape(shape)
 
