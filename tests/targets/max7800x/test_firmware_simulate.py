@@ -28,18 +28,42 @@ from cnnforge.targets.max7800x.firmware.selftest import run_self_test
 from cnnforge.targets.max7800x.firmware.writer import write_folder
 from cnnforge.targets.max7800x.planner import plan_network
 from support.cli import run_cli
-from support.firmware import FIFO, GOLDEN, demo_firmware, own_sample
+from support.firmware import (
+    FIFO,
+    FIFO_VARIANTS,
+    GOLDEN,
+    demo_firmware,
+    own_sample,
+    variant_firmware,
+)
 from support.plan import networks, with_weights
 
 DEMOS = sorted(p.stem for p in (GOLDEN / "known").glob("*.npz") if p.stem not in FIFO)
 LARGE = {n for n in DEMOS if "unet" in n or "tinierssd" in n or "cifar" in n}
 QUICK = ["MAX78000-mnist", "MAX78002-mnist", "MAX78000-kws20_v3"]
+# Input through the FIFOs: the --fifo demos and the demos run with --fifo added (streaming too).
+FIFO_CASES = sorted(FIFO) + [f"fifo-{v}" for v in FIFO_VARIANTS]
 
 
 def _demo(name: str, tmp_path_factory) -> Path:
     folder = tmp_path_factory.mktemp(name)
     write_folder(demo_firmware(name), folder)
     return folder
+
+
+def _fifo_demo(name: str, tmp_path_factory) -> tuple[Path, np.ndarray]:
+    """(cnnforge's folder of a FIFO case, the golden input it streams)."""
+    variant = name.removeprefix("fifo-")
+    fw = variant_firmware(variant) if name != variant else demo_firmware(name)
+    folder = tmp_path_factory.mktemp(name)
+    write_folder(fw, folder)
+    demo = FIFO_VARIANTS[variant][0] if name != variant else name
+    return folder, np.load(GOLDEN / "known" / f"{demo}.npz")["input"]
+
+
+def _fifo_param(name: str):
+    slow = "tinierssd" in name or "cifar" in name
+    return pytest.param(name, marks=[pytest.mark.slow] if slow else [])
 
 
 @pytest.fixture(scope="module")
@@ -59,6 +83,25 @@ def test_simulate_firmware_holds_the_known_answer(name: str, tmp_path_factory, c
     assert re.search(r"known answer \(sampleoutput\.h\): PASS, \d+ words equal", out), out
     x = read_firmware(folder).sample()
     assert np.array_equal(x, np.load(GOLDEN / "known" / f"{name}.npz")["input"])
+
+
+@pytest.mark.parametrize("name", [_fifo_param(n) for n in FIFO_CASES])
+def test_simulate_firmware_reads_the_fifo_stream(name: str, tmp_path_factory, capsys) -> None:
+    """Input through the FIFOs (streaming first layers, or a whole frame): the decoded layers
+    stream as the plan did, the sample is read back from load_input's FIFO writes, and the known
+    answer holds."""
+    folder, want = _fifo_demo(name, tmp_path_factory)
+    code, out, err = run_cli(["simulate", "--firmware", str(folder)], capsys)
+    assert code == 0, err
+    assert re.search(r"known answer \(sampleoutput\.h\): PASS, \d+ words equal", out), out
+    decoded = read_firmware(folder)
+    assert np.array_equal(decoded.sample(), want)
+    assert decoded.layers[0].fifo and decoded.plan.fifo
+    streamed = FIFO_VARIANTS.get(name.removeprefix("fifo-"), (name, None))[1]
+    planned = [p.streaming for p in decoded.plan.placements]
+    assert [ly.streaming for ly in decoded.layers] == planned
+    if streamed is not None:  # the variants: their first ``streamed`` layers stream
+        assert planned == [i < streamed for i in range(len(planned))]
 
 
 def test_simulate_firmware_with_input_and_output(mnist: Path, tmp_path: Path, capsys) -> None:
@@ -155,6 +198,16 @@ def test_inspect_yaml_round_trips_every_demo(name: str, tmp_path_factory, tmp_pa
     _round_trip(_demo(name, tmp_path_factory), tmp_path, capsys)
 
 
+@pytest.mark.parametrize("name", [_fifo_param(n) for n in FIFO_CASES])
+def test_inspect_yaml_round_trips_the_fifo_cases(name: str, tmp_path_factory, tmp_path, capsys):
+    """The streaming flags in the YAML, --fifo on the command line: the same state and FIFO
+    stream again."""
+    folder, _ = _fifo_demo(name, tmp_path_factory)
+    _round_trip(folder, tmp_path, capsys)
+    streams = FIFO_VARIANTS.get(name.removeprefix("fifo-"), (name, 1))[1] > 0
+    assert ("streaming: true" in (tmp_path / "decoded.yaml").read_text()) == streams
+
+
 def _round_trip(folder: Path, tmp_path: Path, capsys) -> None:
     y = tmp_path / "decoded.yaml"
     code, _, err = run_cli(["inspect", str(folder), "--yaml", str(y)], capsys)
@@ -163,6 +216,7 @@ def _round_trip(folder: Path, tmp_path: Path, capsys) -> None:
     np.save(tmp_path / "x.npy", decoded.sample())
     args = ["compile", "--ai8x-yaml", str(y), "--ai8x-checkpoint", str(y.with_suffix(".pth.tar"))]
     args += ["--sample", str(tmp_path / "x.npy"), "-o", str(tmp_path / "out"), "--firmware"]
+    args += ["--fifo"] if decoded.layers[0].fifo else []
     code, _, err = run_cli([*args, "--device", decoded.device, "--no-report"], capsys)
     assert code == 0, err
     again = read_state(tmp_path / "out" / "firmware", decoded.device)
