@@ -34,7 +34,7 @@ def differences(
             "relu": f.relu, "abs": f.abs, "wide": f.wide, "chw": f.chw,
             "output_shift": f.output_shift, "out_expand": f.out_expand,
             "pool_avg": f.pool_avg and f.pool != (1, 1), "flatten": f.flatten and
-            f.in_expand * f.pooled[0] * f.pooled[1] > 16,
+            f.in_expand * f.pooled[0] * f.pooled[1] > 16, "streaming": f.streaming,
         }  # fmt: skip
         if not f.flatten and f.op is not Op.CONVTRANSPOSE2D:
             want["in_dims"] = f.in_dims

@@ -21,7 +21,7 @@ from cnnforge.targets.max7800x.firmware.firmware import build_firmware, expected
 from cnnforge.targets.max7800x.firmware.regmap import MAPS
 from cnnforge.targets.max7800x.planner import plan_network
 from support.decode import differences
-from support.firmware import GOLDEN, OPTION_CASES, STATES, stored
+from support.firmware import FIFO_VARIANTS, GOLDEN, OPTION_CASES, STATES, demo_yaml, stored
 from support.plan import networks, with_weights
 
 
@@ -48,19 +48,24 @@ def test_random_planned_networks_decode_to_every_field(network) -> None:
 
 
 def _vendor_facts(name: str) -> tuple[str, list[LayerFacts]]:
-    # mnist-riscv, mnist-zero-sram: the mnist network with other options (OPTION_CASES)
-    data = np.load(GOLDEN / "known" / f"{OPTION_CASES.get(name, (name,))[0]}.npz")
+    # mnist-riscv, mnist-zero-sram: the mnist network with other options (OPTION_CASES);
+    # fifo-*: a demo run with --fifo added, its first layers made to stream (FIFO_VARIANTS)
+    demo, streamed = FIFO_VARIANTS.get(name.removeprefix("fifo-"), (name, 0))
+    fifo = name.startswith("fifo-")
+    golden = OPTION_CASES.get(demo, (demo,))[0]
+    data = np.load(GOLDEN / "known" / f"{golden}.npz")
     meta = json.loads(str(data["meta"]))
     flags = meta["flags"]
     model = read_ai8x(
-        GOLDEN / "networks" / meta["yaml"], GOLDEN / "trained" / meta["trimmed"],
+        demo_yaml(golden, streamed),
+        GOLDEN / "trained" / meta["trimmed"],
         data["input"].shape, device=meta["device"],
-        overlap_data="--overlap-data" in flags, fifo="--fifo" in flags,
+        overlap_data="--overlap-data" in flags, fifo=fifo or "--fifo" in flags,
     )  # fmt: skip
     return meta["device"], network_facts(model.network, model.plan)
 
 
-VENDOR = sorted(p.stem for p in STATES.glob("MAX*.npz"))
+VENDOR = sorted(p.stem for p in STATES.glob("MAX*.npz")) + [f"fifo-{v}" for v in FIFO_VARIANTS]
 
 
 @pytest.mark.parametrize("name", VENDOR)

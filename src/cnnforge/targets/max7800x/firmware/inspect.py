@@ -21,7 +21,8 @@ FIELD_REGISTER = {
     "output_shift": "post", "in_expand": "lctl2", "out_expand": "lctl2", "write_gap": "lctl2",
     "flatten": "post", "flatten_prod": "post", "kernel_start": "mcnt", "kernel_field": "mcnt",
     "kernel_end": "mcnt", "tptr": "tptr", "timeslots": "oned", "bias_quadrant": "post",
-    "bias_offset": "post", "bias": "post", "kernels": "mcnt",
+    "bias_offset": "post", "bias": "post", "kernels": "mcnt", "streaming": "rollover",
+    "fifo": "ctl",
 }  # fmt: skip
 COLUMNS = ("layer", "op", "processors", "in", "out", "dims", "kernel", "slots", "pool",
            "stride", "pad", "act", "shift", "bits", "bias", "flags")  # fmt: skip
@@ -45,6 +46,8 @@ def register_of(dev: str, layer: DecodedLayer, name: str) -> int:
     if name == "mcnt" and "mcnt" not in rmap.layer_index:
         name = "mcnt2"
     q = (layer.in_map & -layer.in_map).bit_length() - 1
+    if name == "ctl":  # the quadrant control (FIFO input)
+        return rmap.ctl(max(q, 0) // 16, 0)
     return rmap.layer(max(q, 0) // 16, layer.index, name)
 
 
@@ -53,7 +56,8 @@ def rows(layers: list[DecodedLayer]) -> list[list[str]]:
     out = []
     for ly in layers:
         named = (("flatten", ly.flatten), ("chw", ly.chw), ("32-bit out", ly.wide),
-                 ("avg pool", ly.pool_avg))  # fmt: skip
+                 ("avg pool", ly.pool_avg), ("streaming", ly.streaming),
+                 ("fifo input", ly.fifo))  # fmt: skip
         flags = [n for n, on in named if on]
         k = "x".join(map(str, ly.kernel)) if ly.kernel != (0, 0) else "2D"
         out.append([
