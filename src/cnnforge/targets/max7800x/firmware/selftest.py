@@ -3,8 +3,9 @@ sample input (sampledata.h, or load_input's FIFO writes) read back, simulated bi
 against its known answer (sampleoutput.h). Nothing of the folder is compiled or run.
 
 The input words are read back by running data.input_blocks (FIFO input: data.fifo_blocks) on
-index tags (the words it writes say which input value each byte holds); the known answer is checked against the data memory the
-simulated layers leave, each layer's output written where data.known_answers says it goes.
+index tags (the words it writes say which input value each byte holds); the known answer is
+checked against the data memory the simulated layers leave, each layer's output written where
+data.known_answers says it goes.
 """
 
 from __future__ import annotations
