@@ -115,3 +115,38 @@ def test_report_states_are_compile_states() -> None:
         wanted = {n for k in protocol.__mro__ if k is not object for n in vars(k)}
         wanted = {n for n in wanted if not n.startswith("_")}
         assert wanted and wanted <= fields, (protocol.__name__, sorted(wanted - fields))
+
+
+def test_part_names_are_written_once_in_the_device_table() -> None:
+    """No string literal "MAX78000"/"MAX78002" outside devices.py: code names a part through
+    its record (``MAX78000.name``), so a renamed or added part is one edit."""
+    from cnnforge.devices import DEVICES
+
+    names = {d.name for d in DEVICES}
+    found = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        if path.name == "devices.py" and path.parent == PACKAGE:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Constant) and node.value in names:
+                found.append(f"{path.relative_to(PACKAGE)}:{node.lineno}")
+    assert not found, found
+
+
+def test_no_device_parameter_defaults_to_none() -> None:
+    """Below the CLI a device is a required argument (None, where a stage has a device-neutral
+    behaviour, is passed on purpose, never defaulted)."""
+    found = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                continue
+            a = node.args
+            pos = [*a.posonlyargs, *a.args]
+            pairs = list(zip(pos[len(pos) - len(a.defaults) :], a.defaults, strict=True))
+            pairs += [(k, d) for k, d in zip(a.kwonlyargs, a.kw_defaults, strict=True) if d]
+            for arg, default in pairs:
+                none = isinstance(default, ast.Constant) and default.value is None
+                if arg.arg in {"device", "dev"} and none:
+                    found.append(f"{path.relative_to(PACKAGE)}:{node.lineno} {node.name}")
+    assert not found, found

@@ -10,6 +10,7 @@ from rich.table import Table
 
 from cnnforge.cli.app import app
 from cnnforge.cli.common import console, parse_model_args
+from cnnforge.devices import DEFAULT_DEVICE, DEVICE_NAMES
 from cnnforge.errors import InputError
 
 
@@ -17,7 +18,7 @@ from cnnforge.errors import InputError
 def adapt(
     model: str = typer.Argument(..., help="path/to/file.py:Name, package.module:Name or a name."),
     checkpoint: Path = typer.Option(None, "--checkpoint", help="The model's float state_dict."),
-    device: str = typer.Option("MAX78000", "--device", "-d", help="MAX78000 or MAX78002."),
+    device: str = typer.Option(DEFAULT_DEVICE, "--device", "-d", help=f"{DEVICE_NAMES}."),
     dataset: str = typer.Option("shapes", "--dataset", help="shapes, voc or folder."),
     data: Path = typer.Option(None, "--data", help="Dataset directory (voc, folder)."),
     out: Path = typer.Option(Path("runs/adapt"), "--output", "-o", help="Output directory."),

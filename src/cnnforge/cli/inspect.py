@@ -12,6 +12,7 @@ from rich.table import Table
 
 from cnnforge.cli.app import app
 from cnnforge.cli.common import console
+from cnnforge.devices import DEVICE_NAMES, DEVICES
 from cnnforge.errors import InputError
 
 
@@ -45,8 +46,8 @@ def load_network(folder: Path, device: str | None):
 def _check(folder: Path, device: str | None) -> None:
     if not (folder / "cnn.c").is_file():
         raise InputError(f"{folder}: no cnn.c (not a firmware folder)")
-    if device not in (None, "MAX78000", "MAX78002"):
-        raise InputError(f"--device {device}: MAX78000 or MAX78002")
+    if device not in (None, *(d.name for d in DEVICES)):
+        raise InputError(f"--device {device}: one of {DEVICE_NAMES}")
 
 
 def write_pair(network, plan, yaml_out: Path, arch: str) -> Path:

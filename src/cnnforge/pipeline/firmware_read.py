@@ -11,6 +11,6 @@ from cnnforge.frontend.ai8x import load_ai8x
 from cnnforge.targets.max7800x.firmware import selftest
 
 
-def read_firmware(folder: Path, device: str | None = None) -> selftest.Decoded:
+def read_firmware(folder: Path, device: str | None) -> selftest.Decoded:
     """Read, decode and recover ``folder`` (nothing of it is compiled or run)."""
     return selftest.read_network(folder, device, functools.partial(load_ai8x, overlap_data=True))

@@ -81,7 +81,7 @@ def test_simulate_firmware_holds_the_known_answer(name: str, tmp_path_factory, c
     code, out, err = run_cli(["simulate", "--firmware", str(folder)], capsys)
     assert code == 0, err
     assert re.search(r"known answer \(sampleoutput\.h\): PASS, \d+ words equal", out), out
-    x = read_firmware(folder).sample()
+    x = read_firmware(folder, None).sample()
     assert np.array_equal(x, np.load(GOLDEN / "known" / f"{name}.npz")["input"])
 
 
@@ -94,7 +94,7 @@ def test_simulate_firmware_reads_the_fifo_stream(name: str, tmp_path_factory, ca
     code, out, err = run_cli(["simulate", "--firmware", str(folder)], capsys)
     assert code == 0, err
     assert re.search(r"known answer \(sampleoutput\.h\): PASS, \d+ words equal", out), out
-    decoded = read_firmware(folder)
+    decoded = read_firmware(folder, None)
     assert np.array_equal(decoded.sample(), want)
     assert decoded.layers[0].fifo and decoded.plan.fifo
     streamed = FIFO_VARIANTS.get(name.removeprefix("fifo-"), (name, None))[1]
@@ -212,7 +212,7 @@ def _round_trip(folder: Path, tmp_path: Path, capsys) -> None:
     y = tmp_path / "decoded.yaml"
     code, _, err = run_cli(["inspect", str(folder), "--yaml", str(y)], capsys)
     assert code == 0, err
-    decoded = read_firmware(folder)
+    decoded = read_firmware(folder, None)
     np.save(tmp_path / "x.npy", decoded.sample())
     args = ["compile", "--ai8x-yaml", str(y), "--ai8x-checkpoint", str(y.with_suffix(".pth.tar"))]
     args += ["--sample", str(tmp_path / "x.npy"), "-o", str(tmp_path / "out"), "--firmware"]

@@ -18,11 +18,14 @@ from pathlib import Path
 
 import numpy as np
 
+from cnnforge.devices import MAX78000, MAX78002
+
 HOST = Path(__file__).with_name("host")
-# Per device: bytes of CNN address space from 0x50000000, quadrant stride, quadrant 0 registers.
+# Per device: bytes of CNN address space from 0x50000000, quadrant stride, quadrant 0 registers
+# (the vendor's tornadocnn.py: C_GROUP_OFFS, C_SRAM_BASE).
 SPACE = {
-    "MAX78000": (0x0140_0000, 0x40_0000, 0x5010_0000),  # tornadocnn.py: C_GROUP_OFFS, C_SRAM_BASE
-    "MAX78002": (0x0500_0000, 0x100_0000, 0x5100_0000),
+    MAX78000.name: (0x0140_0000, 0x40_0000, 0x5010_0000),
+    MAX78002.name: (0x0500_0000, 0x100_0000, 0x5100_0000),
 }
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import asdict, fields
 from pathlib import Path
 
+from cnnforge.devices import MAX78000, MAX78002
 from cnnforge.targets.max7800x.firmware.decode import DecodedLayer, decode_state
 from cnnforge.targets.max7800x.firmware.hostrun import StateImage
 from cnnforge.targets.max7800x.firmware.interpret import read_setup
@@ -31,7 +32,8 @@ COLUMNS = ("layer", "op", "processors", "in", "out", "dims", "kernel", "slots", 
 def detect_device(folder: Path) -> str:
     """The part a folder's cnn.c addresses: the MAX78002's registers start at 0x51000000."""
     text = (folder / "cnn.c").read_text(encoding="utf-8", errors="replace").lower()
-    return "MAX78002" if "0x511" in text or "0x518" in text or "0x514" in text else "MAX78000"
+    high = "0x511" in text or "0x518" in text or "0x514" in text
+    return MAX78002.name if high else MAX78000.name
 
 
 def read_folder(folder: Path, device: str | None) -> tuple[str, StateImage, list[DecodedLayer]]:

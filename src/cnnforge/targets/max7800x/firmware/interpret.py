@@ -362,7 +362,7 @@ class Interpreter:
             return 0  # FIFO status: never full
         word = self.m.mem.get(p.addr & ~3, 0)
         if p.addr & ~3 == p.addr and self._sram_test(p.addr):
-            if self.device == "MAX78002":
+            if MAPS[self.device].require_reg_clear:
                 word |= 1 << 25  # a quadrant's "clear registers" done bit (hostrun.c)
             for bist in range(4):  # --zero-sram's memory self-tests: done (hostrun.c)
                 if word >> 2 * bist & 1:

@@ -9,6 +9,7 @@ cnn_unload out, ``--boost P.N`` drives the boost pin while the accelerator runs.
 
 from __future__ import annotations
 
+from cnnforge.devices import MAX78002
 from cnnforge.targets.max7800x.firmware.firmware import HEADER, Firmware
 from cnnforge.targets.max7800x.firmware.regmap import FIFO_DATA, FIFO_STAT
 
@@ -131,7 +132,7 @@ def _main(fw: Firmware) -> str:
             '  printf("Waiting...\\n");\n'
             "  MXC_Delay(SEC(2)); // a debugger can still attach\n\n"
         )
-    if fw.device == "MAX78002":
+    if fw.device == MAX78002.name:  # its CNN runs from the PLL
         out.append(
             "  MXC_GCR->ipll_ctrl |= MXC_F_GCR_IPLL_CTRL_EN; // the CNN runs from the PLL\n"
             "  cnn_enable(MXC_S_GCR_PCLKDIV_CNNCLKSEL_IPLL, MXC_S_GCR_PCLKDIV_CNNCLKDIV_DIV4);\n"

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from cnnforge.devices import MAX78000, MAX78002
+
 APB_BASE = 0x5000_0000
 # Layer registers (index into the per-layer register file) and what they hold.
 LAYER_REGISTERS = (
@@ -100,7 +102,7 @@ FIFO_CTL = APB_BASE
 FIFO_STAT = APB_BASE + 4
 FIFO_DATA = APB_BASE + 8  # + 4 k for FIFO k
 # Quadrant control register number of the input frame size (words the FIFOs deliver).
-CTL_IFRM = {"MAX78000": 612, "MAX78002": 0x42018}
+CTL_IFRM = {MAX78000.name: 612, MAX78002.name: 0x42018}
 
 
 def put(name: str, value: int) -> int:
@@ -214,8 +216,8 @@ _AI87_INDEX = dict(
 )  # fmt: skip
 
 MAPS = {
-    "MAX78000": RegisterMap(
-        "MAX78000",
+    MAX78000.name: RegisterMap(
+        MAX78000.name,
         0x40_0000,
         0x10_0000,
         0x10_0010,
@@ -248,8 +250,8 @@ MAPS = {
         False,
         require_fifo_cpl=True,
     ),
-    "MAX78002": RegisterMap(
-        "MAX78002",
+    MAX78002.name: RegisterMap(
+        MAX78002.name,
         0x100_0000,
         0x100_0000,
         0x110_0000,

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
+from cnnforge.devices import MAX78000, MAX78002
 from cnnforge.targets.max7800x.firmware import project
 from cnnforge.targets.max7800x.firmware.firmware import HEADER, Firmware
 from cnnforge.targets.max7800x.firmware.registers import Write, groups_used
@@ -373,8 +374,8 @@ int cnn_boost_disable(mxc_gpio_regs_t *port, uint32_t pin)
 }
 """
 _POWER = {
-    "MAX78000": _ENABLE_COMMON.replace("{delay}", "").replace("{pll}", ""),
-    "MAX78002": _ENABLE_COMMON.replace(
+    MAX78000.name: _ENABLE_COMMON.replace("{delay}", "").replace("{pll}", ""),
+    MAX78002.name: _ENABLE_COMMON.replace(
         "{delay}", "  MXC_Delay(MSEC(10)); // load switches\n"
     ).replace(
         "{pll}",
