@@ -10,7 +10,9 @@ as numbers in tests/data/firmware_state/mlator-<device>-<model>.npz; without, th
 is the vendor's side. One row per case: the vendor's channels, writes and reads; the writes and
 reads compared (the channels of the layers cnnforge reads through the mlator); equal.
 
-    python benchmarks/mlator_traces.py [--capture] [--keep DIR]
+    python benchmarks/mlator_traces.py [--capture] [--keep DIR] [--smoke]
+
+``--smoke``: the first case only, against the stored trace (no vendor tool needed).
 """
 
 from __future__ import annotations
@@ -86,12 +88,14 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--capture", action="store_true", help="run the vendor tool, store")
     parser.add_argument("--keep", type=Path, help="keep the folders here")
+    parser.add_argument("--smoke", action="store_true", help="the first case, stored trace")
     args = parser.parse_args(argv)
+    cases = CASES[:1] if args.smoke else CASES
     print(f"{'device':9} {'model':6} {'channels':>8} {'writes':>7} {'reads':>6} "
           f"{'cmp w':>8} {'cmp r':>7} equal")  # fmt: skip
     with tempfile.TemporaryDirectory(prefix="cnnforge-mlator-") as tmp:
         keep = args.keep or Path(tmp)
-        ok = [run_case(case, keep, args.capture) for case in CASES]
+        ok = [run_case(case, keep, args.capture and not args.smoke) for case in cases]
     return 0 if all(ok) else 1
 
 

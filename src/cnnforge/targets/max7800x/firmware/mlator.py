@@ -12,11 +12,12 @@ prime it, then once per four pixels, and writes CTL = READY_SEL << 1 | 1 << 3 (o
 cnnforge writes that sequence, value for value, only for an output layer where the vendor's
 other mlator path agrees with it: its RTL-simulation check (izer/unload.py, ``verify``) writes
 the channel's whole SRAM offset (instance, quadrant and out_offset included) as the pointer, the
-same number only for an output at offset 0 in processors 0-3 (one pass, no write gap). The
-vendor's own out_buf index (row * H + col) and channel count (one per processor lane) are the
-pixel's and the channel's only for a square (or 1-row / 1-column) frame whose C channels sit
-in processors 0..C-1. Any other output layer is unloaded plainly, with a note saying why (as
-the vendor's "Ignoring --mlator" warnings do for 32-bit outputs and small or odd frames).
+same number only for an output at offset 0 in processors 0-3. The vendor's own out_buf index
+(row * H + col) and channel count (one per processor lane) are the pixel's and the channel's
+only for a square (or 1-row / 1-column) frame whose C channels sit in processors 0..C-1; with a
+write gap the pixels are not in the consecutive words the mlator reads. Any other output layer
+is unloaded plainly, with a note saying why (as the vendor's "Ignoring --mlator" warnings do for
+32-bit outputs and small or odd frames).
 """
 
 from __future__ import annotations
@@ -78,8 +79,8 @@ def reason(f: LayerFacts, shape: tuple[int, int, int]) -> str:
         return f"its output is at offset 0x{f.out_offset:04x}: {disagree}"
     if f.out_map >> 4:
         return f"its channels are in processors {_span(f.out_map)}, not 0-3: {disagree}"
-    if f.write_gap or f.out_expand > 1:
-        return f"it writes with a gap or in passes: {disagree}"
+    if f.write_gap:
+        return f"it writes with a gap ({f.write_gap}): its pixels are not in consecutive words"
     if f.out_map != (1 << c) - 1:
         return (
             f"its channels are in processors {_span(f.out_map)}: the vendor's cnn_unload numbers "
