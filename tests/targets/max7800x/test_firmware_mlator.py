@@ -163,6 +163,14 @@ def test_mlator_ignored_for_32_bit_output(
     assert "unload_runs" in cnn and "mlator" not in cnn
 
 
+def test_mlator_in_compile_help(capsys: pytest.CaptureFixture[str]) -> None:
+    code, printed, _ = run_cli(["compile", "--help"], capsys)
+    assert code == 0
+    (line,) = [ln for ln in printed.splitlines() if ln.strip().startswith("--mlator")]
+    assert "channel by channel" in line and "unloaded plainly, with a note" in line
+    assert "refused" not in line
+
+
 # The vendor's two mlator paths (izer/unload.py), as read: per channel, the SRAM pointer values
 # written, and (embedded cnn_unload only) the out_buf word of each read.
 def _embedded(f: LayerFacts, h: int, w: int) -> list[tuple[list[int], list[int]]]:
