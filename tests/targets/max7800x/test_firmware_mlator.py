@@ -127,9 +127,13 @@ def test_mlator_is_the_plain_unload_regrouped(
 def test_mixed_folder_builds_with_warnings_as_errors(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """Both loops (mlator and word copy) in one cnn_unload: -Werror, host and Cortex-M4."""
+    """Both loops (mlator and word copy) in one cnn_unload: -Werror, host and Cortex-M4; the
+    folder reads back (cnnforge inspect)."""
     out, _ = _compile(tmp_path, capsys, CASES[-1])
     builds_with_warnings_as_errors(out / "firmware", tmp_path)
+    code, printed, err = run_cli(["inspect", str(out / "firmware")], capsys)
+    assert code == 0, err
+    assert printed.count("conv2d") == 3
 
 
 def test_no_unload_mlator_changes_nothing() -> None:

@@ -165,12 +165,13 @@ def _channel_table(p: Part, rmap: RegisterMap) -> str:
             ch.reads,
         )
         text = ", ".join(f"0x{v:08x}" for v in values[:7])
-        rows.append(f"  {{ {text}, {values[7]} }}, // channel {ch.lane}: byte {ch.lane}\n")
+        rows.append(f"  {text}, {values[7]}, // channel {ch.lane}: byte {ch.lane}\n")
     return (
-        f"// --mlator, layer {p.name}: per channel its quadrant's CTL and mlator registers, layer\n"
-        "// 0's write pointer base and LCTL2; the CTL value that loads the pointer and picks the\n"
-        "// byte; the pointer (the first pixel) and LCTL2 values; reads after the prime\n"
-        f"static const uint32_t mlator_{p.index}[][8] = {{\n" + "".join(rows) + "};\n\n"
+        f"// --mlator, layer {p.name}: 8 words per channel: its quadrant's CTL and mlator\n"
+        "// registers, layer 0's write pointer base and LCTL2; the CTL value that loads the\n"
+        "// pointer and picks the byte; the pointer (the first pixel) and LCTL2 values; reads\n"
+        "// after the prime\n"
+        f"static const uint32_t mlator_{p.index}[] = {{\n" + "".join(rows) + "};\n\n"
     )
 
 
@@ -179,13 +180,12 @@ _MLATOR_LOOP = """\
 // pick the byte), prime it with one read; each further read returns the channel's byte of four
 // consecutive pixels; then turn it off. Leaves layer 0's write pointer base and LCTL2 changed:
 // cnn_configure before the next inference.
-static uint32_t *unload_mlator(const uint32_t (*channel)[8], uint32_t channels,
-                               uint32_t *out_buf)
+static uint32_t *unload_mlator(const uint32_t *channel, uint32_t channels, uint32_t *out_buf)
 {
   uint32_t c, n;
 
   for (c = 0; c < channels; c++) {
-    const uint32_t *m = channel[c];
+    const uint32_t *m = channel + 8 * c;
     volatile uint32_t *ctrl = (volatile uint32_t *) (uintptr_t) m[0];
     volatile uint32_t *mlat = (volatile uint32_t *) (uintptr_t) m[1];
 
