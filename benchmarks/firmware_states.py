@@ -87,6 +87,36 @@ def own_plans(keep: Path, capture: bool, models: list[str] | None = None) -> int
     return bad
 
 
+def eltwise_runs(keep: Path, capture: bool) -> int:
+    """The element-wise cases (tests/support/eltwise_firmware.py): the vendor tool on the pair
+    cnnforge wrote, both firmwares run on the host, compared (``capture``: store the vendor's
+    as eltwise-<case>.npz)."""
+    from tests.support.eltwise_firmware import ELTWISE, eltwise_firmware, vendor_pair
+
+    from cnnforge.targets.max7800x.firmware.writer import write_folder
+
+    bad = 0
+    for case, (_, device, _) in ELTWISE.items():
+        folder = keep / "eltwise" / case
+        shutil.rmtree(folder, ignore_errors=True)
+        yaml, ckpt, sample = vendor_pair(case, folder / "pair")
+        demo = Demo(device, case, yaml, ckpt, sample, ())
+        _, _, note = run_vendor(demo, folder / "vendor", False)
+        write_folder(eltwise_firmware(case), folder / "ours")
+        vendor = run_setup(folder / "vendor" / "net", device)
+        diffs = run_setup(folder / "ours", device).differences(vendor, limit=1)
+        if capture:
+            vendor.save(STORE / f"eltwise-{case}.npz")
+        print(
+            f"{device:9} {'eltwise ' + case[9:]:30} {len(vendor.state):7} {len(vendor.input):7} "
+            f"{len(vendor.fifo):6} {vendor.kat.size:6} {'yes' if not diffs else 'NO':5}  "
+            f"{note or (diffs or [''])[0]}",
+            flush=True,
+        )
+        bad += bool(diffs)
+    return bad
+
+
 def fifo_variants(izer: Path, keep: Path, capture: bool) -> int:
     """The demos of FIFO_VARIANTS run with --fifo added (some layers made to stream): the
     vendor's state against the stored fifo-<variant>.npz (``capture``: store it)."""
@@ -376,6 +406,8 @@ def main(argv: list[str] | None = None) -> int:
         bad += option_runs(izer, keep, args.capture)
     if not args.only or "own" in args.only or own_only:
         bad += own_plans(keep, args.capture, own_only)
+    if not args.only or "eltwise" in args.only:
+        bad += eltwise_runs(keep, args.capture)
     print(f"vendor outputs in {keep}")
     return 1 if bad else 0
 

@@ -7,7 +7,10 @@ from __future__ import annotations
 
 import functools
 import json
+import shutil
+import subprocess
 import tempfile
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
@@ -15,13 +18,20 @@ import numpy as np
 
 from cnnforge.frontend.ai8x import read_ai8x
 from cnnforge.sim import simulate
-from cnnforge.targets.max7800x.firmware.firmware import Firmware, build_firmware
+from cnnforge.targets.max7800x.firmware.firmware import (
+    Firmware,
+    build_firmware,
+    expected_image,
+    fifo_stream,
+)
+from cnnforge.targets.max7800x.firmware.flash import ARM_FLAGS, HOST, arm_sources
 from cnnforge.targets.max7800x.firmware.hostrun import StateImage
 from cnnforge.targets.max7800x.firmware.options import FirmwareOptions
 
 TESTS = Path(__file__).parents[1]
 GOLDEN = TESTS / "golden" / "ai8x_demos"
 STATES = TESTS / "data" / "firmware_state"
+ARM_GCC = shutil.which("arm-none-eabi-gcc")
 # Demos whose input arrives through the FIFOs (the vendor's --fifo).
 FIFO = {"MAX78000-cats-dogs", "MAX78000-facedet_tinierssd"}
 
@@ -89,17 +99,25 @@ def demo_firmware(name: str, fifo: bool = False, streamed: int = 0) -> Firmware:
     meta = json.loads(str(data["meta"]))
     x = data["input"].astype(np.int64)
     flags = [*meta["flags"], *extra, *(["--fifo"] if fifo else [])]
+    trimmed = GOLDEN / "trained" / meta["trimmed"]
+    return pair_firmware(demo_yaml(name, streamed), trimmed, x, meta["device"], flags)
+
+
+def pair_firmware(
+    yaml: Path, checkpoint: Path, x: np.ndarray, device: str, flags: Sequence[str]
+) -> Firmware:
+    """cnnforge's firmware for a vendor pair and sample, with the vendor's ``flags``."""
     model = read_ai8x(
-        demo_yaml(name, streamed),
-        GOLDEN / "trained" / meta["trimmed"],
+        yaml,
+        checkpoint,
         x.shape,
-        device=meta["device"],
+        device=device,
         overlap_data="--overlap-data" in flags,
         fifo="--fifo" in flags,
     )
-    result = simulate(model.network, x, device=meta["device"])
+    result = simulate(model.network, x, device=device)
     outputs = {k: v.numpy() for k, v in result.outputs.items()}
-    options = FirmwareOptions.from_vendor_flags(flags)
+    options = FirmwareOptions.from_vendor_flags(list(flags))
     return build_firmware(model.network, model.plan, x, outputs, replace(options, mlator=False))
 
 
@@ -112,3 +130,21 @@ def variant_firmware(variant: str) -> Firmware:
 def stored(name: str) -> StateImage:
     """The vendor firmware's state image stored for case ``name``."""
     return StateImage.load(STATES / f"{name}.npz")
+
+
+def equal_model(fw: Firmware, vendor: StateImage) -> None:
+    """Every register and memory word, the input words, the FIFO stream, the known answers."""
+    state, added = expected_image(fw)
+    assert state == dict(vendor.state.tolist())
+    assert added == dict(vendor.input.tolist())
+    assert np.array_equal(fifo_stream(fw), vendor.fifo.reshape(-1, 2))
+    assert np.array_equal(fw.kat, vendor.kat)
+
+
+def arm_build(folder: Path) -> None:
+    """Every generated .c compiles for the chip's Arm core with -Wall -Wextra -Werror."""
+    assert ARM_GCC is not None
+    for source in arm_sources(folder):
+        cmd = [ARM_GCC, *ARM_FLAGS, "-I", str(HOST), "-I", str(folder), "-c", source]
+        proc = subprocess.run(cmd, cwd=folder, capture_output=True, text=True, check=False)
+        assert proc.returncode == 0, proc.stderr[-2000:]

@@ -157,6 +157,12 @@ def _layer(state: dict[int, int], rmap: RegisterMap, i: int, groups: list[int]) 
         in_map |= (ena & 0xFFFF) << 16 * q
         masks |= ena >> 16
     post, lctl, lctl2, oned = reg("post"), reg("lctl"), reg("lctl2"), reg("oned")
+    if get(oned, "eltwise_ena"):  # the operands' producers are not read back yet
+        raise DecodeError(
+            f"register 0x{rmap.layer(groups[0], i, 'oned'):08x}: layer {i} is an element-wise "
+            f"operation of {get(oned, 'eltwise_operands') + 1} operands, which cnnforge does "
+            "not read back yet"
+        )
     passthrough = get(post, "passthrough") != 0
     conv = not passthrough
     if conv and not masks and in_map:

@@ -60,6 +60,7 @@ class LayerFacts:
     chw: bool  # CHW ("big data") input: the first layer of a CHW plan
     streaming: bool
     rollover: int = 0  # streaming: the circular input buffer in words (streaming.rollover_words)
+    pool_first: bool = True  # element-wise with pooling: pool each operand, then combine
 
     @functools.cached_property
     def in_expand(self) -> int:
@@ -163,6 +164,7 @@ def layer_facts(
         bias_quadrant=place.bias_quadrant,
         chw=chw and index == 0,
         streaming=place.streaming,
+        pool_first=layer.pool_first,
     )
 
 
