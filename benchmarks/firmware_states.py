@@ -8,7 +8,7 @@ numbers in tests/data/firmware_state/<device>-<prefix>.npz. Without ``--capture`
 with the stored images. One row per demo: state words, input words, known-answer words, equal.
 
     python benchmarks/firmware_states.py [--device MAX78000] [--only mnist|fifo|own|own:MODEL]
-                                         [--keep DIR] [--reuse] [--capture]
+                                         [--only eltwise] [--keep DIR] [--reuse] [--capture]
     python benchmarks/firmware_states.py --ours   (--smoke: the mnist demo only)
     python benchmarks/firmware_states.py --roundtrip [--device D] [--only mnist] [--keep DIR]
 
@@ -19,8 +19,9 @@ that pair run through the vendor tool again: its firmware must leave the same st
 
 ``--ours`` needs no vendor tool: for every stored image of a demo with a golden
 (tests/golden/ai8x_demos), cnnforge writes its firmware, builds and runs it on the host and
-compares with the stored image; then the demos run with --fifo added (fifo-*.npz) and
-cnnforge's own plans (own-*.npz, cats-dogs streaming through the FIFO). One row per case: the
+compares with the stored image; then the demos run with --fifo added (fifo-*.npz),
+cnnforge's own plans (own-*.npz, cats-dogs streaming through the FIFO) and the element-wise
+cases (eltwise-*.npz, tests/support/eltwise_firmware.py). One row per case: the
 vendor's state words, input words, FIFO writes, known-answer words, and whether cnnforge's
 firmware leaves the same.
 """
@@ -205,7 +206,27 @@ def ours_table(smoke: bool = False) -> int:
               f"{len(vendor.fifo):6} {vendor.kat.size:6} {'yes' if not diffs else 'NO':5}  "
               f"{(diffs or [''])[0]}", flush=True)  # fmt: skip
         bad += bool(diffs)
-    return (1 if bad else 0) | (0 if smoke else own_table())
+    return (1 if bad else 0) | (0 if smoke else own_table() | eltwise_table())
+
+
+def eltwise_table() -> int:
+    """The element-wise cases: cnnforge's firmware run on the host against eltwise-*.npz."""
+    from tests.support.eltwise_firmware import ELTWISE, eltwise_firmware
+
+    from cnnforge.targets.max7800x.firmware.writer import write_folder
+
+    bad = 0
+    for case in ELTWISE:
+        vendor = StateImage.load(STORE / f"eltwise-{case}.npz")
+        fw = eltwise_firmware(case)
+        with tempfile.TemporaryDirectory() as tmp:
+            write_folder(fw, Path(tmp))
+            diffs = run_setup(Path(tmp), fw.device).differences(vendor, limit=1)
+        print(f"{'eltwise-' + case:34} {len(vendor.state):7} {len(vendor.input):7} "
+              f"{len(vendor.fifo):6} {vendor.kat.size:6} {'yes' if not diffs else 'NO':5}  "
+              f"{(diffs or [''])[0]}", flush=True)  # fmt: skip
+        bad += bool(diffs)
+    return 1 if bad else 0
 
 
 def own_table() -> int:
@@ -343,7 +364,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", choices=DEVICES, action="append")
     parser.add_argument(
-        "--only", action="append", help="demo prefix, own (the own plans) or own:MODEL (repeatable)"
+        "--only",
+        action="append",
+        help="demo prefix, fifo, options, own, own:MODEL or eltwise (repeatable)",
     )
     parser.add_argument("--keep", type=Path, help="keep the vendor outputs in this folder")
     parser.add_argument("--reuse", action="store_true", help="reuse the outputs in --keep")
