@@ -36,6 +36,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -46,6 +47,9 @@ from tests.support.firmware import FIFO_VARIANTS, OPTION_CASES, OWN, own_sample,
 from vendor_oracle import DEVICES, RUNNER, Demo, demos, run_vendor
 
 from cnnforge.targets.max7800x.firmware.hostrun import HostRunError, StateImage, run_setup
+
+if TYPE_CHECKING:
+    from cnnforge.targets.max7800x.firmware.firmware import Firmware
 
 STORE = Path(__file__).resolve().parents[1] / "tests" / "data" / "firmware_state"
 
@@ -197,35 +201,30 @@ def ours_table(smoke: bool = False) -> int:
         print(f"{head} {'yes' if not diffs else 'NO':5}  {(diffs or [''])[0]}", flush=True)
         bad += bool(diffs)
     for name in [] if smoke else FIFO_VARIANTS:
-        vendor = StateImage.load(STORE / f"fifo-{name}.npz")
-        fw = variant_firmware(name)
-        with tempfile.TemporaryDirectory() as tmp:
-            write_folder(fw, Path(tmp))
-            diffs = run_setup(Path(tmp), fw.device).differences(vendor, limit=1)
-        print(f"{'fifo-' + name:34} {len(vendor.state):7} {len(vendor.input):7} "
-              f"{len(vendor.fifo):6} {vendor.kat.size:6} {'yes' if not diffs else 'NO':5}  "
-              f"{(diffs or [''])[0]}", flush=True)  # fmt: skip
-        bad += bool(diffs)
+        bad += host_row(f"fifo-{name}", variant_firmware(name))
     return (1 if bad else 0) | (0 if smoke else own_table() | eltwise_table())
+
+
+def host_row(name: str, fw: Firmware) -> bool:
+    """cnnforge's firmware ``fw`` run on the host against the stored ``name``.npz: print its
+    row; True when they differ."""
+    from cnnforge.targets.max7800x.firmware.writer import write_folder
+
+    vendor = StateImage.load(STORE / f"{name}.npz")
+    with tempfile.TemporaryDirectory() as tmp:
+        write_folder(fw, Path(tmp))
+        diffs = run_setup(Path(tmp), fw.device).differences(vendor, limit=1)
+    print(f"{name:34} {len(vendor.state):7} {len(vendor.input):7} {len(vendor.fifo):6} "
+          f"{vendor.kat.size:6} {'yes' if not diffs else 'NO':5}  {(diffs or [''])[0]}",
+          flush=True)  # fmt: skip
+    return bool(diffs)
 
 
 def eltwise_table() -> int:
     """The element-wise cases: cnnforge's firmware run on the host against eltwise-*.npz."""
     from tests.support.eltwise_firmware import ELTWISE, eltwise_firmware
 
-    from cnnforge.targets.max7800x.firmware.writer import write_folder
-
-    bad = 0
-    for case in ELTWISE:
-        vendor = StateImage.load(STORE / f"eltwise-{case}.npz")
-        fw = eltwise_firmware(case)
-        with tempfile.TemporaryDirectory() as tmp:
-            write_folder(fw, Path(tmp))
-            diffs = run_setup(Path(tmp), fw.device).differences(vendor, limit=1)
-        print(f"{'eltwise-' + case:34} {len(vendor.state):7} {len(vendor.input):7} "
-              f"{len(vendor.fifo):6} {vendor.kat.size:6} {'yes' if not diffs else 'NO':5}  "
-              f"{(diffs or [''])[0]}", flush=True)  # fmt: skip
-        bad += bool(diffs)
+    bad = sum(host_row(f"eltwise-{case}", eltwise_firmware(case)) for case in ELTWISE)
     return 1 if bad else 0
 
 
