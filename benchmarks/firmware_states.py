@@ -8,7 +8,7 @@ numbers in tests/data/firmware_state/<device>-<prefix>.npz. Without ``--capture`
 with the stored images. One row per demo: state words, input words, known-answer words, equal.
 
     python benchmarks/firmware_states.py [--device MAX78000] [--only mnist|fifo|own|own:MODEL]
-                                         [--only eltwise] [--keep DIR] [--reuse] [--capture]
+                                         [--only cases] [--keep DIR] [--reuse] [--capture]
     python benchmarks/firmware_states.py --ours   (--smoke: the mnist demo only)
     python benchmarks/firmware_states.py --roundtrip [--device D] [--only mnist] [--keep DIR]
 
@@ -20,8 +20,8 @@ that pair run through the vendor tool again: its firmware must leave the same st
 ``--ours`` needs no vendor tool: for every stored image of a demo with a golden
 (tests/golden/ai8x_demos), cnnforge writes its firmware, builds and runs it on the host and
 compares with the stored image; then the demos run with --fifo added (fifo-*.npz),
-cnnforge's own plans (own-*.npz, cats-dogs streaming through the FIFO) and the element-wise
-cases (eltwise-*.npz, tests/support/eltwise_firmware.py). One row per case: the
+cnnforge's own plans (own-*.npz, cats-dogs streaming through the FIFO) and the small-network
+cases (eltwise-*.npz, stream1x1-*.npz: tests/support/firmware_cases.py). One row per case: the
 vendor's state words, input words, FIFO writes, known-answer words, and whether cnnforge's
 firmware leaves the same.
 """
@@ -92,30 +92,30 @@ def own_plans(keep: Path, capture: bool, models: list[str] | None = None) -> int
     return bad
 
 
-def eltwise_runs(keep: Path, capture: bool) -> int:
-    """The element-wise cases (tests/support/eltwise_firmware.py): the vendor tool on the pair
-    cnnforge wrote, both firmwares run on the host, compared (``capture``: store the vendor's
-    as eltwise-<case>.npz)."""
-    from tests.support.eltwise_firmware import ELTWISE, eltwise_firmware, vendor_pair
+def case_runs(keep: Path, capture: bool) -> int:
+    """The small-network cases (tests/support/firmware_cases.py: element-wise layers, streaming
+    1x1 convolutions): the vendor tool on the pair cnnforge wrote, both firmwares run on the
+    host, compared (``capture``: store the vendor's as <case>.npz)."""
+    from tests.support.firmware_cases import CASES, case_firmware, vendor_pair
 
     from cnnforge.targets.max7800x.firmware.writer import write_folder
 
     bad = 0
-    for case, (_, device, _) in ELTWISE.items():
-        folder = keep / "eltwise" / case
+    for name, case in CASES.items():
+        folder = keep / "cases" / name
         shutil.rmtree(folder, ignore_errors=True)
-        yaml, ckpt, sample = vendor_pair(case, folder / "pair")
-        demo = Demo(device, case, yaml, ckpt, sample, ())
+        yaml, ckpt, sample = vendor_pair(name, folder / "pair")
+        demo = Demo(case.device, name, yaml, ckpt, sample, case.flags)
         _, _, note = run_vendor(demo, folder / "vendor", False)
-        write_folder(eltwise_firmware(case), folder / "ours")
-        vendor = run_setup(folder / "vendor" / "net", device)
-        diffs = run_setup(folder / "ours", device).differences(vendor, limit=1)
+        write_folder(case_firmware(name), folder / "ours")
+        vendor = run_setup(folder / "vendor" / "net", case.device)
+        diffs = run_setup(folder / "ours", case.device).differences(vendor, limit=1)
         if capture:
-            vendor.save(STORE / f"eltwise-{case}.npz")
+            vendor.save(STORE / f"{name}.npz")
         print(
-            f"{device:9} {'eltwise ' + case[9:]:30} {len(vendor.state):7} {len(vendor.input):7} "
-            f"{len(vendor.fifo):6} {vendor.kat.size:6} {'yes' if not diffs else 'NO':5}  "
-            f"{note or (diffs or [''])[0]}",
+            f"{case.device:9} {name.replace(case.device + '-', ''):30} {len(vendor.state):7} "
+            f"{len(vendor.input):7} {len(vendor.fifo):6} {vendor.kat.size:6} "
+            f"{'yes' if not diffs else 'NO':5}  {note or (diffs or [''])[0]}",
             flush=True,
         )
         bad += bool(diffs)
@@ -202,7 +202,7 @@ def ours_table(smoke: bool = False) -> int:
         bad += bool(diffs)
     for name in [] if smoke else FIFO_VARIANTS:
         bad += host_row(f"fifo-{name}", variant_firmware(name))
-    return (1 if bad else 0) | (0 if smoke else own_table() | eltwise_table())
+    return (1 if bad else 0) | (0 if smoke else own_table() | case_table())
 
 
 def host_row(name: str, fw: Firmware) -> bool:
@@ -220,12 +220,11 @@ def host_row(name: str, fw: Firmware) -> bool:
     return bool(diffs)
 
 
-def eltwise_table() -> int:
-    """The element-wise cases: cnnforge's firmware run on the host against eltwise-*.npz."""
-    from tests.support.eltwise_firmware import ELTWISE, eltwise_firmware
+def case_table() -> int:
+    """The small-network cases: cnnforge's firmware run on the host against <case>.npz."""
+    from tests.support.firmware_cases import CASES, case_firmware
 
-    bad = sum(host_row(f"eltwise-{case}", eltwise_firmware(case)) for case in ELTWISE)
-    return 1 if bad else 0
+    return 1 if sum(host_row(name, case_firmware(name)) for name in CASES) else 0
 
 
 def own_table() -> int:
@@ -365,7 +364,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--only",
         action="append",
-        help="demo prefix, fifo, options, own, own:MODEL or eltwise (repeatable)",
+        help="demo prefix, fifo, options, own, own:MODEL or cases (repeatable)",
     )
     parser.add_argument("--keep", type=Path, help="keep the vendor outputs in this folder")
     parser.add_argument("--reuse", action="store_true", help="reuse the outputs in --keep")
@@ -428,8 +427,8 @@ def main(argv: list[str] | None = None) -> int:
         bad += option_runs(izer, keep, args.capture)
     if not args.only or "own" in args.only or own_only:
         bad += own_plans(keep, args.capture, own_only)
-    if not args.only or "eltwise" in args.only:
-        bad += eltwise_runs(keep, args.capture)
+    if not args.only or "cases" in args.only:
+        bad += case_runs(keep, args.capture)
     print(f"vendor outputs in {keep}")
     return 1 if bad else 0
 

@@ -222,39 +222,6 @@ def test_cli_firmware_streams_through_the_fifo(
     assert image.differences(stored("MAX78000-cats-dogs")) == []
 
 
-def test_cli_firmware_refuses_what_it_does_not_write(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    """A network the writer does not cover yet (an element-wise add over 80 channels, two
-    passes): one line, exit 2, no OUT/."""
-    (tmp_path / "res.py").write_text(RESIDUAL, encoding="utf-8")
-    np.save(tmp_path / "x.npy", own_sample((3, 16, 16)))
-    args = ["compile", f"{tmp_path / 'res.py'}:Res", "--ptq", "-i", "3,16,16", "--sample"]
-    args += [str(tmp_path / "x.npy"), "-o", str(tmp_path / "out"), "--firmware", "--no-report"]
-    code, _, err = run_cli(args, capsys)
-    assert code == 2
-    assert len(err.strip().splitlines()) == 1 and "multi-pass element-wise" in err
-    assert "Traceback" not in err
-    assert not (tmp_path / "out").exists()
-
-
-RESIDUAL = """\
-import torch
-from torch import nn
-
-
-class Res(nn.Module):
-    def __init__(self) -> None:
-        super().__init__()
-        self.a = nn.Conv2d(3, 80, 3, padding=1)
-        self.b = nn.Conv2d(80, 80, 3, padding=1)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        y = torch.relu(self.a(x))
-        return y + self.b(y)
-"""
-
-
 @pytest.mark.parametrize(
     "args,why",
     [

@@ -3,8 +3,8 @@ per-layer, per-quadrant registers, each with what it means (docs/firmware.md has
 
 Learned from the vendor tool's izer/backend/max7800x.py and checked word for word on the host
 (hostrun.py); the streaming and FIFO values are stream.py's, the element-wise bits eltwise.py's.
-Cases the writer does not cover yet (depthwise convolutions, streaming 1x1 convolutions, some
-element-wise layers) are refused with ``NotImplementedError`` rather than written wrong.
+Cases the writer does not cover yet (depthwise convolutions, some element-wise layers) are
+refused with ``NotImplementedError`` rather than written wrong.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from cnnforge.targets.max7800x.firmware.eltwise import (
     eltwise_meaning,
     eltwise_oned,
     eltwise_refusal,
+    multipass_values,
 )
 from cnnforge.targets.max7800x.firmware.facts import LayerFacts
 from cnnforge.targets.max7800x.firmware.kernels import KernelLayout
@@ -59,8 +60,6 @@ def groups_used(facts: list[LayerFacts]) -> list[int]:
 
 def unsupported(f: LayerFacts, device: str = "") -> str:
     """Why the writer cannot write this layer (on ``device``) yet ('' when it can)."""
-    if f.streaming and f.kernel == (1, 1) and f.op is not Op.PASSTHROUGH:
-        return "a streaming 1x1 convolution (the vendor runs it as a padded 3x3)"
     if eltwise_refusal(f, device):
         return eltwise_refusal(f, device)
     if f.groups > 1:
@@ -160,6 +159,7 @@ def layer_writes(
             raise NotImplementedError(f"layer {f.name}: {why}")
         for q in groups:
             values = _layer_values(f, q, groups, rmap, kl, bl, len(facts))
+            values = multipass_values(f, values, rmap.instance_words, rmap.device)
             values += stream_values(facts, f, fifo, rmap)
             if f.streaming and f.index > 0:  # TRAM after the earlier streaming layers'
                 values = [after_streams(facts, f) if v[0] == "tptr" else v for v in values]
