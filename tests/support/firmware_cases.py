@@ -1,9 +1,10 @@
 """Firmware cases of small networks (tests/targets/max7800x/test_firmware_cases.py and
 benchmarks/firmware_states.py --only cases): firmware_models.py's networks compiled with
-``--ptq --firmware`` (element-wise layers; streaming 1x1 convolutions with ``--fifo``), and the
-vendor pair cnnforge writes for one with its ``operation: sub`` layers changed to xor / or (PTQ
-has no float xor / or). The vendor tool run on the same YAML + checkpoint + sample (+ flags) is
-the oracle: its state is tests/data/firmware_state/<case>.npz."""
+``--ptq --firmware`` (element-wise layers; streaming 1x1 convolutions with ``--fifo``; depthwise
+convolutions), and the vendor pair cnnforge writes for one with its ``operation: sub`` layers
+changed to xor / or (PTQ has no float xor / or). The vendor tool run on the same YAML +
+checkpoint + sample (+ flags) is the oracle: its state is tests/data/firmware_state/<case>.npz.
+"""
 
 from __future__ import annotations
 
@@ -48,6 +49,8 @@ CASES = {
     "stream1x1-MAX78002-first": Case("Stream1x1", "MAX78002", (3, 64, 64), ("--fifo",)),
     "stream1x1-MAX78000-middle": Case("Stream1x1Middle", "MAX78000", (3, 128, 128), ("--fifo",)),
     "stream1x1-MAX78002-after": Case("Stream1x1Middle", "MAX78002", (3, 128, 128), ("--fifo",)),
+    "depthwise-MAX78002": Case("Depthwise", "MAX78002"),
+    "depthwise-MAX78002-two-quadrants": Case("Depthwise32", "MAX78002"),
 }
 
 

@@ -1,6 +1,6 @@
 """Small networks for the firmware cases of support/firmware_cases.py (element-wise layers,
-streaming 1x1 convolutions): compiled as ``tests/support/firmware_models.py:CLASS`` with
-``--ptq`` (untrained weights, seed 0).
+streaming 1x1 convolutions, depthwise convolutions): compiled as
+``tests/support/firmware_models.py:CLASS`` with ``--ptq`` (untrained weights, seed 0).
 """
 
 from __future__ import annotations
@@ -116,3 +116,24 @@ class Stream1x1Middle(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.d(self.c(self.b(self.a(x))))
+
+
+class Depthwise(nn.Module):
+    """A depthwise 3x3 convolution without bias whose output goes to other processors (not
+    broadcast); ``channels`` 32: its input and output span two quadrants each."""
+
+    def __init__(self, channels: int = 16) -> None:
+        super().__init__()
+        self.a = nn.Conv2d(3, channels, 3, padding=1)
+        self.dw = nn.Conv2d(channels, channels, 3, padding=1, groups=channels, bias=False)
+        self.head = nn.Conv2d(channels, 10, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(torch.relu(self.dw(torch.relu(self.a(x)))))
+
+
+class Depthwise32(Depthwise):
+    """Depthwise over 32 channels."""
+
+    def __init__(self) -> None:
+        super().__init__(32)

@@ -1,6 +1,7 @@
 """Element-wise layers (add, sub, xor, or; 2 and 3 operands; one pass or several; pooling first
-and last; alone or before a convolution) and streaming 1x1 convolutions in cnnforge's firmware
-against the vendor tool's, register for register.
+and last; alone or before a convolution), streaming 1x1 convolutions and depthwise convolutions
+(MAX78002, not broadcast, without bias) in cnnforge's firmware against the vendor tool's,
+register for register.
 
 The cases are support/firmware_cases.py's: small networks compiled with ``--ptq --firmware``
 (and the vendor pair cnnforge writes for one, its subtractions made xor / or); the vendor tool's
@@ -57,15 +58,22 @@ def test_oned_register_says_what_it_does() -> None:
 
 
 @pytest.mark.parametrize("command", [["simulate", "--firmware"], ["inspect"]])
+@pytest.mark.parametrize(
+    "case,why",
+    [
+        (Case("Res", "MAX78000"), "0x5010011c: layer 3 is an element-wise operation of 2 operands"),
+        (Case("Depthwise", "MAX78002"), "0x5110014c: layer 1 is a depthwise convolution"),
+    ],
+)
 def test_reading_back_is_refused_in_one_line(
-    command: list[str], capsys: pytest.CaptureFixture[str]
+    command: list[str], case: Case, why: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """The decoder does not read element-wise layers back yet: one line naming the register,
-    exit 2, rather than a network decoded wrong."""
-    _, out = compiled(Case("Res", "MAX78000"))
+    """The decoder does not read element-wise or depthwise layers back yet: one line naming
+    the register, exit 2, rather than a network decoded wrong."""
+    _, out = compiled(case)
     code, _, err = run_cli([*command, str(out / "firmware")], capsys)
     assert code == 2 and len(err.strip().splitlines()) == 1, err
-    assert "register 0x5010011c: layer 3 is an element-wise operation of 2 operands" in err
+    assert f"register {why}" in err
 
 
 def test_cli_refuses_element_wise_before_a_convolution_with_bias_on_the_max78002(

@@ -163,6 +163,11 @@ def _layer(state: dict[int, int], rmap: RegisterMap, i: int, groups: list[int]) 
             f"operation of {get(oned, 'eltwise_operands') + 1} operands, which cnnforge does "
             "not read back yet"
         )
+    if get(post, "depthwise"):  # its kernels and write pointers are not read back yet
+        raise DecodeError(
+            f"register 0x{rmap.layer(groups[0], i, 'post'):08x}: layer {i} is a depthwise "
+            "convolution, which cnnforge does not read back yet"
+        )
     passthrough = get(post, "passthrough") != 0
     conv = not passthrough
     if conv and not masks and in_map:

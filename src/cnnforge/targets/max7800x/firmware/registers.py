@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from cnnforge.ir import Op
 from cnnforge.targets.max7800x.firmware.bias import BiasLayout
+from cnnforge.targets.max7800x.firmware.depthwise import depthwise_refusal, depthwise_values
 from cnnforge.targets.max7800x.firmware.eltwise import (
     eltwise_meaning,
     eltwise_oned,
@@ -62,8 +63,8 @@ def unsupported(f: LayerFacts, device: str = "") -> str:
     """Why the writer cannot write this layer (on ``device``) yet ('' when it can)."""
     if eltwise_refusal(f, device):
         return eltwise_refusal(f, device)
-    if f.groups > 1:
-        return "depthwise convolution"
+    if depthwise_refusal(f):
+        return depthwise_refusal(f)
     if f.weight_bits not in (8, 4, 2, 1):
         return f"{f.weight_bits}-bit weights"
     return ""
@@ -160,6 +161,7 @@ def layer_writes(
         for q in groups:
             values = _layer_values(f, q, groups, rmap, kl, bl, len(facts))
             values = multipass_values(f, values, rmap.instance_words, rmap.device)
+            values = depthwise_values(f, q, groups, values, rmap)
             values += stream_values(facts, f, fifo, rmap)
             if f.streaming and f.index > 0:  # TRAM after the earlier streaming layers'
                 values = [after_streams(facts, f) if v[0] == "tptr" else v for v in values]

@@ -75,6 +75,8 @@ FIELDS: dict[str, tuple[str, int, int]] = {
     "abs": ("post", 26, 1),
     "flatten": ("post", 27, 1),
     "transposed": ("post", 28, 1),
+    "timeslot_enable": ("post", 24, 1),  # depthwise (with bit 30)
+    "depthwise": ("post", 30, 1),
     "tram_max": ("tptr", 0, 16),  # TRAM words the layer uses - 1 (+ the streaming layers' before)
     "tram_start": ("tptr", 16, 16),  # streaming: TRAM words of the streaming layers before it
     # Streaming (widths: the MAX78002's; the MAX78000 holds 14, 12 and 17 bits).
