@@ -8,7 +8,7 @@ numbers in tests/data/firmware_state/<device>-<prefix>.npz. Without ``--capture`
 with the stored images. One row per demo: state words, input words, known-answer words, equal.
 
     python benchmarks/firmware_states.py [--device MAX78000] [--only mnist|fifo|own|own:MODEL]
-                                         [--keep DIR] [--reuse] [--capture]
+                                         [--only cases] [--keep DIR] [--reuse] [--capture]
     python benchmarks/firmware_states.py --ours   (--smoke: the mnist demo only)
     python benchmarks/firmware_states.py --roundtrip [--device D] [--only mnist] [--keep DIR]
 
@@ -19,8 +19,9 @@ that pair run through the vendor tool again: its firmware must leave the same st
 
 ``--ours`` needs no vendor tool: for every stored image of a demo with a golden
 (tests/golden/ai8x_demos), cnnforge writes its firmware, builds and runs it on the host and
-compares with the stored image; then the demos run with --fifo added (fifo-*.npz) and
-cnnforge's own plans (own-*.npz, cats-dogs streaming through the FIFO). One row per case: the
+compares with the stored image; then the demos run with --fifo added (fifo-*.npz),
+cnnforge's own plans (own-*.npz, cats-dogs streaming through the FIFO) and the small-network
+cases (eltwise-*.npz, stream1x1-*.npz: tests/support/firmware_cases.py). One row per case: the
 vendor's state words, input words, FIFO writes, known-answer words, and whether cnnforge's
 firmware leaves the same.
 """
@@ -35,6 +36,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -45,6 +47,9 @@ from tests.support.firmware import FIFO_VARIANTS, OPTION_CASES, OWN, own_sample,
 from vendor_oracle import DEVICES, RUNNER, Demo, demos, run_vendor
 
 from cnnforge.targets.max7800x.firmware.hostrun import HostRunError, StateImage, run_setup
+
+if TYPE_CHECKING:
+    from cnnforge.targets.max7800x.firmware.firmware import Firmware
 
 STORE = Path(__file__).resolve().parents[1] / "tests" / "data" / "firmware_state"
 
@@ -81,6 +86,36 @@ def own_plans(keep: Path, capture: bool, models: list[str] | None = None) -> int
         print(
             f"{head} {len(vendor.state):7} {len(vendor.input):7} {len(vendor.fifo):6} "
             f"{vendor.kat.size:6} {'yes' if not diffs else 'NO':5}  {note or (diffs or [''])[0]}",
+            flush=True,
+        )
+        bad += bool(diffs)
+    return bad
+
+
+def case_runs(keep: Path, capture: bool) -> int:
+    """The small-network cases (tests/support/firmware_cases.py: element-wise layers, streaming
+    1x1 convolutions): the vendor tool on the pair cnnforge wrote, both firmwares run on the
+    host, compared (``capture``: store the vendor's as <case>.npz)."""
+    from tests.support.firmware_cases import CASES, case_firmware, vendor_pair
+
+    from cnnforge.targets.max7800x.firmware.writer import write_folder
+
+    bad = 0
+    for name, case in CASES.items():
+        folder = keep / "cases" / name
+        shutil.rmtree(folder, ignore_errors=True)
+        yaml, ckpt, sample = vendor_pair(name, folder / "pair")
+        demo = Demo(case.device, name, yaml, ckpt, sample, case.flags)
+        _, _, note = run_vendor(demo, folder / "vendor", False)
+        write_folder(case_firmware(name), folder / "ours")
+        vendor = run_setup(folder / "vendor" / "net", case.device)
+        diffs = run_setup(folder / "ours", case.device).differences(vendor, limit=1)
+        if capture:
+            vendor.save(STORE / f"{name}.npz")
+        print(
+            f"{case.device:9} {name.replace(case.device + '-', ''):30} {len(vendor.state):7} "
+            f"{len(vendor.input):7} {len(vendor.fifo):6} {vendor.kat.size:6} "
+            f"{'yes' if not diffs else 'NO':5}  {note or (diffs or [''])[0]}",
             flush=True,
         )
         bad += bool(diffs)
@@ -166,16 +201,30 @@ def ours_table(smoke: bool = False) -> int:
         print(f"{head} {'yes' if not diffs else 'NO':5}  {(diffs or [''])[0]}", flush=True)
         bad += bool(diffs)
     for name in [] if smoke else FIFO_VARIANTS:
-        vendor = StateImage.load(STORE / f"fifo-{name}.npz")
-        fw = variant_firmware(name)
-        with tempfile.TemporaryDirectory() as tmp:
-            write_folder(fw, Path(tmp))
-            diffs = run_setup(Path(tmp), fw.device).differences(vendor, limit=1)
-        print(f"{'fifo-' + name:34} {len(vendor.state):7} {len(vendor.input):7} "
-              f"{len(vendor.fifo):6} {vendor.kat.size:6} {'yes' if not diffs else 'NO':5}  "
-              f"{(diffs or [''])[0]}", flush=True)  # fmt: skip
-        bad += bool(diffs)
-    return (1 if bad else 0) | (0 if smoke else own_table())
+        bad += host_row(f"fifo-{name}", variant_firmware(name))
+    return (1 if bad else 0) | (0 if smoke else own_table() | case_table())
+
+
+def host_row(name: str, fw: Firmware) -> bool:
+    """cnnforge's firmware ``fw`` run on the host against the stored ``name``.npz: print its
+    row; True when they differ."""
+    from cnnforge.targets.max7800x.firmware.writer import write_folder
+
+    vendor = StateImage.load(STORE / f"{name}.npz")
+    with tempfile.TemporaryDirectory() as tmp:
+        write_folder(fw, Path(tmp))
+        diffs = run_setup(Path(tmp), fw.device).differences(vendor, limit=1)
+    print(f"{name:34} {len(vendor.state):7} {len(vendor.input):7} {len(vendor.fifo):6} "
+          f"{vendor.kat.size:6} {'yes' if not diffs else 'NO':5}  {(diffs or [''])[0]}",
+          flush=True)  # fmt: skip
+    return bool(diffs)
+
+
+def case_table() -> int:
+    """The small-network cases: cnnforge's firmware run on the host against <case>.npz."""
+    from tests.support.firmware_cases import CASES, case_firmware
+
+    return 1 if sum(host_row(name, case_firmware(name)) for name in CASES) else 0
 
 
 def own_table() -> int:
@@ -313,7 +362,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", choices=DEVICES, action="append")
     parser.add_argument(
-        "--only", action="append", help="demo prefix, own (the own plans) or own:MODEL (repeatable)"
+        "--only",
+        action="append",
+        help="demo prefix, fifo, options, own, own:MODEL or cases (repeatable)",
     )
     parser.add_argument("--keep", type=Path, help="keep the vendor outputs in this folder")
     parser.add_argument("--reuse", action="store_true", help="reuse the outputs in --keep")
@@ -376,6 +427,8 @@ def main(argv: list[str] | None = None) -> int:
         bad += option_runs(izer, keep, args.capture)
     if not args.only or "own" in args.only or own_only:
         bad += own_plans(keep, args.capture, own_only)
+    if not args.only or "cases" in args.only:
+        bad += case_runs(keep, args.capture)
     print(f"vendor outputs in {keep}")
     return 1 if bad else 0
 

@@ -10,22 +10,27 @@ import json
 import shutil
 import subprocess
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 
 from cnnforge.frontend.ai8x import read_ai8x
 from cnnforge.sim import simulate
-from cnnforge.targets.max7800x.firmware.firmware import Firmware, build_firmware
+from cnnforge.targets.max7800x.firmware.firmware import (
+    Firmware,
+    build_firmware,
+    expected_image,
+    fifo_stream,
+)
+from cnnforge.targets.max7800x.firmware.flash import ARM_CODEGEN, ARM_FLAGS, HOST, arm_sources
 from cnnforge.targets.max7800x.firmware.hostrun import _RISCV_ONLY, StateImage
 from cnnforge.targets.max7800x.firmware.options import FirmwareOptions
 
 TESTS = Path(__file__).parents[1]
 GOLDEN = TESTS / "golden" / "ai8x_demos"
 STATES = TESTS / "data" / "firmware_state"
-HOST = TESTS.parent / "src/cnnforge/targets/max7800x/firmware/host"
 ARM_GCC = shutil.which("arm-none-eabi-gcc")
-ARM = ["-mcpu=cortex-m4", "-mthumb", "-mfloat-abi=hard", "-mfpu=fpv4-sp-d16", "-O2"]
 WARN = ["-Wall", "-Wextra", "-Werror"]
 # Demos whose input arrives through the FIFOs (the vendor's --fifo).
 FIFO = {"MAX78000-cats-dogs", "MAX78000-facedet_tinierssd"}
@@ -94,15 +99,23 @@ def demo_firmware(name: str, fifo: bool = False, streamed: int = 0) -> Firmware:
     meta = json.loads(str(data["meta"]))
     x = data["input"].astype(np.int64)
     flags = [*meta["flags"], *extra, *(["--fifo"] if fifo else [])]
+    trimmed = GOLDEN / "trained" / meta["trimmed"]
+    return pair_firmware(demo_yaml(name, streamed), trimmed, x, meta["device"], flags)
+
+
+def pair_firmware(
+    yaml: Path, checkpoint: Path, x: np.ndarray, device: str, flags: Sequence[str]
+) -> Firmware:
+    """cnnforge's firmware for a vendor pair and sample, with the vendor's ``flags``."""
     model = read_ai8x(
-        demo_yaml(name, streamed),
-        GOLDEN / "trained" / meta["trimmed"],
+        yaml,
+        checkpoint,
         x.shape,
-        device=meta["device"],
+        device=device,
         overlap_data="--overlap-data" in flags,
         fifo="--fifo" in flags,
     )
-    result = simulate(model.network, x, device=meta["device"])
+    result = simulate(model.network, x, device=device)
     outputs = {k: v.numpy() for k, v in result.outputs.items()}
     options = FirmwareOptions.from_vendor_flags(flags)
     return build_firmware(model.network, model.plan, x, outputs, options)
@@ -130,8 +143,26 @@ def builds_with_warnings_as_errors(folder: Path, work: Path) -> None:
             text = text.replace(riscv_only, host)
         copy = work / source.name
         copy.write_text(text, encoding="utf-8")
-        compilers = [["cc"]] + ([[ARM_GCC, *ARM]] if ARM_GCC and not riscv else [])
+        compilers = [["cc"]] + ([[ARM_GCC, *ARM_CODEGEN]] if ARM_GCC and not riscv else [])
         for cc in compilers:
             cmd = [*cc, *WARN, "-I", str(HOST), "-I", str(folder), "-c", str(copy)]
             proc = subprocess.run([*cmd, "-o", str(work / "x.o")], capture_output=True, text=True)
             assert proc.returncode == 0, proc.stderr[-2000:]
+
+
+def equal_model(fw: Firmware, vendor: StateImage) -> None:
+    """Every register and memory word, the input words, the FIFO stream, the known answers."""
+    state, added = expected_image(fw)
+    assert state == dict(vendor.state.tolist())
+    assert added == dict(vendor.input.tolist())
+    assert np.array_equal(fifo_stream(fw), vendor.fifo.reshape(-1, 2))
+    assert np.array_equal(fw.kat, vendor.kat)
+
+
+def arm_build(folder: Path) -> None:
+    """Every generated .c compiles for the chip's Arm core with -Wall -Wextra -Werror."""
+    assert ARM_GCC is not None
+    for source in arm_sources(folder):
+        cmd = [ARM_GCC, *ARM_FLAGS, "-I", str(HOST), "-I", str(folder), "-c", source]
+        proc = subprocess.run(cmd, cwd=folder, capture_output=True, text=True, check=False)
+        assert proc.returncode == 0, proc.stderr[-2000:]

@@ -12,7 +12,6 @@ by building and running its C on the host for a few.
 from __future__ import annotations
 
 import shutil
-import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
@@ -21,23 +20,20 @@ import pytest
 
 from cnnforge.pipeline import CompileOptions, compile_model
 from cnnforge.pipeline.state import CompileState
-from cnnforge.targets.max7800x.firmware.firmware import (
-    Firmware,
-    build_firmware,
-    expected_image,
-    fifo_stream,
-)
-from cnnforge.targets.max7800x.firmware.flash import ARM_FLAGS, HOST, arm_sources
-from cnnforge.targets.max7800x.firmware.hostrun import HostRunError, StateImage, run_setup
+from cnnforge.targets.max7800x.firmware.firmware import build_firmware
+from cnnforge.targets.max7800x.firmware.hostrun import HostRunError, run_setup
 from cnnforge.targets.max7800x.firmware.writer import write_folder
 from support.cli import run_cli
 from support.firmware import (
+    ARM_GCC,
     FIFO,
     FIFO_VARIANTS,
     GOLDEN,
     OWN,
     STATES,
+    arm_build,
     demo_firmware,
+    equal_model,
     own_sample,
     stored,
     variant_firmware,
@@ -48,20 +44,10 @@ KNOWN = sorted((GOLDEN / "known").glob("*.npz"))
 HOST_RUN = ["MAX78000-mnist", "MAX78002-mnist", "MAX78000-kws20_v3", "MAX78002-kws20_v3_1"]
 HOST_RUN += ["MAX78000-cats-dogs"]
 needs_cc = pytest.mark.skipif(shutil.which("cc") is None, reason="no host C compiler")
-ARM_GCC = shutil.which("arm-none-eabi-gcc")
 needs_arm = pytest.mark.skipif(
     ARM_GCC is None, reason="arm-none-eabi-gcc absent (.ci/run installs it)"
 )
 OwnCompiled = Callable[[str], tuple[CompileState, Path]]
-
-
-def _equal_model(fw: Firmware, vendor: StateImage) -> None:
-    """Every register and memory word, the input words, the FIFO stream, the known answers."""
-    state, added = expected_image(fw)
-    assert state == dict(vendor.state.tolist())
-    assert added == dict(vendor.input.tolist())
-    assert np.array_equal(fifo_stream(fw), vendor.fifo.reshape(-1, 2))
-    assert np.array_equal(fw.kat, vendor.kat)
 
 
 @pytest.fixture(scope="session")
@@ -95,7 +81,7 @@ def test_model_equals_vendor(name: str) -> None:
     """Every register and memory word, the input words, the FIFO stream (the --fifo demos:
     cats-dogs, facedet_tinierssd) and the known answers."""
     vendor = stored(name)
-    _equal_model(demo_firmware(name), vendor)
+    equal_model(demo_firmware(name), vendor)
     assert (len(vendor.fifo) > 0) == (name in FIFO)
 
 
@@ -103,7 +89,7 @@ def test_model_equals_vendor(name: str) -> None:
 def test_fifo_variant_equals_vendor(name: str) -> None:
     """A demo run with --fifo added: its input (HWC and CHW) through the FIFOs into a layer
     that does not stream, or (mnist-streaming) CHW input into two streaming layers."""
-    _equal_model(variant_firmware(name), stored(f"fifo-{name}"))
+    equal_model(variant_firmware(name), stored(f"fifo-{name}"))
 
 
 @needs_cc
@@ -163,15 +149,6 @@ def test_harness_records_the_fifo_stream(tmp_path: Path) -> None:
     assert image.fifo.tolist() == [[0x50000008, i] for i in range(1, 6)]
 
 
-def _arm_build(folder: Path) -> None:
-    """Every generated .c compiles for the chip's Arm core with -Wall -Wextra -Werror."""
-    assert ARM_GCC is not None
-    for source in arm_sources(folder):
-        cmd = [ARM_GCC, *ARM_FLAGS, "-I", str(HOST), "-I", str(folder), "-c", source]
-        proc = subprocess.run(cmd, cwd=folder, capture_output=True, text=True, check=False)
-        assert proc.returncode == 0, proc.stderr[-2000:]
-
-
 @needs_arm
 @pytest.mark.parametrize(
     "name", [p.stem for p in KNOWN] + [f"fifo-{n}" for n in FIFO_VARIANTS]
@@ -181,14 +158,14 @@ def test_builds_for_the_cortex_m4_without_warnings(name: str, tmp_path: Path) ->
     variant = name.removeprefix("fifo-")
     fw = variant_firmware(variant) if name != variant else demo_firmware(name)
     write_folder(fw, tmp_path)
-    _arm_build(tmp_path)
+    arm_build(tmp_path)
 
 
 @needs_arm
 @pytest.mark.parametrize("model", [m for m, *_ in OWN])
 def test_own_plan_builds_for_the_cortex_m4(model: str, own_compiled: OwnCompiled) -> None:
     """cnnforge's own plans (compiled once per session) build with -Werror too."""
-    _arm_build(own_compiled(model)[1] / "firmware")
+    arm_build(own_compiled(model)[1] / "firmware")
 
 
 @pytest.mark.parametrize(
@@ -202,7 +179,7 @@ def test_own_plan_equals_vendor(model: str, device: str, own_compiled: OwnCompil
     state, out = own_compiled(model)
     assert (out / "firmware" / "cnn.c").is_file()
     fw = build_firmware(state.network, state.plan, state.sample, state.answer)
-    _equal_model(fw, stored(f"own-{device}-{model}"))
+    equal_model(fw, stored(f"own-{device}-{model}"))
 
 
 @needs_cc
@@ -243,38 +220,6 @@ def test_cli_firmware_streams_through_the_fifo(
     assert "0x50000008" in main and main.index("cnn_start();") < main.index("load_input();")
     image = run_setup(tmp_path / "out" / "firmware", "MAX78000")
     assert image.differences(stored("MAX78000-cats-dogs")) == []
-
-
-def test_cli_firmware_refuses_what_it_does_not_write(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    """A network the writer does not cover yet (an element-wise add): one line, exit 2, no
-    OUT/."""
-    (tmp_path / "res.py").write_text(RESIDUAL, encoding="utf-8")
-    np.save(tmp_path / "x.npy", own_sample((3, 16, 16)))
-    args = ["compile", f"{tmp_path / 'res.py'}:Res", "--ptq", "-i", "3,16,16", "--sample"]
-    args += [str(tmp_path / "x.npy"), "-o", str(tmp_path / "out"), "--firmware", "--no-report"]
-    code, _, err = run_cli(args, capsys)
-    assert code == 2
-    assert len(err.strip().splitlines()) == 1 and "element-wise" in err and "Traceback" not in err
-    assert not (tmp_path / "out").exists()
-
-
-RESIDUAL = """\
-import torch
-from torch import nn
-
-
-class Res(nn.Module):
-    def __init__(self) -> None:
-        super().__init__()
-        self.a = nn.Conv2d(3, 8, 3, padding=1)
-        self.b = nn.Conv2d(8, 8, 3, padding=1)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        y = torch.relu(self.a(x))
-        return y + self.b(y)
-"""
 
 
 @pytest.mark.parametrize(

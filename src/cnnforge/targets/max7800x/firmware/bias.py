@@ -5,7 +5,8 @@ MAX78000 flatten layers are placed first, then single-quadrant layers, then by d
 length; each goes to the least-filled allowed quadrant (lowest number on ties). A layer's bias
 is preceded by ``first output processor % 4`` x passes unused entries. A layer whose plan names
 its quadrant (YAML ``bias_group``) counts as single-quadrant and goes there. Each 8-bit entry is one
-32-bit word on the bus. Learned from the vendor tool's izer/kbias.py.
+32-bit word on the bus. A streaming first layer on the MAX78000 has one more unused entry
+first. Learned from the vendor tool's izer/kbias.py.
 """
 
 from __future__ import annotations
@@ -46,7 +47,7 @@ def layout(facts: list[LayerFacts], rmap: RegisterMap) -> BiasLayout:
             continue
         if f.groups > 1:
             raise NotImplementedError(f"layer {f.name}: depthwise bias placement")
-        length = f.out_channels + _ffs(f.out_map) % 4 * f.out_expand
+        length = f.out_channels + _ffs(f.out_map) % 4 * f.out_expand + _stream_skip(f, rmap)
         todo.append((f, length))
 
     def allowed(f: LayerFacts) -> list[int]:
@@ -68,7 +69,13 @@ def layout(facts: list[LayerFacts], rmap: RegisterMap) -> BiasLayout:
         out.values[q] = [0] * fill[q]
     for f, _ in todo:
         q, start = out.place[f.index]
-        target = start + _ffs(f.out_map) % 4 * f.out_expand
+        target = start + _ffs(f.out_map) % 4 * f.out_expand + _stream_skip(f, rmap)
         for i, b in enumerate(np.asarray(f.bias).tolist()):
             out.values[q][target + i] = int(b) & 0xFF
     return out
+
+
+def _stream_skip(f: LayerFacts, rmap: RegisterMap) -> int:
+    """1 for a streaming first layer on a part whose streaming bias reads one entry late
+    (MAX78000): its bias starts an entry after its offset (izer/kbias.py's work-around)."""
+    return int(f.index == 0 and f.streaming and not rmap.stream_bias_ok)

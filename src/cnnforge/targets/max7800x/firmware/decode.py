@@ -166,6 +166,15 @@ class _Registers:
 def _operation(reg: _Registers, in_map: int, masks: int) -> str:
     """conv2d / conv1d / convtranspose2d / passthrough (a computing layer enables masks)."""
     post, oned = reg("post"), reg("oned")
+    if get(oned, "eltwise_ena"):  # the operands' producers are not read back yet
+        what = (
+            f"layer {reg.i} is an element-wise operation of {get(oned, 'eltwise_operands') + 1} "
+            "operands, which cnnforge does not read back yet"
+        )
+        raise reg.error("oned", what)
+    if get(post, "depthwise"):  # its kernels and write pointers are not read back yet
+        what = f"layer {reg.i} is a depthwise convolution, which cnnforge does not read back yet"
+        raise reg.error("post", what)
     conv = get(post, "passthrough") == 0
     if conv and not masks and in_map:
         raise reg.error("ena", f"layer {reg.i} computes but enables no kernel masks")

@@ -60,6 +60,7 @@ class LayerFacts:
     chw: bool  # CHW ("big data") input: the first layer of a CHW plan
     streaming: bool
     rollover: int = 0  # streaming: the circular input buffer in words (streaming.rollover_words)
+    pool_first: bool = True  # element-wise with pooling: pool each operand, then combine
 
     @functools.cached_property
     def in_expand(self) -> int:
@@ -163,6 +164,7 @@ def layer_facts(
         bias_quadrant=place.bias_quadrant,
         chw=chw and index == 0,
         streaming=place.streaming,
+        pool_first=layer.pool_first,
     )
 
 
@@ -182,9 +184,26 @@ def network_facts(network: Network, plan: Plan) -> list[LayerFacts]:
         layer_facts(network, network.layer(p.layer), p, i, chw)
         for i, p in enumerate(plan.placements)
     ]
-    return [
+    facts = [
         replace(f, rollover=rollover_words(network, plan, f.index, get_device(plan.device)))
         if f.streaming
         else f
         for f in facts
     ]
+    return as_3x3(facts) if get_device(plan.device).streaming_one_by_one_as_3x3 else facts
+
+
+def as_3x3(facts: list[LayerFacts]) -> list[LayerFacts]:
+    """A 1x1 convolution that streams, or follows a layer that streams, runs on the 3x3 kernel
+    hardware: its kernels in the centre of a 3x3, padded by 1 (the same output; the vendor
+    tool's izer/backend/max7800x.py does this for the devices whose streaming needs it)."""
+    out = []
+    for f in facts:
+        after = f.index > 0 and facts[f.index - 1].streaming
+        one = f.kernel == (1, 1) and f.op in (Op.CONV2D, Op.CONVTRANSPOSE2D)
+        if one and (f.streaming or after) and f.weights is not None:
+            w = np.zeros((*f.weights.shape[:2], 3, 3), f.weights.dtype)
+            w[:, :, 1, 1] = f.weights[:, :, 0, 0]
+            f = replace(f, kernel=(3, 3), padding=(1, 1), weights=w)
+        out.append(f)
+    return out

@@ -2,9 +2,9 @@
 per-layer, per-quadrant registers, each with what it means (docs/firmware.md has the fields).
 
 Learned from the vendor tool's izer/backend/max7800x.py and checked word for word on the host
-(hostrun.py); the streaming and FIFO values are stream.py's. Cases the writer does not cover yet
-(element-wise layers, depthwise convolutions, streaming 1x1 convolutions) are refused with
-``NotImplementedError`` rather than written wrong.
+(hostrun.py); the streaming and FIFO values are stream.py's, the element-wise bits eltwise.py's.
+Cases the writer does not cover yet (depthwise convolutions, some element-wise layers) are
+refused with ``NotImplementedError`` rather than written wrong.
 """
 
 from __future__ import annotations
@@ -13,6 +13,13 @@ from dataclasses import dataclass
 
 from cnnforge.ir import Op
 from cnnforge.targets.max7800x.firmware.bias import BiasLayout
+from cnnforge.targets.max7800x.firmware.depthwise import depthwise_refusal, depthwise_values
+from cnnforge.targets.max7800x.firmware.eltwise import (
+    eltwise_meaning,
+    eltwise_oned,
+    eltwise_refusal,
+    multipass_values,
+)
 from cnnforge.targets.max7800x.firmware.facts import LayerFacts
 from cnnforge.targets.max7800x.firmware.kernels import KernelLayout
 from cnnforge.targets.max7800x.firmware.regmap import CTL_IFRM, FIFO_CTL, RegisterMap, put
@@ -23,8 +30,6 @@ from cnnforge.targets.max7800x.firmware.stream import (
     stream_values,
     tram_words,
 )
-
-ELTWISE_FN = {"xor": 0, "or": 1, "sub": 2, "add": 3}
 
 
 @dataclass(frozen=True)
@@ -54,14 +59,12 @@ def groups_used(facts: list[LayerFacts]) -> list[int]:
     return [q for q in range(4) if used >> (16 * q) & 0xFFFF]
 
 
-def unsupported(f: LayerFacts) -> str:
-    """Why the writer cannot write this layer yet ('' when it can)."""
-    if f.streaming and f.kernel == (1, 1) and f.op is not Op.PASSTHROUGH:
-        return "a streaming 1x1 convolution (the vendor runs it as a padded 3x3)"
-    if f.operands > 1:
-        return "element-wise operations"
-    if f.groups > 1:
-        return "depthwise convolution"
+def unsupported(f: LayerFacts, device: str = "") -> str:
+    """Why the writer cannot write this layer (on ``device``) yet ('' when it can)."""
+    if eltwise_refusal(f, device):
+        return eltwise_refusal(f, device)
+    if depthwise_refusal(f):
+        return depthwise_refusal(f)
     if f.weight_bits not in (8, 4, 2, 1):
         return f"{f.weight_bits}-bit weights"
     return ""
@@ -152,11 +155,13 @@ def layer_writes(
     out: list[Write] = []
     groups = groups_used(facts)
     for f in facts:
-        why = unsupported(f)
+        why = unsupported(f, rmap.device)
         if why:
             raise NotImplementedError(f"layer {f.name}: {why}")
         for q in groups:
             values = _layer_values(f, q, groups, rmap, kl, bl, len(facts))
+            values = multipass_values(f, values, rmap.instance_words, rmap.device)
+            values = depthwise_values(f, q, groups, values, rmap)
             values += stream_values(facts, f, fifo, rmap)
             if f.streaming and f.index > 0:  # TRAM after the earlier streaming layers'
                 values = [after_streams(facts, f) if v[0] == "tptr" else v for v in values]
@@ -322,8 +327,8 @@ def _layer_values(
         oned |= put("conv1d_kernel", f.kernel[0]) | put("conv1d", 1)
     elif (f.op in (Op.CONV2D, Op.LINEAR) and f.kernel == (1, 1)) or (not conv and operands == 1):
         oned |= put("one_by_one", 1)
-    oned |= put("kernel_sad", oned_sad)
-    vals.append(("oned", oned, "time slots, 1x1 / 1D mode"))
+    oned |= put("kernel_sad", oned_sad) | eltwise_oned(f)
+    vals.append(("oned", oned, "time slots, 1x1 / 1D mode" + eltwise_meaning(f)))
     # TRAM pointer max.
     if f.op is Op.CONV1D or (f.op in (Op.CONV2D, Op.LINEAR) and f.kernel == (1, 1)):
         tptr = flatten_prod << 16 | (2 * flatten_prod + 1) if flatten_prod >= 16 else 0

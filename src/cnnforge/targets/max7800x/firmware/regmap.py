@@ -61,6 +61,11 @@ FIELDS: dict[str, tuple[str, int, int]] = {
     "one_by_one": ("oned", 8, 1),
     "conv1d_kernel": ("oned", 8, 4),
     "conv1d": ("oned", 12, 1),
+    "eltwise_ena": ("oned", 13, 1),  # element-wise operation over the operands
+    "eltwise_fn": ("oned", 14, 2),  # 0 sub, 1 add, 2 or, 3 xor (eltwise.py)
+    "eltwise_pool_first": ("oned", 16, 1),  # pool each operand, then combine
+    "eltwise_conv": ("oned", 17, 1),  # a convolution follows the element-wise operation
+    "eltwise_operands": ("oned", 18, 4),  # operands - 1
     "bias_offset": ("post", 0, 11),
     "bias_enable": ("post", 12, 1),
     "shift": ("post", 13, 5),  # bit 4 set: a right shift of the low 4 bits
@@ -70,6 +75,8 @@ FIELDS: dict[str, tuple[str, int, int]] = {
     "abs": ("post", 26, 1),
     "flatten": ("post", 27, 1),
     "transposed": ("post", 28, 1),
+    "timeslot_enable": ("post", 24, 1),  # depthwise (with bit 30)
+    "depthwise": ("post", 30, 1),
     "tram_max": ("tptr", 0, 16),  # TRAM words the layer uses - 1 (+ the streaming layers' before)
     "tram_start": ("tptr", 16, 16),  # streaming: TRAM words of the streaming layers before it
     # Streaming (widths: the MAX78002's; the MAX78000 holds 14, 12 and 17 bits).

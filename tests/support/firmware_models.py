@@ -1,0 +1,139 @@
+"""Small networks for the firmware cases of support/firmware_cases.py (element-wise layers,
+streaming 1x1 convolutions, depthwise convolutions): compiled as
+``tests/support/firmware_models.py:CLASS`` with ``--ptq`` (untrained weights, seed 0).
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+import cnnforge.nn as qnn
+
+
+class Res(nn.Module):
+    """One residual add of two convolutions' outputs (a layer of its own)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a = nn.Conv2d(3, 8, 3, padding=1)
+        self.b = nn.Conv2d(8, 8, 3, padding=1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = torch.relu(self.a(x))
+        return y + self.b(y)
+
+
+class Mixed(nn.Module):
+    """sub with max pooling first; add folded into a 3x3 convolution with bias; sub with
+    average pooling last; a 3-operand add folded into a 1x1 convolution."""
+
+    def __init__(self, bias: bool = True) -> None:
+        super().__init__()
+        self.a = qnn.Conv2d(3, 16, activation="relu")
+        self.b = qnn.Conv2d(16, 16, activation="relu")
+        self.sub = qnn.Sub(pool="max", pool_size=2)
+        self.c = qnn.Conv2d(16, 16, activation="relu")
+        self.add2 = qnn.Add()
+        self.d = qnn.Conv2d(16, 16, activation="relu", bias=bias)
+        self.g = qnn.Conv2d(16, 16, activation="relu")
+        self.subl = qnn.Sub(pool="avg", pool_size=2, pool_first=False)
+        self.e = qnn.Conv2d(16, 16, 1, padding=0, activation="relu")
+        self.f = qnn.Conv2d(16, 16, 1, padding=0, activation="relu")
+        self.add = qnn.Add()
+        self.head = qnn.Conv2d(16, 10, 1, padding=0, bias=bias)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        a = self.a(x)
+        s = self.sub(a, self.b(a))
+        o = self.d(self.add2(s, self.c(s)))
+        p = self.subl(o, self.g(o))
+        return self.head(self.add(p, self.e(p), self.f(p)))
+
+
+class MixedNoBias(Mixed):
+    """Mixed whose convolutions after an element-wise operation have no bias (the vendor tool
+    refuses element-wise + convolution + bias on the MAX78002)."""
+
+    def __init__(self) -> None:
+        super().__init__(bias=False)
+
+
+class MultiPass(nn.Module):
+    """Element-wise over 72 channels (two passes): 3 operands in a layer of their own (the
+    MAX78000 runs it as one long pass), then 2 operands folded into a convolution without bias;
+    ``pool``: the 3-operand add max-pools its operands first (MAX78002 only). 1x1 kernels keep
+    the stored state images small."""
+
+    def __init__(self, pool: bool = False) -> None:
+        super().__init__()
+        self.a = qnn.Conv2d(3, 72, activation="relu")
+        self.b = qnn.Conv2d(72, 72, 1, padding=0, activation="relu")
+        self.c = qnn.Conv2d(72, 72, 1, padding=0, activation="relu")
+        self.add3 = qnn.Add(pool="max" if pool else None, pool_size=2)
+        self.e = qnn.Conv2d(72, 72, 1, padding=0, activation="relu")
+        self.add = qnn.Add()
+        self.head = qnn.Conv2d(72, 10, 1, padding=0, activation="relu", bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        a = self.a(x)
+        s = self.add3(a, self.b(a), self.c(a))
+        return self.head(self.add(s, self.e(s)))
+
+
+class MultiPassPool(MultiPass):
+    """MultiPass with the 3-operand add pooling first."""
+
+    def __init__(self) -> None:
+        super().__init__(pool=True)
+
+
+class Stream1x1(nn.Module):
+    """A 1x1 first layer with bias (streams with --fifo: run as a padded 3x3, its bias an entry
+    late on the MAX78000), a 3x3, a 1x1, a 3x3."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a = qnn.Conv2d(3, 16, 1, padding=0, activation="relu")
+        self.b = qnn.Conv2d(16, 16, 3, padding=1, activation="relu", pool="max")
+        self.c = qnn.Conv2d(16, 16, 1, padding=0, activation="relu")
+        self.d = qnn.Conv2d(16, 10, 3, padding=1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.d(self.c(self.b(self.a(x))))
+
+
+class Stream1x1Middle(nn.Module):
+    """A 128x128 input: the first layers stream (MAX78000: three, the 1x1 among them; MAX78002:
+    one, the 1x1 right after it also runs as a padded 3x3)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a = qnn.Conv2d(3, 32, 3, padding=1, activation="relu")
+        self.b = qnn.Conv2d(32, 32, 1, padding=0, activation="relu")
+        self.c = qnn.Conv2d(32, 16, 3, padding=1, activation="relu", pool="max", pool_size=4)
+        self.d = qnn.Conv2d(16, 10, 3, padding=1, pool="max", pool_size=4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.d(self.c(self.b(self.a(x))))
+
+
+class Depthwise(nn.Module):
+    """A depthwise 3x3 convolution without bias whose output goes to other processors (not
+    broadcast); ``channels`` 32: its input and output span two quadrants each."""
+
+    def __init__(self, channels: int = 16) -> None:
+        super().__init__()
+        self.a = nn.Conv2d(3, channels, 3, padding=1)
+        self.dw = nn.Conv2d(channels, channels, 3, padding=1, groups=channels, bias=False)
+        self.head = nn.Conv2d(channels, 10, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(torch.relu(self.dw(torch.relu(self.a(x)))))
+
+
+class Depthwise32(Depthwise):
+    """Depthwise over 32 channels."""
+
+    def __init__(self) -> None:
+        super().__init__(32)

@@ -1,0 +1,97 @@
+"""Element-wise layers (add, sub, xor, or; 2 and 3 operands; one pass or several; pooling first
+and last; alone or before a convolution), streaming 1x1 convolutions and depthwise convolutions
+(MAX78002, not broadcast, without bias) in cnnforge's firmware against the vendor tool's,
+register for register.
+
+The cases are support/firmware_cases.py's: small networks compiled with ``--ptq --firmware``
+(and the vendor pair cnnforge writes for one, its subtractions made xor / or); the vendor tool's
+firmware for the same YAML + checkpoint + sample (+ --fifo) left the state stored in
+tests/data/firmware_state/<case>.npz (``benchmarks/firmware_states.py --only cases --capture``).
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from cnnforge.targets.max7800x.firmware.hostrun import run_setup
+from cnnforge.targets.max7800x.firmware.writer import write_folder
+from support.cli import run_cli
+from support.firmware import ARM_GCC, arm_build, equal_model, own_sample, stored
+from support.firmware_cases import CASES, MODELS, Case, case_firmware, compiled
+
+NAMES = list(CASES)
+
+
+@pytest.mark.parametrize("case", NAMES)
+def test_model_equals_vendor(case: str) -> None:
+    """Every register and memory word, the input words and the known answers."""
+    equal_model(case_firmware(case), stored(case))
+
+
+@pytest.mark.skipif(shutil.which("cc") is None, reason="no host C compiler")
+@pytest.mark.parametrize("case", NAMES)
+def test_host_run_equals_vendor(case: str, tmp_path: Path) -> None:
+    """cnnforge's C, built and run on the host, leaves the vendor firmware's state."""
+    fw = case_firmware(case)
+    write_folder(fw, tmp_path)
+    assert run_setup(tmp_path, fw.device).differences(stored(case)) == []
+
+
+@pytest.mark.skipif(ARM_GCC is None, reason="arm-none-eabi-gcc absent (.ci/run installs it)")
+@pytest.mark.parametrize("case", NAMES)
+def test_builds_for_the_cortex_m4_without_warnings(case: str, tmp_path: Path) -> None:
+    write_folder(case_firmware(case), tmp_path)
+    arm_build(tmp_path)
+
+
+def test_oned_register_says_what_it_does() -> None:
+    """cnn.c's comments name the operation, its operands and the pooling order."""
+    _, out = compiled(Case("Mixed", "MAX78000"))
+    text = (out / "firmware" / "cnn.c").read_text(encoding="utf-8")
+    assert "element-wise sub of 2 operands (pool first)" in text
+    assert "element-wise sub of 2 operands (pool last)" in text
+    assert "element-wise add of 3 operands, then the conv2d" in text
+
+
+@pytest.mark.parametrize("command", [["simulate", "--firmware"], ["inspect"]])
+@pytest.mark.parametrize(
+    "case,why",
+    [
+        (Case("Res", "MAX78000"), "0x5010011c: layer 3 is an element-wise operation of 2 operands"),
+        (Case("Depthwise", "MAX78002"), "0x5110014c: layer 1 is a depthwise convolution"),
+    ],
+)
+def test_reading_back_is_refused_in_one_line(
+    command: list[str], case: Case, why: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The decoder does not read element-wise or depthwise layers back yet: one line naming
+    the register, exit 2, rather than a network decoded wrong."""
+    _, out = compiled(case)
+    code, _, err = run_cli([*command, str(out / "firmware")], capsys)
+    assert code == 2 and len(err.strip().splitlines()) == 1, err
+    assert f"register {why}" in err
+
+
+def test_cli_refuses_element_wise_before_a_convolution_with_bias_on_the_max78002(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The vendor tool refuses it there; --firmware is a one-line error, exit 2, no OUT/."""
+    np.save(tmp_path / "x.npy", own_sample((3, 16, 16)))
+    args = ["compile", f"{MODELS}:Mixed", "--ptq", "--device", "MAX78002", "-i", "3,16,16"]
+    args += ["--sample", str(tmp_path / "x.npy"), "-o", str(tmp_path / "out"), "--no-report"]
+    code, _, err = run_cli([*args, "--firmware"], capsys)
+    assert code == 2 and len(err.strip().splitlines()) == 1, err
+    assert "before a convolution with bias on the MAX78002" in err
+    assert not (tmp_path / "out").exists()
+
+
+def test_streaming_1x1_runs_as_a_padded_3x3() -> None:
+    """cnn.c of a streaming 1x1 convolution: a 3x3 window padded by 1 (its TRAM words)."""
+    fw = case_firmware("stream1x1-MAX78000-first")
+    first = fw.facts[0]
+    assert first.streaming and first.kernel == (3, 3) and first.padding == (1, 1)
+    assert first.weights is not None and not first.weights[:, :, 0].any()
