@@ -208,12 +208,10 @@ def roundtrip(izer: Path, devices: list[str], only: list[str] | None, keep: Path
 
     print(f"{'firmware':40} {'layers':>6} {'known answer':22} {'YAML round trip':16} note")
     bad = 0
-    for demo in chosen_demos(izer, devices, only):
+    absent = f"{'-':>6} {'-':22} {'-':16} checkpoint absent"
+    for demo in chosen_demos(izer, devices, only, lambda d: f"{_name(d):40} {absent}"):
         device = demo.device
-        head = f"{device + ' ' + demo.prefix:40}"
-        if not demo.checkpoint.is_file():
-            print(f"{head} {'-':>6} {'-':22} {'-':16} checkpoint absent")
-            continue
+        head = f"{_name(demo):40}"
         out = keep / device / demo.prefix
         _, _, note = run_vendor(demo, out, True)
         if not (out / "net" / "cnn.c").is_file():
@@ -258,6 +256,11 @@ def roundtrip(izer: Path, devices: list[str], only: list[str] | None, keep: Path
     return 1 if bad else 0
 
 
+def _name(demo: Demo) -> str:
+    """The round-trip table's name of a demo: device and prefix."""
+    return f"{demo.device} {demo.prefix}"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", choices=DEVICES, action="append")
@@ -285,12 +288,13 @@ def main(argv: list[str] | None = None) -> int:
         "  note"
     )
     bad = 0
-    for demo in chosen_demos(izer, args.device or DEVICES, args.only):
+    absent = f"{'-':>7} {'-':>7} {'-':>6} {'-':>6} {'-':5}  checkpoint absent"
+    rows = chosen_demos(
+        izer, args.device or DEVICES, args.only, lambda d: f"{d.device:9} {d.prefix:30} {absent}"
+    )
+    for demo in rows:
         device = demo.device
         head = f"{device:9} {demo.prefix:30}"
-        if not demo.checkpoint.is_file():
-            print(f"{head} {'-':>7} {'-':>7} {'-':>6} {'-':>6} {'-':5}  checkpoint absent")
-            continue
         out = keep / device / demo.prefix
         _, _, note = run_vendor(demo, out, args.reuse)
         try:

@@ -26,7 +26,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -98,13 +98,20 @@ def demos(izer: Path, device: str) -> list[Demo]:
     return out
 
 
-def chosen_demos(izer: Path, devices: Iterable[str], only: list[str] | None) -> Iterator[Demo]:
+def chosen_demos(
+    izer: Path, devices: Iterable[str], only: list[str] | None, absent: Callable[[Demo], str]
+) -> Iterator[Demo]:
     """The demos of each device's list in order, those whose prefix ``only`` names (None or
-    empty: all): what every table of the benchmarks runs over."""
+    empty: all): what every table of the benchmarks runs over. A demo whose checkpoint is
+    absent is skipped, its table row ``absent(demo)`` printed."""
     for device in devices:
         for demo in demos(izer, device):
-            if not only or demo.prefix in only:
-                yield demo
+            if only and demo.prefix not in only:
+                continue
+            if not demo.checkpoint.is_file():
+                print(absent(demo))
+                continue
+            yield demo
 
 
 def _dataset(yaml_path: Path) -> str:
@@ -198,14 +205,15 @@ def main(argv: list[str] | None = None) -> int:
         f"{'vendor s':>8} {'ours s':>7}  note"
     )
     bad = 0
-    for demo in chosen_demos(izer, args.device or DEVICES, args.only):
+    absent = f"{'-':6} {'-':8} {'-':9} {'-':>8} {'-':>7}  checkpoint absent"
+    rows = chosen_demos(
+        izer,
+        args.device or DEVICES,
+        args.only,
+        lambda d: f"{d.device:9} {d.prefix:30} {absent} ({d.checkpoint.name})",
+    )
+    for demo in rows:
         head = f"{demo.device:9} {demo.prefix:30}"
-        if not demo.checkpoint.is_file():
-            print(
-                f"{head} {'-':6} {'-':8} {'-':9} {'-':>8} {'-':>7}  checkpoint absent "
-                f"({demo.checkpoint.name})"
-            )
-            continue
         out = keep / demo.device / demo.prefix
         expected, vendor_s, note = run_vendor(demo, out, args.reuse)
         ours = run_ours(demo)
