@@ -252,6 +252,8 @@ def roundtrip(izer: Path, devices: list[str], only: list[str] | None, keep: Path
             equal = "NO"
         bad += equal == "NO" or (test is not None and not test.passed)
         print(f"{head} {layers:6} {kat:22} {equal:16} {note2}"[:240], flush=True)
+    if not only or "own" in only:
+        bad += own_roundtrip(devices, keep)
     print(f"vendor outputs in {keep}")
     return 1 if bad else 0
 
@@ -259,6 +261,51 @@ def roundtrip(izer: Path, devices: list[str], only: list[str] | None, keep: Path
 def _name(demo: Demo) -> str:
     """The round-trip table's name of a demo: device and prefix."""
     return f"{demo.device} {demo.prefix}"
+
+
+def own_roundtrip(devices: list[str], keep: Path) -> int:
+    """The round trip of cnnforge's own firmware (OWN): compile, read the folder back, simulate
+    it on its own sample, write the pair (inspect --yaml), run the vendor tool on the pair (with
+    the flags the plan needs): its firmware must leave cnnforge's state."""
+    from cnnforge.cli.inspect import write_pair
+    from cnnforge.pipeline import CompileOptions, compile_model
+    from cnnforge.pipeline.firmware_read import read_firmware
+    from cnnforge.targets.max7800x.firmware.interpret import read_state
+    from cnnforge.targets.max7800x.firmware.options import FirmwareOptions
+    from cnnforge.targets.max7800x.firmware.selftest import run_self_test
+
+    bad = 0
+    for model, device, shape, flags in OWN:
+        if device not in devices:
+            continue
+        folder = keep / "own-roundtrip" / model
+        shutil.rmtree(folder, ignore_errors=True)
+        folder.mkdir(parents=True)
+        np.save(folder / "x.npy", own_sample(shape))
+        options = CompileOptions(
+            output=folder / "ours", model=model, device=device, ptq=True, sample=folder / "x.npy",
+            report=False, firmware=True, fifo="--fifo" in flags,
+            firmware_options=FirmwareOptions.from_vendor_flags(flags),
+        )  # fmt: skip
+        compile_model(options)
+        decoded = read_firmware(folder / "ours" / "firmware", device)
+        _, test = run_self_test(decoded)
+        kat = f"{'PASS' if test.passed else 'FAIL'} {test.checked - test.failed}/{test.checked}"
+        ckpt = write_pair(decoded.network, decoded.plan, folder / "decoded.yaml", model)
+        np.save(folder / "sample.npy", decoded.sample())
+        pair = Demo(device, model, folder / "decoded.yaml", ckpt, folder / "sample.npy", flags)
+        _, _, note = run_vendor(pair, folder / "vendor", False)
+        equal = "NO"
+        if (folder / "vendor" / "net" / "cnn.c").is_file():
+            first = read_state(folder / "ours" / "firmware", device)
+            second = read_state(folder / "vendor" / "net", device)
+            diffs = dataclasses.replace(second, kat=first.kat).differences(first, limit=1)
+            equal = "yes" if not diffs else "NO"
+            note = note or (diffs or [""])[0]
+        bad += equal == "NO" or not test.passed
+        head = f"{device + ' own ' + model:40}"
+        print(f"{head} {len(decoded.layers):6} {kat:22} {equal:16} {note}"[:240], flush=True)
+    return bad
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -51,7 +51,7 @@ PAIRS = {
         "networks/camvid-unet-large-fakept.yaml",
         "trained/ai85-camvid-unet-large-fakept-q.pth.tar",
         "samples/sample_camvid_s352_c3_reduced.npy",
-        ("--overlap-data",),
+        ("--overlap-data", "--mlator", "--no-unload"),  # the camvid_unet demo's (gen-demos)
     ),
     "camvid-unet-large": (
         "MAX78000",

@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import functools
 import json
+import shutil
+import subprocess
 import tempfile
-from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -16,12 +17,16 @@ import numpy as np
 from cnnforge.frontend.ai8x import read_ai8x
 from cnnforge.sim import simulate
 from cnnforge.targets.max7800x.firmware.firmware import Firmware, build_firmware
-from cnnforge.targets.max7800x.firmware.hostrun import StateImage
+from cnnforge.targets.max7800x.firmware.hostrun import _RISCV_ONLY, StateImage
 from cnnforge.targets.max7800x.firmware.options import FirmwareOptions
 
 TESTS = Path(__file__).parents[1]
 GOLDEN = TESTS / "golden" / "ai8x_demos"
 STATES = TESTS / "data" / "firmware_state"
+HOST = TESTS.parent / "src/cnnforge/targets/max7800x/firmware/host"
+ARM_GCC = shutil.which("arm-none-eabi-gcc")
+ARM = ["-mcpu=cortex-m4", "-mthumb", "-mfloat-abi=hard", "-mfpu=fpv4-sp-d16", "-O2"]
+WARN = ["-Wall", "-Wextra", "-Werror"]
 # Demos whose input arrives through the FIFOs (the vendor's --fifo).
 FIFO = {"MAX78000-cats-dogs", "MAX78000-facedet_tinierssd"}
 
@@ -100,7 +105,7 @@ def demo_firmware(name: str, fifo: bool = False, streamed: int = 0) -> Firmware:
     result = simulate(model.network, x, device=meta["device"])
     outputs = {k: v.numpy() for k, v in result.outputs.items()}
     options = FirmwareOptions.from_vendor_flags(flags)
-    return build_firmware(model.network, model.plan, x, outputs, replace(options, mlator=False))
+    return build_firmware(model.network, model.plan, x, outputs, options)
 
 
 def variant_firmware(variant: str) -> Firmware:
@@ -112,3 +117,21 @@ def variant_firmware(variant: str) -> Firmware:
 def stored(name: str) -> StateImage:
     """The vendor firmware's state image stored for case ``name``."""
     return StateImage.load(STATES / f"{name}.npz")
+
+
+def builds_with_warnings_as_errors(folder: Path, work: Path) -> None:
+    """Every .c of the folder with -Wall -Wextra -Werror: host cc against the stand-in header
+    (the RISC-V core's files with their RISC-V-only syntax dropped, as hostrun does), and the
+    Cortex-M4's compiler for the files that run there."""
+    for source in sorted(folder.glob("*.c")):
+        text = source.read_text(encoding="utf-8")
+        riscv = source.name == "main_riscv.c" or 'interrupt("machine")' in text
+        for riscv_only, host in _RISCV_ONLY:
+            text = text.replace(riscv_only, host)
+        copy = work / source.name
+        copy.write_text(text, encoding="utf-8")
+        compilers = [["cc"]] + ([[ARM_GCC, *ARM]] if ARM_GCC and not riscv else [])
+        for cc in compilers:
+            cmd = [*cc, *WARN, "-I", str(HOST), "-I", str(folder), "-c", str(copy)]
+            proc = subprocess.run([*cmd, "-o", str(work / "x.o")], capture_output=True, text=True)
+            assert proc.returncode == 0, proc.stderr[-2000:]

@@ -141,7 +141,7 @@ def beyond_weight_bits(
     network: Network,
     device: Capabilities,
     violations: tuple[Violation, ...],
-    placer: Placer = plan_max7800x,
+    placer: Placer | None = plan_max7800x,
 ) -> tuple[Violation, ...]:
     """Only kernel memory is short: plan with the narrowest widths that fit it, so that the
     placement constraints no width changes (concatenation interleaving, channel structure)
@@ -187,7 +187,7 @@ def check_report(
     network: Network,
     device: Capabilities,
     weight_bits: int | str | dict[str, int] | None = None,
-    placer: Placer = plan_max7800x,
+    placer: Placer | None = plan_max7800x,
 ) -> CheckReport:
     """Lower ``network`` for ``device``, choose widths (``"auto"``, a width, a dict, or None for
     the layers' own, else the device's default), check it, and place it with ``placer`` (the

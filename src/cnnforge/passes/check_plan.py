@@ -54,10 +54,16 @@ def plan_max7800x(network: Network, device: Capabilities) -> object:
 
 
 def placement_violations(
-    network: Network, device: Capabilities, bits: dict[str, int], placer: Placer = plan_max7800x
+    network: Network,
+    device: Capabilities,
+    bits: dict[str, int],
+    placer: Placer | None = plan_max7800x,
 ) -> tuple[Violation, ...]:
     """The target's planner's verdict on ``network`` (hardware layers, no other violation) as
-    violations: ``placer`` is what the target's compile recipe calls (pipeline.targets)."""
+    violations: ``placer`` is what the target's compile recipe calls (pipeline.targets; None:
+    the target has no placement beyond the per-layer rules)."""
+    if placer is None:
+        return ()
     try:
         placer(_as_compiled(network, device, bits), device)
     except (PlanError, DeviceLimitError, EmitError) as exc:

@@ -54,6 +54,7 @@ def step_firmware(state: CompileState, workdir: Path) -> CompileState:
 
     folder = workdir / FIRMWARE_DIR
     written = write_folder(fw, folder)
+    state = state.with_(notes=(*state.notes, *fw.notes))  # --mlator: layers unloaded plainly
     if o.run:
         _check_on_host(fw, folder)
     # The code is built for the Cortex-M4 only with --run (it takes a compiler's time).

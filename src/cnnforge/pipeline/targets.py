@@ -59,8 +59,9 @@ class Target:
     write: Writer | None = None
     plans: PlanKind = "none"
     report: tuple[str, ...] = ()  # the report files its recipe writes
-    # what its compile recipe plans with; `cnnforge check` runs the same (passes/check_plan.py)
-    placer: Placer = plan_max7800x
+    # what its compile recipe plans with; `cnnforge check` runs the same (passes/check_plan.py);
+    # None: the target places nothing beyond the per-layer rules
+    placer: Placer | None = None
 
     def matches(self, text: str) -> bool:
         """True when ``--device text`` names this target."""
@@ -91,6 +92,7 @@ def _max7800x(device: Max7800xDevice) -> Target:
         write=plan.write_outputs,
         plans="place",
         report=(REPORT, SUMMARY),
+        placer=plan_max7800x,
     )
 
 

@@ -2,8 +2,9 @@
 
 Options that change the accelerator state are held to the vendor's state images
 (tests/data/firmware_state): ``--zero-sram`` (MAX78000-/MAX78002-mnist-zero-sram), ``--riscv``
-(the vendor's mnist-riscv demo), ``--mlator`` / ``--new-kernel-loader`` / ``--max-checklines``
-(the camvid_unet and aisegment_unet demos, captured with them: test_firmware.py). Options that
+(the vendor's mnist-riscv demo), ``--new-kernel-loader`` / ``--max-checklines`` (the camvid_unet
+and aisegment_unet demos, captured with them: test_firmware.py); ``--mlator``:
+test_firmware_mlator.py. Options that
 change only the C text are run: the folder's own main, built for the host against a fake
 accelerator (hostrun.run_main), prints what the option promises; every .c builds with -Werror.
 """
@@ -11,7 +12,6 @@ accelerator (hostrun.run_main), prints what the option promises; every .c builds
 from __future__ import annotations
 
 import shutil
-import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -20,17 +20,19 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cnnforge.targets.max7800x.firmware.firmware import expected_image
-from cnnforge.targets.max7800x.firmware.hostrun import _RISCV_ONLY, run_main, run_setup
+from cnnforge.targets.max7800x.firmware.hostrun import run_main, run_setup
 from cnnforge.targets.max7800x.firmware.options import FirmwareOptions, parse_boost
 from cnnforge.targets.max7800x.firmware.writer import _hex_rows, write_folder
 from support.cli import run_cli
-from support.firmware import GOLDEN, OPTION_CASES, demo_firmware, stored
+from support.firmware import (
+    GOLDEN,
+    OPTION_CASES,
+    builds_with_warnings_as_errors,
+    demo_firmware,
+    stored,
+)
 
 needs_cc = pytest.mark.skipif(shutil.which("cc") is None, reason="no host C compiler")
-HOST = Path(__file__).parents[3] / "src/cnnforge/targets/max7800x/firmware/host"
-ARM_GCC = shutil.which("arm-none-eabi-gcc")
-ARM = ["-mcpu=cortex-m4", "-mthumb", "-mfloat-abi=hard", "-mfpu=fpv4-sp-d16", "-O2"]
-WARN = ["-Wall", "-Wextra", "-Werror"]
 MNIST = [
     "--ai8x-yaml",
     str(GOLDEN / "networks" / "mnist-chw-ai85.yaml"),
@@ -70,24 +72,6 @@ def _compile(tmp_path: Path, capsys: pytest.CaptureFixture[str], *options: str) 
     return out / "firmware"
 
 
-def _builds_with_warnings_as_errors(folder: Path, work: Path) -> None:
-    """Every .c of the folder with -Wall -Wextra -Werror: host cc against the stand-in header
-    (the RISC-V core's files with their RISC-V-only syntax dropped, as hostrun does), and the
-    Cortex-M4's compiler for the files that run there."""
-    for source in sorted(folder.glob("*.c")):
-        text = source.read_text(encoding="utf-8")
-        riscv = source.name == "main_riscv.c" or 'interrupt("machine")' in text
-        for riscv_only, host in _RISCV_ONLY:
-            text = text.replace(riscv_only, host)
-        copy = work / source.name
-        copy.write_text(text, encoding="utf-8")
-        compilers = [["cc"]] + ([[ARM_GCC, *ARM]] if ARM_GCC and not riscv else [])
-        for cc in compilers:
-            cmd = [*cc, *WARN, "-I", str(HOST), "-I", str(folder), "-c", str(copy)]
-            proc = subprocess.run([*cmd, "-o", str(work / "x.o")], capture_output=True, text=True)
-            assert proc.returncode == 0, proc.stderr[-2000:]
-
-
 @needs_cc
 def test_softmax_and_boost_run_on_the_host(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
@@ -106,7 +90,7 @@ def test_softmax_and_boost_run_on_the_host(
     # The vendor's sample is a 7: the class with the largest output takes (almost) all.
     assert "Class 7: 100.0%" in printed or "Class 7: 99." in printed
     assert run_setup(folder, "MAX78000").differences(stored("MAX78000-mnist")) == []
-    _builds_with_warnings_as_errors(folder, tmp_path)
+    builds_with_warnings_as_errors(folder, tmp_path)
 
 
 @needs_cc
@@ -122,7 +106,7 @@ def test_no_kat_no_unload(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
     assert image.differences(stored("MAX78000-mnist"), limit=20) == [
         "known-answer table differs (1 vs 20 words)"
     ]
-    _builds_with_warnings_as_errors(folder, tmp_path)
+    builds_with_warnings_as_errors(folder, tmp_path)
 
 
 @needs_cc
@@ -147,13 +131,12 @@ def test_riscv_layout_runs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -
     assert "RISCV_LOAD = 1" in (folder / "project.mk").read_text()
     assert "*** PASS ***" in run_main(folder, "MAX78000")
     assert run_setup(folder, "MAX78000").differences(stored("MAX78000-mnist-riscv")) == []
-    _builds_with_warnings_as_errors(folder, tmp_path)
+    builds_with_warnings_as_errors(folder, tmp_path)
 
 
 @pytest.mark.parametrize(
     "args,where",
     [
-        (["--mlator"], "--mlator"),
         (["--softmax", "--no-firmware"], "--no-firmware"),
         (["--boost", "9.1"], "--boost"),
         (["--boost", "two"], "--boost"),

@@ -24,6 +24,7 @@ from cnnforge.quant.ptq import quantize_network
 from cnnforge.sim import simulate
 from cnnforge.targets.max7800x.firmware.firmware import build_firmware
 from cnnforge.targets.max7800x.firmware.interpret import read_state
+from cnnforge.targets.max7800x.firmware.options import FirmwareOptions
 from cnnforge.targets.max7800x.firmware.selftest import run_self_test
 from cnnforge.targets.max7800x.firmware.writer import write_folder
 from cnnforge.targets.max7800x.planner import plan_network
@@ -32,6 +33,7 @@ from support.firmware import (
     FIFO,
     FIFO_VARIANTS,
     GOLDEN,
+    OWN,
     demo_firmware,
     own_sample,
     variant_firmware,
@@ -223,6 +225,24 @@ def _round_trip(folder: Path, tmp_path: Path, capsys) -> None:
     # the known-answer table's length follows --max-checklines, which a YAML does not carry
     assert dataclasses.replace(again, kat=decoded.image.kat).differences(decoded.image) == []
     assert again.input.tolist() == decoded.image.input.tolist()
+
+
+@pytest.mark.parametrize(
+    ("model", "device", "shape", "flags"),
+    [pytest.param(*own, marks=[] if own[0] == "qat-unet" else [pytest.mark.slow]) for own in OWN],
+)
+def test_inspect_yaml_round_trips_own_plans(model, device, shape, flags, tmp_path, capsys):
+    """cnnforge's own plans place biases in layer order in a quadrant (not the vendor's
+    size order): the YAML names each bias quadrant (bias_group), so compile places them at the
+    same offsets again (issue 26)."""
+    np.save(tmp_path / "s.npy", own_sample(shape))
+    options = CompileOptions(
+        output=tmp_path / "own", model=model, device=device, ptq=True, sample=tmp_path / "s.npy",
+        report=False, firmware=True, fifo="--fifo" in flags,
+        firmware_options=FirmwareOptions.from_vendor_flags(flags),
+    )  # fmt: skip
+    compile_model(options)
+    _round_trip(tmp_path / "own" / "firmware", tmp_path, capsys)
 
 
 def test_simulate_firmware_of_compiles_own_output(tmp_path: Path, capsys) -> None:

@@ -204,7 +204,9 @@ def layer_dict(
         d["quantization"] = quantization
     if place.bias_quadrant is not None and layer.quant is not None and layer.quant.bias is not None:
         d["bias_group"] = place.bias_quadrant
-    if layer.name in network.outputs and i != len(network.layers) - 1:
+    # The vendor takes the final layer as the output unless another layer says `output`; then
+    # only the layers that say so (izer/izer.py): with several outputs every one says so.
+    if layer.name in network.outputs and (i != len(network.layers) - 1 or len(network.outputs) > 1):
         d["output"] = True
     return d
 

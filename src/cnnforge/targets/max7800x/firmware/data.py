@@ -167,4 +167,15 @@ def _table(
     return np.array(out, dtype=np.uint32)
 
 
-__all__ = ["APB_BASE", "fifo_blocks", "input_blocks", "known_answers"]
+def table_runs(table: np.ndarray) -> list[tuple[int, int]]:
+    """The (address, count) runs of a known-answer table, in its order."""
+    words = table.tolist()
+    out: list[tuple[int, int]] = []
+    i = 0
+    while i < len(words) and words[i] != 0:
+        out.append((words[i], words[i + 2]))
+        i += 3 + words[i + 2]
+    return out
+
+
+__all__ = ["APB_BASE", "fifo_blocks", "input_blocks", "known_answers", "table_runs"]

@@ -122,12 +122,9 @@ def _streaming(
         gap = (idx["stream_delta"] - idx["stream_start"]) * rmap.register_stride
         most = gap // rmap.stream_layer_stride
     for ly in layers[:most]:
-        i = ly.index
-        rollover = _reg(state, rmap, groups[0], i, "rollover")
-        moves = i > 0 and any(
-            _reg(state, rmap, groups[0], i, n) for n in ("stream_start", "stream_delta")
-        )
-        ly.streaming = bool(rollover) or moves
+        reg = _Registers(state, rmap, ly.index, groups)
+        moves = ly.index > 0 and any(reg(n) for n in ("stream_start", "stream_delta"))
+        ly.streaming = bool(reg("rollover")) or moves
     last = max((ly.index for ly in layers if ly.streaming), default=-1)
     for ly in layers[: max(last, 0)]:
         if not ly.streaming:
@@ -141,69 +138,81 @@ def _streaming(
         layers[0].fifo = bool(fifos or get(ctl, "ctl_fifo"))
 
 
-def _reg(state: dict[int, int], rmap: RegisterMap, q: int, i: int, name: str) -> int:
-    return state.get(rmap.layer(q, i, name), 0) if name in rmap.layer_index else 0
+@dataclass(frozen=True)
+class _Registers:
+    """Layer ``i``'s registers in ``state`` (read in its first quadrant unless one is named)."""
+
+    state: dict[int, int]
+    rmap: RegisterMap
+    i: int
+    groups: list[int]
+
+    def __call__(self, name: str, q: int | None = None) -> int:
+        if name not in self.rmap.layer_index:
+            return 0
+        return self.state.get(self.rmap.layer(self.groups[0] if q is None else q, self.i, name), 0)
+
+    def error(self, name: str, what: str) -> DecodeError:
+        """A DecodeError naming the register ``name`` of this layer."""
+        return DecodeError(
+            f"register 0x{self.rmap.layer(self.groups[0], self.i, name):08x}: {what}"
+        )
+
+    @property
+    def ai87(self) -> bool:
+        return self.rmap.cnt_diff_offs is not None
 
 
-def _layer(state: dict[int, int], rmap: RegisterMap, i: int, groups: list[int]) -> DecodedLayer:
-    def reg(name: str, q: int | None = None) -> int:
-        return _reg(state, rmap, groups[0] if q is None else q, i, name)
-
-    ai87 = rmap.cnt_diff_offs is not None
-    in_map = 0
-    masks = 0
-    for q in groups:
-        ena = reg("ena", q)
-        in_map |= (ena & 0xFFFF) << 16 * q
-        masks |= ena >> 16
-    post, lctl, lctl2, oned = reg("post"), reg("lctl"), reg("lctl2"), reg("oned")
-    passthrough = get(post, "passthrough") != 0
-    conv = not passthrough
+def _operation(reg: _Registers, in_map: int, masks: int) -> str:
+    """conv2d / conv1d / convtranspose2d / passthrough (a computing layer enables masks)."""
+    post, oned = reg("post"), reg("oned")
+    conv = get(post, "passthrough") == 0
     if conv and not masks and in_map:
-        raise DecodeError(
-            f"register 0x{rmap.layer(groups[0], i, 'ena'):08x}: layer {i} computes but enables "
-            "no kernel masks"
-        )
-    flatten_prod = get(post, "flatten_high") << 4 if get(post, "flatten") else 0
-    flatten = bool(flatten_prod)
+        raise reg.error("ena", f"layer {reg.i} computes but enables no kernel masks")
     if get(post, "transposed"):
-        op = "convtranspose2d"
-    elif get(oned, "conv1d"):
-        op = "conv1d"
-    else:
-        op = "conv2d" if conv else "passthrough"
-    kernel = (0, 0)
+        return "convtranspose2d"
+    if get(oned, "conv1d"):
+        return "conv1d"
+    return "conv2d" if conv else "passthrough"
+
+
+def _kernel_shape(reg: _Registers, op: str) -> tuple[int, int]:
+    """The kernel size; (0, 0) for a passthrough."""
+    lctl, oned, rmap = reg("lctl"), reg("oned"), reg.rmap
+    if op == "passthrough":
+        return (0, 0)
     if op == "conv1d":
-        kernel = (get(oned, "conv1d_kernel"), 1)
-    elif conv and get(oned, "one_by_one"):
-        kernel = (1, 1)
-    elif conv and rmap.cprime_max_offs is not None:
-        kernel = (
-            _bits(lctl, rmap.rprime_max_offs, 4) + 1,
-            _bits(lctl, rmap.cprime_max_offs, 4) + 1,
-        )
-    elif conv:
-        kernel = (3, 3)  # the MAX78000's only 2D kernel besides 1x1
+        return (get(oned, "conv1d_kernel"), 1)
+    if get(oned, "one_by_one"):
+        return (1, 1)
+    if rmap.cprime_max_offs is not None:
+        return (_bits(lctl, rmap.rprime_max_offs, 4) + 1, _bits(lctl, rmap.cprime_max_offs, 4) + 1)
+    return (3, 3)  # the MAX78000's only 2D kernel besides 1x1
+
+
+def _pooling(reg: _Registers) -> tuple[list[int], list[int]]:
+    """(pool size, pool dilation) per axis; the pooling flag must agree with the size."""
+    rmap = reg.rmap
     pool, dil = [], []
     for name in ("pool_rows", "pool_cols"):
         val = reg(name)
         d = _bits(val, rmap.cnt_inc_offs, 4) + 1 if rmap.cnt_inc_offs is not None else 1
         low = val & ((1 << (rmap.cnt_inc_offs or 16)) - 1)
         if low % d:
-            raise DecodeError(
-                f"register 0x{rmap.layer(groups[0], i, name):08x}: pooling {low} is not a "
-                f"multiple of the dilation {d}"
-            )
+            raise reg.error(name, f"pooling {low} is not a multiple of the dilation {d}")
         pool.append(low // d + 1)
         dil.append(d)
-    pooling = bool(get(lctl, "pooling"))
+    pooling = bool(get(reg("lctl"), "pooling"))
     if pooling != (pool != [1, 1]):
-        raise DecodeError(
-            f"register 0x{rmap.layer(groups[0], i, 'lctl'):08x}: layer {i} pooling flag "
-            f"{int(pooling)} contradicts pooling {pool[0]}x{pool[1]}"
-        )
-    sval = reg("stride")
-    s = sval & ((1 << rmap.mp_stride_offs) - 1 if rmap.mp_stride_offs is not None else 0xFFFF)
+        what = f"layer {reg.i} pooling flag {int(pooling)} contradicts pooling {pool[0]}x{pool[1]}"
+        raise reg.error("lctl", what)
+    return pool, dil
+
+
+def _strides(reg: _Registers, op: str, pooling: bool) -> tuple[tuple[int, int], tuple[int, int]]:
+    """(pool stride, convolution stride): one register, the pool's when the layer pools."""
+    offs = reg.rmap.mp_stride_offs
+    s = reg("stride") & ((1 << offs) - 1 if offs is not None else 0xFFFF)
     pool_stride, stride = (1, 1), (s + 1, s + 1)
     if op == "convtranspose2d":
         stride = (2, 2)  # the hardware's only transposed stride
@@ -211,11 +220,18 @@ def _layer(state: dict[int, int], rmap: RegisterMap, i: int, groups: list[int]) 
         pool_stride, stride = (s + 1, s + 1), (1, 1)
     if op == "conv1d":  # one dimension: the columns' counts are 1
         pool_stride, stride = (pool_stride[0], 1), (stride[0], 1)
-    in_exp = get(lctl2, "in_expand") + 1
+    return pool_stride, stride
+
+
+def _dims_and_pads(
+    reg: _Registers, pool: list[int], dil: list[int]
+) -> tuple[tuple[int, int], tuple[int, int]]:
+    """Input rows/columns and padding from the row and column count registers."""
+    rmap = reg.rmap
     dims, pads = [], []
     for axis, name in ((0, "rows"), (1, "cols")):
         val = reg(name)
-        if ai87:  # count - difference | difference (rows: a multi-pass stride, not theirs)
+        if reg.ai87:  # count - difference | difference (rows: a multi-pass stride, not theirs)
             pad = _bits(val, rmap.pad_cnt_offs, 2) + 1 if val >> rmap.pad_ena_offs & 1 else 0
             low = val & ((1 << rmap.pad_cnt_offs) - 1)
             diff = val >> rmap.cnt_diff_offs if axis == 1 else 0
@@ -226,64 +242,99 @@ def _layer(state: dict[int, int], rmap: RegisterMap, i: int, groups: list[int]) 
             pad = _bits(val, rmap.pad_cnt_offs, 2)
             size = (val & 0xFFFF) - 2 * pad + 1
         if size < 1:
-            raise DecodeError(
-                f"register 0x{rmap.layer(groups[0], i, name):08x}: layer {i} {name} {size}"
-            )
+            raise reg.error(name, f"layer {reg.i} {name} {size}")
         dims.append(size)
         pads.append(pad)
-    quant = WEIGHT_BITS[get(post, "weight_size")] if conv else 8
-    shift = get(post, "shift")
-    shift = -(shift & 15) if shift & 16 else shift
+    return (dims[0], dims[1]), (pads[0], pads[1])
+
+
+def _output_place(reg: _Registers, in_map: int) -> tuple[int, int]:
+    """(first output instance, output offset in bytes) from the write pointer of a quadrant
+    the layer reads."""
     first_q = (in_map & -in_map).bit_length() - 1
-    wptr = reg("wptr_base", groups[0] if first_q < 0 else first_q // 16)  # a quadrant it reads
-    out_offset = (wptr & ((1 << rmap.write_ptr_shift) - 1)) * 4
-    out_base = (wptr >> rmap.write_ptr_shift) * 4
+    wptr = reg("wptr_base", reg.groups[0] if first_q < 0 else first_q // 16)
+    out_offset = (wptr & ((1 << reg.rmap.write_ptr_shift) - 1)) * 4
+    out_base = (wptr >> reg.rmap.write_ptr_shift) * 4
     if out_base >= 64:
-        raise DecodeError(
-            f"register 0x{rmap.layer(groups[0], i, 'wptr_base'):08x}: layer {i} writes past the "
-            "data memory"
-        )
-    span = _bits(lctl2, rmap.xpch_max_offs, 9) // quant + 1 if conv else 0
-    skip = get(lctl2, "wptr_skip") & ((1 << rmap.xpch_max_offs - 4) - 1)
-    wide = bool(get(lctl, "wide"))
+        raise reg.error("wptr_base", f"layer {reg.i} writes past the data memory")
+    return out_base, out_offset
+
+
+def _expansion(reg: _Registers, conv: bool, wide: bool) -> tuple[int, int]:
+    """(output passes, write gap): the write pointer's skip and channel offset registers, or
+    a passthrough's mask count."""
+    lctl2 = reg("lctl2")
+    skip = get(lctl2, "wptr_skip") & ((1 << reg.rmap.xpch_max_offs - 4) - 1)
     choffs = reg("wptr_choffs")
     write_gap = choffs // (4 if wide else 1) - 1 if choffs else (skip if not conv else 0)
     if conv:
-        out_expand = (skip + 1) // (write_gap + 1)
         if not choffs:
-            out_expand, write_gap = 1, skip
-    elif ai87:
-        out_expand = reg("mcnt2") // 8 + 1
-    else:
-        out_expand = reg("mcnt") // 8 + 1
-    if ai87:
-        kstart, kend = reg("mcnt2"), reg("mcnt1")
-    else:
-        mcnt = reg("mcnt")
-        kstart, kend = mcnt >> 16, mcnt & 0xFFFF
+            return 1, skip
+        return (skip + 1) // (write_gap + 1), write_gap
+    return reg("mcnt2" if reg.ai87 else "mcnt") // 8 + 1, write_gap
+
+
+def _kernel_fields(reg: _Registers, conv: bool) -> tuple[int, int]:
+    """The mask count's (start, end) fields; zero for a passthrough."""
     if not conv:
-        kstart = kend = 0
-    ksize = kernel[0] * kernel[1]
-    sad = get(oned, "kernel_sad")
-    kernel_start = (kstart // 8 * ksize + sad) // 9 if conv and ksize else 0
-    bias_on = bool(get(post, "bias_enable"))
-    bias_q = None
-    bias_offset = 0
-    for q in groups:
+        return 0, 0
+    if reg.ai87:
+        return reg("mcnt2"), reg("mcnt1")
+    mcnt = reg("mcnt")
+    return mcnt >> 16, mcnt & 0xFFFF
+
+
+def _bias_place(reg: _Registers) -> tuple[int | None, int]:
+    """(quadrant, offset) of the layer's bias: the quadrant whose post register enables it."""
+    bias_q, bias_offset = None, 0
+    for q in reg.groups:
         p = reg("post", q)
         if get(p, "bias_enable"):
             bias_q, bias_offset = q, get(p, "bias_offset")
-    if bias_on and bias_q is None:
-        bias_q = groups[0]
+    if get(reg("post"), "bias_enable") and bias_q is None:
+        bias_q = reg.groups[0]
+    return bias_q, bias_offset
+
+
+def _layer(state: dict[int, int], rmap: RegisterMap, i: int, groups: list[int]) -> DecodedLayer:
+    """Layer ``i`` as the registers of its quadrants ``groups`` say it."""
+    reg = _Registers(state, rmap, i, groups)
+    in_map = masks = 0
+    for q in groups:
+        ena = reg("ena", q)
+        in_map |= (ena & 0xFFFF) << 16 * q
+        masks |= ena >> 16
+    post, lctl, lctl2, oned = reg("post"), reg("lctl"), reg("lctl2"), reg("oned")
+    op = _operation(reg, in_map, masks)
+    conv = op != "passthrough"
+    flatten_prod = get(post, "flatten_high") << 4 if get(post, "flatten") else 0
+    flatten = bool(flatten_prod)
+    kernel = _kernel_shape(reg, op)
+    pool, dil = _pooling(reg)
+    pooling = pool != [1, 1]
+    pool_stride, stride = _strides(reg, op, pooling)
+    dims, pads = _dims_and_pads(reg, pool, dil)
+    quant = WEIGHT_BITS[get(post, "weight_size")] if conv else 8
+    shift = get(post, "shift")
+    shift = -(shift & 15) if shift & 16 else shift
+    out_base, out_offset = _output_place(reg, in_map)
+    span = _bits(lctl2, rmap.xpch_max_offs, 9) // quant + 1 if conv else 0
+    wide = bool(get(lctl, "wide"))
+    out_expand, write_gap = _expansion(reg, conv, wide)
+    kstart, kend = _kernel_fields(reg, conv)
+    ksize = kernel[0] * kernel[1]
+    kernel_start = (kstart // 8 * ksize + get(oned, "kernel_sad")) // 9 if conv and ksize else 0
+    bias_q, bias_offset = _bias_place(reg)
     return DecodedLayer(
         index=i, op=op, in_map=in_map, out_base=out_base, out_span=span,
         in_offset=reg("rptr_base") * 4, out_offset=out_offset,
-        in_dims=(dims[0], dims[1]), padding=(pads[0], pads[1]), kernel=kernel,
+        in_dims=dims, padding=pads, kernel=kernel,
         pool=(pool[0], pool[1]), pool_dilation=(dil[0], dil[1]), pool_stride=pool_stride,
         pool_avg=pooling and not get(lctl, "max_pool"), stride=stride, relu=bool(get(lctl, "relu")),
         abs=bool(get(post, "abs")), wide=wide, chw=bool(get(lctl, "chw")), weight_bits=quant,
-        output_shift=shift, in_expand=in_exp, out_expand=out_expand, write_gap=write_gap,
-        flatten=flatten, flatten_prod=flatten_prod | (get(lctl2, "in_expand") if flatten else 0),
+        output_shift=shift, in_expand=get(lctl2, "in_expand") + 1, out_expand=out_expand,
+        write_gap=write_gap, flatten=flatten,
+        flatten_prod=flatten_prod | (get(lctl2, "in_expand") if flatten else 0),
         kernel_start=kernel_start, kernel_field=kstart, kernel_end=kend, tptr=reg("tptr"),
         timeslots=get(oned, "timeslots"), bias_quadrant=bias_q, bias_offset=bias_offset,
     )  # fmt: skip

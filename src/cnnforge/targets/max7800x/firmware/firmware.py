@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from cnnforge.ir import Network
-from cnnforge.targets.max7800x.firmware import bias, data, kernels, registers
+from cnnforge.targets.max7800x.firmware import bias, data, kernels, mlator, registers
 from cnnforge.targets.max7800x.firmware.facts import LayerFacts, network_facts
 from cnnforge.targets.max7800x.firmware.options import FirmwareOptions, OptionRefused, refusal
 from cnnforge.targets.max7800x.firmware.regmap import FIFO_DATA, MAPS, RegisterMap
@@ -43,6 +43,10 @@ class Firmware:
     outputs: np.ndarray | None  # every output word's (with --max-checklines: kat is cut)
     fifo_inputs: list[np.ndarray] = field(default_factory=list)  # FIFO k's words (--fifo)
     options: FirmwareOptions = field(default_factory=FirmwareOptions)
+    # --mlator: cnn_unload's output layers (none: the plain unload) and why a layer is not read
+    # through the mlator (the summary's notes)
+    unload_parts: tuple[mlator.Part, ...] = ()
+    notes: tuple[str, ...] = ()
 
     @property
     def rmap(self) -> RegisterMap:
@@ -80,6 +84,9 @@ def build_firmware(
     has_bias = any(bl.values)
     fifo = plan.fifo
     checked = [(f, outputs[f.name]) for f in facts if f.name in network.outputs]
+    parts, notes = (
+        mlator.unload_parts(checked, rmap) if options.mlator and options.writes_unload else ((), ())
+    )
     return Firmware(
         device=device,
         facts=facts,
@@ -92,6 +99,8 @@ def build_firmware(
         kat=data.known_answers(checked, rmap, options.max_checklines),
         outputs=data.known_answers(checked, rmap) if options.max_checklines else None,
         options=options,
+        unload_parts=parts,
+        notes=notes,
     )
 
 

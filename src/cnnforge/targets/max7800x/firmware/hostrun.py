@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from cnnforge.devices import MAX78000, MAX78002
+from cnnforge.targets.max7800x.firmware.regmap import MAPS
 
 HOST = Path(__file__).with_name("host")
 # Per device: bytes of CNN address space from 0x50000000, quadrant stride, quadrant 0 registers
@@ -144,6 +145,33 @@ def run_main(
         exe = _build(Path(folder).resolve(), work, cc, timeout)
         argv = [str(exe), hex(size), hex(stride), hex(first), str(work / "out"), str(wait_ms)]
         return _run([*argv, "main"], timeout, "main")
+
+
+@dataclass(frozen=True)
+class UnloadRun:
+    """What a folder's cnn_unload did on the host (``run_unload``)."""
+
+    words: np.ndarray  # (CNN_NUM_OUTPUTS,) uint32: out_buf
+    trace: np.ndarray  # (n, 3) uint32: every access to CTL, the mlator, layer 0's write pointer
+    # base and LCTL2 of any quadrant, in order: (0 write / 1 read, address, value)
+
+
+def run_unload(folder: Path, device: str, cc: str = "cc", timeout: float = 120.0) -> UnloadRun:
+    """Build ``folder`` for the host, write its known answer where the output layers write it,
+    run its ``cnn_unload`` with those registers traced (a read of the mlator answered by the
+    model of host/hostrun.c, docs/firmware.md) and return out_buf and the trace."""
+    size, stride, first = SPACE[device]
+    rmap = MAPS[device]
+    where = (rmap.ctl(0, rmap.mlator_reg), rmap.layer(0, 0, "wptr_base"),
+             rmap.layer(0, 0, "lctl2"), rmap.sram(0, 0))  # fmt: skip
+    with tempfile.TemporaryDirectory(prefix="cnnforge_hostrun_") as tmp:
+        work = Path(tmp)
+        exe = _build(Path(folder).resolve(), work, cc, timeout)
+        argv = [str(exe), hex(size), hex(stride), hex(first), str(work / "out"), "20000"]
+        _run([*argv, "unload", *map(hex, where)], timeout, "unload")
+        words = np.fromfile(work / "out.unload", dtype="<u4")
+        trace = np.fromfile(work / "out.trace", dtype="<u4").reshape(-1, 3)
+    return UnloadRun(words, trace)
 
 
 def _build(folder: Path, work: Path, cc: str, timeout: float) -> Path:

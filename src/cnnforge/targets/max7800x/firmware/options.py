@@ -24,7 +24,7 @@ class FirmwareOptions:
 
     softmax: bool = False  # main.c unloads the output and prints its softmax (softmax.c)
     overlap_data: bool = False  # a layer may write over its own dying input (the plan's choice)
-    mlator: bool = False  # cnn_unload reads 8-bit outputs through the byte-swapping mlator
+    mlator: bool = False  # cnn_unload reads 8-bit outputs channel by channel (mlator.py)
     unload: bool = True  # cnn_unload is written (--no-unload: not, unless --softmax needs it)
     new_kernel_loader: bool = True  # the loader of weights.h's records (the vendor's default)
     zero_sram: bool = False  # cnn_init zeroes the memories (BIST); all-zero kernel columns skipped
@@ -103,8 +103,6 @@ def refusal(options: FirmwareOptions, facts: list[LayerFacts], outputs: tuple[st
             f"--softmax takes 32-bit outputs; {narrow} writes 8-bit output (the vendor's "
             "`output_width: 32`)"
         )
-    if options.mlator:
-        return "--mlator (cnn_unload through the byte-swapping mlator) is not written yet"
     if options.max_checklines is not None and options.max_checklines < 1:
         return "--max-checklines must be at least 1"
     return ""

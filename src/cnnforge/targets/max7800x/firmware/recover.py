@@ -171,8 +171,27 @@ def _kernel(ly: DecodedLayer) -> tuple[int, int]:
     return ly.kernel if ly.kernel != (0, 0) else (3, 3)
 
 
-def yaml_layer(ly: DecodedLayer, flow: Flow, data_format: str) -> dict[str, Any]:
-    """One layer of the decoded network as a vendor YAML mapping."""
+def pins_bias(layers: list[DecodedLayer], flow: Flow, flatten_first: bool) -> bool:
+    """Whether the YAML names each layer's bias quadrant (``bias_group``). Named, the vendor
+    packs a quadrant's biases in layer order (flatten layers first where ``flatten_first``:
+    spec devices.md §4), so naming reproduces the firmware's offsets when they follow that
+    order (cnnforge's plans, a vendor YAML with ``bias_group``); otherwise they came from the
+    vendor's own size-ordered allocation, which the unnamed YAML makes again."""
+    for q in {ly.bias_quadrant for ly in layers} - {None}:
+        mine = sorted(
+            (ly for ly in layers if ly.bias_quadrant == q),
+            key=lambda ly: (not (flatten_first and flow.flatten[ly.index]), ly.index),
+        )
+        offsets = [ly.bias_offset for ly in mine]
+        if offsets != sorted(offsets):
+            return False
+    return True
+
+
+def yaml_layer(
+    ly: DecodedLayer, flow: Flow, data_format: str, pin_bias: bool = False
+) -> dict[str, Any]:
+    """One layer of the decoded network as a vendor YAML mapping (``pin_bias``: pins_bias)."""
     i = ly.index
     d: dict[str, Any] = {"name": f"l{i}", "processors": ly.in_map,
                          "output_processors": flow.out_maps[i],
@@ -207,6 +226,8 @@ def yaml_layer(ly: DecodedLayer, flow: Flow, data_format: str) -> dict[str, Any]
     if conv:
         d["activate"] = _ACT[ly.relu, ly.abs]
         d["quantization"] = ly.weight_bits
+    if pin_bias and ly.bias_quadrant is not None:
+        d["bias_group"] = ly.bias_quadrant
     if ly.wide:
         d["output_width"] = 32
     if ly.streaming:
@@ -265,10 +286,11 @@ def _read(
     return read(tmp / "decoded.yaml", tmp / "decoded.pth.tar", shape, device=device, fifo=fifo)
 
 
-def pair_text(layers: list[DecodedLayer], flow: Flow, data_format: str) -> str:
+def pair_text(layers: list[DecodedLayer], flow: Flow, data_format: str, flatten_first: bool) -> str:
     """The decoded network as vendor YAML text (cnnforge's own reading of it)."""
+    pin = pins_bias(layers, flow, flatten_first)
     doc = {"arch": "decoded", "dataset": "decoded",
-           "layers": [yaml_layer(ly, flow, data_format) for ly in layers]}  # fmt: skip
+           "layers": [yaml_layer(ly, flow, data_format, pin) for ly in layers]}  # fmt: skip
     return yaml.safe_dump(doc, sort_keys=False)
 
 
@@ -279,7 +301,7 @@ def recover(
     if not layers:
         raise DecodeError("no layers")
     flow = data_flow(layers)
-    text = pair_text(layers, flow, data_format)
+    text = pair_text(layers, flow, data_format, MAPS[device].flatten_bias_first)
     shape = input_shape(layers[0], flow)
     fifo = layers[0].fifo  # the vendor's --fifo (a flag, not a YAML key)
     with tempfile.TemporaryDirectory(prefix="cnnforge-decoded-") as name:

@@ -155,6 +155,7 @@ class RegisterMap:
     require_fifo_cpl: bool = False  # MAX78000: FIFO control bit 11 (REQUIRE_FIFO_CPL)
     stream_layer_stride: int = 0  # MAX78002: the streaming registers' own layer stride
     new_streaming: bool = False  # MAX78002: the stream registers' other formulas (stream.py)
+    mlator_reg: int = 1024  # REG_MLAT: the quadrant control register the mlator is read at
 
     def ctl(self, quadrant: int, reg: int) -> int:
         """Address of quadrant control register ``reg`` (0 CTL, 1 SRAM, 2 LCNT, 3 SRAM test)."""
@@ -284,5 +285,6 @@ MAPS = {
         True,
         stream_layer_stride=4,
         new_streaming=True,
+        mlator_reg=0x44000,
     ),
 }

@@ -13,7 +13,8 @@ from pathlib import Path
 import numpy as np
 
 from cnnforge.devices import MAX78000, MAX78002
-from cnnforge.targets.max7800x.firmware import project
+from cnnforge.targets.max7800x.firmware import mlator, project
+from cnnforge.targets.max7800x.firmware.data import table_runs
 from cnnforge.targets.max7800x.firmware.firmware import HEADER, Firmware
 from cnnforge.targets.max7800x.firmware.registers import Write, groups_used
 from cnnforge.targets.max7800x.firmware.regmap import put
@@ -131,20 +132,15 @@ int cnn_boost_disable(mxc_gpio_regs_t *port, uint32_t pin);
 
 
 def _unload_words(fw: Firmware) -> int:
+    if fw.unload_parts:
+        return sum(p.words for p in fw.unload_parts)
     return sum(n for _, n in _unload_runs(fw))
 
 
 def _unload_runs(fw: Firmware) -> list[tuple[int, int]]:
     """The output words as (address, count) runs in known-answer order (32-bit outputs:
     channel order)."""
-    kat = (fw.kat if fw.outputs is None else fw.outputs).tolist()
-    out: list[tuple[int, int]] = []
-    i = 0
-    while i < len(kat) and kat[i] != 0:
-        addr, n = kat[i], kat[i + 2]
-        out.append((addr, n))
-        i += 3 + n
-    return out
+    return table_runs(fw.kat if fw.outputs is None else fw.outputs)
 
 
 def cnn_c(fw: Firmware) -> str:
@@ -291,6 +287,8 @@ def _start(fw: Firmware) -> str:
 
 
 def _unload(fw: Firmware) -> str:
+    if fw.unload_parts:  # --mlator
+        return mlator.unload_c(fw.unload_parts, fw.rmap)
     runs = [v for run in _unload_runs(fw) for v in run] + [0]
     return (
         "// The output words as (address, count) runs, 0 ends\n"
