@@ -35,6 +35,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -44,7 +45,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tests.support.firmware import FIFO_VARIANTS, OPTION_CASES, OWN, own_sample, streamed_yaml
-from vendor_oracle import DEVICES, RUNNER, Demo, demos, run_vendor
+from vendor_oracle import DEVICES, RUNNER, Demo, chosen_demos, demos, run_vendor
 
 from cnnforge.targets.max7800x.firmware.hostrun import HostRunError, StateImage, run_setup
 
@@ -122,50 +123,41 @@ def case_runs(keep: Path, capture: bool) -> int:
     return bad
 
 
-def fifo_variants(izer: Path, keep: Path, capture: bool) -> int:
-    """The demos of FIFO_VARIANTS run with --fifo added (some layers made to stream): the
-    vendor's state against the stored fifo-<variant>.npz (``capture``: store it)."""
-    bad = 0
+def fifo_variants(izer: Path, keep: Path) -> Iterator[tuple[str, Demo, Path, Path]]:
+    """The demos of FIFO_VARIANTS run with --fifo added (some layers made to stream), as
+    ``variant_runs`` cases: their state against the stored fifo-<variant>.npz."""
     for name, (demo_name, streamed) in FIFO_VARIANTS.items():
         device, prefix = demo_name.split("-", 1)
         demo = next(d for d in demos(izer, device) if d.prefix == prefix)
         yaml = streamed_yaml(demo.yaml, streamed) if streamed else demo.yaml
         demo = Demo(device, prefix, yaml, demo.checkpoint, demo.sample, (*demo.flags, "--fifo"))
-        out = keep / "fifo" / name
-        _, _, note = run_vendor(demo, out, False)
-        image = run_setup(out / "net", device)
-        stored_at = STORE / f"fifo-{name}.npz"
-        if capture:
-            image.save(stored_at)
-        diffs = image.differences(StateImage.load(stored_at), limit=1)
-        print(
-            f"{device:9} {name[9:] + ' --fifo':30} {len(image.state):7} {len(image.input):7} "
-            f"{len(image.fifo):6} {image.kat.size:6} {'yes' if not diffs else 'NO':5}  "
-            f"{note or (diffs or [''])[0]}",
-            flush=True,
-        )
-        bad += bool(diffs)
-    return bad
+        yield name[9:] + " --fifo", demo, keep / "fifo" / name, STORE / f"fifo-{name}.npz"
 
 
-def option_runs(izer: Path, keep: Path, capture: bool) -> int:
+def option_runs(izer: Path, keep: Path) -> Iterator[tuple[str, Demo, Path, Path]]:
     """The vendor demos run with other code-generation options (OPTION_CASES) that the demo
-    lists do not hold: run, capture (--capture) or compare with the stored image."""
-    bad = 0
+    lists do not hold, as ``variant_runs`` cases."""
     for case, (base, extra) in OPTION_CASES.items():
         device, prefix = base.split("-", 1)
         if any(d.prefix == case.split("-", 1)[1] for d in demos(izer, device)):
             continue  # a demo of the lists (mnist-riscv): done above
         demo = next(d for d in demos(izer, device) if d.prefix == prefix)
         demo = Demo(device, case, demo.yaml, demo.checkpoint, demo.sample, (*demo.flags, *extra))
-        out = keep / device / case
+        yield case, demo, keep / device / case, STORE / f"{case}.npz"
+
+
+def variant_runs(cases: Iterable[tuple[str, Demo, Path, Path]], capture: bool) -> int:
+    """Each case (row label, demo with its variant flags, output folder, stored image): run the
+    vendor tool and its firmware on the host, then store the image (``capture``) or compare it
+    with the stored one. One row each; returns how many differ."""
+    bad = 0
+    for label, demo, out, stored in cases:
         _, _, note = run_vendor(demo, out, False)
-        image = run_setup(out / "net", device)
-        stored = STORE / f"{case}.npz"
+        image = run_setup(out / "net", demo.device)
         if capture:
             image.save(stored)
         diffs = [] if capture else image.differences(StateImage.load(stored), limit=1)
-        print(f"{device:9} {case:30} {len(image.state):7} {len(image.input):7} "
+        print(f"{demo.device:9} {label:30} {len(image.state):7} {len(image.input):7} "
               f"{len(image.fifo):6} {image.kat.size:6} {'yes' if not diffs else 'NO':5}  "
               f"{note or (diffs or [''])[0]}", flush=True)  # fmt: skip
         bad += bool(diffs)
@@ -187,44 +179,36 @@ def ours_table(smoke: bool = False) -> int:
     bad = 0
     for name in known:
         vendor = stored(name)
-        head = f"{name:34} {len(vendor.state):7} {len(vendor.input):7} {len(vendor.fifo):6} "
-        head += f"{vendor.kat.size:6}"
         try:
             fw = demo_firmware(name)
         except NotImplementedError as exc:
-            print(f"{head} {'NO':5}  not written yet: {exc}")
+            print(f"{_head(name, vendor)} {'NO':5}  not written yet: {exc}")
             bad += 1
             continue
         with tempfile.TemporaryDirectory() as tmp:
             write_folder(fw, Path(tmp))
-            diffs = run_setup(Path(tmp), fw.device).differences(vendor, limit=1)
-        print(f"{head} {'yes' if not diffs else 'NO':5}  {(diffs or [''])[0]}", flush=True)
-        bad += bool(diffs)
+            bad += _ours_row(name, vendor, Path(tmp), fw.device)
     for name in [] if smoke else FIFO_VARIANTS:
-        bad += host_row(f"fifo-{name}", variant_firmware(name))
+        bad += _firmware_row(f"fifo-{name}", variant_firmware(name))
     return (1 if bad else 0) | (0 if smoke else own_table() | case_table())
 
 
-def host_row(name: str, fw: Firmware) -> bool:
-    """cnnforge's firmware ``fw`` run on the host against the stored ``name``.npz: print its
-    row; True when they differ."""
+def _firmware_row(name: str, fw: Firmware) -> bool:
+    """cnnforge's firmware ``fw`` written and run on the host against the stored
+    ``name``.npz: its --ours row; True when they differ."""
     from cnnforge.targets.max7800x.firmware.writer import write_folder
 
     vendor = StateImage.load(STORE / f"{name}.npz")
     with tempfile.TemporaryDirectory() as tmp:
         write_folder(fw, Path(tmp))
-        diffs = run_setup(Path(tmp), fw.device).differences(vendor, limit=1)
-    print(f"{name:34} {len(vendor.state):7} {len(vendor.input):7} {len(vendor.fifo):6} "
-          f"{vendor.kat.size:6} {'yes' if not diffs else 'NO':5}  {(diffs or [''])[0]}",
-          flush=True)  # fmt: skip
-    return bool(diffs)
+        return _ours_row(name, vendor, Path(tmp), fw.device)
 
 
 def case_table() -> int:
     """The small-network cases: cnnforge's firmware run on the host against <case>.npz."""
     from tests.support.firmware_cases import CASES, case_firmware
 
-    return 1 if sum(host_row(name, case_firmware(name)) for name in CASES) else 0
+    return 1 if sum(_firmware_row(name, case_firmware(name)) for name in CASES) else 0
 
 
 def own_table() -> int:
@@ -240,13 +224,27 @@ def own_table() -> int:
                                      ptq=True, sample=Path(tmp) / "x.npy", report=False,
                                      firmware=True)  # fmt: skip
             compile_model(options)
-            diffs = run_setup(Path(tmp) / "out" / "firmware", device).differences(vendor, limit=1)
-        name = f"own-{device}-{model}"
-        print(f"{name:34} {len(vendor.state):7} {len(vendor.input):7} {len(vendor.fifo):6} "
-              f"{vendor.kat.size:6} {'yes' if not diffs else 'NO':5}  {(diffs or [''])[0]}",
-              flush=True)  # fmt: skip
-        bad += bool(diffs)
+            folder = Path(tmp) / "out" / "firmware"
+            bad += _ours_row(f"own-{device}-{model}", vendor, folder, device)
     return 1 if bad else 0
+
+
+def _head(name: str, vendor: StateImage) -> str:
+    """An --ours row's case and the vendor image's sizes: state, input, FIFO and known-answer
+    words."""
+    return (
+        f"{name:34} {len(vendor.state):7} {len(vendor.input):7} {len(vendor.fifo):6} "
+        f"{vendor.kat.size:6}"
+    )
+
+
+def _ours_row(name: str, vendor: StateImage, folder: Path, device: str) -> bool:
+    """Run cnnforge's firmware in ``folder`` on the host, print its --ours row against the
+    vendor's image; True when they differ."""
+    diffs = run_setup(folder, device).differences(vendor, limit=1)
+    print(f"{_head(name, vendor)} {'yes' if not diffs else 'NO':5}  {(diffs or [''])[0]}",
+          flush=True)  # fmt: skip
+    return bool(diffs)
 
 
 def roundtrip(izer: Path, devices: list[str], only: list[str] | None, keep: Path) -> int:
@@ -259,58 +257,59 @@ def roundtrip(izer: Path, devices: list[str], only: list[str] | None, keep: Path
 
     print(f"{'firmware':40} {'layers':>6} {'known answer':22} {'YAML round trip':16} note")
     bad = 0
-    for device in devices:
-        for demo in demos(izer, device):
-            if only and demo.prefix not in only:
-                continue
-            head = f"{device + ' ' + demo.prefix:40}"
-            if not demo.checkpoint.is_file():
-                print(f"{head} {'-':>6} {'-':22} {'-':16} checkpoint absent")
-                continue
-            out = keep / device / demo.prefix
-            _, _, note = run_vendor(demo, out, True)
-            if not (out / "net" / "cnn.c").is_file():
-                print(f"{head} {'-':>6} {'-':22} {'-':16} vendor tool: {note}"[:200])
-                continue
-            try:
-                decoded = read_firmware(out / "net", device)
-            except Exception as exc:  # a row per demo, whatever fails
-                print(f"{head} {'-':>6} {'NO':22} {'-':16} {type(exc).__name__}: {exc}"[:220])
-                bad += 1
-                continue
-            layers = len(decoded.layers)
-            try:
-                _, test = run_self_test(decoded)
-                kat = f"{'PASS' if test.passed else 'FAIL'} {test.checked - test.failed}/"
-                kat += f"{test.checked}"
-            except NotImplementedError as exc:
-                kat, test = f"- ({exc})"[:22], None
-            again = out.parent / f"{demo.prefix}-roundtrip"
-            yaml_path = again / "decoded.yaml"
-            again.mkdir(parents=True, exist_ok=True)
-            arch = demo.prefix.replace("-", "_")
-            ckpt = write_pair(decoded.network, decoded.plan, yaml_path, arch)
-            sample = again / "sample.npy"
-            np.save(sample, decoded.sample())  # read back (FIFO input: load_input's stream)
-            pair = Demo(device, demo.prefix, yaml_path, ckpt, sample, demo.flags)
-            _, _, note2 = run_vendor(pair, again / "vendor", False)
-            if (again / "vendor" / "net" / "cnn.c").is_file():
-                first = read_state(out / "net", device)
-                second = read_state(again / "vendor" / "net", device)
-                same_kat = dataclasses.replace(second, kat=first.kat)
-                diffs = same_kat.differences(first, limit=1)
-                equal = "yes" if not diffs else "NO"
-                if second.kat.tolist() != first.kat.tolist():
-                    note2 += f" known-answer table {second.kat.size} vs {first.kat.size} words"
-                note2 = note2 or (diffs or [""])[0]
-            else:
-                equal = "NO"
-            bad += equal == "NO" or (test is not None and not test.passed)
-            print(f"{head} {layers:6} {kat:22} {equal:16} {note2}"[:240], flush=True)
+    absent = f"{'-':>6} {'-':22} {'-':16} checkpoint absent"
+    for demo in chosen_demos(izer, devices, only, lambda d: f"{_name(d):40} {absent}"):
+        device = demo.device
+        head = f"{_name(demo):40}"
+        out = keep / device / demo.prefix
+        _, _, note = run_vendor(demo, out, True)
+        if not (out / "net" / "cnn.c").is_file():
+            print(f"{head} {'-':>6} {'-':22} {'-':16} vendor tool: {note}"[:200])
+            continue
+        try:
+            decoded = read_firmware(out / "net", device)
+        except Exception as exc:  # a row per demo, whatever fails
+            print(f"{head} {'-':>6} {'NO':22} {'-':16} {type(exc).__name__}: {exc}"[:220])
+            bad += 1
+            continue
+        layers = len(decoded.layers)
+        try:
+            _, test = run_self_test(decoded)
+            kat = f"{'PASS' if test.passed else 'FAIL'} {test.checked - test.failed}/"
+            kat += f"{test.checked}"
+        except NotImplementedError as exc:
+            kat, test = f"- ({exc})"[:22], None
+        again = out.parent / f"{demo.prefix}-roundtrip"
+        yaml_path = again / "decoded.yaml"
+        again.mkdir(parents=True, exist_ok=True)
+        arch = demo.prefix.replace("-", "_")
+        ckpt = write_pair(decoded.network, decoded.plan, yaml_path, arch)
+        sample = again / "sample.npy"
+        np.save(sample, decoded.sample())  # read back (FIFO input: load_input's stream)
+        pair = Demo(device, demo.prefix, yaml_path, ckpt, sample, demo.flags)
+        _, _, note2 = run_vendor(pair, again / "vendor", False)
+        if (again / "vendor" / "net" / "cnn.c").is_file():
+            first = read_state(out / "net", device)
+            second = read_state(again / "vendor" / "net", device)
+            same_kat = dataclasses.replace(second, kat=first.kat)
+            diffs = same_kat.differences(first, limit=1)
+            equal = "yes" if not diffs else "NO"
+            if second.kat.tolist() != first.kat.tolist():
+                note2 += f" known-answer table {second.kat.size} vs {first.kat.size} words"
+            note2 = note2 or (diffs or [""])[0]
+        else:
+            equal = "NO"
+        bad += equal == "NO" or (test is not None and not test.passed)
+        print(f"{head} {layers:6} {kat:22} {equal:16} {note2}"[:240], flush=True)
     if not only or "own" in only:
         bad += own_roundtrip(devices, keep)
     print(f"vendor outputs in {keep}")
     return 1 if bad else 0
+
+
+def _name(demo: Demo) -> str:
+    """The round-trip table's name of a demo: device and prefix."""
+    return f"{demo.device} {demo.prefix}"
 
 
 def own_roundtrip(devices: list[str], keep: Path) -> int:
@@ -387,44 +386,43 @@ def main(argv: list[str] | None = None) -> int:
         "  note"
     )
     bad = 0
-    for device in args.device or DEVICES:
-        for demo in demos(izer, device):
-            if args.only and demo.prefix not in args.only:
-                continue
-            head = f"{device:9} {demo.prefix:30}"
-            if not demo.checkpoint.is_file():
-                print(f"{head} {'-':>7} {'-':>7} {'-':>6} {'-':>6} {'-':5}  checkpoint absent")
-                continue
-            out = keep / device / demo.prefix
-            _, _, note = run_vendor(demo, out, args.reuse)
-            try:
-                image = run_setup(out / "net", device)
-            except (HostRunError, FileNotFoundError) as exc:
-                print(f"{head} {'-':>7} {'-':>7} {'-':>6} {'-':>6} {'NO':5}  {note or exc}"[:160])
-                bad += 1
-                continue
-            stored = STORE / f"{device}-{demo.prefix}.npz"
-            if args.capture:
-                STORE.mkdir(parents=True, exist_ok=True)
-                image.save(stored)
-                equal, note = "-", f"stored {stored.stat().st_size // 1024} KiB"
-            elif stored.is_file():
-                diffs = image.differences(StateImage.load(stored), limit=1)
-                equal, note = ("yes", "") if not diffs else ("NO", diffs[0])
-            else:
-                equal, note = "-", "no stored image"
-            bad += equal == "NO"
-            print(
-                f"{head} {len(image.state):7} {len(image.input):7} {len(image.fifo):6} "
-                f"{image.kat.size:6} "
-                f"{equal:5}  {note}",
-                flush=True,
-            )
+    absent = f"{'-':>7} {'-':>7} {'-':>6} {'-':>6} {'-':5}  checkpoint absent"
+    rows = chosen_demos(
+        izer, args.device or DEVICES, args.only, lambda d: f"{d.device:9} {d.prefix:30} {absent}"
+    )
+    for demo in rows:
+        device = demo.device
+        head = f"{device:9} {demo.prefix:30}"
+        out = keep / device / demo.prefix
+        _, _, note = run_vendor(demo, out, args.reuse)
+        try:
+            image = run_setup(out / "net", device)
+        except (HostRunError, FileNotFoundError) as exc:
+            print(f"{head} {'-':>7} {'-':>7} {'-':>6} {'-':>6} {'NO':5}  {note or exc}"[:160])
+            bad += 1
+            continue
+        stored = STORE / f"{device}-{demo.prefix}.npz"
+        if args.capture:
+            STORE.mkdir(parents=True, exist_ok=True)
+            image.save(stored)
+            equal, note = "-", f"stored {stored.stat().st_size // 1024} KiB"
+        elif stored.is_file():
+            diffs = image.differences(StateImage.load(stored), limit=1)
+            equal, note = ("yes", "") if not diffs else ("NO", diffs[0])
+        else:
+            equal, note = "-", "no stored image"
+        bad += equal == "NO"
+        print(
+            f"{head} {len(image.state):7} {len(image.input):7} {len(image.fifo):6} "
+            f"{image.kat.size:6} "
+            f"{equal:5}  {note}",
+            flush=True,
+        )
     if not args.only or "fifo" in args.only:
-        bad += fifo_variants(izer, keep, args.capture)
+        bad += variant_runs(fifo_variants(izer, keep), args.capture)
     own_only = [o.removeprefix("own:") for o in args.only or [] if o.startswith("own:")]
     if not args.only or "options" in args.only:
-        bad += option_runs(izer, keep, args.capture)
+        bad += variant_runs(option_runs(izer, keep), args.capture)
     if not args.only or "own" in args.only or own_only:
         bad += own_plans(keep, args.capture, own_only)
     if not args.only or "cases" in args.only:

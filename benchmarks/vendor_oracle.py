@@ -26,6 +26,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -95,6 +96,22 @@ def demos(izer: Path, device: str) -> list[Demo]:
             )
         )
     return out
+
+
+def chosen_demos(
+    izer: Path, devices: Iterable[str], only: list[str] | None, absent: Callable[[Demo], str]
+) -> Iterator[Demo]:
+    """The demos of each device's list in order, those whose prefix ``only`` names (None or
+    empty: all): what every table of the benchmarks runs over. A demo whose checkpoint is
+    absent is skipped, its table row ``absent(demo)`` printed."""
+    for device in devices:
+        for demo in demos(izer, device):
+            if only and demo.prefix not in only:
+                continue
+            if not demo.checkpoint.is_file():
+                print(absent(demo))
+                continue
+            yield demo
 
 
 def _dataset(yaml_path: Path) -> str:
@@ -188,39 +205,36 @@ def main(argv: list[str] | None = None) -> int:
         f"{'vendor s':>8} {'ours s':>7}  note"
     )
     bad = 0
-    for device in args.device or DEVICES:
-        for demo in demos(izer, device):
-            if args.only and demo.prefix not in args.only:
-                continue
-            head = f"{device:9} {demo.prefix:30}"
-            if not demo.checkpoint.is_file():
-                print(
-                    f"{head} {'-':6} {'-':8} {'-':9} {'-':>8} {'-':>7}  checkpoint absent "
-                    f"({demo.checkpoint.name})"
-                )
-                continue
-            expected, vendor_s, note = run_vendor(demo, keep / device / demo.prefix, args.reuse)
-            ours = run_ours(demo)
-            exact = "-"
-            if expected is not None and ours["y"] is not None:
-                y = ours["y"]
-                same = y.size == expected.size and np.array_equal(
-                    y.reshape(expected.shape), expected
-                )
-                exact = "yes" if same else "NO"
-                if same and args.capture:
-                    capture(demo, expected, args.capture, izer)
-                    capture_outputs(demo, args.capture, keep / device / f"{demo.prefix}-outputs")
-                if not same:
-                    note = note or _difference(y, expected)
-            note = note or ours.get("error", "")
-            if exact != "yes":
-                bad += 1
-            print(
-                f"{head} {ours['import']:6} {ours['validate'][:8]:8} {exact:9} "
-                f"{vendor_s:8.1f} {ours['wall']:7.2f}  {note}",
-                flush=True,
-            )
+    absent = f"{'-':6} {'-':8} {'-':9} {'-':>8} {'-':>7}  checkpoint absent"
+    rows = chosen_demos(
+        izer,
+        args.device or DEVICES,
+        args.only,
+        lambda d: f"{d.device:9} {d.prefix:30} {absent} ({d.checkpoint.name})",
+    )
+    for demo in rows:
+        head = f"{demo.device:9} {demo.prefix:30}"
+        out = keep / demo.device / demo.prefix
+        expected, vendor_s, note = run_vendor(demo, out, args.reuse)
+        ours = run_ours(demo)
+        exact = "-"
+        if expected is not None and ours["y"] is not None:
+            y = ours["y"]
+            same = y.size == expected.size and np.array_equal(y.reshape(expected.shape), expected)
+            exact = "yes" if same else "NO"
+            if same and args.capture:
+                capture(demo, expected, args.capture, izer)
+                capture_outputs(demo, args.capture, out.with_name(f"{demo.prefix}-outputs"))
+            if not same:
+                note = note or _difference(y, expected)
+        note = note or ours.get("error", "")
+        if exact != "yes":
+            bad += 1
+        print(
+            f"{head} {ours['import']:6} {ours['validate'][:8]:8} {exact:9} "
+            f"{vendor_s:8.1f} {ours['wall']:7.2f}  {note}",
+            flush=True,
+        )
     if not args.only or "planned" in args.only:
         bad += planned_cats_dogs(keep)
     print(f"vendor outputs in {keep}")

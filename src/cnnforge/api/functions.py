@@ -406,7 +406,7 @@ def _network(
     wider than ``device`` allows is refused before it is traced; None: analysis, no device), or
     a vendor pair's network."""
     from cnnforge.frontend import load_network
-    from cnnforge.pipeline.sources import network_for_cli
+    from cnnforge.pipeline.sources import load_limits, network_for_cli
 
     if vendor != (None, None) or model is None:
         shape = None if input_shape is None else tuple(int(n) for n in input_shape)
@@ -415,15 +415,8 @@ def _network(
         if network is not None:
             return network
     ckpt = None if checkpoint is None else Path(checkpoint)
-    limits: dict[str, Any] = {}
-    if device is not None:
-        limits = {
-            "max_channels": device.max_channels,
-            "max_rows": device.max_row_col,
-            "device": device.name,
-        }
     shape = _shape(model, input_shape)
-    return load_network(model, shape, dict(model_args or {}), ckpt, **limits)
+    return load_network(model, shape, dict(model_args or {}), ckpt, **load_limits(device))
 
 
 def _quantized(network: Any) -> Network:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -12,6 +14,10 @@ from cnnforge.cli.app import app
 from cnnforge.cli.common import console, parse_model_args
 from cnnforge.devices import DEFAULT_DEVICE, DEVICE_NAMES
 from cnnforge.errors import InputError
+
+if TYPE_CHECKING:
+    from cnnforge.adapt.run import AdaptResult
+    from cnnforge.devices import Capabilities
 
 
 @app.command("adapt")
@@ -46,23 +52,9 @@ def adapt(
     _check_width(width)
     spec = DataSpec(dataset, data, size, train_length, val_length, seed)
     config = TrainConfig(epochs=epochs, batch_size=batch_size, lr=lr, seed=seed)
-    columns = (
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-    )
-    with Progress(*columns, console=console, transient=True) as progress:
-        task = progress.add_task("adapt", total=epochs + qat_epochs)
-
-        def on_epoch(r) -> None:
-            progress.advance(task)
-            progress.console.print(
-                f"epoch {r.epoch} ({r.phase}): loss {r.train_loss:.4f}, val mIoU {r.miou:.4f}",
-                highlight=False,
-            )
-
-        result = adapt_model(
+    result = _with_progress(
+        epochs + qat_epochs,
+        lambda on_epoch, on_step: adapt_model(
             model,
             parse_model_args(model_arg),
             checkpoint,
@@ -75,8 +67,36 @@ def adapt(
             qat_epochs=qat_epochs,
             overwrite=overwrite,
             on_epoch=on_epoch,
-            on_step=lambda s: progress.update(task, description=s),
-        )
+            on_step=on_step,
+        ),
+    )
+    _print_result(result, dev, spec.val_length, out)
+
+
+def _with_progress(epochs: int, run: Callable[[Any, Any], AdaptResult]) -> AdaptResult:
+    """``run(on_epoch, on_step)`` under a transient progress bar over ``epochs`` (float then
+    QAT), each epoch's loss and mIoU printed as it ends."""
+    columns = (
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+    )
+    with Progress(*columns, console=console, transient=True) as progress:
+        task = progress.add_task("adapt", total=epochs)
+
+        def on_epoch(r) -> None:
+            progress.advance(task)
+            progress.console.print(
+                f"epoch {r.epoch} ({r.phase}): loss {r.train_loss:.4f}, val mIoU {r.miou:.4f}",
+                highlight=False,
+            )
+
+        return run(on_epoch, lambda s: progress.update(task, description=s))
+
+
+def _print_result(result: AdaptResult, dev: Capabilities, images: int, out: Path) -> None:
+    """What was replaced, the width chosen, the blocks cut, the scores, and how to compile it."""
     table = Table(title="replacements")
     for col in ("module", "was", "now", "row", "exact"):
         table.add_column(col, overflow="fold")
@@ -97,7 +117,7 @@ def adapt(
             highlight=False,
             soft_wrap=True,
         )
-    console.print(score_table(result.scores, spec.val_length))
+    console.print(score_table(result.scores, images))
     console.print(f"{result.minutes:.1f} min; {out}/adapted.py, adapted.pth, adapt.json")
     console.print(
         f"compile: cnnforge compile {out}/adapted.py:Adapted --checkpoint {out}/adapted.pth "

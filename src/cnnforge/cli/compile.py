@@ -17,6 +17,13 @@ if TYPE_CHECKING:
     from cnnforge.targets.max7800x.firmware.options import FirmwareOptions
 
 
+def _vendor_flag(flag: str, text: str, metavar: str | None = None) -> Any:
+    """The typer option of one of the vendor's firmware code-generation options: a switch, off
+    unless given, or (with a ``metavar``) a value, None unless given."""
+    default = False if metavar is None else None
+    return typer.Option(default, flag, metavar=metavar, help=f"Firmware (vendor option): {text}")
+
+
 @app.command("compile")
 def compile_command(
     model: str = typer.Argument(
@@ -70,11 +77,9 @@ def compile_command(
         "is checked on the host. Default: written where the writer covers the network (else a "
         "note); --firmware: or fail; --no-firmware: not. See docs/firmware.md.",
     ),
-    softmax: bool = typer.Option(
-        False,
+    softmax: bool = _vendor_flag(
         "--softmax",
-        help="Firmware (vendor option): main.c unloads the 32-bit outputs "
-        "and prints their softmax per class (softmax.c).",
+        "main.c unloads the 32-bit outputs and prints their softmax per class (softmax.c).",
     ),
     overlap_data: bool = typer.Option(
         False,
@@ -91,46 +96,34 @@ def compile_command(
         "disagree (or it ignores --mlator: 32-bit, frame not a multiple of 4) is unloaded "
         "plainly, with a note. With --no-unload: no change.",
     ),
-    no_unload: bool = typer.Option(
-        False,
-        "--no-unload",
-        help="Firmware (vendor option): no cnn_unload (unless --softmax).",
-    ),
-    new_kernel_loader: bool = typer.Option(
-        False,
+    no_unload: bool = _vendor_flag("--no-unload", "no cnn_unload (unless --softmax)."),
+    new_kernel_loader: bool = _vendor_flag(
         "--new-kernel-loader",
-        help="Firmware (vendor option): load the kernels from "
-        "weights.h's records. Always so (the vendor's default); accepted for its command lines.",
+        "load the kernels from weights.h's records. Always so (the vendor's default); accepted "
+        "for its command lines.",
     ),
-    zero_sram: bool = typer.Option(
-        False,
+    zero_sram: bool = _vendor_flag(
         "--zero-sram",
-        help="Firmware (vendor option): cnn_init zeroes the data, kernel, "
-        "TRAM and bias memories by BIST; all-zero kernel columns are then not loaded.",
+        "cnn_init zeroes the data, kernel, TRAM and bias memories by BIST; all-zero kernel "
+        "columns are then not loaded.",
     ),
-    boost: str = typer.Option(
-        None,
+    boost: str = _vendor_flag(
         "--boost",
+        "main.c turns the boost circuit's GPIO on while the accelerator runs, e.g. 2.5.",
         metavar="PORT.PIN",
-        help="Firmware (vendor option): main.c turns the "
-        "boost circuit's GPIO on while the accelerator runs, e.g. 2.5.",
     ),
-    no_kat: bool = typer.Option(
-        False,
-        "--no-kat",
-        help="Firmware (vendor option): main.c without the known-answer check (no sampleoutput.h).",
+    no_kat: bool = _vendor_flag(
+        "--no-kat", "main.c without the known-answer check (no sampleoutput.h)."
     ),
-    max_checklines: int = typer.Option(
-        None,
+    max_checklines: int = _vendor_flag(
         "--max-checklines",
+        "check only the first N output words of the known answer.",
         metavar="N",
-        help="Firmware (vendor option): check only the first N output words of the known answer.",
     ),
-    riscv: bool = typer.Option(
-        False,
+    riscv: bool = _vendor_flag(
         "--riscv",
-        help="Firmware (vendor option): the RISC-V layout of the vendor's "
-        "mnist-riscv: main.c boots the RISC-V core, main_riscv.c runs the self-test there.",
+        "the RISC-V layout of the vendor's mnist-riscv: main.c boots the RISC-V core, "
+        "main_riscv.c runs the self-test there.",
     ),
     fifo: bool = typer.Option(
         False,

@@ -92,15 +92,7 @@ def plan(
         _plan_budget(target.name, bool(vendor_only), model, device, input_shape, model_arg,
                      checkpoint, output, overwrite)  # fmt: skip
         return
-    if target.plans != "place" or target.planner is None or target.write is None:
-        raise InputError(
-            f"--device {target.name} has no `cnnforge plan`",
-            hint=f"compile it: cnnforge compile -d {target.name}",
-        )
-    if not validate_only and output is None:
-        raise InputError("no output directory", hint="give -o DIR, or --validate-only")
-    if not validate_only:
-        check_target(output, directory=True, overwrite=overwrite)  # refuse before planning
+    _check_plannable(target, validate_only, output, overwrite)
     request = pipeline_plan.PlanRequest(
         model=model,
         input_shape=model_input_shape(model, input_shape),
@@ -116,6 +108,22 @@ def plan(
         in_place=not no_in_place,
     )
     _plan_and_write(target, target.resolve(device), request, output, overwrite)
+
+
+def _check_plannable(
+    target: Target, validate_only: bool, output: Path | None, overwrite: bool
+) -> None:
+    """The target places layers (it has a planner and a writer) and, unless only validating,
+    ``-o`` is given and may be written: refused before any planning."""
+    if target.plans != "place" or target.planner is None or target.write is None:
+        raise InputError(
+            f"--device {target.name} has no `cnnforge plan`",
+            hint=f"compile it: cnnforge compile -d {target.name}",
+        )
+    if not validate_only and output is None:
+        raise InputError("no output directory", hint="give -o DIR, or --validate-only")
+    if not validate_only:
+        check_target(output, directory=True, overwrite=overwrite)  # refuse before planning
 
 
 def _plan_budget(name: str, vendor_only: bool, model: str | None, device: str,

@@ -123,12 +123,9 @@ def simulate(
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace existing outputs."),
 ) -> None:
     """Simulate bit-exactly; write the output (and every layer's output with --layers)."""
-    import numpy as np
-
     from cnnforge.api.running import run_network_full
     from cnnforge.pipeline.sources import VENDOR, model_source, vendor_network
     from cnnforge.pipeline.targets import device_for
-    from cnnforge.targets.max7800x.c.probe import ORDER
 
     if firmware is not None:
         simulate_firmware(firmware, input_path, output, device, overwrite)
@@ -140,9 +137,7 @@ def simulate(
     shape = parse_shape(input_shape) if input_shape else _shape_from_data(data)
     source = model_source(model, checkpoint, network_path, ai8x_yaml, ai8x_checkpoint)
     dev = device_for(device, "simulate")
-    network = None
-    if source.kind == VENDOR:
-        network = vendor_network(source, shape, dev)
+    network = vendor_network(source, shape, dev) if source.kind == VENDOR else None
     network = network or resolve_network(
         model,
         shape if model else None,
@@ -162,17 +157,27 @@ def simulate(
             network, input_path, dev, all_layers=layers_dir is not None
         )
         write_outputs(outputs, out_file)
-        if out_layers is not None:  # numbered files and order.txt: the network's order
-            lines = []
-            for i, (name, value) in enumerate(layers.items()):
-                fname = f"{i:03d}_{_file_name(name)}"
-                np.save(out_layers / fname, value)
-                lines.append(f"{fname} {name}\n")
-            (out_layers / ORDER).write_text("".join(lines), encoding="utf-8")
+        if out_layers is not None:
+            _write_layers(layers, out_layers)
     first = next(iter(outputs.values()))
     console.print(
         f"{network.name}: {len(network)} layers, output {first.shape} -> {output}", highlight=False
     )
+
+
+def _write_layers(layers: dict[str, np.ndarray], folder: Path) -> None:
+    """Every layer's output as a numbered .npy, and order.txt naming them in the network's
+    order."""
+    import numpy as np
+
+    from cnnforge.targets.max7800x.c.probe import ORDER
+
+    lines = []
+    for i, (name, value) in enumerate(layers.items()):
+        fname = f"{i:03d}_{_file_name(name)}"
+        np.save(folder / fname, value)
+        lines.append(f"{fname} {name}\n")
+    (folder / ORDER).write_text("".join(lines), encoding="utf-8")
 
 
 def simulate_firmware(

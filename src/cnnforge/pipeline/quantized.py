@@ -19,7 +19,7 @@ import numpy as np
 from cnnforge.devices import Capabilities
 from cnnforge.errors import InputError
 from cnnforge.ir import Network
-from cnnforge.pipeline.sources import NETWORK, ModelSource
+from cnnforge.pipeline.sources import NETWORK, ModelSource, load_limits
 from cnnforge.samples import InputArray
 
 Widths = int | str | Mapping[str, int] | None
@@ -153,13 +153,7 @@ def load_source(
         return load_quantized(path), True
     from cnnforge.frontend import load_network
 
-    limits: dict[str, Any] = {}
-    if device is not None:
-        limits = {
-            "max_channels": device.max_channels,
-            "max_rows": device.max_row_col,
-            "device": device.name,
-        }
+    limits = load_limits(device)
     network = load_network(source.model, input_shape, dict(model_args), source.checkpoint, **limits)
     return network, False
 

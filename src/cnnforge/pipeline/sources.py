@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -61,6 +62,18 @@ def model_source(
     if model is None:
         raise InputError("no network given", hint=hint)
     return ModelSource(MODEL, model=model, checkpoint=checkpoint)
+
+
+def load_limits(device: Capabilities | None) -> dict[str, Any]:
+    """The keyword limits ``frontend.load_network`` checks a model against before tracing (its
+    channel counts and rows/columns on ``device``); none without a device (analysis)."""
+    if device is None:
+        return {}
+    return {
+        "max_channels": device.max_channels,
+        "max_rows": device.max_row_col,
+        "device": device.name,
+    }
 
 
 def read_sample(sample: Path | np.ndarray | None, option: str = "--sample") -> InputArray:

@@ -151,16 +151,12 @@ def _fill(
     f: LayerFacts, rows: np.ndarray, offs: int, length: int, out: KernelLayout, used: np.ndarray
 ) -> int:
     """Write the layer's kernel bytes column by column; the layer's length (flatten: as filled)."""
-    bits = f.quant
-    qfactor = 8 // bits
+    qfactor = 8 // f.quant
     proc_mask = (1 << qfactor) - 1
     in_exp = 1 if f.flatten else f.in_expand
-    in_chan = f.in_expand_thresh if f.flatten else f.in_channels
     ksize = 1 if f.flatten else f.ksize
     start_col = _ffs(f.out_map) % 4
     this_map_init = f.out_map >> _ffs(f.out_map)
-    value_mask = (1 << bits) - 1
-    nrows = rows.shape[0]
 
     def add(p: int, col_target: int, b: int) -> int:
         col = offs + col_target
@@ -170,10 +166,7 @@ def _fill(
         used[p, col] += 1
         return col_target + 1 if used[p, col] == 9 else col_target
 
-    ch = 0
-    for p in range(64):
-        if not f.in_map >> p & 1:
-            continue
+    for ch, p in enumerate(_input_processors(f)):
         m = 0
         col_target, col_bytes = divmod(start_col * ksize * in_exp, 9)
         for _ in range(col_bytes // qfactor):
@@ -190,50 +183,70 @@ def _fill(
                         col_target += 1
                         this_map >>= qfactor
                 this_map >>= qfactor
-                in_ch = in_chan * qfactor if f.flatten else in_chan
-                src = ch + m * in_ch
                 for ie in range(in_exp):
-                    if ie * f.in_expand_thresh + ch < in_ch and src < nrows:
-                        k = [] if f.flatten else np.zeros(ksize, np.int64)
-                        n = 0
-                        for i in range(qfactor):
-                            if m < f.out_channels:
-                                idx = n + ie * qfactor
-                                koffs = (
-                                    src
-                                    + (idx % in_exp) * f.in_expand_thresh
-                                    + (idx // in_exp) * in_chan
-                                )
-                                if koffs < nrows:
-                                    kern = rows[koffs] & value_mask
-                                    if f.flatten:
-                                        k = list(k) + list(kern)
-                                    else:
-                                        k |= kern << (i * bits)
-                                n += 1
-                        if f.flatten:
-                            k = list(k) + [0] * (-len(k) % qfactor)
-                            for i in range(len(k) // qfactor):
-                                e = 0
-                                for j in range(qfactor):
-                                    e |= int(k[i * qfactor + j]) << (j * bits)
-                                col_target = add(p, col_target, e)
-                        else:
-                            for i in range(ksize):
-                                col_target = add(p, col_target, int(k[ksize - i - 1]))
-                    else:
-                        for _ in range(ksize // qfactor):
-                            col_target = add(p, col_target, 0)
+                    for b in _pass_bytes(f, rows, ch, m, ie):
+                        col_target = add(p, col_target, b)
                 col += 1 if f.flatten else qfactor
                 m += 1 if f.flatten else qfactor
-        if offs + col_target < used.shape[1] and used[p, offs + col_target] > 0:
-            col_target += 1
+        col_target = _past_partial(used, p, offs, col_target)
         while col_target - start_col < length:
             col_target = add(p, col_target, 0)
         if f.flatten:
             length = col_target
-        ch += 1
     return length
+
+
+def _pass_bytes(f: LayerFacts, rows: np.ndarray, ch: int, m: int, ie: int) -> list[int]:
+    """The bytes that input pass ``ie`` of input channel ``ch`` adds for output channel ``m``
+    (and the next ones a byte packs below 8 bits), in the order they are written; zeros where
+    the pass has no kernel."""
+    bits = f.quant
+    qfactor = 8 // bits
+    in_exp = 1 if f.flatten else f.in_expand
+    in_chan = f.in_expand_thresh if f.flatten else f.in_channels
+    ksize = 1 if f.flatten else f.ksize
+    value_mask = (1 << bits) - 1
+    nrows = rows.shape[0]
+    in_ch = in_chan * qfactor if f.flatten else in_chan
+    src = ch + m * in_ch
+    if not (ie * f.in_expand_thresh + ch < in_ch and src < nrows):
+        return [0] * (ksize // qfactor)
+    k = [] if f.flatten else np.zeros(ksize, np.int64)
+    n = 0
+    for i in range(qfactor):
+        if m < f.out_channels:
+            idx = n + ie * qfactor
+            koffs = src + (idx % in_exp) * f.in_expand_thresh + (idx // in_exp) * in_chan
+            if koffs < nrows:
+                kern = rows[koffs] & value_mask
+                if f.flatten:
+                    k = list(k) + list(kern)
+                else:
+                    k |= kern << (i * bits)
+            n += 1
+    if not f.flatten:
+        return [int(k[ksize - i - 1]) for i in range(ksize)]
+    k = list(k) + [0] * (-len(k) % qfactor)
+    packed = []
+    for i in range(len(k) // qfactor):
+        e = 0
+        for j in range(qfactor):
+            e |= int(k[i * qfactor + j]) << (j * bits)
+        packed.append(e)
+    return packed
+
+
+def _input_processors(f: LayerFacts) -> list[int]:
+    """The processors of the layer's input mask in order: processor ``p`` of index ``ch`` holds
+    input channel ``ch``'s kernels."""
+    return [p for p in range(64) if f.in_map >> p & 1]
+
+
+def _past_partial(used: np.ndarray, p: int, offs: int, col_target: int) -> int:
+    """The column target moved past a partly filled column (the padding starts on a fresh one)."""
+    if offs + col_target < used.shape[1] and used[p, offs + col_target] > 0:
+        return col_target + 1
+    return col_target
 
 
 def _fill_bytes(
@@ -283,10 +296,7 @@ def _fill_bytes(
             m += 1
     segments.append((lo, m, 0))
     ie_offs = np.arange(in_exp) * t_in
-    ch = 0
-    for p in range(64):
-        if not f.in_map >> p & 1:
-            continue
+    for ch, p in enumerate(_input_processors(f)):
         col_target, col_bytes = divmod(start_col * ksize * in_exp, 9)
         col_target = put(p, col_target, np.zeros(col_bytes, np.uint8))
         for lo, hi, gap in segments:
@@ -296,10 +306,8 @@ def _fill_bytes(
             ok = (ie_offs + ch < in_ch)[None, :] & ((src < nrows) & (ms < out_ch))[:, None]
             picks = np.where(ok & (koffs < nrows), koffs, zero).reshape(-1)
             col_target = put(p, col_target, table[picks].reshape(-1)) + gap
-        if offs + col_target < used.shape[1] and used[p, offs + col_target] > 0:
-            col_target += 1
+        col_target = _past_partial(used, p, offs, col_target)
         put(p, col_target, np.zeros(9 * max(0, start_col + length - col_target), np.uint8))
-        ch += 1
     return length
 
 

@@ -192,6 +192,9 @@ def _timeslots(f: LayerFacts, q: int) -> int:
     return 0
 
 
+Values = list[tuple[str, int, str]]  # (register name, value, what it means), in write order
+
+
 def _layer_values(
     f: LayerFacts,
     q: int,
@@ -200,14 +203,28 @@ def _layer_values(
     kl: KernelLayout,
     bl: BiasLayout,
     layers: int,
-) -> list[tuple[str, int, str]]:
-    vals: list[tuple[str, int, str]] = []
-    ai87 = rmap.cnt_diff_offs is not None
+) -> Values:
+    """Layer ``f``'s registers in quadrant ``q``, in the vendor's order (zeros included: the
+    caller writes the non-zero ones)."""
+    vals: Values = []
     conv = f.op is not Op.PASSTHROUGH
-    operands = f.operands
-    if ai87:
+    quant = f.quant if conv else 0  # a layer without weights has no weight width here
+    flatten_prod = f.in_expand * f.pooled[0] * f.pooled[1] - 1 if f.flatten else 0
+    if rmap.cnt_diff_offs is not None:
         vals.append(("next", 1 << 8 if f.index == layers - 1 and False else 0, "next layer"))
-    # Rows and columns: the counts the convolution window walks (with padding).
+    vals += _window_counts(f, rmap)
+    vals += _pooling_stride(f, rmap)
+    vals += _pointers(f, q, rmap)
+    vals += _layer_controls(f, q, groups, rmap, bl, quant, flatten_prod)
+    vals += _kernel_memory(f, groups, rmap, kl, quant)
+    vals += _tram_post(f, q, bl, quant, flatten_prod)
+    return vals
+
+
+def _window_counts(f: LayerFacts, rmap: RegisterMap) -> Values:
+    """Rows and columns: the counts the convolution window walks (with padding)."""
+    vals: Values = []
+    ai87 = rmap.cnt_diff_offs is not None
     if f.flatten:
         in_row, in_col = f.pool
     elif f.op is Op.CONVTRANSPOSE2D:
@@ -233,13 +250,19 @@ def _layer_values(
                         * f.pool_stride[1]
                     )
                 )
-                diff = (col_diff + (f.pool_stride[0] - 1) * in_col) * operands * f.in_expand
+                diff = (col_diff + (f.pool_stride[0] - 1) * in_col) * f.operands * f.in_expand
             val |= diff << rmap.cnt_diff_offs
             if pad > 0:
                 val |= 1 << rmap.pad_ena_offs | (pad - 1) << rmap.pad_cnt_offs
         else:
             val = (size - 1 | pad << rmap.pad_cnt_offs) + 2 * pad
         vals.append((name, val, f"{name}: {size} (pad {pad})"))
+    return vals
+
+
+def _pooling_stride(f: LayerFacts, rmap: RegisterMap) -> Values:
+    """The pooling window (rows, columns) and the stride register."""
+    vals: Values = []
     for axis, name in ((0, "pool_rows"), (1, "pool_cols")):
         val = (f.pool[axis] - 1) * f.pool_dilation[axis]
         if rmap.cnt_inc_offs is not None:
@@ -252,9 +275,15 @@ def _layer_values(
     else:
         stride = f.stride[0] - 1
     if rmap.mp_stride_offs is not None:
-        stride |= f.pool_stride[0] * operands * f.in_expand << rmap.mp_stride_offs
+        stride |= f.pool_stride[0] * f.operands * f.in_expand << rmap.mp_stride_offs
     vals.append(("stride", stride, "stride"))
-    # Write pointer: the output's instance and word offset.
+    return vals
+
+
+def _pointers(f: LayerFacts, q: int, rmap: RegisterMap) -> Values:
+    """Write pointer (the output's instance and word offset, its offsets) and read pointer."""
+    vals: Values = []
+    conv = f.op is not Op.PASSTHROUGH
     wptr = f.out_offset // 4
     instance = _ffs(f.out_map) & ~3 if conv else _passthrough_instance(f, q)
     wptr |= (instance % 4) * rmap.instance_words | (instance // 4) << rmap.write_ptr_shift
@@ -272,7 +301,21 @@ def _layer_values(
     choffs = (32 if f.wide else 8) // 8 * (f.write_gap + 1) if f.out_expand > 1 else 0
     vals.append(("wptr_choffs", choffs, "write pointer multi-pass channel offset"))
     vals.append(("rptr_base", f.in_offset // 4, f"read pointer: offset 0x{f.in_offset:04x}"))
-    # Layer control.
+    return vals
+
+
+def _layer_controls(
+    f: LayerFacts,
+    q: int,
+    groups: list[int],
+    rmap: RegisterMap,
+    bl: BiasLayout,
+    quant: int,
+    flatten_prod: int,
+) -> Values:
+    """Layer control (ReLU, pooling, the quadrants that feed the first, kernel size) and layer
+    control 2 (output processors x bits, input passes, write-pointer skip)."""
+    conv = f.op is not Op.PASSTHROUGH
     pooling = f.pool[0] > 1 or f.pool[1] > 1
     lctl = put("relu", f.relu) | put("max_pool", not f.pool_avg) | put("pooling", pooling)
     lctl |= put("chw", f.chw) | 0x20 | put("master_slave", 1)
@@ -289,18 +332,22 @@ def _layer_values(
         lctl |= put("sources", sources)
     if rmap.cprime_max_offs is not None and conv:
         lctl |= f.kernel[0] - 1 << rmap.rprime_max_offs | f.kernel[1] - 1 << rmap.cprime_max_offs
-    vals.append(("lctl", lctl, "layer control"))
-    # Layer control 2: output processors x bits, input passes, write-pointer skip.
-    flatten_prod = f.in_expand * f.pooled[0] * f.pooled[1] - 1 if f.flatten else 0
     in_exp = flatten_prod & 0xF if f.flatten else f.in_expand - 1
-    quant = f.quant if conv else 0  # a layer without weights has no weight width here
     lctl2 = (_fls(f.out_map) - (_ffs(f.out_map) & ~3)) * quant << rmap.xpch_max_offs | put(
         "in_expand", in_exp
     )
     skip = f.out_expand * (f.write_gap + 1) - 1 if conv else f.write_gap
     lctl2 |= put("wptr_skip", skip)
-    vals.append(("lctl2", lctl2, "layer control 2"))
-    # Kernel memory range.
+    return [("lctl", lctl, "layer control"), ("lctl2", lctl2, "layer control 2")]
+
+
+def _kernel_memory(
+    f: LayerFacts, groups: list[int], rmap: RegisterMap, kl: KernelLayout, quant: int
+) -> Values:
+    """The kernel memory range (and, MAX78002, the output channel count), then the time slots
+    with the 1x1 / 1D mode and the kernel's start within its column."""
+    vals: Values = []
+    conv = f.op is not Op.PASSTHROUGH
     oned_sad = 0
     if conv:
         kc = kl.count[f.index]
@@ -309,6 +356,7 @@ def _layer_values(
         koffs *= 8
     else:
         klen = koffs = 0
+    tscnt = max(_timeslots(f, g) for g in groups)
     if rmap.cnt_diff_offs is None:
         mcnt = koffs << 16 | klen + koffs if conv else (f.out_expand - 1) * 8
         vals.append(("mcnt", mcnt, "kernel memory start and end"))
@@ -318,24 +366,26 @@ def _layer_values(
             vals.append(("mcnt2", koffs, "kernel memory start"))
         else:
             vals.append(("mcnt2", (f.out_expand - 1) * 8, "kernel memory start"))
-        tscnt = max(_timeslots(f, g) for g in groups)
         ochan = kl.ochan[f.index] - 1 if conv else tscnt
         vals.append(("ochan", ochan, "output channel count - 1"))
-    tscnt = max(_timeslots(f, g) for g in groups)
     oned = tscnt
     if f.op is Op.CONV1D:
         oned |= put("conv1d_kernel", f.kernel[0]) | put("conv1d", 1)
-    elif (f.op in (Op.CONV2D, Op.LINEAR) and f.kernel == (1, 1)) or (not conv and operands == 1):
+    elif (f.op in (Op.CONV2D, Op.LINEAR) and f.kernel == (1, 1)) or (not conv and f.operands == 1):
         oned |= put("one_by_one", 1)
     oned |= put("kernel_sad", oned_sad) | eltwise_oned(f)
     vals.append(("oned", oned, "time slots, 1x1 / 1D mode" + eltwise_meaning(f)))
-    # TRAM pointer max.
+    return vals
+
+
+def _tram_post(f: LayerFacts, q: int, bl: BiasLayout, quant: int, flatten_prod: int) -> Values:
+    """TRAM pointer max; post-processing (weight-size shift, output shift, bias, flags); the
+    mask and processor enables."""
+    conv = f.op is not Op.PASSTHROUGH
     if f.op is Op.CONV1D or (f.op in (Op.CONV2D, Op.LINEAR) and f.kernel == (1, 1)):
         tptr = flatten_prod << 16 | (2 * flatten_prod + 1) if flatten_prod >= 16 else 0
     else:  # a pooling-only layer's TRAM word count is 1
         tptr = tram_words(f) - 1
-    vals.append(("tptr", tptr, "TRAM pointer max"))
-    # Post-processing: weight-size shift, output shift, bias, flags.
     post = put("weight_size", {1: 1, 2: 2, 4: 3}.get(quant, 0) if conv else 0)
     shift = f.output_shift
     post |= put("shift", (-shift) | 16 if shift < 0 else shift)
@@ -343,19 +393,21 @@ def _layer_values(
     if place is not None and q == place[0]:
         post |= put("bias_enable", 1) | put("bias_offset", place[1])
     if not conv:
-        post |= put("passthrough", 3 if operands == 1 else 1)
+        post |= put("passthrough", 3 if f.operands == 1 else 1)
     if f.abs:
         post |= put("abs", 1)
     if flatten_prod >= 16:
         post |= put("flatten", 1) | put("flatten_high", flatten_prod >> 4)
     if f.op is Op.CONVTRANSPOSE2D:
         post |= put("transposed", 1)
-    vals.append(("post", post, "post-processing: shift, bias"))
     ena = f.in_map >> (16 * q) & 0xFFFF
     if conv:
         ena |= ena << 16
-    vals.append(("ena", ena, "mask and processor enables"))
-    return vals
+    return [
+        ("tptr", tptr, "TRAM pointer max"),
+        ("post", post, "post-processing: shift, bias"),
+        ("ena", ena, "mask and processor enables"),
+    ]
 
 
 def _passthrough_instance(f: LayerFacts, q: int) -> int:
