@@ -3,6 +3,7 @@ imports the commands, so that no module of the CLI imports its own package back)
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import typer
@@ -52,10 +53,15 @@ def _root(
     """cnnforge: from a plain PyTorch CNN to a MAX78000/MAX78002 deployment."""
 
 
-def build_command() -> Any:
-    """The click command of ``app`` with plain help: no type column for flags (``--version``
-    is no ``<bool>``), one word for what an option takes (TEXT, INTEGER, NUMBER, PATH)."""
+def build_command(args: Sequence[str] | None = None) -> Any:
+    """The click command of ``app`` with the command ``args`` names (every command when it names
+    none: cli/commands.py), with plain help: no type column for flags (``--version`` is no
+    ``<bool>``), one word for what an option takes (TEXT, INTEGER, NUMBER, PATH)."""
     from typer.core import TyperOption
+
+    from cnnforge.cli.commands import register
+
+    register(args)
 
     command = typer.main.get_command(app)
     for cmd in (command, *getattr(command, "commands", {}).values()):
