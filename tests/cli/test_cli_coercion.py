@@ -16,8 +16,10 @@ from hypothesis import strategies as st
 
 from cnnforge.cli import coercion
 from cnnforge.cli.app import build_command
+from cnnforge.cli.commands import register
 from support.paths import REPO
 
+register()
 COMMAND = build_command()  # every command
 
 

@@ -20,6 +20,7 @@ import warnings
 import typer
 
 from cnnforge.cli.app import app, build_command
+from cnnforge.cli.commands import register
 from cnnforge.cli.common import err_console
 from cnnforge.errors import CnnforgeError, InputError, Note, plain_text
 from cnnforge.resources import memory_limit_set, parse_memory
@@ -127,7 +128,8 @@ def _run(argv: list[str] | None) -> int:
     try:
         args, limit = _max_memory(args)
         with memory_limit_set(limit):
-            code = build_command(args).main(args=args, standalone_mode=False, prog_name="cnnforge")
+            register(args)  # the module of the command run (all for help, errors)
+            code = build_command().main(args=args, standalone_mode=False, prog_name="cnnforge")
     except CnnforgeError as exc:
         _error_line(f"error: {exc.one_line()}")
         return 2

@@ -3,7 +3,6 @@ imports the commands, so that no module of the CLI imports its own package back)
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 import typer
@@ -53,17 +52,14 @@ def _root(
     """cnnforge: from a plain PyTorch CNN to a MAX78000/MAX78002 deployment."""
 
 
-def build_command(args: Sequence[str] | None = None) -> Any:
-    """The click command of ``app`` with the command ``args`` names (every command when it names
-    none: cli/commands.py), with plain help: no type column for flags (``--version`` is no
-    ``<bool>``), one word for what an option takes (TEXT, INTEGER, NUMBER, PATH), and plain
-    values coerced without pydantic (cli/coercion.py)."""
+def build_command() -> Any:
+    """The click command of ``app`` (the commands imported so far: cli/commands.py) with plain
+    help: no type column for flags (``--version`` is no ``<bool>``), one word for what an option
+    takes (TEXT, INTEGER, NUMBER, PATH), and plain values coerced without pydantic
+    (cli/coercion.py)."""
     from typer.core import TyperOption
 
     from cnnforge.cli import coercion
-    from cnnforge.cli.commands import register
-
-    register(args)
 
     command = typer.main.get_command(app)
     for cmd in (command, *getattr(command, "commands", {}).values()):
