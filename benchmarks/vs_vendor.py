@@ -12,7 +12,8 @@ tools run as whole processes, as a user runs them, alternately, ``--repeat`` tim
 Like with like: both write the firmware, with the same code-generation FLAGS (the vendor's
 names, which ``compile`` takes).
 
-Prints the median wall time of each, the ratio ours / vendor per network, and the median time
+Prints the median wall time of each, the ratio ours / vendor per network (and the same for CPU
+time, user + system, which a busy shared machine disturbs less than wall time), and the median time
 and CPU time of each of our compile steps (measured in separate processes, imports apart). Skips a
 network whose files are absent and stops when the vendor tool is not set up. Asserts nothing.
 
@@ -24,6 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -101,14 +103,19 @@ def _env() -> dict[str, str]:
     return env
 
 
-def _timed(cmd: list[str], env: dict[str, str] | None = None) -> float:
+def _timed(cmd: list[str], env: dict[str, str] | None = None) -> tuple[float, float]:
+    """(wall, CPU) seconds of ``cmd``: CPU is user + system of it and every process it waited
+    for (the vendor's run.sh and its Python), steadier than wall time on a shared machine."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
     elapsed = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if proc.returncode != 0:
         tail = (proc.stdout + proc.stderr).strip().splitlines()[-3:]
         raise SystemExit(f"failed ({proc.returncode}): {' '.join(cmd)}\n" + "\n".join(tail))
-    return elapsed
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return elapsed, cpu
 
 
 def ours_cmd(files: tuple[Path, Path, Path], out: Path, flags: tuple = ()) -> list[str]:
@@ -153,7 +160,10 @@ def main() -> None:
         f"cnnforge compile vs the vendor tool, whole processes, median of {args.repeat}; "
         f"both write the firmware; load average {os.getloadavg()[0]:.1f}"
     )
-    print(f"{'network':28s} {'cnnforge s':>10s} {'vendor s':>10s} {'ratio':>7s}")
+    print(
+        f"{'network':28s} {'cnnforge s':>10s} {'vendor s':>10s} {'ratio':>7s}"
+        f" {'cnnforge CPU s':>14s} {'vendor CPU s':>12s} {'CPU ratio':>9s}"
+    )
     rows = []
     with tempfile.TemporaryDirectory(prefix="cnnforge-vs-vendor-") as tmp:
         for name, (device, yaml, ckpt, sample, flags) in PAIRS.items():
@@ -167,8 +177,12 @@ def main() -> None:
             for _ in range(args.repeat):  # alternate, so that load changes hit both alike
                 ours.append(_timed(ours_cmd(files, Path(tmp) / "ours", flags), _env()))
                 theirs.append(_timed(vendor_cmd(device, files, Path(tmp) / "vendor", flags)))
-            a, b = statistics.median(ours), statistics.median(theirs)
-            print(f"{name:28s} {a:10.2f} {b:10.2f} {a / b:7.2f}", flush=True)
+            a, b = (statistics.median(w for w, _ in runs) for runs in (ours, theirs))
+            c, d = (statistics.median(c for _, c in runs) for runs in (ours, theirs))
+            print(
+                f"{name:28s} {a:10.2f} {b:10.2f} {a / b:7.2f} {c:14.2f} {d:12.2f} {c / d:9.2f}",
+                flush=True,
+            )
             rows.append((name, files, flags))
         for name, files, flags in rows:
             steps = step_times(files, Path(tmp) / "steps", args.repeat, flags)

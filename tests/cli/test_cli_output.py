@@ -8,8 +8,10 @@ import pytest
 import torch
 
 from cnnforge.cli.app import build_command
+from cnnforge.cli.commands import register
 from support.cli import run_cli
 
+register()  # every command (a run imports its own alone)
 COMMANDS = sorted(build_command().commands)
 
 

@@ -1,5 +1,6 @@
 """The CLI starts without torch, numpy or matplotlib: --help, --version and usage errors import
-neither (issue 17). Measured in a fresh interpreter; no timing is asserted."""
+neither (issue 17); a vendor-pair compile imports only what it uses (issue 25). Measured in a
+fresh interpreter; no timing is asserted."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from cnnforge.cli.commands import COMMANDS
 from support.paths import REPO
 
 SRC = REPO / "src"
@@ -69,3 +71,36 @@ def test_the_program_flushes_its_output_before_its_quick_exit(tmp_path: Path) ->
         )
         assert result.returncode == status, result.stderr
         assert getattr(result, stream).startswith(text or "error:"), result
+
+
+#: What a vendor-pair compile never uses: the other commands' modules (cli/commands.py imports
+#: the one being run) and the heavy packages of other paths (plots, ONNX, torch.compile).
+UNUSED_BY_COMPILE = (
+    *(f"cnnforge.cli.{name}" for name in COMMANDS if name != "compile"),
+    "matplotlib",
+    "PIL",
+    "onnx",
+    "onnxruntime",
+    "sympy",
+    "torch._dynamo",
+    "hypothesis",
+    "scipy",
+)
+
+
+def test_a_vendor_pair_compile_imports_only_what_it_uses(ai8x_data: Path, tmp_path: Path) -> None:
+    """``cnnforge compile --ai8x-yaml ... --firmware`` (benchmarks/vs_vendor.py, issue 25) in a
+    fresh interpreter: it succeeds without importing any of ``UNUSED_BY_COMPILE``."""
+    env = {**os.environ, "PYTHONPATH": str(SRC)}
+    code = PROBE.format(heavy=UNUSED_BY_COMPILE)
+    pair = [
+        "--ai8x-yaml", str(ai8x_data / "networks" / "mnist-chw-ai85.yaml"),
+        "--ai8x-checkpoint", str(ai8x_data / "trained" / "ai85-mnist-qat8-q.pth.tar"),
+        "--sample", str(ai8x_data / "samples" / "sample_mnist.npy"),
+    ]  # fmt: skip
+    args = ["compile", *pair, "-o", str(tmp_path / "out"), "--firmware", "--softmax"]
+    result = subprocess.run(
+        [sys.executable, "-c", code, *args], capture_output=True, text=True, env=env, timeout=300
+    )
+    assert result.stderr.strip().splitlines()[-1] == "HEAVY= CODE=0", result.stderr
+    assert (tmp_path / "out" / "firmware" / "cnn.c").is_file()

@@ -11,6 +11,7 @@ import tomllib
 import pytest
 
 from cnnforge.cli import app, main
+from cnnforge.cli.commands import register
 from support.paths import REPO
 
 ROOT = REPO
@@ -86,6 +87,7 @@ def test_typer_is_used_through_its_public_api_only() -> None:
 
 
 def _commands() -> list[str]:
+    register()  # a run imports its own command's module alone: here every command
     return sorted(c.name or c.callback.__name__ for c in app.registered_commands)
 
 

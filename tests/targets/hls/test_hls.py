@@ -164,6 +164,9 @@ def test_compile_unet_for_hls_runs_csim(tmp_path: Path) -> None:
     from typer.testing import CliRunner
 
     from cnnforge.cli import app
+    from cnnforge.cli.commands import register
+
+    register(["compile"])  # the program imports its command's module itself (cli/commands.py)
 
     sample = tmp_path / "x.npy"
     np.save(sample, np.random.default_rng(0).integers(-128, 128, (3, 16, 16)).astype(np.int8))

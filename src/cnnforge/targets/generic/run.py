@@ -10,11 +10,11 @@ from typing import TYPE_CHECKING, Any
 from cnnforge.errors import InputError
 from cnnforge.ir import Network
 from cnnforge.outputs import atomic_output_dir
-from cnnforge.targets.generic.budget_plan import GenericPlan, plan_generic
 from cnnforge.targets.generic.target import GenericTarget, parse_generic
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the planner loads with the command (pipeline.targets lists FILES for all)
     from cnnforge.passes.check_rules import Violation
+    from cnnforge.targets.generic.budget_plan import GenericPlan
 
 FILES = ("generic-plan.json", "ddr-vs-budget.svg", "report.html", "generic-plan.txt")
 
@@ -30,6 +30,7 @@ def plan_budget(
     """``(target, float network, GenericPlan)`` of ``model`` on ``--device generic:...``."""
     from cnnforge.frontend import load_network
     from cnnforge.models import default_input_shape, model_names
+    from cnnforge.targets.generic.budget_plan import plan_generic
 
     target = parse_generic(device)
     if points < 2:

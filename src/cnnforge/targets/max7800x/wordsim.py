@@ -13,6 +13,8 @@ layer's own input dying with it. The network input is loaded where the first lay
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from cnnforge.devices import Max7800xDevice
@@ -99,19 +101,20 @@ def _written(
     procs = _procs(place.out_processors, dev)
     t = len(procs)
     words = []
+    # The indices depend on the processor's lane only for 32-bit output: computed once per
+    # lane (or once), the arrays shared by the processors (nobody writes into them).
+    by_lane: dict[int, list[np.ndarray]] = {}
     for j, p in enumerate(procs):
-        if chw:
-            idx = [place.out_offset // 4 + np.arange(-(-geo.pixels * geo.passes // 4))]
-        else:
-            idx = _write_index(
-                place.out_offset,
-                geo.pixels,
-                geo.passes,
-                place.write_gap,
-                geo.wide,
-                int(p) % dev.processors_per_instance,
+        lane = int(p) % dev.processors_per_instance if geo.wide and not chw else 0
+        if lane not in by_lane:
+            by_lane[lane] = (
+                [place.out_offset // 4 + np.arange(-(-geo.pixels * geo.passes // 4))]
+                if chw
+                else _write_index(
+                    place.out_offset, geo.pixels, geo.passes, place.write_gap, geo.wide, lane
+                )
             )
-        for e, w in enumerate(idx):
+        for e, w in enumerate(by_lane[lane]):
             words.append((int(p), j + e * t, w))
     return words
 
@@ -131,6 +134,7 @@ def in_place_layers(network: Network, plan: Plan) -> tuple[str, ...]:
     homes = {INPUT: (Placement(INPUT, 0, first.in_processors, 0, first.in_offset), chw)}
     homes.update({x.layer: (x, False) for x in plan.placements})
 
+    @functools.cache
     def marks(name: str) -> np.ndarray:  # (instance, word) -> written (whole words)
         place, is_chw = homes[name]
         written = _written(network, name, place, dev, is_chw)
@@ -247,24 +251,21 @@ def _read(mem, network: Network, layer: Layer, place: Placement, ids, names, chw
     if chw:  # one byte per pixel and pass: whole words of each channel's instance
         pix = np.arange(-(-geo.pixels * e_in // 4), dtype=np.int64)
         e_in = 1
-    issues = []
     for k in range(operands):
         for e in range(e_in):
             w = place.in_offset // 4 + (pix * e_in + e) * operands + k
             if w.size and int(w.max()) >= mem.words:
                 return [Issue(layer.name, "input-bounds", "reads past the instance end")]
-            for j, p in enumerate(procs):
-                c = e * t + j
-                if c >= geo.channels:
-                    continue
-                src, ch = _source(layer, parts, k, c, operands)
-                bad = _mismatch(mem, int(p), w, ids[src], ch, chw)
-                if bad is not None:
-                    issues.append(
-                        Issue(layer.name, "read", _describe(bad, int(p), w, src, ch, names, mem))
-                    )
-                    return issues
-    return issues
+            # The processors of this pass at once; the first (in processor order) that reads
+            # a wrong word is reported.
+            rows = [j for j in range(t) if e * t + j < geo.channels]
+            expect = [_source(layer, parts, k, e * t + j, operands) for j in rows]
+            bad = _mismatches(mem, procs[rows], w, [ids[x] for x, _ in expect], expect, chw)
+            if bad is not None:
+                row, i = bad
+                p, (src, ch) = int(procs[rows[row]]), expect[row]
+                return [Issue(layer.name, "read", _describe(i, p, w, src, ch, names, mem))]
+    return []
 
 
 def _source(layer: Layer, parts: list[int], k: int, c: int, operands: int) -> tuple[str, int]:
@@ -277,13 +278,22 @@ def _source(layer: Layer, parts: list[int], k: int, c: int, operands: int) -> tu
     return layer.inputs[-1], c
 
 
-def _mismatch(mem, p: int, w: np.ndarray, tid: int, ch: int, chw: bool) -> int | None:
-    ok = mem.tid[p, w] == tid
+def _mismatches(
+    mem, procs: np.ndarray, w: np.ndarray, tids: list[int], expect: list, chw: bool
+) -> tuple[int, int] | None:
+    """(row, word index) of the first word that does not hold what processor ``procs[row]``
+    expects (tensor ``tids[row]``, channel ``expect[row][1]``, pixel = index), else None."""
+    if not len(procs):
+        return None
+    where = (procs[:, None], w[None, :])
+    ok = mem.tid[where] == np.array(tids)[:, None]
     if not chw:
-        ok &= (mem.ch[p, w] == ch) & (mem.px[p, w] == np.arange(w.size))
+        ok &= mem.ch[where] == np.array([ch for _, ch in expect])[:, None]
+        ok &= mem.px[where] == np.arange(w.size)
     if ok.all():
         return None
-    return int(np.argmin(ok))
+    row = int(np.argmin(ok.all(axis=1)))
+    return row, int(np.argmin(ok[row]))
 
 
 def _describe(i: int, p: int, w: np.ndarray, src: str, ch: int, names, mem) -> str:
