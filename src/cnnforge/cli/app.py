@@ -55,17 +55,13 @@ def _root(
 def build_command() -> Any:
     """The click command of ``app`` (the commands imported so far: cli/commands.py) with plain
     help: no type column for flags (``--version`` is no ``<bool>``), one word for what an option
-    takes (TEXT, INTEGER, NUMBER, PATH), and plain values coerced without pydantic
-    (cli/coercion.py)."""
+    takes (TEXT, INTEGER, NUMBER, PATH)."""
     from typer.core import TyperOption
-
-    from cnnforge.cli import coercion
 
     command = typer.main.get_command(app)
     for cmd in (command, *getattr(command, "commands", {}).values()):
         help_option = cmd.get_help_option(typer.Context(cmd))  # cached by the command
         for param in (*cmd.params, help_option):
-            coercion.install(param)
             if isinstance(param, TyperOption) and param.is_flag:
                 param.metavar = ""
             elif isinstance(param, TyperOption) and param.metavar is None:
