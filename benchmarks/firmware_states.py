@@ -51,6 +51,7 @@ from cnnforge.targets.max7800x.firmware.hostrun import HostRunError, StateImage,
 
 if TYPE_CHECKING:
     from cnnforge.targets.max7800x.firmware.firmware import Firmware
+    from cnnforge.targets.max7800x.firmware.selftest import Decoded
 
 STORE = Path(__file__).resolve().parents[1] / "tests" / "data" / "firmware_state"
 
@@ -250,9 +251,7 @@ def _ours_row(name: str, vendor: StateImage, folder: Path, device: str) -> bool:
 def roundtrip(izer: Path, devices: list[str], only: list[str] | None, keep: Path) -> int:
     """The issue-26 table: firmware | layers decoded | simulate == known answer | YAML round trip
     equal (see the module docstring)."""
-    from cnnforge.cli.inspect import write_pair
     from cnnforge.pipeline.firmware_read import read_firmware
-    from cnnforge.targets.max7800x.firmware.interpret import read_state
     from cnnforge.targets.max7800x.firmware.selftest import run_self_test
 
     print(f"{'firmware':40} {'layers':>6} {'known answer':22} {'YAML round trip':16} note")
@@ -280,31 +279,39 @@ def roundtrip(izer: Path, devices: list[str], only: list[str] | None, keep: Path
         except NotImplementedError as exc:
             kat, test = f"- ({exc})"[:22], None
         again = out.parent / f"{demo.prefix}-roundtrip"
-        yaml_path = again / "decoded.yaml"
-        again.mkdir(parents=True, exist_ok=True)
-        arch = demo.prefix.replace("-", "_")
-        ckpt = write_pair(decoded.network, decoded.plan, yaml_path, arch)
-        sample = again / "sample.npy"
-        np.save(sample, decoded.sample())  # read back (FIFO input: load_input's stream)
-        pair = Demo(device, demo.prefix, yaml_path, ckpt, sample, demo.flags)
-        _, _, note2 = run_vendor(pair, again / "vendor", False)
-        if (again / "vendor" / "net" / "cnn.c").is_file():
-            first = read_state(out / "net", device)
-            second = read_state(again / "vendor" / "net", device)
-            same_kat = dataclasses.replace(second, kat=first.kat)
-            diffs = same_kat.differences(first, limit=1)
-            equal = "yes" if not diffs else "NO"
-            if second.kat.tolist() != first.kat.tolist():
-                note2 += f" known-answer table {second.kat.size} vs {first.kat.size} words"
-            note2 = note2 or (diffs or [""])[0]
-        else:
-            equal = "NO"
+        equal, note2 = vendor_again(decoded, out / "net", again, demo)
         bad += equal == "NO" or (test is not None and not test.passed)
         print(f"{head} {layers:6} {kat:22} {equal:16} {note2}"[:240], flush=True)
     if not only or "own" in only:
         bad += own_roundtrip(devices, keep)
     print(f"vendor outputs in {keep}")
     return 1 if bad else 0
+
+
+def vendor_again(decoded: Decoded, first: Path, again: Path, demo: Demo) -> tuple[str, str]:
+    """The read-back firmware ``decoded`` (of the folder ``first``) written as a vendor pair
+    (inspect --yaml) and sample into ``again``, run through the vendor tool with the device,
+    name and flags of ``demo`` (its own files are not read): ("yes"/"NO", note), "yes" when its
+    firmware leaves ``first``'s state (the known-answer table's length set aside:
+    --max-checklines is no YAML key)."""
+    from cnnforge.cli.inspect import write_pair
+    from cnnforge.targets.max7800x.firmware.interpret import read_state
+
+    again.mkdir(parents=True, exist_ok=True)
+    yaml_path = again / "decoded.yaml"
+    ckpt = write_pair(decoded.network, decoded.plan, yaml_path, demo.prefix.replace("-", "_"))
+    sample = again / "sample.npy"
+    np.save(sample, decoded.sample())  # read back (FIFO input: load_input's stream)
+    pair = Demo(demo.device, demo.prefix, yaml_path, ckpt, sample, demo.flags)
+    _, _, note = run_vendor(pair, again / "vendor", False)
+    if not (again / "vendor" / "net" / "cnn.c").is_file():
+        return "NO", note
+    want = read_state(first, demo.device)
+    got = read_state(again / "vendor" / "net", demo.device)
+    diffs = dataclasses.replace(got, kat=want.kat).differences(want, limit=1)
+    if got.kat.tolist() != want.kat.tolist():
+        note += f" known-answer table {got.kat.size} vs {want.kat.size} words"
+    return ("yes" if not diffs else "NO"), note or (diffs or [""])[0]
 
 
 def _name(demo: Demo) -> str:
@@ -316,10 +323,8 @@ def own_roundtrip(devices: list[str], keep: Path) -> int:
     """The round trip of cnnforge's own firmware (OWN): compile, read the folder back, simulate
     it on its own sample, write the pair (inspect --yaml), run the vendor tool on the pair (with
     the flags the plan needs): its firmware must leave cnnforge's state."""
-    from cnnforge.cli.inspect import write_pair
     from cnnforge.pipeline import CompileOptions, compile_model
     from cnnforge.pipeline.firmware_read import read_firmware
-    from cnnforge.targets.max7800x.firmware.interpret import read_state
     from cnnforge.targets.max7800x.firmware.options import FirmwareOptions
     from cnnforge.targets.max7800x.firmware.selftest import run_self_test
 
@@ -340,17 +345,8 @@ def own_roundtrip(devices: list[str], keep: Path) -> int:
         decoded = read_firmware(folder / "ours" / "firmware", device)
         _, test = run_self_test(decoded)
         kat = f"{'PASS' if test.passed else 'FAIL'} {test.checked - test.failed}/{test.checked}"
-        ckpt = write_pair(decoded.network, decoded.plan, folder / "decoded.yaml", model)
-        np.save(folder / "sample.npy", decoded.sample())
-        pair = Demo(device, model, folder / "decoded.yaml", ckpt, folder / "sample.npy", flags)
-        _, _, note = run_vendor(pair, folder / "vendor", False)
-        equal = "NO"
-        if (folder / "vendor" / "net" / "cnn.c").is_file():
-            first = read_state(folder / "ours" / "firmware", device)
-            second = read_state(folder / "vendor" / "net", device)
-            diffs = dataclasses.replace(second, kat=first.kat).differences(first, limit=1)
-            equal = "yes" if not diffs else "NO"
-            note = note or (diffs or [""])[0]
+        own = Demo(device, model, folder / "ours", folder / "ours", folder / "x.npy", flags)
+        equal, note = vendor_again(decoded, folder / "ours" / "firmware", folder, own)
         bad += equal == "NO" or not test.passed
         head = f"{device + ' own ' + model:40}"
         print(f"{head} {len(decoded.layers):6} {kat:22} {equal:16} {note}"[:240], flush=True)

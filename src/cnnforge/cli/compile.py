@@ -87,14 +87,13 @@ def compile_command(
         help="Vendor option: a layer may write its output over its own "
         "dying input (cnnforge plans so by default; the opposite of --no-in-place).",
     ),
-    mlator: bool = typer.Option(
-        False,
+    mlator: bool = _vendor_flag(
         "--mlator",
-        help="Firmware (vendor option): cnn_unload reads an 8-bit output channel by channel "
-        "through the mlator register (out_buf: channel-major bytes, 4 pixels a word), with the "
-        "vendor's register writes; an output layer where the vendor's two mlator sequences "
-        "disagree (or it ignores --mlator: 32-bit, frame not a multiple of 4) is unloaded "
-        "plainly, with a note. With --no-unload: no change.",
+        "cnn_unload reads an 8-bit output channel by channel through the mlator register "
+        "(out_buf: channel-major bytes, 4 pixels a word), with the vendor's register writes; an "
+        "output layer where the vendor's two mlator sequences disagree (or it ignores --mlator: "
+        "32-bit, frame not a multiple of 4) is unloaded plainly, with a note. With --no-unload: "
+        "no change.",
     ),
     no_unload: bool = _vendor_flag("--no-unload", "no cnn_unload (unless --softmax)."),
     new_kernel_loader: bool = _vendor_flag(
