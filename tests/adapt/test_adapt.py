@@ -12,9 +12,9 @@ import pytest
 import torch
 from torch import nn
 
-from cnnforge.adapt.surgery import refusals, replace_ops, set_module
-from cnnforge.adapt.table import ROWS, markdown_table
-from cnnforge.adapt.width import hidden_width, narrow
+from cnnforge.adaptation.surgery import refusals, replace_ops, set_module
+from cnnforge.adaptation.table import ROWS, markdown_table
+from cnnforge.adaptation.width import hidden_width, narrow
 from support.cli import run_cli
 from support.paths import REPO
 
@@ -31,6 +31,7 @@ TINY = [
     "16",
     "--size",
     "16",
+    "--allow-untrained",
 ]
 
 
@@ -119,7 +120,12 @@ def test_adapt_end_to_end_compiles_and_passes(tmp_path: Path, capsys) -> None:
         assert row in stdout
     doc = json.loads((out / "adapt.json").read_text())
     assert {r["row"] for r in doc["replacements"]} == {"norm", "activation", "upsample", "dropout"}
-    assert doc["width"] == 1.0 and doc["scores"]["bit-exact"]["miou"] >= 0
+    assert doc["width"] == 4.0 and doc["scores"]["bit-exact"]["miou"] >= 0  # widened: room
+    assert doc["width_tries"][0]["width"] == 4.0 and "width 4, hidden layers at most" in stdout
+    size = doc["size"]  # the result as compiled: parameters, weight bytes, predicted latency
+    assert size["params"] > size["original_params"] and size["cycles"] > 0
+    assert f"size: {size['params']:,} parameters" in stdout
+    assert doc["epochs"] == {"distill": 1, "qat": 1}
     compiles_and_passes(out, tmp_path / "c", capsys)
     args = [
         "evaluate", f"{out / 'adapted.py'}:Adapted", "--checkpoint", str(out / "adapted.pth"),
@@ -150,7 +156,7 @@ def _stop(record) -> None:
 
 def test_resume_continues_the_same_run(tmp_path: Path, capsys) -> None:
     """A run stopped after its first epoch, resumed, ends with the uninterrupted run's weights."""
-    from cnnforge.adapt.run import adapt_model
+    from cnnforge.adaptation.run import adapt_model
     from cnnforge.pipeline.targets import device_for
     from cnnforge.training.loop import TrainConfig
     from cnnforge.training.run import DataSpec
@@ -165,6 +171,7 @@ def test_resume_continues_the_same_run(tmp_path: Path, capsys) -> None:
             f"{MODELS}:TinyNormUNet", {}, None, device=device_for("MAX78000", "check"),
             data=DataSpec("shapes", None, 16, 32, 16, 0), out=tmp_path / "b",
             config=TrainConfig(epochs=2, batch_size=32, lr=3e-3, seed=0), on_epoch=_stop,
+            allow_untrained=True,
         )  # fmt: skip
     assert not (tmp_path / "b" / "adapted.py").exists()
     args = ["adapt", f"{MODELS}:TinyNormUNet", "-o", str(tmp_path / "b"), *two, "--resume"]
@@ -189,7 +196,7 @@ def test_bad_input_run_exists(tmp_path: Path, capsys) -> None:
     assert "--resume" in line and "--overwrite" in line
 
 
-@pytest.mark.parametrize("width", ["abc", "0", "1.5"])
+@pytest.mark.parametrize("width", ["abc", "0", "8.5"])
 def test_bad_input_width(width: str, tmp_path: Path, capsys) -> None:
     line = _bad([f"{MODELS}:TinyNormUNet", "--width", width, "-o", str(tmp_path)], capsys)
     assert "--width" in line
@@ -236,9 +243,11 @@ def test_benchmark_smoke(tmp_path: Path, capsys) -> None:
     spec.loader.exec_module(bench)
     models = "UNet,AttentionUnet,SegResNet"
     rows = bench.main(["--smoke", "--models", models, "--work", str(tmp_path)])
-    assert rows[0]["model"] == "UNet" and 0 <= rows[0]["bit_exact_miou"] <= 1
-    assert 0 <= rows[1]["bit_exact_miou"] <= 1
-    assert "norm1" in rows[2]["error"] and "after cutting" in rows[2]["error"]
+    assert rows[0]["model"] == "UNet" and 0 <= rows[0]["scores"]["bit-exact"] <= 1
+    assert rows[0]["width"] >= 1 and rows[0]["size"]["params"] > rows[0]["size"]["original_params"]
+    assert 0 <= rows[1]["scores"]["bit-exact"] <= 1
+    assert "norm1" in rows[2]["error"]
+    assert "refused" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize(
@@ -255,7 +264,7 @@ def test_benchmark_smoke(tmp_path: Path, capsys) -> None:
 def test_kernel_stride_dilation_rows(layer: nn.Module, row: str, convs: int) -> None:
     """Each such layer becomes 3x3 convs or an unpadded pool with the same output shape; none
     of these rows is exact, and the check then passes the layer."""
-    from cnnforge.adapt.run import check_fits
+    from cnnforge.adaptation.run import check_fits
     from cnnforge.pipeline.targets import device_for
 
     model = nn.Sequential(nn.Conv2d(3, 3, 1), layer, nn.Conv2d(layer_out(layer), 4, 1)).eval()
@@ -289,8 +298,8 @@ def test_resnet_stem_adapts_compiles_and_passes(tmp_path: Path, capsys) -> None:
 def test_depth_cut_removes_repeats_until_the_layers_fit() -> None:
     """More than 32 layers: the last repeats of the longest stage go first, until check's
     layer count passes; each cut is a replacement (row depth) and the rest still runs."""
-    from cnnforge.adapt.depth import too_deep
-    from cnnforge.adapt.run import check_fits, preflight
+    from cnnforge.adaptation.depth import too_deep
+    from cnnforge.adaptation.run import check_fits, preflight
     from cnnforge.pipeline.targets import device_for
     from support.adapt_models import Block, Deep
 
@@ -311,7 +320,7 @@ def test_depth_cut_removes_repeats_until_the_layers_fit() -> None:
 def test_sigmoid_gate_opens() -> None:
     """x * sigmoid(...) inside a module becomes x, the gate's branch gone; the rest of the
     network computes what it did with the gate held at 1."""
-    from cnnforge.adapt.gates import open_gates
+    from cnnforge.adaptation.gates import open_gates
     from support.adapt_models import TinyAttentionUNet
 
     model = TinyAttentionUNet().eval()

@@ -14,7 +14,16 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from cnnforge.api.results import Analysis, Budget, CheckResult, Compiled, Quantized
+from cnnforge.api.results import (
+    Analysis,
+    Budget,
+    CheckResult,
+    Compiled,
+    Evaluated,
+    History,
+    Planned,
+    Quantized,
+)
 from cnnforge.api.running import array_of, run_network
 from cnnforge.devices import DEFAULT_DEVICE  # the CLI's default --device, for scripts too
 from cnnforge.errors import InputError
@@ -24,7 +33,6 @@ if TYPE_CHECKING:
     from cnnforge.frontend.loading import ModelSpec
     from cnnforge.ir import Network
     from cnnforge.targets.max7800x.firmware.options import FirmwareOptions
-    from cnnforge.training.evaluate import Evaluation
     from cnnforge.training.loop import EpochRecord
 
 
@@ -141,10 +149,10 @@ def plan(
     in_place: bool = True,
     output_dir: str | Path | None = None,
     overwrite: bool = False,
-) -> Any:
-    """Processors, data-memory offsets, kernel map (``cnnforge plan``); returns the
-    ``PlanResult`` (``.network``, ``.plan``, ``.metrics``); with ``output_dir`` also writes the
-    vendor YAML + checkpoint, plan.json and the memory maps there."""
+) -> Planned:
+    """Processors, data-memory offsets, kernel map (``cnnforge plan``); returns the plan
+    (``.network``, ``.plan``, ``.metrics``); with ``output_dir`` also writes the vendor YAML +
+    checkpoint, plan.json and the memory maps there."""
     from cnnforge.pipeline import plan as pipeline_plan
     from cnnforge.pipeline.targets import get_target
 
@@ -166,7 +174,7 @@ def plan(
     result = target.planner(request, dev)
     if output_dir is not None:
         target.write(result, dev, Path(output_dir), overwrite)
-    return result
+    return Planned(result)
 
 
 def compile(  # the command's name: cnnforge.compile(...) in a script
@@ -298,11 +306,12 @@ def evaluate(
     split: str = "val",
     size: int = 32,
     fold: int = 1,
-    length: int = 256,
+    val_length: int = 256,
     batch_size: int = 64,
     seed: int = 0,
     model_args: Mapping[str, Any] | None = None,
-) -> Evaluation:
+    length: int | None = None,
+) -> Evaluated:
     """Float, QAT-eval and bit-exact scores on the same images (``cnnforge evaluate``); a
     float-only model gets its float row and ``absent`` says why the others are missing."""
     from cnnforge.frontend.loading import load_model
@@ -314,10 +323,11 @@ def evaluate(
     net = load_model(model, model_args, ckpt)
     classes = model_classes(net, size, fold)
     folder = None if data is None else Path(data)
+    count = val_length if length is None else length  # length: val_length's old name
     ds = make_dataset(
-        dataset, split, data=folder, size=size, num_classes=classes, length=length, seed=seed
+        dataset, split, data=folder, size=size, num_classes=classes, length=count, seed=seed
     )
-    return evaluate_three_ways(net, ds, classes, fold_factor=fold, batch_size=batch_size)
+    return Evaluated(evaluate_three_ways(net, ds, classes, fold_factor=fold, batch_size=batch_size))
 
 
 def train(
@@ -343,11 +353,13 @@ def train(
     overwrite: bool = False,
     model_args: Mapping[str, Any] | None = None,
     on_epoch: Callable[[EpochRecord], None] | None = None,
-) -> list[EpochRecord]:
+    on_batch: Callable[[int, int], None] | None = None,
+) -> History:
     """Float training then QAT (``cnnforge train``) of a copy of ``model``; the checkpoints
     (last.pth, best.pth) go to ``output_dir`` (the rules of every writer: a new folder or one
     cnnforge wrote, ``overwrite`` to start again, ``resume`` to continue); returns one record
-    per epoch. Under ``torchrun`` every rank calls it (docs/training.md)."""
+    per epoch; ``on_batch(done, total)`` after each batch (a progress display). Under
+    ``torchrun`` every rank calls it (docs/training.md)."""
     from cnnforge.training.loop import TrainConfig
     from cnnforge.training.run import train_model
 
@@ -355,20 +367,23 @@ def train(
         epochs=epochs, batch_size=batch_size, lr=lr, optimizer=optimizer, schedule=schedule,
         weight_decay=weight_decay, seed=seed, fold=fold,
     )  # fmt: skip
-    return train_model(
-        model,  # type: ignore[arg-type]  # load_model takes a model object as a spec too
-        dict(model_args or {}),
-        dataset=dataset,
-        data=None if data is None else Path(data),
-        size=size,
-        config=config,
-        out_dir=Path(output_dir),
-        policy_path=None if qat_policy is None else Path(qat_policy),
-        qat=qat,
-        lengths=(train_length, val_length),
-        resume=resume,
-        overwrite=overwrite,
-        on_epoch=on_epoch,
+    return History(
+        train_model(
+            model,  # type: ignore[arg-type]  # load_model takes a model object as a spec too
+            dict(model_args or {}),
+            dataset=dataset,
+            data=None if data is None else Path(data),
+            size=size,
+            config=config,
+            out_dir=Path(output_dir),
+            policy_path=None if qat_policy is None else Path(qat_policy),
+            qat=qat,
+            lengths=(train_length, val_length),
+            resume=resume,
+            overwrite=overwrite,
+            on_epoch=on_epoch,
+            on_batch=on_batch,
+        )
     )
 
 

@@ -9,7 +9,7 @@ import typer
 from rich.table import Table
 
 from cnnforge.cli.app import app
-from cnnforge.cli.common import console, parse_model_args
+from cnnforge.cli.common import console, old_name, parse_model_args, renamed
 
 if TYPE_CHECKING:
     from cnnforge.training.evaluate import Evaluation
@@ -17,6 +17,7 @@ if TYPE_CHECKING:
 
 @app.command("evaluate")
 def evaluate(
+    cli: typer.Context,
     model: str = typer.Argument(..., help="path/to/file.py:Name, package.module:Name or a name."),
     checkpoint: Path = typer.Option(..., "--checkpoint", help="Trained weights (train's .pth)."),
     dataset: str = typer.Option("shapes", "--dataset", help="shapes, voc or folder."),
@@ -25,7 +26,10 @@ def evaluate(
     model_arg: list[str] = typer.Option(None, "--model-arg", help="key=value (repeatable)."),
     size: int = typer.Option(32, "--size", help="Image side length."),
     fold: int = typer.Option(1, "--fold", help="Space-to-depth factor of the input."),
-    length: int = typer.Option(256, "--length", help="shapes: number of images."),
+    val_length: int = typer.Option(
+        256, "--val-length", help="shapes: images scored (of --split; train's --val-length)."
+    ),
+    length: int = old_name("--length"),
     batch_size: int = typer.Option(64, "--batch-size"),
     seed: int = typer.Option(0, "--seed", help="shapes: dataset seed."),
 ) -> None:
@@ -34,7 +38,8 @@ def evaluate(
 
     result = evaluate_model(
         model, checkpoint, dataset=dataset, data=data, split=split, size=size, fold=fold,
-        length=length, batch_size=batch_size, seed=seed, model_args=parse_model_args(model_arg),
+        val_length=renamed(cli, "val_length", "length"), batch_size=batch_size, seed=seed,
+        model_args=parse_model_args(model_arg),
     )  # fmt: skip
     console.print(evaluation_table(result))
     if result.float_only:

@@ -9,7 +9,7 @@ import typer
 from rich.table import Table
 
 from cnnforge.cli.app import app
-from cnnforge.cli.common import console, parse_model_args
+from cnnforge.cli.common import batch_progress, console, old_name, parse_model_args, renamed
 
 if TYPE_CHECKING:
     from cnnforge.training.loop import EpochRecord
@@ -17,10 +17,12 @@ if TYPE_CHECKING:
 
 @app.command("train")
 def train(
+    cli: typer.Context,
     model: str = typer.Argument(..., help="path/to/file.py:Name, package.module:Name or a name."),
     dataset: str = typer.Option("shapes", "--dataset", help="shapes, voc or folder."),
     data: Path = typer.Option(None, "--data", help="Dataset directory (voc, folder)."),
-    out: Path = typer.Option(Path("runs/train"), "--out", "-o", help="Checkpoint directory."),
+    out: Path = typer.Option(Path("runs/train"), "--output", "-o", help="Checkpoint directory."),
+    old_out: Path = old_name("--out"),
     model_arg: list[str] = typer.Option(None, "--model-arg", help="key=value (repeatable)."),
     size: int = typer.Option(32, "--size", help="Image side length the data is resized to."),
     epochs: int = typer.Option(10, "--epochs"),
@@ -47,16 +49,18 @@ def train(
     from cnnforge.errors import DistributedError
     from cnnforge.training.distributed import init_from_env, peer_failure, shutdown
 
+    out = renamed(cli, "out", "old_out")
     ctx = init_from_env()
     try:
-        history = train_model(
-            model, out, dataset=dataset, data=data, size=size, epochs=epochs,
-            batch_size=batch_size, lr=lr, optimizer=optimizer, schedule=schedule,
-            weight_decay=weight_decay, seed=seed, fold=fold, qat=not no_qat,
-            qat_policy=qat_policy, train_length=train_length, val_length=val_length,
-            resume=resume, overwrite=overwrite, model_args=parse_model_args(model_arg),
-            on_epoch=_print_epoch if ctx.is_main else None,
-        )  # fmt: skip
+        with batch_progress() as on_batch:  # on a terminal only
+            history = train_model(
+                model, out, dataset=dataset, data=data, size=size, epochs=epochs,
+                batch_size=batch_size, lr=lr, optimizer=optimizer, schedule=schedule,
+                weight_decay=weight_decay, seed=seed, fold=fold, qat=not no_qat,
+                qat_policy=qat_policy, train_length=train_length, val_length=val_length,
+                resume=resume, overwrite=overwrite, model_args=parse_model_args(model_arg),
+                on_epoch=_print_epoch if ctx.is_main else None, on_batch=on_batch,
+            )  # fmt: skip
     except Exception as exc:  # a rank that died ends the others: say so once, no traceback
         lost = peer_failure(exc) if ctx.world_size > 1 else None
         if lost is None:

@@ -184,6 +184,7 @@ class Trainer:
         self.qat = qat or QatHooks(None)
         self.model_spec = model_spec or {}
         self.on_epoch = on_epoch
+        self.on_batch: Callable[[int, int], None] | None = None  # progress inside an epoch
         self.history: list[EpochRecord] = []
         self.best_miou = -math.inf
         self.start_epoch = 0
@@ -237,18 +238,31 @@ class Trainer:
         """Run the remaining epochs; returns the full history."""
         torch.use_deterministic_algorithms(True, warn_only=True)
         for epoch in range(self.start_epoch, self.config.epochs):
+            if self.finished():
+                break
             if self.qat.should_activate(epoch):
                 self.qat.activate(self.model)
                 self._net = None  # the trainable parameters changed: wrap again
                 self._rebuild_optimizer(epoch)
                 self.best_miou = -math.inf  # best.pth holds the best *quantization-aware* epoch
+            lr = float(self.optimizer.param_groups[0]["lr"])  # the rate this epoch trains at
             train_loss = self._train_epoch(epoch)
-            record = self._validate(epoch, train_loss)
+            record = replace(self._validate(epoch, train_loss), lr=lr)
             self.history.append(record)
             self._write(epoch, record)
             if self.on_epoch and self.ctx.is_main:
                 self.on_epoch(record)
         return self.history
+
+    def finished(self) -> bool:
+        """Whether the run ends before ``epochs`` (a subclass's stopping rule; here never)."""
+        return False
+
+    def batch_done(self, done: int, total: int) -> None:
+        """Tell ``on_batch`` (a progress display; rank 0 only) that ``done`` of ``total``
+        batches of this epoch are trained."""
+        if self.on_batch is not None and self.ctx.is_main:
+            self.on_batch(done, total)
 
     def _rebuild_optimizer(self, epoch: int) -> None:
         """QAT adds parameters (shifts) and changes the weights' meaning: a fresh optimizer."""
@@ -268,13 +282,15 @@ class Trainer:
         net.train()
         loss_fn = nn.CrossEntropyLoss(ignore_index=VOID)
         total, batches = 0.0, 0
-        for x, mask in _loader(self.train_set, self.config, epoch, shuffle=True):
+        loader = _loader(self.train_set, self.config, epoch, shuffle=True)
+        for x, mask in loader:
             self.optimizer.zero_grad(set_to_none=True)
             loss = loss_fn(model_logits(net, x, self.config), mask)
             loss.backward()
             self.optimizer.step()
             total += float(loss.detach())
             batches += 1
+            self.batch_done(batches, len(loader))
         self.scheduler.step()
         return self.ctx.mean(total / max(batches, 1))
 

@@ -82,6 +82,7 @@ def train_model(
     resume: bool = False,
     on_epoch: Callable[[EpochRecord], None] | None = None,
     overwrite: bool = False,
+    on_batch: Callable[[int, int], None] | None = None,
 ) -> list[EpochRecord]:
     """Build the model, the data and the trainer; train (or resume) and return the history.
 
@@ -117,6 +118,7 @@ def train_model(
         model_spec={"model": spec, "model_args": model_args, "data": _data_json(data_spec)},
         on_epoch=on_epoch,
     )
+    trainer.on_batch = on_batch
     if main:  # the model and data are good: the directory becomes this run's
         claim_directory(out_dir, OUTPUT_FILES, overwrite=overwrite, resume=resume)
     if resume:

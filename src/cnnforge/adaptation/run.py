@@ -8,25 +8,31 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
 from torch import nn
 
-from cnnforge.adapt.depth import cut_depth, depth_rule
-from cnnforge.adapt.gates import open_gates
-from cnnforge.adapt.recover import DistillTrainer, measure_batchnorm
-from cnnforge.adapt.surgery import Replacement, refusals, replace_ops
-from cnnforge.adapt.width import channel_graph, narrow
+from cnnforge.adaptation.depth import cut_depth, depth_rule
+from cnnforge.adaptation.gates import open_gates
+from cnnforge.adaptation.recover import DistillTrainer, measure_batchnorm
+from cnnforge.adaptation.surgery import Replacement, refusals, replace_ops
+from cnnforge.adaptation.width import channel_graph, narrow
 from cnnforge.errors import CnnforgeError, InputError
 from cnnforge.training.loop import TrainConfig, evaluate_segmentation
 from cnnforge.training.run import DataSpec, _in_channels, model_classes
 
-#: Widths ``--width auto`` tries, largest first; each also with hidden layers capped at one
-#: processor pass (64 channels: concatenations and pooled layers place in one pass).
-WIDTHS = (1.0, 0.75, 0.5, 0.375, 0.25, 0.1875, 0.125)
+if TYPE_CHECKING:
+    from cnnforge.frontend.loading import ModelSpec
+
+#: Widths ``--width auto`` tries, largest first (above 1: wider than the original, where the
+#: device has room); each also with hidden layers capped at one processor pass (64 channels:
+#: concatenations and pooled layers place in one pass).
+WIDTHS = (4.0, 3.0, 2.0, 1.5, 1.0, 0.75, 0.5, 0.375, 0.25, 0.1875, 0.125)
 CAP = 64
+#: The largest multiplier ``--width`` takes (check says whether it fits).
+MAX_WIDTH = 8.0
 ROWS = ("original float", "adapted float", "QAT-eval", "bit-exact")
 
 
@@ -40,6 +46,8 @@ class AdaptResult:
     width_tries: list[dict[str, Any]]
     scores: dict[str, dict[str, float] | None] = field(default_factory=dict)
     minutes: float = 0.0
+    epochs: dict[str, int] = field(default_factory=dict)  # run before the plateau or the cap
+    size: dict[str, Any] = field(default_factory=dict)  # params, weight memory, latency
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -47,7 +55,9 @@ class AdaptResult:
             "width": self.width,
             "cap": self.cap,
             "width_tries": self.width_tries,
+            "epochs": self.epochs,
             "scores": self.scores,
+            "size": self.size,
             "minutes": self.minutes,
         }
 
@@ -123,28 +133,53 @@ def _first(paths: list[str]) -> str:
     return ", ".join(paths[:3]) + (", ..." if len(paths) > 3 else "")
 
 
+def check_width(width: str) -> str:
+    """``auto`` or a multiplier in (0, MAX_WIDTH]; else InputError (exit 2)."""
+    if width == "auto":
+        return width
+    try:
+        value = float(width)
+    except ValueError:
+        value = -1.0
+    if not 0 < value <= MAX_WIDTH:
+        raise InputError(
+            f"--width {width!r}",
+            hint=f"auto, or a multiplier in (0, {MAX_WIDTH:g}] such as 0.5 or 2",
+        )
+    return width
+
+
 def choose_width(
-    model: nn.Module, shape: tuple[int, ...], device: Any, width: str
+    model: nn.Module,
+    shape: tuple[int, ...],
+    device: Any,
+    width: str,
+    on_try: Callable[[dict[str, Any]], None] | None = None,
 ) -> tuple[nn.Module, float, int | None, list[dict[str, Any]], dict[str, tuple[int, ...]]]:
-    """The largest width (``auto``) that check passes, or the given one; each at full width
-    and then capped at ``CAP`` channels; and every try with why it failed."""
+    """The largest width (``auto``: ``WIDTHS``, widest first) that check passes, or the given
+    one; each at full width and then capped at ``CAP`` channels; and every try (its
+    parameters, whether it fits and why not), each also handed to ``on_try`` as it ends."""
     tries: list[dict[str, Any]] = []
     candidates = WIDTHS if width == "auto" else (float(width),)
     graph = None
     for w in candidates:
         for cap in (None, CAP):
             try:
-                if graph is None and (w < 1 or cap is not None):
+                if graph is None and (w != 1 or cap is not None):
                     graph = channel_graph(model, shape)
                 student, kept = narrow(model, w, shape, cap, graph)
                 report = check_fits(student, shape, device)
             except CnnforgeError as exc:
                 tries.append({"width": w, "cap": cap, "fits": False, "why": str(exc)})
+                (on_try or (lambda _: None))(tries[-1])
                 continue
             why = sorted({v.rule for v in report.violations})
+            params = sum(p.numel() for p in student.parameters())
             tries.append(
-                {"width": w, "cap": cap, "fits": report.fits, "why": ", ".join(why) or "fits"}
-            )
+                {"width": w, "cap": cap, "params": params, "fits": report.fits,
+                 "why": ", ".join(why) or "fits"}
+            )  # fmt: skip
+            (on_try or (lambda _: None))(tries[-1])
             if report.fits:
                 return student, w, cap, tries, kept
     last = "; ".join(f"{t['width']}/{t['cap']}: {t['why']}" for t in tries)
@@ -152,7 +187,7 @@ def choose_width(
 
 
 def adapt_model(
-    spec: str,
+    spec: ModelSpec,
     model_args: dict[str, Any],
     checkpoint: Path | None,
     *,
@@ -166,10 +201,24 @@ def adapt_model(
     on_step: Callable[[str], None] | None = None,
     qat_epochs: int = 20,
     overwrite: bool = False,
+    plateau: bool = True,
+    on_try: Callable[[dict[str, Any]], None] | None = None,
+    allow_untrained: bool = False,
+    measure: Callable[[Path, tuple[int, ...]], dict[str, Any]] | None = None,
+    on_batch: Callable[[int, int], None] | None = None,
 ) -> AdaptResult:
-    """The whole command (see the module docstring); ``out`` is created or resumed."""
+    """The whole command (see the module docstring); ``out`` is created or resumed.
+    ``measure(out, shape)``: the size and predicted latency of the written result (the
+    caller's: the target's planner is above this stage)."""
+    from cnnforge.frontend import is_untrained, untrained_note
     from cnnforge.frontend.torch_fx import load_model
 
+    if is_untrained(spec, checkpoint) and not allow_untrained:
+        raise InputError(
+            f"{_name(spec)} has no --checkpoint: adapt would distill from an untrained teacher",
+            hint="give --checkpoint float.pth (its trained state_dict), or --allow-untrained",
+        )
+    untrained_note(spec, checkpoint, "the teacher's and the student's scores")
     step = on_step or (lambda _: None)
     _run_folders(out, resume, overwrite)
     start = time.monotonic()
@@ -177,58 +226,86 @@ def adapt_model(
     teacher = load_model(spec, model_args, checkpoint).eval()
     shape = (_in_channels(teacher), data.size, data.size)
     classes = model_classes(teacher, data.size)
+    config = replace(config, num_classes=classes)
     train_set, val_set = data.splits(classes)
     step("replacing ops")
     adapted, reps = preflight(teacher, shape, device)
     step("choosing the width")
-    student, w, cap, tries, kept = choose_width(adapted, shape, device, width)
+    student, w, cap, tries, kept = choose_width(adapted, shape, device, width, on_try)
     out.mkdir(parents=True, exist_ok=True)
-    norms = [r.path for r in reps if r.row == "norm" and _has(student, r.path)]
-    measure_batchnorm(student, train_set, norms)
     step("distilling")
+    spec_record = {"model": _name(spec), "model_args": model_args, "width": w, "cap": cap}
     trainer = DistillTrainer(
-        student,
-        train_set,
-        val_set,
-        replace(config, num_classes=classes),
-        out / "run",
-        None,
-        model_spec={"model": spec, "model_args": model_args, "width": w, "cap": cap},
-        on_epoch=on_epoch,
-        teacher=teacher,
-        features=_features(student, teacher, kept),
-    )
+        student, train_set, val_set, config, out / "run", None, model_spec=spec_record,
+        on_epoch=on_epoch, teacher=teacher, features=_features(student, teacher, kept),
+        plateau=plateau,
+    )  # fmt: skip
+    trainer.on_batch = on_batch
+    _measure_norms(student, train_set, reps, widened=w > 1, resume=resume and _started(out))
     if resume and (out / "run" / "last.pth").is_file():
         trainer.resume(out / "run" / "last.pth")
     if config.epochs:
         trainer.fit()
     student.eval()
     step("building the QAT network")
-    calib = torch.stack([train_set[i][0] for i in range(min(64, len(train_set)))])
-    network = hardware_network(student, shape, device, calib)
-    from cnnforge.adapt.hardware import build
-
-    qat = build(network, out / "adapted.py", spec)
-    np.save(out / "sample.npy", val_set[0][0].numpy().astype(np.int8))  # compile's --sample
+    qat = _qat_network(student, shape, device, train_set, out, _name(spec))
+    np.save(out / "sample.npy", val_set[0][0].numpy().astype(np.int64))  # compile's --sample
     step("quantization-aware training")
-    _qat(
-        qat,
-        teacher,
-        train_set,
-        val_set,
-        replace(config, num_classes=classes),
-        out,
-        resume,
-        qat_epochs,
-        on_epoch,
-    )
+    setup = (teacher, train_set, val_set, config, out, resume, qat_epochs, on_epoch, plateau)
+    _qat(qat, *setup, on_batch)
     torch.save(qat.state_dict(), out / "adapted.pth")
     result = AdaptResult(reps, w, cap, tries)
+    result.epochs = {"distill": len(trainer.history), "qat": _epochs_run(out / "run_qat")}
     step("scoring")
     result.scores = _scores(teacher, student, qat, val_set, classes)
+    result.size = _size(teacher, measure, out, shape)
     result.minutes = (time.monotonic() - start) / 60
     (out / "adapt.json").write_text(json.dumps(result.to_dict(), indent=1) + "\n")
     return result
+
+
+def _name(spec: ModelSpec) -> str:
+    """How a model is named in adapt.json and adapted.py: the reference, else its class."""
+    if isinstance(spec, str):
+        return spec
+    return spec.__name__ if isinstance(spec, type) else type(spec).__name__
+
+
+def _started(out: Path) -> bool:
+    return (out / "run" / "last.pth").is_file()
+
+
+def _measure_norms(student, train_set, reps, *, widened: bool, resume: bool) -> None:
+    """The replaced norms' statistics measured on training images (and every BatchNorm of a
+    widened student, whose new channels have none); a resumed run loads them instead."""
+    if resume:
+        return
+    norms = [r.path for r in reps if r.row == "norm" and _has(student, r.path)]
+    if widened:
+        norms += [p for p, m in student.named_modules() if isinstance(m, nn.BatchNorm2d)]
+    measure_batchnorm(student, train_set, sorted(set(norms)))
+
+
+def _qat_network(student, shape, device, train_set, out: Path, origin: str) -> nn.Module:
+    """The student lowered for ``device`` as cnnforge.nn modules, written as adapted.py."""
+    from cnnforge.adaptation.hardware import build
+
+    calib = torch.stack([train_set[i][0] for i in range(min(64, len(train_set)))])
+    return build(hardware_network(student, shape, device, calib), out / "adapted.py", origin)
+
+
+def _epochs_run(run: Path) -> int:
+    """Epochs a run folder's train.log records (a resumed run: all of them)."""
+    log = run / "train.log"
+    return len(log.read_text().splitlines()) if log.is_file() else 0
+
+
+def _size(teacher: nn.Module, measure, out: Path, shape: tuple[int, ...]) -> dict[str, Any]:
+    """The original's parameters and, from ``measure``, the result's size and latency."""
+    size: dict[str, Any] = {"original_params": sum(p.numel() for p in teacher.parameters())}
+    if measure is not None:
+        size.update(measure(out, shape))
+    return size
 
 
 def _features(student: nn.Module, teacher: nn.Module, kept: dict[str, tuple[int, ...]]) -> dict:
@@ -269,7 +346,7 @@ def hardware_network(student: nn.Module, shape, device, calibration: torch.Tenso
     """The adapted module lowered for ``device``, its output layer wide, scales divided out."""
     import dataclasses
 
-    from cnnforge.adapt.hardware import rescaled
+    from cnnforge.adaptation.hardware import rescaled
     from cnnforge.frontend.capture import capture
     from cnnforge.passes.lower import lower_to_hardware
 
@@ -283,7 +360,9 @@ def hardware_network(student: nn.Module, shape, device, calibration: torch.Tenso
     return rescaled(lowered.with_layers(layers), calibration)
 
 
-def _qat(qat, teacher, train_set, val_set, config, out, resume, epochs, on_epoch) -> None:
+def _qat(
+    qat, teacher, train_set, val_set, config, out, resume, epochs, on_epoch, plateau, on_batch
+) -> None:
     """Quantization-aware distillation of the cnnforge.nn network (train's loop, QAT from 0)."""
     from cnnforge.nn import QATPolicy
     from cnnforge.training.qat import QatHooks
@@ -298,7 +377,9 @@ def _qat(qat, teacher, train_set, val_set, config, out, resume, epochs, on_epoch
         model_spec={"model": str(out / "adapted.py") + ":Adapted"},
         on_epoch=on_epoch,
         teacher=teacher,
+        plateau=plateau,
     )
+    trainer.on_batch = on_batch
     last = out / "run_qat" / "last.pth"
     if resume and last.is_file():
         trainer.resume(last)
