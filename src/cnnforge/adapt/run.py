@@ -197,23 +197,10 @@ def adapt_model(
     measure_batchnorm(student.to(compute), train_set, norms)
     step("distilling")
     place = {"device": compute, "workers": workers}
-    trainer = DistillTrainer(
-        student,
-        train_set,
-        val_set,
-        replace(config, num_classes=classes),
-        out / "run",
-        None,
-        model_spec={"model": spec, "model_args": model_args, "width": w, "cap": cap},
-        on_epoch=on_epoch,
-        teacher=teacher,
-        features=_features(student, teacher, kept),
-        **place,
-    )
-    if resume and (out / "run" / "last.pth").is_file():
-        trainer.resume(out / "run" / "last.pth")
-    if config.epochs:
-        trainer.fit()
+    config = replace(config, num_classes=classes)
+    spec_json = {"model": spec, "model_args": model_args, "width": w, "cap": cap}
+    _distill(student, teacher, kept, (train_set, val_set), config, out, resume, on_epoch, place,
+             spec_json)  # fmt: skip
     student.eval()
     step("building the QAT network")
     calib = torch.stack([train_set[i][0] for i in range(min(64, len(train_set)))])
@@ -223,17 +210,7 @@ def adapt_model(
     qat = build(network, out / "adapted.py", spec)
     np.save(out / "sample.npy", val_set[0][0].numpy().astype(np.int8))  # compile's --sample
     step("quantization-aware training")
-    _qat(
-        qat,
-        teacher,
-        (train_set, val_set),
-        replace(config, num_classes=classes),
-        out,
-        resume,
-        qat_epochs,
-        on_epoch,
-        place,
-    )
+    _qat(qat, teacher, (train_set, val_set), config, out, resume, qat_epochs, on_epoch, place)
     torch.save(to_cpu(qat.state_dict()), out / "adapted.pth")
     result = AdaptResult(reps, w, cap, tries)
     step("scoring")
@@ -293,6 +270,27 @@ def hardware_network(student: nn.Module, shape, device, calibration: torch.Tenso
         for x in lowered.layers
     ]
     return rescaled(lowered.with_layers(layers), calibration)
+
+
+def _distill(student, teacher, kept, splits, config, out, resume, on_epoch, place, spec) -> None:
+    """Float distillation of the narrowed student from the original (train's loop, resumable
+    from ``out/run/last.pth``)."""
+    trainer = DistillTrainer(
+        student,
+        *splits,
+        config,
+        out / "run",
+        None,
+        model_spec=spec,
+        on_epoch=on_epoch,
+        teacher=teacher,
+        features=_features(student, teacher, kept),
+        **place,
+    )
+    if resume and (out / "run" / "last.pth").is_file():
+        trainer.resume(out / "run" / "last.pth")
+    if config.epochs:
+        trainer.fit()
 
 
 def _qat(qat, teacher, splits, config, out, resume, epochs, on_epoch, place) -> None:
