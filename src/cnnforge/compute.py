@@ -144,7 +144,7 @@ def reproducible_math(device: torch.device, *, full_precision: bool = True) -> I
     """Deterministic algorithms (a warning names an op that has none); on CUDA also cuDNN
     without autotuning and restricted to deterministic algorithms, cuBLAS's fixed workspace, and
     with ``full_precision`` float32 products in full precision (TF32 off: QAT's float32 convs
-    then compute as on the CPU, docs/training.md). Everything set is restored on leaving."""
+    then round like the CPU's, docs/training.md). Everything set is restored on leaving."""
     saved = _read_settings()
     env_key, env_value = CUBLAS_WORKSPACE
     env_before = os.environ.get(env_key)
@@ -163,41 +163,53 @@ def reproducible_math(device: torch.device, *, full_precision: bool = True) -> I
         _restore_settings(saved)
 
 
+#: torch's newer per-backend float32 precisions (torch >= 2.9), kept as they were around a run.
+_PRECISIONS = (("cuda", "matmul"), ("mkldnn", "matmul"), ("cudnn", "conv"), ("cudnn", "rnn"))
+
+
+def _backend_flags(backend: str, op: str) -> Any:
+    return getattr(getattr(torch.backends, backend), op, None)
+
+
 def _read_settings() -> dict[str, Any]:
     settings: dict[str, Any] = {
         "deterministic": torch.are_deterministic_algorithms_enabled(),
         "warn_only": torch.is_deterministic_algorithms_warn_only_enabled(),
         "cudnn.deterministic": torch.backends.cudnn.deterministic,
         "cudnn.benchmark": torch.backends.cudnn.benchmark,
+        "fp32_precision": {},
     }
     with contextlib.suppress(RuntimeError):  # torch refuses to read flags set by mixed APIs
-        settings["tf32"] = (
-            torch.backends.cuda.matmul.allow_tf32,
-            torch.backends.cudnn.allow_tf32,
-            torch.get_float32_matmul_precision(),
-        )
+        settings["tf32"] = (torch.backends.cudnn.allow_tf32, torch.get_float32_matmul_precision())
+    for backend, op in _PRECISIONS:
+        flags = _backend_flags(backend, op)
+        with contextlib.suppress(AttributeError, RuntimeError):
+            settings["fp32_precision"][backend, op] = flags.fp32_precision
     return settings
 
 
 def _set_tf32(allowed: bool) -> None:
+    """TF32 for cuBLAS and cuDNN on or off (the float32 matmul precision first: it sets the
+    CPU's and the GPU's matmul precision together, so torch's flags stay consistent)."""
     with warnings.catch_warnings():  # newer torch suggests its newer names for the same flags
         warnings.simplefilter("ignore")
+        torch.set_float32_matmul_precision("high" if allowed else "highest")
         torch.backends.cuda.matmul.allow_tf32 = allowed
         torch.backends.cudnn.allow_tf32 = allowed
-        torch.set_float32_matmul_precision("high" if allowed else "highest")
 
 
 def _restore_settings(saved: dict[str, Any]) -> None:
     torch.use_deterministic_algorithms(saved["deterministic"], warn_only=saved["warn_only"])
     torch.backends.cudnn.deterministic = saved["cudnn.deterministic"]
     torch.backends.cudnn.benchmark = saved["cudnn.benchmark"]
-    if "tf32" in saved:
-        matmul, cudnn, precision = saved["tf32"]
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            torch.set_float32_matmul_precision(precision)
-            torch.backends.cuda.matmul.allow_tf32 = matmul
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        if "tf32" in saved:
+            cudnn, precision = saved["tf32"]
             torch.backends.cudnn.allow_tf32 = cudnn
+            torch.set_float32_matmul_precision(precision)
+        for (backend, op), value in saved["fp32_precision"].items():
+            _backend_flags(backend, op).fp32_precision = value
 
 
 def float32_matmul_exact(device: torch.device) -> bool:

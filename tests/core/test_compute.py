@@ -140,6 +140,17 @@ def test_reproducible_math_sets_and_restores(monkeypatch, device) -> None:
         torch.set_float32_matmul_precision("highest")
 
 
+def test_a_medium_matmul_precision_is_restored() -> None:
+    torch.set_float32_matmul_precision("medium")
+    try:
+        with reproducible_math(CUDA0):
+            assert torch.get_float32_matmul_precision() == "highest"
+        assert torch.get_float32_matmul_precision() == "medium"
+    finally:
+        torch.set_float32_matmul_precision("highest")
+        torch.backends.cuda.matmul.allow_tf32 = False
+
+
 def test_float32_float_phase_keeps_tf32_as_it_was() -> None:
     """Float epochs (full_precision=False) leave TF32 to the caller: not exact then."""
     torch.backends.cuda.matmul.allow_tf32 = True
