@@ -51,6 +51,13 @@ def test_resnet50_at_3mib_moves_less_than_xfdnn(networks):
     assert plan.lower_bound <= ddr <= XFDNN_RESNET50_DDR
     assert (ddr, plan.lower_bound) == (11_239_424, 2_932_736)
     assert plan.graph.unsupported == ()
+    tiled = plan.tiled  # below the whole-blob bound, weights read once: 1.03x the tiled bound
+    assert (tiled.activation_bytes, tiled.weight_bytes, tiled.extra_ops) == (
+        1_605_632,
+        51_060_944,
+        0,
+    )
+    assert plan.tiled_bound.ddr_bytes == 51_060_944
 
 
 def test_resnet50_caffe_layout_counts_xfdnns_ops(networks):
@@ -79,6 +86,7 @@ def test_googlenet_at_5mb_needs_no_ddr(networks, onchip):
     assert plan.ops == XFDNN_GOOGLENET_OPS
     assert plan.allocation.transfer_bytes == 0 and plan.lower_bound == 0
     assert (plan.min_memory, plan.peak_step) == (2_007_040, "pool1")
+    assert (plan.tiled.ddr_bytes, plan.tiled_bound.ddr_bytes) == (13_997_104, 13_997_104)
 
 
 def test_unet_curve_report_files(tmp_path, capsys):
@@ -98,6 +106,9 @@ def test_unet_curve_report_files(tmp_path, capsys):
     assert all(p["lower_bound"] <= p["ddr_transfer_bytes"] for p in curve)
     assert doc["totals"]["ddr_transfer_bytes"] == 794_624
     tiled = doc["tiled"]
+    # fusing at 64 KiB would save activation bytes but re-read more weight bytes: not chosen
+    assert tiled["totals"]["ddr_activation_bytes"] == 794_624
+    assert tiled["totals"]["lower_bound"]["activation_bytes"] == 172_032  # the 21x64x64 output
     assert [p["budget"] for p in tiled["curve"]] == [p["budget"] for p in curve]
     for point in tiled["curve"]:  # the tiled plan, above its bound, below the whole-blob plan
         moved = point["ddr_activation_bytes"] + point["weight_ddr_bytes"]
@@ -163,3 +174,17 @@ def test_tiled_simulation_equals_untiled_on_the_figures_networks(model, shape, a
     untiled, tiled = simulate_generic(q, x), simulate_tiled(q, plan.tiled, x)
     assert [n for n in tiled if n in untiled and not torch.equal(tiled[n], untiled[n])] == []
     assert all(torch.equal(tiled[n], untiled[n]) for n in q.network.outputs)
+
+
+def test_budget_with_recomputed_halos_reports_extra_ops(capsys):
+    """``halo=recompute``: bands run independently, so the halo rows are computed again."""
+    docs = {}
+    for halo in ("keep", "recompute"):
+        device = f"generic:onchip=16KiB,weight_onchip=1GiB,halo={halo}"
+        code, out, _ = run_cli(
+            ["budget", "unet-voc", "-d", device, "--points", "2", "--json", "-"], capsys
+        )
+        assert code == 0, out
+        docs[halo] = json.loads(out)["tiled"]["totals"]
+    assert docs["keep"]["extra_ops"] == 0 and docs["keep"]["fused_groups"] > 0
+    assert docs["recompute"]["extra_ops"] > 0 and docs["recompute"]["fused_groups"] > 0

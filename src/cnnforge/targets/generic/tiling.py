@@ -12,9 +12,11 @@ band. Every weight is streamed at least once, as in the whole-blob plan.
 The planner chooses groups and band counts by dynamic programming over the schedule: a
 group's line buffers depend only on its steps and band count, and the whole blobs live
 during it only on where it starts and ends, so each candidate group has a cost of its own:
-weight bytes from DDR plus twice (written and read) the bytes its whole blobs overflow the
-budget by. The allocator then measures the chosen groups; the all-untiled plan is measured
-too and the plan moving fewer DDR bytes (activations + weights) is kept.
+weight bytes from DDR plus the bytes its whole blobs overflow the budget by, counted twice
+(written and read) or once (one spill may cover several groups; both are tried), plus the
+input rows read again where halos are recomputed and the budget overflows. The allocator then
+measures the chosen groups, the all-untiled plan and the groups chosen for a neighbouring
+budget; the plan moving the fewest DDR bytes (activations + weights) is kept.
 """
 
 from __future__ import annotations
@@ -127,6 +129,7 @@ class _Candidates:
     line_buffer_bytes: np.ndarray
     whole_bytes: np.ndarray  # whole blobs live during the group
     weight_bytes: np.ndarray  # the group's weights, once
+    reread_bytes: np.ndarray  # halo=recompute: input rows read again, if read from DDR
 
 
 class Tiler:
@@ -151,7 +154,7 @@ class Tiler:
     # ---- candidates (independent of the budget) ---------------------------------------------
     def _candidates(self) -> dict[int, _Candidates]:
         """End position -> every fused group ending there (shortest, fewest bands first)."""
-        rows: dict[int, list[tuple[int, int, int, int, int]]] = {}
+        rows: dict[int, list[tuple[int, int, int, int, int, int]]] = {}
         steps = self.life.steps
         weights = [self.weight_bytes(s) for s in steps]
         for first in range(self.life.n - 1, -1, -1):
@@ -165,16 +168,21 @@ class Tiler:
                     if not steps[last].tileable:
                         break
                     walker.add(steps[last])
-                    lines = walker.line_buffer_bytes
+                    lines, again = walker.line_buffer_bytes, 0
                     if self.recomputes:
                         group = steps[first : last + 1]
                         bands = recompute(walker.freeze(), group, self.rows, self.row_bytes)
-                        lines = bands.line_buffer_bytes
+                        lines, again = bands.line_buffer_bytes, self._reread(bands)
                     w = sum(weights[first : last + 1])
-                    rows.setdefault(last, []).append((first, count, lines, whole[last], w))
+                    found = (first, count, lines, whole[last], w, again)
+                    rows.setdefault(last, []).append(found)
         return {
             last: _Candidates(*np.array(found, dtype=np.int64).T) for last, found in rows.items()
         }
+
+    def _reread(self, bands: Bands) -> int:
+        """Bytes of whole inputs read more than once (halos recomputed)."""
+        return sum((n - self.rows[b]) * self.row_bytes[b] for b, n in bands.read_rows.items())
 
     def _band_counts(self, step: Step) -> list[int]:
         """2, 4, 8, ... bands up to the rows of the step's inputs."""
@@ -288,11 +296,13 @@ class Tiler:
                 continue
             used = found.whole_bytes + found.line_buffer_bytes
             streamed = np.maximum(0, found.weight_bytes - np.maximum(0, budget - used))
+            over = np.maximum(0, used - budget)
             value = (
                 cost[found.first]
                 + found.weight_bytes
                 + (found.count - 1) * streamed
-                + overflow_cost * np.maximum(0, used - budget)
+                + overflow_cost * over
+                + np.where(over > 0, found.reread_bytes, 0)  # inputs likely read from DDR
             )
             value[found.line_buffer_bytes > budget] = np.inf
             pick = int(np.argmin(value))
