@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -74,7 +73,6 @@ def _stand_in_sdk(root: Path, device: str) -> None:
     )
 
 
-@pytest.mark.skipif(shutil.which("make") is None, reason="GNU make is not installed")
 @pytest.mark.parametrize("case", ["MAX78000", "MAX78002"])
 def test_make_hands_the_msdk_the_folders_sources(
     case: str, folders: dict[str, Path], tmp_path: Path
