@@ -38,11 +38,13 @@ def test_predicted_time_matches_the_board(name: str) -> None:
 def test_compile_prints_the_predicted_time(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """The summary's latency row and summary.json's record: mnist, 1,403.2 us at 50 MHz."""
+    """The summary's latency row, summary.json's record and report.html: mnist, 1,403.2 us at
+    50 MHz."""
     out = tmp_path / "out"
     args = [*demo_pair_args("MAX78000-mnist", tmp_path), "-o", str(out), "--no-firmware"]
-    code, printed, err = run_cli([*args, "--no-report"], capsys)
+    code, printed, err = run_cli(args, capsys)
     assert code == 0, err
     assert "1,403.2 us at the 50 MHz CNN clock" in " ".join(printed.split())
     record = json.loads((out / "summary.json").read_text(encoding="utf-8"))["latency"]
     assert record["cycles"] == 70158 and record["clock_mhz"] == 50.0
+    assert record["text"] in (out / "report.html").read_text(encoding="utf-8")
