@@ -195,3 +195,35 @@ def test_a_line_buffer_smaller_than_the_band_needs_is_caught():
     broken = dataclasses.replace(plan, groups=(dataclasses.replace(group, bands=short),))
     with pytest.raises(SimulationError, match="line buffer of 6 rows, 5 planned"):
         _both(network, (2, 9, 4), target, broken)
+
+
+class OneD(nn.Module):
+    """1-D data (C, L): the length is the row axis; a residual block, a pool, a linear head."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a = nn.Conv1d(2, 4, 5, padding=2)
+        self.b = nn.Conv1d(4, 4, 3, padding=2, dilation=2)
+        self.pool = nn.MaxPool1d(3, 2, padding=1)
+        self.c = nn.Conv1d(4, 3, 3, stride=2)
+        self.head = nn.Linear(3 * 7, 5)
+
+    def forward(self, x):
+        y = torch.relu(self.a(x))
+        y = self.pool(y + torch.relu(self.b(y)))
+        return self.head(self.c(y).flatten(1))
+
+
+@pytest.mark.parametrize("halo", ["keep", "recompute"])
+@pytest.mark.parametrize("count", [1, 2, 5, 30])
+def test_one_d_data_runs_on_bands_of_its_length(count, halo):
+    torch.manual_seed(0)
+    network = trace(OneD().eval(), (2, 30))
+    target = GenericTarget(halo=halo)
+    graph = fuse_steps(network)
+    life = lifetimes(graph, tuple(range(len(graph.steps))), target)
+    fused = max(k for k, s in enumerate(life.steps) if s.tileable)
+    assert not life.steps[fused + 1].tileable  # the linear head reads its input whole
+    layout = ((0, fused, count), *((k, k, None) for k in range(fused + 1, len(life.steps))))
+    plan = Tiler(graph, life, target, frozenset()).measure(layout, 1 << 20)
+    _assert_equal(*_both(network, (2, 30), target, plan))
