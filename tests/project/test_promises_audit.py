@@ -182,7 +182,8 @@ def test_train_lr_column_is_the_epochs_own_rate(tmp_path: Path) -> None:
     r = run("train", *arch, "--epochs", "2", *TINY_TRAIN[2:], "--lr", "0.01", "-o",
             str(tmp_path / "t"))  # fmt: skip
     assert r.returncode == 0, r.stderr
-    rates = [line.split()[-1] for line in r.stdout.splitlines() if line.strip()[:1].isdigit()]
+    rows = [line.split() for line in r.stdout.splitlines() if line.strip()[:1].isdigit()]
+    rates = [row[6] for row in rows]  # epoch phase train-loss val-loss pixel-acc mIoU lr ...
     assert rates == ["1.00e-02", "5.00e-03"]  # cosine over 2 epochs: the first trains at lr
     log = [json.loads(x) for x in (tmp_path / "t" / "train.log").read_text().splitlines()]
     assert [round(x["lr"], 6) for x in log] == [0.01, 0.005]

@@ -14,8 +14,7 @@ from torch import nn
 from torch.utils.data import DataLoader, Dataset
 
 from cnnforge.adaptation.width import NEW
-from cnnforge.training.datasets import VOID
-from cnnforge.training.loop import Trainer, _loader, model_inputs, model_logits
+from cnnforge.training.loop import Trainer, model_inputs, model_logits, segmentation_loss
 
 TEMPERATURE = 2.0
 KD_WEIGHT = 0.5
@@ -36,6 +35,7 @@ def measure_batchnorm(
     norms = [model.get_submodule(p) for p in paths]
     if not norms:
         return
+    device = next(model.parameters()).device
     for bn in norms:
         bn.reset_running_stats()
         bn.momentum = None
@@ -46,7 +46,7 @@ def measure_batchnorm(
         for i, (x, _) in enumerate(DataLoader(dataset, batch_size=batch_size, shuffle=False)):
             if i >= batches:
                 break
-            model(x.to(torch.float32) / 128.0)
+            model(x.to(device, torch.float32) / 128.0)
     for bn in norms:
         bn.momentum = 0.1
     model.eval()
@@ -71,7 +71,7 @@ def mirrored(x: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.T
     """Half the batch mirrored left-right (images and masks; drawn from torch's seeded
     generator, so a resumed epoch draws the same): the teacher labels the mirrored images too,
     which keeps the student from fitting the few training images."""
-    flip = torch.rand(x.shape[0]) < 0.5
+    flip = (torch.rand(x.shape[0]) < 0.5).to(x.device)  # drawn on the CPU, on every device
     x = torch.where(flip.view(-1, *[1] * (x.dim() - 1)), x.flip(-1), x)
     mask = torch.where(flip.view(-1, *[1] * (mask.dim() - 1)), mask.flip(-1), mask)
     return x, mask
@@ -110,7 +110,7 @@ class DistillTrainer(Trainer):
         **kw,
     ) -> None:
         super().__init__(*args, **kw)
-        self.teacher = teacher.eval()
+        self.teacher = teacher.eval().to(self.device)
         self.features = features or {}
         self.plateau = plateau
         if plateau:
@@ -160,29 +160,30 @@ class DistillTrainer(Trainer):
         return soft, logits, term / max(len(self.features), 1)
 
     def _train_epoch(self, epoch: int) -> float:
-        torch.manual_seed(self.config.seed + epoch)
+        torch.manual_seed(self.config.seed + epoch)  # seeds every CUDA generator too
         self.model.train()
-        ce = nn.CrossEntropyLoss(ignore_index=VOID)
-        total, batches = 0.0, 0
-        loader = _loader(self.train_set, self.config, epoch, shuffle=True)
-        for x, mask in loader:
+        total = torch.zeros((), dtype=torch.float64, device=self.device)
+        batches = 0
+        train = self.batches("train")
+        for x, mask in train.epoch(epoch):
             x, mask = mirrored(x, mask)
             self.optimizer.zero_grad(set_to_none=True)
-            soft, logits, feature_term = self._feature_loss(x)
-            soft = soft / TEMPERATURE
-            kd = F.kl_div(
-                F.log_softmax(logits / TEMPERATURE, dim=1),
-                F.log_softmax(soft, dim=1),
-                log_target=True,
-                reduction="batchmean",
-            ) / (x.shape[-1] * x.shape[-2])
-            loss = ce(logits, mask) + KD_WEIGHT * TEMPERATURE**2 * kd
-            loss = loss + FEATURE_WEIGHT * feature_term
+            with self.autocast():
+                soft, logits, feature_term = self._feature_loss(x)
+                soft = soft / TEMPERATURE
+                kd = F.kl_div(
+                    F.log_softmax(logits / TEMPERATURE, dim=1),
+                    F.log_softmax(soft, dim=1),
+                    log_target=True,
+                    reduction="batchmean",
+                ) / (x.shape[-1] * x.shape[-2])
+                loss = segmentation_loss(logits, mask) + KD_WEIGHT * TEMPERATURE**2 * kd
+                loss = loss + FEATURE_WEIGHT * feature_term
             loss.backward()
             self.optimizer.step()
-            total += float(loss.detach())
+            total += loss.detach()
             batches += 1
-            self.batch_done(batches, len(loader))
+            self.batch_done(batches, len(train.sampler))
         if not self.plateau:
             self.scheduler.step()
-        return total / max(batches, 1)
+        return float(total) / max(batches, 1)

@@ -3,6 +3,7 @@ write adapted.py / adapted.pth / adapt.json, and score the four rows on the same
 
 from __future__ import annotations
 
+import copy
 import json
 import time
 from collections.abc import Callable
@@ -19,6 +20,7 @@ from cnnforge.adaptation.gates import open_gates
 from cnnforge.adaptation.recover import DistillTrainer, measure_batchnorm
 from cnnforge.adaptation.surgery import Replacement, refusals, replace_ops
 from cnnforge.adaptation.width import channel_graph, narrow
+from cnnforge.compute import CPU, reproducible_math, to_cpu
 from cnnforge.errors import CnnforgeError, InputError
 from cnnforge.training.loop import TrainConfig, evaluate_segmentation
 from cnnforge.training.run import DataSpec, _in_channels, model_classes
@@ -34,6 +36,7 @@ CAP = 64
 #: The largest multiplier ``--width`` takes (check says whether it fits).
 MAX_WIDTH = 8.0
 ROWS = ("original float", "adapted float", "QAT-eval", "bit-exact")
+SCORE_BATCH = 64  # images per batch when scoring the rows
 
 
 @dataclass
@@ -201,13 +204,18 @@ def adapt_model(
     on_step: Callable[[str], None] | None = None,
     qat_epochs: int = 20,
     overwrite: bool = False,
+    compute: torch.device = CPU,
+    workers: int = 0,
+    on_start: Callable[[torch.device], None] | None = None,
     plateau: bool = True,
     on_try: Callable[[dict[str, Any]], None] | None = None,
     allow_untrained: bool = False,
     measure: Callable[[Path, tuple[int, ...]], dict[str, Any]] | None = None,
     on_batch: Callable[[int, int], None] | None = None,
 ) -> AdaptResult:
-    """The whole command (see the module docstring); ``out`` is created or resumed.
+    """The whole command (see the module docstring); ``out`` is created or resumed. The
+    distillation, QAT and scores run on ``compute`` (a GPU or the CPU) with ``workers``
+    data-loading processes; ``on_start(compute)`` once the model fits, before training.
     ``measure(out, shape)``: the size and predicted latency of the written result (the
     caller's: the target's planner is above this stage)."""
     from cnnforge.frontend import is_untrained, untrained_note
@@ -232,32 +240,27 @@ def adapt_model(
     adapted, reps = preflight(teacher, shape, device)
     step("choosing the width")
     student, w, cap, tries, kept = choose_width(adapted, shape, device, width, on_try)
+    if on_start is not None:
+        on_start(compute)
     out.mkdir(parents=True, exist_ok=True)
+    _measure_norms(student.to(compute), train_set, reps, widened=w > 1, resume=_started(out))
     step("distilling")
-    spec_record = {"model": _name(spec), "model_args": model_args, "width": w, "cap": cap}
-    trainer = DistillTrainer(
-        student, train_set, val_set, config, out / "run", None, model_spec=spec_record,
-        on_epoch=on_epoch, teacher=teacher, features=_features(student, teacher, kept),
-        plateau=plateau,
-    )  # fmt: skip
-    trainer.on_batch = on_batch
-    _measure_norms(student, train_set, reps, widened=w > 1, resume=resume and _started(out))
-    if resume and (out / "run" / "last.pth").is_file():
-        trainer.resume(out / "run" / "last.pth")
-    if config.epochs:
-        trainer.fit()
+    place = {"device": compute, "workers": workers}
+    spec_json = {"model": _name(spec), "model_args": model_args, "width": w, "cap": cap}
+    loop = {"resume": resume, "on_epoch": on_epoch, "plateau": plateau, "on_batch": on_batch}
+    distilled = _distill(student, teacher, kept, (train_set, val_set), config, out, place,
+                         spec_json, loop)  # fmt: skip
     student.eval()
     step("building the QAT network")
-    qat = _qat_network(student, shape, device, train_set, out, _name(spec))
+    qat = _qat_network(copy.deepcopy(student).cpu(), shape, device, train_set, out, _name(spec))
     np.save(out / "sample.npy", val_set[0][0].numpy().astype(np.int64))  # compile's --sample
     step("quantization-aware training")
-    setup = (teacher, train_set, val_set, config, out, resume, qat_epochs, on_epoch, plateau)
-    _qat(qat, *setup, on_batch)
-    torch.save(qat.state_dict(), out / "adapted.pth")
+    _qat(qat, teacher, (train_set, val_set), config, out, qat_epochs, place, loop)
+    torch.save(to_cpu(qat.state_dict()), out / "adapted.pth")
     result = AdaptResult(reps, w, cap, tries)
-    result.epochs = {"distill": len(trainer.history), "qat": _epochs_run(out / "run_qat")}
+    result.epochs = {"distill": distilled, "qat": _epochs_run(out / "run_qat")}
     step("scoring")
-    result.scores = _scores(teacher, student, qat, val_set, classes)
+    result.scores = _scores(teacher, student, qat, val_set, classes, place)
     result.size = _size(teacher, measure, out, shape)
     result.minutes = (time.monotonic() - start) / 60
     (out / "adapt.json").write_text(json.dumps(result.to_dict(), indent=1) + "\n")
@@ -360,47 +363,61 @@ def hardware_network(student: nn.Module, shape, device, calibration: torch.Tenso
     return rescaled(lowered.with_layers(layers), calibration)
 
 
-def _qat(
-    qat, teacher, train_set, val_set, config, out, resume, epochs, on_epoch, plateau, on_batch
-) -> None:
-    """Quantization-aware distillation of the cnnforge.nn network (train's loop, QAT from 0)."""
+def _distill(student, teacher, kept, splits, config, out, place, spec, loop) -> int:
+    """Float distillation of the student from the original (train's loop, resumable from
+    ``out/run/last.pth``, to its plateau); the epochs the run has had."""
+    trainer = DistillTrainer(
+        student, *splits, config, out / "run", None, model_spec=spec,
+        on_epoch=loop["on_epoch"], teacher=teacher, features=_features(student, teacher, kept),
+        plateau=loop["plateau"], **place,
+    )  # fmt: skip
+    trainer.on_batch = loop["on_batch"]
+    if loop["resume"] and (out / "run" / "last.pth").is_file():
+        trainer.resume(out / "run" / "last.pth")
+    if config.epochs:
+        trainer.fit()
+    return len(trainer.history)
+
+
+def _qat(qat, teacher, splits, config, out, epochs, place, loop) -> None:
+    """Quantization-aware distillation of the cnnforge.nn network (train's loop, QAT from 0,
+    to its plateau)."""
     from cnnforge.nn import QATPolicy
     from cnnforge.training.qat import QatHooks
 
     trainer = DistillTrainer(
-        qat,
-        train_set,
-        val_set,
-        replace(config, epochs=epochs, qat_lr_scale=1.0, lr=config.lr / 4),
-        out / "run_qat",
-        QatHooks(QATPolicy(start_epoch=0)),
+        qat, *splits, replace(config, epochs=epochs, qat_lr_scale=1.0, lr=config.lr / 4),
+        out / "run_qat", QatHooks(QATPolicy(start_epoch=0)),
         model_spec={"model": str(out / "adapted.py") + ":Adapted"},
-        on_epoch=on_epoch,
-        teacher=teacher,
-        plateau=plateau,
-    )
-    trainer.on_batch = on_batch
+        on_epoch=loop["on_epoch"], teacher=teacher, plateau=loop["plateau"], **place,
+    )  # fmt: skip
+    trainer.on_batch = loop["on_batch"]
     last = out / "run_qat" / "last.pth"
-    if resume and last.is_file():
+    if loop["resume"] and last.is_file():
         trainer.resume(last)
     trainer.fit()
     if trainer.qat.active is False:  # zero QAT epochs: the quantized stage still needs QAT on
         trainer.qat.activate(qat)
 
 
-def _scores(teacher, student, qat, val_set, classes) -> dict[str, dict[str, float] | None]:
+def _scores(teacher, student, qat, val_set, classes, place) -> dict[str, dict[str, float] | None]:
     """The four rows on the same validation images (the last two by evaluate's code)."""
     from cnnforge.training.evaluate import evaluate_three_ways
+    from cnnforge.training.loaders import Batches
 
     def as_float(model):
         return lambda x: model(x.to(torch.float32) / 128.0)
 
     scores: dict[str, dict[str, float] | None] = {}
-    with torch.no_grad():
-        for row, model in (("original float", teacher), ("adapted float", student)):
-            _, s = evaluate_segmentation(as_float(model), val_set, classes)
-            scores[row] = _row(s)
-    three = evaluate_three_ways(qat, val_set, classes)
+    batches = Batches(val_set, SCORE_BATCH, **place)
+    try:
+        with torch.no_grad(), reproducible_math(place["device"]):
+            for row, model in (("original float", teacher), ("adapted float", student)):
+                _, s = evaluate_segmentation(as_float(model), batches.epoch(), classes)
+                scores[row] = _row(s)
+    finally:
+        batches.close()
+    three = evaluate_three_ways(qat, val_set, classes, batch_size=SCORE_BATCH, **place)
     scores["QAT-eval"] = _row(three.scores["qat-eval"])
     scores["bit-exact"] = _row(three.scores["bit-exact"])
     return scores

@@ -5,7 +5,7 @@ walk-through); same style as api/functions.py."""
 from __future__ import annotations
 
 import tempfile
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -48,20 +48,30 @@ def adapt(
     on_step: Callable[[str], None] | None = None,
     on_try: Callable[[dict[str, Any]], None] | None = None,
     on_batch: Callable[[int, int], None] | None = None,
+    cpu: bool = False,
+    gpus: str | Sequence[int] | None = None,
+    workers: int | None = None,
+    amp: bool = False,
+    on_start: Callable[[Any], None] | None = None,
 ) -> Adaptation:
     """Replace the ops ``device`` lacks, widen or narrow to fit, distill and QAT-train until
     the scores plateau (``epochs``, ``qat_epochs``: the caps), as ``cnnforge adapt``; writes
     ``output_dir``/adapted.py, adapted.pth, adapt.json. An untrained ``model`` (a reference or
     class without ``checkpoint``) is refused unless ``allow_untrained`` (docs/adapt.md).
+    Trains on a CUDA GPU where one is present (``cpu``, ``gpus``, ``workers``, ``amp`` and
+    ``on_start`` as for ``cnnforge.train``).
 
     >>> a = cnnforge.adapt(model, "out", dataset="shapes")   # model: a trained nn.Module
     >>> a.scores["bit-exact"]["miou"], a.size["latency_us"]
     """
     from cnnforge.adaptation.run import adapt_model, check_width
+    from cnnforge.compute import check_workers, choose_device, default_workers
     from cnnforge.training.loop import TrainConfig
     from cnnforge.training.run import DataSpec
 
     dev = _device(device, "check")
+    compute = choose_device(cpu=cpu, gpus=gpus)  # bad input: refused before any work
+    loaders = default_workers(compute) if workers is None else check_workers(workers)
     text = check_width(str(width))
     folder = None if data is None else Path(data)
     spec = DataSpec(dataset, folder, size, train_length, val_length, seed)
@@ -69,10 +79,10 @@ def adapt(
     result = adapt_model(
         model, dict(model_args or {}), None if checkpoint is None else Path(checkpoint),
         device=dev, data=spec, out=out,
-        config=TrainConfig(epochs=epochs, batch_size=batch_size, lr=lr, seed=seed),
+        config=TrainConfig(epochs=epochs, batch_size=batch_size, lr=lr, seed=seed, amp=amp),
         width=text, resume=resume, qat_epochs=qat_epochs, overwrite=overwrite,
         allow_untrained=allow_untrained, on_epoch=on_epoch, on_step=on_step, on_try=on_try,
-        on_batch=on_batch,
+        on_batch=on_batch, compute=compute, workers=loaders, on_start=on_start,
         measure=lambda folder, shape: _adapted_size(folder, shape, dev),
     )  # fmt: skip
     return Adaptation(result, out)

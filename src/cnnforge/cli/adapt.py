@@ -13,7 +13,16 @@ from rich.table import Table
 from cnnforge.api.workflows import ADAPT_EPOCHS as EPOCHS
 from cnnforge.api.workflows import ADAPT_QAT_EPOCHS as QAT_EPOCHS
 from cnnforge.cli.app import app
-from cnnforge.cli.common import batch_progress, console, parse_model_args
+from cnnforge.cli.common import (
+    amp_option,
+    batch_progress,
+    console,
+    cpu_option,
+    gpus_option,
+    parse_model_args,
+    say_where,
+    workers_option,
+)
 from cnnforge.devices import DEFAULT_DEVICE, DEVICE_NAMES
 
 if TYPE_CHECKING:
@@ -52,9 +61,14 @@ def adapt(
     allow_untrained: bool = typer.Option(
         False, "--allow-untrained", help="Distill from MODEL without --checkpoint (a dry run)."
     ),
+    cpu: bool = cpu_option(),
+    gpus: str = gpus_option(),
+    workers: int = workers_option(),
+    amp: bool = amp_option(),
 ) -> None:
     """Replace the ops DEVICE lacks (docs/adapt.md), widen or narrow to fit, distill from the
-    original, write OUT/adapted.py, adapted.pth, adapt.json, and print the cost table."""
+    original, write OUT/adapted.py, adapted.pth, adapt.json, and print the cost table. Trains
+    on a CUDA GPU where one is present, else on the CPU."""
     from cnnforge.api import adapt as adapt_model
 
     def run(on_epoch: Any, on_step: Any, on_try: Any, on_batch: Any) -> Adaptation:
@@ -65,6 +79,7 @@ def adapt(
             val_length=val_length, resume=resume, overwrite=overwrite,
             allow_untrained=allow_untrained, model_args=parse_model_args(model_arg),
             on_epoch=on_epoch, on_step=on_step, on_try=on_try, on_batch=on_batch,
+            cpu=cpu, gpus=gpus, workers=workers, amp=amp, on_start=say_where("adapting"),
         )  # fmt: skip
 
     result = _with_progress(epochs + qat_epochs, run)

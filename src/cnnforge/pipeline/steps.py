@@ -269,6 +269,7 @@ def step_quantize(state: CompileState, workdir: Path) -> CompileState:
 def step_plan(state: CompileState, workdir: Path) -> CompileState:
     """Place the network (processors, memories, kernels); validate the plan independently."""
     del workdir
+    from cnnforge.targets.max7800x.metrics import latency
     from cnnforge.targets.max7800x.planner import plan_network
     from cnnforge.targets.max7800x.validate import raise_on_issues, validate_plan
 
@@ -279,18 +280,32 @@ def step_plan(state: CompileState, workdir: Path) -> CompileState:
         )
         raise_on_issues(validate_plan(network, plan, device))
         flags = tuple(n for n in plan.notes if "the vendor tool needs" in n)  # --fifo, ...
-        return state.with_(network=network, plan=plan, notes=(*state.notes, *flags))
+        return state.with_(
+            network=network,
+            plan=plan,
+            latency=latency(network, plan),
+            notes=(*state.notes, *flags),
+        )
     issues = validate_plan(state.network, state.plan, device, allow_overlap=True)
     notes = tuple(f"imported plan: {x.one_line()}" for x in issues)
-    return state.with_(plan_issues=issues, notes=(*state.notes, *notes))
+    return state.with_(
+        plan_issues=issues,
+        latency=latency(state.network, state.plan),
+        notes=(*state.notes, *notes),
+    )
 
 
 def step_simulate(state: CompileState, workdir: Path) -> CompileState:
-    """The known answer: the bit-exact simulator on the sample (every layer kept for probes)."""
+    """The known answer: the bit-exact simulator on the sample (every layer kept for probes),
+    on a CUDA GPU where one is present (the same numbers as on the CPU: sim/exact.py)."""
+    import torch
+
     from cnnforge.checkpoint import save_quantized
+    from cnnforge.compute import choose_device
     from cnnforge.sim import simulate
 
-    result = simulate(state.network, state.sample[None], device=state.device, all_layers=True)
+    x = torch.from_numpy(np.asarray(state.sample[None])).to(choose_device(cpu=state.options.cpu))
+    result = simulate(state.network, x, device=state.device, all_layers=True)
     answer = {k: _np(v)[0] for k, v in result.outputs.items()}
     layers = {k: _np(v)[0] for k, v in (result.layers or {}).items()}
     np.savez(workdir / KNOWN_ANSWER, **{k: answer[k] for k in sorted(answer)})
@@ -303,7 +318,7 @@ def step_simulate(state: CompileState, workdir: Path) -> CompileState:
 
 
 def _np(value: Any) -> np.ndarray:
-    return value.numpy() if hasattr(value, "numpy") else np.asarray(value)
+    return value.cpu().numpy() if hasattr(value, "numpy") else np.asarray(value)
 
 
 def step_float(state: CompileState, workdir: Path) -> CompileState:
