@@ -157,11 +157,10 @@ def choose_width(
     shape: tuple[int, ...],
     device: Any,
     width: str,
-    on_try: Callable[[dict[str, Any]], None] | None = None,
 ) -> tuple[nn.Module, float, int | None, list[dict[str, Any]], dict[str, tuple[int, ...]]]:
     """The largest width (``auto``: ``WIDTHS``, widest first) that check passes, or the given
     one; each at full width and then capped at ``CAP`` channels; and every try (its
-    parameters, whether it fits and why not), each also handed to ``on_try`` as it ends."""
+    parameters, whether it fits and why not)."""
     tries: list[dict[str, Any]] = []
     candidates = WIDTHS if width == "auto" else (float(width),)
     graph = None
@@ -174,7 +173,6 @@ def choose_width(
                 report = check_fits(student, shape, device)
             except CnnforgeError as exc:
                 tries.append({"width": w, "cap": cap, "fits": False, "why": str(exc)})
-                (on_try or (lambda _: None))(tries[-1])
                 continue
             why = sorted({v.rule for v in report.violations})
             params = sum(p.numel() for p in student.parameters())
@@ -182,7 +180,6 @@ def choose_width(
                 {"width": w, "cap": cap, "params": params, "fits": report.fits,
                  "why": ", ".join(why) or "fits"}
             )  # fmt: skip
-            (on_try or (lambda _: None))(tries[-1])
             if report.fits:
                 return student, w, cap, tries, kept
     last = "; ".join(f"{t['width']}/{t['cap']}: {t['why']}" for t in tries)
@@ -239,9 +236,11 @@ def adapt_model(
     step("replacing ops")
     adapted, reps = preflight(teacher, shape, device)
     step("choosing the width")
-    student, w, cap, tries, kept = choose_width(adapted, shape, device, width, on_try)
+    student, w, cap, tries, kept = choose_width(adapted, shape, device, width)
     if on_start is not None:
         on_start(compute)
+    for t in tries if on_try is not None else ():  # after the search: a refusal stays one line
+        on_try(t)
     out.mkdir(parents=True, exist_ok=True)
     _measure_norms(student.to(compute), train_set, reps, widened=w > 1, resume=_started(out))
     step("distilling")
