@@ -74,6 +74,13 @@ def MonaiUNetFull() -> nn.Module:
     return UNet(2, 3, 5, channels=(16, 32, 64, 128, 256), strides=(2, 2, 2, 2))
 
 
+def MonaiBasicUNetFull() -> nn.Module:
+    """MONAI's BasicUNet at its default widths (32 to 256; benchmarks/gpu.py times it)."""
+    from monai.networks.nets import BasicUNet
+
+    return BasicUNet(spatial_dims=2, in_channels=3, out_channels=5)
+
+
 def SmpUNet() -> nn.Module:
     """segmentation-models-pytorch's U-Net on ResNet-18 (untrained encoder: nothing is
     downloaded); smp pulls a newer torch, so it runs from its own venv (module docstring)."""

@@ -43,7 +43,7 @@ from pathlib import Path
 import torch
 
 HERE = Path(__file__).resolve()
-ADAPT_MODEL = f"{HERE.parent / 'adapt.py'}:MonaiBasicUNet"
+ADAPT_MODEL = f"{HERE.parent / 'adapt.py'}:MonaiBasicUNetFull"  # untrained: a timing
 #: The code under test has device selection (``--cpu``, ``--gpus``): absent on older trees,
 #: which this script also measures (the CPU rows of ``--cpu-only``, before and after).
 HAS_DEVICES = importlib.util.find_spec("cnnforge.compute") is not None
@@ -444,7 +444,8 @@ def adapt(say: Report, where: list[Where], sizes: Sizes, clock: Clock) -> None:
     if not any(w.cuda for w in where):
         runs = [where[-1]]
     settings = ["--size", "32", "--epochs", "2", "--qat-epochs", "2", "--train-length",
-                str(sizes.adapt_images), "--val-length", "128", "--batch-size", "32"]  # fmt: skip
+                str(sizes.adapt_images), "--val-length", "128", "--batch-size", "32",
+                "--allow-untrained"]  # fmt: skip
     totals: dict[str, tuple[float, str]] = {}
     for w in runs:
         box = min(sizes.adapt_box_s if not w.cuda else 240.0, clock.left() - 50)  # simulator
@@ -452,7 +453,8 @@ def adapt(say: Report, where: list[Where], sizes: Sizes, clock: Clock) -> None:
             args = ["adapt", ADAPT_MODEL, *settings, "-o", str(Path(tmp) / "a"), *device_flags(w)]
             code, lines = cli(args, w, box)
         epochs = [line for _, line in lines if line.startswith("epoch ")]
-        say(f"{w.label}: $ cnnforge adapt benchmarks/adapt.py:MonaiBasicUNet {' '.join(settings)}")
+        model = ADAPT_MODEL.rpartition("/")[2]
+        say(f"{w.label}: $ cnnforge adapt benchmarks/{model} {' '.join(settings)}")
         if code is None:
             say(f"    stopped at its time box, {box:.0f} s, after {len(epochs)} of 4 epochs")
         elif lines:
