@@ -215,15 +215,9 @@ def adapt_model(
     data-loading processes; ``on_start(compute)`` once the model fits, before training.
     ``measure(out, shape)``: the size and predicted latency of the written result (the
     caller's: the target's planner is above this stage)."""
-    from cnnforge.frontend import is_untrained, untrained_note
     from cnnforge.frontend.torch_fx import load_model
 
-    if is_untrained(spec, checkpoint) and not allow_untrained:
-        raise InputError(
-            f"{_name(spec)} has no --checkpoint: adapt would distill from an untrained teacher",
-            hint="give --checkpoint float.pth (its trained state_dict), or --allow-untrained",
-        )
-    untrained_note(spec, checkpoint, "the teacher's and the student's scores")
+    _check_teacher(spec, checkpoint, allow_untrained)
     step = on_step or (lambda _: None)
     _run_folders(out, resume, overwrite)
     start = time.monotonic()
@@ -256,14 +250,27 @@ def adapt_model(
     step("quantization-aware training")
     _qat(qat, teacher, (train_set, val_set), config, out, qat_epochs, place, loop)
     torch.save(to_cpu(qat.state_dict()), out / "adapted.pth")
-    result = AdaptResult(reps, w, cap, tries)
-    result.epochs = {"distill": distilled, "qat": _epochs_run(out / "run_qat")}
     step("scoring")
-    result.scores = _scores(teacher, student, qat, val_set, classes, place)
-    result.size = _size(teacher, measure, out, shape)
-    result.minutes = (time.monotonic() - start) / 60
+    result = AdaptResult(
+        reps, w, cap, tries, scores=_scores(teacher, student, qat, val_set, classes, place),
+        epochs={"distill": distilled, "qat": _epochs_run(out / "run_qat")},
+        size=_size(teacher, measure, out, shape), minutes=(time.monotonic() - start) / 60,
+    )  # fmt: skip
     (out / "adapt.json").write_text(json.dumps(result.to_dict(), indent=1) + "\n")
     return result
+
+
+def _check_teacher(spec: ModelSpec, checkpoint: Path | None, allow_untrained: bool) -> None:
+    """An untrained teacher is refused (distilling from it teaches nothing), or with
+    ``allow_untrained`` noted (errors.Note)."""
+    from cnnforge.frontend import is_untrained, untrained_note
+
+    if is_untrained(spec, checkpoint) and not allow_untrained:
+        raise InputError(
+            f"{_name(spec)} has no --checkpoint: adapt would distill from an untrained teacher",
+            hint="give --checkpoint float.pth (its trained state_dict), or --allow-untrained",
+        )
+    untrained_note(spec, checkpoint, "the teacher's and the student's scores")
 
 
 def _name(spec: ModelSpec) -> str:
