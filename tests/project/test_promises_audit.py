@@ -112,6 +112,7 @@ def test_every_command_on_untrained_weights_says_so(tmp_path: Path) -> None:
         "plan": ["qat-unet", "-o", str(tmp_path / "p")],
         "quantize": ["qat-unet", "-o", str(tmp_path / "q.pth")],
         "simulate": ["qat-unet", "--input", x, "--output", str(tmp_path / "y.npy")],
+        "budget": ["qat-unet", "-d", "generic:onchip=64KiB", "--accuracy"],
     }
     for command, args in runs.items():
         r = run(command, *args)
