@@ -1,12 +1,13 @@
 """Element-wise layers (add, sub, xor, or; 2 and 3 operands; one pass or several; pooling first
-and last; alone or before a convolution), streaming 1x1 convolutions and depthwise convolutions
-(MAX78002, not broadcast, without bias) in cnnforge's firmware against the vendor tool's,
-register for register.
+and last; alone or before a convolution), streaming 1x1 convolutions, depthwise convolutions
+(MAX78002; with and without bias, broadcast or not, over several passes) and 4-, 2-, 1-bit and
+binary weights in cnnforge's firmware against the vendor tool's, register for register.
 
 The cases are support/firmware_cases.py's: small networks compiled with ``--ptq --firmware``
 (and the vendor pair cnnforge writes for one, its subtractions made xor / or); the vendor tool's
 firmware for the same YAML + checkpoint + sample (+ --fifo) left the state stored in
-tests/data/firmware_state/<case>.npz (``benchmarks/firmware_states.py --only cases --capture``).
+tests/data/firmware_state/<case>.npz (``benchmarks/firmware_states.py --only cases --capture``;
+``--only cases:NAME`` for one).
 """
 
 from __future__ import annotations

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from cnnforge.ir import Op
+from cnnforge.arithmetic import implicit_shift
+from cnnforge.devices import get_device
+from cnnforge.ir import BINARY_BITS, Op
 from cnnforge.targets.max7800x.firmware.bias import BiasLayout
 from cnnforge.targets.max7800x.firmware.depthwise import depthwise_refusal, depthwise_values
 from cnnforge.targets.max7800x.firmware.eltwise import (
@@ -65,7 +67,9 @@ def unsupported(f: LayerFacts, device: str = "") -> str:
         return eltwise_refusal(f, device)
     if depthwise_refusal(f):
         return depthwise_refusal(f)
-    if f.weight_bits not in (8, 4, 2, 1):
+    if f.weight_bits == BINARY_BITS and not get_device(device or "MAX78002").binary_weights:
+        return f"binary (-1/+1) weights on the {device}"
+    if f.weight_bits not in (8, 4, 2, 1, BINARY_BITS):
         return f"{f.weight_bits}-bit weights"
     return ""
 
@@ -161,7 +165,7 @@ def layer_writes(
         for q in groups:
             values = _layer_values(f, q, groups, rmap, kl, bl, len(facts))
             values = multipass_values(f, values, rmap.instance_words, rmap.device)
-            values = depthwise_values(f, q, groups, values, rmap)
+            values = depthwise_values(f, q, groups, values, rmap, bl.slices.get(f.index))
             values += stream_values(facts, f, fifo, rmap)
             if f.streaming and f.index > 0:  # TRAM after the earlier streaming layers'
                 values = [after_streams(facts, f) if v[0] == "tptr" else v for v in values]
@@ -387,7 +391,9 @@ def _tram_post(f: LayerFacts, q: int, bl: BiasLayout, quant: int, flatten_prod: 
     else:  # a pooling-only layer's TRAM word count is 1
         tptr = tram_words(f) - 1
     post = put("weight_size", {1: 1, 2: 2, 4: 3}.get(quant, 0) if conv else 0)
-    shift = f.output_shift
+    # The register holds the checkpoint's shift plus the shift of narrow weights, 8 - bits
+    # (docs/firmware.md, post-processing; binary weights count as 1 bit).
+    shift = f.output_shift + (implicit_shift(f.weight_bits) if f.has_weights else 0)
     post |= put("shift", (-shift) | 16 if shift < 0 else shift)
     place = bl.place.get(f.index)
     if place is not None and q == place[0]:
