@@ -6,6 +6,7 @@ streaming 1x1 convolutions, depthwise convolutions): compiled as
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 import cnnforge.nn as qnn
@@ -188,3 +189,54 @@ class Narrow(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = torch.relu(self.b(torch.relu(self.a(x))))
         return self.head(torch.relu(self.c(x)))
+
+
+class ResAvg(nn.Module):
+    """A residual add, then a convolution with bias that average-pools its input: the add keeps
+    a layer of its own on the MAX78002 (no element-wise + convolution + bias there), and the
+    pooling layer right after it needs the MAX78002's average-pool reset layer."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a = nn.Conv2d(3, 16, 3, padding=1)
+        self.b = nn.Conv2d(16, 16, 3, padding=1)
+        self.c = nn.Conv2d(16, 16, 3, padding=1)
+        self.head = nn.Conv2d(16, 10, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = torch.relu(self.a(x))
+        y = y + torch.relu(self.b(y))
+        return self.head(torch.relu(self.c(F.avg_pool2d(y, 2))))
+
+
+class ResStream(nn.Module):
+    """A residual block after a first layer that streams from the FIFOs (``--fifo``)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a = nn.Conv2d(3, 16, 3, padding=1)
+        self.b = nn.Conv2d(16, 16, 3, padding=1)
+        self.c = nn.Conv2d(16, 16, 3, padding=1)
+        self.d = nn.Conv2d(16, 16, 3, padding=1)
+        self.head = nn.Conv2d(16, 10, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = torch.relu(self.a(x))
+        y = torch.relu(self.c(y + torch.relu(self.b(y))))
+        return self.head(torch.relu(self.d(F.max_pool2d(y, 2))))
+
+
+class AddTransposed(nn.Module):
+    """A residual add before a transposed convolution (the cases fold the add into it)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a = nn.Conv2d(3, 16, 3, padding=1)
+        self.b = nn.Conv2d(16, 16, 3, padding=1)
+        self.t = nn.ConvTranspose2d(16, 16, 3, stride=2, padding=1, output_padding=1, bias=False)
+        self.head = nn.Conv2d(16, 10, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = torch.relu(self.a(x))
+        y = y + torch.relu(self.b(y))
+        return self.head(torch.relu(self.t(y)))

@@ -22,7 +22,7 @@ from cnnforge.targets.max7800x.firmware.hostrun import run_setup
 from cnnforge.targets.max7800x.firmware.writer import write_folder
 from support.cli import run_cli
 from support.firmware import ARM_GCC, arm_build, equal_model, own_sample, stored
-from support.firmware_cases import CASES, MODELS, Case, case_firmware, compiled
+from support.firmware_cases import CASES, Case, case_firmware, compiled
 
 NAMES = list(CASES)
 
@@ -77,12 +77,27 @@ def test_reading_back_is_refused_in_one_line(
     assert f"register {why}" in err
 
 
-def test_cli_refuses_element_wise_before_a_convolution_with_bias_on_the_max78002(
+def test_max78002_keeps_element_wise_apart_from_a_convolution_with_bias() -> None:
+    """The vendor tool refuses element-wise + convolution + bias in one layer on the MAX78002
+    (one pass too): the planner keeps such an add a layer of its own there, folds it on the
+    MAX78000."""
+
+    def folded(device: str) -> list[str]:
+        facts = compiled(Case("Mixed", device))[0].facts
+        return [f.name for f in facts if f.operands > 1 and f.has_weights and f.bias is not None]
+
+    assert folded("MAX78000") and not folded("MAX78002")
+
+
+def test_cli_refuses_a_pair_with_element_wise_in_a_convolution_with_bias_on_the_max78002(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """The vendor tool refuses it there; --firmware is a one-line error, exit 2, no OUT/."""
+    """The MAX78000's pair (the add folded into a convolution with bias) on the MAX78002:
+    --firmware is a one-line error naming it, exit 2, no OUT/."""
+    _, out = compiled(Case("Mixed", "MAX78000"))
     np.save(tmp_path / "x.npy", own_sample((3, 16, 16)))
-    args = ["compile", f"{MODELS}:Mixed", "--ptq", "--device", "MAX78002", "-i", "3,16,16"]
+    args = ["compile", "--ai8x-yaml", str(out / "ai8x" / "Mixed.yaml"), "--ai8x-checkpoint"]
+    args += [str(out / "ai8x" / "Mixed-q.pth.tar"), "--device", "MAX78002", "-i", "3,16,16"]
     args += ["--sample", str(tmp_path / "x.npy"), "-o", str(tmp_path / "out"), "--no-report"]
     code, _, err = run_cli([*args, "--firmware"], capsys)
     assert code == 2 and len(err.strip().splitlines()) == 1, err

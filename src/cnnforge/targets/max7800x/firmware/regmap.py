@@ -166,6 +166,9 @@ class RegisterMap:
     mlator_reg: int = 1024  # REG_MLAT: the quadrant control register the mlator is read at
     # MAX78002: a depthwise layer's kernels stay in one memory instance (REQUIRE_WEIGHT_MASK) of
     # kernel_bank_large columns below kernel_columns_small, kernel_bank_small above
+    # MAX78002: average pooling right after an element-wise layer needs a reset layer before it
+    # (REQUIRE_PASSTHROUGH_AVGPOOL_AFTER_ELTWISE; firmware/eltwise.py)
+    avgpool_reset_after_eltwise: bool = False
     weight_mask_banks: bool = False
     kernel_bank_large: int = 0
     kernel_bank_small: int = 256
@@ -299,6 +302,7 @@ MAPS = {
         stream_layer_stride=4,
         new_streaming=True,
         mlator_reg=0x44000,
+        avgpool_reset_after_eltwise=True,
         weight_mask_banks=True,
         kernel_bank_large=1024,
         kernel_bank_small=256,
