@@ -1,7 +1,9 @@
 """Element-wise layers (add, sub, xor, or; 2 and 3 operands; one pass or several; pooling first
-and last; alone or before a convolution), streaming 1x1 convolutions, depthwise convolutions
-(MAX78002; with and without bias, broadcast or not, over several passes) and 4-, 2-, 1-bit and
-binary weights in cnnforge's firmware against the vendor tool's, register for register.
+and last; alone or before a convolution or a transposed one; apart from a convolution with
+bias on the MAX78002, and its average-pool reset layer), residual networks after a streaming
+first layer, streaming 1x1 convolutions, depthwise convolutions (MAX78002; with and without
+bias, broadcast or not, over several passes, after an add), 4-, 2-, 1-bit and binary weights,
+calcx4 and read-ahead in cnnforge's firmware against the vendor tool's, register for register.
 
 The cases are support/firmware_cases.py's: small networks compiled with ``--ptq --firmware``
 (and the vendor pair cnnforge writes for one, its subtractions made xor / or); the vendor tool's
