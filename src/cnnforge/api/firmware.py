@@ -9,9 +9,10 @@ from pathlib import Path
 from cnnforge.api.results import Difference, Inspection
 
 
-def inspect(folder: str | Path, device: str | None = None) -> Inspection:
+def inspect(folder: str | Path, device: str = "auto") -> Inspection:
     """The network a firmware folder sets up, layer by layer, read from its files and never
     compiled or run (``cnnforge inspect``); ``.contradictions`` lists what disagrees in it.
+    ``device``: MAX78000 or MAX78002, or ``auto``: the part its cnn.c addresses.
 
     >>> i = cnnforge.inspect("build/firmware")
     >>> i.device, len(i.layers), i.to_dict()["layers"][0]
@@ -20,7 +21,7 @@ def inspect(folder: str | Path, device: str | None = None) -> Inspection:
     from cnnforge.targets.max7800x.firmware.inspect import contradictions
 
     path = Path(folder)
-    dev, image, layers = read_layers(path, device)
+    dev, image, layers = read_layers(path, None if device == "auto" else device)
     return Inspection((dev, image, layers), path, tuple(contradictions(dev, image, layers)))
 
 

@@ -41,7 +41,7 @@ def inspect_command(
     """Decode the network a firmware folder configures: a row per layer, weights and biases."""
     from cnnforge.api import inspect as inspect_folder
 
-    found = inspect_folder(folder, device)
+    found = inspect_folder(folder, device or "auto")
     if yaml_out is not None:
         from cnnforge.pipeline.firmware_read import read_firmware
 
