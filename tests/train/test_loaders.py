@@ -1,8 +1,11 @@
-"""Batches on their way to the device (docs/training.md, "Where training runs"): integers travel
-narrow and arrive in the dataset's types with the same values, and with ``cache`` an epoch whose
-items are all kept on the device is served from there, the same batches in the same order."""
+"""Batches on their way to the device (docs/training.md, "Where training runs"): bound for a GPU
+their integers travel narrow and arrive in the dataset's types with the same values, and with
+``cache`` an epoch whose items are all kept on the device is served from there, the same batches
+in the same order."""
 
 from __future__ import annotations
+
+import functools
 
 import pytest
 import torch
@@ -48,18 +51,37 @@ def _epochs(batches: Batches, count: int) -> list[list[tuple[torch.Tensor, ...]]
         batches.close()
 
 
+def _bound_for_a_gpu(batches: Batches) -> Batches:
+    """``batches`` that narrow their integers as on the way to a GPU (widened again here)."""
+    assert batches.loader is not None
+    batches.loader.collate_fn = functools.partial(loaders._collate, narrowed=True)
+    return batches
+
+
+def test_batches_for_a_gpu_travel_narrow() -> None:
+    data = ShapesDataset("train", 4, 8)
+    batch = loaders._collate([(i, data[i]) for i in range(4)], narrowed=True)
+    assert [t.dtype for t in batch.tensors] == [torch.int8, torch.uint8]
+    assert batch.dtypes == (torch.int16, torch.int64) and batch.indices.tolist() == [0, 1, 2, 3]
+    plain = loaders._collate([(i, data[i]) for i in range(4)])
+    assert [t.dtype for t in plain.tensors] == [torch.int16, torch.int64]
+
+
 @pytest.mark.parametrize("workers", [0, 1])
-def test_batches_arrive_in_the_datasets_types_with_its_values(workers: int) -> None:
+@pytest.mark.parametrize("narrowed", [False, True])
+def test_batches_arrive_in_the_datasets_types_with_its_values(workers, narrowed) -> None:
     data = ShapesDataset("train", 6, 8)
-    (epoch,) = _epochs(Batches(data, 4, device=CPU, workers=workers), 1)
+    batches = Batches(data, 4, device=CPU, workers=workers, cache=True)
+    epochs = _epochs(_bound_for_a_gpu(batches) if narrowed else batches, 2)
     want = [torch.stack([data[i][k] for i in range(6)]) for k in (0, 1)]
-    for k in (0, 1):
-        got = torch.cat([batch[k] for batch in epoch])
-        assert got.dtype == want[k].dtype and torch.equal(got, want[k])
+    for epoch in epochs:  # read, then from the cache
+        for k in (0, 1):
+            got = torch.cat([batch[k] for batch in epoch])
+            assert got.dtype == want[k].dtype and torch.equal(got, want[k])
 
 
 def test_items_no_narrow_type_holds_travel_as_they_are() -> None:
-    (epoch,) = _epochs(Batches(Wide(), 3, device=CPU, workers=1), 1)
+    (epoch,) = _epochs(_bound_for_a_gpu(Batches(Wide(), 3, device=CPU, workers=1)), 1)
     assert [b[0].dtype for b in epoch] == [torch.int16] * 2
     assert int(epoch[0][0].min()) == -700 and int(epoch[1][0].max()) == 800
     assert int(epoch[0][1].max()) == 999

@@ -9,6 +9,7 @@ batch (torch would re-raise it with the worker's traceback pasted into its messa
 
 from __future__ import annotations
 
+import functools
 import os
 import warnings
 from collections.abc import Iterator
@@ -106,9 +107,9 @@ NARROW = {torch.int16: torch.int8, torch.int64: torch.uint8}
 
 @dataclass
 class _Batch:
-    """A batch as it travels from a worker: its item indices and its tensors, integers in the
-    narrowest type that holds them (a quarter of the bytes to share, pin and copy), with the
-    types the dataset gave them (restored on the device)."""
+    """A batch as it travels from a worker: its item indices and its tensors (bound for a GPU:
+    integers in the narrowest type that holds them, a quarter of the bytes to share, pin and
+    copy), with the types the dataset gave them (restored on the device)."""
 
     indices: torch.Tensor
     tensors: tuple[torch.Tensor, ...]
@@ -119,9 +120,10 @@ class _Batch:
         return _Batch(self.indices, tuple(t.pin_memory() for t in self.tensors), self.dtypes)
 
 
-def _narrow(column: list[torch.Tensor]) -> torch.Tensor:
-    """One position of the items, stacked in the narrow type when every value fits it."""
-    narrow = NARROW.get(column[0].dtype)
+def _stacked(column: list[torch.Tensor], narrowed: bool) -> torch.Tensor:
+    """One position of the items, stacked; with ``narrowed`` in the narrow type when every
+    value fits it."""
+    narrow = NARROW.get(column[0].dtype) if narrowed else None
     if narrow is not None and all(t.dtype == column[0].dtype for t in column):
         info = torch.iinfo(narrow)
         if all(_within(t, info.min, info.max) for t in column):
@@ -133,20 +135,19 @@ def _within(t: torch.Tensor, low: int, high: int) -> bool:
     return t.numel() == 0 or (low <= int(t.min()) and int(t.max()) <= high)
 
 
-def _collate(items: list[Any]) -> _Batch | _Failed:
+def _collate(items: list[Any], narrowed: bool = False) -> _Batch | _Failed:
     failed = next((item for item in items if isinstance(item, _Failed)), None)
     if failed is not None:
         return failed
     indices = torch.tensor([index for index, _ in items])
     columns = list(zip(*(item for _, item in items), strict=True))
-    return _Batch(
-        indices, tuple(_narrow(list(c)) for c in columns), tuple(c[0].dtype for c in columns)
-    )
+    tensors = tuple(_stacked(list(c), narrowed) for c in columns)
+    return _Batch(indices, tensors, tuple(c[0].dtype for c in columns))
 
 
 class ItemCache:
-    """A split's items on the training device, kept as they first arrive (narrow integers,
-    docs/training.md "Where training runs"): once every index of an epoch is there, its
+    """A split's items on the training device, kept as they first arrive (on a GPU narrow
+    integers, docs/training.md "Where training runs"): once every index of an epoch is there, its
     batches are gathered on the device, and no worker, pinning or copy is involved.
 
     Sound because every cnnforge dataset item is a pure function of its index (``shapes``
@@ -220,8 +221,8 @@ class Batches:
     """One split's ``(x, mask)`` batches on ``device``, epoch after epoch.
 
     ``workers`` > 0 prepares them in that many processes, started with the first epoch and kept
-    until ``close``; on CUDA the batches are pinned and copied without blocking the host. Batches
-    travel with their integers narrowed (``NARROW``) and are widened again on the device. With
+    until ``close``; on CUDA the batches are pinned and copied without blocking the host, their
+    integers narrowed (``NARROW``) on the way and widened again on the device. With
     ``cache`` the items are kept on the device once seen (``ItemCache``): an epoch whose items
     are all there is served from it.
     """
@@ -249,7 +250,9 @@ class Batches:
             _Indexed(dataset),
             batch_sampler=self.sampler,
             num_workers=workers,
-            collate_fn=_collate,
+            # narrow where the batches are copied to a GPU (on the CPU they would be widened
+            # again in this process: twice the work, nothing saved)
+            collate_fn=functools.partial(_collate, narrowed=device.type != "cpu"),
             pin_memory=device.type == "cuda",
             persistent_workers=workers > 0,
             prefetch_factor=PREFETCH if workers else None,
