@@ -371,3 +371,72 @@ def test_depth_cut_is_printed_and_compiles(tmp_path: Path, capsys) -> None:
     assert code == 0, stdout
     assert "depth: 14 repeated blocks cut (stage2.11, stage2.10," in stdout
     compiles_and_passes(out, tmp_path / "c", capsys)
+
+
+def test_the_width_search_reuses_the_check_of_the_unchanged_model(monkeypatch) -> None:
+    """The try at width 1 without a cap is the model preflight checked last: its report is
+    reused, not captured and checked again; a wider try (a new model) is checked on its own;
+    the search ends as it does alone."""
+    import cnnforge.adaptation.run as run
+    from cnnforge.pipeline.targets import device_for
+
+    device, shape = device_for("MAX78000", "check"), (3, 16, 16)
+    wide = nn.Sequential(
+        nn.Conv2d(3, 192, 3, padding=1), nn.ReLU(), nn.Conv2d(192, 192, 3, padding=1), nn.ReLU(),
+        nn.Conv2d(192, 5, 1),
+    )  # fmt: skip
+    calls = []
+    check = run.check_fits
+    monkeypatch.setattr(run, "check_fits", lambda *a: calls.append(a[0]) or check(*a))
+    for width in ("1", "auto"):
+        alone = run.choose_width(replace_ops(copy.deepcopy(wide).eval())[0], shape, device, width)
+        calls.clear()
+        checked = run.Checked()
+        adapted, _ = run.preflight(wide.eval(), shape, device, checked)
+        _, w, cap, tries, _ = run.choose_width(adapted, shape, device, width, checked)
+        assert tries == alone[3] and (w, cap) == alone[1:3] and len(tries) > 1
+        unchanged = [t for t in tries if t["width"] == 1 and t["cap"] is None]
+        assert len(calls) == 1 + len(tries) - len(unchanged) and calls[0] is adapted
+        assert all(c is not adapted for c in calls[1:])
+    assert tries[0]["width"] == run.WIDTHS[0] and not unchanged  # auto: widest first
+
+
+def test_the_plateau_rule_drops_the_rate_then_stops() -> None:
+    """No gain in validation mIoU: the rate x 0.3 after each PATIENCE + 1 epochs without one,
+    three times; the fourth plateau sets it at its floor, and PATIENCE epochs more without a
+    gain end the run (docs/adapt.md, Recovery: at least 20 epochs)."""
+    from cnnforge.adaptation import recover
+
+    optimizer = torch.optim.Adam([nn.Parameter(torch.zeros(1))], lr=1.0)
+    schedule = recover.PlateauSchedule(optimizer)
+    rates: list[float] = []
+    while not schedule.finished():
+        schedule.step(0.5)
+        rates.append(optimizer.param_groups[0]["lr"])
+        assert len(rates) < 100
+    drops = sorted(set(rates), reverse=True)
+    assert drops == pytest.approx([1.0, 0.3, 0.09, 0.027, 0.027 * 0.999])
+    bad = recover.PATIENCE + 1  # epochs without a gain before each drop
+    assert len(rates) == 1 + bad * (recover.PLATEAU_DROPS + 1) + recover.PATIENCE == 20
+
+
+@pytest.mark.parametrize("flag", [[], ["--no-plateau"]])
+def test_no_plateau_runs_exactly_the_given_epochs(
+    flag: list[str], tmp_path: Path, capsys, monkeypatch
+) -> None:
+    """A plateau reached after the first epoch ends each phase there; --no-plateau runs
+    exactly --epochs and --qat-epochs (benchmarks/gpu.py's timings need the same run)."""
+    from cnnforge.adaptation import recover
+
+    monkeypatch.setattr(recover.PlateauSchedule, "finished", lambda self: self.last_epoch >= 1)
+    out = tmp_path / "out"
+    fixed = [*TINY, "--epochs", "3", "--qat-epochs", "2", *flag]
+    code, stdout, _ = run_cli(["adapt", f"{MODELS}:TinyNormUNet", "-o", str(out), *fixed], capsys)
+    assert code == 0, stdout
+    doc = json.loads((out / "adapt.json").read_text())
+    if flag:
+        assert doc["epochs"] == {"distill": 3, "qat": 2} and doc["plateau"] is False
+        assert "epochs: 3 distilling, 2 quantization-aware (as given: no plateau rule)" in stdout
+    else:
+        assert doc["epochs"] == {"distill": 1, "qat": 1} and doc["plateau"] is True
+        assert "(each to its plateau or cap)" in stdout

@@ -19,8 +19,9 @@ from cnnforge.training.loop import Trainer, model_inputs, model_logits, segmenta
 TEMPERATURE = 2.0
 KD_WEIGHT = 0.5
 FEATURE_WEIGHT = 0.1
-#: The plateau rule: the rate times PLATEAU_FACTOR after PATIENCE epochs without a gain of
-#: PLATEAU_GAIN in validation mIoU; the run stops at the next plateau after PLATEAU_DROPS drops.
+#: The plateau rule: the rate times PLATEAU_FACTOR once more than PATIENCE epochs bring no
+#: gain of PLATEAU_GAIN in validation mIoU, PLATEAU_DROPS times; the plateau after that sets the
+#: rate at its floor (0.1 % lower), and PATIENCE epochs more without a gain stop the run.
 PATIENCE = 3
 PLATEAU_GAIN = 0.002
 PLATEAU_FACTOR = 0.3

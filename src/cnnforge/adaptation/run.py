@@ -51,6 +51,7 @@ class AdaptResult:
     minutes: float = 0.0
     epochs: dict[str, int] = field(default_factory=dict)  # run before the plateau or the cap
     size: dict[str, Any] = field(default_factory=dict)  # params, weight memory, latency
+    plateau: bool = True  # each phase ended by the plateau rule (else exactly its epochs)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -59,6 +60,7 @@ class AdaptResult:
             "cap": self.cap,
             "width_tries": self.width_tries,
             "epochs": self.epochs,
+            "plateau": self.plateau,
             "scores": self.scores,
             "size": self.size,
             "minutes": self.minutes,
@@ -73,6 +75,19 @@ def check_fits(model: nn.Module, shape: tuple[int, ...], device: Any):
     return check_report(capture(model, shape, name=type(model).__name__), device)
 
 
+@dataclass
+class Checked:
+    """The model preflight ends with and check's report for it: the width search's try at
+    width 1 without a cap is that model unchanged, whose capture and check it saves."""
+
+    model: nn.Module | None = None
+    report: Any = None
+
+    def report_for(self, model: nn.Module) -> Any:
+        """The report where ``model`` is the checked model itself, else None."""
+        return self.report if model is self.model else None
+
+
 #: Violations no width changes (an op left without hardware form, too many layers).
 NOT_BY_WIDTH = frozenset({"unsupported-op", "activation", "layer-count"})
 
@@ -83,10 +98,12 @@ def _not_by_width(v) -> bool:
     return v.rule in NOT_BY_WIDTH and not (v.rule == "activation" and "-pass" in v.hint)
 
 
-def preflight(model: nn.Module, shape: tuple[int, ...], device: Any):
+def preflight(
+    model: nn.Module, shape: tuple[int, ...], device: Any, checked: Checked | None = None
+):
     """Sigmoid gates opened, refusals, the replacements, the depth cut, then what no width
     fixes: InputError naming every such op at once (before any training); else the adapted
-    module and its replacements."""
+    module and its replacements (and, given ``checked``, the adapted module's report in it)."""
     model, gates = open_gates(model)
     refused = refusals(model)
     if refused:
@@ -120,6 +137,8 @@ def preflight(model: nn.Module, shape: tuple[int, ...], device: Any):
             f"no replacement after the table's for {len(left)} op(s): {text}",
             hint="change these in the model (a norm before its conv has no hardware form)",
         )
+    if checked is not None:
+        checked.model, checked.report = adapted, report
     return adapted, reps
 
 
@@ -157,10 +176,12 @@ def choose_width(
     shape: tuple[int, ...],
     device: Any,
     width: str,
+    checked: Checked | None = None,
 ) -> tuple[nn.Module, float, int | None, list[dict[str, Any]], dict[str, tuple[int, ...]]]:
     """The largest width (``auto``: ``WIDTHS``, widest first) that check passes, or the given
     one; each at full width and then capped at ``CAP`` channels; and every try (its
-    parameters, whether it fits and why not)."""
+    parameters, whether it fits and why not). ``checked``: preflight's report for ``model``,
+    reused for the one try that leaves it unchanged (width 1, no cap)."""
     tries: list[dict[str, Any]] = []
     candidates = WIDTHS if width == "auto" else (float(width),)
     graph = None
@@ -170,7 +191,10 @@ def choose_width(
                 if graph is None and (w != 1 or cap is not None):
                     graph = channel_graph(model, shape)
                 student, kept = narrow(model, w, shape, cap, graph)
-                report = check_fits(student, shape, device)
+                # at width 1 without a cap narrow returns an unchanged copy: model's report
+                # (a wider try is a new model: checked on its own)
+                known = checked.report_for(model) if checked and w == 1 and cap is None else None
+                report = known if known is not None else check_fits(student, shape, device)
             except CnnforgeError as exc:
                 tries.append({"width": w, "cap": cap, "fits": False, "why": str(exc)})
                 continue
@@ -228,9 +252,10 @@ def adapt_model(
     config = replace(config, num_classes=classes)
     train_set, val_set = data.splits(classes)
     step("replacing ops")
-    adapted, reps = preflight(teacher, shape, device)
+    checked = Checked()
+    adapted, reps = preflight(teacher, shape, device, checked)
     step("choosing the width")
-    student, w, cap, tries, kept = choose_width(adapted, shape, device, width)
+    student, w, cap, tries, kept = choose_width(adapted, shape, device, width, checked)
     if on_start is not None:
         on_start(compute)
     for t in tries if on_try is not None else ():  # after the search: a refusal stays one line
@@ -255,6 +280,7 @@ def adapt_model(
         reps, w, cap, tries, scores=_scores(teacher, student, qat, val_set, classes, place),
         epochs={"distill": distilled, "qat": _epochs_run(out / "run_qat")},
         size=_size(teacher, measure, out, shape), minutes=(time.monotonic() - start) / 60,
+        plateau=plateau,
     )  # fmt: skip
     (out / "adapt.json").write_text(json.dumps(result.to_dict(), indent=1) + "\n")
     return result

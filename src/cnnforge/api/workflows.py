@@ -43,6 +43,7 @@ def adapt(
     resume: bool = False,
     overwrite: bool = False,
     allow_untrained: bool = False,
+    plateau: bool = True,
     model_args: Mapping[str, Any] | None = None,
     on_epoch: Callable[[EpochRecord], None] | None = None,
     on_step: Callable[[str], None] | None = None,
@@ -55,7 +56,8 @@ def adapt(
     on_start: Callable[[Any], None] | None = None,
 ) -> Adaptation:
     """Replace the ops ``device`` lacks, widen or narrow to fit, distill and QAT-train until
-    the scores plateau (``epochs``, ``qat_epochs``: the caps), as ``cnnforge adapt``; writes
+    the scores plateau (``epochs``, ``qat_epochs``: the caps; ``plateau=False``: exactly
+    those epochs, a fixed schedule for timings), as ``cnnforge adapt``; writes
     ``output_dir``/adapted.py, adapted.pth, adapt.json. An untrained ``model`` (a reference or
     class without ``checkpoint``) is refused unless ``allow_untrained`` (docs/adapt.md).
     Trains on a CUDA GPU where one is present (``cpu``, ``gpus``, ``workers``, ``amp`` and
@@ -81,8 +83,8 @@ def adapt(
         device=dev, data=spec, out=out,
         config=TrainConfig(epochs=epochs, batch_size=batch_size, lr=lr, seed=seed, amp=amp),
         width=text, resume=resume, qat_epochs=qat_epochs, overwrite=overwrite,
-        allow_untrained=allow_untrained, on_epoch=on_epoch, on_step=on_step, on_try=on_try,
-        on_batch=on_batch, compute=compute, workers=loaders, on_start=on_start,
+        allow_untrained=allow_untrained, plateau=plateau, on_epoch=on_epoch, on_step=on_step,
+        on_try=on_try, on_batch=on_batch, compute=compute, workers=loaders, on_start=on_start,
         measure=lambda folder, shape: _adapted_size(folder, shape, dev),
     )  # fmt: skip
     return Adaptation(result, out)

@@ -61,6 +61,12 @@ def adapt(
     allow_untrained: bool = typer.Option(
         False, "--allow-untrained", help="Distill from MODEL without --checkpoint (a dry run)."
     ),
+    plateau: bool = typer.Option(
+        True,
+        "--plateau/--no-plateau",
+        help="End each phase on a plateau; --no-plateau: exactly --epochs and --qat-epochs "
+        "(a cosine schedule over them).",
+    ),
     cpu: bool = cpu_option(),
     gpus: str = gpus_option(),
     workers: int = workers_option(),
@@ -77,8 +83,9 @@ def adapt(
             size=size, epochs=epochs, qat_epochs=qat_epochs, width=width,
             batch_size=batch_size, lr=lr, seed=seed, train_length=train_length,
             val_length=val_length, resume=resume, overwrite=overwrite,
-            allow_untrained=allow_untrained, model_args=parse_model_args(model_arg),
-            on_epoch=on_epoch, on_step=on_step, on_try=on_try, on_batch=on_batch,
+            allow_untrained=allow_untrained, plateau=plateau,
+            model_args=parse_model_args(model_arg), on_epoch=on_epoch, on_step=on_step,
+            on_try=on_try, on_batch=on_batch,
             cpu=cpu, gpus=gpus, workers=workers, amp=amp, on_start=say_where("adapting"),
         )  # fmt: skip
 
@@ -148,7 +155,7 @@ def _print_result(result: AdaptResult, device: str, images: int, out: Path) -> N
     runs = result.epochs
     console.print(
         f"epochs: {runs.get('distill', 0)} distilling, {runs.get('qat', 0)} quantization-aware "
-        "(each to its plateau or cap)",
+        f"({'each to its plateau or cap' if result.plateau else 'as given: no plateau rule'})",
         highlight=False,
     )
     console.print(score_table(result.scores, images))
