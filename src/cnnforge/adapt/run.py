@@ -3,6 +3,7 @@ write adapted.py / adapted.pth / adapt.json, and score the four rows on the same
 
 from __future__ import annotations
 
+import io
 import json
 import time
 from collections.abc import Callable
@@ -19,15 +20,31 @@ from cnnforge.adapt.gates import open_gates
 from cnnforge.adapt.recover import DistillTrainer, measure_batchnorm
 from cnnforge.adapt.surgery import Replacement, refusals, replace_ops
 from cnnforge.adapt.width import channel_graph, narrow
+from cnnforge.durable import replace_bytes, torch_bytes
 from cnnforge.errors import CnnforgeError, InputError
-from cnnforge.training.loop import TrainConfig, evaluate_segmentation
-from cnnforge.training.run import DataSpec, _in_channels, model_classes
+from cnnforge.outputs import run_directory
+from cnnforge.training.loop import OUTPUT_FILES, TrainConfig, evaluate_segmentation
+from cnnforge.training.run import (
+    DataSpec,
+    _in_channels,
+    appear_with_first_checkpoint,
+    model_classes,
+)
 
 #: Widths ``--width auto`` tries, largest first; each also with hidden layers capped at one
 #: processor pass (64 channels: concatenations and pooled layers place in one pass).
 WIDTHS = (1.0, 0.75, 0.5, 0.375, 0.25, 0.1875, 0.125)
 CAP = 64
 ROWS = ("original float", "adapted float", "QAT-eval", "bit-exact")
+#: What the results are, written as they are done, and what a killed run may have left.
+RESULTS = ("adapted.py", "sample.npy", "adapted.pth", "adapt.json")
+#: Every file adapt writes in its OUT (its manifest lists them): the results, the two training
+#: runs' checkpoints and logs, and the temporary names a kill may leave (removed on --resume).
+ADAPT_FILES = (
+    *RESULTS,
+    *(f"{name}.tmp" for name in RESULTS),
+    *(f"{run}/{name}" for run in ("run", "run_qat") for name in OUTPUT_FILES),
+)
 
 
 @dataclass
@@ -167,68 +184,70 @@ def adapt_model(
     qat_epochs: int = 20,
     overwrite: bool = False,
 ) -> AdaptResult:
-    """The whole command (see the module docstring); ``out`` is created or resumed."""
+    """The whole command (see the module docstring). ``out`` follows train's rules
+    (outputs.RunDirectory): created, continued with ``resume`` or replaced with ``overwrite``,
+    one run at a time, appearing with the first checkpoint; adapt.json is written last."""
     from cnnforge.frontend.torch_fx import load_model
 
     step = on_step or (lambda _: None)
-    _run_folders(out, resume, overwrite)
     start = time.monotonic()
-    torch.manual_seed(config.seed)
-    teacher = load_model(spec, model_args, checkpoint).eval()
-    shape = (_in_channels(teacher), data.size, data.size)
-    classes = model_classes(teacher, data.size)
-    train_set, val_set = data.splits(classes)
-    step("replacing ops")
-    adapted, reps = preflight(teacher, shape, device)
-    step("choosing the width")
-    student, w, cap, tries, kept = choose_width(adapted, shape, device, width)
-    out.mkdir(parents=True, exist_ok=True)
-    norms = [r.path for r in reps if r.row == "norm" and _has(student, r.path)]
-    measure_batchnorm(student, train_set, norms)
-    step("distilling")
-    trainer = DistillTrainer(
-        student,
-        train_set,
-        val_set,
-        replace(config, num_classes=classes),
-        out / "run",
-        None,
-        model_spec={"model": spec, "model_args": model_args, "width": w, "cap": cap},
-        on_epoch=on_epoch,
-        teacher=teacher,
-        features=_features(student, teacher, kept),
-    )
-    if resume and (out / "run" / "last.pth").is_file():
-        trainer.resume(out / "run" / "last.pth")
-    if config.epochs:
-        trainer.fit()
-    student.eval()
-    step("building the QAT network")
-    calib = torch.stack([train_set[i][0] for i in range(min(64, len(train_set)))])
-    network = hardware_network(student, shape, device, calib)
-    from cnnforge.adapt.hardware import build
+    with run_directory(out, ADAPT_FILES, overwrite=overwrite, resume=resume) as run:
+        torch.manual_seed(config.seed)
+        teacher = load_model(spec, model_args, checkpoint).eval()
+        shape = (_in_channels(teacher), data.size, data.size)
+        classes = model_classes(teacher, data.size)
+        train_set, val_set = data.splits(classes)
+        config = replace(config, num_classes=classes)
+        step("replacing ops")
+        adapted, reps = preflight(teacher, shape, device)
+        step("choosing the width")
+        student, w, cap, tries, kept = choose_width(adapted, shape, device, width)
+        norms = [r.path for r in reps if r.row == "norm" and _has(student, r.path)]
+        measure_batchnorm(student, train_set, norms)
+        step("distilling")
+        trainer = DistillTrainer(
+            student,
+            train_set,
+            val_set,
+            config,
+            run.path / "run",
+            None,
+            model_spec={"model": spec, "model_args": model_args, "width": w, "cap": cap},
+            on_epoch=on_epoch,
+            teacher=teacher,
+            features=_features(student, teacher, kept),
+        )
+        trainer.on_epoch = appear_with_first_checkpoint(run, trainer, on_epoch)
+        if resume and (run.path / "run" / "last.pth").is_file():
+            trainer.resume(run.path / "run" / "last.pth")
+        if config.epochs:
+            trainer.fit()
+        student.eval()
+        run.commit()  # no float epochs: the directory appears before adapted.py names its path
+        step("building the QAT network")
+        calib = torch.stack([train_set[i][0] for i in range(min(64, len(train_set)))])
+        network = hardware_network(student, shape, device, calib)
+        from cnnforge.adapt.hardware import build
 
-    qat = build(network, out / "adapted.py", spec)
-    np.save(out / "sample.npy", val_set[0][0].numpy().astype(np.int8))  # compile's --sample
-    step("quantization-aware training")
-    _qat(
-        qat,
-        teacher,
-        train_set,
-        val_set,
-        replace(config, num_classes=classes),
-        out,
-        resume,
-        qat_epochs,
-        on_epoch,
-    )
-    torch.save(qat.state_dict(), out / "adapted.pth")
-    result = AdaptResult(reps, w, cap, tries)
-    step("scoring")
-    result.scores = _scores(teacher, student, qat, val_set, classes)
-    result.minutes = (time.monotonic() - start) / 60
-    (out / "adapt.json").write_text(json.dumps(result.to_dict(), indent=1) + "\n")
-    return result
+        qat = build(network, out / "adapted.py", spec)
+        sample = val_set[0][0].numpy().astype(np.int8)  # compile's --sample
+        replace_bytes(out / "sample.npy", _npy_bytes(sample))
+        step("quantization-aware training")
+        _qat(qat, teacher, train_set, val_set, config, out, resume, qat_epochs, on_epoch)
+        replace_bytes(out / "adapted.pth", torch_bytes(qat.state_dict()))
+        result = AdaptResult(reps, w, cap, tries)
+        step("scoring")
+        result.scores = _scores(teacher, student, qat, val_set, classes)
+        result.minutes = (time.monotonic() - start) / 60
+        text = json.dumps(result.to_dict(), indent=1) + "\n"
+        replace_bytes(out / "adapt.json", text.encode("utf-8"))  # last: the run is complete
+        return result
+
+
+def _npy_bytes(array: np.ndarray) -> bytes:
+    buffer = io.BytesIO()
+    np.save(buffer, array)
+    return buffer.getvalue()
 
 
 def _features(student: nn.Module, teacher: nn.Module, kept: dict[str, tuple[int, ...]]) -> dict:
@@ -246,23 +265,6 @@ def _features(student: nn.Module, teacher: nn.Module, kept: dict[str, tuple[int,
 
 
 _CONVS = (nn.Conv2d, nn.ConvTranspose2d)
-
-
-def _run_folders(out: Path, resume: bool, overwrite: bool) -> None:
-    """A run already in OUT is continued (--resume) or started over (--overwrite), never mixed."""
-    import shutil
-
-    started = [out / d for d in ("run", "run_qat") if (out / d).exists()]
-    if not started or resume:
-        return
-    if not overwrite:
-        raise InputError(
-            "the output directory holds a run already",
-            where=str(out),
-            hint="--resume continues it, --overwrite starts over",
-        )
-    for folder in started:
-        shutil.rmtree(folder)
 
 
 def hardware_network(student: nn.Module, shape, device, calibration: torch.Tensor):

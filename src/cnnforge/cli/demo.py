@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import tempfile
 from pathlib import Path
 
 import typer
 
 from cnnforge.cli.app import app
 from cnnforge.cli.common import console
+from cnnforge.owners import scratch_dir
 
 
 @app.command("demo")
@@ -25,7 +25,7 @@ def demo(
     from cnnforge.pipeline.demo import run_demo
     from cnnforge.training.demo import quick_train
 
-    with tempfile.TemporaryDirectory() as tmp:
+    with scratch_dir("demo") as tmp:
         checkpoint = None
         if train:
             console.print("[bold]training[/bold] the demo U-Net on shapes (from scratch)")

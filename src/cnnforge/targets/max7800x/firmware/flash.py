@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from cnnforge.owners import scratch_dir
+from cnnforge.resources import tool_ran_out
 from cnnforge.targets.max7800x.firmware.firmware import Firmware
 
 HOST = Path(__file__).with_name("host")  # the stand-in MSDK headers
@@ -97,7 +98,7 @@ def _data_section(name: str) -> bool:
 
 def measure_code(fw: Firmware, folder: Path, gcc: str, size: str) -> int:
     """Code bytes of the folder's sources built for the Cortex-M4 (see the module text)."""
-    with tempfile.TemporaryDirectory(prefix="cnnforge_flash_") as tmp:
+    with scratch_dir("flash") as tmp:
         work = Path(tmp)
         sources = arm_sources(folder)
         for name in (*sources, "cnn.h"):
@@ -119,6 +120,7 @@ def measure_code(fw: Firmware, folder: Path, gcc: str, size: str) -> int:
         for proc in procs:
             _, err = proc.communicate(timeout=120)
             if proc.returncode != 0:
+                tool_ran_out(err, "the firmware for the Cortex-M4", proc.returncode)
                 raise RuntimeError(f"arm-none-eabi-gcc failed: {err.strip()[-300:]}")
         objects = [f"{Path(src).stem}.o" for src in sources]
         out = subprocess.run(
