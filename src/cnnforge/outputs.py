@@ -419,7 +419,7 @@ def _tree_bytes(folder: Path) -> int:
     """The bytes of the files under ``folder``."""
     total = 0
     for root, _, files in os.walk(folder):
-        for name in files:
+        for name in set(files) - {MARKER}:
             with contextlib.suppress(OSError):
                 total += os.lstat(os.path.join(root, name)).st_size
     return total

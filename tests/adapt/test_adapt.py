@@ -199,14 +199,16 @@ def test_bad_input_width(width: str, tmp_path: Path, capsys) -> None:
 
 
 def test_bad_input_classes(tmp_path: Path, capsys) -> None:
-    line = _bad([f"{MODELS}:TinyNormUNet", "--model-arg", "classes=3", "-o", str(tmp_path / "out")], capsys)
+    out = str(tmp_path / "out")
+    line = _bad([f"{MODELS}:TinyNormUNet", "--model-arg", "classes=3", "-o", out], capsys)
     assert "classes" in line
 
 
 def test_bad_input_checkpoint(tmp_path: Path, capsys) -> None:
     ckpt = tmp_path / "wrong.pth"
     torch.save({"conv.weight": torch.zeros(1)}, ckpt)
-    line = _bad([f"{MODELS}:TinyNormUNet", "--checkpoint", str(ckpt), "-o", str(tmp_path / "out")], capsys)
+    out = str(tmp_path / "out")
+    line = _bad([f"{MODELS}:TinyNormUNet", "--checkpoint", str(ckpt), "-o", out], capsys)
     assert "wrong.pth" in line or "state_dict" in line or "checkpoint" in line
 
 

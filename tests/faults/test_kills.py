@@ -1,0 +1,72 @@
+"""kill -9 at seeded random moments of compile, train and adapt (docs/faults.md): the output is
+complete or absent (train/adapt: a run with whole checkpoints), the next run leaves nothing
+else (staging folders, lock files, temporary folders in $TMPDIR), and a resumed run ends equal
+to the run that was never killed.
+
+A few kills run in every CI run; ``CNNFORGE_FAULT_KILLS=50`` runs more, ``CNNFORGE_FAULT_SEED``
+draws another schedule. Each moment is a fraction of the command's uninterrupted duration.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import time
+from pathlib import Path
+
+import pytest
+
+from support.faults import Job, assert_same, jobs, kill_group, next_run, place, state
+
+KILLS = int(os.environ.get("CNNFORGE_FAULT_KILLS", "3"))
+SEED = int(os.environ.get("CNNFORGE_FAULT_SEED", "39"))
+ORDER = ("compile", "train", "adapt")
+
+
+def schedule(n: int, seed: int) -> list[tuple[str, float]]:
+    """(command, fraction of its duration) for each kill: the commands in turn, the moments
+    drawn uniformly from the whole run (start-up and the final renames included)."""
+    rng = random.Random(seed)
+    return [(ORDER[i % len(ORDER)], rng.uniform(0.05, 1.0)) for i in range(n)]
+
+
+@pytest.fixture(scope="module")
+def references(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Job, Path, float]]:
+    """Each command run once, never hurt: the job (its inputs are shared by every kill, since
+    their paths reach the outputs), its output and how long it took."""
+    root = tmp_path_factory.mktemp("references")
+    found = {}
+    for name, job in jobs(root).items():
+        where = place(root, name)
+        began = time.monotonic()
+        done = where.run(job.command(where.out))
+        assert done.returncode == 0, done.stderr
+        found[name] = (job, where.out, time.monotonic() - began)
+    return found
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("index", "planned"), list(enumerate(schedule(KILLS, SEED))))
+def test_a_killed_run_leaves_its_output_whole_or_absent_and_nothing_else(
+    index: int, planned: tuple[str, float], references, tmp_path: Path, record_property
+) -> None:
+    name, fraction = planned
+    job, reference, duration = references[name]
+    where = place(tmp_path)
+    proc = where.start(job.command(where.out))
+    time.sleep(fraction * duration)
+    kill_group(proc)
+    found = state(job, where.out, reference)  # complete, absent or resumable: nothing partial
+    left = where.leftovers("out")  # what the next run must remove
+    record_property("kill", {"command": name, "at": round(fraction, 3), "state": found,
+                             "left": left})  # fmt: skip
+
+    again = where.run(next_run(job, where.out, found))
+    assert again.returncode == 0, (found, again.stderr)
+    assert_same(job, where.out, reference)  # resumed = uninterrupted
+    assert where.leftovers("out") == [], (found, fraction, left)
+
+
+def test_the_schedule_is_seeded_and_covers_every_command() -> None:
+    assert schedule(6, 39) == schedule(6, 39) != schedule(6, 40)
+    assert {name for name, _ in schedule(3, 39)} == set(ORDER)
