@@ -22,13 +22,13 @@ from cnnforge.errors import EmitError, Interrupted
 from cnnforge.locks import OutputBusy, OutputLock, lock_path, remove_stale_locks
 from cnnforge.outputs import (
     MANIFEST,
-    REPLACED,
     atomic_output_dir,
     atomic_outputs,
     run_directory,
     write_manifest,
 )
 from cnnforge.resources import ResourceError, resource_error, tool_ran_out
+from cnnforge.staging import REPLACED
 
 
 def _dead_pid() -> int:

@@ -22,7 +22,7 @@ from cnnforge.adapt.surgery import Replacement, refusals, replace_ops
 from cnnforge.adapt.width import channel_graph, narrow
 from cnnforge.durable import replace_bytes, torch_bytes
 from cnnforge.errors import CnnforgeError, InputError
-from cnnforge.outputs import run_directory
+from cnnforge.outputs import RunDirectory, run_directory
 from cnnforge.training.loop import OUTPUT_FILES, TrainConfig, evaluate_segmentation
 from cnnforge.training.run import (
     DataSpec,
@@ -205,24 +205,10 @@ def adapt_model(
         norms = [r.path for r in reps if r.row == "norm" and _has(student, r.path)]
         measure_batchnorm(student, train_set, norms)
         step("distilling")
-        trainer = DistillTrainer(
-            student,
-            train_set,
-            val_set,
-            config,
-            run.path / "run",
-            None,
-            model_spec={"model": spec, "model_args": model_args, "width": w, "cap": cap},
-            on_epoch=on_epoch,
-            teacher=teacher,
-            features=_features(student, teacher, kept),
-        )
-        trainer.on_epoch = appear_with_first_checkpoint(run, trainer, on_epoch)
-        if resume and (run.path / "run" / "last.pth").is_file():
-            trainer.resume(run.path / "run" / "last.pth")
-        if config.epochs:
-            trainer.fit()
-        student.eval()
+        spec_json = {"model": spec, "model_args": model_args, "width": w, "cap": cap}
+        features = _features(student, teacher, kept)
+        _distill(run, student, teacher, (train_set, val_set), config, spec_json, features,
+                 resume=resume, on_epoch=on_epoch)  # fmt: skip
         run.commit()  # no float epochs: the directory appears before adapted.py names its path
         step("building the QAT network")
         calib = torch.stack([train_set[i][0] for i in range(min(64, len(train_set)))])
@@ -242,6 +228,32 @@ def adapt_model(
         text = json.dumps(result.to_dict(), indent=1) + "\n"
         replace_bytes(out / "adapt.json", text.encode("utf-8"))  # last: the run is complete
         return result
+
+
+def _distill(
+    run: RunDirectory,
+    student: nn.Module,
+    teacher: nn.Module,
+    data: tuple[Any, Any],
+    config: TrainConfig,
+    spec_json: dict[str, Any],
+    features: dict,
+    *,
+    resume: bool,
+    on_epoch: Callable | None,
+) -> None:
+    """The float distillation in OUT/run (train's loop), resumed from its last.pth; OUT
+    appears with its first checkpoint."""
+    trainer = DistillTrainer(
+        student, *data, config, run.path / "run", None, model_spec=spec_json,
+        on_epoch=on_epoch, teacher=teacher, features=features,
+    )  # fmt: skip
+    trainer.on_epoch = appear_with_first_checkpoint(run, trainer, on_epoch)
+    if resume and (run.path / "run" / "last.pth").is_file():
+        trainer.resume(run.path / "run" / "last.pth")
+    if config.epochs:
+        trainer.fit()
+    student.eval()
 
 
 def _npy_bytes(array: np.ndarray) -> bytes:

@@ -149,18 +149,7 @@ def _run(argv: list[str] | None) -> int:
     except (KeyboardInterrupt, SystemExit) as exc:
         return _interrupted(exc)
     except OSError as exc:
-        if is_resource_error(exc):  # out of space, quota, files; read-only, permissions
-            _error_line(f"error: {resource_error(exc, doing='').one_line()}")
-            return 2
-        if exc.errno not in (errno.ENAMETOOLONG,):
-            return _internal(exc)
-        name = str(exc.filename or "")
-        shown = f"{name[:60]}... ({len(name)} characters)" if len(name) > 60 else name
-        _error_line(
-            f"error: {shown}: the file name is longer than the file system allows "
-            "(hint: choose a shorter path)"
-        )
-        return 2
+        return _os_error(exc)
     except MemoryError as exc:  # past the estimates (resources.py): the machine ran out
         return _out_of_memory(exc)
     except RuntimeError as exc:
@@ -174,6 +163,23 @@ def _run(argv: list[str] | None) -> int:
     if code == 130:  # typer turns KeyboardInterrupt (Ctrl-C or model code) into status 130
         return _interrupt_line()
     return code if isinstance(code, int) else 0
+
+
+def _os_error(exc: OSError) -> int:
+    """What the machine refused (space, quota, files, permissions; a name too long): one line,
+    status 2; any other OSError is a bug."""
+    if is_resource_error(exc):
+        _error_line(f"error: {resource_error(exc, doing='').one_line()}")
+        return 2
+    if exc.errno not in (errno.ENAMETOOLONG,):
+        return _internal(exc)
+    name = str(exc.filename or "")
+    shown = f"{name[:60]}... ({len(name)} characters)" if len(name) > 60 else name
+    _error_line(
+        f"error: {shown}: the file name is longer than the file system allows "
+        "(hint: choose a shorter path)"
+    )
+    return 2
 
 
 def _internal(exc: Exception) -> int:

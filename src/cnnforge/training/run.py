@@ -93,37 +93,25 @@ def train_model(
     cnnforge-written directory, replaced only with ``overwrite``, continued with ``resume``,
     one run at a time; a new run's directory appears with its first checkpoint."""
     from cnnforge.frontend.torch_fx import load_model
-    from cnnforge.nn import load_policy
-    from cnnforge.outputs import run_directory
-    from cnnforge.training.distributed import context
-    from cnnforge.training.loop import OUTPUT_FILES
 
     last = Path(out_dir) / "last.pth"
     if resume and not last.is_file():
         raise InputError(
             "nothing to resume: no last.pth", where=str(out_dir), hint="run without --resume"
         )
-    writer = context().is_main  # rank 0 writes; under torchrun the others only train
-    with (
-        run_directory(out_dir, OUTPUT_FILES, overwrite=overwrite, resume=resume)
-        if writer
-        else contextlib.nullcontext()
-    ) as run:
+    with _run_directory(out_dir, overwrite, resume) as run:
         torch.manual_seed(config.seed)  # the initial weights are part of a deterministic run
         model = load_model(spec, model_args, None)
         num_classes = model_classes(model, size, config.fold)
         data_spec = DataSpec(dataset, data, size, lengths[0], lengths[1], config.seed)
         train_set, val_set = data_spec.splits(num_classes)
-        policy = None
-        if qat:
-            policy = load_policy(policy_path) if policy_path else default_policy(config.epochs)
         trainer = Trainer(
             model,
             train_set,
             val_set,
             replace(config, num_classes=num_classes),
             out_dir if run is None else run.path,
-            QatHooks(policy),
+            QatHooks(_policy(qat, policy_path, config.epochs)),
             model_spec={"model": spec, "model_args": model_args, "data": _data_json(data_spec)},
             on_epoch=on_epoch,
         )
@@ -132,6 +120,28 @@ def train_model(
         if resume:
             trainer.resume(last)
         return trainer.fit()
+
+
+def _run_directory(
+    out_dir: Path, overwrite: bool, resume: bool
+) -> contextlib.AbstractContextManager[RunDirectory | None]:
+    """Rank 0 writes ``out_dir`` (outputs.run_directory); under torchrun the others only train."""
+    from cnnforge.outputs import run_directory
+    from cnnforge.training.distributed import context
+    from cnnforge.training.loop import OUTPUT_FILES
+
+    if not context().is_main:
+        return contextlib.nullcontext()
+    return run_directory(out_dir, OUTPUT_FILES, overwrite=overwrite, resume=resume)
+
+
+def _policy(qat: bool, path: Path | None, epochs: int):
+    """The QAT policy: the file's, else the default for ``epochs``; None without QAT."""
+    from cnnforge.nn import load_policy
+
+    if not qat:
+        return None
+    return load_policy(path) if path else default_policy(epochs)
 
 
 def appear_with_first_checkpoint(
