@@ -264,6 +264,8 @@ def _print_summary(facts: dict, output: Path) -> None:
     table.add_row("folders", _folders(facts["files"], facts["device"]))
     run = facts["selftest"]
     table.add_row("self-test", "not run (pass --run)" if run is None else run["output"])
+    if facts.get("latency"):
+        table.add_row("latency", facts["latency"]["text"])
     if facts.get("flash"):
         table.add_row("firmware flash", facts["flash"]["text"])
     for note in facts["notes"]:

@@ -269,6 +269,7 @@ def step_quantize(state: CompileState, workdir: Path) -> CompileState:
 def step_plan(state: CompileState, workdir: Path) -> CompileState:
     """Place the network (processors, memories, kernels); validate the plan independently."""
     del workdir
+    from cnnforge.targets.max7800x.metrics import latency
     from cnnforge.targets.max7800x.planner import plan_network
     from cnnforge.targets.max7800x.validate import raise_on_issues, validate_plan
 
@@ -279,10 +280,19 @@ def step_plan(state: CompileState, workdir: Path) -> CompileState:
         )
         raise_on_issues(validate_plan(network, plan, device))
         flags = tuple(n for n in plan.notes if "the vendor tool needs" in n)  # --fifo, ...
-        return state.with_(network=network, plan=plan, notes=(*state.notes, *flags))
+        return state.with_(
+            network=network,
+            plan=plan,
+            latency=latency(network, plan),
+            notes=(*state.notes, *flags),
+        )
     issues = validate_plan(state.network, state.plan, device, allow_overlap=True)
     notes = tuple(f"imported plan: {x.one_line()}" for x in issues)
-    return state.with_(plan_issues=issues, notes=(*state.notes, *notes))
+    return state.with_(
+        plan_issues=issues,
+        latency=latency(state.network, state.plan),
+        notes=(*state.notes, *notes),
+    )
 
 
 def step_simulate(state: CompileState, workdir: Path) -> CompileState:
