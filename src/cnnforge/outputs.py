@@ -265,9 +265,11 @@ class OutputSet:
             for t in self._targets:
                 put_in_place(t.stage, t.path)
                 moved.append(t)
-        except OSError as exc:
-            for t in reversed(moved):
-                take_back(t.stage, t.path)
+        except BaseException as exc:  # a failed rename, or Ctrl-C between two: all or none
+            for done in reversed(moved):
+                take_back(done.stage, done.path)
+            if not isinstance(exc, OSError):
+                raise
             raise EmitError(
                 f"cannot put the output in place: {exc.strerror or exc}", where=str(t.path)
             ) from None
@@ -442,9 +444,9 @@ class RunDirectory:
         except OSError as exc:
             take_back(self._stage, self.final)
             raise resource_error(exc, shown=str(self.final)) from None
+        stage, self._stage, self.path = self._stage, None, self.final  # in place: a run now
         fsync_dir(self.final.parent)
-        remove_tree(self._stage)
-        self._stage, self.path = None, self.final
+        remove_tree(stage)
 
     def close(self) -> None:
         """An uncommitted run is removed; the lock and the parents made for nothing go."""

@@ -29,6 +29,7 @@ from cnnforge.outputs import (
 )
 from cnnforge.resources import ResourceError, resource_error, tool_ran_out
 from cnnforge.staging import REPLACED
+from support.cli import run_cli
 
 
 def _dead_pid() -> int:
@@ -267,3 +268,34 @@ def test_the_hint_continues_the_run() -> None:
     assert "nothing was written (hint: run it again: " in interrupted_line(exc, args)
     exc.resumable = True
     assert "(hint: continue with: " in interrupted_line(exc, args)
+
+
+def test_ctrl_c_between_two_renames_puts_neither_output_in_place(tmp_path, monkeypatch) -> None:
+    from cnnforge import outputs
+
+    real, calls = outputs.put_in_place, []
+
+    def second_interrupted(stage: Path, path: Path) -> None:
+        calls.append(path)
+        if len(calls) == 2:
+            raise Interrupted(signal.SIGINT)
+        real(stage, path)
+
+    monkeypatch.setattr(outputs, "put_in_place", second_interrupted)
+    with pytest.raises(Interrupted), atomic_outputs() as staged:
+        staged.file(tmp_path / "y.npy").write_bytes(b"y")
+        (staged.directory(tmp_path / "layers") / "a.npy").write_bytes(b"a")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_torchs_own_write_failure_is_one_line_not_a_bug(tmp_path, monkeypatch, capsys) -> None:
+    """torch's zip writer on a full disk says "unexpected pos"; cnnforge writes through
+    durable.py, and where torch's error still comes it is one line, exit 2, not 'internal'."""
+    def full(_: object) -> bytes:
+        raise RuntimeError("[enforce fail at inline_container.cc:672] . unexpected pos 64 vs 0")
+
+    monkeypatch.setattr(durable, "torch_bytes", full)
+    code, _, err = run_cli(["quantize", "qat-unet", "-o", str(tmp_path / "q.pth")], capsys)
+    assert code == 2 and len(err.splitlines()) == 1, err
+    assert "writing a torch file failed" in err and "internal error" not in err
+    assert list(tmp_path.iterdir()) == []
