@@ -74,7 +74,9 @@ class Capabilities:
     eltwise_operands_range: tuple[int, int] = (2, 16)
     pool_after_eltwise_operands: int = 2  # `pool_first: false` operand limit (§1)
     eltwise_multipass_plain_only: bool  # > 1 pass needs an eltwise-only layer (MAX78000, §1)
-    eltwise_multipass_conv_bias: bool  # in-flight eltwise + conv + multipass + bias allowed (§1)
+    # in-flight eltwise + conv + bias allowed (§1 says with multipass; the vendor tool refuses it
+    # for one pass too where this is False: izer/backend/max7800x.py, docs/check.md)
+    eltwise_multipass_conv_bias: bool
     flatten_max_chw: int = 16384  # §1 "Flatten"
     flatten_max_hw: int = 256
     linear_max_in: int = 1024  # §1 "Linear layer"
@@ -164,6 +166,11 @@ class Max7800xDevice(Capabilities):
     cnn_clock_mhz: float  # default CNN clock (50 / 200 MHz)
     pipeline: bool  # pipeline on by default
     has_latency_model: bool  # the vendor's cycle model exists only for MAX78000 (§5)
+    # calcx4, read-ahead, tcalc: MAX78002 speed-ups (the vendor's SUPPORT_CALCX4, READ_AHEAD)
+    speedups: bool = False
+    # memories making up one data-memory instance (MAX78002: 5 of 16 KiB; read-ahead keeps a
+    # layer's input and output in different ones: targets/max7800x/speedups.py)
+    data_instance_blocks: int = 1
 
     # ---- equal on both parts ----------------------------------------------------------------
     processors: int = 64  # §1 "Processors"
@@ -302,6 +309,8 @@ MAX78002 = Max7800xDevice(
     eltwise_multipass_conv_bias=False,  # §1: except in-flight eltwise + conv + multipass + bias
     write_ptr_inc_bits=8,  # §1 `write_gap`: <= 256
     binary_weights=True,
+    speedups=True,
+    data_instance_blocks=5,
     streaming_final_layer_needs_pad=False,
     streaming_passthrough_allowed=False,
     streaming_new_rollover=True,

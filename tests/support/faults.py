@@ -213,8 +213,21 @@ def assert_same(job: Job, out: Path, reference: Path) -> None:
             a, b = json.loads(mine.read_text()), json.loads(theirs.read_text())
             a.pop("minutes"), b.pop("minutes")
             assert a == b, name
+        elif name.endswith("train.log"):
+            assert _log(mine) == _log(theirs), name
         elif name != "adapted.py" and not name.startswith("__pycache__"):
             assert mine.read_bytes() == theirs.read_bytes(), name
+
+
+#: What two equal runs may differ in: how long an epoch took, and the model's reference
+#: (adapt's names OUT/adapted.py).
+UNEQUAL = ("seconds", "model")
+
+
+def _log(path: Path) -> list[dict]:
+    """train.log's records without their timings."""
+    records = [json.loads(line) for line in path.read_text().splitlines()]
+    return [{k: v for k, v in r.items() if k not in UNEQUAL} for r in records]
 
 
 def _checkpoint(path: Path) -> dict:
@@ -222,13 +235,13 @@ def _checkpoint(path: Path) -> dict:
 
 
 def _same_checkpoint(a: object, b: object, where: str) -> None:
-    """Tensors equal exactly, histories and numbers equal; texts that hold paths aside."""
+    """Tensors equal exactly, histories and numbers equal; timings and paths aside."""
     if isinstance(a, torch.Tensor):
         assert isinstance(b, torch.Tensor) and torch.equal(a, b), where
     elif isinstance(a, dict):
         assert isinstance(b, dict) and a.keys() == b.keys(), where
         for key in a:
-            if key != "model":  # the model's reference: adapt's names OUT/adapted.py
+            if key not in UNEQUAL:
                 _same_checkpoint(a[key], b[key], f"{where}:{key}")
     elif isinstance(a, list | tuple):
         assert isinstance(b, list | tuple) and len(a) == len(b), where

@@ -3,6 +3,7 @@ write adapted.py / adapted.pth / adapt.json, and score the four rows on the same
 
 from __future__ import annotations
 
+import copy
 import io
 import json
 import time
@@ -20,6 +21,7 @@ from cnnforge.adapt.gates import open_gates
 from cnnforge.adapt.recover import DistillTrainer, measure_batchnorm
 from cnnforge.adapt.surgery import Replacement, refusals, replace_ops
 from cnnforge.adapt.width import channel_graph, narrow
+from cnnforge.compute import CPU, reproducible_math, to_cpu
 from cnnforge.durable import replace_bytes, torch_bytes
 from cnnforge.errors import CnnforgeError, InputError
 from cnnforge.outputs import RunDirectory, run_directory
@@ -45,6 +47,7 @@ ADAPT_FILES = (
     *(f"{name}.tmp" for name in RESULTS),
     *(f"{run}/{name}" for run in ("run", "run_qat") for name in OUTPUT_FILES),
 )
+SCORE_BATCH = 64  # images per batch when scoring the rows
 
 
 @dataclass
@@ -183,10 +186,15 @@ def adapt_model(
     on_step: Callable[[str], None] | None = None,
     qat_epochs: int = 20,
     overwrite: bool = False,
+    compute: torch.device = CPU,
+    workers: int = 0,
+    on_start: Callable[[torch.device], None] | None = None,
 ) -> AdaptResult:
     """The whole command (see the module docstring). ``out`` follows train's rules
     (outputs.RunDirectory): created, continued with ``resume`` or replaced with ``overwrite``,
-    one run at a time, appearing with the first checkpoint; adapt.json is written last."""
+    one run at a time, appearing with the first checkpoint; adapt.json is written last. The
+    distillation, QAT and scores run on ``compute`` (a GPU or the CPU) with ``workers``
+    data-loading processes; ``on_start(compute)`` once the model fits, before training."""
     from cnnforge.frontend.torch_fx import load_model
 
     step = on_step or (lambda _: None)
@@ -197,63 +205,40 @@ def adapt_model(
         shape = (_in_channels(teacher), data.size, data.size)
         classes = model_classes(teacher, data.size)
         train_set, val_set = data.splits(classes)
-        config = replace(config, num_classes=classes)
         step("replacing ops")
         adapted, reps = preflight(teacher, shape, device)
         step("choosing the width")
         student, w, cap, tries, kept = choose_width(adapted, shape, device, width)
+        if on_start is not None:
+            on_start(compute)
         norms = [r.path for r in reps if r.row == "norm" and _has(student, r.path)]
-        measure_batchnorm(student, train_set, norms)
+        measure_batchnorm(student.to(compute), train_set, norms)
         step("distilling")
+        place = {"device": compute, "workers": workers}
+        config = replace(config, num_classes=classes)
         spec_json = {"model": spec, "model_args": model_args, "width": w, "cap": cap}
-        features = _features(student, teacher, kept)
-        _distill(run, student, teacher, (train_set, val_set), config, spec_json, features,
-                 resume=resume, on_epoch=on_epoch)  # fmt: skip
+        _distill(run, student, teacher, kept, (train_set, val_set), config, resume, on_epoch,
+                 place, spec_json)  # fmt: skip
+        student.eval()
         run.commit()  # no float epochs: the directory appears before adapted.py names its path
         step("building the QAT network")
         calib = torch.stack([train_set[i][0] for i in range(min(64, len(train_set)))])
-        network = hardware_network(student, shape, device, calib)
+        network = hardware_network(copy.deepcopy(student).cpu(), shape, device, calib)
         from cnnforge.adapt.hardware import build
 
         qat = build(network, out / "adapted.py", spec)
         sample = val_set[0][0].numpy().astype(np.int8)  # compile's --sample
         replace_bytes(out / "sample.npy", _npy_bytes(sample))
         step("quantization-aware training")
-        _qat(qat, teacher, train_set, val_set, config, out, resume, qat_epochs, on_epoch)
-        replace_bytes(out / "adapted.pth", torch_bytes(qat.state_dict()))
+        _qat(qat, teacher, (train_set, val_set), config, out, resume, qat_epochs, on_epoch, place)
+        replace_bytes(out / "adapted.pth", torch_bytes(to_cpu(qat.state_dict())))
         result = AdaptResult(reps, w, cap, tries)
         step("scoring")
-        result.scores = _scores(teacher, student, qat, val_set, classes)
+        result.scores = _scores(teacher, student, qat, val_set, classes, place)
         result.minutes = (time.monotonic() - start) / 60
         text = json.dumps(result.to_dict(), indent=1) + "\n"
         replace_bytes(out / "adapt.json", text.encode("utf-8"))  # last: the run is complete
         return result
-
-
-def _distill(
-    run: RunDirectory,
-    student: nn.Module,
-    teacher: nn.Module,
-    data: tuple[Any, Any],
-    config: TrainConfig,
-    spec_json: dict[str, Any],
-    features: dict,
-    *,
-    resume: bool,
-    on_epoch: Callable | None,
-) -> None:
-    """The float distillation in OUT/run (train's loop), resumed from its last.pth; OUT
-    appears with its first checkpoint."""
-    trainer = DistillTrainer(
-        student, *data, config, run.path / "run", None, model_spec=spec_json,
-        on_epoch=on_epoch, teacher=teacher, features=features,
-    )  # fmt: skip
-    trainer.on_epoch = appear_with_first_checkpoint(run, trainer, on_epoch)
-    if resume and (run.path / "run" / "last.pth").is_file():
-        trainer.resume(run.path / "run" / "last.pth")
-    if config.epochs:
-        trainer.fit()
-    student.eval()
 
 
 def _npy_bytes(array: np.ndarray) -> bytes:
@@ -297,21 +282,45 @@ def hardware_network(student: nn.Module, shape, device, calibration: torch.Tenso
     return rescaled(lowered.with_layers(layers), calibration)
 
 
-def _qat(qat, teacher, train_set, val_set, config, out, resume, epochs, on_epoch) -> None:
+def _distill(
+    run: RunDirectory, student, teacher, kept, splits, config, resume, on_epoch, place, spec
+) -> None:
+    """Float distillation of the narrowed student from the original (train's loop in OUT/run,
+    resumable from its last.pth); OUT appears with the first checkpoint."""
+    trainer = DistillTrainer(
+        student,
+        *splits,
+        config,
+        run.path / "run",
+        None,
+        model_spec=spec,
+        on_epoch=on_epoch,
+        teacher=teacher,
+        features=_features(student, teacher, kept),
+        **place,
+    )
+    trainer.on_epoch = appear_with_first_checkpoint(run, trainer, on_epoch)
+    if resume and (run.path / "run" / "last.pth").is_file():
+        trainer.resume(run.path / "run" / "last.pth")
+    if config.epochs:
+        trainer.fit()
+
+
+def _qat(qat, teacher, splits, config, out, resume, epochs, on_epoch, place) -> None:
     """Quantization-aware distillation of the cnnforge.nn network (train's loop, QAT from 0)."""
     from cnnforge.nn import QATPolicy
     from cnnforge.training.qat import QatHooks
 
     trainer = DistillTrainer(
         qat,
-        train_set,
-        val_set,
+        *splits,
         replace(config, epochs=epochs, qat_lr_scale=1.0, lr=config.lr / 4),
         out / "run_qat",
         QatHooks(QATPolicy(start_epoch=0)),
         model_spec={"model": str(out / "adapted.py") + ":Adapted"},
         on_epoch=on_epoch,
         teacher=teacher,
+        **place,
     )
     last = out / "run_qat" / "last.pth"
     if resume and last.is_file():
@@ -321,19 +330,24 @@ def _qat(qat, teacher, train_set, val_set, config, out, resume, epochs, on_epoch
         trainer.qat.activate(qat)
 
 
-def _scores(teacher, student, qat, val_set, classes) -> dict[str, dict[str, float] | None]:
+def _scores(teacher, student, qat, val_set, classes, place) -> dict[str, dict[str, float] | None]:
     """The four rows on the same validation images (the last two by evaluate's code)."""
     from cnnforge.training.evaluate import evaluate_three_ways
+    from cnnforge.training.loaders import Batches
 
     def as_float(model):
         return lambda x: model(x.to(torch.float32) / 128.0)
 
     scores: dict[str, dict[str, float] | None] = {}
-    with torch.no_grad():
-        for row, model in (("original float", teacher), ("adapted float", student)):
-            _, s = evaluate_segmentation(as_float(model), val_set, classes)
-            scores[row] = _row(s)
-    three = evaluate_three_ways(qat, val_set, classes)
+    batches = Batches(val_set, SCORE_BATCH, **place)
+    try:
+        with torch.no_grad(), reproducible_math(place["device"]):
+            for row, model in (("original float", teacher), ("adapted float", student)):
+                _, s = evaluate_segmentation(as_float(model), batches.epoch(), classes)
+                scores[row] = _row(s)
+    finally:
+        batches.close()
+    three = evaluate_three_ways(qat, val_set, classes, batch_size=SCORE_BATCH, **place)
     scores["QAT-eval"] = _row(three.scores["qat-eval"])
     scores["bit-exact"] = _row(three.scores["bit-exact"])
     return scores

@@ -86,13 +86,25 @@ def train_model(
     resume: bool = False,
     on_epoch: Callable[[EpochRecord], None] | None = None,
     overwrite: bool = False,
+    device: torch.device = torch.device("cpu"),
+    workers: int | None = None,
+    on_start: Callable[[torch.device], None] | None = None,
 ) -> list[EpochRecord]:
     """Build the model, the data and the trainer; train (or resume) and return the history.
 
     ``out_dir`` follows the rules of every writer (outputs.RunDirectory): a new or
     cnnforge-written directory, replaced only with ``overwrite``, continued with ``resume``,
-    one run at a time; a new run's directory appears with its first checkpoint."""
+    one run at a time; a new run's directory appears with its first checkpoint.
+    Training runs on ``device`` (default the CPU) with ``workers`` data-loading processes
+    (None: compute.default_workers); ``on_start(device)`` is called once everything given has
+    been checked, just before the first epoch."""
+    from cnnforge.compute import check_workers, default_workers
     from cnnforge.frontend.torch_fx import load_model
+    from cnnforge.training.distributed import local_processes
+
+    if workers is None:
+        workers = default_workers(device, local_processes())
+    check_workers(workers)
 
     last = Path(out_dir) / "last.pth"
     if resume and not last.is_file():
@@ -114,11 +126,15 @@ def train_model(
             QatHooks(_policy(qat, policy_path, config.epochs)),
             model_spec={"model": spec, "model_args": model_args, "data": _data_json(data_spec)},
             on_epoch=on_epoch,
+            device=device,
+            workers=workers,
         )
         if run is not None:
             trainer.on_epoch = appear_with_first_checkpoint(run, trainer, on_epoch)
         if resume:
             trainer.resume(last)
+        if on_start is not None:
+            on_start(device)
         return trainer.fit()
 
 
