@@ -4,7 +4,9 @@ let go), then one line with the command that continues it (docs/faults.md).
 While a command runs, SIGINT and SIGTERM raise ``errors.Interrupted`` in the main thread (a
 signal Python's parent told it to ignore, as ``nohup`` or a background job does, stays ignored).
 A second signal during the clean-up is the usual one again: Ctrl-C a KeyboardInterrupt, SIGTERM
-the end of the process (what a killed run leaves, the next run removes).
+the end of the process (what a killed run leaves, the next run removes). A process forked
+from the run (torch's DataLoader workers) gets a KeyboardInterrupt, on which torch's workers end
+quietly (torch's own SIGTERM handler ends them): its parent cleans up and speaks, one line.
 """
 
 from __future__ import annotations
@@ -31,22 +33,33 @@ def interrupts_raise() -> Iterator[None]:
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    previous = {s: signal.getsignal(s) for s in SIGNALS}
+    previous = {s: signal.getsignal(s) or signal.SIG_DFL for s in SIGNALS}
+    owner = os.getpid()
 
     def handler(signum: int, frame: FrameType | None) -> None:
+        if os.getpid() != owner:  # a forked helper (a DataLoader worker) ends quietly
+            raise KeyboardInterrupt
         for s in SIGNALS:  # the clean-up runs once; a second signal acts as it usually does
             if previous[s] is not signal.SIG_IGN:
-                signal.signal(s, previous[s] or signal.SIG_DFL)
+                signal.signal(s, previous[s])
+        sys.unraisablehook = _quiet  # helpers the signal ended complain in destructors
         raise Interrupted(signum)
 
     for s in SIGNALS:
         if previous[s] is not signal.SIG_IGN:
             signal.signal(s, handler)
+    hook = sys.unraisablehook
     try:
         yield
     finally:
         for s in SIGNALS:
-            signal.signal(s, previous[s] or signal.SIG_DFL)
+            signal.signal(s, previous[s])
+        sys.unraisablehook = hook
+
+
+def _quiet(unraisable: object) -> None:
+    """After an interrupt, errors in destructors (torch's DataLoader finding its workers ended
+    by the same signal) are not reported: the run's one line says what happened."""
 
 
 def exit_status(exc: Interrupted) -> int:
