@@ -14,7 +14,7 @@ from support.faults import finish, jobs, lock_file, one_error_line, place, state
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ["compile", "train"])
+@pytest.mark.parametrize("name", ["compile", "train", "adapt"])
 def test_a_second_writer_is_refused_naming_the_holder(name: str, tmp_path: Path) -> None:
     job, where = jobs(tmp_path)[name], place(tmp_path)
     first = where.start(job.command(where.out, "--overwrite"))
