@@ -9,8 +9,8 @@ exception family (``cnnforge.errors``) with the one-line message the CLI would p
 from __future__ import annotations
 
 import contextlib
-import tempfile
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -27,6 +27,7 @@ from cnnforge.api.results import (
 from cnnforge.api.running import array_of, run_network
 from cnnforge.devices import DEFAULT_DEVICE  # the CLI's default --device, for scripts too
 from cnnforge.errors import InputError
+from cnnforge.owners import scratch_dir
 
 if TYPE_CHECKING:
     import torch
@@ -34,6 +35,7 @@ if TYPE_CHECKING:
     from cnnforge.devices import Capabilities
     from cnnforge.frontend.loading import ModelSpec
     from cnnforge.ir import Network
+    from cnnforge.pipeline import CompileOptions
     from cnnforge.targets.max7800x.firmware.options import FirmwareOptions
     from cnnforge.training.loop import EpochRecord
 
@@ -221,13 +223,11 @@ def compile(  # the command's name: cnnforge.compile(...) in a script
     >>> (c.simulate(x) == cnnforge.simulate(c.output_dir / "network.pth", x)).all()
     True
     """
-    from cnnforge.pipeline import CompileOptions, compile_model
+    from cnnforge.pipeline import CompileOptions
     from cnnforge.targets.max7800x.firmware.options import FirmwareOptions
 
-    if output_dir is None:
-        output_dir = Path(tempfile.mkdtemp(prefix="cnnforge-compile-")) / "out"
     options = CompileOptions(
-        output=Path(output_dir),
+        output=Path(output_dir or "out"),  # None: a new temporary folder's, below
         model=model,  # type: ignore[arg-type]  # the steps take a model object as a spec too
         device=device if isinstance(device, str) else device.name,
         checkpoint=None if checkpoint is None else Path(checkpoint),
@@ -251,11 +251,22 @@ def compile(  # the command's name: cnnforge.compile(...) in a script
         max_verify=max_verify,
         cpu=cpu,
     )
+    if output_dir is not None:
+        return _compile(options, on_step, progress)
+    with scratch_dir("compile", keep=True) as scratch:  # kept for inspection when it succeeds
+        return _compile(replace(options, output=scratch / "out"), on_step, progress)
+
+
+def _compile(
+    options: CompileOptions, on_step: Callable[[str, int, int], None] | None, progress: bool
+) -> Compiled:
+    from cnnforge.pipeline import compile_model
+
     if on_step is not None:
-        return Compiled(compile_model(options, on_step), Path(output_dir))
+        return Compiled(compile_model(options, on_step), options.output)
     with _progress(progress, "compile") as show:
         state = compile_model(options, show)
-    return Compiled(state, Path(output_dir))
+    return Compiled(state, options.output)
 
 
 def simulate(

@@ -11,7 +11,6 @@ Stages are imported inside the steps that use them (``cnnforge --help`` stays li
 from __future__ import annotations
 
 import json
-import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -23,6 +22,7 @@ from cnnforge.devices import Capabilities, Max7800xDevice, as_max7800x
 from cnnforge.errors import DeviceLimitError, EmitError, InputError
 from cnnforge.ir import Network
 from cnnforge.outputs import safe_file_stem
+from cnnforge.owners import scratch_dir
 from cnnforge.passes.check_plan import Placer, plan_max7800x
 from cnnforge.pipeline.firmware import step_firmware
 from cnnforge.pipeline.sources import (
@@ -435,7 +435,7 @@ def step_run(state: CompileState, workdir: Path) -> CompileState:
     from cnnforge.targets.max7800x.c.build import build_and_run
     from cnnforge.targets.max7800x.c.probe import run_probe
 
-    with tempfile.TemporaryDirectory(prefix="cnnforge-build-") as tmp:
+    with scratch_dir("build") as tmp:
         result = build_and_run(
             workdir / C_DIR, build_dir=Path(tmp), sanitize=state.options.sanitize
         )

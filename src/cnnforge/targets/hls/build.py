@@ -14,6 +14,7 @@ import subprocess
 from pathlib import Path
 
 from cnnforge.errors import EmitError
+from cnnforge.resources import tool_ran_out
 from cnnforge.targets.max7800x.c.build import RunResult, run_exe
 
 STRICT_CXXFLAGS = ("-std=c++17", "-Wall", "-Wextra", "-Werror")
@@ -61,6 +62,7 @@ def compile_cpp(
     cmd = [cxx, *flags, "-isystem", str(require_ap_types()), "-o", str(exe), *sources]
     proc = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, check=False)
     if proc.returncode != 0:
+        tool_ran_out(proc.stderr, str(cwd), proc.returncode)  # out of files, space: say so
         first = next((x for x in proc.stderr.splitlines() if "error" in x), proc.stderr[:300])
         raise EmitError(f"the generated HLS C++ does not compile: {first}", where=str(cwd))
 

@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from cnnforge.devices import MAX78000, MAX78002
+from cnnforge.owners import scratch_dir
+from cnnforge.resources import tool_ran_out
 from cnnforge.targets.max7800x.firmware.regmap import MAPS
 
 HOST = Path(__file__).with_name("host")
@@ -114,7 +115,7 @@ def run_setup(
     """Build ``folder`` for the host, run its set-up, return the state it leaves. The set-up
     may spend ``wait_ms`` milliseconds in all (a wait the host does not answer ends there)."""
     size, stride, first = SPACE[device]
-    with tempfile.TemporaryDirectory(prefix="cnnforge_hostrun_") as tmp:
+    with scratch_dir("hostrun") as tmp:
         work = Path(tmp)
         exe = _build(Path(folder).resolve(), work, cc, timeout)
         _run(
@@ -140,7 +141,7 @@ def run_main(
     accelerator that, when main first sleeps after cnn_start, writes the known answer's words
     where the output layers write them and calls the done interrupt; what main prints."""
     size, stride, first = SPACE[device]
-    with tempfile.TemporaryDirectory(prefix="cnnforge_hostrun_") as tmp:
+    with scratch_dir("hostrun") as tmp:
         work = Path(tmp)
         exe = _build(Path(folder).resolve(), work, cc, timeout)
         argv = [str(exe), hex(size), hex(stride), hex(first), str(work / "out"), str(wait_ms)]
@@ -164,7 +165,7 @@ def run_unload(folder: Path, device: str, cc: str = "cc", timeout: float = 120.0
     rmap = MAPS[device]
     where = (rmap.ctl(0, rmap.mlator_reg), rmap.layer(0, 0, "wptr_base"),
              rmap.layer(0, 0, "lctl2"), rmap.sram(0, 0))  # fmt: skip
-    with tempfile.TemporaryDirectory(prefix="cnnforge_hostrun_") as tmp:
+    with scratch_dir("hostrun") as tmp:
         work = Path(tmp)
         exe = _build(Path(folder).resolve(), work, cc, timeout)
         argv = [str(exe), hex(size), hex(stride), hex(first), str(work / "out"), "20000"]
@@ -208,6 +209,7 @@ def _run(cmd: list[str], timeout: float, what: str) -> str:
     except subprocess.TimeoutExpired as exc:
         raise HostRunError(f"{what}: timed out after {timeout:.0f} s") from exc
     if proc.returncode != 0:
+        tool_ran_out(proc.stderr + proc.stdout, f"firmware/cnn.c ({what})", proc.returncode)
         tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
         raise HostRunError(f"{what} failed (exit {proc.returncode}): {' | '.join(tail)}")
     return proc.stdout

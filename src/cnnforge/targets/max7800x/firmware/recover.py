@@ -13,7 +13,6 @@ pipeline), twice: with zero weights for the placement's facts, then with the rec
 from __future__ import annotations
 
 import dataclasses
-import tempfile
 from collections import OrderedDict
 from collections.abc import Callable
 from pathlib import Path
@@ -24,6 +23,7 @@ import torch
 import yaml
 
 from cnnforge.ir import Layer, Network, Op, Quantized
+from cnnforge.owners import scratch_dir
 from cnnforge.targets.max7800x.ai8x_checkpoint_writer import layer_state
 from cnnforge.targets.max7800x.firmware import kernels
 from cnnforge.targets.max7800x.firmware.decode import DecodedLayer, DecodeError
@@ -304,7 +304,7 @@ def recover(
     text = pair_text(layers, flow, data_format, MAPS[device].flatten_bias_first)
     shape = input_shape(layers[0], flow)
     fifo = layers[0].fifo  # the vendor's --fifo (a flag, not a YAML key)
-    with tempfile.TemporaryDirectory(prefix="cnnforge-decoded-") as name:
+    with scratch_dir("decoded") as name:
         tmp = Path(name)
         zeros = {
             ly.index: np.zeros(weight_shape(ly, flow, _in_pixels(ly, flow)), np.int64)
