@@ -20,6 +20,7 @@ from rich.table import Table
 
 from cnnforge.cli.app import app
 from cnnforge.cli.common import console
+from cnnforge.errors import InputError
 
 
 @app.command("diff")
@@ -32,9 +33,16 @@ def diff_command(
     all_layers: bool = typer.Option(False, "--all", help="Show every layer, not only a summary."),
 ) -> None:
     """Compare layer by layer in A's order (two firmware folders: their decoded registers)."""
-    if (a / "cnn.c").is_file() and (b / "cnn.c").is_file():
+    firmware = [(a / "cnn.c").is_file(), (b / "cnn.c").is_file()]
+    if all(firmware):
         _diff_firmware(a, b)
         return
+    if any(firmware):  # one firmware folder: the other must be one too
+        other, folder = (b, a) if firmware[0] else (a, b)
+        what = "no such folder" if not other.exists() else "no cnn.c (not a firmware folder)"
+        raise InputError(
+            f"{other}: {what}", hint=f"{folder} is a firmware folder: compare it with another"
+        )
     from cnnforge.targets.max7800x.c.probe import (
         compare,
         find_network,

@@ -44,10 +44,19 @@ def load_network(folder: Path, device: str | None):
 
 
 def _check(folder: Path, device: str | None) -> None:
+    from cnnforge.targets.max7800x.firmware.inspect import detect_device
+
     if not (folder / "cnn.c").is_file():
         raise InputError(f"{folder}: no cnn.c (not a firmware folder)")
     if device not in (None, *(d.name for d in DEVICES)):
         raise InputError(f"--device {device}: one of {DEVICE_NAMES}")
+    found = detect_device(folder)
+    if device is not None and device != found:
+        raise InputError(
+            f"{folder}: this is {found} firmware (cnn.c addresses the {found}'s registers), "
+            f"not {device}",
+            hint=f"leave --device out, or give --device {found}",
+        )
 
 
 def write_pair(network, plan, yaml_out: Path, arch: str) -> Path:

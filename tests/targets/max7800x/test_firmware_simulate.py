@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import HealthCheck, assume, event, given, settings
 
 from cnnforge.errors import PlanError
 from cnnforge.pipeline import CompileOptions, compile_model
@@ -38,6 +38,7 @@ from support.firmware import (
     own_sample,
     variant_firmware,
 )
+from support.firmware_cases import CASES, case_firmware
 from support.plan import networks, with_weights
 
 DEMOS = sorted(p.stem for p in (GOLDEN / "known").glob("*.npz") if p.stem not in FIFO)
@@ -245,16 +246,25 @@ def test_inspect_yaml_round_trips_own_plans(model, device, shape, flags, tmp_pat
     _round_trip(tmp_path / "own" / "firmware", tmp_path, capsys)
 
 
-def test_simulate_firmware_of_compiles_own_output(tmp_path: Path, capsys) -> None:
-    """`compile qat-unet --ptq --firmware`: its folder, simulated, holds its known answer."""
+@pytest.mark.parametrize("fifo", [False, True])
+def test_simulate_firmware_of_compiles_own_output(fifo: bool, tmp_path: Path, capsys) -> None:
+    """`compile qat-unet --ptq --firmware [--fifo]`: its folder, simulated, holds its known
+    answer. With --fifo the first layer streams and its bias sits one entry after its offset
+    on the MAX78000 (the hardware reads it there): read back from there, not shifted."""
     sample = tmp_path / "x.npy"
     np.save(sample, own_sample((3, 32, 32)))
     options = CompileOptions(output=tmp_path / "out", model="qat-unet", device="MAX78000",
-                             ptq=True, sample=sample, report=False, firmware=True)  # fmt: skip
+                             ptq=True, sample=sample, report=False, firmware=True,
+                             fifo=fifo)  # fmt: skip
     compile_model(options)
-    code, out, err = run_cli(["simulate", "--firmware", str(tmp_path / "out" / "firmware")], capsys)
+    folder = tmp_path / "out" / "firmware"
+    code, out, err = run_cli(["simulate", "--firmware", str(folder)], capsys)
     assert code == 0, err
     assert "PASS" in out
+    decoded = read_firmware(folder, None)
+    assert decoded.layers[0].streaming == fifo
+    first = decoded.network.layers[0].quant
+    assert first is not None and first.bias is not None and np.any(first.bias != 0)
 
 
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -274,8 +284,9 @@ def test_random_planned_networks_simulate_back(network) -> None:
             fw = build_firmware(planned, plan, x, outs)
         except (PlanError, NotImplementedError, ValueError):
             continue
-        if any(f.operands > 1 or f.groups > 1 for f in fw.facts):
-            continue  # element-wise and depthwise layers are not read back yet (decode.py)
+        if any(f.groups > 1 for f in fw.facts):
+            continue  # depthwise layers are not read back yet (decode.py)
+        event(f"element-wise layers: {any(f.operands > 1 for f in fw.facts)}")
         with tempfile.TemporaryDirectory() as name:
             write_folder(fw, Path(name))
             decoded = read_firmware(Path(name), device)
@@ -284,3 +295,20 @@ def test_random_planned_networks_simulate_back(network) -> None:
         assert test is not None and test.passed, (device, test)
         done += 1
     assume(done)
+
+
+@pytest.mark.parametrize("name", [n for n in CASES if n.startswith("eltwise-")])
+def test_element_wise_cases_simulate_back(name: str, tmp_path: Path, capsys) -> None:
+    """Element-wise layers read back (their operands interleaved at the read pointer, the
+    operation, operand count and pooling order from the 1D register): cnnforge's firmware of
+    the element-wise cases (residual adds, sub/xor/or, several passes, pooling) holds its own
+    known answer, and the operands' producers are the network's."""
+    fw = case_firmware(name)
+    write_folder(fw, tmp_path)
+    code, out, err = run_cli(["simulate", "--firmware", str(tmp_path)], capsys)
+    assert code == 0, err
+    assert "PASS" in out
+    decoded = read_firmware(tmp_path, None)
+    for f, ly in zip(fw.facts, decoded.network.layers, strict=True):
+        assert (len(ly.inputs) if ly.eltwise is not None else 1) == f.operands
+        assert (ly.eltwise.value if ly.eltwise is not None else "") == f.eltwise

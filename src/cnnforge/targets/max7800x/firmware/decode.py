@@ -10,6 +10,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from cnnforge.arithmetic import implicit_shift
+from cnnforge.targets.max7800x.firmware.bias import stream_skip
+from cnnforge.targets.max7800x.firmware.eltwise import ELTWISE_FN
 from cnnforge.targets.max7800x.firmware.regmap import FIFO_CTL, MAPS, RegisterMap, get
 
 WEIGHT_BITS = {0: 8, 1: 1, 2: 2, 3: 4}  # the weight_size field (regmap.FIELDS)
@@ -56,10 +59,13 @@ class DecodedLayer:
     timeslots: int
     bias_quadrant: int | None
     bias_offset: int
-    bias: list[int] = field(default_factory=list)  # signed, from the layer's first entry
+    bias: list[int] = field(default_factory=list)  # signed, from the first entry the layer reads
     kernels: dict[int, bytes] = field(default_factory=dict)  # processor -> the layer's columns
     streaming: bool = False  # its rollover (FIFO input) or, after the first, stream start/deltas
     fifo: bool = False  # the first layer: its input arrives through the FIFOs (FIFO/CTL control)
+    operands: int = 1  # element-wise: the operands it combines (interleaved at its read pointer)
+    eltwise: str = ""  # add / sub / or / xor ("" without an element-wise operation)
+    pool_first: bool = True  # element-wise with pooling: pool each operand, then combine
 
     @property
     def processors(self) -> int:
@@ -166,12 +172,6 @@ class _Registers:
 def _operation(reg: _Registers, in_map: int, masks: int) -> str:
     """conv2d / conv1d / convtranspose2d / passthrough (a computing layer enables masks)."""
     post, oned = reg("post"), reg("oned")
-    if get(oned, "eltwise_ena"):  # the operands' producers are not read back yet
-        what = (
-            f"layer {reg.i} is an element-wise operation of {get(oned, 'eltwise_operands') + 1} "
-            "operands, which cnnforge does not read back yet"
-        )
-        raise reg.error("oned", what)
     if get(post, "depthwise"):  # its kernels and write pointers are not read back yet
         what = f"layer {reg.i} is a depthwise convolution, which cnnforge does not read back yet"
         raise reg.error("post", what)
@@ -183,6 +183,22 @@ def _operation(reg: _Registers, in_map: int, masks: int) -> str:
     if get(oned, "conv1d"):
         return "conv1d"
     return "conv2d" if conv else "passthrough"
+
+
+def _eltwise(reg: _Registers, conv: bool) -> tuple[int, str, bool]:
+    """(operands, operation, pool first) of the 1D register's element-wise bits (eltwise.py):
+    (1, "", True) without an element-wise operation."""
+    oned = reg("oned")
+    if not get(oned, "eltwise_ena"):
+        return 1, "", True
+    operands = get(oned, "eltwise_operands") + 1
+    if operands < 2:
+        raise reg.error("oned", f"layer {reg.i} combines {operands} operand element-wise")
+    if bool(get(oned, "eltwise_conv")) != conv:
+        what = f"layer {reg.i}: the element-wise 'convolution follows' bit contradicts the op"
+        raise reg.error("oned", what)
+    fn = {v: k for k, v in ELTWISE_FN.items()}[get(oned, "eltwise_fn")]
+    return operands, fn, bool(get(oned, "eltwise_pool_first"))
 
 
 def _kernel_shape(reg: _Registers, op: str) -> tuple[int, int]:
@@ -326,6 +342,8 @@ def _layer(state: dict[int, int], rmap: RegisterMap, i: int, groups: list[int]) 
     quant = WEIGHT_BITS[get(post, "weight_size")] if conv else 8
     shift = get(post, "shift")
     shift = -(shift & 15) if shift & 16 else shift
+    if conv:  # the register adds narrow weights' own shift, 8 - bits (registers.py)
+        shift -= implicit_shift(quant)
     out_base, out_offset = _output_place(reg, in_map)
     span = _bits(lctl2, rmap.xpch_max_offs, 9) // quant + 1 if conv else 0
     wide = bool(get(lctl, "wide"))
@@ -334,6 +352,7 @@ def _layer(state: dict[int, int], rmap: RegisterMap, i: int, groups: list[int]) 
     ksize = kernel[0] * kernel[1]
     kernel_start = (kstart // 8 * ksize + get(oned, "kernel_sad")) // 9 if conv and ksize else 0
     bias_q, bias_offset = _bias_place(reg)
+    operands, eltwise, pool_first = _eltwise(reg, conv)
     return DecodedLayer(
         index=i, op=op, in_map=in_map, out_base=out_base, out_span=span,
         in_offset=reg("rptr_base") * 4, out_offset=out_offset,
@@ -346,6 +365,7 @@ def _layer(state: dict[int, int], rmap: RegisterMap, i: int, groups: list[int]) 
         flatten_prod=flatten_prod | (get(lctl2, "in_expand") if flatten else 0),
         kernel_start=kernel_start, kernel_field=kstart, kernel_end=kend, tptr=reg("tptr"),
         timeslots=get(oned, "timeslots"), bias_quadrant=bias_q, bias_offset=bias_offset,
+        operands=operands, eltwise=eltwise, pool_first=pool_first or not pooling,
     )  # fmt: skip
 
 
@@ -465,14 +485,17 @@ def _bias(state: dict[int, int], rmap: RegisterMap, layers: list[DecodedLayer]) 
     for ly in layers:
         if ly.bias_quadrant is None:
             continue
+        # a streaming first layer's bias starts one entry late on the MAX78000 (bias.py)
+        skip = stream_skip(ly.index, ly.streaming, rmap)
         n = ly.out_span * ly.out_expand
-        if ly.bias_offset + n > rmap.bias_entries:
+        if ly.bias_offset + skip + n > rmap.bias_entries:
             raise DecodeError(
                 f"register 0x{rmap.layer(ly.bias_quadrant, ly.index, 'post'):08x}: layer "
-                f"{ly.index} bias entries {ly.bias_offset}..{ly.bias_offset + n - 1} past "
-                f"{rmap.bias_entries}"
+                f"{ly.index} bias entries {ly.bias_offset + skip}.."
+                f"{ly.bias_offset + skip + n - 1} past {rmap.bias_entries}"
             )
         vals = [
-            state.get(rmap.bias(ly.bias_quadrant, ly.bias_offset + k), 0) & 0xFF for k in range(n)
+            state.get(rmap.bias(ly.bias_quadrant, ly.bias_offset + skip + k), 0) & 0xFF
+            for k in range(n)
         ]
         ly.bias = [v - 256 if v > 127 else v for v in vals]

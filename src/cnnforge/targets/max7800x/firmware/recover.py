@@ -13,6 +13,7 @@ pipeline), twice: with zero weights for the placement's facts, then with the rec
 from __future__ import annotations
 
 import dataclasses
+import re
 import tempfile
 from collections import OrderedDict
 from collections.abc import Callable
@@ -23,6 +24,8 @@ import numpy as np
 import torch
 import yaml
 
+from cnnforge.devices import get_device
+from cnnforge.errors import ConfigError
 from cnnforge.ir import Layer, Network, Op, Quantized
 from cnnforge.targets.max7800x.ai8x_checkpoint_writer import layer_state
 from cnnforge.targets.max7800x.firmware import kernels
@@ -78,23 +81,41 @@ def _sources(
     layers: list[DecodedLayer], spans: list[int], ly: DecodedLayer, passes: int, strict: bool
 ) -> list[int]:
     """The layers (in reading order) whose output ``ly`` reads: per pass and processor, the
-    latest earlier layer writing there (INPUT: none, the network input)."""
+    latest earlier layer writing there (INPUT: none, the network input). The operands of an
+    element-wise layer lie interleaved word by word: operand k's pass e at ``in_offset +
+    4 (e x operands + k)`` (each written with ``write_gap = operands - 1``); one source each."""
     found: list[int] = []
-    for e in range(passes):
-        for p in range(64):
-            if not ly.in_map >> p & 1:
-                continue
-            src = INPUT
-            for s in range(ly.index - 1, -1, -1):
-                stride = 4 * passes if strict else None
-                if spans[s] >> p & 1 and _writes(layers[s], ly.in_offset + 4 * e, stride):
-                    src = s
-                    break
-            if ly.index == 0:
-                src = INPUT
-            if src not in found:
-                found.append(src)
+    k_all = ly.operands
+    for k in range(k_all):
+        mine: list[int] = []
+        for e in range(passes):
+            offset = ly.in_offset + 4 * (e * k_all + k)
+            for p in range(64):
+                if ly.in_map >> p & 1:
+                    src = _writer(layers, spans, ly, p, offset, 4 * passes * k_all, strict)
+                    if src not in mine:
+                        mine.append(src)
+        found += mine[:1] if k_all > 1 else [s for s in mine if s not in found]
     return found or [INPUT]
+
+
+def _writer(
+    layers: list[DecodedLayer],
+    spans: list[int],
+    ly: DecodedLayer,
+    p: int,
+    offset: int,
+    stride: int,
+    strict: bool,
+) -> int:
+    """The latest layer before ``ly`` that writes byte ``offset`` of processor ``p`` (with
+    pixels ``stride`` bytes apart when ``strict``); INPUT: none."""
+    if ly.index == 0:
+        return INPUT
+    for s in range(ly.index - 1, -1, -1):
+        if spans[s] >> p & 1 and _writes(layers[s], offset, stride if strict else None):
+            return s
+    return INPUT
 
 
 def data_flow(layers: list[DecodedLayer]) -> Flow:
@@ -119,7 +140,7 @@ def data_flow(layers: list[DecodedLayer]) -> Flow:
     flatten: list[bool] = []
     for i, ly in enumerate(layers):
         cin = 0
-        for s in sources[i]:
+        for s in sources[i][:1] if ly.operands > 1 else sources[i]:  # operands: one's channels
             if s == INPUT:
                 cin += ly.in_map.bit_count() * (1 if ly.flatten else ly.in_expand)
             else:
@@ -199,7 +220,7 @@ def yaml_layer(
     if ly.write_gap:
         d["write_gap"] = ly.write_gap
     src = flow.sources[i]
-    if src != ([INPUT] if i == 0 else [i - 1]):
+    if src != ([INPUT] if i == 0 else [i - 1]) and not (i == 0 and set(src) == {INPUT}):
         d["in_sequences"] = src
     if i == 0:
         d["data_format"] = data_format
@@ -207,8 +228,16 @@ def yaml_layer(
     if flow.flatten[i]:
         d["operation"] = "linear"
         d["flatten"] = True
+    elif ly.operands > 1 and not conv:
+        d["operation"] = ly.eltwise
     else:
         d["operation"] = _OPS[ly.op]
+    if ly.operands > 1:
+        if conv:
+            d["eltwise"] = ly.eltwise
+        d["operands"] = ly.operands
+        if not ly.pool_first:
+            d["pool_first"] = False
     k = _kernel(ly)
     if conv and not flow.flatten[i]:
         if ly.op == "conv1d":
@@ -274,6 +303,7 @@ def _checkpoint(
 
 def _read(
     read: PairReader,
+    layers: list[DecodedLayer],
     text: str,
     ckpt: dict[str, Any],
     shape: tuple[int, ...],
@@ -283,7 +313,29 @@ def _read(
 ) -> tuple[Network, Plan]:
     (tmp / "decoded.yaml").write_text(text, encoding="utf-8")
     torch.save(ckpt, tmp / "decoded.pth.tar")
-    return read(tmp / "decoded.yaml", tmp / "decoded.pth.tar", shape, device=device, fifo=fifo)
+    try:
+        return read(tmp / "decoded.yaml", tmp / "decoded.pth.tar", shape, device=device, fifo=fifo)
+    except ConfigError as exc:  # name the registers, not the temporary YAML
+        raise _register_error(exc, text, layers, device) from None
+
+
+def _register_error(
+    exc: ConfigError, text: str, layers: list[DecodedLayer], device: str
+) -> DecodeError:
+    """The reader's refusal of the decoded YAML, named by the layer's control register (the
+    layer whose mapping holds the YAML line it names)."""
+    line = int(m.group(1)) if (m := re.search(r":(\d+)$", exc.where or "")) else 0
+    layer = 0
+    for number, row in enumerate(text.splitlines()[:line], start=1):
+        if (hit := re.match(r"- name: l(\d+)$", row)) and number <= line:
+            layer = int(hit.group(1))
+    what = re.sub(r"^layer \d+ \(l\d+\): ", "", exc.what)
+    in_map = layers[layer].in_map if layer < len(layers) else 0
+    addr = MAPS[device].layer(max(_ffs(in_map), 0) // 16, layer, "lctl")
+    return DecodeError(
+        f"register 0x{addr:08x}: layer {layer}: the network its registers configure is "
+        f"refused: {what}"
+    )
 
 
 def pair_text(layers: list[DecodedLayer], flow: Flow, data_format: str, flatten_first: bool) -> str:
@@ -292,6 +344,28 @@ def pair_text(layers: list[DecodedLayer], flow: Flow, data_format: str, flatten_
     doc = {"arch": "decoded", "dataset": "decoded",
            "layers": [yaml_layer(ly, flow, data_format, pin) for ly in layers]}  # fmt: skip
     return yaml.safe_dump(doc, sort_keys=False)
+
+
+def with_emulated_passes(layers: list[DecodedLayer], device: str) -> list[DecodedLayer]:
+    """``layers`` with the passes of the MAX78000's one-long-pass element-wise layers put back.
+
+    That part runs an element-wise layer over several passes (other than 2 operands x 2 passes)
+    as one pass of passes x rows (eltwise.py ``emulated``): its registers say 1 pass and the
+    rows times the passes. Its operands' producers say the passes (each writes them all)."""
+    if not get_device(device).eltwise_multipass_plain_only:
+        return layers
+    spans = [_span(ly) for ly in layers]
+    out = list(layers)
+    for ly in layers:
+        if ly.operands < 2 or ly.op != "passthrough" or ly.in_expand != 1 or ly.index == 0:
+            continue
+        found = _sources(layers, spans, ly, 1, strict=False)
+        passes = {layers[s].out_expand for s in found if s != INPUT}
+        e = passes.pop() if len(passes) == 1 and INPUT not in found else 1
+        if e > 1 and ly.in_dims[0] % e == 0:
+            rows = (ly.in_dims[0] // e, ly.in_dims[1])
+            out[ly.index] = dataclasses.replace(ly, in_expand=e, out_expand=e, in_dims=rows)
+    return out
 
 
 def recover(
@@ -311,7 +385,8 @@ def recover(
             for ly in layers
             if ly.op != "passthrough"
         }
-        network, plan = _read(read, text, _checkpoint(layers, zeros, {}), shape, device, tmp, fifo)
+        zero_ckpt = _checkpoint(layers, zeros, {})
+        network, plan = _read(read, layers, text, zero_ckpt, shape, device, tmp, fifo)
         facts = network_facts(network, plan)
         weights = recovered_weights(layers, facts, MAPS[device], network)
         bias = {
@@ -320,7 +395,7 @@ def recover(
             if ly.bias_quadrant is not None and ly.index in weights
         }
         ckpt = _checkpoint(layers, weights, bias)
-        return _read(read, text, ckpt, shape, device, tmp, fifo)
+        return _read(read, layers, text, ckpt, shape, device, tmp, fifo)
 
 
 def _in_pixels(ly: DecodedLayer, flow: Flow) -> int:

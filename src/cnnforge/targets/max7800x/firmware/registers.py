@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from cnnforge.arithmetic import implicit_shift
 from cnnforge.ir import Op
 from cnnforge.targets.max7800x.firmware.bias import BiasLayout
 from cnnforge.targets.max7800x.firmware.depthwise import depthwise_refusal, depthwise_values
@@ -387,7 +388,9 @@ def _tram_post(f: LayerFacts, q: int, bl: BiasLayout, quant: int, flatten_prod: 
     else:  # a pooling-only layer's TRAM word count is 1
         tptr = tram_words(f) - 1
     post = put("weight_size", {1: 1, 2: 2, 4: 3}.get(quant, 0) if conv else 0)
-    shift = f.output_shift
+    # The register holds the checkpoint's shift plus the shift of narrow weights, 8 - bits
+    # (docs/firmware.md, post-processing; binary weights count as 1 bit).
+    shift = f.output_shift + (implicit_shift(f.weight_bits) if f.has_weights else 0)
     post |= put("shift", (-shift) | 16 if shift < 0 else shift)
     place = bl.place.get(f.index)
     if place is not None and q == place[0]:
