@@ -21,7 +21,7 @@ from cnnforge.devices import Capabilities
 from cnnforge.errors import ConfigError
 from cnnforge.frontend.ai8x_checkpoint import CheckpointLayer
 from cnnforge.frontend.ai8x_yaml import YamlLayer
-from cnnforge.ir import BINARY_BITS, Activation, Layer, Op, Pooling, Quantized
+from cnnforge.ir import BINARY_BITS, INPUT, Activation, Layer, Op, Pooling, Quantized
 from cnnforge.ranges import verify_quantized
 
 
@@ -77,6 +77,15 @@ def _input_geometry(y: YamlLayer, ctx: LayerContext) -> tuple[int, tuple[int, ..
         )
     chans = [s[0] for s in ctx.in_shapes]
     if y.eltwise is not None:
+        if ctx.inputs == (INPUT,) and y.operands > 1:  # the vendor splits the input's channels
+            _fail(
+                y,
+                ctx,
+                f"an element-wise operation on the network input ({chans[0]} channels split "
+                f"into {y.operands} operands) is not supported by cnnforge",
+                "operands",
+                "give each operand its own layer and list them in `in_sequences`",
+            )
         if len(chans) != y.operands:
             _fail(
                 y,

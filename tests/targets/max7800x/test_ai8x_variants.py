@@ -193,3 +193,23 @@ def test_avg_pool_rounding_flag(tmp_path):
         simulate(network, x, device=None).outputs["p"],
         simulate(again.network, x, device=None).outputs["p"],
     )
+
+
+def test_conv1d_takes_the_vendors_c_l_1_samples(tmp_path, capsys):
+    """The vendor tool holds 1-D data as C x L x 1 (its Conv1d samples are saved so): a pair
+    whose first layer is a Conv1d reads that shape as C x L, and `simulate --ai8x-yaml` takes
+    such a sample, with the same output as the C x L one."""
+    from support.cli import run_cli
+
+    net = Network("c1d", (4, 32), (_conv1d("a", "input", 4, 12, 32, k=5, pad=2),))
+    _roundtrip(tmp_path, net, "MAX78000")
+    model = read_ai8x(tmp_path / "v.yaml", tmp_path / "v.pth.tar", (4, 32, 1), device="MAX78000")
+    assert model.network.input_shape == (4, 32)
+    x = RNG.integers(-128, 128, size=(4, 32))
+    np.save(tmp_path / "x.npy", x[..., None])
+    args = ["simulate", "--ai8x-yaml", str(tmp_path / "v.yaml"), "--ai8x-checkpoint",
+            str(tmp_path / "v.pth.tar"), "--input", str(tmp_path / "x.npy")]  # fmt: skip
+    code, _, err = run_cli([*args, "--output", str(tmp_path / "y.npy")], capsys)
+    assert code == 0, err
+    want = simulate(model.network, torch.from_numpy(x), device=None).outputs["a"].numpy()
+    assert np.array_equal(np.load(tmp_path / "y.npy"), want)
