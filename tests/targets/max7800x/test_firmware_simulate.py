@@ -36,6 +36,7 @@ from support.firmware import (
     OWN,
     demo_firmware,
     own_sample,
+    pair_firmware,
     variant_firmware,
 )
 from support.firmware_cases import CASES, case_firmware
@@ -312,3 +313,42 @@ def test_element_wise_cases_simulate_back(name: str, tmp_path: Path, capsys) -> 
     for f, ly in zip(fw.facts, decoded.network.layers, strict=True):
         assert (len(ly.inputs) if ly.eltwise is not None else 1) == f.operands
         assert (ly.eltwise.value if ly.eltwise is not None else "") == f.eltwise
+
+
+AUTOENCODER = """\
+arch: conv1d_mlp
+dataset: motor
+layers:
+  - {processors: 0xffffffffffffffff, out_offset: 0x2000, operation: conv1d, kernel_size: 1,
+     pad: 0, activate: ReLU, data_format: HWC}
+  - {processors: 0xffffffffffffffff, out_offset: 0x0000, operation: conv1d, kernel_size: 3,
+     pad: 0, activate: ReLU}
+  - {processors: 0xffffffffffffffff, out_offset: 0x2000, operation: mlp, activate: ReLU}
+  - {processors: 0x00000000ffffffff, out_offset: 0x0000, operation: mlp, activate: ReLU}
+  - {processors: 0x000000000000000f, out_offset: 0x2000, operation: mlp, activate: None}
+"""
+
+
+def test_conv1d_then_linear_layers_simulate_back(tmp_path: Path, capsys) -> None:
+    """Conv1d layers down to a length of 1, then linear layers (the vendor's motor-fault
+    autoencoder's shape): the 1x1 layers' registers are those of a 2-D 1x1 convolution; read
+    back as linear layers on the Conv1d's 1-D output, they hold the known answer."""
+    import torch
+
+    (tmp_path / "n.yaml").write_text(AUTOENCODER)
+    rng = np.random.default_rng(3)
+    shapes = [(128, 256, 1), (64, 128, 3), (32, 64), (4, 32), (16, 4)]
+    state = {}
+    for i, shape in enumerate(shapes):
+        state[f"l{i}.op.weight"] = torch.from_numpy(rng.integers(-128, 128, shape).astype("f4"))
+        state[f"l{i}.op.bias"] = torch.from_numpy(rng.integers(-64, 64, shape[0]).astype("f4"))
+        state[f"l{i}.output_shift"] = torch.tensor([-3.0])
+    torch.save({"arch": "conv1d_mlp", "epoch": 1, "state_dict": state}, tmp_path / "n.pth.tar")
+    x = rng.integers(-128, 128, (256, 3))
+    fw = pair_firmware(tmp_path / "n.yaml", tmp_path / "n.pth.tar", x, "MAX78000", [])
+    write_folder(fw, tmp_path / "fw")
+    code, out, err = run_cli(["simulate", "--firmware", str(tmp_path / "fw")], capsys)
+    assert code == 0, err
+    assert "PASS" in out
+    ops = [ly.op for ly in read_firmware(tmp_path / "fw", None).network.layers]
+    assert [op.value for op in ops] == ["conv1d", "conv1d", "linear", "linear", "linear"]

@@ -39,8 +39,6 @@ from cnnforge.targets.max7800x.placement import Plan
 PairReader = Callable[..., tuple[Network, Plan]]
 
 INPUT = -1
-_OPS = {"conv2d": "conv2d", "conv1d": "conv1d", "convtranspose2d": "convtranspose2d",
-        "passthrough": "passthrough"}  # fmt: skip
 _ACT = {(True, False): "ReLU", (False, True): "Abs", (False, False): "None"}
 
 
@@ -66,6 +64,7 @@ class Flow:
     channels: list[int]  # output channels
     in_channels: list[int]
     flatten: list[bool]
+    ops: list[str] = dataclasses.field(default_factory=list)  # the YAML operation of each layer
 
 
 def _writes(ly: DecodedLayer, offset: int, stride: int | None) -> bool:
@@ -153,7 +152,29 @@ def data_flow(layers: list[DecodedLayer]) -> Flow:
             channels.append(cin)
         else:
             channels.append(_out_channels(layers, ly, out_maps[i]))
-    return Flow(sources, out_maps, channels, in_channels, flatten)
+    ops = _operations(layers, sources, flatten)
+    return Flow(sources, out_maps, channels, in_channels, flatten, ops)
+
+
+def _operations(
+    layers: list[DecodedLayer], sources: list[list[int]], flatten: list[bool]
+) -> list[str]:
+    """Each layer's YAML operation. The registers of a 1x1 convolution are the same for 2-D
+    data, 1-D data (Conv1d, kernel 1) and a vector (a linear layer): the rank of the data it
+    reads says which (2: image, 1: 1-D, 0: vector; the input's: 1 when a Conv1d reads it)."""
+    ranks: list[int] = []
+    ops: list[str] = []
+    for i, ly in enumerate(layers):
+        first = 1 if layers[0].op == "conv1d" else 2
+        rank = max(first if s == INPUT else ranks[s] for s in sources[i])
+        op = ly.op
+        if flatten[i]:
+            op = "linear"
+        elif ly.op == "conv2d" and ly.kernel == (1, 1) and rank < 2:
+            op = "conv1d" if rank == 1 and ly.in_dims[0] > 1 else "linear"
+        ops.append(op)
+        ranks.append(0 if op == "linear" else 1 if op == "conv1d" else rank)
+    return ops
 
 
 def _out_channels(layers: list[DecodedLayer], ly: DecodedLayer, out_map: int) -> int:
@@ -225,13 +246,14 @@ def yaml_layer(
     if i == 0:
         d["data_format"] = data_format
     conv = ly.op != "passthrough"
+    op = flow.ops[i]
     if flow.flatten[i]:
         d["operation"] = "linear"
         d["flatten"] = True
     elif ly.operands > 1 and not conv:
         d["operation"] = ly.eltwise
     else:
-        d["operation"] = _OPS[ly.op]
+        d["operation"] = op
     if ly.operands > 1:
         if conv:
             d["eltwise"] = ly.eltwise
@@ -239,8 +261,8 @@ def yaml_layer(
         if not ly.pool_first:
             d["pool_first"] = False
     k = _kernel(ly)
-    if conv and not flow.flatten[i]:
-        if ly.op == "conv1d":
+    if conv and not flow.flatten[i] and op != "linear":
+        if op == "conv1d":
             d["kernel_size"] = k[0]
             d["pad"] = ly.padding[0]
         elif ly.op == "convtranspose2d":
@@ -280,8 +302,10 @@ def weight_shape(ly: DecodedLayer, flow: Flow, in_pixels: int) -> tuple[int, ...
     out, cin = flow.channels[i], flow.in_channels[i]
     if flow.flatten[i]:
         return (out, cin * in_pixels)
+    if flow.ops[i] == "linear":
+        return (out, cin)
     k = _kernel(ly)
-    if ly.op == "conv1d":
+    if flow.ops[i] == "conv1d":
         return (out, cin, k[0])
     if ly.op == "convtranspose2d":
         return (cin, out, *k)
