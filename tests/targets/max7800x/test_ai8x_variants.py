@@ -213,3 +213,18 @@ def test_conv1d_takes_the_vendors_c_l_1_samples(tmp_path, capsys):
     assert code == 0, err
     want = simulate(model.network, torch.from_numpy(x), device=None).outputs["a"].numpy()
     assert np.array_equal(np.load(tmp_path / "y.npy"), want)
+
+
+def test_element_wise_on_the_network_input_is_refused_by_name(tmp_path):
+    """The vendor tool splits the input's channels into the operands of a first element-wise
+    layer; cnnforge's graph has no such split: one line naming the feature and the YAML line."""
+    (tmp_path / "v.yaml").write_text(
+        "arch: e\ndataset: e\nlayers:\n  - processors: 0xf\n    out_offset: 0x2000\n"
+        "    operation: add\n    data_format: HWC\n"
+    )
+    torch.save({"arch": "e", "epoch": 1, "state_dict": {}}, tmp_path / "v.pth.tar")
+    with pytest.raises(ConfigError) as info:
+        read_ai8x(tmp_path / "v.yaml", tmp_path / "v.pth.tar", (8, 4, 4), device="MAX78000")
+    text = str(info.value)
+    assert "v.yaml:4" in text and "element-wise operation on the network input" in text
+    assert "8 channels split into 2 operands" in text

@@ -66,6 +66,8 @@ class DecodedLayer:
     operands: int = 1  # element-wise: the operands it combines (interleaved at its read pointer)
     eltwise: str = ""  # add / sub / or / xor ("" without an element-wise operation)
     pool_first: bool = True  # element-wise with pooling: pool each operand, then combine
+    # per quadrant the layer reads: (quadrant, first output processor of its write pointer)
+    out_bases: tuple[tuple[int, int], ...] = ()
 
     @property
     def processors(self) -> int:
@@ -353,6 +355,8 @@ def _layer(state: dict[int, int], rmap: RegisterMap, i: int, groups: list[int]) 
     kernel_start = (kstart // 8 * ksize + get(oned, "kernel_sad")) // 9 if conv and ksize else 0
     bias_q, bias_offset = _bias_place(reg)
     operands, eltwise, pool_first = _eltwise(reg, conv)
+    out_bases = tuple((q, (reg("wptr_base", q) >> rmap.write_ptr_shift) * 4) for q in groups
+                      if in_map >> 16 * q & 0xFFFF)  # fmt: skip
     return DecodedLayer(
         index=i, op=op, in_map=in_map, out_base=out_base, out_span=span,
         in_offset=reg("rptr_base") * 4, out_offset=out_offset,
@@ -366,6 +370,7 @@ def _layer(state: dict[int, int], rmap: RegisterMap, i: int, groups: list[int]) 
         kernel_start=kernel_start, kernel_field=kstart, kernel_end=kend, tptr=reg("tptr"),
         timeslots=get(oned, "timeslots"), bias_quadrant=bias_q, bias_offset=bias_offset,
         operands=operands, eltwise=eltwise, pool_first=pool_first or not pooling,
+        out_bases=out_bases,
     )  # fmt: skip
 
 

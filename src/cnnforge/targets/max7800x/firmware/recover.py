@@ -47,12 +47,20 @@ def _ffs(x: int) -> int:
 
 
 def _span(ly: DecodedLayer) -> int:
-    """The processors a layer may write: the span from its output base (passthrough: the
-    processors it reads, moved to its output base)."""
-    if ly.op == "passthrough":
-        low = _ffs(ly.in_map) if ly.in_map else 0
-        return (ly.in_map >> low) << (ly.out_base + low % 4)
-    return ((1 << ly.out_span) - 1) << ly.out_base
+    """The processors a layer may write: the span from its output base (passthrough: per
+    quadrant the processors it reads, packed, from the lane of the first of them at the
+    quadrant's write pointer: the vendor's "packed version of the input processors")."""
+    if ly.op != "passthrough":
+        return ((1 << ly.out_span) - 1) << ly.out_base
+    bases = dict(ly.out_bases)
+    first = _ffs(ly.in_map) // 16 if ly.in_map else 0
+    out = 0
+    for q in range(4):
+        mine = ly.in_map >> 16 * q & 0xFFFF
+        if mine:
+            base = bases.get(q, ly.out_base + 16 * (q - first))
+            out |= ((1 << mine.bit_count()) - 1) << (base + _ffs(mine) % 4)
+    return out
 
 
 @dataclasses.dataclass
