@@ -109,21 +109,6 @@ def bias_entries(out_channels: int, out_mask: int, device: Max7800xDevice) -> in
     return out_channels + (first % align) * passes(out_channels, device)
 
 
-def depthwise_bias_slices(
-    out_channels: int, out_mask: int, device: Max7800xDevice
-) -> dict[int, int]:
-    """Bias entries a depthwise layer keeps in each quadrant it writes (devices.md §4)."""
-    dev = device
-    per = dev.processors_per_quadrant
-    e_out = passes(out_channels, dev)
-    slices = {}
-    for q in range(dev.quadrants):
-        bits = (out_mask >> (per * q) & ((1 << per) - 1)).bit_count()
-        if bits:
-            slices[q] = bits * e_out
-    return slices
-
-
 def live_intervals(network: Network) -> dict[str, tuple[int, int]]:
     """``{tensor: (first, last)}`` layer indices (inclusive) over which each tensor is live.
 
@@ -195,7 +180,6 @@ __all__ = [
     "BEFORE_FIRST",
     "TensorGeometry",
     "bias_entries",
-    "depthwise_bias_slices",
     "has_bias",
     "kernel_count",
     "kernel_slots",

@@ -1,12 +1,13 @@
 """Element-wise layers (add, sub, xor, or; 2 and 3 operands; one pass or several; pooling first
-and last; alone or before a convolution), streaming 1x1 convolutions and depthwise convolutions
-(MAX78002, not broadcast, without bias) in cnnforge's firmware against the vendor tool's,
-register for register.
+and last; alone or before a convolution), streaming 1x1 convolutions, depthwise convolutions
+(MAX78002; with and without bias, broadcast or not, over several passes) and 4-, 2-, 1-bit and
+binary weights in cnnforge's firmware against the vendor tool's, register for register.
 
 The cases are support/firmware_cases.py's: small networks compiled with ``--ptq --firmware``
 (and the vendor pair cnnforge writes for one, its subtractions made xor / or); the vendor tool's
 firmware for the same YAML + checkpoint + sample (+ --fifo) left the state stored in
-tests/data/firmware_state/<case>.npz (``benchmarks/firmware_states.py --only cases --capture``).
+tests/data/firmware_state/<case>.npz (``benchmarks/firmware_states.py --only cases --capture``;
+``--only cases:NAME`` for one).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from cnnforge.targets.max7800x.firmware.hostrun import run_setup
 from cnnforge.targets.max7800x.firmware.writer import write_folder
 from support.cli import run_cli
 from support.firmware import ARM_GCC, arm_build, equal_model, own_sample, stored
-from support.firmware_cases import CASES, MODELS, Case, case_firmware, compiled
+from support.firmware_cases import CASES, Case, case_firmware, compiled
 
 NAMES = list(CASES)
 
@@ -60,28 +61,41 @@ def test_oned_register_says_what_it_does() -> None:
 @pytest.mark.parametrize("command", [["simulate", "--firmware"], ["inspect"]])
 @pytest.mark.parametrize(
     "case,why",
-    [
-        (Case("Res", "MAX78000"), "0x5010011c: layer 3 is an element-wise operation of 2 operands"),
-        (Case("Depthwise", "MAX78002"), "0x5110014c: layer 1 is a depthwise convolution"),
-    ],
+    [(Case("Depthwise", "MAX78002"), "0x5110014c: layer 1 is a depthwise convolution")],
 )
 def test_reading_back_is_refused_in_one_line(
     command: list[str], case: Case, why: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """The decoder does not read element-wise or depthwise layers back yet: one line naming
-    the register, exit 2, rather than a network decoded wrong."""
+    """The decoder does not read depthwise layers back yet: one line naming the register,
+    exit 2, rather than a network decoded wrong (element-wise layers are read back:
+    test_firmware_simulate.py)."""
     _, out = compiled(case)
     code, _, err = run_cli([*command, str(out / "firmware")], capsys)
     assert code == 2 and len(err.strip().splitlines()) == 1, err
     assert f"register {why}" in err
 
 
-def test_cli_refuses_element_wise_before_a_convolution_with_bias_on_the_max78002(
+def test_max78002_keeps_element_wise_apart_from_a_convolution_with_bias() -> None:
+    """The vendor tool refuses element-wise + convolution + bias in one layer on the MAX78002
+    (one pass too): the planner keeps such an add a layer of its own there, folds it on the
+    MAX78000."""
+
+    def folded(device: str) -> list[str]:
+        facts = compiled(Case("Mixed", device))[0].facts
+        return [f.name for f in facts if f.operands > 1 and f.has_weights and f.bias is not None]
+
+    assert folded("MAX78000") and not folded("MAX78002")
+
+
+def test_cli_refuses_a_pair_with_element_wise_in_a_convolution_with_bias_on_the_max78002(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """The vendor tool refuses it there; --firmware is a one-line error, exit 2, no OUT/."""
+    """The MAX78000's pair (the add folded into a convolution with bias) on the MAX78002:
+    --firmware is a one-line error naming it, exit 2, no OUT/."""
+    _, out = compiled(Case("Mixed", "MAX78000"))
     np.save(tmp_path / "x.npy", own_sample((3, 16, 16)))
-    args = ["compile", f"{MODELS}:Mixed", "--ptq", "--device", "MAX78002", "-i", "3,16,16"]
+    args = ["compile", "--ai8x-yaml", str(out / "ai8x" / "Mixed.yaml"), "--ai8x-checkpoint"]
+    args += [str(out / "ai8x" / "Mixed-q.pth.tar"), "--device", "MAX78002", "-i", "3,16,16"]
     args += ["--sample", str(tmp_path / "x.npy"), "-o", str(tmp_path / "out"), "--no-report"]
     code, _, err = run_cli([*args, "--firmware"], capsys)
     assert code == 2 and len(err.strip().splitlines()) == 1, err

@@ -20,13 +20,13 @@ from cnnforge.devices import Max7800xDevice
 from cnnforge.errors import PlanError
 from cnnforge.geometry import (
     bias_entries,
-    depthwise_bias_slices,
     has_bias,
     kernel_count,
     kernel_slots,
     main_input_shape,
 )
 from cnnforge.ir import Layer, Network, Op
+from cnnforge.targets.max7800x.depthwise_bias import DepthwiseBiasError, depthwise_bias
 from cnnforge.targets.max7800x.kernel_words import layer_kernel_words as _words
 
 
@@ -167,12 +167,7 @@ def assign_bias(
             -bias_length(x, masks[x.name][1], dev),
         )
     )
-    fill = dict.fromkeys(range(dev.quadrants), 0)
-    for layer in [x for x in todo if x.groups > 1]:  # depthwise: a slice per quadrant (§4)
-        for q, n in depthwise_bias_slices(layer.out_shape[0], masks[layer.name][1], dev).items():
-            fill[q] += n
-            if fill[q] > dev.bias_entries_per_quadrant:
-                raise _bias_error(layer, q, n, fill[q] - n, dev)
+    fill = depthwise_fill(network, masks, dev)
     out: dict[str, tuple[int, int]] = {}
     for layer in [x for x in todo if x.groups == 1]:
         n = bias_length(layer, masks[layer.name][1], dev)
@@ -182,6 +177,27 @@ def assign_bias(
         out[layer.name] = (q, fill[q])
         fill[q] += n
     return out
+
+
+def depthwise_fill(
+    network: Network, masks: dict[str, tuple[int, int]], dev: Max7800xDevice
+) -> list[int]:
+    """Bias entries per quadrant the depthwise layers take; they come first, in layer order
+    (targets/max7800x/depthwise_bias.py)."""
+    fill = [0] * dev.quadrants
+    for layer in network.layers:
+        if not (layer.has_weights and has_bias(layer) and layer.groups > 1):
+            continue
+        in_mask, out_mask = masks[layer.name]
+        try:
+            depthwise_bias(in_mask, out_mask, layer.out_shape[0], fill, dev)
+        except DepthwiseBiasError as exc:
+            raise PlanError(
+                f"bias memory of a depthwise convolution: {exc}",
+                where=f"layer {layer.name} ({layer.module_path or layer.name})",
+                hint="use processors in more quadrants or fewer channels",
+            ) from exc
+    return fill
 
 
 def _bias_error(layer: Layer, q: int, n: int, filled: int, dev: Max7800xDevice) -> PlanError:

@@ -6,7 +6,9 @@ length; each goes to the least-filled allowed quadrant (lowest number on ties). 
 is preceded by ``first output processor % 4`` x passes unused entries. A layer whose plan names
 its quadrant (YAML ``bias_group``) counts as single-quadrant and goes there. Each 8-bit entry is one
 32-bit word on the bus. A streaming first layer on the MAX78000 has one more unused entry
-first. Learned from the vendor tool's izer/kbias.py.
+first. Depthwise layers come before all others, in layer order, with a slice in every
+quadrant of their input (targets/max7800x/depthwise_bias.py). A layer whose bias repeats an
+earlier layer's reads its entries (dedup.py). Learned from the vendor tool's izer/kbias.py.
 """
 
 from __future__ import annotations
@@ -15,6 +17,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from cnnforge.devices import get_device
+from cnnforge.targets.max7800x.depthwise_bias import depthwise_bias
+from cnnforge.targets.max7800x.firmware.dedup import bias_duplicates
 from cnnforge.targets.max7800x.firmware.facts import LayerFacts
 from cnnforge.targets.max7800x.firmware.regmap import RegisterMap
 
@@ -25,6 +30,8 @@ class BiasLayout:
 
     place: dict[int, tuple[int, int]] = field(default_factory=dict)
     values: list[list[int]] = field(default_factory=lambda: [[] for _ in range(4)])
+    # depthwise layers: layer index -> {quadrant: first entry} (every quadrant of its input)
+    slices: dict[int, dict[int, int]] = field(default_factory=dict)
 
 
 def _ffs(x: int) -> int:
@@ -41,12 +48,12 @@ def layout(facts: list[LayerFacts], rmap: RegisterMap) -> BiasLayout:
     out = BiasLayout()
     fill = [0] * 4
     groups = used_quadrants(facts)
+    same = bias_duplicates(facts, {f.index: _stream_skip(f, rmap) for f in facts})
+    written = _depthwise([f for f in facts if f.index not in same], rmap, fill, out)
     todo = []
     for f in facts:
-        if f.bias is None or not f.has_weights:
+        if f.bias is None or not f.has_weights or f.groups > 1 or f.index in same:
             continue
-        if f.groups > 1:
-            raise NotImplementedError(f"layer {f.name}: depthwise bias placement")
         length = f.out_channels + _ffs(f.out_map) % 4 * f.out_expand + _stream_skip(f, rmap)
         todo.append((f, length))
 
@@ -67,11 +74,18 @@ def layout(facts: list[LayerFacts], rmap: RegisterMap) -> BiasLayout:
         fill[q] += length
     for q in range(4):
         out.values[q] = [0] * fill[q]
+        for entry, value in written[q].items():
+            out.values[q][entry] = value
     for f, _ in todo:
         q, start = out.place[f.index]
         target = start + _ffs(f.out_map) % 4 * f.out_expand + _stream_skip(f, rmap)
         for i, b in enumerate(np.asarray(f.bias).tolist()):
             out.values[q][target + i] = int(b) & 0xFF
+    for index, first in same.items():  # the vendor's deduplicated bias: the first's entries
+        if first in out.place:
+            out.place[index] = out.place[first]
+        if first in out.slices:
+            out.slices[index] = out.slices[first]
     return out
 
 
@@ -84,3 +98,23 @@ def stream_skip(index: int, streaming: bool, rmap: RegisterMap) -> int:
     (MAX78000): its bias starts an entry after its offset (izer/kbias.py's work-around), and
     the hardware reads it there."""
     return int(index == 0 and streaming and not rmap.stream_bias_ok)
+
+
+def _depthwise(
+    facts: list[LayerFacts], rmap: RegisterMap, fill: list[int], out: BiasLayout
+) -> list[dict[int, int]]:
+    """Place the depthwise layers' bias slices (``out.slices``, ``fill``); per quadrant the
+    bytes they write, by entry."""
+    written: list[dict[int, int]] = [{} for _ in range(4)]
+    dev = get_device(rmap.device)
+    for f in facts:
+        if f.bias is None or not f.has_weights or f.groups == 1:
+            continue
+        bias = np.asarray(f.bias).tolist()
+        slices = depthwise_bias(f.in_map, f.out_map, f.out_channels, fill, dev)
+        out.slices[f.index] = slices.offsets
+        for q, (start, held) in slices.entries.items():
+            for i, channel in enumerate(held):
+                if channel is not None:
+                    written[q][start + i] = int(bias[channel]) & 0xFF
+    return written

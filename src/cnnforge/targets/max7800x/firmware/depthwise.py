@@ -32,12 +32,8 @@ def depthwise_refusal(f: LayerFacts) -> str:
         return ""
     if f.groups != f.in_channels or f.groups != f.out_channels:
         return "a grouped convolution that is not depthwise"
-    if f.bias is not None:
-        return "a depthwise convolution with bias"
-    if broadcast(f):  # its kernels are laid out for broadcast: not written yet
-        return "a depthwise convolution whose output processors are its input processors"
-    if f.streaming or f.operands > 1 or f.flatten:
-        return "a depthwise convolution that streams, flattens or combines operands"
+    if f.operands > 1 or f.flatten:
+        return "a depthwise convolution that flattens or combines operands"
     return ""
 
 
@@ -65,9 +61,16 @@ def _write_pointer(f: LayerFacts, q: int, rmap: RegisterMap) -> int:
 
 
 def depthwise_values(
-    f: LayerFacts, q: int, groups: list[int], values: list[tuple[str, int, str]], rmap: RegisterMap
+    f: LayerFacts,
+    q: int,
+    groups: list[int],
+    values: list[tuple[str, int, str]],
+    rmap: RegisterMap,
+    bias: dict[int, int] | None = None,
 ) -> list[tuple[str, int, str]]:
-    """``values`` (registers.py's for quadrant ``q``) with the depthwise fields."""
+    """``values`` (registers.py's for quadrant ``q``) with the depthwise fields; ``bias``: the
+    layer's first bias entry per quadrant (bias.py), each quadrant reads its own slice
+    (broadcast: the entry / 4, four entries read at once)."""
     if f.groups <= 1:
         return values
     slots = _timeslots(f, groups)
@@ -85,5 +88,8 @@ def depthwise_values(
             value |= 1 << 29
         elif name == "post":
             value |= put("depthwise", 1) | put("timeslot_enable", 1)
+            if bias and q in bias:
+                entry = bias[q] // 4 if broadcast(f) else bias[q]
+                value |= put("bias_enable", 1) | put("bias_offset", entry)
         out.append((name, value, meaning + (", depthwise" if name == "post" else "")))
     return out

@@ -12,14 +12,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from cnnforge.arithmetic import implicit_shift
-from cnnforge.ir import Op
+from cnnforge.devices import get_device
+from cnnforge.ir import BINARY_BITS, Op
 from cnnforge.targets.max7800x.firmware.bias import BiasLayout
 from cnnforge.targets.max7800x.firmware.depthwise import depthwise_refusal, depthwise_values
 from cnnforge.targets.max7800x.firmware.eltwise import (
+    avgpool_reset,
     eltwise_meaning,
     eltwise_oned,
     eltwise_refusal,
     multipass_values,
+    reset_values,
 )
 from cnnforge.targets.max7800x.firmware.facts import LayerFacts
 from cnnforge.targets.max7800x.firmware.kernels import KernelLayout
@@ -66,7 +69,9 @@ def unsupported(f: LayerFacts, device: str = "") -> str:
         return eltwise_refusal(f, device)
     if depthwise_refusal(f):
         return depthwise_refusal(f)
-    if f.weight_bits not in (8, 4, 2, 1):
+    if f.weight_bits == BINARY_BITS and not get_device(device or "MAX78002").binary_weights:
+        return f"binary (-1/+1) weights on the {device}"
+    if f.weight_bits not in (8, 4, 2, 1, BINARY_BITS):
         return f"{f.weight_bits}-bit weights"
     return ""
 
@@ -96,6 +101,7 @@ def init_writes(
             Write(rmap.ctl(q, 3), 1 << 25, f"quadrant {q}: wait for clear", True) for q in groups
         ]
         out += [Write(rmap.ctl(q, 3), 0, f"quadrant {q}: reset BIST") for q in groups]
+    last = hardware_layers(facts, rmap)[-1]
     for q in groups:
         # Clocks on, express kernel loader, FIFOs on; the state machine stays stopped.
         stop = put("ctl_clocks", 1) | put("ctl_mexpress", 1) | put("ctl_fifo", fifo)
@@ -103,9 +109,7 @@ def init_writes(
         out.append(Write(rmap.ctl(q, 0), stop, f"quadrant {q}: {what}"))
         if not rmap.require_reg_clear:
             out.append(sram[groups.index(q)])
-        out.append(
-            Write(rmap.ctl(q, 2), len(facts) - 1, f"quadrant {q}: last layer {len(facts) - 1}")
-        )
+        out.append(Write(rmap.ctl(q, 2), last, f"quadrant {q}: last layer {last}"))
     return out + (_zero_sram(rmap) if zero_sram else [])
 
 
@@ -155,26 +159,21 @@ def layer_writes(
     input frame size and, last, the FIFO control (``in_channels``: the network's input)."""
     out: list[Write] = []
     groups = groups_used(facts)
+    hw = hardware_layers(facts, rmap)
+    if hw[-1] >= rmap.max_layers:
+        raise NotImplementedError(
+            f"{hw[-1] + 1} hardware layers with the average-pool reset layers after element-wise "
+            f"layers; the {rmap.device} runs {rmap.max_layers}"
+        )
     for f in facts:
         why = unsupported(f, rmap.device)
         if why:
             raise NotImplementedError(f"layer {f.name}: {why}")
         for q in groups:
-            values = _layer_values(f, q, groups, rmap, kl, bl, len(facts))
-            values = multipass_values(f, values, rmap.instance_words, rmap.device)
-            values = depthwise_values(f, q, groups, values, rmap)
-            values += stream_values(facts, f, fifo, rmap)
-            if f.streaming and f.index > 0:  # TRAM after the earlier streaming layers'
-                values = [after_streams(facts, f) if v[0] == "tptr" else v for v in values]
-            for name, value, meaning in values:
-                if value:
-                    out.append(
-                        Write(
-                            rmap.layer(q, f.index, name),
-                            value,
-                            f"layer {f.index} quadrant {q}: {meaning}",
-                        )
-                    )
+            values = _quadrant_values(facts, f, q, groups, rmap, kl, bl, fifo)
+            if q == groups[0] and avgpool_reset(facts, f, rmap):  # its own layer before it
+                out += _writes(rmap, q, hw[f.index] - 1, reset_values(values))
+            out += _writes(rmap, q, hw[f.index], values)
             if fifo and f.index == 0:
                 frame = frame_words(f)
                 addr = rmap.ctl(q, CTL_IFRM[rmap.device])
@@ -183,6 +182,46 @@ def layer_writes(
         ctl = fifo_control(facts[0], in_channels, rmap)
         out.append(Write(FIFO_CTL, ctl, "FIFOs: control: enable the FIFOs that carry input"))
     return out
+
+
+def hardware_layers(facts: list[LayerFacts], rmap: RegisterMap) -> list[int]:
+    """Each layer's hardware layer number: its index plus the average-pool reset layers
+    (eltwise.py) before it and its own."""
+    out, added = [], 0
+    for f in facts:
+        added += avgpool_reset(facts, f, rmap)
+        out.append(f.index + added)
+    return out
+
+
+def _writes(rmap: RegisterMap, q: int, layer: int, values: Values) -> list[Write]:
+    """The non-zero ``values`` as writes to hardware layer ``layer`` of quadrant ``q``."""
+    return [
+        Write(rmap.layer(q, layer, name), value, f"layer {layer} quadrant {q}: {meaning}")
+        for name, value, meaning in values
+        if value
+    ]
+
+
+def _quadrant_values(
+    facts: list[LayerFacts],
+    f: LayerFacts,
+    q: int,
+    groups: list[int],
+    rmap: RegisterMap,
+    kl: KernelLayout,
+    bl: BiasLayout,
+    fifo: bool,
+) -> Values:
+    """Layer ``f``'s registers in quadrant ``q``: the plain ones, then what element-wise,
+    depthwise and streaming layers change."""
+    values = _layer_values(f, q, groups, rmap, kl, bl, len(facts))
+    values = multipass_values(f, values, rmap.instance_words, rmap.device)
+    values = depthwise_values(f, q, groups, values, rmap, bl.slices.get(f.index))
+    values += stream_values(facts, f, fifo, rmap)
+    if f.streaming and f.index > 0:  # TRAM after the earlier streaming layers'
+        values = [after_streams(facts, f) if v[0] == "tptr" else v for v in values]
+    return values
 
 
 def _timeslots(f: LayerFacts, q: int) -> int:
