@@ -114,11 +114,24 @@ def pair_firmware(
         device=device,
         overlap_data="--overlap-data" in flags,
         fifo="--fifo" in flags,
+        calcx4="--calcx4" in flags,
+        read_ahead="--read-ahead" in flags,
     )
     result = simulate(model.network, x, device=device)
     outputs = {k: v.numpy() for k, v in result.outputs.items()}
     options = FirmwareOptions.from_vendor_flags(flags)
     return build_firmware(model.network, model.plan, x, outputs, options)
+
+
+def demo_pair_args(name: str, tmp_path: Path) -> list[str]:
+    """``compile --ai8x-yaml Y --ai8x-checkpoint C --sample x.npy`` of a demo golden (its sample
+    saved in ``tmp_path``)."""
+    data = np.load(GOLDEN / "known" / f"{name}.npz")
+    meta = json.loads(str(data["meta"]))
+    np.save(tmp_path / "x.npy", data["input"])
+    args = ["compile", "--ai8x-yaml", str(GOLDEN / "networks" / meta["yaml"])]
+    args += ["--ai8x-checkpoint", str(GOLDEN / "trained" / meta["trimmed"])]
+    return [*args, "--sample", str(tmp_path / "x.npy")]
 
 
 def variant_firmware(variant: str) -> Firmware:

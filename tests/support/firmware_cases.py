@@ -19,6 +19,7 @@ import yaml
 
 from cnnforge.pipeline import CompileOptions, compile_model
 from cnnforge.targets.max7800x.firmware.firmware import Firmware, build_firmware
+from cnnforge.targets.max7800x.firmware.options import FirmwareOptions
 
 from .firmware import own_sample, pair_firmware
 
@@ -38,6 +39,8 @@ class Case:
     bits: tuple[tuple[str, int], ...] = ()  # --weight-bits per layer
     binary: tuple[str, ...] = ()  # 1-bit layers the pair makes binary (-1/+1; PTQ has none)
     fold: str = ""  # an element-wise layer the pair folds into the layer after it
+    options: tuple[str, ...] = ()  # compile's own options (the YAML says what they do)
+    read_ahead: bool = False  # the pair reads ahead in every layer, offsets 0 / 0x8000 apart
 
 
 CASES = {
@@ -58,6 +61,7 @@ CASES = {
     "depthwise-MAX78002-two-quadrants": Case("Depthwise32", "MAX78002"),
     "depthwise-MAX78002-bias": Case("DepthwiseBias", "MAX78002"),
     "depthwise-MAX78002-mobilenet": Case("MobileNet", "MAX78002"),
+    "depthwise-MAX78002-eltwise": Case("AddDepthwise", "MAX78002"),
     "bits-MAX78000-narrow": Case("Narrow", "MAX78000", bits=(("a", 4), ("b", 2), ("c", 1))),
     "bits-MAX78002-narrow": Case("Narrow", "MAX78002", bits=(("a", 4), ("b", 2), ("c", 1))),
     "eltwise-MAX78002-bias-apart": Case("Mixed", "MAX78002"),
@@ -66,6 +70,10 @@ CASES = {
     "eltwise-MAX78002-stream": Case("ResStream", "MAX78002", (3, 64, 64), ("--fifo",)),
     "eltwise-MAX78000-convtranspose": Case("AddTransposed", "MAX78000", (3, 8, 8), fold="add"),
     "eltwise-MAX78002-convtranspose": Case("AddTransposed", "MAX78002", (3, 8, 8), fold="add"),
+    "speedups-MAX78002-calcx4": Case("Speedups", "MAX78002", options=("--calcx4",)),
+    "speedups-MAX78002-read-ahead": Case(
+        "Speedups", "MAX78002", options=("--calcx4",), read_ahead=True
+    ),
     "bits-MAX78002-binary": Case(
         "Narrow", "MAX78002", bits=(("b", 1), ("c", 1)), binary=("b", "c")
     ),
@@ -74,14 +82,23 @@ CASES = {
 
 @functools.cache
 def compiled(case: Case) -> tuple[Firmware, Path]:
-    """``compile MODELS:model --ptq --firmware [--fifo]`` on the smooth sample: (firmware, OUT)."""
+    """``compile MODELS:model --ptq --firmware [--fifo] [options]`` on the smooth sample:
+    (firmware, OUT)."""
     folder = Path(tempfile.mkdtemp(prefix=f"cnnforge_case_{case.model}_{case.device}_"))
     np.save(folder / "x.npy", own_sample(case.shape))
-    options = CompileOptions(output=folder / "out", model=f"{MODELS}:{case.model}",
-                             device=case.device, ptq=True, sample=folder / "x.npy",
-                             input_shape=case.shape, report=False, firmware=True,
-                             fifo="--fifo" in case.flags,
-                             weight_bits=dict(case.bits) or None)  # fmt: skip
+    options = CompileOptions(
+        output=folder / "out",
+        model=f"{MODELS}:{case.model}",
+        device=case.device,
+        ptq=True,
+        sample=folder / "x.npy",
+        input_shape=case.shape,
+        report=False,
+        firmware=True,
+        fifo="--fifo" in case.flags,
+        weight_bits=dict(case.bits) or None,
+        firmware_options=FirmwareOptions.from_vendor_flags(case.options),
+    )
     state = compile_model(options)
     fw = build_firmware(state.network, state.plan, state.sample, state.answer)
     return fw, folder / "out"
@@ -91,7 +108,9 @@ def vendor_pair(name: str, out: Path) -> tuple[Path, Path, Path]:
     """The case's YAML + checkpoint + sample (compiled; the operations changed, the binary
     layers' weights made -1/+1), in ``out``."""
     case = CASES[name]
-    plain = Case(case.model, case.device, case.shape, case.flags, (), case.bits)
+    plain = Case(
+        case.model, case.device, case.shape, case.flags, (), case.bits, options=case.options
+    )
     src = compiled(plain)[1] / "ai8x"
     text = (src / f"{case.model}.yaml").read_text(encoding="utf-8")
     head, *parts = text.split("operation: sub")
@@ -105,6 +124,7 @@ def vendor_pair(name: str, out: Path) -> tuple[Path, Path, Path]:
         name = f"  - name: {layer}\n"
         text = text.replace(name, f"{name}    quantization: binary\n")
     text = fold_eltwise(text, case.fold) if case.fold else text
+    text = read_ahead_everywhere(text) if case.read_ahead else text
     out.mkdir(parents=True, exist_ok=True)
     (out / f"{case.model}.yaml").write_text(text, encoding="utf-8")
     ckpt = out / f"{case.model}-q.pth.tar"
@@ -131,11 +151,21 @@ def fold_eltwise(text: str, name: str) -> str:
     return yaml.safe_dump(cfg, sort_keys=False)
 
 
+def read_ahead_everywhere(text: str) -> str:
+    """A vendor YAML whose layers all read ahead, their input and output 0x8000 bytes apart
+    (different memories of the data-memory instance: the vendor tool's rule)."""
+    cfg = yaml.safe_load(text)
+    for i, layer in enumerate(cfg["layers"]):
+        layer["in_offset"], layer["out_offset"] = 0x8000 * (i % 2), 0x8000 * ((i + 1) % 2)
+        layer["readahead"] = True
+    return yaml.safe_dump(cfg, sort_keys=False)
+
+
 @functools.cache
 def case_firmware(name: str) -> Firmware:
     """cnnforge's firmware for the case: the compiled model's, or the changed pair's."""
     case = CASES[name]
-    if not (case.ops or case.binary or case.fold):
+    if not (case.ops or case.binary or case.fold or case.read_ahead):
         return compiled(case)[0]
     yaml, ckpt, sample = vendor_pair(name, Path(tempfile.mkdtemp(prefix="cnnforge_case_")))
     return pair_firmware(yaml, ckpt, np.load(sample), case.device, case.flags)

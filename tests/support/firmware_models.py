@@ -226,17 +226,49 @@ class ResStream(nn.Module):
         return self.head(torch.relu(self.d(F.max_pool2d(y, 2))))
 
 
-class AddTransposed(nn.Module):
-    """A residual add before a transposed convolution (the cases fold the add into it)."""
+class _AddInto(nn.Module):
+    """A residual add whose sum ``tail`` (a 16-channel layer) reads, then a 1x1 head."""
 
-    def __init__(self) -> None:
+    def __init__(self, tail: nn.Module) -> None:
         super().__init__()
         self.a = nn.Conv2d(3, 16, 3, padding=1)
         self.b = nn.Conv2d(16, 16, 3, padding=1)
-        self.t = nn.ConvTranspose2d(16, 16, 3, stride=2, padding=1, output_padding=1, bias=False)
+        self.tail = tail
         self.head = nn.Conv2d(16, 10, 1)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         y = torch.relu(self.a(x))
         y = y + torch.relu(self.b(y))
-        return self.head(torch.relu(self.t(y)))
+        return self.head(torch.relu(self.tail(y)))
+
+
+class AddTransposed(_AddInto):
+    """A residual add before a transposed convolution (the cases fold the add into it)."""
+
+    def __init__(self) -> None:
+        super().__init__(
+            nn.ConvTranspose2d(16, 16, 3, stride=2, padding=1, output_padding=1, bias=False)
+        )
+
+
+class Speedups(nn.Module):
+    """3x3 convolutions over one and two passes (68 channels), a 1x1 head: compiled with
+    --calcx4 and --read-ahead on the MAX78002."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a = nn.Conv2d(3, 16, 3, padding=1)
+        self.b = nn.Conv2d(16, 68, 3, padding=1)
+        self.c = nn.Conv2d(68, 8, 3, padding=1)
+        self.head = nn.Conv2d(8, 4, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = torch.relu(self.b(torch.relu(self.a(x))))
+        return self.head(torch.relu(self.c(F.max_pool2d(x, 2))))
+
+
+class AddDepthwise(_AddInto):
+    """A residual add folded into a depthwise convolution without bias (MAX78002)."""
+
+    def __init__(self) -> None:
+        super().__init__(nn.Conv2d(16, 16, 3, padding=1, groups=16, bias=False))

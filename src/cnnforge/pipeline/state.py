@@ -30,6 +30,7 @@ if TYPE_CHECKING:  # the records each target's steps produce
     from cnnforge.targets.max7800x.c.emitter import EmittedC
     from cnnforge.targets.max7800x.firmware.flash import FlashBytes
     from cnnforge.targets.max7800x.issues import Issue
+    from cnnforge.targets.max7800x.metrics import Latency
 
 C_DIR = "c"
 AI8X_DIR = "ai8x"
@@ -98,6 +99,7 @@ class CompileState:
     files: tuple[str, ...] = ()
     selftest: RunResult | None = None  # the C self-test or the HLS C-simulation (--run)
     flash: FlashBytes | None = None  # --firmware: flash bytes of weights and code
+    latency: Latency | None = None  # MAX7800x: the predicted inference time
     notes: tuple[str, ...] = ()
 
     def with_(self, **changes: Any) -> CompileState:
@@ -128,6 +130,7 @@ def summary(state: CompileState) -> dict[str, Any]:
         "checksum": f"{e.checksum:08x}" if e else None,
         "selftest": None if run is None else {"passed": run.passed, "output": run.output},
         "flash": None if state.flash is None else state.flash.to_dict(),
+        "latency": None if state.latency is None else state.latency.to_dict(),
         "notes": list(state.notes),
         "files": [f for f in state.files if f != SUMMARY],
     }

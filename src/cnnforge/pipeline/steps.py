@@ -14,12 +14,12 @@ import json
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from cnnforge.arithmetic import ACT_SCALE
-from cnnforge.devices import Capabilities, as_max7800x
+from cnnforge.devices import Capabilities, Max7800xDevice, as_max7800x
 from cnnforge.errors import DeviceLimitError, EmitError, InputError
 from cnnforge.ir import Network
 from cnnforge.outputs import safe_file_stem
@@ -47,6 +47,10 @@ from cnnforge.pipeline.state import (
     summary,
 )
 from cnnforge.samples import FLOAT_RULE, HOST_RULE, InputArray, with_host_input
+
+if TYPE_CHECKING:
+    from cnnforge.targets.max7800x.firmware.options import FirmwareOptions
+    from cnnforge.targets.max7800x.placement import Plan
 
 # ---- steps ---------------------------------------------------------------------------------
 
@@ -118,7 +122,8 @@ def _load_ai8x(state: CompileState) -> CompileState:
         shape = tuple(given.shape[1:] if given.ndim == 4 else given.shape)
     model = read_ai8x(
         o.ai8x_yaml, o.ai8x_checkpoint, shape, device=state.device.name, overlap_data=True,
-        fifo=True if o.fifo else None,
+        fifo=True if o.fifo else None, calcx4=o.firmware_options.calcx4,
+        read_ahead=o.firmware_options.read_ahead,
     )  # fmt: skip
     if given is None:
         given = read_sample(sample_path(o.ai8x_yaml, model.dataset)).values
@@ -269,6 +274,7 @@ def step_quantize(state: CompileState, workdir: Path) -> CompileState:
 def step_plan(state: CompileState, workdir: Path) -> CompileState:
     """Place the network (processors, memories, kernels); validate the plan independently."""
     del workdir
+    from cnnforge.targets.max7800x.metrics import latency
     from cnnforge.targets.max7800x.planner import plan_network
     from cnnforge.targets.max7800x.validate import raise_on_issues, validate_plan
 
@@ -277,12 +283,36 @@ def step_plan(state: CompileState, workdir: Path) -> CompileState:
         network, plan = plan_network(
             state.network, device, in_place=state.options.in_place, fifo=state.options.fifo
         )
+        plan = _speedups(network, plan, device, state.options.firmware_options)
         raise_on_issues(validate_plan(network, plan, device))
-        flags = tuple(n for n in plan.notes if "the vendor tool needs" in n)  # --fifo, ...
-        return state.with_(network=network, plan=plan, notes=(*state.notes, *flags))
+        flags = tuple(  # --fifo, ...; where --calcx4 / --read-ahead took
+            n for n in plan.notes if "the vendor tool needs" in n or n.startswith("--")
+        )
+        return state.with_(
+            network=network,
+            plan=plan,
+            latency=latency(network, plan),
+            notes=(*state.notes, *flags),
+        )
     issues = validate_plan(state.network, state.plan, device, allow_overlap=True)
     notes = tuple(f"imported plan: {x.one_line()}" for x in issues)
-    return state.with_(plan_issues=issues, notes=(*state.notes, *notes))
+    return state.with_(
+        plan_issues=issues,
+        latency=latency(state.network, state.plan),
+        notes=(*state.notes, *notes),
+    )
+
+
+def _speedups(network: Network, plan: Plan, device: Max7800xDevice, o: FirmwareOptions) -> Plan:
+    """The plan with --calcx4 / --read-ahead on every layer that can take them (MAX78002)."""
+    if not (o.calcx4 or o.read_ahead):
+        return plan
+    from cnnforge.targets.max7800x.speedups import with_speedups
+
+    if not device.speedups:
+        flag = "--calcx4" if o.calcx4 else "--read-ahead"
+        raise InputError(f"{flag} is a MAX78002 option", where=flag, hint=f"drop {flag}")
+    return with_speedups(network, plan, device, o.calcx4, o.read_ahead)
 
 
 def step_simulate(state: CompileState, workdir: Path) -> CompileState:

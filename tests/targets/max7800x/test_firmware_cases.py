@@ -1,7 +1,9 @@
 """Element-wise layers (add, sub, xor, or; 2 and 3 operands; one pass or several; pooling first
-and last; alone or before a convolution), streaming 1x1 convolutions, depthwise convolutions
-(MAX78002; with and without bias, broadcast or not, over several passes) and 4-, 2-, 1-bit and
-binary weights in cnnforge's firmware against the vendor tool's, register for register.
+and last; alone or before a convolution or a transposed one; apart from a convolution with
+bias on the MAX78002, and its average-pool reset layer), residual networks after a streaming
+first layer, streaming 1x1 convolutions, depthwise convolutions (MAX78002; with and without
+bias, broadcast or not, over several passes, after an add), 4-, 2-, 1-bit and binary weights,
+calcx4 and read-ahead in cnnforge's firmware against the vendor tool's, register for register.
 
 The cases are support/firmware_cases.py's: small networks compiled with ``--ptq --firmware``
 (and the vendor pair cnnforge writes for one, its subtractions made xor / or); the vendor tool's
@@ -22,7 +24,7 @@ from cnnforge.targets.max7800x.firmware.hostrun import run_setup
 from cnnforge.targets.max7800x.firmware.writer import write_folder
 from support.cli import run_cli
 from support.firmware import ARM_GCC, arm_build, equal_model, own_sample, stored
-from support.firmware_cases import CASES, Case, case_firmware, compiled
+from support.firmware_cases import CASES, MODELS, Case, case_firmware, compiled
 
 NAMES = list(CASES)
 
@@ -109,3 +111,32 @@ def test_streaming_1x1_runs_as_a_padded_3x3() -> None:
     first = fw.facts[0]
     assert first.streaming and first.kernel == (3, 3) and first.padding == (1, 1)
     assert first.weights is not None and not first.weights[:, :, 0].any()
+
+
+@pytest.mark.skipif(shutil.which("cc") is None, reason="no host C compiler")
+@pytest.mark.parametrize(
+    ("model", "device", "shape", "extra"),
+    [
+        ("MobileNet", "MAX78002", (3, 16, 16), []),  # depthwise with bias, broadcast
+        ("ResStream", "MAX78000", (3, 32, 32), ["--fifo"]),  # residual after a streaming layer
+    ],
+)
+def test_compile_run_passes_with_its_firmware(
+    model: str,
+    device: str,
+    shape: tuple[int, ...],
+    extra: list[str],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The user's command: --run's self-test PASSes and the firmware's set-up, run on the
+    host, leaves the plan's state."""
+    np.save(tmp_path / "x.npy", own_sample(shape))
+    code, out, err = run_cli(
+        ["compile", f"{MODELS}:{model}", "--ptq", "--device", device, "-i",
+         ",".join(map(str, shape)), "--sample", str(tmp_path / "x.npy"), "-o",
+         str(tmp_path / "out"), "--no-report", "--firmware", "--run", *extra],
+        capsys,
+    )  # fmt: skip
+    assert code == 0, err
+    assert "PASS" in out and (tmp_path / "out" / "firmware" / "cnn.c").is_file()

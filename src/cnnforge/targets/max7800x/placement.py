@@ -29,6 +29,12 @@ class Placement:
     bias_offset: int | None = None  # first entry in that quadrant's bias memory
     cycles: int | None = None  # estimate by the vendor's latency model (devices.md §5)
     streaming: bool = False  # reads its input as a stream (circular buffer; plan/streaming.py)
+    # MAX78002 speed-ups (YAML `calcx4`, `readahead`, `tcalc`; the results are the same): four
+    # output channels at once from the four kernel-memory quarters; reading the next input
+    # ahead; the pass counter in steps of 4 (None: with read-ahead over several passes)
+    calcx4: bool = False
+    read_ahead: bool = False
+    tcalc: bool | None = None
 
 
 @dataclass(frozen=True)

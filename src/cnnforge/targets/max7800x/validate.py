@@ -32,6 +32,7 @@ from cnnforge.ir import Layer, Network, Op
 from cnnforge.targets.max7800x.depthwise_bias import DepthwiseBiasError, depthwise_bias
 from cnnforge.targets.max7800x.issues import Issue
 from cnnforge.targets.max7800x.placement import Placement, Plan
+from cnnforge.targets.max7800x.speedups import speedup_issues
 from cnnforge.targets.max7800x.streaming import streaming_issues
 from cnnforge.targets.max7800x.wordsim import simulate_words
 
@@ -57,6 +58,7 @@ def validate_plan(
         issues.extend(Issue(network.layers[x.index].name, x.rule, x.message) for x in stream)
     for i, (layer, place) in enumerate(zip(network.layers, plan.placements, strict=True)):
         issues.extend(_layer_issues(network, plan, i, layer, place, dev))
+    issues.extend(Issue(name, "speedups", why) for name, why in speedup_issues(network, plan, dev))
     issues.extend(_kernel_issues(network, plan, dev))
     issues.extend(_bias_issues(network, plan, dev))
     if not issues or all(x.rule in ("kernel-memory", "bias-memory") for x in issues):

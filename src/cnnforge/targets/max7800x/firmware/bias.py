@@ -67,7 +67,9 @@ def layout(facts: list[LayerFacts], rmap: RegisterMap) -> BiasLayout:
         return 0 if len(allowed(f)) == 1 else rmap.bias_entries - length
 
     for f, length in sorted(todo, key=key):
-        q = min(allowed(f), key=lambda g: (fill[g], g))
+        # calcx4: the bias starts at a multiple of 4 (its register holds the entry / 4)
+        q = min(allowed(f), key=lambda g: ((fill[g] + 3) & ~3 if f.calcx4 else fill[g], g))
+        fill[q] = (fill[q] + 3) & ~3 if f.calcx4 else fill[q]
         if fill[q] + length > rmap.bias_entries:
             raise ValueError(f"layer {f.name}: bias memory exhausted")
         out.place[f.index] = (q, fill[q])

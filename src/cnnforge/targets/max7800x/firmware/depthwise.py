@@ -32,8 +32,8 @@ def depthwise_refusal(f: LayerFacts) -> str:
         return ""
     if f.groups != f.in_channels or f.groups != f.out_channels:
         return "a grouped convolution that is not depthwise"
-    if f.operands > 1 or f.flatten:
-        return "a depthwise convolution that flattens or combines operands"
+    if f.flatten:  # the vendor tool refuses it
+        return "a depthwise convolution that flattens"
     return ""
 
 

@@ -27,6 +27,7 @@ from cnnforge.targets.max7800x.firmware.eltwise import (
 from cnnforge.targets.max7800x.firmware.facts import LayerFacts
 from cnnforge.targets.max7800x.firmware.kernels import KernelLayout
 from cnnforge.targets.max7800x.firmware.regmap import CTL_IFRM, FIFO_CTL, RegisterMap, put
+from cnnforge.targets.max7800x.firmware.speedups import speedup_values
 from cnnforge.targets.max7800x.firmware.stream import (
     after_streams,
     fifo_control,
@@ -69,6 +70,8 @@ def unsupported(f: LayerFacts, device: str = "") -> str:
         return eltwise_refusal(f, device)
     if depthwise_refusal(f):
         return depthwise_refusal(f)
+    if f.calcx4 and f.has_weights and (f.groups > 1 or f.out_channels % 4):
+        return "calcx4 in a depthwise convolution or one of output channels not in fours"
     if f.weight_bits == BINARY_BITS and not get_device(device or "MAX78002").binary_weights:
         return f"binary (-1/+1) weights on the {device}"
     if f.weight_bits not in (8, 4, 2, 1, BINARY_BITS):
@@ -218,6 +221,7 @@ def _quadrant_values(
     values = _layer_values(f, q, groups, rmap, kl, bl, len(facts))
     values = multipass_values(f, values, rmap.instance_words, rmap.device)
     values = depthwise_values(f, q, groups, values, rmap, bl.slices.get(f.index))
+    values = speedup_values(f, values, f.quant, rmap)
     values += stream_values(facts, f, fifo, rmap)
     if f.streaming and f.index > 0:  # TRAM after the earlier streaming layers'
         values = [after_streams(facts, f) if v[0] == "tptr" else v for v in values]

@@ -76,7 +76,11 @@ FIELDS: dict[str, tuple[str, int, int]] = {
     "flatten": ("post", 27, 1),
     "transposed": ("post", 28, 1),
     "timeslot_enable": ("post", 24, 1),  # depthwise (with bit 30)
+    "calcx4": ("post", 29, 1),  # MAX78002: four output channels at once (firmware/speedups.py)
     "depthwise": ("post", 30, 1),
+    "tcalc": ("post", 31, 1),  # MAX78002: the pass counter in steps of 4
+    "read_ahead": ("lctl", 17, 1),  # MAX78002: read the next input ahead
+    "read_ahead_passes": ("lctl", 26, 4),  # with read-ahead: passes - 1 (tcalc: / 4)
     "tram_max": ("tptr", 0, 16),  # TRAM words the layer uses - 1 (+ the streaming layers' before)
     "tram_start": ("tptr", 16, 16),  # streaming: TRAM words of the streaming layers before it
     # Streaming (widths: the MAX78002's; the MAX78000 holds 14, 12 and 17 bits).
