@@ -77,13 +77,15 @@ class StoredCase:
 def _image_arrays(image: StateImage, records: list[tuple[int, list[int]]] | None) -> dict:
     records = records or []
     return {"state": image.state, "input": image.input, "kat": image.kat, "fifo": image.fifo,
+            "start": image.start,
             "rec_addr": np.array([a for a, _ in records], np.uint32),
             "rec_len": np.array([len(w) for _, w in records], np.uint32),
             "rec_words": np.array([v for _, w in records for v in w], np.uint32)}  # fmt: skip
 
 
 def _image_of(d, device: str) -> tuple[StateImage, list[tuple[int, list[int]]]]:
-    image = StateImage(device, d["state"], d["input"], d["kat"], d["fifo"])
+    start = d["start"] if "start" in d.files else np.zeros((0, 2), np.uint32)
+    image = StateImage(device, d["state"], d["input"], d["kat"], d["fifo"], start)
     words = d["rec_words"].tolist()
     records, at = [], 0
     for a, n in zip(d["rec_addr"].tolist(), d["rec_len"].tolist(), strict=True):

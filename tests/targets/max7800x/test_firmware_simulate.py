@@ -298,12 +298,13 @@ def test_random_planned_networks_simulate_back(network) -> None:
     assume(done)
 
 
-@pytest.mark.parametrize("name", [n for n in CASES if n.startswith("eltwise-")])
-def test_element_wise_cases_simulate_back(name: str, tmp_path: Path, capsys) -> None:
-    """Element-wise layers read back (their operands interleaved at the read pointer, the
-    operation, operand count and pooling order from the 1D register): cnnforge's firmware of
-    the element-wise cases (residual adds, sub/xor/or, several passes, pooling) holds its own
-    known answer, and the operands' producers are the network's."""
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_every_case_simulates_back(name: str, tmp_path: Path, capsys) -> None:
+    """cnnforge's firmware of every small-network case (element-wise layers of every kind,
+    depthwise convolutions with bias and broadcast, narrow and binary weights, calcx4 and
+    read-ahead, streaming 1x1 layers) read back holds its own known answer; element-wise
+    layers with their operands (interleaved at the read pointer; the operation, operand count
+    and pooling order from the 1D register) and producers."""
     fw = case_firmware(name)
     write_folder(fw, tmp_path)
     code, out, err = run_cli(["simulate", "--firmware", str(tmp_path)], capsys)

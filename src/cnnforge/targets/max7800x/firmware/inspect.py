@@ -41,7 +41,7 @@ def read_folder(folder: Path, device: str | None) -> tuple[str, StateImage, list
     """(device, the set-up's state, its layers) of a firmware folder; nothing of it runs."""
     dev = device or detect_device(folder)
     image, records = read_setup(folder, dev)
-    layers = decode_state(dict(image.state.tolist()), dev, records)
+    layers = decode_state(dict(image.state.tolist()), dev, records, dict(image.start.tolist()))
     return dev, image, with_emulated_passes(layers, dev)
 
 

@@ -196,7 +196,26 @@ class Interpreter:
             _pairs(added),
             np.array(kat.array if kat else [], np.uint32),
             np.array(self.m.fifo, np.uint32).reshape(-1, 2),
+            np.array(self._start_stores(), np.uint32).reshape(-1, 2),
         )
+
+    def _start_stores(self) -> list[tuple[int, int]]:
+        """cnn_start's stores of a constant to a constant address (its quadrant controls), in
+        order; nothing else of it is run (it starts the accelerator and the board's timer)."""
+        a = self.ast
+        fn = self.functions.get("cnn_start")
+        out = []
+        for s in (fn.body.block_items or []) if fn is not None else []:
+            if not (isinstance(s, a.Assignment) and s.op == "=" and isinstance(s.lvalue, a.UnaryOp)
+                    and s.lvalue.op == "*"):  # fmt: skip
+                continue
+            try:
+                where, value = self._eval(s.lvalue.expr, {}), self._eval(s.rvalue, {})
+            except FirmwareError:
+                continue
+            if isinstance(where, Ptr) and where.array is None and isinstance(value, int):
+                out.append((where.addr, value & 0xFFFF_FFFF))
+        return out
 
     def call(self, name: str, args: list, node=None):
         fn = self.functions.get(name)

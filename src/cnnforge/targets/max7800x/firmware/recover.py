@@ -13,6 +13,7 @@ pipeline), twice: with zero weights for the placement's facts, then with the rec
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import re
 import tempfile
 from collections import OrderedDict
@@ -26,12 +27,13 @@ import yaml
 
 from cnnforge.devices import get_device
 from cnnforge.errors import ConfigError
-from cnnforge.ir import Layer, Network, Op, Quantized
+from cnnforge.ir import BINARY_BITS, Layer, Network, Op, Quantized
 from cnnforge.targets.max7800x.ai8x_checkpoint_writer import layer_state
 from cnnforge.targets.max7800x.firmware import kernels
-from cnnforge.targets.max7800x.firmware.decode import DecodedLayer, DecodeError
+from cnnforge.targets.max7800x.firmware.decode import DecodedLayer, DecodeError, packed_outputs
 from cnnforge.targets.max7800x.firmware.facts import LayerFacts, network_facts
 from cnnforge.targets.max7800x.firmware.regmap import MAPS
+from cnnforge.targets.max7800x.firmware.speedups import physical_columns
 from cnnforge.targets.max7800x.placement import Plan
 
 # The vendor-pair reader (frontend.ai8x.load_ai8x, given by the pipeline: the frontend sits above
@@ -47,20 +49,15 @@ def _ffs(x: int) -> int:
 
 
 def _span(ly: DecodedLayer) -> int:
-    """The processors a layer may write: the span from its output base (passthrough: per
-    quadrant the processors it reads, packed, from the lane of the first of them at the
-    quadrant's write pointer: the vendor's "packed version of the input processors")."""
-    if ly.op != "passthrough":
-        return ((1 << ly.out_span) - 1) << ly.out_base
-    bases = dict(ly.out_bases)
-    first = _ffs(ly.in_map) // 16 if ly.in_map else 0
-    out = 0
-    for q in range(4):
-        mine = ly.in_map >> 16 * q & 0xFFFF
-        if mine:
-            base = bases.get(q, ly.out_base + 16 * (q - first))
-            out |= ((1 << mine.bit_count()) - 1) << (base + _ffs(mine) % 4)
-    return out
+    """The processors a layer may write: the span from its output base; a depthwise layer
+    that broadcasts: those it reads; a passthrough or another depthwise layer: per quadrant the
+    processors it reads, packed (decode.packed_outputs: the vendor's "packed version of the
+    input processors")."""
+    if ly.broadcast:
+        return ly.in_map
+    if ly.op == "passthrough" or ly.depthwise:
+        return packed_outputs(ly)
+    return ((1 << ly.out_span) - 1) << ly.out_base
 
 
 @dataclasses.dataclass
@@ -204,8 +201,8 @@ def _out_channels(layers: list[DecodedLayer], ly: DecodedLayer, out_map: int) ->
 
 
 def _pool(ly: DecodedLayer) -> dict[str, Any]:
-    if ly.pool == (1, 1):
-        return {}
+    if ly.pool == (1, 1):  # a stride without pooling: a 1x1 pooling of that stride
+        return {"max_pool": 1, "pool_stride": ly.pool_stride[0]} if ly.pool_stride[0] > 1 else {}
     one = ly.pool[0] == ly.pool[1] or ly.op == "conv1d"
     size: Any = ly.pool[0] if one else list(ly.pool)
     stride = ly.pool_stride[0] if ly.pool_stride != (1, 1) else ly.pool[0]
@@ -281,16 +278,24 @@ def yaml_layer(
             d["pad"] = ly.padding[0]
         if ly.stride[0] != 1 and ly.op != "convtranspose2d":
             d["stride"] = ly.stride[0]
+    if ly.depthwise:
+        d["conv_groups"] = flow.in_channels[i]
     d.update(_pool(ly))
     if conv:
         d["activate"] = _ACT[ly.relu, ly.abs]
-        d["quantization"] = ly.weight_bits
+        d["quantization"] = "binary" if ly.binary else ly.weight_bits
     if pin_bias and ly.bias_quadrant is not None:
         d["bias_group"] = ly.bias_quadrant
     if ly.wide:
         d["output_width"] = 32
     if ly.streaming:
         d["streaming"] = True
+    if ly.calcx4:
+        d["calcx4"] = True
+    if ly.read_ahead:
+        d["readahead"] = True
+    if ly.tcalc != (ly.read_ahead and ly.in_expand > 1):  # its default (facts.py)
+        d["tcalc"] = ly.tcalc
     return d
 
 
@@ -313,6 +318,7 @@ def weight_shape(ly: DecodedLayer, flow: Flow, in_pixels: int) -> tuple[int, ...
     if flow.ops[i] == "linear":
         return (out, cin)
     k = _kernel(ly)
+    cin = 1 if ly.depthwise else cin  # one kernel per channel
     if flow.ops[i] == "conv1d":
         return (out, cin, k[0])
     if ly.op == "convtranspose2d":
@@ -327,7 +333,8 @@ def _checkpoint(
     for ly in layers:
         if ly.index not in weights:
             continue
-        q = Quantized(ly.weight_bits, weights[ly.index], bias.get(ly.index), ly.output_shift)
+        bits = BINARY_BITS if ly.binary else ly.weight_bits
+        q = Quantized(bits, weights[ly.index], bias.get(ly.index), ly.output_shift)
         layer = Layer(name=f"l{ly.index}", op=Op.CONV2D, wide=ly.wide, quant=q)
         state.update(layer_state(layer, f"l{ly.index}"))
     return {"arch": "decoded", "epoch": 1000, "state_dict": state, "extras": {}}
@@ -400,20 +407,39 @@ def with_emulated_passes(layers: list[DecodedLayer], device: str) -> list[Decode
     return out
 
 
+def without_pool_resets(layers: list[DecodedLayer], device: str) -> list[DecodedLayer]:
+    """``layers`` without the MAX78002's average-pool reset layers (eltwise.py
+    ``avgpool_reset``: before a layer that average-pools right after an element-wise layer, a
+    passthrough of one pixel of processor 0 at that layer's pointers, which the layer then
+    overwrites; no part of the network), the others renumbered."""
+    if not MAPS[device].avgpool_reset_after_eltwise:
+        return layers
+    drop = {
+        ly.index
+        for ly, nxt in itertools.pairwise(layers[1:])
+        if ly.op == "passthrough" and ly.in_map == 1 and ly.in_dims == (1, 1)
+        and layers[ly.index - 1].operands > 1 and nxt.pool_avg
+        and (nxt.in_offset, nxt.out_offset) == (ly.in_offset, ly.out_offset)
+    }  # fmt: skip
+    kept = [ly for ly in layers if ly.index not in drop]
+    return [dataclasses.replace(ly, index=k) for k, ly in enumerate(kept)]
+
+
 def recover(
     layers: list[DecodedLayer], device: str, read: PairReader, data_format: str = "HWC"
 ) -> tuple[Network, Plan]:
     """The network and plan a firmware's decoded layers configure (see the module docstring)."""
     if not layers:
         raise DecodeError("no layers")
+    layers = without_pool_resets(layers, device)
     flow = data_flow(layers)
     text = pair_text(layers, flow, data_format, MAPS[device].flatten_bias_first)
     shape = input_shape(layers[0], flow)
     fifo = layers[0].fifo  # the vendor's --fifo (a flag, not a YAML key)
     with tempfile.TemporaryDirectory(prefix="cnnforge-decoded-") as name:
         tmp = Path(name)
-        zeros = {
-            ly.index: np.zeros(weight_shape(ly, flow, _in_pixels(ly, flow)), np.int64)
+        zeros = {  # binary layers hold +1 (their weights are -1 or +1)
+            ly.index: np.full(weight_shape(ly, flow, _in_pixels(ly, flow)), int(ly.binary))
             for ly in layers
             if ly.op != "passthrough"
         }
@@ -424,7 +450,7 @@ def recover(
         bias = {
             ly.index: _bias(ly, facts[ly.index])
             for ly in layers
-            if ly.bias_quadrant is not None and ly.index in weights
+            if (ly.bias_quadrant is not None or ly.channel_bias) and ly.index in weights
         }
         ckpt = _checkpoint(layers, weights, bias)
         return _read(read, layers, text, ckpt, shape, device, tmp, fifo)
@@ -438,6 +464,8 @@ def _in_pixels(ly: DecodedLayer, flow: Flow) -> int:
 
 
 def _bias(ly: DecodedLayer, f: LayerFacts) -> np.ndarray:
+    if ly.channel_bias is not None:  # a depthwise layer's, per channel
+        return np.array(ly.channel_bias[: f.out_channels], np.int64)
     lead = _ffs(f.out_map) % 4 * f.out_expand
     vals = ly.bias[lead : lead + f.out_channels]
     return np.array(vals + [0] * (f.out_channels - len(vals)), np.int64)
@@ -447,7 +475,8 @@ def _tagged(f: LayerFacts, r: int) -> LayerFacts:
     """``f`` with each weight replaced by bits ``r * quant`` on of its index + 1."""
     shape = np.shape(f.weights)
     tags = (np.arange(int(np.prod(shape))).reshape(shape) + 1) >> (r * f.quant)
-    return dataclasses.replace(f, weights=tags & ((1 << f.quant) - 1))
+    # binary weights are packed as 1-bit fields: tagged as such (not clipped to -1/+1)
+    return dataclasses.replace(f, weights=tags & ((1 << f.quant) - 1), weight_bits=f.quant)
 
 
 def recovered_weights(
@@ -475,7 +504,8 @@ def recovered_weights(
         q = f.quant
         flat = np.zeros(np.asarray(f.weights).size, np.int64)
         offs = kl.offs[f.index]
-        for p, raw in ly.kernels.items():
+        raws = _calcx4_columns(ly, kl, offs, rmap) if ly.calcx4 else ly.kernels
+        for p, raw in raws.items():
             cols = len(raw) // 9
             data = np.frombuffer(raw[: 9 * cols], np.uint8).reshape(cols, 9).astype(np.int64)
             tags = index[p, offs : offs + cols]  # (cols, 9, 8 bits) of tag bits by round
@@ -491,8 +521,21 @@ def recovered_weights(
                 hit = tag > 0
                 flat[tag[hit] - 1] = val[hit]
         w = flat.reshape(np.shape(f.weights))
+        if ly.binary:  # a set bit is -1, a clear one +1 (kernels.py)
+            w = np.where(w < 0, -1, 1)
         if f.op is Op.CONVTRANSPOSE2D:  # facts: (out, in, kh, kw) flipped; PyTorch: (in, out)
             w = np.flip(w.swapaxes(0, 1), axis=(2, 3))
         shape = np.shape(network.layer(f.name).quant.weights)
         out[f.index] = np.ascontiguousarray(w).reshape(shape)
+    return out
+
+
+def _calcx4_columns(ly: DecodedLayer, kl, offs: int, rmap) -> dict[int, bytes]:
+    """A calcx4 layer's columns per processor in the layout's order: column ``offs + i`` read
+    where the writer loads it (speedups.physical_columns), zeros where nothing is loaded."""
+    out = {}
+    logical = np.arange(offs, offs + kl.length[ly.index])
+    for p, loaded in ly.physical.items():
+        place = physical_columns(kl.owner[p], kl.offs, kl.quarters, logical, rmap)
+        out[p] = b"".join(loaded.get(int(c), bytes(9)) for c in place.tolist())
     return out

@@ -77,7 +77,9 @@ def decode_image(
     """Decode and recover a set-up's state (``records``: the kernel loader's, None: the state
     alone); ``read``: the vendor-pair reader."""
     dev = image.device
-    layers = with_emulated_passes(decode_state(dict(image.state.tolist()), dev, records), dev)
+    start = dict(image.start.tolist())
+    layers = decode_state(dict(image.state.tolist()), dev, records, start)
+    layers = with_emulated_passes(layers, dev)
     chw = bool(layers and layers[0].chw)
     network, plan = recover(layers, dev, read, "CHW" if chw else "HWC")
     return Decoded(dev, image, layers, with_outputs(network, plan, image.kat, dev), plan)
