@@ -48,7 +48,8 @@ class StoredCase:
         return read_ai8x(yaml, ckpt, self.sample.shape, device=self.device,
                          overlap_data="--overlap-data" in self.flags,
                          avg_pool_rounding="--avg-pool-rounding" in self.flags,
-                         fifo="--fifo" in self.flags)  # fmt: skip
+                         fifo="--fifo" in self.flags, calcx4="--calcx4" in self.flags,
+                         read_ahead="--read-ahead" in self.flags)  # fmt: skip
 
     def outputs(self, model: Ai8xModel) -> dict[str, np.ndarray]:
         """cnnforge's simulation of the sample: every output layer's (C, H, W)."""

@@ -146,7 +146,7 @@ def data_flow(layers: list[DecodedLayer]) -> Flow:
         cin = 0
         for s in sources[i][:1] if ly.operands > 1 else sources[i]:  # operands: one's channels
             if s == INPUT:
-                cin += ly.in_map.bit_count() * (1 if ly.flatten else ly.in_expand)
+                cin += ly.in_map.bit_count() * (1 if _flattens_input(ly) else ly.in_expand)
             else:
                 cin += channels[s] if s < i else out_maps[s].bit_count()
         passes = max(1, -(-cin // 64))
@@ -299,9 +299,21 @@ def yaml_layer(
     return d
 
 
+def _flattens_input(ly: DecodedLayer) -> bool:
+    """Whether a layer reading the network input flattens it: its flatten bit, or more passes
+    than its processors' channels need (passes x pixels below 16 leave the bit clear; a
+    multi-pass input fills its processors: at least 64 x (passes - 1) channels)."""
+    n = ly.in_map.bit_count()
+    more = ly.in_expand > 1 and n * ly.in_expand <= 64 * (ly.in_expand - 1)
+    return ly.flatten or (ly.op != "passthrough" and more)
+
+
 def input_shape(ly: DecodedLayer, flow: Flow) -> tuple[int, ...]:
-    """The network input the first layer reads: channels, then its rows (and columns)."""
+    """The network input the first layer reads: channels, then its rows (and columns); a
+    flattening first layer's pixels as one column (its registers count only them)."""
     c = flow.in_channels[0]
+    if flow.flatten[0] and flow.sources[0] == [INPUT]:
+        return (c, _in_pixels(ly, flow), 1)
     if ly.op == "conv1d":
         return (c, ly.in_dims[0])
     if ly.op == "convtranspose2d":  # its rows/columns registers count stride x size
