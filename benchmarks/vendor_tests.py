@@ -128,7 +128,7 @@ def measure(case: SuiteCase, device: str, work: Path, izer: Path) -> Row:
     except Exception as exc:
         row.vendor, row.note = "NO", f"no pair: {_reason(exc)}"
         return row
-    return measure_pair(pair, case.name, sample_path(case, izer), case.flags(), work, row)
+    return measure_pair(pair, case.name, sample_path(case, izer), case.flags(device), work, row)
 
 
 def measure_pair(

@@ -72,10 +72,16 @@ class SuiteCase:
     def doc(self) -> dict:
         return yaml.safe_load(self.yaml.read_text(encoding="utf-8"))
 
-    def flags(self) -> tuple[str, ...]:
-        """The vendor flags the configuration runs with: ``--fifo`` for those named after the
-        FIFO (its streaming cases that feed the input through the FIFOs)."""
-        return ("--fifo",) if "fifo" in self.name and "nofifo" not in self.name else ()
+    def flags(self, device: str = "MAX78002") -> tuple[str, ...]:
+        """The vendor flags the configuration runs with on ``device``: ``--fifo`` for those
+        named after the FIFO and, on the MAX78000 (the vendor tool requires the FIFOs there),
+        those whose first layer streams; none for those named "nofifo"."""
+        if "nofifo" in self.name:
+            return ()
+        layers = _layers(self.doc())
+        streams = bool(layers) and bool(layers[0].get("streaming", False))
+        fifo = "fifo" in self.name or (streams and device == "MAX78000")
+        return ("--fifo",) if fifo else ()
 
 
 def suite(izer: Path) -> list[SuiteCase]:
