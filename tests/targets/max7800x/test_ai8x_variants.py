@@ -228,3 +228,19 @@ def test_element_wise_on_the_network_input_is_refused_by_name(tmp_path):
     text = str(info.value)
     assert "v.yaml:4" in text and "element-wise operation on the network input" in text
     assert "8 channels split into 2 operands" in text
+
+
+def test_snoop_registers_are_read_with_a_note(tmp_path):
+    """`snoop` (the MAX78002's 32 data-snooping debug registers) changes no result: read with a
+    note (not silently); a list of another length is an error naming the line."""
+    from cnnforge.errors import Note
+
+    net = Network("s", (4, 32), (_conv1d("a", "input", 4, 12, 32, k=5, pad=2),))
+    _roundtrip(tmp_path, net, "MAX78002")
+    text = (tmp_path / "v.yaml").read_text()
+    (tmp_path / "v.yaml").write_text(text.replace("layers:", f"snoop: {list(range(32))}\nlayers:"))
+    with pytest.warns(Note, match="snoop"):
+        read_ai8x(tmp_path / "v.yaml", tmp_path / "v.pth.tar", (4, 32), device="MAX78002")
+    (tmp_path / "v.yaml").write_text(text.replace("layers:", "snoop: [1, 2]\nlayers:"))
+    with pytest.raises(ConfigError, match="32 integers"):
+        read_ai8x(tmp_path / "v.yaml", tmp_path / "v.pth.tar", (4, 32), device="MAX78002")
