@@ -1,9 +1,11 @@
 """Firmware cases of small networks (tests/targets/max7800x/test_firmware_cases.py and
 benchmarks/firmware_states.py --only cases): firmware_models.py's networks compiled with
-``--ptq --firmware`` (element-wise layers; streaming 1x1 convolutions with ``--fifo``; depthwise
-convolutions), and the vendor pair cnnforge writes for one with its ``operation: sub`` layers
-changed to xor / or (PTQ has no float xor / or). The vendor tool run on the same YAML +
-checkpoint + sample (+ flags) is the oracle: its state is tests/data/firmware_state/<case>.npz.
+``--ptq --firmware`` (element-wise layers; streaming layers with ``--fifo``; depthwise
+convolutions; narrow weights; ``--calcx4``), and the vendor pair cnnforge writes for one,
+changed where PTQ or the planner make no such layer: ``operation: sub`` made xor / or, 1-bit
+layers made binary, an add folded into the layer after it, every layer reading ahead. The
+vendor tool run on the same YAML + checkpoint + sample (+ flags) is the oracle: its state is
+tests/data/firmware_state/<case>.npz.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Small networks for the firmware cases of support/firmware_cases.py (element-wise layers,
-streaming 1x1 convolutions, depthwise convolutions): compiled as
+streaming layers, depthwise convolutions, narrow weights, speed-ups): compiled as
 ``tests/support/firmware_models.py:CLASS`` with ``--ptq`` (untrained weights, seed 0).
 """
 

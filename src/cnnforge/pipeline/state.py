@@ -63,6 +63,7 @@ class CompileOptions:
     probe: bool = False
     sanitize: bool = False  # --run under AddressSanitizer + UBSan
     max_verify: int | None = None
+    cpu: bool = False  # simulate the known answer on the CPU even where a GPU is present
     report: bool = True
     in_place: bool = True  # layers may overwrite their dying input (vendor: --overlap-data)
     fifo: bool = False  # MAX7800x: the input arrives through the FIFOs (the vendor's --fifo)

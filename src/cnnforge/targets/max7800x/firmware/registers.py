@@ -2,9 +2,10 @@
 per-layer, per-quadrant registers, each with what it means (docs/firmware.md has the fields).
 
 Learned from the vendor tool's izer/backend/max7800x.py and checked word for word on the host
-(hostrun.py); the streaming and FIFO values are stream.py's, the element-wise bits eltwise.py's.
-Cases the writer does not cover yet (depthwise convolutions, some element-wise layers) are
-refused with ``NotImplementedError`` rather than written wrong.
+(hostrun.py); the streaming and FIFO values are stream.py's, the element-wise bits eltwise.py's,
+the depthwise fields depthwise.py's, calcx4 / read-ahead / tcalc speedups.py's. Cases the
+writer does not cover (docs/firmware.md "What the writer covers") are refused with
+``NotImplementedError`` naming the feature rather than written wrong.
 """
 
 from __future__ import annotations
@@ -72,7 +73,7 @@ def unsupported(f: LayerFacts, device: str = "") -> str:
         return depthwise_refusal(f)
     if f.calcx4 and f.has_weights and (f.groups > 1 or f.out_channels % 4):
         return "calcx4 in a depthwise convolution or one of output channels not in fours"
-    if f.weight_bits == BINARY_BITS and not get_device(device or "MAX78002").binary_weights:
+    if f.weight_bits == BINARY_BITS and device and not get_device(device).binary_weights:
         return f"binary (-1/+1) weights on the {device}"
     if f.weight_bits not in (8, 4, 2, 1, BINARY_BITS):
         return f"{f.weight_bits}-bit weights"
