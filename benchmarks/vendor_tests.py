@@ -228,7 +228,9 @@ def vendor_image(folder: Path, device: str):
 
     cache = folder.parent / "image.npz"
     if cache.is_file() and cache.stat().st_mtime >= (folder / "cnn.c").stat().st_mtime:
-        return load_image(cache)
+        image, records = load_image(cache)
+        if image.start.size or "cnn_start" not in (folder / "cnn.c").read_text():
+            return image, records  # (an image kept before cnn_start's stores were read: again)
     image, records = read_setup(folder, device)
     save_image(cache, image, records)
     return image, records
