@@ -330,11 +330,11 @@ def weight_shape(ly: DecodedLayer, flow: Flow, in_pixels: int) -> tuple[int, ...
     if flow.ops[i] == "linear":
         return (out, cin)
     k = _kernel(ly)
+    if ly.op == "convtranspose2d":  # PyTorch: (in, out / groups, ...)
+        return (cin, 1 if ly.depthwise else out, *k)
     cin = 1 if ly.depthwise else cin  # one kernel per channel
     if flow.ops[i] == "conv1d":
         return (out, cin, k[0])
-    if ly.op == "convtranspose2d":
-        return (cin, out, *k)
     return (out, cin, *k)
 
 
@@ -483,6 +483,22 @@ def _bias(ly: DecodedLayer, f: LayerFacts) -> np.ndarray:
     return np.array(vals + [0] * (f.out_channels - len(vals)), np.int64)
 
 
+def shared_kernels(layers: list[DecodedLayer]) -> dict[int, int]:
+    """{layer: the earlier layer whose kernel columns it reads}: the same processors, first
+    column and kernel-count fields (the vendor's deduplicated kernels, dedup.py)."""
+    out: dict[int, int] = {}
+    seen: dict[tuple, int] = {}
+    for ly in layers:
+        if ly.op == "passthrough":
+            continue
+        key = (ly.in_map, ly.kernel_start, ly.kernel_field, ly.kernel_end, ly.weight_bits)
+        if key in seen:
+            out[ly.index] = seen[key]
+        else:
+            seen[key] = ly.index
+    return out
+
+
 def _tagged(f: LayerFacts, r: int) -> LayerFacts:
     """``f`` with each weight replaced by bits ``r * quant`` on of its index + 1."""
     shape = np.shape(f.weights)
@@ -501,12 +517,13 @@ def recovered_weights(
     bits = min(f.quant for f in todo)
     most = max(int(np.asarray(f.weights).size) for f in todo)
     rounds = -(-(most + 1).bit_length() // bits)
+    shared = shared_kernels(layers)  # the tags of two layers can be equal: not dedup.py's
     index = np.zeros((64, max(rmap.kernel_columns_large, rmap.kernel_columns_small), 9, 8),
                      np.int64)  # fmt: skip
     kl = None
     for r in range(rounds):
         tagged = [_tagged(f, r) if f.has_weights else f for f in facts]
-        kl = kernels.layout(tagged, rmap)
+        kl = kernels.layout(tagged, rmap, shared)
         for j in range(8):
             index[..., j] |= ((kl.data.astype(np.int64) >> j) & 1) << r
     assert kl is not None
@@ -530,7 +547,7 @@ def recovered_weights(
                         tag |= ((t >> r) & 1) << (r * q + b)
                 val = (data >> (fld * q)) & ((1 << q) - 1)
                 val = np.where(val >= 1 << (q - 1), val - (1 << q), val)
-                hit = tag > 0
+                hit = (tag > 0) & (tag <= flat.size)
                 flat[tag[hit] - 1] = val[hit]
         w = flat.reshape(np.shape(f.weights))
         if ly.binary:  # a set bit is -1, a clear one +1 (kernels.py)
