@@ -73,14 +73,15 @@ class SuiteCase:
         return yaml.safe_load(self.yaml.read_text(encoding="utf-8"))
 
     def flags(self, device: str = "MAX78002") -> tuple[str, ...]:
-        """The vendor flags the configuration runs with on ``device``: ``--fifo`` for those
-        named after the FIFO and, on the MAX78000 (the vendor tool requires the FIFOs there),
-        those whose first layer streams; none for those named "nofifo"."""
+        """The vendor flags the configuration runs with (on ``device``: the same on both):
+        ``--fifo`` for those named after the FIFO and those whose first layer streams (the
+        vendor tool requires the FIFOs for that); none for those named "nofifo"."""
+        del device
         if "nofifo" in self.name:
             return ()
         layers = _layers(self.doc())
         streams = bool(layers) and bool(layers[0].get("streaming", False))
-        fifo = "fifo" in self.name or (streams and device == "MAX78000")
+        fifo = "fifo" in self.name or streams
         return ("--fifo",) if fifo else ()
 
 
