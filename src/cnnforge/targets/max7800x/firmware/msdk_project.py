@@ -16,7 +16,7 @@ from importlib import resources
 
 import jinja2
 
-from cnnforge.devices import MAX78002
+from cnnforge.devices import MAX78000, MAX78002
 from cnnforge.targets.max7800x.firmware.firmware import Firmware
 
 # Where the folder sits when MAXIM_PATH is not set: the MSDK's Examples/<part>/CNN/<name>/.
@@ -26,7 +26,7 @@ BOARD = "EvKit_V1"  # the evaluation kit of both parts (BOARD=FTHR_RevA: the MAX
 ARM_DEFINES = ("MXC_ASSERT_ENABLE", "ARM_MATH_CM4")
 RISCV_DEFINES = ("MXC_ASSERT_ENABLE", "RV32")
 # The end of the flash the RISC-V image may use (the part's flash: 512 KiB / 2.5 MiB)
-FLASH_END = {"MAX78000": 0x10080000, MAX78002.name: 0x10280000}
+FLASH_END = {MAX78000.name: 0x10080000, MAX78002.name: 0x10280000}
 
 MAKE_HEADER = """\
 # {name} -- written by cnnforge for the {device} CNN accelerator ({what}).
