@@ -215,19 +215,46 @@ def test_conv1d_takes_the_vendors_c_l_1_samples(tmp_path, capsys):
     assert np.array_equal(np.load(tmp_path / "y.npy"), want)
 
 
-def test_element_wise_on_the_network_input_is_refused_by_name(tmp_path):
-    """The vendor tool splits the input's channels into the operands of a first element-wise
-    layer; cnnforge's graph has no such split: one line naming the feature and the YAML line."""
+_SPLIT_YAML = (
+    "arch: e\ndataset: e\nlayers:\n  - processors: 0xf\n    out_offset: 0x2000\n"
+    "    operation: none\n    eltwise: {op}\n    operands: {k}\n    data_format: HWC\n"
+)
+
+
+@pytest.mark.parametrize(("op", "k"), [("add", 2), ("sub", 2), ("xor", 4), ("add", 4)])
+def test_element_wise_over_the_network_inputs_channel_groups(tmp_path, op, k):
+    """Without `in_sequences` the vendor tool splits the input's channels into `operands` equal
+    consecutive groups (docs/ai8x-format.md): cnnforge reads that and folds the groups."""
+    (tmp_path / "v.yaml").write_text(_SPLIT_YAML.format(op=op, k=k))
+    torch.save({"arch": "e", "epoch": 1, "state_dict": {}}, tmp_path / "v.pth.tar")
+    shape = (4 * k, 3, 5)
+    model = read_ai8x(tmp_path / "v.yaml", tmp_path / "v.pth.tar", shape, device="MAX78000")
+    assert model.network.layers[0].split_operands == k
+    x = RNG.integers(-128, 128, size=(4 * k, 3, 5))
+    got = simulate(model.network, torch.from_numpy(x), device=None).outputs
+    (y,) = (v.numpy() for v in got.values())
+    groups = x.reshape(k, 4, 3, 5)
+    want = groups[0]
+    for g in groups[1:]:
+        want = {"add": want + g, "sub": want - g, "xor": want ^ g}[op]
+    want = np.clip(want, -128, 127)  # one saturation at the end (arithmetic.eltwise_fold)
+    assert np.array_equal(y.reshape(want.shape), want)
+
+
+def test_element_wise_over_a_layers_channel_groups_is_refused_by_name(tmp_path):
+    """A split of another layer's output (written without the vendor's operand interleave) is
+    not supported: one line naming the feature and the YAML line."""
     (tmp_path / "v.yaml").write_text(
-        "arch: e\ndataset: e\nlayers:\n  - processors: 0xf\n    out_offset: 0x2000\n"
-        "    operation: add\n    data_format: HWC\n"
+        "arch: e\ndataset: e\nlayers:\n  - processors: 0xff\n    out_offset: 0x2000\n"
+        "    operation: none\n    data_format: HWC\n"
+        "  - processors: 0xf\n    out_offset: 0\n    operation: none\n    eltwise: add\n"
+        "    operands: 2\n"
     )
     torch.save({"arch": "e", "epoch": 1, "state_dict": {}}, tmp_path / "v.pth.tar")
     with pytest.raises(ConfigError) as info:
         read_ai8x(tmp_path / "v.yaml", tmp_path / "v.pth.tar", (8, 4, 4), device="MAX78000")
     text = str(info.value)
-    assert "v.yaml:4" in text and "element-wise operation on the network input" in text
-    assert "8 channels split into 2 operands" in text
+    assert "v.yaml:12" in text and "split into 2 operands" in text and "in_sequences" in text
 
 
 def test_snoop_registers_are_read_with_a_note(tmp_path):

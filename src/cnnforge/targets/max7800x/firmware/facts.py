@@ -162,7 +162,7 @@ def layer_facts(
         padding=_hw_padding(layer, kernel),
         output_padding=_pair(layer.output_padding, 0),
         stride=_pair(layer.stride, 1),
-        operands=len(layer.inputs) if layer.eltwise is not None else 1,
+        operands=layer.operand_count,
         eltwise=layer.eltwise.value if layer.eltwise is not None else "",
         groups=layer.groups,
         flatten=layer.flatten,

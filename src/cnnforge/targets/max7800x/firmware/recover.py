@@ -310,8 +310,9 @@ def _flattens_input(ly: DecodedLayer) -> bool:
 
 def input_shape(ly: DecodedLayer, flow: Flow) -> tuple[int, ...]:
     """The network input the first layer reads: channels, then its rows (and columns); a
-    flattening first layer's pixels as one column (its registers count only them)."""
-    c = flow.in_channels[0]
+    flattening first layer's pixels as one column (its registers count only them). A first
+    element-wise layer's operands are the input's channel groups (its channels x operands)."""
+    c = flow.in_channels[0] * ly.operands
     if flow.flatten[0] and flow.sources[0] == [INPUT]:
         return (c, _in_pixels(ly, flow), 1)
     if ly.op == "conv1d":
