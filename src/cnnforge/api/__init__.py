@@ -4,6 +4,7 @@ The CLI parses arguments and formats what these return; a script or notebook cal
 ``nn.Module`` object and gets the same numbers back.
 """
 
+from cnnforge.api.firmware import diff, inspect
 from cnnforge.api.functions import (
     DEFAULT_DEVICE,
     analyze,
@@ -16,20 +17,45 @@ from cnnforge.api.functions import (
     simulate,
     train,
 )
-from cnnforge.api.results import Analysis, Budget, CheckResult, Compiled, Quantized
+from cnnforge.api.results import (
+    Adaptation,
+    Analysis,
+    Budget,
+    CheckResult,
+    Compiled,
+    Demo,
+    Difference,
+    Evaluated,
+    History,
+    Inspection,
+    Planned,
+    Quantized,
+)
+from cnnforge.api.workflows import adapt, demo
 
 __all__ = [
     "DEFAULT_DEVICE",
+    "Adaptation",
     "Analysis",
     "Budget",
     "CheckResult",
     "Compiled",
+    "Demo",
+    "Difference",
+    "Evaluated",
+    "History",
+    "Inspection",
+    "Planned",
     "Quantized",
+    "adapt",
     "analyze",
     "budget",
     "check",
     "compile",
+    "demo",
+    "diff",
     "evaluate",
+    "inspect",
     "plan",
     "quantize",
     "simulate",

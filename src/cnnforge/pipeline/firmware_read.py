@@ -1,12 +1,16 @@
 """A firmware folder read back into cnnforge's network and plan (issue 26): the decoder and the
 recovery of targets/max7800x/firmware with the ai8x frontend as the vendor-pair reader (the
-frontend sits above the targets, so the pipeline joins them)."""
+frontend sits above the targets, so the pipeline joins them). Bad input (no cnn.c, an unknown
+part, a folder the decoder cannot read) is an InputError: one line, exit 2."""
 
 from __future__ import annotations
 
 import functools
 from pathlib import Path
+from typing import Any
 
+from cnnforge.devices import DEVICE_NAMES, DEVICES
+from cnnforge.errors import InputError
 from cnnforge.frontend.ai8x import load_ai8x
 from cnnforge.targets.max7800x.firmware import selftest
 from cnnforge.targets.max7800x.firmware.hostrun import StateImage
@@ -16,7 +20,14 @@ _READ = functools.partial(load_ai8x, overlap_data=True)
 
 def read_firmware(folder: Path, device: str | None) -> selftest.Decoded:
     """Read, decode and recover ``folder`` (nothing of it is compiled or run)."""
-    return selftest.read_network(folder, device, _READ)
+    from cnnforge.targets.max7800x.firmware.decode import DecodeError
+    from cnnforge.targets.max7800x.firmware.interpret import FirmwareError
+
+    check_folder(folder, device)
+    try:
+        return selftest.read_network(folder, device, _READ)
+    except (FirmwareError, DecodeError) as exc:
+        raise InputError(str(exc)) from None
 
 
 def decode_firmware_image(
@@ -25,3 +36,33 @@ def decode_firmware_image(
     """Decode and recover a firmware's set-up state (a stored state image; ``records``: its
     kernel loader's records, None: the state alone)."""
     return selftest.decode_image(image, records, _READ)
+
+
+def read_layers(folder: Path, device: str | None) -> tuple[str, Any, list]:
+    """``(device, state image, decoded layers)`` of ``folder`` (``inspect``'s reading)."""
+    from cnnforge.targets.max7800x.firmware.decode import DecodeError
+    from cnnforge.targets.max7800x.firmware.inspect import read_folder
+    from cnnforge.targets.max7800x.firmware.interpret import FirmwareError
+
+    check_folder(folder, device)
+    try:
+        return read_folder(folder, device)
+    except (FirmwareError, DecodeError) as exc:
+        raise InputError(str(exc)) from None
+
+
+def check_folder(folder: Path, device: str | None) -> None:
+    """A firmware folder (it has cnn.c) and a known part, else InputError."""
+    if not (Path(folder) / "cnn.c").is_file():
+        raise InputError(f"{folder}: no cnn.c (not a firmware folder)")
+    if device not in (None, *(d.name for d in DEVICES)):
+        raise InputError(f"--device {device}: one of {DEVICE_NAMES}")
+    from cnnforge.targets.max7800x.firmware.inspect import detect_device
+
+    found = detect_device(Path(folder))
+    if device is not None and device != found:
+        raise InputError(
+            f"{folder}: this is {found} firmware (cnn.c addresses the {found}'s registers), "
+            f"not {device}",
+            hint=f"leave --device out, or give --device {found}",
+        )
