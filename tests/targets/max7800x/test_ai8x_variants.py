@@ -241,6 +241,31 @@ def test_element_wise_over_the_network_inputs_channel_groups(tmp_path, op, k):
     assert np.array_equal(y.reshape(want.shape), want)
 
 
+@pytest.mark.parametrize("sources", ["", "    in_sequences: [-1, -1]\n"])
+def test_a_first_element_wise_layers_firmware_holds_its_known_answer(tmp_path, capsys, sources):
+    """`in_sequences` listing the input twice: each operand is the whole input, loaded
+    interleaved; the folder reads back to its known answer. Without `in_sequences` (the input's
+    channel groups) `compile` refuses in one line: its portable C has no such operands."""
+    from support.cli import run_cli
+
+    k, c = 2, 4 if sources else 8
+    yaml = _SPLIT_YAML.format(op="add", k=k).replace("    data_format", sources + "    data_format")
+    (tmp_path / "v.yaml").write_text(yaml)
+    torch.save({"arch": "e", "epoch": 1, "state_dict": {}}, tmp_path / "v.pth.tar")
+    np.save(tmp_path / "x.npy", RNG.integers(-128, 128, size=(c, 3, 5)))
+    out = tmp_path / "out"
+    args = ["compile", "--ai8x-yaml", str(tmp_path / "v.yaml"), "--ai8x-checkpoint",
+            str(tmp_path / "v.pth.tar"), "--sample", str(tmp_path / "x.npy"), "-o",
+            str(out)]  # fmt: skip
+    code, _, err = run_cli(args, capsys)
+    if not sources:  # the portable C has no channel-group operands yet: refused by name
+        assert code == 2 and "no portable C form" in err and not out.exists(), err
+        return
+    assert code == 0, err
+    code, text, err = run_cli(["simulate", "--firmware", str(out / "firmware")], capsys)
+    assert code == 0 and "PASS" in text, text + err
+
+
 def test_element_wise_over_a_layers_channel_groups_is_refused_by_name(tmp_path):
     """A split of another layer's output (written without the vendor's operand interleave) is
     not supported: one line naming the feature and the YAML line."""
