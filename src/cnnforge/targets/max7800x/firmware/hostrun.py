@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -52,6 +52,9 @@ class StateImage:
     input: np.ndarray  # (m, 2) uint32: the words load_input wrote or changed
     kat: np.ndarray  # (k,) uint32: the known-answer table (address, mask, count, values..., 0)
     fifo: np.ndarray  # (f, 2) uint32: the FIFO data-register writes, in order (register, value)
+    # (s, 2) uint32: the constant stores of cnn_start (the quadrant controls it arms; the
+    # MAX78002's binary-weights bit lives there), read by interpret.py; not compared
+    start: np.ndarray = field(default_factory=lambda: np.zeros((0, 2), np.uint32))
 
     def save(self, path: Path) -> None:
         """Write the image as a compressed .npz (numbers only; addresses as differences, which
@@ -65,6 +68,7 @@ class StateImage:
             input_value=self.input[:, 1],
             kat=self.kat,
             fifo=self.fifo,
+            start=self.start,
         )
 
     @classmethod
@@ -73,7 +77,8 @@ class StateImage:
         with np.load(path) as data:
             state = _pairs_of(data["state_addr_delta"], data["state_value"])
             added = _pairs_of(data["input_addr_delta"], data["input_value"])
-            return cls(str(data["device"]), state, added, data["kat"], data["fifo"])
+            start = data["start"] if "start" in data.files else np.zeros((0, 2), np.uint32)
+            return cls(str(data["device"]), state, added, data["kat"], data["fifo"], start)
 
     def differences(self, other: StateImage, limit: int = 10) -> list[str]:
         """Up to ``limit`` lines, one per differing word (empty when equal)."""
