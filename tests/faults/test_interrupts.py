@@ -7,14 +7,18 @@ run ends equal to one never interrupted."""
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
 
 from support.faults import (
+    Place,
     assert_same,
+    environment,
     finish,
     hint_command,
     jobs,
@@ -94,14 +98,23 @@ def test_an_interrupted_compile_leaves_nothing_and_its_hint_runs_it(tmp_path: Pa
 CTRL_C_MOMENTS = {"early": None, "mid-epoch": "batch", "writing a checkpoint": "checkpoint"}
 
 
+@pytest.fixture
+def short_tmpdir():
+    """A temporary directory short enough for the workers' sockets (pytest's, under xdist,
+    is not: training.loaders.worker_sockets_fit), removed after the test."""
+    path = Path(tempfile.mkdtemp(prefix="cft-", dir="/tmp"))
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("moment", CTRL_C_MOMENTS)
 def test_ctrl_c_to_a_training_with_workers_is_one_line_whose_command_finishes_it(
-    moment: str, reference, tmp_path: Path
+    moment: str, reference, tmp_path: Path, short_tmpdir: Path
 ) -> None:
     job, ref = reference
     pause = CTRL_C_MOMENTS[moment]
-    where = place(tmp_path)
+    where = Place(place(tmp_path).work, environment(short_tmpdir / "t"))
     command = job.command(where.out, "--workers", "2")
     if pause is None:
         proc = where.start(command)
@@ -118,5 +131,6 @@ def test_ctrl_c_to_a_training_with_workers_is_one_line_whose_command_finishes_it
         assert where.leftovers() == []
     done = where.run(again)
     assert done.returncode == 0, done.stderr
+    assert "too long a path" not in done.stderr  # the workers did load the batches
     assert_same(job, where.out, ref)  # the workers change nothing; no temporary file left
     assert where.leftovers("out") == []

@@ -114,3 +114,19 @@ def test_items_of_two_shapes_are_not_cached() -> None:
     second = _epochs(batches, 1)[0]
     assert [b[0].shape for b in first] == [b[0].shape for b in second]
     assert all(torch.equal(a[0], b[0]) for a, b in zip(first, second, strict=True))
+
+
+def test_a_temporary_directory_too_long_for_the_workers_sockets_loads_in_process(
+    monkeypatch: pytest.MonkeyPatch, tmp_path
+) -> None:
+    """A worker could not hand its batches over (the trainer would wait forever): the
+    loading stays in the training process, with a note saying why and what to do."""
+    deep = tmp_path / ("d" * 90)
+    deep.mkdir()
+    monkeypatch.setattr(loaders.tempfile, "tempdir", str(deep))
+    assert not loaders.worker_sockets_fit()
+    data = ShapesDataset("train", 8, 16)
+    with pytest.warns(loaders.Note, match="TMPDIR"):
+        batches = Batches(data, 4, device=torch.device("cpu"), workers=2)
+    assert batches.loader is not None and batches.loader.num_workers == 0
+    assert len(list(batches.epoch(0))) == 2

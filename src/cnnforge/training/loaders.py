@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import os
+import tempfile
 import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -20,10 +21,22 @@ import torch
 from torch.utils.data import DataLoader, Dataset, DistributedSampler, Sampler
 from torch.utils.data import default_collate as torch_collate
 
-from cnnforge.errors import CnnforgeError
+from cnnforge.errors import CnnforgeError, Note
 from cnnforge.training import distributed as dist_utils
 
 PREFETCH = 4  # batches each worker prepares ahead of the one being trained on
+#: The longest path of a Unix socket (sun_path holds 108 bytes on Linux, with its NUL).
+SOCKET_PATH_MAX = 107
+#: What multiprocessing adds to the temporary directory for a worker's socket, which passes
+#: the batches' shared memory to the trainer: ``/pymp-XXXXXXXX/listener-XXXXXXXX``.
+SOCKET_SUFFIX = len("/pymp-XXXXXXXX/listener-XXXXXXXX")
+
+
+def worker_sockets_fit() -> bool:
+    """Whether a worker's socket path fits under the temporary directory. Where it does not,
+    a worker cannot hand a batch over (torch prints the OSError in the worker's thread and
+    the trainer waits for the batch forever), so the loading stays in the training process."""
+    return len(os.fsencode(tempfile.gettempdir())) + SOCKET_SUFFIX <= SOCKET_PATH_MAX
 CACHE_BYTES = 4 << 30  # the most one split's cached items take (ItemCache)
 FORK_WARNING = r".*use of fork\(\) may lead to deadlocks"
 
@@ -246,6 +259,15 @@ class Batches:
         )
         self.cache = ItemCache(n, device) if cache else None
         workers = min(workers, len(self.sampler))  # no more processes than batches
+        if workers and not worker_sockets_fit():
+            warnings.warn(
+                f"the temporary directory {tempfile.gettempdir()} is too long a path for the "
+                "data-loading workers' sockets: loading in the training process (set TMPDIR "
+                "to a shorter path to use workers)",
+                Note,
+                stacklevel=2,
+            )
+            workers = 0
         self.loader: DataLoader | None = DataLoader(
             _Indexed(dataset),
             batch_sampler=self.sampler,
