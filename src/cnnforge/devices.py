@@ -168,6 +168,8 @@ class Max7800xDevice(Capabilities):
     has_latency_model: bool  # the vendor's cycle model exists only for MAX78000 (§5)
     # calcx4, read-ahead, tcalc: MAX78002 speed-ups (the vendor's SUPPORT_CALCX4, READ_AHEAD)
     speedups: bool = False
+    # the data-snooping / conditional-execution registers (the YAML's global `snoop`)
+    snoop_registers: int = 0
     # memories making up one data-memory instance (MAX78002: 5 of 16 KiB; read-ahead keeps a
     # layer's input and output in different ones: targets/max7800x/speedups.py)
     data_instance_blocks: int = 1
@@ -310,6 +312,7 @@ MAX78002 = Max7800xDevice(
     write_ptr_inc_bits=8,  # §1 `write_gap`: <= 256
     binary_weights=True,
     speedups=True,
+    snoop_registers=24,
     data_instance_blocks=5,
     streaming_final_layer_needs_pad=False,
     streaming_passthrough_allowed=False,

@@ -268,7 +268,14 @@ def _plan(
             )
         )
         prev_out = out_offset
-    return Plan(device, data_format, tuple(placements), allow_overlap=overlap, notes=tuple(notes))
+    if cfg.snoop and not device.snoop_registers:
+        raise ConfigError(
+            f"`snoop` (the data-snooping registers) does not exist on the {device.name}",
+            where=f"{cfg.path}:{cfg.snoop_line}",
+            hint="remove it, or target a part that has them (--device MAX78002)",
+        )
+    return Plan(device, data_format, tuple(placements), allow_overlap=overlap,
+                notes=tuple(notes), snoop=cfg.snoop)  # fmt: skip
 
 
 def _check_speedups(cfg: YamlConfig, device: Max7800xDevice, flags: tuple[bool, bool]) -> None:

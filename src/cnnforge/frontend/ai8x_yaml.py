@@ -9,14 +9,13 @@ checked later by ``frontend.ai8x``.
 from __future__ import annotations
 
 import functools
-import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from cnnforge.errors import ConfigError, Note
+from cnnforge.errors import ConfigError
 from cnnforge.frontend.ai8x_validate import BoundedSafeLoader, check_yaml_types, read_input_text
 from cnnforge.ir import BINARY_BITS, Activation, EltwiseOp, Op, PoolKind
 
@@ -183,6 +182,8 @@ class YamlConfig:
     layers: tuple[YamlLayer, ...]
     output_map: int | None = None
     arch_line: int = 1
+    snoop: tuple[int, ...] = ()  # the global `snoop` registers (empty: none)
+    snoop_line: int = 0
 
 
 # ---- safe loading with line numbers ---------------------------------------------------------
@@ -268,21 +269,20 @@ def read_yaml_config(path: Path | str) -> YamlConfig:
         layers=layers,
         output_map=output_map,
         arch_line=doc.key_lines["arch"],
+        snoop=_snoop(doc["snoop"], f"{path}:{doc.key_lines['snoop']}") if "snoop" in doc else (),
+        snoop_line=doc.key_lines.get("snoop", 0),
     )
 
 
-def _snoop(value: object, where: str) -> None:
-    """The MAX78002's data-snooping registers (32 words): a debugging aid that watches the
-    accelerator's memory traffic; the results do not change. Read, not modeled: a note."""
+def _snoop(value: object, where: str) -> tuple[int, ...]:
+    """The MAX78002's data-snooping / conditional-execution registers (32 words, the first 24
+    exist): the simulated results do not change; the firmware writes them (docs/firmware.md)."""
     if not (isinstance(value, list) and len(value) == 32
             and all(isinstance(v, int) and not isinstance(v, bool) for v in value)):  # fmt: skip
         raise ConfigError("`snoop` must list 32 integers (the snoop registers)", where=where)
-    warnings.warn(
-        f"{where}: `snoop` (the data-snooping debug registers) is read but not modeled: the "
-        "results are the same; cnnforge's firmware does not write them",
-        Note,
-        stacklevel=2,
-    )
+    if any(not 0 <= v < 1 << 32 for v in value):
+        raise ConfigError("`snoop` registers are 32-bit unsigned words", where=where)
+    return tuple(value)
 
 
 def _check_global_keys(doc: _Map, path: str) -> None:
@@ -299,8 +299,6 @@ def _check_global_keys(doc: _Map, path: str) -> None:
                 where=where,
                 hint="allowed: " + ", ".join(sorted(GLOBAL_KEYS)),
             )
-    if "snoop" in doc:
-        _snoop(doc["snoop"], f"{path}:{doc.key_lines['snoop']}")
     missing = [k for k in ("arch", "dataset", "layers") if k not in doc]
     if missing:
         raise ConfigError(

@@ -282,17 +282,19 @@ def test_element_wise_over_a_layers_channel_groups_is_refused_by_name(tmp_path):
     assert "v.yaml:12" in text and "split into 2 operands" in text and "in_sequences" in text
 
 
-def test_snoop_registers_are_read_with_a_note(tmp_path):
-    """`snoop` (the MAX78002's 32 data-snooping debug registers) changes no result: read with a
-    note (not silently); a list of another length is an error naming the line."""
-    from cnnforge.errors import Note
-
+def test_snoop_registers_are_read_and_refused_on_the_max78000(tmp_path):
+    """`snoop` (the MAX78002's data-snooping registers) changes no simulated result: read into
+    the plan (the firmware writes it: test_vendor_suite's snoop case); on the MAX78000, which
+    lacks them, and as a list of another length: an error naming the line."""
     net = Network("s", (4, 32), (_conv1d("a", "input", 4, 12, 32, k=5, pad=2),))
     _roundtrip(tmp_path, net, "MAX78002")
     text = (tmp_path / "v.yaml").read_text()
     (tmp_path / "v.yaml").write_text(text.replace("layers:", f"snoop: {list(range(32))}\nlayers:"))
-    with pytest.warns(Note, match="snoop"):
-        read_ai8x(tmp_path / "v.yaml", tmp_path / "v.pth.tar", (4, 32), device="MAX78002")
+    model = read_ai8x(tmp_path / "v.yaml", tmp_path / "v.pth.tar", (4, 32), device="MAX78002")
+    assert model.plan.snoop == tuple(range(32))
+    refused = r"v.yaml:\d+: `snoop` .* does not exist on the MAX78000"
+    with pytest.raises(ConfigError, match=refused):
+        read_ai8x(tmp_path / "v.yaml", tmp_path / "v.pth.tar", (4, 32), device="MAX78000")
     (tmp_path / "v.yaml").write_text(text.replace("layers:", "snoop: [1, 2]\nlayers:"))
     with pytest.raises(ConfigError, match="32 integers"):
         read_ai8x(tmp_path / "v.yaml", tmp_path / "v.pth.tar", (4, 32), device="MAX78002")

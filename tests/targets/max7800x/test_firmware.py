@@ -299,3 +299,21 @@ def test_run_check_names_a_wrong_fifo_write(tmp_path: Path) -> None:
     data.write_text(data.read_text(encoding="utf-8").replace(first, "0x12345678", 1), "utf-8")
     with pytest.raises(EmitError, match="FIFO write 0 of load_input is 0x12345678"):
         _check_on_host(fw, tmp_path)
+
+
+def test_hwc_fifo_input_on_spread_processors_is_refused_by_name() -> None:
+    """HWC through the FIFOs packs channels 4k..4k+3 for quadrant k's processors 0-3; a first
+    layer reading its channels on processors 0, 16 and 32 (the vendor's
+    fifostream-group-notvga64x48-hwc) would get channels 1 and 2 never loaded: the writer
+    refuses it in one line naming the processors, never writes it; the packed map is written."""
+    from types import SimpleNamespace
+
+    from cnnforge.targets.max7800x.firmware.data import fifo_blocks
+
+    x = np.arange(3 * 4 * 4).reshape(3, 4, 4) - 20
+    spread = SimpleNamespace(in_map=1 | 1 << 16 | 1 << 32, chw=False)
+    with pytest.raises(NotImplementedError, match=r"processors \[0, 16, 32\] but the FIFO"):
+        fifo_blocks(spread, x)
+    (words,) = fifo_blocks(SimpleNamespace(in_map=0b111, chw=False), x)
+    first = [int(v) & 0xFF for v in x[:, 0, 0]]
+    assert int(words[0]) == first[0] | first[1] << 8 | first[2] << 16

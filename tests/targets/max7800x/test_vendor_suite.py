@@ -92,3 +92,30 @@ def test_a_stored_case_round_trips(case: StoredCase, tmp_path: Path) -> None:
     assert all(np.array_equal(again.state[k], v) for k, v in case.state.items())
     assert again.image is not None and case.image is not None
     assert again.image.differences(case.image) == []
+
+
+def test_the_snoop_registers_are_written_and_a_layer_link_is_not_decoded(tmp_path: Path) -> None:
+    """The MAX78002 case with `snoop` leaves the vendor's snoop registers (what
+    test_the_firmware_leaves_the_vendors_state checks for every stored case); the same state with
+    layer 0 linked to layer 3 (the vendor's `snoop_sequence`: conditional execution) is refused
+    in one line naming the register, not decoded as if its layers ran in order."""
+    from cnnforge.frontend.ai8x import read_ai8x
+    from cnnforge.targets.max7800x.ai8x_yaml_writer import yaml_text
+    from cnnforge.targets.max7800x.firmware.decode import DecodeError, decode_state
+    from cnnforge.targets.max7800x.firmware.regmap import MAPS
+
+    case = load_stored(STORE / "MAX78002-snoop-count.npz")
+    assert case.image is not None and {"state", "own"} <= set(case.expect)
+    state = {int(a): int(v) for a, v in case.image.state}
+    rmap = MAPS["MAX78002"]
+    assert state[rmap.ctl(0, 0x42020)] == 0x201001  # snoop 1 address 1, as the YAML says
+    decode_state(state, "MAX78002")
+    model = case.read(tmp_path)  # the registers travel on in the YAML cnnforge writes
+    (tmp_path / "again.yaml").write_text(yaml_text(model.network, model.plan))
+    again = read_ai8x(tmp_path / "again.yaml", tmp_path / "pair-q.pth.tar", case.sample.shape,
+                      device="MAX78002")  # fmt: skip
+    assert again.plan.snoop == model.plan.snoop and len(model.plan.snoop) == 32
+    for q in range(4):
+        state[rmap.layer(q, 0, "next")] = 1 << 7 | 3
+    with pytest.raises(DecodeError, match=r"^register 0x51100000: layer 0 links to layer 3"):
+        decode_state(state, "MAX78002")

@@ -60,6 +60,8 @@ def yaml_text(
     """The vendor YAML for ``network`` placed by ``plan``, as text (deterministic)."""
     _check(network, plan)
     head = {"arch": arch or network.name, "dataset": dataset or network.name}
+    # an imported pair's snoop registers travel on (the firmware writes them)
+    snoop = [f"snoop: [{', '.join(f'0x{v:08x}' for v in plan.snoop)}]"] if plan.snoop else []
     lines = [
         f"# {_comment(network.name)}: network description for ai8x-synthesis, written by cnnforge "
         f"{__version__} for {plan.device.name}",
@@ -68,6 +70,7 @@ def yaml_text(
         *(["# Run ai8x-synthesis with --fifo (streaming layers, plan/streaming.py)."] * plan.fifo),
         "",
         _dump(head).rstrip("\n"),
+        *snoop,
         "",
         "layers:",
     ]

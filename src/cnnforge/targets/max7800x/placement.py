@@ -47,6 +47,9 @@ class Plan:
     allow_overlap: bool = False  # imported plans that rely on the vendor's --overlap-data
     fifo: bool = False  # the input arrives through the FIFOs (the vendor's --fifo)
     notes: tuple[str, ...] = field(default=())
+    #: The YAML's global `snoop`: the data-snooping / conditional-execution registers the
+    #: firmware writes in every quadrant used (MAX78002; docs/firmware.md)
+    snoop: tuple[int, ...] = ()
 
     def placement(self, layer: str) -> Placement:
         for p in self.placements:

@@ -88,6 +88,7 @@ def fifo_blocks(f: LayerFacts, x: np.ndarray) -> list[np.ndarray]:
             data = np.concatenate([u8[c], np.zeros(-pixels % 4, np.uint32)]).reshape(-1, 4)
             out.append(data[:, 0] | data[:, 1] << 8 | data[:, 2] << 16 | data[:, 3] << 24)
         return [w.astype(np.uint32) for w in out]
+    _check_hwc_fifo_lanes(f.in_map, channels)
     for j, q in enumerate(quadrants[: (channels + 3) // 4]):
         lanes = f.in_map >> (16 * q) & 0xF
         words = np.zeros(pixels, np.uint32)
@@ -96,6 +97,20 @@ def fifo_blocks(f: LayerFacts, x: np.ndarray) -> list[np.ndarray]:
                 words |= u8[4 * j + b] << (8 * b)
         out.append(words)
     return out
+
+
+def _check_hwc_fifo_lanes(in_map: int, channels: int) -> None:
+    """HWC through the FIFOs: one word carries channels 4k..4k+3 to quadrant k's processors
+    0-3; the layer reads channel c on its c-th input processor. Where the two differ (input
+    processors spread over the quadrants), a channel would be dropped or misplaced: refused."""
+    procs = [p for p in range(64) if in_map >> p & 1][:channels]
+    carried = [16 * (c // 4) + c % 4 for c in range(channels)]
+    if procs != carried:
+        raise NotImplementedError(
+            f"HWC input through the FIFOs on processors {in_map:#018x}: channels go to "
+            f"processors {procs} but the FIFO words carry them to {carried} (HWC FIFO input "
+            "must use processors 0-3 of the first quadrants)"
+        )
 
 
 def known_answers(

@@ -124,6 +124,8 @@ def decode_state(
     rmap = MAPS[device]
     layers, groups = layer_count(state, rmap)
     out = [_layer(state, rmap, i, groups) for i in range(layers)]
+    for i in range(layers):
+        _check_in_order(_Registers(state, rmap, i, groups), layers)
     ctl = rmap.ctl(groups[0], 0)
     if get(state.get(ctl, 0) | (start or {}).get(ctl, 0), "ctl_binary"):  # 1-bit: binary
         for ly in out:  # (the vendor tool refuses 1-bit and binary layers in one network)
@@ -191,6 +193,20 @@ class _Registers:
     @property
     def ai87(self) -> bool:
         return self.rmap.cnt_diff_offs is not None
+
+
+def _check_in_order(reg: _Registers, layers: int) -> None:
+    """The MAX78002's next-layer register: a link (bit 7) to a layer other than the next one
+    (the vendor's `next_sequence` / `snoop_sequence`: conditional execution) or a stop (bit 8)
+    before the last layer; cnnforge decodes layers that run in order only."""
+    nxt = reg("next")
+    target = nxt & 0x7F
+    if nxt >> 7 & 1 and target != reg.i + 1:
+        raise reg.error("next", f"layer {reg.i} links to layer {target} (layer links and "
+                        "conditional execution are not decoded: layers run in order only)")
+    if nxt >> 8 & 1 and reg.i != layers - 1:
+        raise reg.error("next", f"layer {reg.i} stops the network before its last layer "
+                        f"{layers - 1} (not decoded: layers run in order only)")
 
 
 def _operation(reg: _Registers, in_map: int, masks: int) -> str:

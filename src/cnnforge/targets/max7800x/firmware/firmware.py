@@ -104,7 +104,8 @@ def build_firmware(
         init=registers.init_writes(facts, rmap, has_bias, fifo, options.zero_sram),
         kernels=kernels.load_records(kl, rmap, skip_zero=options.zero_sram),
         bias=bl.values,
-        configure=registers.layer_writes(facts, rmap, kl, bl, fifo, int(np.shape(x)[0])),
+        configure=registers.layer_writes(facts, rmap, kl, bl, fifo, int(np.shape(x)[0]))
+        + registers.snoop_writes(plan.snoop, facts, rmap),
         inputs=[(addr, words) for _, addr, words in blocks],
         input_procs=tuple(p for p, _, _ in blocks),
         fifo_inputs=data.fifo_blocks(facts[0], x) if fifo else [],

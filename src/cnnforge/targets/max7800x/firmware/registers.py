@@ -188,6 +188,30 @@ def layer_writes(
     return out
 
 
+# The MAX78002's data-snooping / conditional-execution registers: the YAML's `snoop` word i
+# goes to control register SNOOP_FIRST + i of every used quadrant (the first 24 exist; zero
+# words are left as the register clear left them); docs/firmware.md "Quadrant control registers".
+SNOOP_FIRST = 0x42020
+_SNOOP_UNIT = (
+    "address 1", "address 2", "data 1", "data 2", "count 1", "count 2", "control 1",
+    "control 2", "data accumulator", "match hit accumulator", "match max accumulator",
+    "match address",
+)  # fmt: skip
+SNOOP_NAMES = tuple(f"snoop {unit} {what}" for unit in (1, 2) for what in _SNOOP_UNIT)
+
+
+def snoop_writes(
+    snoop: tuple[int, ...], facts: list[LayerFacts], rmap: RegisterMap
+) -> list[Write]:
+    """The `snoop` registers' non-zero words, in every used quadrant."""
+    return [
+        Write(rmap.ctl(q, SNOOP_FIRST + i), value, f"quadrant {q}: {name}")
+        for q in (groups_used(facts) if snoop else ())
+        for i, (name, value) in enumerate(zip(SNOOP_NAMES, snoop, strict=False))
+        if value
+    ]
+
+
 def hardware_layers(facts: list[LayerFacts], rmap: RegisterMap) -> list[int]:
     """Each layer's hardware layer number: its index plus the average-pool reset layers
     (eltwise.py) before it and its own."""
