@@ -25,7 +25,7 @@ from cnnforge.errors import CnnforgeError, InputError, ModelError
 from cnnforge.frontend.captured import Captured, owned_arrays
 from cnnforge.frontend.loading import first_line, user_frame
 from cnnforge.ir import Network
-from cnnforge.passes.verify import CHECK_SEED, float_difference
+from cnnforge.sim.float_eval import CHECK_SEED, float_difference
 
 
 @dataclass(frozen=True)

@@ -36,7 +36,16 @@ from cnnforge.arithmetic import (
     implicit_shift,
     output_unit,
 )
-from cnnforge.ir import INPUT, Activation, BatchNormParams, Layer, Op, Pooling, Quantized
+from cnnforge.ir import (
+    INPUT,
+    Activation,
+    BatchNormParams,
+    Layer,
+    Op,
+    Pooling,
+    Quantized,
+    fold_bn_arrays,
+)
 from cnnforge.nn.functional import (
     IntParams,
     clamp_activation,
@@ -48,7 +57,6 @@ from cnnforge.nn.functional import (
     quantize_output_ste,
     to_int,
 )
-from cnnforge.passes.fold_bn import fold_bn_arrays
 
 BN_DIVISOR = 4.0  # the vendor's bn(y)/4 (arithmetic.md R6.5)
 
