@@ -44,10 +44,10 @@ def seed_unet() -> tuple[str, Network]:
 
 
 def _ptq(name: str, shape: tuple[int, ...]) -> Network:
-    from cnnforge.devices import MAX78000
     from cnnforge.frontend import load_network
     from cnnforge.pipeline.quantized import quantized_network
     from cnnforge.samples import load_input_array
+    from cnnforge.targets.max7800x.device import MAX78000
 
     calib = load_input_array(np.random.default_rng(0).integers(-128, 128, (4, *shape)))
     model = load_network(name, shape, {}, None)

@@ -143,7 +143,7 @@ def test_network_names_never_make_paths(tmp_path, name):
 
 
 def _device():
-    from cnnforge.devices import get_device
+    from cnnforge.targets.max7800x.device import get_device
 
     return get_device("MAX78000")
 

@@ -8,9 +8,9 @@ import re
 import pytest
 import yaml
 
-from cnnforge.devices import DEVICES, MAX78000, MAX78002, Max7800xDevice, get_device
 from cnnforge.errors import InputError
 from cnnforge.ir import BINARY_BITS, EltwiseOp, Op
+from cnnforge.targets.max7800x.device import DEVICES, MAX78000, MAX78002, Max7800xDevice, get_device
 from support.paths import SHARED
 
 SPEC = SHARED / "spec" / "devices.md"

@@ -8,10 +8,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from cnnforge.devices import MAX78000
 from cnnforge.errors import ConfigError
 from cnnforge.frontend.ai8x import load_ai8x, read_ai8x
 from cnnforge.ir import INPUT, Op
+from cnnforge.targets.max7800x.device import MAX78000
 from cnnforge.targets.max7800x.kernel_words import processors_per_pass
 
 PAIRS = {

@@ -17,7 +17,6 @@ from torch import nn
 
 from cnnforge.analysis import analyze_network
 from cnnforge.cli import main
-from cnnforge.devices import MAX78000, get_device
 from cnnforge.errors import ModelError
 from cnnforge.frontend.capture import capture
 from cnnforge.frontend.torch_export import capture_export
@@ -26,6 +25,7 @@ from cnnforge.ir import Op
 from cnnforge.passes.check import check_network
 from cnnforge.passes.lower import lower_to_hardware
 from cnnforge.sim.float_eval import run_float
+from cnnforge.targets.max7800x.device import MAX78000, get_device
 from support import library_styles as styles
 from support.paths import REPO
 

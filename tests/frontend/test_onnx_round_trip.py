@@ -17,7 +17,6 @@ import torch
 from torch import nn
 
 from cnnforge.analysis import analyze_network
-from cnnforge.devices import get_device
 from cnnforge.frontend.capture import capture
 from cnnforge.frontend.onnx import read_onnx
 from cnnforge.frontend.onnx_check import onnxruntime_values
@@ -28,6 +27,7 @@ from cnnforge.passes.lower import lower_to_hardware
 from cnnforge.quant.ptq import quantize_with_scales
 from cnnforge.sim import simulate
 from cnnforge.sim.float_eval import run_float
+from cnnforge.targets.max7800x.device import get_device
 from support import zoo_models
 from support.onnx_export import export
 

@@ -14,10 +14,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from torch import nn
 
-from cnnforge.devices import MAX78000, MAX78002
 from cnnforge.frontend.torch_fx import trace
 from cnnforge.passes.check import check_report
 from cnnforge.passes.verify import verify
+from cnnforge.targets.max7800x.device import MAX78000, MAX78002
 from support.torch_models import BLOCKS, Cat, RandomNet
 
 

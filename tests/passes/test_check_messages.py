@@ -10,10 +10,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from cnnforge.devices import get_device
 from cnnforge.frontend.capture import capture
 from cnnforge.passes.check import check_network
 from cnnforge.passes.lower import lower_to_hardware
+from cnnforge.targets.max7800x.device import get_device
 from support import library_styles as styles
 from support.paths import SRC
 

@@ -8,9 +8,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from cnnforge.devices import MAX78000
 from cnnforge.frontend import load_network
 from cnnforge.passes.check import check_report
+from cnnforge.targets.max7800x.device import MAX78000
 
 
 class Mixed(nn.Module):

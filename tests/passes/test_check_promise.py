@@ -7,12 +7,12 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cnnforge.devices import get_device
 from cnnforge.errors import PlanError
 from cnnforge.ir import INPUT, EltwiseOp, Layer, Network
 from cnnforge.passes.check import check_report
 from cnnforge.pipeline.plan import plan_and_validate
 from cnnforge.quant.ptq import quantize_network
+from cnnforge.targets.max7800x.device import get_device
 from support.plan import POOL2, conv, passthrough, pick, upconv, with_weights
 
 CHANNELS = (3, 4, 8, 12, 16, 20, 32, 48, 64, 96, 128)

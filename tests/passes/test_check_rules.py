@@ -8,7 +8,6 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from cnnforge.devices import MAX78000, MAX78002
 from cnnforge.ir import (
     BINARY_BITS,
     Activation,
@@ -21,6 +20,7 @@ from cnnforge.ir import (
     Quantized,
 )
 from cnnforge.passes.check import check_network
+from cnnforge.targets.max7800x.device import MAX78000, MAX78002
 from support.fuse_reference import conv2d
 
 

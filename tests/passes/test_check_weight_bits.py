@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from cnnforge.devices import MAX78000, MAX78002
 from cnnforge.ir import Network
 from cnnforge.passes.check import check_network
 from cnnforge.passes.weight_bits import choose_weight_bits
+from cnnforge.targets.max7800x.device import MAX78000, MAX78002
 from cnnforge.targets.max7800x.kernel_words import KernelNeed, kernel_capacity, skyline_fits
 from support.fuse_reference import conv2d
 

@@ -86,9 +86,9 @@ def test_input_and_passthrough_parts_get_an_identity_copy():
 
 
 def test_check_lists_the_rewrite_and_fits():
-    from cnnforge.devices import MAX78000
     from cnnforge.frontend.torch_fx import trace
     from cnnforge.passes.check import check_report
+    from cnnforge.targets.max7800x.device import MAX78000
     from support.torch_models import Cat
 
     report = check_report(trace(Cat(4, 8).eval(), (3, 8, 8)), MAX78000)

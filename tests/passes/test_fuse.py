@@ -6,11 +6,11 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from cnnforge.devices import MAX78000, MAX78002
 from cnnforge.ir import Activation, EltwiseOp, Layer, Network, Op, Pooling, PoolKind
 from cnnforge.passes.check import check_network
 from cnnforge.passes.fuse import fuse, fuse_with_log, hardware_activation
 from cnnforge.passes.verify import verify
+from cnnforge.targets.max7800x.device import MAX78000, MAX78002
 from support.fuse_reference import act, combine, conv2d, maxpool, run
 
 

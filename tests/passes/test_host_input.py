@@ -14,12 +14,12 @@ from hypothesis import strategies as st
 from torch import nn
 
 from cnnforge.cli import main
-from cnnforge.devices import MAX78000
 from cnnforge.frontend.capture import capture
 from cnnforge.ir import Network
 from cnnforge.passes.check import check_report
 from cnnforge.samples import load_input_array, with_host_input
 from cnnforge.sim.float_eval import run_float
+from cnnforge.targets.max7800x.device import MAX78000
 from support import library_styles as styles
 from support.paths import REPO
 

@@ -10,11 +10,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from torch import nn
 
-from cnnforge.devices import MAX78000
 from cnnforge.frontend.torch_fx import trace
 from cnnforge.passes.check import check_report
 from cnnforge.pipeline import CompileOptions, compile_model
 from cnnforge.sim.float_eval import run_float
+from cnnforge.targets.max7800x.device import MAX78000
 
 KINDS = ("softmax", "log_softmax", "argmax", "argmax:keepdim")
 

@@ -9,12 +9,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from torch import nn
 
-from cnnforge.devices import MAX78000
 from cnnforge.frontend.torch_fx import trace
 from cnnforge.ir import Op
 from cnnforge.passes.check import check_report
 from cnnforge.passes.lower import lower_to_hardware
 from cnnforge.sim.float_eval import run_float
+from cnnforge.targets.max7800x.device import MAX78000
 
 
 class PadConv(nn.Module):

@@ -10,13 +10,13 @@ import numpy as np
 import pytest
 
 from cnnforge import arithmetic
-from cnnforge.devices import MAX78000, MAX78002
 from cnnforge.errors import InputError
 from cnnforge.pipeline import hls, steps, targets
 from cnnforge.pipeline.targets import TARGETS, Target, get_target, resolve_device, steps_for
 from cnnforge.targets.generic import integer as generic_integer
 from cnnforge.targets.generic.target import GenericTarget
 from cnnforge.targets.hls.device import HLS
+from cnnforge.targets.max7800x.device import MAX78000, MAX78002
 from support.cli import run_cli
 from support.paths import REPO
 

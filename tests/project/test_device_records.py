@@ -1,5 +1,6 @@
 """The device records: shared stages read the target-neutral ``Capabilities``; each target's own
-record adds its memories and registers (devices.py, targets/hls/device.py).
+record adds its memories and registers (devices.py; targets/max7800x/device.py,
+targets/hls/device.py).
 
 - No module of a shared stage (analysis, frontend, passes, quant, sim) reads a field or method
   that only the MAX7800x record has, outside ``MAX_AWARE`` (modules that work on the MAX7800x
@@ -16,11 +17,12 @@ import re
 from pathlib import Path
 
 import cnnforge
-from cnnforge.devices import Capabilities, Max7800xDevice
+from cnnforge.devices import Capabilities
 from cnnforge.pipeline.state import CompileState
 from cnnforge.targets.hls.device import HlsTarget
 from cnnforge.targets.hls.report import HlsCompiled
 from cnnforge.targets.max7800x.compile_report import CompiledState
+from cnnforge.targets.max7800x.device import Max7800xDevice
 
 PACKAGE = Path(cnnforge.__file__).parent
 SHARED_STAGES = ("analysis", "frontend", "passes", "quant", "sim")
@@ -118,14 +120,14 @@ def test_report_states_are_compile_states() -> None:
 
 
 def test_part_names_are_written_once_in_the_device_table() -> None:
-    """No string literal "MAX78000"/"MAX78002" outside devices.py: code names a part through
-    its record (``MAX78000.name``), so a renamed or added part is one edit."""
-    from cnnforge.devices import DEVICES
+    """No string literal "MAX78000"/"MAX78002" outside the MAX7800x device table: code names a
+    part through its record (``MAX78000.name``), so a renamed or added part is one edit."""
+    from cnnforge.targets.max7800x.device import DEVICES
 
     names = {d.name for d in DEVICES}
     found = []
     for path in sorted(PACKAGE.rglob("*.py")):
-        if path.name == "devices.py" and path.parent == PACKAGE:
+        if path == PACKAGE / "targets" / "max7800x" / "device.py":
             continue
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.Constant) and node.value in names:

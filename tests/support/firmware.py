@@ -17,6 +17,7 @@ import numpy as np
 
 from cnnforge.frontend.ai8x import read_ai8x
 from cnnforge.sim import simulate
+from cnnforge.targets.max7800x.device import get_device
 from cnnforge.targets.max7800x.firmware.firmware import (
     Firmware,
     build_firmware,
@@ -115,7 +116,7 @@ def pair_firmware(
         overlap_data="--overlap-data" in flags,
         fifo="--fifo" in flags,
     )
-    result = simulate(model.network, x, device=device)
+    result = simulate(model.network, x, device=get_device(device))
     outputs = {k: v.numpy() for k, v in result.outputs.items()}
     options = FirmwareOptions.from_vendor_flags(flags)
     return build_firmware(model.network, model.plan, x, outputs, options)

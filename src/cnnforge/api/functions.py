@@ -16,8 +16,10 @@ from typing import TYPE_CHECKING, Any
 
 from cnnforge.api.results import Analysis, Budget, CheckResult, Compiled, Quantized
 from cnnforge.api.running import array_of, run_network
-from cnnforge.devices import DEFAULT_DEVICE  # the CLI's default --device, for scripts too
 from cnnforge.errors import InputError
+from cnnforge.targets.max7800x.device import (
+    DEFAULT_DEVICE,
+)
 
 if TYPE_CHECKING:
     from cnnforge.devices import Capabilities

@@ -14,8 +14,8 @@ from rich.table import Table
 
 from cnnforge.cli.app import app
 from cnnforge.cli.common import console, model_input_shape, parse_model_args, parse_weight_bits
-from cnnforge.devices import DEFAULT_DEVICE, DEVICE_NAMES
 from cnnforge.outputs import atomic_output_file
+from cnnforge.targets.max7800x.device import DEFAULT_DEVICE, DEVICE_NAMES
 
 if TYPE_CHECKING:
     from cnnforge.passes.check import CheckReport

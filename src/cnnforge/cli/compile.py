@@ -11,7 +11,7 @@ from rich.table import Table
 
 from cnnforge.cli.app import app
 from cnnforge.cli.common import console, parse_model_args, parse_shape, parse_weight_bits
-from cnnforge.devices import DEFAULT_DEVICE, DEVICE_NAMES
+from cnnforge.targets.max7800x.device import DEFAULT_DEVICE, DEVICE_NAMES
 
 if TYPE_CHECKING:
     from cnnforge.targets.max7800x.firmware.options import FirmwareOptions

@@ -12,8 +12,8 @@ from rich.table import Table
 
 from cnnforge.cli.app import app
 from cnnforge.cli.common import console
-from cnnforge.devices import DEVICE_NAMES, DEVICES
 from cnnforge.errors import InputError
+from cnnforge.targets.max7800x.device import DEVICE_NAMES, DEVICES
 
 
 def load_firmware(folder: Path, device: str | None):

@@ -21,9 +21,9 @@ from cnnforge.cli.common import (
     parse_model_args,
     parse_weight_bits,
 )
-from cnnforge.devices import DEFAULT_DEVICE, DEVICE_NAMES
 from cnnforge.errors import InputError
 from cnnforge.outputs import check_target
+from cnnforge.targets.max7800x.device import DEFAULT_DEVICE, DEVICE_NAMES
 
 if TYPE_CHECKING:
     from cnnforge.devices import Capabilities

@@ -23,9 +23,9 @@ from cnnforge.cli.common import (
     parse_shape,
     read_input_array,
 )
-from cnnforge.devices import DEFAULT_DEVICE, DEVICE_NAMES
 from cnnforge.errors import InputError, Note
 from cnnforge.outputs import atomic_outputs
+from cnnforge.targets.max7800x.device import DEFAULT_DEVICE, DEVICE_NAMES
 
 if TYPE_CHECKING:
     import numpy as np

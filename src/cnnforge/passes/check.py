@@ -35,7 +35,8 @@ from cnnforge.passes.weight_bits import choose_weight_bits
 from cnnforge.targets.max7800x.kernel_words import KernelNeed
 
 if TYPE_CHECKING:
-    from cnnforge.devices import Capabilities, Max7800xDevice
+    from cnnforge.devices import Capabilities
+    from cnnforge.targets.max7800x.device import Max7800xDevice
 
 
 LAYER_RULES = LAYER_RULES_OPS + LAYER_RULES_LIMITS
@@ -43,7 +44,7 @@ LAYER_RULES = LAYER_RULES_OPS + LAYER_RULES_LIMITS
 
 def _others(device: Capabilities) -> tuple[Max7800xDevice, ...]:
     """The other MAX7800x parts, for the hints that name one where the network would fit."""
-    from cnnforge.devices import DEVICES
+    from cnnforge.targets.max7800x.device import DEVICES
 
     return tuple(d for d in DEVICES if d.name != device.name)
 

@@ -12,11 +12,12 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator
 
-from cnnforge.devices import Capabilities, Max7800xDevice
+from cnnforge.devices import Capabilities
 from cnnforge.ir import BINARY_BITS, INPUT, Layer, Network
 from cnnforge.passes.check_rules import Context, Violation
 from cnnforge.passes.geometry import has_bias, input_channels
 from cnnforge.passes.weight_bits import choose_weight_bits
+from cnnforge.targets.max7800x.device import Max7800xDevice
 from cnnforge.targets.max7800x.kernel_words import KernelNeed, kernel_capacity, network_kernel_needs
 
 WORD_BYTES = 4  # one data-memory word: 4 channels of one pixel (devices.md §2)

@@ -47,7 +47,7 @@ Placer = Callable[[Network, "Capabilities"], object]
 
 def plan_max7800x(network: Network, device: Capabilities) -> object:
     """The MAX7800x placement: the planner ``plan`` and ``compile`` run."""
-    from cnnforge.devices import as_max7800x
+    from cnnforge.targets.max7800x.device import as_max7800x
     from cnnforge.targets.max7800x.planner import plan_network
 
     return plan_network(network, as_max7800x(device))

@@ -26,7 +26,8 @@ from cnnforge.passes.host_ops import why_not_host
 from cnnforge.passes.pad_rewrites import pad_hint
 
 if TYPE_CHECKING:
-    from cnnforge.devices import Capabilities, Max7800xDevice
+    from cnnforge.devices import Capabilities
+    from cnnforge.targets.max7800x.device import Max7800xDevice
 
 
 @dataclass(frozen=True)

@@ -23,9 +23,9 @@ from dataclasses import replace
 
 import numpy as np
 
+from cnnforge.arithmetic import IDENTITY_SHIFT, IDENTITY_WEIGHT
 from cnnforge.ir import INPUT, WEIGHT_OPS, Layer, Network, Op, Quantized
 from cnnforge.passes.rewrites import Rewrite, passthrough_geometry, record, unique_name
-from cnnforge.targets.max7800x.groups import IDENTITY_SHIFT, IDENTITY_WEIGHT
 
 
 def _target(counts: list[int]) -> int:

@@ -41,7 +41,7 @@ import numpy as np
 
 from cnnforge import geometry
 from cnnforge.arithmetic import ACT_MAX, ACT_MIN, ACT_SCALE
-from cnnforge.devices import DEVICES
+from cnnforge.devices import PASS_CHANNELS
 from cnnforge.ir import (
     HARDWARE_ELTWISE,
     WEIGHT_OPS,
@@ -310,11 +310,11 @@ def fuse_pool(network: Network, layer: Layer) -> tuple[Network, Rewrite] | None:
 
 
 def _passes(channels: int, device: Capabilities | None) -> int:
-    """Passes of ``channels`` on ``device``; without one, the most any device needs (what is
-    legal on every device)."""
+    """Passes of ``channels`` on ``device``; without one, as the target-neutral record counts
+    them (``PASS_CHANNELS`` a pass, what is legal on every device)."""
     if device is not None:
         return geometry.passes(channels, device)
-    return max(geometry.passes(channels, d) for d in DEVICES)
+    return max(1, -(-channels // PASS_CHANNELS))
 
 
 def _in_flight_allowed(

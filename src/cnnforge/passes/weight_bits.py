@@ -19,8 +19,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from cnnforge.devices import Capabilities, Max7800xDevice
+from cnnforge.devices import Capabilities
 from cnnforge.ir import Network
+from cnnforge.targets.max7800x.device import Max7800xDevice
 from cnnforge.targets.max7800x.kernel_words import (
     KernelNeed,
     aligned_words,

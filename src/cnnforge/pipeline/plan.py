@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from cnnforge.devices import Capabilities, Max7800xDevice, as_max7800x
+from cnnforge.devices import Capabilities
 from cnnforge.errors import EmitError, InputError
 from cnnforge.ir import Network
 from cnnforge.outputs import atomic_output_dir, safe_file_stem
@@ -27,6 +27,7 @@ from cnnforge.pipeline.sources import (
     read_calibration,
     read_sample,
 )
+from cnnforge.targets.max7800x.device import Max7800xDevice, as_max7800x
 from cnnforge.targets.max7800x.metrics import PlanMetrics, plan_metrics
 from cnnforge.targets.max7800x.placement import Plan
 from cnnforge.targets.max7800x.planner import plan_network

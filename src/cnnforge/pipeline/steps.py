@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from cnnforge.arithmetic import ACT_SCALE
-from cnnforge.devices import Capabilities, as_max7800x
+from cnnforge.devices import Capabilities
 from cnnforge.errors import DeviceLimitError, EmitError, InputError
 from cnnforge.ir import Network
 from cnnforge.outputs import safe_file_stem
@@ -47,6 +47,7 @@ from cnnforge.pipeline.state import (
     summary,
 )
 from cnnforge.samples import FLOAT_RULE, HOST_RULE, InputArray, with_host_input
+from cnnforge.targets.max7800x.device import as_max7800x
 
 # ---- steps ---------------------------------------------------------------------------------
 

@@ -17,7 +17,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Literal
 
 from cnnforge import arithmetic
-from cnnforge.devices import DEVICES, Capabilities, Max7800xDevice
+from cnnforge.devices import Capabilities
 from cnnforge.errors import InputError
 from cnnforge.ir import Network
 from cnnforge.passes.check_plan import Placer, plan_max7800x
@@ -28,6 +28,7 @@ from cnnforge.targets.generic import integer as generic_integer
 from cnnforge.targets.generic import run as generic
 from cnnforge.targets.generic.target import GenericTarget, parse_generic
 from cnnforge.targets.hls.device import HLS
+from cnnforge.targets.max7800x.device import DEVICES, Max7800xDevice
 
 if TYPE_CHECKING:
     from cnnforge.passes.check import CheckReport

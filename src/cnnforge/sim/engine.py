@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from cnnforge.devices import Capabilities, get_device
+from cnnforge.devices import Capabilities
 from cnnforge.errors import SimulationError
 from cnnforge.geometry import last_use
 from cnnforge.ir import INPUT, Layer, Network
@@ -39,7 +39,7 @@ def simulate(
     network: Network,
     x: torch.Tensor | np.ndarray,
     *,
-    device: Capabilities | str | None,
+    device: Capabilities | None,
     all_layers: bool = False,
     engine: str = "fast",
 ) -> SimResult:
@@ -53,8 +53,7 @@ def simulate(
         raise SimulationError(f"unknown engine {engine!r}", hint=f"choose one of {ENGINES}")
     if engine == "fast" and not float32_is_exact():
         engine = "float64"  # TF32/bf16 float32 math would break exactness (R2.3 note)
-    dev = get_device(device) if isinstance(device, str) else device
-    check_network(network, dev)
+    check_network(network, device)
     x64, batched = check_input(network, x)
     values = {INPUT: x64 if engine == "int64" else x64.float()}
     keep = set(network.outputs)

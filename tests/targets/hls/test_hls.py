@@ -21,7 +21,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cnnforge.arithmetic import accumulator_bits
-from cnnforge.devices import MAX78000, Capabilities, Max7800xDevice
+from cnnforge.devices import Capabilities
 from cnnforge.errors import DeviceLimitError
 from cnnforge.geometry import live_intervals
 from cnnforge.ir import Op
@@ -31,6 +31,7 @@ from cnnforge.targets.hls.buffer_plan import PINGPONG, plan_hls
 from cnnforge.targets.hls.build import find_ap_types
 from cnnforge.targets.hls.device import HLS
 from cnnforge.targets.hls.emitter import emit_hls
+from cnnforge.targets.max7800x.device import MAX78000, Max7800xDevice
 from support.emit_c import random_network
 from support.golden import check_files, folder_files
 from support.hls import csim_batch, random_hls_network, random_sample

@@ -17,10 +17,10 @@ import numpy as np
 import pytest
 import torch
 
-from cnnforge.devices import get_device
 from cnnforge.errors import ConfigError
 from cnnforge.frontend.ai8x import read_ai8x
 from cnnforge.sim import simulate
+from cnnforge.targets.max7800x.device import get_device
 from cnnforge.targets.max7800x.streaming import rollover_words
 from cnnforge.targets.max7800x.validate import validate_plan
 from support.paths import TESTS

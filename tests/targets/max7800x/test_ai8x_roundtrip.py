@@ -158,12 +158,12 @@ def test_emit_refuses_unquantized_or_mismatched(ai8x_data, tmp_path):
 def test_shipped_unets_planned_roundtrip(tmp_path, model, device, bits):
     """Quantize -> plan (cnnforge's planner) -> vendor YAML + checkpoint -> re-import: the same
     network, a plan that still validates, and the same simulated outputs."""
-    from cnnforge.devices import get_device
     from cnnforge.frontend import load_network
     from cnnforge.models import default_input_shape
     from cnnforge.passes.lower import lower_to_hardware
     from cnnforge.quant.ptq import quantize_network
     from cnnforge.sim import simulate
+    from cnnforge.targets.max7800x.device import get_device
     from cnnforge.targets.max7800x.planner import plan_network
     from cnnforge.targets.max7800x.validate import validate_plan
     from support.ai8x import semantic_differences

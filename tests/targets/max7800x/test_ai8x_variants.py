@@ -9,7 +9,6 @@ import numpy as np
 import pytest
 import torch
 
-from cnnforge.devices import MAX78000, get_device
 from cnnforge.errors import ConfigError
 from cnnforge.frontend.ai8x import read_ai8x
 from cnnforge.ir import BINARY_BITS, Activation, Layer, Network, Op, Pooling, PoolKind
@@ -17,6 +16,7 @@ from cnnforge.ir import Quantized as Q
 from cnnforge.sim import simulate
 from cnnforge.targets.max7800x.ai8x_checkpoint_writer import write_checkpoint
 from cnnforge.targets.max7800x.ai8x_yaml_writer import write_yaml
+from cnnforge.targets.max7800x.device import MAX78000, get_device
 from cnnforge.targets.max7800x.placement import Placement, Plan
 
 RNG = np.random.default_rng(7)

@@ -8,8 +8,8 @@ import math
 from hypothesis import given
 from hypothesis import strategies as st
 
-from cnnforge.devices import MAX78000
 from cnnforge.ir import BINARY_BITS, Layer, Op
+from cnnforge.targets.max7800x.device import MAX78000
 from cnnforge.targets.max7800x.kernel_words import (
     layer_kernel_need,
     layer_kernel_words,

@@ -7,10 +7,10 @@ import dataclasses
 import numpy as np
 import pytest
 
-from cnnforge.devices import MAX78000, get_device
 from cnnforge.errors import PlanError
 from cnnforge.geometry import live_intervals
 from cnnforge.ir import INPUT, EltwiseOp, Network, Op, Quantized
+from cnnforge.targets.max7800x.device import MAX78000, get_device
 from cnnforge.targets.max7800x.groups import identity_conv, is_copy
 from cnnforge.targets.max7800x.inplace import IN_PLACE_MARGIN_WORDS, in_place_words
 from cnnforge.targets.max7800x.latency import (

@@ -11,10 +11,10 @@ import dataclasses
 
 import numpy as np
 
-from cnnforge.devices import MAX78000
 from cnnforge.ir import INPUT, Layer, Network, Op
 from cnnforge.targets import max7800x as plan_package
 from cnnforge.targets.max7800x import kernels
+from cnnforge.targets.max7800x.device import MAX78000
 from cnnforge.targets.max7800x.planner import plan_network
 from cnnforge.targets.max7800x.validate import spec_kernel_words, validate_plan
 

@@ -18,11 +18,12 @@ import jinja2
 import numpy as np
 
 from cnnforge.arithmetic import ACT_SCALE
-from cnnforge.devices import Capabilities, Max7800xDevice
+from cnnforge.devices import Capabilities
 from cnnforge.ir import INPUT, Network
 from cnnforge.outputs import atomic_output_file
 from cnnforge.sim.agreement import Compared, agreement, output_scale
 from cnnforge.targets.max7800x import report_figures as figs
+from cnnforge.targets.max7800x.device import Max7800xDevice
 from cnnforge.targets.max7800x.masks import mask_runs
 from cnnforge.targets.max7800x.placement import Placement, Plan
 

@@ -24,10 +24,11 @@ from enum import StrEnum
 
 import numpy as np
 
-from cnnforge.devices import Max7800xDevice
+from cnnforge.arithmetic import IDENTITY_SHIFT, IDENTITY_WEIGHT
 from cnnforge.errors import PlanError
 from cnnforge.geometry import passes, processors_per_pass
 from cnnforge.ir import INPUT, Layer, Network, Op, Quantized
+from cnnforge.targets.max7800x.device import Max7800xDevice
 
 COPY_TAG = "copy"  # module_path prefix of the passthrough copies the planner inserts
 
@@ -145,10 +146,6 @@ def _check_interleave(
             f"(a multiple of {align}, at most {width} each)"
         ),
     )
-
-
-#: Identity 1x1 convolution that copies exactly: 64 * x * 2^1 / 128 = x (arithmetic.md R2.3).
-IDENTITY_WEIGHT, IDENTITY_SHIFT = 64, 1
 
 
 def identity_conv(copy: Layer, quantized: bool) -> Layer:

@@ -19,9 +19,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from cnnforge.devices import Max7800xDevice
 from cnnforge.geometry import passes
 from cnnforge.ir import Layer, Network, Op
+from cnnforge.targets.max7800x.device import Max7800xDevice
 
 #: Extra words kept between the write and read fronts (pipeline slack; the proof needs 0). The
 #: vendor's hardware-verified U-Net overlaps with 19 words of slack at its tightest (dec0: 108

@@ -19,12 +19,13 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from cnnforge.geometry import kernel_count, main_input_shape, passes, processors_per_pass
-from cnnforge.geometry import packed_kernel_words as packed_words
+from cnnforge.geometry import main_input_shape, passes, processors_per_pass
 from cnnforge.ir import Layer, Network
+from cnnforge.targets.max7800x.geometry import kernel_count
+from cnnforge.targets.max7800x.geometry import packed_kernel_words as packed_words
 
 if TYPE_CHECKING:
-    from cnnforge.devices import Max7800xDevice
+    from cnnforge.targets.max7800x.device import Max7800xDevice
 
 
 def output_slots(out_mask: int, out_channels: int, device: Max7800xDevice) -> int:

@@ -16,17 +16,16 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from cnnforge.devices import Max7800xDevice
 from cnnforge.errors import PlanError
-from cnnforge.geometry import (
+from cnnforge.geometry import has_bias, main_input_shape
+from cnnforge.ir import Layer, Network, Op
+from cnnforge.targets.max7800x.device import Max7800xDevice
+from cnnforge.targets.max7800x.geometry import (
     bias_entries,
     depthwise_bias_slices,
-    has_bias,
     kernel_count,
     kernel_slots,
-    main_input_shape,
 )
-from cnnforge.ir import Layer, Network, Op
 from cnnforge.targets.max7800x.kernel_words import layer_kernel_words as _words
 
 

@@ -15,10 +15,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from cnnforge.devices import Max7800xDevice
 from cnnforge.errors import PlanError
 from cnnforge.geometry import TensorGeometry, tensor_geometry
 from cnnforge.ir import INPUT, Network, Op
+from cnnforge.targets.max7800x.device import Max7800xDevice
 from cnnforge.targets.max7800x.groups import Group, GroupKind, is_copy
 from cnnforge.targets.max7800x.kernel_words import layer_kernel_words, main_input_shape
 

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from cnnforge.devices import Max7800xDevice
 from cnnforge.errors import PlanError
 from cnnforge.geometry import tensor_geometry
 from cnnforge.ir import INPUT, Network
+from cnnforge.targets.max7800x.device import Max7800xDevice
 from cnnforge.targets.max7800x.groups import GroupKind
 from cnnforge.targets.max7800x.inplace import in_place_words
 from cnnforge.targets.max7800x.masks import Unit, instances_of

@@ -14,9 +14,9 @@ from typing import Any
 
 import numpy as np
 
-from cnnforge.devices import Max7800xDevice, get_device
 from cnnforge.geometry import live_intervals, tensor_geometry
 from cnnforge.ir import INPUT, Network
+from cnnforge.targets.max7800x.device import Max7800xDevice, get_device
 from cnnforge.targets.max7800x.kernels import bias_length, has_bias, kernel_words_placed
 from cnnforge.targets.max7800x.latency import START_CYCLES
 from cnnforge.targets.max7800x.placement import Placement, Plan

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from cnnforge.devices import Max7800xDevice
+from cnnforge.targets.max7800x.device import Max7800xDevice
 
 
 @dataclass(frozen=True)

@@ -13,9 +13,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from cnnforge.devices import Max7800xDevice, get_device
 from cnnforge.geometry import live_intervals
 from cnnforge.ir import INPUT, Network
+from cnnforge.targets.max7800x.device import Max7800xDevice, get_device
 from cnnforge.targets.max7800x.groups import is_copy
 from cnnforge.targets.max7800x.masks import mask_runs
 from cnnforge.targets.max7800x.metrics import PlanMetrics, tensor_words

@@ -21,10 +21,10 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from cnnforge.devices import Max7800xDevice, get_device
 from cnnforge.errors import PlanError
 from cnnforge.geometry import layer_in_geometry, live_intervals
 from cnnforge.ir import INPUT, Layer, Network, Op
+from cnnforge.targets.max7800x.device import Max7800xDevice, get_device
 from cnnforge.targets.max7800x.groups import Group, GroupKind, form_groups, identity_conv
 from cnnforge.targets.max7800x.kernels import (
     KernelSlot,

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from cnnforge.devices import Max7800xDevice, get_device
 from cnnforge.geometry import layer_in_channels, passes
 from cnnforge.ir import INPUT, Layer, Network, Op
+from cnnforge.targets.max7800x.device import Max7800xDevice, get_device
 from cnnforge.targets.max7800x.placement import Placement, Plan
 
 INCREASE_START = 2  # the vendor's default `--increase-start` (MAX78000 formula)

@@ -16,20 +16,17 @@ import math
 
 import numpy as np
 
-from cnnforge.devices import Max7800xDevice, get_device
 from cnnforge.errors import PlanError
-from cnnforge.geometry import (
+from cnnforge.geometry import has_bias, layer_in_geometry, main_input_shape, tensor_geometry
+from cnnforge.ir import Layer, Network, Op
+from cnnforge.targets.max7800x.device import Max7800xDevice, get_device
+from cnnforge.targets.max7800x.geometry import (
     bias_entries,
     depthwise_bias_slices,
-    has_bias,
     kernel_count,
     kernel_slots,
-    layer_in_geometry,
-    main_input_shape,
     packed_kernel_words,
-    tensor_geometry,
 )
-from cnnforge.ir import Layer, Network, Op
 from cnnforge.targets.max7800x.issues import Issue
 from cnnforge.targets.max7800x.placement import Placement, Plan
 from cnnforge.targets.max7800x.streaming import streaming_issues

@@ -17,9 +17,9 @@ import functools
 
 import numpy as np
 
-from cnnforge.devices import Max7800xDevice
 from cnnforge.geometry import layer_in_geometry, live_intervals, tensor_geometry
 from cnnforge.ir import INPUT, Layer, Network
+from cnnforge.targets.max7800x.device import Max7800xDevice
 from cnnforge.targets.max7800x.inplace import in_place_words
 from cnnforge.targets.max7800x.issues import Issue
 from cnnforge.targets.max7800x.placement import Placement, Plan

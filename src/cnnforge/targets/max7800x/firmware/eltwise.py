@@ -14,8 +14,8 @@ for word on the host against the vendor's firmware for the same YAML + checkpoin
 
 from __future__ import annotations
 
-from cnnforge.devices import get_device
 from cnnforge.ir import Op
+from cnnforge.targets.max7800x.device import get_device
 from cnnforge.targets.max7800x.firmware.facts import LayerFacts
 from cnnforge.targets.max7800x.firmware.regmap import put
 

@@ -14,9 +14,9 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from cnnforge.devices import get_device
 from cnnforge.geometry import layer_in_channels
 from cnnforge.ir import Activation, Layer, Network, Op, PoolKind
+from cnnforge.targets.max7800x.device import get_device
 from cnnforge.targets.max7800x.placement import Placement, Plan
 from cnnforge.targets.max7800x.streaming import rollover_words
 

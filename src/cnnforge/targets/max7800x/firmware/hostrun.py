@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from cnnforge.devices import MAX78000, MAX78002
+from cnnforge.targets.max7800x.device import MAX78000, MAX78002
 from cnnforge.targets.max7800x.firmware.regmap import MAPS
 
 HOST = Path(__file__).with_name("host")

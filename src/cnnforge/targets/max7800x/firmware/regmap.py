@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from cnnforge.devices import MAX78000, MAX78002
+from cnnforge.targets.max7800x.device import MAX78000, MAX78002
 
 APB_BASE = 0x5000_0000
 # Layer registers (index into the per-layer register file) and what they hold.

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from cnnforge.devices import MAX78000, MAX78002
+from cnnforge.targets.max7800x.device import MAX78000, MAX78002
 from cnnforge.targets.max7800x.firmware import mlator, project
 from cnnforge.targets.max7800x.firmware.data import table_runs
 from cnnforge.targets.max7800x.firmware.firmware import HEADER, Firmware
