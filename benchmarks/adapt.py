@@ -79,15 +79,15 @@ def run_one(name: str, args: argparse.Namespace, work: Path) -> dict:
     """Train float, adapt; the row of the benchmark's table."""
     from cnnforge.adapt.run import adapt_model, preflight
     from cnnforge.errors import CnnforgeError
-    from cnnforge.pipeline.targets import device_for
+    from cnnforge.pipeline.targets import device_for, target_of
     from cnnforge.training.loop import TrainConfig
     from cnnforge.training.run import DataSpec, train_model
 
     spec = f"{HERE}:{factory(name)}"
     start = time.monotonic()
-    device = device_for(DEVICES.get(name, args.device), "check")
+    target = target_of(device_for(DEVICES.get(name, args.device), "check"))
     try:  # refusals before the float training they would waste
-        preflight(globals()[factory(name)](), (3, args.size, args.size), device)
+        preflight(globals()[factory(name)](), (3, args.size, args.size), target)
     except CnnforgeError as exc:
         return {"model": name, "error": exc.one_line(), "minutes": _minutes(start)}
     config = TrainConfig(epochs=args.epochs, batch_size=32, lr=3e-3, seed=0)
@@ -100,7 +100,7 @@ def run_one(name: str, args: argparse.Namespace, work: Path) -> dict:
     data = DataSpec("shapes", None, args.size, *lengths, 0)
     try:
         result = adapt_model(
-            spec, {}, work / name / "float.pth", device=device, data=data,
+            spec, {}, work / name / "float.pth", target=target, data=data,
             out=work / name / "adapt",
             config=TrainConfig(epochs=args.adapt_epochs, batch_size=32, lr=3e-3, seed=0),
             qat_epochs=args.qat_epochs, overwrite=True,
@@ -109,7 +109,7 @@ def run_one(name: str, args: argparse.Namespace, work: Path) -> dict:
         return {"model": name, "error": exc.one_line(), "minutes": _minutes(start)}
     return {
         "model": name,
-        "device": device.name,
+        "device": target.name,
         "replacements": len(result.replacements),
         "width": result.width,
         "cap": result.cap,

@@ -66,7 +66,7 @@ def main() -> None:
     print(f"{'weights':>8} {'clip':>7} {'argmax agree':>13} {'mean|err|':>10}")
     nets = {}
     for bits in (5, 8):
-        lowered = check_for(source, HLS, bits).network  # HLS placed by its own placer
+        lowered = check_for(source, HLS, bits).network  # HLS placed by its own rules.place
         for clip in ("max", "avgmax"):
             agree, err, nets[bits, clip] = agreement(model, lowered, x, bits, clip)
             print(f"{f'W{bits}A8':>8} {clip:>7} {agree:>13.4f} {err:>10.5f}")

@@ -46,12 +46,15 @@ def seed_unet() -> tuple[str, Network]:
 def _ptq(name: str, shape: tuple[int, ...]) -> Network:
     from cnnforge.frontend import load_network
     from cnnforge.pipeline.quantized import quantized_network
+    from cnnforge.pipeline.targets import get_target
     from cnnforge.samples import load_input_array
-    from cnnforge.targets.max7800x.device import MAX78000
 
     calib = load_input_array(np.random.default_rng(0).integers(-128, 128, (4, *shape)))
     model = load_network(name, shape, {}, None)
-    return quantized_network(model, MAX78000, 8, calibration=calib).network
+    target = get_target("MAX78000")
+    return quantized_network(
+        model, target.device, 8, rules=target.rules, calibration=calib
+    ).network
 
 
 def best_of(fn, repeat: int) -> float:

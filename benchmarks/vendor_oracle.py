@@ -156,6 +156,7 @@ def run_ours(demo: Demo) -> dict:
     from cnnforge.errors import CnnforgeError
     from cnnforge.frontend.ai8x import read_ai8x
     from cnnforge.sim import simulate
+    from cnnforge.targets.max7800x.device import get_device
     from cnnforge.targets.max7800x.validate import validate_plan
 
     row: dict = {"import": "-", "validate": "-", "y": None}
@@ -176,7 +177,7 @@ def run_ours(demo: Demo) -> dict:
         row["validate"] = "ok" if not issues else f"{len(issues)} issues"
         if issues:
             row["error"] = issues[0].one_line()
-        result = simulate(model.network, x, device=demo.device)
+        result = simulate(model.network, x, device=get_device(demo.device))
         row["y"] = result.outputs[model.network.layers[-1].name].numpy()
     except CnnforgeError as exc:
         row["error"] = str(exc)[:160]

@@ -103,10 +103,9 @@ def hook_macs(model: nn.Module, shape: tuple[int, ...]) -> int:
 
 
 def _check(network: object, device: str) -> tuple[bool, str]:
-    from cnnforge.passes.check import check_report
-    from cnnforge.targets.max7800x.device import get_device
+    from cnnforge.pipeline.targets import check_for, resolve_device
 
-    report = check_report(network, get_device(device))  # type: ignore[arg-type]
+    report = check_for(network, resolve_device(device))  # type: ignore[arg-type]
     if report.fits:
         return True, "fits"
     rules = Counter(v.rule for v in report.violations)

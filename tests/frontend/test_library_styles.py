@@ -28,6 +28,7 @@ from cnnforge.sim.float_eval import run_float
 from cnnforge.targets.max7800x.device import MAX78000, get_device
 from support import library_styles as styles
 from support.paths import REPO
+from support.targets import rules_of
 
 STYLES_FILE = Path(styles.__file__)
 
@@ -167,7 +168,7 @@ def test_input_normalization_before_a_padded_conv_runs_on_the_host(name: str) ->
     network = capture(getattr(styles, name)().eval(), (3, 16, 16))
     device = get_device("MAX78000")
     lowered = lower_to_hardware(network, device)  # verified equivalent step by step
-    assert check_network(lowered.network, device) == ()
+    assert check_network(lowered.network, device, rules=rules_of(device)) == ()
     assert lowered.network.host_input is not None
     assert "host-input" in {r.rule for r in lowered.rewrites}
 

@@ -22,6 +22,7 @@ from cnnforge.ir import (
 from cnnforge.passes.check import check_network
 from cnnforge.targets.max7800x.device import MAX78000, MAX78002
 from support.fuse_reference import conv2d
+from support.targets import rules_of
 
 
 def _q(layer: Layer, bits: int = 8, shift: int = 0) -> Layer:
@@ -183,19 +184,23 @@ CASES = {
 def test_rule(case: str) -> None:
     network, device = CASES[case]()
     rule = case.removesuffix("-inner").removesuffix("-bias")
-    violations = check_network(network, device)
+    violations = check_network(network, device, rules=rules_of(device))
     assert rule in [v.rule for v in violations], violations
     v = next(v for v in violations if v.rule == rule)
     assert v.layer and v.module_path and v.actual and v.limit
 
 
 def test_legal_counterparts_pass() -> None:
-    assert not check_network(_eltwise_conv(MAX78002, bias=False)[0], MAX78002)
+    assert not check_network(
+        _eltwise_conv(MAX78002, bias=False)[0], MAX78002, rules=rules_of(MAX78002)
+    )
     c = conv2d("c", "input", (3, 8, 8), 4)
-    assert not check_network(_one(_q(c, BINARY_BITS), (3, 8, 8)), MAX78002)
-    assert not check_network(_one(_q(c, 4, 3), (3, 8, 8)), MAX78000)
-    assert not check_network(_one(_conv1d(3, 5), (4, 64)), MAX78000)
-    assert not check_network(_net_pool_dilation()[0], MAX78002)
+    assert not check_network(
+        _one(_q(c, BINARY_BITS), (3, 8, 8)), MAX78002, rules=rules_of(MAX78002)
+    )
+    assert not check_network(_one(_q(c, 4, 3), (3, 8, 8)), MAX78000, rules=rules_of(MAX78000))
+    assert not check_network(_one(_conv1d(3, 5), (4, 64)), MAX78000, rules=rules_of(MAX78000))
+    assert not check_network(_net_pool_dilation()[0], MAX78002, rules=rules_of(MAX78002))
 
 
 @pytest.mark.parametrize(

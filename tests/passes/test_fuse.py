@@ -12,6 +12,7 @@ from cnnforge.passes.fuse import fuse, fuse_with_log, hardware_activation
 from cnnforge.passes.verify import verify
 from cnnforge.targets.max7800x.device import MAX78000, MAX78002
 from support.fuse_reference import act, combine, conv2d, maxpool, run
+from support.targets import rules_of
 
 
 def _same_outputs(a: Network, b: Network, shape=(2, 3, 8, 8), clamp: bool = False) -> None:
@@ -294,7 +295,9 @@ def test_multipass_in_flight_eltwise_follows_the_device() -> None:
     def in_flight(net: Network, device) -> bool:
         fused = fuse(net, device)
         verify(fused)
-        assert not check_network(fused, device)  # whichever form, it is legal there
+        assert not check_network(
+            fused, device, rules=rules_of(device)
+        )  # whichever form, it is legal there
         return fused.layer("head").eltwise is EltwiseOp.ADD
 
     assert in_flight(_wide_residual(2, True), MAX78000)  # 2 operands x 2 passes: allowed

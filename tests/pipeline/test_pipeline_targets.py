@@ -82,11 +82,11 @@ def test_a_new_target_is_one_entry(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_each_target_names_its_own_placer() -> None:
     """No target inherits another's planner: `check` places with the record's own placer, and a
     record that names none places nothing beyond the per-layer rules."""
-    from cnnforge.passes.check_plan import plan_max7800x
+    from cnnforge.targets.max7800x.rules import plan_max7800x
 
-    assert Target("TOY", "a toy", arithmetic, device=MAX78000).placer is None
-    assert all(get_target(d.name).placer is plan_max7800x for d in (MAX78000, MAX78002))
-    assert get_target("HLS").placer is hls.place_hls
+    assert Target("TOY", "a toy", arithmetic, device=MAX78000).rules.place is None
+    assert all(get_target(d.name).rules.place is plan_max7800x for d in (MAX78000, MAX78002))
+    assert get_target("HLS").rules.place is hls.place_hls
 
 
 def test_compile_refuses_a_target_without_a_recipe(tmp_path: Path, capsys) -> None:

@@ -29,8 +29,6 @@ SHARED_STAGES = ("analysis", "frontend", "passes", "quant", "sim")
 
 #: Modules of the shared stages that work on the MAX7800x record by design.
 MAX_AWARE = {
-    "passes/check_memory.py": "the checker's data, bias and kernel memory rules (MAX7800x only)",
-    "passes/weight_bits.py": "--weight-bits auto fits the MAX7800x kernel memory",
     "frontend/ai8x.py": "the vendor's YAML importer: processor masks into a MAX7800x Plan",
     "frontend/ai8x_rules.py": "the vendor's YAML rules, checked on a MAX7800x Plan",
 }

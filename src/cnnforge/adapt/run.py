@@ -52,12 +52,14 @@ class AdaptResult:
         }
 
 
-def check_fits(model: nn.Module, shape: tuple[int, ...], device: Any):
-    """check's report for ``model`` (a plain module) at ``shape`` on ``device``."""
+def check_fits(model: nn.Module, shape: tuple[int, ...], target: Any):
+    """check's report for ``model`` (a plain module) at ``shape`` on ``target``'s device."""
     from cnnforge.frontend.capture import capture
     from cnnforge.passes.check import check_report
 
-    return check_report(capture(model, shape, name=type(model).__name__), device)
+    return check_report(
+        capture(model, shape, name=type(model).__name__), target.device, rules=target.rules
+    )
 
 
 #: Violations no width changes (an op left without hardware form, too many layers).
@@ -70,7 +72,7 @@ def _not_by_width(v) -> bool:
     return v.rule in NOT_BY_WIDTH and not (v.rule == "activation" and "-pass" in v.hint)
 
 
-def preflight(model: nn.Module, shape: tuple[int, ...], device: Any):
+def preflight(model: nn.Module, shape: tuple[int, ...], target: Any):
     """Sigmoid gates opened, refusals, the replacements, the depth cut, then what no width
     fixes: InputError naming every such op at once (before any training); else the adapted
     module and its replacements."""
@@ -90,10 +92,10 @@ def preflight(model: nn.Module, shape: tuple[int, ...], device: Any):
         )
     adapted, reps = replace_ops(model)
     reps = gates + reps
-    report = check_fits(adapted, shape, device)
+    report = check_fits(adapted, shape, target)
     if any(depth_rule(v) for v in report.violations):  # the depth cut
-        adapted, cuts = cut_depth(adapted, shape, device)
-        reps, report = reps + cuts, check_fits(adapted, shape, device)
+        adapted, cuts = cut_depth(adapted, shape, target)
+        reps, report = reps + cuts, check_fits(adapted, shape, target)
     left = [v for v in report.violations if _not_by_width(v)]
     if left:
         by_hint: dict[str, list[str]] = {}
@@ -124,7 +126,7 @@ def _first(paths: list[str]) -> str:
 
 
 def choose_width(
-    model: nn.Module, shape: tuple[int, ...], device: Any, width: str
+    model: nn.Module, shape: tuple[int, ...], target: Any, width: str
 ) -> tuple[nn.Module, float, int | None, list[dict[str, Any]], dict[str, tuple[int, ...]]]:
     """The largest width (``auto``) that check passes, or the given one; each at full width
     and then capped at ``CAP`` channels; and every try with why it failed."""
@@ -137,7 +139,7 @@ def choose_width(
                 if graph is None and (w < 1 or cap is not None):
                     graph = channel_graph(model, shape)
                 student, kept = narrow(model, w, shape, cap, graph)
-                report = check_fits(student, shape, device)
+                report = check_fits(student, shape, target)
             except CnnforgeError as exc:
                 tries.append({"width": w, "cap": cap, "fits": False, "why": str(exc)})
                 continue
@@ -148,7 +150,7 @@ def choose_width(
             if report.fits:
                 return student, w, cap, tries, kept
     last = "; ".join(f"{t['width']}/{t['cap']}: {t['why']}" for t in tries)
-    raise InputError(f"no width makes the model fit {device.name} ({last})", hint="--width")
+    raise InputError(f"no width makes the model fit {target.name} ({last})", hint="--width")
 
 
 def adapt_model(
@@ -156,7 +158,7 @@ def adapt_model(
     model_args: dict[str, Any],
     checkpoint: Path | None,
     *,
-    device: Any,
+    target: Any,
     data: DataSpec,
     out: Path,
     config: TrainConfig,
@@ -179,9 +181,9 @@ def adapt_model(
     classes = model_classes(teacher, data.size)
     train_set, val_set = data.splits(classes)
     step("replacing ops")
-    adapted, reps = preflight(teacher, shape, device)
+    adapted, reps = preflight(teacher, shape, target)
     step("choosing the width")
-    student, w, cap, tries, kept = choose_width(adapted, shape, device, width)
+    student, w, cap, tries, kept = choose_width(adapted, shape, target, width)
     out.mkdir(parents=True, exist_ok=True)
     norms = [r.path for r in reps if r.row == "norm" and _has(student, r.path)]
     measure_batchnorm(student, train_set, norms)
@@ -205,7 +207,7 @@ def adapt_model(
     student.eval()
     step("building the QAT network")
     calib = torch.stack([train_set[i][0] for i in range(min(64, len(train_set)))])
-    network = hardware_network(student, shape, device, calib)
+    network = hardware_network(student, shape, target, calib)
     from cnnforge.adapt.hardware import build
 
     qat = build(network, out / "adapted.py", spec)
@@ -265,15 +267,16 @@ def _run_folders(out: Path, resume: bool, overwrite: bool) -> None:
         shutil.rmtree(folder)
 
 
-def hardware_network(student: nn.Module, shape, device, calibration: torch.Tensor):
-    """The adapted module lowered for ``device``, its output layer wide, scales divided out."""
+def hardware_network(student: nn.Module, shape, target, calibration: torch.Tensor):
+    """The adapted module lowered for ``target``'s device, its output layer wide, scales
+    divided out."""
     import dataclasses
 
     from cnnforge.adapt.hardware import rescaled
     from cnnforge.frontend.capture import capture
     from cnnforge.passes.lower import lower_to_hardware
 
-    lowered = lower_to_hardware(capture(student, shape, name="Adapted"), device).network
+    lowered = lower_to_hardware(capture(student, shape, name="Adapted"), target.device).network
     layers = [
         dataclasses.replace(x, wide=True)
         if x.name in lowered.outputs and x.has_weights and x.activation.value == "none"

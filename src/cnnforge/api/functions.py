@@ -103,6 +103,7 @@ def quantize(
     """
     from cnnforge.pipeline.quantized import quantized_from_source
     from cnnforge.pipeline.sources import model_source, read_calibration
+    from cnnforge.pipeline.targets import target_of
 
     dev = _device(device, "quantize")
     path = None if output is None else Path(output)
@@ -118,6 +119,7 @@ def quantize(
         dict(model_args or {}),
         dev,
         weight_bits,
+        rules=target_of(dev).rules,
         clip=clip,
         calibration=read_calibration(array_of(calibration), shape) if shape else None,
     )

@@ -44,11 +44,11 @@ def adapt(
     """Replace the ops DEVICE lacks (docs/adapt.md), narrow to fit, distill from the original,
     write OUT/adapted.py, adapted.pth, adapt.json, and print the cost table."""
     from cnnforge.adapt.run import adapt_model
-    from cnnforge.pipeline.targets import device_for
+    from cnnforge.pipeline.targets import device_for, target_of
     from cnnforge.training.loop import TrainConfig
     from cnnforge.training.run import DataSpec
 
-    dev = device_for(device, "check")
+    target = target_of(device_for(device, "check"))
     _check_width(width)
     spec = DataSpec(dataset, data, size, train_length, val_length, seed)
     config = TrainConfig(epochs=epochs, batch_size=batch_size, lr=lr, seed=seed)
@@ -58,7 +58,7 @@ def adapt(
             model,
             parse_model_args(model_arg),
             checkpoint,
-            device=dev,
+            target=target,
             data=spec,
             out=out,
             config=config,
@@ -70,7 +70,7 @@ def adapt(
             on_step=on_step,
         ),
     )
-    _print_result(result, dev, spec.val_length, out)
+    _print_result(result, target.device, spec.val_length, out)
 
 
 def _with_progress(epochs: int, run: Callable[[Any, Any], AdaptResult]) -> AdaptResult:

@@ -47,7 +47,7 @@ def resolve_network(
     """The quantized network to simulate, from exactly one source (see the module docstring)."""
     from cnnforge.pipeline.quantized import quantized_checkpoint, quantized_from_source
     from cnnforge.pipeline.sources import model_source
-    from cnnforge.pipeline.targets import device_for
+    from cnnforge.pipeline.targets import device_for, target_of
 
     source = model_source(
         model, checkpoint, network_path, hint="give MODEL [--checkpoint], or --network q.pth"
@@ -65,8 +65,9 @@ def resolve_network(
             stacklevel=1,
         )
     dev = device_for(device, "simulate")
+    rules = target_of(dev).rules
     return quantized_from_source(
-        source, input_shape, model_args, dev, weight_bits, clip=clip
+        source, input_shape, model_args, dev, weight_bits, rules=rules, clip=clip
     ).network
 
 

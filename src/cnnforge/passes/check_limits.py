@@ -10,7 +10,6 @@ import math
 from collections.abc import Iterator
 
 from cnnforge.ir import HARDWARE_ELTWISE, Activation, Layer, Op, PoolKind
-from cnnforge.passes.check_memory import bias, data_memory
 from cnnforge.passes.check_rules import Context, LayerRule, Violation, _fmt
 from cnnforge.passes.concat_channels import why_not_padded
 from cnnforge.passes.geometry import has_bias, input_channels, pooled_dims
@@ -202,12 +201,10 @@ def quantization(ctx: Context, layer: Layer) -> Iterator[Violation]:
 LAYER_RULES_LIMITS: tuple[LayerRule, ...] = (
     channels,
     dims,
-    data_memory,
     pooling,
     eltwise,
     concat,
     flatten,
     output,
-    bias,
     quantization,
 )

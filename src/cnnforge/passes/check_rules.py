@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from cnnforge.ir import (
     HARDWARE_ELTWISE,
@@ -27,7 +27,6 @@ from cnnforge.passes.pad_rewrites import pad_hint
 
 if TYPE_CHECKING:
     from cnnforge.devices import Capabilities
-    from cnnforge.targets.max7800x.device import Max7800xDevice
 
 
 @dataclass(frozen=True)
@@ -52,20 +51,27 @@ class Context:
 
     network: Network
     device: Capabilities
-    others: tuple[Max7800xDevice, ...] = ()  # the other MAX7800x parts, for hints
+    others: tuple[Capabilities, ...] = ()  # the target's other parts, for hints
 
     def violation(self, layer: Layer, rule: str, actual, limit, hint: str) -> Violation:
         return Violation(
             layer.name, layer.module_path or layer.name, rule, str(actual), str(limit), hint
         )
 
-    def other_device(self, ok: Callable[[Max7800xDevice], bool]) -> str:
+    def other_device(self, ok: Callable[[Any], bool]) -> str:
         """' or use MAX78002' when another device satisfies ``ok``, else ''."""
         names = [d.name for d in self.others if ok(d)]
         return f"; or use {' / '.join(names)}" if names else ""
 
 
 LayerRule = Callable[[Context, Layer], Iterator[Violation]]
+
+NETWORK = "network"  # the "layer" of network-wide violations
+
+
+def network_violation(network: Network, rule: str, actual, limit, hint: str) -> Violation:
+    """A violation of the whole network (its "layer" is ``NETWORK``)."""
+    return Violation(NETWORK, network.name, rule, str(actual), str(limit), hint)
 
 _KERNEL_HINTS = {
     5: "replace the 5x5 conv by two 3x3 convs and retrain",

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from cnnforge.devices import Capabilities
 from cnnforge.errors import EmitError
 from cnnforge.ir import Network
+from cnnforge.passes.target_rules import TargetRules
 from cnnforge.pipeline.state import CompileState, Steps
 from cnnforge.pipeline.steps import (
     lower_and_check,
@@ -45,10 +46,14 @@ def place_hls(network: Network, device: Capabilities) -> HlsPlan:
     return plan_hls(network, device)
 
 
+#: What the checker asks of the HLS target: its placement (its RAM is sized there).
+RULES = TargetRules(place=place_hls)
+
+
 def step_lower_hls(state: CompileState, workdir: Path) -> CompileState:
     """Lower and check as for every target, placing with ``place_hls`` (as check does)."""
     del workdir
-    return lower_and_check(state, place_hls)
+    return lower_and_check(state, RULES)
 
 
 def step_plan_hls(state: CompileState, workdir: Path) -> CompileState:

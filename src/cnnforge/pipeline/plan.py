@@ -31,6 +31,7 @@ from cnnforge.targets.max7800x.device import Max7800xDevice, as_max7800x
 from cnnforge.targets.max7800x.metrics import PlanMetrics, plan_metrics
 from cnnforge.targets.max7800x.placement import Plan
 from cnnforge.targets.max7800x.planner import plan_network
+from cnnforge.targets.max7800x.rules import RULES
 from cnnforge.targets.max7800x.validate import Issue, raise_on_issues, validate_plan
 
 SAMPLE_SEED = 0
@@ -87,7 +88,7 @@ def plan_request(request: PlanRequest, device: Capabilities) -> PlanResult:
     calibration = read_calibration(request.calibration, request.input_shape)
     quantized = quantized_from_source(
         source, request.input_shape, request.model_args, device, request.weight_bits,
-        calibration=calibration, sample=read,
+        rules=RULES, calibration=calibration, sample=read,
     )  # fmt: skip
     result = plan_and_validate(quantized.network, device, request.in_place)
     if read is None:

@@ -23,7 +23,7 @@ from cnnforge.devices import Capabilities
 from cnnforge.errors import DeviceLimitError, EmitError, InputError
 from cnnforge.ir import Network
 from cnnforge.outputs import safe_file_stem
-from cnnforge.passes.check_plan import Placer, plan_max7800x
+from cnnforge.passes.target_rules import TargetRules
 from cnnforge.pipeline.firmware import step_firmware
 from cnnforge.pipeline.sources import (
     MODEL,
@@ -130,16 +130,18 @@ def _load_ai8x(state: CompileState) -> CompileState:
 def step_lower(state: CompileState, workdir: Path) -> CompileState:
     """Fold, fuse and legalize, choose weight widths, check every device limit, place."""
     del workdir
-    return lower_and_check(state, plan_max7800x)
+    from cnnforge.targets.max7800x.rules import RULES
+
+    return lower_and_check(state, RULES)
 
 
-def lower_and_check(state: CompileState, placer: Placer) -> CompileState:
-    """``step_lower`` with the target's placement ``placer``: what ``cnnforge check`` runs
-    (pipeline.targets.check_for, with the same record's placer), so check and compile agree."""
+def lower_and_check(state: CompileState, rules: TargetRules) -> CompileState:
+    """``step_lower`` with the target's checker ``rules``: what ``cnnforge check`` runs
+    (pipeline.targets.check_for, with the same record's rules), so check and compile agree."""
     if state.source is None:  # already hardware: check only
         from cnnforge.passes.check import check_network
 
-        violations = check_network(state.network, state.device)
+        violations = check_network(state.network, state.device, rules=rules)
         if state.imported is None:
             _raise_violations(violations)
         notes = tuple(
@@ -152,7 +154,7 @@ def lower_and_check(state: CompileState, placer: Placer) -> CompileState:
     from cnnforge.passes.check import check_report
     from cnnforge.pipeline.quantized import weight_widths
 
-    report = check_report(state.source, state.device, weight_widths(bits), placer)
+    report = check_report(state.source, state.device, weight_widths(bits), rules=rules)
     _raise_violations(report.violations)
     state = _host_input_notes(_normalized_inputs(state, report.network), report.network)
     return state.with_(

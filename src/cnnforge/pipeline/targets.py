@@ -20,7 +20,7 @@ from cnnforge import arithmetic
 from cnnforge.devices import Capabilities
 from cnnforge.errors import InputError
 from cnnforge.ir import Network
-from cnnforge.passes.check_plan import Placer, plan_max7800x
+from cnnforge.passes.target_rules import NO_RULES, TargetRules
 from cnnforge.pipeline import hls, plan, steps
 from cnnforge.pipeline.plan import PlanRequest, PlanResult
 from cnnforge.pipeline.state import REPORT, SUMMARY, Steps
@@ -29,6 +29,7 @@ from cnnforge.targets.generic import run as generic
 from cnnforge.targets.generic.target import GenericTarget, parse_generic
 from cnnforge.targets.hls.device import HLS
 from cnnforge.targets.max7800x.device import DEVICES, Max7800xDevice
+from cnnforge.targets.max7800x.rules import RULES
 
 if TYPE_CHECKING:
     from cnnforge.passes.check import CheckReport
@@ -60,9 +61,9 @@ class Target:
     write: Writer | None = None
     plans: PlanKind = "none"
     report: tuple[str, ...] = ()  # the report files its recipe writes
-    # what its compile recipe plans with; `cnnforge check` runs the same (passes/check_plan.py);
-    # None: the target places nothing beyond the per-layer rules
-    placer: Placer | None = None
+    # the checker's hooks: its memories, --weight-bits auto, the placement its compile recipe
+    # runs (`cnnforge check` runs the same: passes/check_plan.py)
+    rules: TargetRules = NO_RULES
 
     def matches(self, text: str) -> bool:
         """True when ``--device text`` names this target."""
@@ -93,7 +94,7 @@ def _max7800x(device: Max7800xDevice) -> Target:
         write=plan.write_outputs,
         plans="place",
         report=(REPORT, SUMMARY),
-        placer=plan_max7800x,
+        rules=RULES,
     )
 
 
@@ -106,7 +107,7 @@ TARGETS: tuple[Target, ...] = (
         arithmetic,  # A8 activations, W1-8 weights (docs/hls-target.md §2)
         device=HLS,
         compile_steps=hls.STEPS,
-        placer=hls.place_hls,
+        rules=hls.RULES,
         report=(hls.REPORT, hls.RESOURCES, SUMMARY),
     ),
     Target(
@@ -168,7 +169,7 @@ def check_for(
     (steps.lower_and_check), so exit 0 of check and a successful compile are one promise."""
     from cnnforge.passes.check import check_report
 
-    return check_report(network, device, weight_bits, target_of(device).placer)
+    return check_report(network, device, weight_bits, rules=target_of(device).rules)
 
 
 def steps_for(device: str | TargetDevice) -> Steps:

@@ -173,8 +173,9 @@ def test_shipped_unets_planned_roundtrip(tmp_path, model, device, bits):
     lowered = lower_to_hardware(load_network(model, shape), dev).network
     if bits == "auto":  # per-layer widths chosen by the device check (cnnforge check)
         from cnnforge.passes.check import check_report
+        from support.targets import rules_of
 
-        report = check_report(load_network(model, shape), dev, "auto")
+        report = check_report(load_network(model, shape), dev, "auto", rules=rules_of(dev))
         lowered, bits = report.network, report.weight_bits
     network, plan = plan_network(quantize_network(lowered, bits, device=dev), dev)
     write_yaml(network, plan, tmp_path / "n.yaml")

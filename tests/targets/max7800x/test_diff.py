@@ -150,10 +150,13 @@ def test_simulate_layers_keep_the_network_order_for_diff(tmp_path, capsys) -> No
     from cnnforge.checkpoint import save_quantized
     from cnnforge.passes.check import check_network
     from cnnforge.pipeline.targets import device_for
+    from support.targets import rules_of
 
     dev = device_for("MAX78000", "simulate")
     net = next(
-        n for n in map(random_network, range(100)) if len(n) > 2 and not check_network(n, dev)
+        n
+        for n in map(random_network, range(100))
+        if len(n) > 2 and not check_network(n, dev, rules=rules_of(dev))
     )
     names = [x.name for x in net.layers]
     save_quantized(net, tmp_path / "q.pth")

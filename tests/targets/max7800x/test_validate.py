@@ -158,9 +158,9 @@ def test_plain_torch_large_unet_plans_and_validates():
 def test_seed_001_unet_plans_and_validates(device):
     from cnnforge.frontend import load_network
     from cnnforge.passes.lower import lower_to_hardware
-    from cnnforge.passes.weight_bits import choose_weight_bits
     from cnnforge.quant.ptq import quantize_network
     from cnnforge.targets.max7800x.device import get_device
+    from cnnforge.targets.max7800x.weight_bits import choose_weight_bits
 
     dev = get_device(device)
     net = lower_to_hardware(load_network("unet-voc", (3, 64, 64)), dev).network
