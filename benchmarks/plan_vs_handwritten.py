@@ -21,8 +21,8 @@ import time
 from pathlib import Path
 
 from cnnforge.frontend import load_network
-from cnnforge.frontend.ai8x import load_ai8x
 from cnnforge.passes.lower import lower_to_hardware
+from cnnforge.targets.max7800x.ai8x import load_ai8x
 from cnnforge.targets.max7800x.metrics import PlanMetrics, plan_metrics, with_cycles
 from cnnforge.targets.max7800x.planner import plan_network
 from cnnforge.targets.max7800x.validate import validate_plan

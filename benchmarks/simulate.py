@@ -31,7 +31,7 @@ def vendor_unet() -> tuple[str, Network]:
     yaml_path = AI8X / "networks" / "camvid-unet-large.yaml"
     ckpt = AI8X / "trained" / "ai85-camvid-unet-large-q.pth.tar"
     if yaml_path.exists() and ckpt.exists():
-        from cnnforge.frontend.ai8x import read_ai8x
+        from cnnforge.targets.max7800x.ai8x import read_ai8x
 
         return "vendor U-Net large (trained)", read_ai8x(
             yaml_path, ckpt, (48, 88, 88), device="MAX78000"

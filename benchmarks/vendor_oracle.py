@@ -154,8 +154,8 @@ def run_vendor(demo: Demo, out: Path, reuse: bool) -> tuple[np.ndarray | None, f
 def run_ours(demo: Demo) -> dict:
     """cnnforge on the same pair: import, validate the plan, simulate the sample."""
     from cnnforge.errors import CnnforgeError
-    from cnnforge.frontend.ai8x import read_ai8x
     from cnnforge.sim import simulate
+    from cnnforge.targets.max7800x.ai8x import read_ai8x
     from cnnforge.targets.max7800x.device import get_device
     from cnnforge.targets.max7800x.validate import validate_plan
 
@@ -325,7 +325,7 @@ def capture_outputs(demo: Demo, folder: Path, work: Path) -> None:
     for each of them besides the last, one run each with ``--stop-after N``."""
     from dataclasses import replace
 
-    from cnnforge.frontend.ai8x import read_ai8x
+    from cnnforge.targets.max7800x.ai8x import read_ai8x
 
     x = np.load(demo.sample)
     network = read_ai8x(demo.yaml, demo.checkpoint, x.shape, device=demo.device).network

@@ -14,8 +14,8 @@ from hypothesis import strategies as st
 from cnnforge.cli import main
 from cnnforge.cli.common import parse_model_args
 from cnnforge.errors import InputError
-from cnnforge.frontend.ai8x import read_ai8x
 from cnnforge.samples import load_input_array
+from cnnforge.targets.max7800x.ai8x import read_ai8x
 from cnnforge.targets.max7800x.ai8x_yaml_writer import yaml_text
 from cnnforge.targets.max7800x.wordsim import in_place_layers
 

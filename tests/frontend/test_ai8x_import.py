@@ -1,4 +1,5 @@
-"""Importing the vendor's YAML + checkpoint pairs (frontend/ai8x.py) and rejecting bad input."""
+"""Importing the vendor's YAML + checkpoint pairs (targets/max7800x/ai8x.py) and rejecting bad
+input."""
 
 from __future__ import annotations
 
@@ -9,8 +10,8 @@ import numpy as np
 import pytest
 
 from cnnforge.errors import ConfigError
-from cnnforge.frontend.ai8x import load_ai8x, read_ai8x
 from cnnforge.ir import INPUT, Op
+from cnnforge.targets.max7800x.ai8x import load_ai8x, read_ai8x
 from cnnforge.targets.max7800x.device import MAX78000
 from cnnforge.targets.max7800x.kernel_words import processors_per_pass
 

@@ -3,8 +3,7 @@ record adds its memories and registers (devices.py; targets/max7800x/device.py,
 targets/hls/device.py).
 
 - No module of a shared stage (analysis, frontend, passes, quant, sim) reads a field or method
-  that only the MAX7800x record has, outside ``MAX_AWARE`` (modules that work on the MAX7800x
-  memories by design, each with why); their ``device`` parameters name no MAX7800x record.
+  that only the MAX7800x record has; their ``device`` parameters name no MAX7800x record.
 - HLS's record has no MAX7800x field (no placeholders pretending to be a MAX part).
 - The reports' state protocols name fields that ``CompileState`` has.
 """
@@ -26,12 +25,6 @@ from cnnforge.targets.max7800x.device import Max7800xDevice
 
 PACKAGE = Path(cnnforge.__file__).parent
 SHARED_STAGES = ("analysis", "frontend", "passes", "quant", "sim")
-
-#: Modules of the shared stages that work on the MAX7800x record by design.
-MAX_AWARE = {
-    "frontend/ai8x.py": "the vendor's YAML importer: processor masks into a MAX7800x Plan",
-    "frontend/ai8x_rules.py": "the vendor's YAML rules, checked on a MAX7800x Plan",
-}
 
 #: Names that receive a device record in the sources (``device.x``, ``dev.x``, ``ctx.device.x``,
 #: the ``d`` of the checker's ``lambda d: ...`` hints).
@@ -60,8 +53,7 @@ def _shared_modules() -> list[tuple[str, ast.Module]]:
     for stage in SHARED_STAGES:
         for path in sorted((PACKAGE / stage).rglob("*.py")):
             rel = path.relative_to(PACKAGE).as_posix()
-            if rel not in MAX_AWARE:
-                out.append((rel, ast.parse(path.read_text(), str(path))))
+            out.append((rel, ast.parse(path.read_text(), str(path))))
     return out
 
 
@@ -73,7 +65,6 @@ def test_the_split_is_real() -> None:
     assert {"max_layers", "weight_bits", "supports_op", "passes", "conv2d_kernels"}.isdisjoint(
         max_only
     )
-    assert all((PACKAGE / m).is_file() for m in MAX_AWARE), "a MAX_AWARE module moved: update"
 
 
 def test_shared_stages_read_no_max7800x_field() -> None:

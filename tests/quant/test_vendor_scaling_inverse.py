@@ -25,7 +25,7 @@ from cnnforge.arithmetic import (
     implicit_shift,
     weight_range,
 )
-from cnnforge.frontend.ai8x import read_ai8x
+from cnnforge.targets.max7800x.ai8x import read_ai8x
 from cnnforge.targets.max7800x.ai8x_checkpoint_writer import checkpoint_dict
 
 BITS = (8, 4, 2, 1)

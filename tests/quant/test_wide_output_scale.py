@@ -14,9 +14,9 @@ import torch
 import torch.nn.functional as F
 
 from cnnforge.arithmetic import dequantize_params, output_unit, weight_scale
-from cnnforge.frontend.ai8x import read_ai8x
 from cnnforge.ir import INPUT, Layer, Network, Op, Quantized
 from cnnforge.sim import simulate
+from cnnforge.targets.max7800x.ai8x import read_ai8x
 
 X_A = np.array([[[12, -7, 100], [-128, 55, 3], [27, 90, -64]]])
 W_A = np.array([[[[5, -3, 17], [2, 127, -128], [-9, 0, 44]]]])

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import numpy as np
 
-from cnnforge.frontend.ai8x import read_ai8x
 from cnnforge.sim import simulate
+from cnnforge.targets.max7800x.ai8x import read_ai8x
 from cnnforge.targets.max7800x.device import get_device
 from cnnforge.targets.max7800x.firmware.firmware import (
     Firmware,

@@ -32,9 +32,9 @@ def load_firmware(folder: Path, device: str | None):
 def load_network(folder: Path, device: str | None):
     """The folder read, decoded and its network recovered (selftest.Decoded); bad input as
     InputError (one line, exit 2)."""
-    from cnnforge.pipeline.firmware_read import read_firmware
     from cnnforge.targets.max7800x.firmware.decode import DecodeError
     from cnnforge.targets.max7800x.firmware.interpret import FirmwareError
+    from cnnforge.targets.max7800x.firmware_read import read_firmware
 
     _check(folder, device)
     try:

@@ -98,7 +98,7 @@ def plan_request(request: PlanRequest, device: Capabilities) -> PlanResult:
 
 
 def _vendor(request: PlanRequest, device: Max7800xDevice) -> PlanResult:
-    from cnnforge.frontend.ai8x import load_ai8x
+    from cnnforge.targets.max7800x.ai8x import load_ai8x
 
     network, vendor_plan = load_ai8x(
         request.ai8x_yaml,

@@ -140,7 +140,7 @@ def vendor_network(
     source: ModelSource, input_shape: tuple[int, ...] | None, device: str | Capabilities
 ) -> Network:
     """The network of a vendor-pair source (its plan is not needed here)."""
-    from cnnforge.frontend.ai8x import load_ai8x
+    from cnnforge.targets.max7800x.ai8x import load_ai8x
 
     name = device.name if isinstance(device, Capabilities) else device
     return load_ai8x(source.ai8x_yaml, source.ai8x_checkpoint, input_shape, device=name)[0]

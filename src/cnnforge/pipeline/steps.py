@@ -102,7 +102,7 @@ def _read_calibration(state: CompileState, shape: tuple[int, ...]) -> CompileSta
 
 def _load_ai8x(state: CompileState) -> CompileState:
     """A vendor pair: its network and its plan, as the vendor tool would place it."""
-    from cnnforge.frontend.ai8x import read_ai8x, sample_path
+    from cnnforge.targets.max7800x.ai8x import read_ai8x, sample_path
 
     o = state.options
     if o.calibration is not None:

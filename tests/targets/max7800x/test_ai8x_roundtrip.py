@@ -14,9 +14,9 @@ import torch
 import yaml
 
 from cnnforge.errors import EmitError
-from cnnforge.frontend.ai8x import read_ai8x
-from cnnforge.frontend.ai8x_checkpoint import read_checkpoint
 from cnnforge.ir import Network
+from cnnforge.targets.max7800x.ai8x import read_ai8x
+from cnnforge.targets.max7800x.ai8x_checkpoint import read_checkpoint
 from cnnforge.targets.max7800x.ai8x_checkpoint_writer import checkpoint_dict, write_checkpoint
 from cnnforge.targets.max7800x.ai8x_yaml_writer import write_yaml, yaml_text
 from support.ai8x import roundtrip

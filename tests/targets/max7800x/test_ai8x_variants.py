@@ -10,10 +10,10 @@ import pytest
 import torch
 
 from cnnforge.errors import ConfigError
-from cnnforge.frontend.ai8x import read_ai8x
 from cnnforge.ir import BINARY_BITS, Activation, Layer, Network, Op, Pooling, PoolKind
 from cnnforge.ir import Quantized as Q
 from cnnforge.sim import simulate
+from cnnforge.targets.max7800x.ai8x import read_ai8x
 from cnnforge.targets.max7800x.ai8x_checkpoint_writer import write_checkpoint
 from cnnforge.targets.max7800x.ai8x_yaml_writer import write_yaml
 from cnnforge.targets.max7800x.device import MAX78000, get_device

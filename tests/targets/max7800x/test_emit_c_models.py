@@ -46,7 +46,7 @@ def _emit_and_run(network: Network, x: np.ndarray, out: Path, *, sanitize: bool 
 @pytest.mark.parametrize(("yaml_name", "ckpt_name", "golden"), VENDOR)
 def test_vendor_networks(ai8x_data: Path, tmp_path: Path, yaml_name, ckpt_name, golden) -> None:
     """Every vendor pair: C == simulator; the checksum equals the vendor's known answer's."""
-    from cnnforge.frontend.ai8x import read_ai8x, sample_path
+    from cnnforge.targets.max7800x.ai8x import read_ai8x, sample_path
 
     model = read_ai8x(
         ai8x_data / "networks" / yaml_name,

@@ -19,7 +19,6 @@ from hypothesis import HealthCheck, assume, given, settings
 
 from cnnforge.errors import PlanError
 from cnnforge.pipeline import CompileOptions, compile_model
-from cnnforge.pipeline.firmware_read import read_firmware
 from cnnforge.quant.ptq import quantize_network
 from cnnforge.sim import simulate
 from cnnforge.targets.max7800x.device import get_device
@@ -28,6 +27,7 @@ from cnnforge.targets.max7800x.firmware.interpret import read_state
 from cnnforge.targets.max7800x.firmware.options import FirmwareOptions
 from cnnforge.targets.max7800x.firmware.selftest import run_self_test
 from cnnforge.targets.max7800x.firmware.writer import write_folder
+from cnnforge.targets.max7800x.firmware_read import read_firmware
 from cnnforge.targets.max7800x.planner import plan_network
 from support.cli import run_cli
 from support.firmware import (

@@ -99,7 +99,7 @@ def test_output_slots_from_masks() -> None:
 
 
 def test_vendor_networks_with_their_plans(ai8x_data) -> None:
-    from cnnforge.frontend.ai8x import load_ai8x
+    from cnnforge.targets.max7800x.ai8x import load_ai8x
 
     net, plan = load_ai8x(
         ai8x_data / "networks/camvid-unet-large-fakept.yaml",

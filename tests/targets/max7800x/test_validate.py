@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from cnnforge.errors import PlanError
-from cnnforge.frontend.ai8x import load_ai8x
+from cnnforge.targets.max7800x.ai8x import load_ai8x
 from cnnforge.targets.max7800x.placement import Plan
 from cnnforge.targets.max7800x.planner import plan_network
 from cnnforge.targets.max7800x.validate import raise_on_issues, validate_plan

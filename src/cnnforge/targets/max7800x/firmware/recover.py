@@ -31,8 +31,8 @@ from cnnforge.targets.max7800x.firmware.facts import LayerFacts, network_facts
 from cnnforge.targets.max7800x.firmware.regmap import MAPS
 from cnnforge.targets.max7800x.placement import Plan
 
-# The vendor-pair reader (frontend.ai8x.load_ai8x, given by the pipeline: the frontend sits above
-# the targets): (yaml, checkpoint, input shape, device=...) -> (network, plan).
+# The vendor-pair reader (targets.max7800x.ai8x.load_ai8x, handed in by firmware_read.py):
+# (yaml, checkpoint, input shape, device=...) -> (network, plan).
 PairReader = Callable[..., tuple[Network, Plan]]
 
 INPUT = -1

@@ -3,7 +3,7 @@
 The file is parsed with a safe loader that rejects duplicate keys and remembers the line of every
 mapping and key, so each error names ``file:line`` (../shared/spec/network-yaml.md §1). Keys and
 values are checked per network-yaml.md §2-§3; what needs the checkpoint (channels, shapes) is
-checked later by ``frontend.ai8x``.
+checked later by ``targets.max7800x.ai8x``.
 """
 
 from __future__ import annotations
@@ -16,8 +16,12 @@ from typing import Any
 import yaml
 
 from cnnforge.errors import ConfigError
-from cnnforge.frontend.ai8x_validate import BoundedSafeLoader, check_yaml_types, read_input_text
 from cnnforge.ir import BINARY_BITS, Activation, EltwiseOp, Op, PoolKind
+from cnnforge.targets.max7800x.ai8x_validate import (
+    BoundedSafeLoader,
+    check_yaml_types,
+    read_input_text,
+)
 
 # network-yaml.md §2: global keys. Known but not supported by cnnforge: the values of the dict.
 GLOBAL_KEYS = frozenset({"arch", "dataset", "layers", "output_map", "unload"})
@@ -153,7 +157,7 @@ class YamlLayer:
     output_processors: int | None
     in_offset: int | None
     out_offset: int | None
-    in_sequences: tuple[int | str, ...] | None  # raw references, resolved by frontend.ai8x
+    in_sequences: tuple[int | str, ...] | None  # raw references, resolved by targets.max7800x.ai8x
     write_gap: int
     in_channels: int | None
     out_channels: int | None

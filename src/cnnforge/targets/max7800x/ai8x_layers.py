@@ -19,10 +19,10 @@ from cnnforge.arithmetic import (
 )
 from cnnforge.devices import Capabilities
 from cnnforge.errors import ConfigError
-from cnnforge.frontend.ai8x_checkpoint import CheckpointLayer
-from cnnforge.frontend.ai8x_yaml import YamlLayer
 from cnnforge.ir import BINARY_BITS, Activation, Layer, Op, Pooling, Quantized
 from cnnforge.ranges import verify_quantized
+from cnnforge.targets.max7800x.ai8x_checkpoint import CheckpointLayer
+from cnnforge.targets.max7800x.ai8x_yaml import YamlLayer
 
 
 @dataclass(frozen=True)

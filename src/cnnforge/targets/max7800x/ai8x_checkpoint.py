@@ -17,12 +17,12 @@ import numpy as np
 import torch
 
 from cnnforge.errors import ConfigError
-from cnnforge.frontend.ai8x_validate import (
+from cnnforge.samples import refuse_npy
+from cnnforge.targets.max7800x.ai8x_validate import (
     check_checkpoint_doc,
     check_regular_file,
     inert_optimizer_globals,
 )
-from cnnforge.samples import refuse_npy
 
 
 @dataclass(frozen=True, eq=False)

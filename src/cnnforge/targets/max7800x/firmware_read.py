@@ -1,13 +1,12 @@
-"""A firmware folder read back into cnnforge's network and plan (issue 26): the decoder and the
-recovery of targets/max7800x/firmware with the ai8x frontend as the vendor-pair reader (the
-frontend sits above the targets, so the pipeline joins them)."""
+"""A firmware folder read back into cnnforge's network and plan: the decoder and the recovery
+of firmware/ with the vendor-pair reader (ai8x.py) that turns the recovered pair into both."""
 
 from __future__ import annotations
 
 import functools
 from pathlib import Path
 
-from cnnforge.frontend.ai8x import load_ai8x
+from cnnforge.targets.max7800x.ai8x import load_ai8x
 from cnnforge.targets.max7800x.firmware import selftest
 
 

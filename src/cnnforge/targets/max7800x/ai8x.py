@@ -16,13 +16,17 @@ from typing import Any
 import numpy as np
 
 from cnnforge.errors import ConfigError
-from cnnforge.frontend.ai8x_checkpoint import CheckpointData, CheckpointLayer, read_checkpoint
-from cnnforge.frontend.ai8x_layers import LayerContext, build_layer
-from cnnforge.frontend.ai8x_rules import check_streaming, duplicate_copy
-from cnnforge.frontend.ai8x_yaml import YamlConfig, YamlLayer, read_yaml_config
 from cnnforge.geometry import layer_in_channels, passes, processors_per_pass
 from cnnforge.ir import INPUT, Layer, Network, Op
 from cnnforge.resources import check_input_shape
+from cnnforge.targets.max7800x.ai8x_checkpoint import (
+    CheckpointData,
+    CheckpointLayer,
+    read_checkpoint,
+)
+from cnnforge.targets.max7800x.ai8x_layers import LayerContext, build_layer
+from cnnforge.targets.max7800x.ai8x_rules import check_streaming, duplicate_copy
+from cnnforge.targets.max7800x.ai8x_yaml import YamlConfig, YamlLayer, read_yaml_config
 from cnnforge.targets.max7800x.device import Max7800xDevice, get_device
 from cnnforge.targets.max7800x.placement import Placement, Plan
 

@@ -15,9 +15,9 @@ from dataclasses import replace
 import numpy as np
 
 from cnnforge.errors import ConfigError
-from cnnforge.frontend.ai8x_checkpoint import CheckpointData
-from cnnforge.frontend.ai8x_yaml import YamlConfig
 from cnnforge.ir import Network
+from cnnforge.targets.max7800x.ai8x_checkpoint import CheckpointData
+from cnnforge.targets.max7800x.ai8x_yaml import YamlConfig
 from cnnforge.targets.max7800x.device import Max7800xDevice
 from cnnforge.targets.max7800x.placement import Plan
 from cnnforge.targets.max7800x.streaming import streaming_structure
