@@ -21,12 +21,12 @@ from cnnforge.targets.max7800x.firmware.options import FirmwareOptions
 from cnnforge.targets.max7800x.placement import Plan
 
 if TYPE_CHECKING:  # the records each target's steps produce
+    from cnnforge.c_text import RunResult
     from cnnforge.passes.check_rules import Violation
     from cnnforge.passes.rewrites import Rewrite
     from cnnforge.targets.hls.buffer_plan import HlsPlan
     from cnnforge.targets.hls.emitter import EmittedHls
     from cnnforge.targets.max7800x.ai8x import Ai8xModel
-    from cnnforge.targets.max7800x.c.build import RunResult
     from cnnforge.targets.max7800x.c.emitter import EmittedC
     from cnnforge.targets.max7800x.firmware.flash import FlashBytes
     from cnnforge.targets.max7800x.issues import Issue

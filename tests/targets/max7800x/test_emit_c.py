@@ -18,12 +18,12 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
+from cnnforge.c_text import c_string, fnv1a32, pack_rows
 from cnnforge.errors import EmitError, InputError
 from cnnforge.ir import BINARY_BITS, Activation, Layer, Network, Op, Quantized
 from cnnforge.sim import simulate
 from cnnforge.targets.max7800x.c import emit_c
 from cnnforge.targets.max7800x.c.arena import Buffer, allocate, check_arena
-from cnnforge.targets.max7800x.c.arrays import c_string, fnv1a32, pack_rows
 from cnnforge.targets.max7800x.c.build import build_and_run, compile_c
 from support.emit_c import build_batch, random_input, random_network
 from support.golden import check_files, folder_files

@@ -13,10 +13,10 @@ import numpy as np
 import pytest
 import torch
 
+from cnnforge.c_text import fnv1a32
 from cnnforge.ir import Network
 from cnnforge.sim import simulate
 from cnnforge.targets.max7800x.c import emit_c
-from cnnforge.targets.max7800x.c.arrays import fnv1a32
 from cnnforge.targets.max7800x.c.build import build_and_run
 
 VENDOR = [
