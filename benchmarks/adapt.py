@@ -78,14 +78,15 @@ def factory(name: str) -> str:
 def run_one(name: str, args: argparse.Namespace, work: Path) -> dict:
     """Train float, adapt; the row of the benchmark's table."""
     from cnnforge.adapt.run import adapt_model, preflight
+    from cnnforge.api.targets import device_for, get_target
     from cnnforge.errors import CnnforgeError
-    from cnnforge.pipeline.targets import device_for, target_of
     from cnnforge.training.loop import TrainConfig
     from cnnforge.training.run import DataSpec, train_model
 
     spec = f"{HERE}:{factory(name)}"
     start = time.monotonic()
-    target = target_of(device_for(DEVICES.get(name, args.device), "check"))
+    target = get_target(DEVICES.get(name, args.device))
+    device_for(target, "check")
     try:  # refusals before the float training they would waste
         preflight(globals()[factory(name)](), (3, args.size, args.size), target)
     except CnnforgeError as exc:

@@ -21,8 +21,8 @@ import torch
 from ptq_agreement import settle_batchnorm  # benchmarks/ is on sys.path when run as a script
 from simulate import best_of
 
+from cnnforge.api.targets import check_for
 from cnnforge.frontend.torch_fx import load_model, trace
-from cnnforge.pipeline.targets import check_for
 from cnnforge.quant.ptq import quantize_with_scales
 from cnnforge.sim import simulate
 from cnnforge.targets.hls.build import compile_cpp, find_ap_types

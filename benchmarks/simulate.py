@@ -44,9 +44,9 @@ def seed_unet() -> tuple[str, Network]:
 
 
 def _ptq(name: str, shape: tuple[int, ...]) -> Network:
+    from cnnforge.api.targets import get_target
     from cnnforge.frontend import load_network
     from cnnforge.pipeline.quantized import quantized_network
-    from cnnforge.pipeline.targets import get_target
     from cnnforge.samples import load_input_array
 
     calib = load_input_array(np.random.default_rng(0).integers(-128, 128, (4, *shape)))

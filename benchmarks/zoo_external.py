@@ -103,9 +103,9 @@ def hook_macs(model: nn.Module, shape: tuple[int, ...]) -> int:
 
 
 def _check(network: object, device: str) -> tuple[bool, str]:
-    from cnnforge.pipeline.targets import check_for, resolve_device
+    from cnnforge.api.targets import check_for, get_target
 
-    report = check_for(network, resolve_device(device))  # type: ignore[arg-type]
+    report = check_for(network, get_target(device).device)  # type: ignore[arg-type]
     if report.fits:
         return True, "fits"
     rules = Counter(v.rule for v in report.violations)

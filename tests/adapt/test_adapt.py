@@ -151,7 +151,7 @@ def _stop(record) -> None:
 def test_resume_continues_the_same_run(tmp_path: Path, capsys) -> None:
     """A run stopped after its first epoch, resumed, ends with the uninterrupted run's weights."""
     from cnnforge.adapt.run import adapt_model
-    from cnnforge.pipeline.targets import get_target
+    from cnnforge.api.targets import get_target
     from cnnforge.training.loop import TrainConfig
     from cnnforge.training.run import DataSpec
 
@@ -256,7 +256,7 @@ def test_kernel_stride_dilation_rows(layer: nn.Module, row: str, convs: int) -> 
     """Each such layer becomes 3x3 convs or an unpadded pool with the same output shape; none
     of these rows is exact, and the check then passes the layer."""
     from cnnforge.adapt.run import check_fits
-    from cnnforge.pipeline.targets import get_target
+    from cnnforge.api.targets import get_target
 
     model = nn.Sequential(nn.Conv2d(3, 3, 1), layer, nn.Conv2d(layer_out(layer), 4, 1)).eval()
     adapted, reps = replace_ops(model)
@@ -291,7 +291,7 @@ def test_depth_cut_removes_repeats_until_the_layers_fit() -> None:
     layer count passes; each cut is a replacement (row depth) and the rest still runs."""
     from cnnforge.adapt.depth import too_deep
     from cnnforge.adapt.run import check_fits, preflight
-    from cnnforge.pipeline.targets import get_target
+    from cnnforge.api.targets import get_target
     from support.adapt_models import Block, Deep
 
     target = get_target("MAX78000")

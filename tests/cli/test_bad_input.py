@@ -17,13 +17,13 @@ import yaml
 from cnnforge.cli import main
 from cnnforge.errors import ConfigError, InputError, plain_text
 from cnnforge.outputs import MANIFEST
-from cnnforge.pipeline.plan import plan_and_validate, write_outputs
 from cnnforge.sim import simulate
 from cnnforge.targets.max7800x.ai8x import read_ai8x
 from cnnforge.targets.max7800x.ai8x_checkpoint import load_checkpoint_dict
 from cnnforge.targets.max7800x.ai8x_yaml_writer import yaml_text
 from cnnforge.targets.max7800x.c import emit_c
 from cnnforge.targets.max7800x.c.build import build_and_run
+from cnnforge.targets.max7800x.plan_flow import plan_and_validate, write_outputs
 from support.paths import AI8X
 
 needs_ai8x = pytest.mark.skipif(not AI8X.is_dir(), reason="../shared/data/ai8x is not present")

@@ -346,12 +346,14 @@ def test_bad_checkpoints(ai8x_data, tmp_path):
 
 
 def test_network_for_cli_sources(ai8x_data):
+    from cnnforge.api.targets import get_target
     from cnnforge.errors import InputError
     from cnnforge.pipeline.sources import network_for_cli
 
+    max78000 = get_target("MAX78000")
     yaml_path, ckpt = pair(ai8x_data, "mnist")
-    assert network_for_cli("unet-voc", (3, 64, 64), None, None, device="MAX78000") is None
-    assert network_for_cli(None, None, yaml_path, ckpt, device="MAX78000").name == "ai85net5"
+    assert network_for_cli("unet-voc", (3, 64, 64), None, None, max78000) is None
+    assert network_for_cli(None, None, yaml_path, ckpt, max78000).name == "ai85net5"
     for args, message in [
         ((None, None, None, None), "no network given"),
         (("m", None, None, None), "MODEL needs --input-shape"),
@@ -359,7 +361,7 @@ def test_network_for_cli_sources(ai8x_data):
         (("m", None, yaml_path, ckpt), "not both"),
     ]:
         with pytest.raises(InputError, match=message):
-            network_for_cli(*args, device="MAX78000")
+            network_for_cli(*args, max78000)
 
 
 def test_in_sequences_by_name_and_input(tmp_path):

@@ -10,9 +10,9 @@ from hypothesis import strategies as st
 from cnnforge.errors import PlanError
 from cnnforge.ir import INPUT, EltwiseOp, Layer, Network
 from cnnforge.passes.check import check_report
-from cnnforge.pipeline.plan import plan_and_validate
 from cnnforge.quant.ptq import quantize_network
 from cnnforge.targets.max7800x.device import get_device
+from cnnforge.targets.max7800x.plan_flow import plan_and_validate
 from support.plan import POOL2, conv, passthrough, pick, upconv, with_weights
 from support.targets import rules_of
 

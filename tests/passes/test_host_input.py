@@ -170,7 +170,8 @@ def test_compile_run_simulate_apply_the_host_step(tmp_path, capsys: pytest.Captu
 def test_imagenet_normalization_keeps_the_input_in_range_and_tracks_eager(tmp_path):
     """(x - mean) / std reaches 2.6 on [0, 1] images: the host also divides by 2^2 (the first
     conv's weights carry 4), nothing is clamped and the known answer tracks the eager model."""
-    from cnnforge.pipeline import CompileOptions, compile_model
+    from cnnforge.api.targets import compile_model
+    from cnnforge.pipeline import CompileOptions
     from cnnforge.sim.agreement import output_scale
 
     x = np.random.default_rng(2).random((3, 16, 16)).astype(np.float32)

@@ -10,9 +10,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from torch import nn
 
+from cnnforge.api.targets import compile_model
 from cnnforge.frontend.torch_fx import trace
 from cnnforge.passes.check import check_report
-from cnnforge.pipeline import CompileOptions, compile_model
+from cnnforge.pipeline import CompileOptions
 from cnnforge.sim.float_eval import run_float
 from cnnforge.targets.max7800x.device import MAX78000
 from support.targets import rules_of

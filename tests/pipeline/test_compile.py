@@ -11,9 +11,11 @@ import numpy as np
 import pytest
 import torch
 
+from cnnforge.api.targets import compile_model
 from cnnforge.cli import main
 from cnnforge.errors import InputError
-from cnnforge.pipeline import STEPS, CompileOptions, compile_model
+from cnnforge.pipeline import CompileOptions
+from cnnforge.targets.max7800x.recipe import STEPS
 
 TINY = """
 import torch

@@ -5,7 +5,6 @@ targets/hls/device.py).
 - No module of a shared stage (analysis, frontend, passes, quant, sim) reads a field or method
   that only the MAX7800x record has; their ``device`` parameters name no MAX7800x record.
 - HLS's record has no MAX7800x field (no placeholders pretending to be a MAX part).
-- The reports' state protocols name fields that ``CompileState`` has.
 """
 
 from __future__ import annotations
@@ -17,10 +16,7 @@ from pathlib import Path
 
 import cnnforge
 from cnnforge.devices import Capabilities
-from cnnforge.pipeline.state import CompileState
 from cnnforge.targets.hls.device import HlsTarget
-from cnnforge.targets.hls.report import HlsCompiled
-from cnnforge.targets.max7800x.compile_report import CompiledState
 from cnnforge.targets.max7800x.device import Max7800xDevice
 
 PACKAGE = Path(cnnforge.__file__).parent
@@ -98,14 +94,6 @@ def test_hls_record_has_no_max7800x_fields() -> None:
     assert issubclass(HlsTarget, Capabilities) and not issubclass(HlsTarget, Max7800xDevice)
     extra = {f.name for f in dataclasses.fields(HlsTarget)} & _max_only()
     assert not extra, f"HLS's record carries MAX7800x fields: {sorted(extra)}"
-
-
-def test_report_states_are_compile_states() -> None:
-    fields = {f.name for f in dataclasses.fields(CompileState)}
-    for protocol in (CompiledState, HlsCompiled):
-        wanted = {n for k in protocol.__mro__ if k is not object for n in vars(k)}
-        wanted = {n for n in wanted if not n.startswith("_")}
-        assert wanted and wanted <= fields, (protocol.__name__, sorted(wanted - fields))
 
 
 def test_part_names_are_written_once_in_the_device_table() -> None:

@@ -15,7 +15,8 @@ from pathlib import Path
 
 import numpy as np
 
-from cnnforge.pipeline import CompileOptions, compile_model
+from cnnforge.api.targets import compile_model
+from cnnforge.pipeline import CompileOptions
 from cnnforge.targets.max7800x.firmware.firmware import Firmware, build_firmware
 
 from .firmware import own_sample, pair_firmware
@@ -64,7 +65,7 @@ def compiled(case: Case) -> tuple[Firmware, Path]:
                              input_shape=case.shape, report=False, firmware=True,
                              fifo="--fifo" in case.flags)  # fmt: skip
     state = compile_model(options)
-    fw = build_firmware(state.network, state.plan, state.sample, state.answer)
+    fw = build_firmware(state.network, state.target_state.plan, state.sample, state.answer)
     return fw, folder / "out"
 
 

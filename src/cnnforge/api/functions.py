@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from cnnforge.devices import Capabilities
     from cnnforge.frontend.loading import ModelSpec
     from cnnforge.ir import Network
+    from cnnforge.pipeline.targets import Target
     from cnnforge.targets.max7800x.firmware.options import FirmwareOptions
     from cnnforge.training.evaluate import Evaluation
     from cnnforge.training.loop import EpochRecord
@@ -74,12 +75,12 @@ def check(
     >>> r = cnnforge.check(model, "MAX78000", (3, 32, 32))
     >>> r.fits, [v.rule for v in r.violations]
     """
-    from cnnforge.pipeline.targets import check_for
+    from cnnforge.api.targets import check_for
 
-    dev = _device(device, "check")
+    target = _target(device, "check")
     vendor = (ai8x_yaml, ai8x_checkpoint)
-    network = _network(model, input_shape, model_args, checkpoint, vendor, dev)
-    return CheckResult(check_for(network, dev, weight_bits))
+    network = _network(model, input_shape, model_args, checkpoint, vendor, target)
+    return CheckResult(check_for(network, target, weight_bits))
 
 
 def quantize(
@@ -103,9 +104,8 @@ def quantize(
     """
     from cnnforge.pipeline.quantized import quantized_from_source
     from cnnforge.pipeline.sources import model_source, read_calibration
-    from cnnforge.pipeline.targets import target_of
-
-    dev = _device(device, "quantize")
+    target = _target(device, "quantize")
+    dev = target.device
     path = None if output is None else Path(output)
     if path is not None and path.exists() and not overwrite:  # refused before any work
         raise InputError(f"{path} already exists", hint="pass --overwrite or choose another -o")
@@ -119,7 +119,7 @@ def quantize(
         dict(model_args or {}),
         dev,
         weight_bits,
-        rules=target_of(dev).rules,
+        rules=target.rules,
         clip=clip,
         calibration=read_calibration(array_of(calibration), shape) if shape else None,
     )
@@ -149,15 +149,14 @@ def plan(
     """Processors, data-memory offsets, kernel map (``cnnforge plan``); returns the
     ``PlanResult`` (``.network``, ``.plan``, ``.metrics``); with ``output_dir`` also writes the
     vendor YAML + checkpoint, plan.json and the memory maps there."""
-    from cnnforge.pipeline import plan as pipeline_plan
-    from cnnforge.pipeline.targets import get_target
+    from cnnforge.pipeline.state import PlanRequest
 
-    dev = _device(device, "plan")
-    target = get_target(dev.name)
+    target = _target(device, "plan")
+    dev = target.device
     if target.plans != "place" or target.planner is None or target.write is None:
         raise InputError(f"device {dev.name} has no plan", hint="compile it with cnnforge.compile")
     shape = _shape(model, input_shape)
-    request = pipeline_plan.PlanRequest(
+    request = PlanRequest(
         model=model,
         input_shape=shape,
         model_args=dict(model_args or {}),
@@ -213,15 +212,17 @@ def compile(  # the command's name: cnnforge.compile(...) in a script
     >>> (c.simulate(x) == cnnforge.simulate(c.output_dir / "network.pth", x)).all()
     True
     """
-    from cnnforge.pipeline import CompileOptions, compile_model
+    from cnnforge.api.targets import get_target
+    from cnnforge.pipeline import CompileOptions, run_recipe
     from cnnforge.targets.max7800x.firmware.options import FirmwareOptions
 
+    target = get_target(device)  # resolved once: the recipe refuses a target without one
     if output_dir is None:
         output_dir = Path(tempfile.mkdtemp(prefix="cnnforge-compile-")) / "out"
     options = CompileOptions(
         output=Path(output_dir),
         model=model,  # type: ignore[arg-type]  # the steps take a model object as a spec too
-        device=device if isinstance(device, str) else device.name,
+        device=target.name,
         checkpoint=None if checkpoint is None else Path(checkpoint),
         ptq=ptq,
         sample=array_of(sample),
@@ -243,9 +244,9 @@ def compile(  # the command's name: cnnforge.compile(...) in a script
         max_verify=max_verify,
     )
     if on_step is not None:
-        return Compiled(compile_model(options, on_step), Path(output_dir))
+        return Compiled(run_recipe(target, options, on_step), Path(output_dir))
     with _progress(progress, "compile") as show:
-        state = compile_model(options, show)
+        state = run_recipe(target, options, show)
     return Compiled(state, Path(output_dir))
 
 
@@ -380,9 +381,17 @@ def train(
 
 
 def _device(device: str | Capabilities, command: str) -> Capabilities:
-    from cnnforge.pipeline.targets import device_for
+    return _target(device, command).device
 
-    return device_for(device, command)
+
+def _target(device: str | Capabilities, command: str) -> Target:
+    """The resolved record of ``device`` (the one resolution: api.targets), one with hardware
+    layers (``command`` names what refuses a budget target)."""
+    from cnnforge.api.targets import device_for, get_target
+
+    target = get_target(device)
+    device_for(target, command)
+    return target
 
 
 def _shape(model: Any, input_shape: Sequence[int] | None) -> tuple[int, ...] | None:
@@ -404,22 +413,23 @@ def _network(
     model_args: Mapping[str, Any] | None,
     checkpoint: str | Path | None,
     vendor: tuple[str | Path | None, str | Path | None],
-    device: Capabilities | None,
+    target: Target | None,
 ) -> Network:
     """The model-level float Network of any model reference (checked against eager; a model
-    wider than ``device`` allows is refused before it is traced; None: analysis, no device), or
-    a vendor pair's network."""
+    wider than ``target``'s device allows is refused before it is traced; None: analysis, no
+    device), or a vendor pair's network (read by the target, by default the default one's)."""
     from cnnforge.frontend import load_network
     from cnnforge.pipeline.sources import load_limits, network_for_cli
 
     if vendor != (None, None) or model is None:
         shape = None if input_shape is None else tuple(int(n) for n in input_shape)
-        dev = device or _device(DEFAULT_DEVICE, "analyze")
-        network = network_for_cli(model, shape, vendor[0], vendor[1], device=dev)
+        reader = target or _target(DEFAULT_DEVICE, "analyze")
+        network = network_for_cli(model, shape, vendor[0], vendor[1], reader)
         if network is not None:
             return network
     ckpt = None if checkpoint is None else Path(checkpoint)
     shape = _shape(model, input_shape)
+    device = None if target is None else target.device
     return load_network(model, shape, dict(model_args or {}), ckpt, **load_limits(device))
 
 

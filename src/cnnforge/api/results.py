@@ -153,8 +153,9 @@ class Compiled:
 
     @property
     def plan(self) -> Any:
-        """The target's plan (processors and memories on the MAX7800x)."""
-        return self.state.plan
+        """The target's plan (processors and memories on the MAX7800x, buffers on HLS)."""
+        own = self.state.target_state
+        return None if own is None else own.plan
 
     @property
     def device(self) -> Capabilities:

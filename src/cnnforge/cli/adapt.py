@@ -44,11 +44,12 @@ def adapt(
     """Replace the ops DEVICE lacks (docs/adapt.md), narrow to fit, distill from the original,
     write OUT/adapted.py, adapted.pth, adapt.json, and print the cost table."""
     from cnnforge.adapt.run import adapt_model
-    from cnnforge.pipeline.targets import device_for, target_of
+    from cnnforge.api.targets import device_for, get_target
     from cnnforge.training.loop import TrainConfig
     from cnnforge.training.run import DataSpec
 
-    target = target_of(device_for(device, "check"))
+    target = get_target(device)
+    device_for(target, "check")
     _check_width(width)
     spec = DataSpec(dataset, data, size, train_length, val_length, seed)
     config = TrainConfig(epochs=epochs, batch_size=batch_size, lr=lr, seed=seed)

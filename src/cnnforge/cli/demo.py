@@ -21,8 +21,8 @@ def demo(
     run_c: bool = typer.Option(True, "--run/--no-run", help="Build and run the C self-test."),
 ) -> None:
     """Offline end-to-end demo: float vs QAT-eval vs bit-exact mIoU, compile, C self-test."""
+    from cnnforge.api.demo import run_demo
     from cnnforge.cli.evaluate import agreement_line, evaluation_table
-    from cnnforge.pipeline.demo import run_demo
     from cnnforge.training.demo import quick_train
 
     with tempfile.TemporaryDirectory() as tmp:

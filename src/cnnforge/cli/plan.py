@@ -27,8 +27,9 @@ from cnnforge.targets.max7800x.device import DEFAULT_DEVICE, DEVICE_NAMES
 
 if TYPE_CHECKING:
     from cnnforge.devices import Capabilities
-    from cnnforge.pipeline.plan import PlanRequest, PlanResult
+    from cnnforge.pipeline.state import PlanRequest
     from cnnforge.pipeline.targets import Target
+    from cnnforge.targets.max7800x.plan_flow import PlanResult
 
 
 @app.command("plan")
@@ -83,8 +84,8 @@ def plan(
     ),
 ) -> None:
     """Plan processors, data memory, kernels and bias; validate; write YAML + checkpoint + plan."""
-    from cnnforge.pipeline import plan as pipeline_plan
-    from cnnforge.pipeline.targets import get_target
+    from cnnforge.api.targets import get_target
+    from cnnforge.pipeline.state import PlanRequest
 
     target = get_target(device)
     if target.plans == "budget":  # the record says: planned on the float model, as budget
@@ -93,7 +94,7 @@ def plan(
                      checkpoint, output, overwrite)  # fmt: skip
         return
     _check_plannable(target, validate_only, output, overwrite)
-    request = pipeline_plan.PlanRequest(
+    request = PlanRequest(
         model=model,
         input_shape=model_input_shape(model, input_shape),
         model_args=parse_model_args(model_arg),
@@ -107,7 +108,7 @@ def plan(
         validate_only=validate_only,
         in_place=not no_in_place,
     )
-    _plan_and_write(target, target.resolve(device), request, output, overwrite)
+    _plan_and_write(target, target.device, request, output, overwrite)
 
 
 def _check_plannable(

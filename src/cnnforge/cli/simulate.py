@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     import numpy as np
 
     from cnnforge.ir import Network
+    from cnnforge.pipeline.targets import Target
 
 
 def resolve_network(
@@ -40,14 +41,14 @@ def resolve_network(
     network_path: Path | None,
     *,
     model_args: dict[str, object],
-    device: str,
+    target: Target,
     weight_bits: int | dict[str, int],
     clip: str,
 ) -> Network:
     """The quantized network to simulate, from exactly one source (see the module docstring)."""
+    from cnnforge.api.targets import device_for
     from cnnforge.pipeline.quantized import quantized_checkpoint, quantized_from_source
     from cnnforge.pipeline.sources import model_source
-    from cnnforge.pipeline.targets import device_for, target_of
 
     source = model_source(
         model, checkpoint, network_path, hint="give MODEL [--checkpoint], or --network q.pth"
@@ -64,10 +65,9 @@ def resolve_network(
             Note,
             stacklevel=1,
         )
-    dev = device_for(device, "simulate")
-    rules = target_of(dev).rules
+    dev = device_for(target, "simulate")
     return quantized_from_source(
-        source, input_shape, model_args, dev, weight_bits, rules=rules, clip=clip
+        source, input_shape, model_args, dev, weight_bits, rules=target.rules, clip=clip
     ).network
 
 
@@ -125,8 +125,8 @@ def simulate(
 ) -> None:
     """Simulate bit-exactly; write the output (and every layer's output with --layers)."""
     from cnnforge.api.running import run_network_full
-    from cnnforge.pipeline.sources import VENDOR, model_source, vendor_network
-    from cnnforge.pipeline.targets import device_for
+    from cnnforge.api.targets import device_for, get_target
+    from cnnforge.pipeline.sources import VENDOR, model_source, pair_network
 
     if firmware is not None:
         simulate_firmware(firmware, input_path, output, device, overwrite)
@@ -137,15 +137,16 @@ def simulate(
     data = read_input_array(input_path)
     shape = parse_shape(input_shape) if input_shape else _shape_from_data(data)
     source = model_source(model, checkpoint, network_path, ai8x_yaml, ai8x_checkpoint)
-    dev = device_for(device, "simulate")
-    network = vendor_network(source, shape, dev) if source.kind == VENDOR else None
+    target = get_target(device)
+    dev = device_for(target, "simulate")
+    network = pair_network(source, shape, target) if source.kind == VENDOR else None
     network = network or resolve_network(
         model,
         shape if model else None,
         checkpoint,
         network_path,
         model_args=parse_model_args(model_arg),
-        device=device,
+        target=target,
         weight_bits=parse_bits_option(weight_bits),
         clip=clip,
     )

@@ -20,12 +20,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from cnnforge.api.targets import get_target
 from cnnforge.arithmetic import accumulator_bits
 from cnnforge.devices import Capabilities
 from cnnforge.errors import DeviceLimitError
 from cnnforge.geometry import live_intervals
 from cnnforge.ir import Op
-from cnnforge.pipeline.targets import resolve_device
 from cnnforge.sim import simulate
 from cnnforge.targets.hls.buffer_plan import PINGPONG, plan_hls
 from cnnforge.targets.hls.build import find_ap_types
@@ -50,7 +50,7 @@ def _answer(net, x) -> dict[str, np.ndarray]:
 
 
 def test_the_target_is_data() -> None:
-    hls = resolve_device("hls")
+    hls = get_target("hls").device
     assert hls is HLS and isinstance(hls, Capabilities)
     assert not isinstance(hls, Max7800xDevice)  # no MAX7800x memories pretended
     assert (hls.default_weight_bits, hls.activation_bits) == (5, 8)

@@ -147,9 +147,9 @@ def test_model_level_against_fused_layers(tmp_path, capsys) -> None:
 def test_simulate_layers_keep_the_network_order_for_diff(tmp_path, capsys) -> None:
     """``simulate --layers`` writes the layers in network order (order.txt); ``diff`` of two such
     sets names the network's first diverging layer, not the alphabetically first (issue 31)."""
+    from cnnforge.api.targets import device_for
     from cnnforge.checkpoint import save_quantized
     from cnnforge.passes.check import check_network
-    from cnnforge.pipeline.targets import device_for
     from support.targets import rules_of
 
     dev = device_for("MAX78000", "simulate")

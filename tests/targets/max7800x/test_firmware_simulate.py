@@ -17,8 +17,9 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
 
+from cnnforge.api.targets import compile_model
 from cnnforge.errors import PlanError
-from cnnforge.pipeline import CompileOptions, compile_model
+from cnnforge.pipeline import CompileOptions
 from cnnforge.quant.ptq import quantize_network
 from cnnforge.sim import simulate
 from cnnforge.targets.max7800x.device import get_device

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -29,6 +29,9 @@ from cnnforge.targets.max7800x.ai8x_rules import check_streaming, duplicate_copy
 from cnnforge.targets.max7800x.ai8x_yaml import YamlConfig, YamlLayer, read_yaml_config
 from cnnforge.targets.max7800x.device import Max7800xDevice, get_device
 from cnnforge.targets.max7800x.placement import Placement, Plan
+
+if TYPE_CHECKING:
+    from cnnforge.pipeline.sources import ModelSource
 
 
 @dataclass(frozen=True)
@@ -55,6 +58,13 @@ def load_ai8x(
     """The vendor pair as ``(Network, Plan)``; options as for ``read_ai8x``."""
     model = read_ai8x(yaml_path, checkpoint_path, input_shape, device=device, **options)
     return model.network, model.plan
+
+
+def pair_network(
+    source: ModelSource, input_shape: tuple[int, ...] | None, device: Max7800xDevice
+) -> Network:
+    """The network of a vendor-pair source (its ``Target.read_pair``; the plan is not needed)."""
+    return load_ai8x(source.ai8x_yaml, source.ai8x_checkpoint, input_shape, device=device)[0]
 
 
 def read_ai8x(

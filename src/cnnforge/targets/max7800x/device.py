@@ -211,7 +211,7 @@ def as_max7800x(device: Capabilities) -> Max7800xDevice:
 
 def get_device(name: str | Max7800xDevice) -> Max7800xDevice:
     """The MAX7800x device called ``name`` (case-insensitive; a record is returned as is).
-    Every target, the FPGA and generic ones included: ``pipeline.targets.resolve_device``."""
+    Every target, the FPGA and generic ones included: ``api.targets.get_target``."""
     if isinstance(name, Max7800xDevice):
         return name
     for device in DEVICES:

@@ -1,6 +1,7 @@
-"""The ``cnnforge plan`` sequence for the MAX7800x: get the quantized network (the one way,
-pipeline.quantized), plan, validate, write the vendor pair (network.yaml + checkpoint), a sample
-input and the readable plan. Imported vendor pairs are re-planned or only validated.
+"""The ``cnnforge plan`` sequence of the MAX7800x (its entry's ``planner`` and ``write``): get
+the quantized network (the one way, pipeline.quantized), plan, validate, write the vendor pair
+(network.yaml + checkpoint), a sample input and the readable plan. Imported vendor pairs are
+re-planned or only validated.
 
 The output directory appears whole or not at all (cnnforge.outputs.atomic_output_dir).
 """
@@ -8,10 +9,8 @@ The output directory appears whole or not at all (cnnforge.outputs.atomic_output
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
@@ -27,6 +26,7 @@ from cnnforge.pipeline.sources import (
     read_calibration,
     read_sample,
 )
+from cnnforge.pipeline.state import PlanRequest
 from cnnforge.targets.max7800x.device import Max7800xDevice, as_max7800x
 from cnnforge.targets.max7800x.metrics import PlanMetrics, plan_metrics
 from cnnforge.targets.max7800x.placement import Plan
@@ -48,24 +48,6 @@ class PlanResult:
     issues: tuple[Issue, ...] = ()
     files: tuple[str, ...] = field(default=())
     sample: np.ndarray | None = None  # the --sample, written instead of a seeded random one
-
-
-@dataclass(frozen=True)
-class PlanRequest:
-    """What ``cnnforge plan`` was asked to plan (see the CLI's help for each option)."""
-
-    model: str | None = None
-    input_shape: tuple[int, ...] | None = None
-    model_args: Mapping[str, Any] = field(default_factory=dict)
-    checkpoint: Path | None = None
-    weight_bits: int | str | Mapping[str, int] | None = None
-    sample: Path | np.ndarray | None = None  # calibrates PTQ as compile's --sample does
-    calibration: Path | np.ndarray | None = None  # as compile's --calibration
-    ai8x_yaml: Path | None = None
-    ai8x_checkpoint: Path | None = None
-    allow_overlap: bool = False
-    validate_only: bool = False
-    in_place: bool = True
 
 
 def plan_request(request: PlanRequest, device: Capabilities) -> PlanResult:
