@@ -56,6 +56,25 @@ if TYPE_CHECKING:
 STORE = Path(__file__).resolve().parents[1] / "tests" / "data" / "firmware_state"
 
 
+def own_pair(
+    model: str, device: str, shape: tuple[int, ...], flags: tuple[str, ...], folder: Path
+) -> tuple[str, str]:
+    """compile ``model`` with --ptq --firmware into folder/ours, then the vendor tool on the
+    YAML + checkpoint it wrote (with ``flags``) into folder/vendor/net: (error, vendor note)."""
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True)
+    sample = folder / "sample.npy"
+    np.save(sample, own_sample(shape))
+    argv = [sys.executable, "-m", "cnnforge", "compile", model, "--ptq", "--device", device]
+    argv += ["--sample", str(sample), "-o", str(folder / "ours"), "--no-report", "--firmware"]
+    proc = subprocess.run(argv, capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        return f"compile failed: {proc.stderr.strip()[-120:]}", ""
+    demo = Demo(device, model, folder / "ours" / "ai8x" / f"{model}.yaml",
+                folder / "ours" / "ai8x" / f"{model}-q.pth.tar", sample, flags)  # fmt: skip
+    return "", run_vendor(demo, folder / "vendor", False)[2]
+
+
 def own_plans(keep: Path, capture: bool, models: list[str] | None = None) -> int:
     """compile each model (of ``models``, default all) with --ptq --firmware, run the vendor tool
     on the YAML + checkpoint it wrote (with the flags its header names), compare the two
@@ -65,21 +84,12 @@ def own_plans(keep: Path, capture: bool, models: list[str] | None = None) -> int
         if models and model not in models:
             continue
         folder = keep / "own" / model
-        shutil.rmtree(folder, ignore_errors=True)
-        folder.mkdir(parents=True)
-        sample = folder / "sample.npy"
-        np.save(sample, own_sample(shape))
-        argv = [sys.executable, "-m", "cnnforge", "compile", model, "--ptq", "--device", device]
-        argv += ["--sample", str(sample), "-o", str(folder / "ours"), "--no-report", "--firmware"]
-        proc = subprocess.run(argv, capture_output=True, text=True, check=False)
+        error, note = own_pair(model, device, shape, flags, folder)
         head = f"{device:9} {'own ' + model:30}"
-        if proc.returncode != 0:
-            print(f"{head} compile failed: {proc.stderr.strip()[-120:]}")
+        if error:
+            print(f"{head} {error}")
             bad += 1
             continue
-        demo = Demo(device, model, folder / "ours" / "ai8x" / f"{model}.yaml",
-                    folder / "ours" / "ai8x" / f"{model}-q.pth.tar", sample, flags)  # fmt: skip
-        _, _, note = run_vendor(demo, folder / "vendor", False)
         vendor = run_setup(folder / "vendor" / "net", device)
         ours = run_setup(folder / "ours" / "firmware", device)
         diffs = ours.differences(vendor, limit=1)

@@ -112,9 +112,12 @@ def test_width_keeps_inputs_outputs_and_concatenations(multiplier: float) -> Non
 
 
 def test_adapt_end_to_end_compiles_and_passes(tmp_path: Path, capsys) -> None:
+    """With a data-loading worker; the first line says where it trains (no GPU here)."""
     out = tmp_path / "out"
-    code, stdout, _ = run_cli(["adapt", f"{MODELS}:TinyNormUNet", "-o", str(out), *TINY], capsys)
+    args = ["adapt", f"{MODELS}:TinyNormUNet", "-o", str(out), *TINY, "--workers", "1"]
+    code, stdout, _ = run_cli(args, capsys)
     assert code == 0, stdout
+    assert stdout.splitlines()[0] == f"adapting on the CPU, {torch.get_num_threads()} threads"
     for row in ("original float", "adapted float", "QAT-eval", "bit-exact"):
         assert row in stdout
     doc = json.loads((out / "adapt.json").read_text())
@@ -128,6 +131,7 @@ def test_adapt_end_to_end_compiles_and_passes(tmp_path: Path, capsys) -> None:
     code, stdout, _ = run_cli(args, capsys)
     bit_exact = 100 * doc["scores"]["bit-exact"]["miou"]
     assert code == 0 and f"{bit_exact:.2f}" in stdout  # the same images, the same score
+    assert stdout.startswith("evaluating on the CPU")
 
 
 def compiles_and_passes(out: Path, build: Path, capsys) -> None:
@@ -187,6 +191,17 @@ def test_bad_input_run_exists(tmp_path: Path, capsys) -> None:
     (tmp_path / "run").mkdir()
     line = _bad([f"{MODELS}:TinyNormUNet", "-o", str(tmp_path)], capsys)
     assert "--resume" in line and "--overwrite" in line
+
+
+@pytest.mark.parametrize(
+    ("flags", "needle"),
+    [(["--gpus", "7"], "no CUDA device 7"), (["--cpu", "--gpus", "0"], "--cpu and --gpus"),
+     (["--workers", "-2"], "--workers -2")],
+)  # fmt: skip
+def test_bad_input_compute_device(flags: list[str], needle: str, tmp_path: Path, capsys) -> None:
+    line = _bad([f"{MODELS}:TinyNormUNet", "-o", str(tmp_path / "a"), *flags], capsys)
+    assert needle in line
+    assert not (tmp_path / "a").exists()
 
 
 @pytest.mark.parametrize("width", ["abc", "0", "1.5"])

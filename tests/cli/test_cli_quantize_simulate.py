@@ -122,6 +122,11 @@ def test_simulate_single_image_and_model_source(
     )
     assert code == 0, err
     np.testing.assert_array_equal(np.load(y1), np.load(y2))
+    y3 = tmp_path / "y3.npy"  # --cpu: the CPU even where a GPU is present, the same numbers
+    argv = ["simulate", "--network", str(quantized), "--input", str(xin), "--output", str(y3)]
+    code, _, err = run([*argv, "--cpu"], capsys)
+    assert code == 0, err
+    np.testing.assert_array_equal(np.load(y3), np.load(y2))
 
 
 @pytest.mark.parametrize(

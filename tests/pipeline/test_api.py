@@ -100,6 +100,11 @@ def test_compile_simulate_equals_the_cli_on_the_written_files(
     assert code == 0, err
     assert np.array_equal(c.simulate(x), np.load(tmp_path / "y.npy"))
     assert np.array_equal(c.simulate(torch.from_numpy(x)), cnnforge.simulate(c, x))
+    assert np.array_equal(cnnforge.simulate(c, x, cpu=True), cnnforge.simulate(c, x))
+    cnnforge.compile(_model(), input_shape=SHAPE, ptq=True, sample=x, cpu=True,
+                     output_dir=tmp_path / "cpu", report=False)  # fmt: skip
+    known = [np.load(d / "sample_output.npz") for d in (tmp_path / "out", tmp_path / "cpu")]
+    assert all(np.array_equal(known[0][k], known[1][k]) for k in known[0].files)
     assert "<table>" in c._repr_html_()
 
 

@@ -114,7 +114,8 @@ def test_part_names_are_written_once_in_the_device_table() -> None:
 
 def test_no_device_parameter_defaults_to_none() -> None:
     """Below the CLI a device is a required argument (None, where a stage has a device-neutral
-    behaviour, is passed on purpose, never defaulted)."""
+    behaviour, is passed on purpose, never defaulted). A ``torch.device`` (where the work runs,
+    cnnforge.compute) is another thing: None there means "choose one"."""
     found = []
     for path in sorted(PACKAGE.rglob("*.py")):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
@@ -126,6 +127,8 @@ def test_no_device_parameter_defaults_to_none() -> None:
             pairs += [(k, d) for k, d in zip(a.kwonlyargs, a.kw_defaults, strict=True) if d]
             for arg, default in pairs:
                 none = isinstance(default, ast.Constant) and default.value is None
-                if arg.arg in {"device", "dev"} and none:
+                kind = "" if arg.annotation is None else ast.unparse(arg.annotation)
+                compute = "torch.device" in kind
+                if arg.arg in {"device", "dev"} and none and not compute:
                     found.append(f"{path.relative_to(PACKAGE)}:{node.lineno} {node.name}")
     assert not found, found

@@ -342,7 +342,7 @@ def test_piped_help_is_unwrapped():
         assert r.returncode == 0, r.stderr
         assert "╭" not in r.stdout  # plain text, not panels drawn to a width
     budget_help = cnnforge("budget", "--help").stdout
-    assert any("macs_per_cycle=1024,ddr_bytes_per_cycle=64,inplace=1]" in x
+    assert any("macs_per_cycle=1024,ddr_bytes_per_cycle=64,inplace=1,halo=keep|recompute]" in x
                for x in budget_help.splitlines())  # fmt: skip
 
 

@@ -122,6 +122,17 @@ def pair_firmware(
     return build_firmware(model.network, model.plan, x, outputs, options)
 
 
+def demo_pair_args(name: str, tmp_path: Path) -> list[str]:
+    """``compile --ai8x-yaml Y --ai8x-checkpoint C --sample x.npy`` of a demo golden (its sample
+    saved in ``tmp_path``)."""
+    data = np.load(GOLDEN / "known" / f"{name}.npz")
+    meta = json.loads(str(data["meta"]))
+    np.save(tmp_path / "x.npy", data["input"])
+    args = ["compile", "--ai8x-yaml", str(GOLDEN / "networks" / meta["yaml"])]
+    args += ["--ai8x-checkpoint", str(GOLDEN / "trained" / meta["trimmed"])]
+    return [*args, "--sample", str(tmp_path / "x.npy")]
+
+
 def variant_firmware(variant: str) -> Firmware:
     """cnnforge's firmware for a FIFO_VARIANTS entry (the demo with --fifo added)."""
     demo, streamed = FIFO_VARIANTS[variant]

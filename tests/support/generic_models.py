@@ -109,7 +109,7 @@ class Inception(nn.Module):
 
 
 class GoogLeNetV1(nn.Module):
-    def __init__(self, num_classes: int = 1000) -> None:
+    def __init__(self, num_classes: int = 1000, avgpool: int = 7) -> None:
         super().__init__()
         self.conv1 = _conv_relu(3, 64, 7, stride=2)
         self.pool1 = nn.MaxPool2d(3, 2, padding=1)
@@ -127,7 +127,7 @@ class GoogLeNetV1(nn.Module):
         self.pool4 = nn.MaxPool2d(3, 2, padding=1)
         self.inception5a = Inception(832, 256, 160, 320, 32, 128, 128)
         self.inception5b = Inception(832, 384, 192, 384, 48, 128, 128)
-        self.avgpool = nn.AvgPool2d(7)
+        self.avgpool = nn.AvgPool2d(avgpool)  # 7 at 224x224 (smaller inputs: smaller)
         self.dropout = nn.Dropout(0.4)
         self.fc = nn.Linear(1024, num_classes)
 

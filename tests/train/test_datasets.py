@@ -5,19 +5,24 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from PIL import Image
 
 from cnnforge.errors import InputError
 from cnnforge.training.datasets import (
     SHAPES_CLASSES,
     VOID,
+    ShapesConfig,
     ShapesDataset,
     fold,
     make_dataset,
+    render_shapes,
     to_hardware_range,
     unfold,
     voc_dataset,
 )
+from support import shapes_reference
 
 
 def _palette() -> list[int]:
@@ -133,3 +138,25 @@ def test_fold_unfold_round_trip():
     y = fold(x, 4)
     assert y.shape == (1, 48, 2, 2)
     assert torch.equal(unfold(y, 4), x)
+
+
+@settings(max_examples=120)
+@given(st.integers(0, 2**31), st.integers(0, 3_000_000), st.integers(1, 120))
+def test_fast_shapes_equal_the_first_renderer(seed: int, index: int, size: int):
+    """Bit for bit: the float image and the mask of the vectorised renderer are the first
+    renderer's (tests/support/shapes_reference.py), and so are the hardware-range integers."""
+    config = ShapesConfig(size=size, seed=seed)
+    image, mask = render_shapes(index, config)
+    want_image, want_mask = shapes_reference.render_shapes(index, config)
+    assert np.array_equal(image, want_image) and np.array_equal(mask, want_mask)
+    want_x = np.clip(np.round((want_image - 0.5) * 256.0), -128, 127).transpose(2, 0, 1)
+    assert np.array_equal(to_hardware_range(image).numpy(), want_x)
+
+
+@pytest.mark.parametrize("index", [0, 1, 2, 1_000_003])
+def test_fast_shapes_equal_the_first_renderer_at_352(index: int):
+    """The end-to-end benchmark's size (unet-large folded from 3x352x352)."""
+    config = ShapesConfig(size=352)
+    image, mask = render_shapes(index, config)
+    want_image, want_mask = shapes_reference.render_shapes(index, config)
+    assert np.array_equal(image, want_image) and np.array_equal(mask, want_mask)

@@ -5,9 +5,9 @@ from __future__ import annotations
 import subprocess
 import sys
 
-import numpy as np
 import pytest
-from PIL import Image
+
+from support.folders import folder_with_a_corrupt_image
 
 
 def _cnnforge(*args: str, cwd=None) -> subprocess.CompletedProcess:
@@ -46,16 +46,12 @@ def test_wrong_voc_layout_and_class_mismatch(tmp_path):
 
 
 @pytest.mark.slow
-def test_corrupt_image_names_the_file(tmp_path):
-    root = tmp_path / "data"
-    (root / "images").mkdir(parents=True)
-    (root / "masks").mkdir()
-    for name in ("a", "b"):
-        Image.fromarray(np.zeros((16, 16), np.uint8), mode="L").save(root / "masks" / f"{name}.png")
-    Image.fromarray(np.zeros((16, 16, 3), np.uint8)).save(root / "images" / "a.png")
-    (root / "images" / "b.png").write_bytes(b"\x89PNG broken")
+@pytest.mark.parametrize("workers", ["0", "1"])
+def test_corrupt_image_names_the_file(tmp_path, workers):
+    """Read in the main process or in a data-loading worker: the same one line."""
+    root = folder_with_a_corrupt_image(tmp_path / "data", 16)
     r = _cnnforge("train", *TINY, "--dataset", "folder", "--data", str(root),
-                  "-o", str(tmp_path / "out"))  # fmt: skip
+                  "-o", str(tmp_path / "out"), "--workers", workers)  # fmt: skip
     _assert_one_line_error(r, "b.png")
 
 

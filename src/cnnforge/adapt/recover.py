@@ -13,8 +13,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.utils.data import DataLoader, Dataset
 
-from cnnforge.training.datasets import VOID
-from cnnforge.training.loop import Trainer, _loader, model_inputs, model_logits
+from cnnforge.training.loop import Trainer, model_inputs, model_logits, segmentation_loss
 
 TEMPERATURE = 2.0
 KD_WEIGHT = 0.5
@@ -29,6 +28,7 @@ def measure_batchnorm(
     norms = [model.get_submodule(p) for p in paths]
     if not norms:
         return
+    device = next(model.parameters()).device
     for bn in norms:
         bn.reset_running_stats()
         bn.momentum = None
@@ -39,7 +39,7 @@ def measure_batchnorm(
         for i, (x, _) in enumerate(DataLoader(dataset, batch_size=batch_size, shuffle=False)):
             if i >= batches:
                 break
-            model(x.to(torch.float32) / 128.0)
+            model(x.to(device, torch.float32) / 128.0)
     for bn in norms:
         bn.momentum = 0.1
     model.eval()
@@ -49,7 +49,7 @@ def mirrored(x: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.T
     """Half the batch mirrored left-right (images and masks; drawn from torch's seeded
     generator, so a resumed epoch draws the same): the teacher labels the mirrored images too,
     which keeps the student from fitting the few training images."""
-    flip = torch.rand(x.shape[0]) < 0.5
+    flip = (torch.rand(x.shape[0]) < 0.5).to(x.device)  # drawn on the CPU, on every device
     x = torch.where(flip.view(-1, *[1] * (x.dim() - 1)), x.flip(-1), x)
     mask = torch.where(flip.view(-1, *[1] * (mask.dim() - 1)), mask.flip(-1), mask)
     return x, mask
@@ -64,7 +64,7 @@ class DistillTrainer(Trainer):
         self, *args, teacher: nn.Module, features: dict[str, tuple[int, ...]] | None = None, **kw
     ) -> None:
         super().__init__(*args, **kw)
-        self.teacher = teacher.eval()
+        self.teacher = teacher.eval().to(self.device)
         self.features = features or {}
 
     def _feature_loss(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -94,26 +94,27 @@ class DistillTrainer(Trainer):
         return soft, logits, term / max(len(self.features), 1)
 
     def _train_epoch(self, epoch: int) -> float:
-        torch.manual_seed(self.config.seed + epoch)
+        torch.manual_seed(self.config.seed + epoch)  # seeds every CUDA generator too
         self.model.train()
-        ce = nn.CrossEntropyLoss(ignore_index=VOID)
-        total, batches = 0.0, 0
-        for x, mask in _loader(self.train_set, self.config, epoch, shuffle=True):
+        total = torch.zeros((), dtype=torch.float64, device=self.device)
+        batches = 0
+        for x, mask in self.batches("train").epoch(epoch):
             x, mask = mirrored(x, mask)
             self.optimizer.zero_grad(set_to_none=True)
-            soft, logits, feature_term = self._feature_loss(x)
-            soft = soft / TEMPERATURE
-            kd = F.kl_div(
-                F.log_softmax(logits / TEMPERATURE, dim=1),
-                F.log_softmax(soft, dim=1),
-                log_target=True,
-                reduction="batchmean",
-            ) / (x.shape[-1] * x.shape[-2])
-            loss = ce(logits, mask) + KD_WEIGHT * TEMPERATURE**2 * kd
-            loss = loss + FEATURE_WEIGHT * feature_term
+            with self.autocast():
+                soft, logits, feature_term = self._feature_loss(x)
+                soft = soft / TEMPERATURE
+                kd = F.kl_div(
+                    F.log_softmax(logits / TEMPERATURE, dim=1),
+                    F.log_softmax(soft, dim=1),
+                    log_target=True,
+                    reduction="batchmean",
+                ) / (x.shape[-1] * x.shape[-2])
+                loss = segmentation_loss(logits, mask) + KD_WEIGHT * TEMPERATURE**2 * kd
+                loss = loss + FEATURE_WEIGHT * feature_term
             loss.backward()
             self.optimizer.step()
-            total += float(loss.detach())
+            total += loss.detach()
             batches += 1
         self.scheduler.step()
-        return total / max(batches, 1)
+        return float(total) / max(batches, 1)

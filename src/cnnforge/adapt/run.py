@@ -3,6 +3,7 @@ write adapted.py / adapted.pth / adapt.json, and score the four rows on the same
 
 from __future__ import annotations
 
+import copy
 import json
 import time
 from collections.abc import Callable
@@ -19,6 +20,7 @@ from cnnforge.adapt.gates import open_gates
 from cnnforge.adapt.recover import DistillTrainer, measure_batchnorm
 from cnnforge.adapt.surgery import Replacement, refusals, replace_ops
 from cnnforge.adapt.width import channel_graph, narrow
+from cnnforge.compute import CPU, reproducible_math, to_cpu
 from cnnforge.errors import CnnforgeError, InputError
 from cnnforge.training.loop import TrainConfig, evaluate_segmentation
 from cnnforge.training.run import DataSpec, _in_channels, model_classes
@@ -28,6 +30,7 @@ from cnnforge.training.run import DataSpec, _in_channels, model_classes
 WIDTHS = (1.0, 0.75, 0.5, 0.375, 0.25, 0.1875, 0.125)
 CAP = 64
 ROWS = ("original float", "adapted float", "QAT-eval", "bit-exact")
+SCORE_BATCH = 64  # images per batch when scoring the rows
 
 
 @dataclass
@@ -168,8 +171,13 @@ def adapt_model(
     on_step: Callable[[str], None] | None = None,
     qat_epochs: int = 20,
     overwrite: bool = False,
+    compute: torch.device = CPU,
+    workers: int = 0,
+    on_start: Callable[[torch.device], None] | None = None,
 ) -> AdaptResult:
-    """The whole command (see the module docstring); ``out`` is created or resumed."""
+    """The whole command (see the module docstring); ``out`` is created or resumed. The
+    distillation, QAT and scores run on ``compute`` (a GPU or the CPU) with ``workers``
+    data-loading processes; ``on_start(compute)`` once the model fits, before training."""
     from cnnforge.frontend.torch_fx import load_model
 
     step = on_step or (lambda _: None)
@@ -184,50 +192,31 @@ def adapt_model(
     adapted, reps = preflight(teacher, shape, target)
     step("choosing the width")
     student, w, cap, tries, kept = choose_width(adapted, shape, target, width)
+    if on_start is not None:
+        on_start(compute)
     out.mkdir(parents=True, exist_ok=True)
     norms = [r.path for r in reps if r.row == "norm" and _has(student, r.path)]
-    measure_batchnorm(student, train_set, norms)
+    measure_batchnorm(student.to(compute), train_set, norms)
     step("distilling")
-    trainer = DistillTrainer(
-        student,
-        train_set,
-        val_set,
-        replace(config, num_classes=classes),
-        out / "run",
-        None,
-        model_spec={"model": spec, "model_args": model_args, "width": w, "cap": cap},
-        on_epoch=on_epoch,
-        teacher=teacher,
-        features=_features(student, teacher, kept),
-    )
-    if resume and (out / "run" / "last.pth").is_file():
-        trainer.resume(out / "run" / "last.pth")
-    if config.epochs:
-        trainer.fit()
+    place = {"device": compute, "workers": workers}
+    config = replace(config, num_classes=classes)
+    spec_json = {"model": spec, "model_args": model_args, "width": w, "cap": cap}
+    _distill(student, teacher, kept, (train_set, val_set), config, out, resume, on_epoch, place,
+             spec_json)  # fmt: skip
     student.eval()
     step("building the QAT network")
     calib = torch.stack([train_set[i][0] for i in range(min(64, len(train_set)))])
-    network = hardware_network(student, shape, target, calib)
+    network = hardware_network(copy.deepcopy(student).cpu(), shape, target, calib)
     from cnnforge.adapt.hardware import build
 
     qat = build(network, out / "adapted.py", spec)
     np.save(out / "sample.npy", val_set[0][0].numpy().astype(np.int8))  # compile's --sample
     step("quantization-aware training")
-    _qat(
-        qat,
-        teacher,
-        train_set,
-        val_set,
-        replace(config, num_classes=classes),
-        out,
-        resume,
-        qat_epochs,
-        on_epoch,
-    )
-    torch.save(qat.state_dict(), out / "adapted.pth")
+    _qat(qat, teacher, (train_set, val_set), config, out, resume, qat_epochs, on_epoch, place)
+    torch.save(to_cpu(qat.state_dict()), out / "adapted.pth")
     result = AdaptResult(reps, w, cap, tries)
     step("scoring")
-    result.scores = _scores(teacher, student, qat, val_set, classes)
+    result.scores = _scores(teacher, student, qat, val_set, classes, place)
     result.minutes = (time.monotonic() - start) / 60
     (out / "adapt.json").write_text(json.dumps(result.to_dict(), indent=1) + "\n")
     return result
@@ -286,21 +275,42 @@ def hardware_network(student: nn.Module, shape, target, calibration: torch.Tenso
     return rescaled(lowered.with_layers(layers), calibration)
 
 
-def _qat(qat, teacher, train_set, val_set, config, out, resume, epochs, on_epoch) -> None:
+def _distill(student, teacher, kept, splits, config, out, resume, on_epoch, place, spec) -> None:
+    """Float distillation of the narrowed student from the original (train's loop, resumable
+    from ``out/run/last.pth``)."""
+    trainer = DistillTrainer(
+        student,
+        *splits,
+        config,
+        out / "run",
+        None,
+        model_spec=spec,
+        on_epoch=on_epoch,
+        teacher=teacher,
+        features=_features(student, teacher, kept),
+        **place,
+    )
+    if resume and (out / "run" / "last.pth").is_file():
+        trainer.resume(out / "run" / "last.pth")
+    if config.epochs:
+        trainer.fit()
+
+
+def _qat(qat, teacher, splits, config, out, resume, epochs, on_epoch, place) -> None:
     """Quantization-aware distillation of the cnnforge.nn network (train's loop, QAT from 0)."""
     from cnnforge.nn import QATPolicy
     from cnnforge.training.qat import QatHooks
 
     trainer = DistillTrainer(
         qat,
-        train_set,
-        val_set,
+        *splits,
         replace(config, epochs=epochs, qat_lr_scale=1.0, lr=config.lr / 4),
         out / "run_qat",
         QatHooks(QATPolicy(start_epoch=0)),
         model_spec={"model": str(out / "adapted.py") + ":Adapted"},
         on_epoch=on_epoch,
         teacher=teacher,
+        **place,
     )
     last = out / "run_qat" / "last.pth"
     if resume and last.is_file():
@@ -310,19 +320,24 @@ def _qat(qat, teacher, train_set, val_set, config, out, resume, epochs, on_epoch
         trainer.qat.activate(qat)
 
 
-def _scores(teacher, student, qat, val_set, classes) -> dict[str, dict[str, float] | None]:
+def _scores(teacher, student, qat, val_set, classes, place) -> dict[str, dict[str, float] | None]:
     """The four rows on the same validation images (the last two by evaluate's code)."""
     from cnnforge.training.evaluate import evaluate_three_ways
+    from cnnforge.training.loaders import Batches
 
     def as_float(model):
         return lambda x: model(x.to(torch.float32) / 128.0)
 
     scores: dict[str, dict[str, float] | None] = {}
-    with torch.no_grad():
-        for row, model in (("original float", teacher), ("adapted float", student)):
-            _, s = evaluate_segmentation(as_float(model), val_set, classes)
-            scores[row] = _row(s)
-    three = evaluate_three_ways(qat, val_set, classes)
+    batches = Batches(val_set, SCORE_BATCH, **place)
+    try:
+        with torch.no_grad(), reproducible_math(place["device"]):
+            for row, model in (("original float", teacher), ("adapted float", student)):
+                _, s = evaluate_segmentation(as_float(model), batches.epoch(), classes)
+                scores[row] = _row(s)
+    finally:
+        batches.close()
+    three = evaluate_three_ways(qat, val_set, classes, batch_size=SCORE_BATCH, **place)
     scores["QAT-eval"] = _row(three.scores["qat-eval"])
     scores["bit-exact"] = _row(three.scores["bit-exact"])
     return scores

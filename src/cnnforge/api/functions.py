@@ -22,6 +22,8 @@ from cnnforge.targets.max7800x.device import (
 )
 
 if TYPE_CHECKING:
+    import torch
+
     from cnnforge.devices import Capabilities
     from cnnforge.frontend.loading import ModelSpec
     from cnnforge.ir import Network
@@ -198,6 +200,7 @@ def compile(  # the command's name: cnnforge.compile(...) in a script
     max_verify: int | None = None,
     progress: bool = False,
     on_step: Callable[[str, int, int], None] | None = None,
+    cpu: bool = False,
 ) -> Compiled:
     """Everything ``cnnforge compile`` does: vendor files, portable C with a known-answer
     self-test (``run=True`` builds and runs it), report.html, and for MAX78000/MAX78002 the MSDK
@@ -207,6 +210,7 @@ def compile(  # the command's name: cnnforge.compile(...) in a script
     ``output_dir`` the files go to a new temporary directory (``Compiled.output_dir``), kept for
     inspection.
     ``on_step(name, index, total)`` is called before each step (the CLI's progress line).
+    The known answer is simulated on a CUDA GPU where one is present (``cpu``: on the CPU).
 
     >>> c = cnnforge.compile(model, input_shape=(3, 32, 32), ptq=True, sample=x)
     >>> (c.simulate(x) == cnnforge.simulate(c.output_dir / "network.pth", x)).all()
@@ -242,6 +246,7 @@ def compile(  # the command's name: cnnforge.compile(...) in a script
         probe=probe,
         sanitize=sanitize,
         max_verify=max_verify,
+        cpu=cpu,
     )
     if on_step is not None:
         return Compiled(run_recipe(target, options, on_step), Path(output_dir))
@@ -256,13 +261,15 @@ def simulate(
     *,
     device: str | Capabilities = DEFAULT_DEVICE,
     all_layers: bool = False,
+    cpu: bool = False,
 ) -> Any:
     """Bit-exact integer simulation (``cnnforge simulate``) of a quantized network — a
     ``Network``, a compile/quantize result, or a cnnforge quantized checkpoint path — on ``x``
     (C,H,W or N,C,H,W; int8 values or floats in model units, numpy or torch). Returns the output
-    (int64, batch axis as given); a dict by layer name for several outputs or ``all_layers``."""
+    (int64, batch axis as given); a dict by layer name for several outputs or ``all_layers``.
+    Runs on a CUDA GPU where one is present, else or with ``cpu`` on the CPU (same numbers)."""
     net = _quantized(network)
-    return run_network(net, x, _device(device, "simulate"), all_layers)
+    return run_network(net, x, _device(device, "simulate"), all_layers, cpu)
 
 
 def budget(
@@ -307,14 +314,24 @@ def evaluate(
     batch_size: int = 64,
     seed: int = 0,
     model_args: Mapping[str, Any] | None = None,
+    cpu: bool = False,
+    gpus: str | Sequence[int] | None = None,
+    workers: int | None = None,
+    on_start: Callable[[torch.device], None] | None = None,
 ) -> Evaluation:
     """Float, QAT-eval and bit-exact scores on the same images (``cnnforge evaluate``); a
-    float-only model gets its float row and ``absent`` says why the others are missing."""
+    float-only model gets its float row and ``absent`` says why the others are missing.
+
+    Runs on a CUDA GPU when one is present (``gpus``: which one), else or with ``cpu`` on the
+    CPU (docs/training.md); ``workers`` data-loading processes (None: from the core count);
+    ``on_start(device)`` once the model and data are checked, before the first batch."""
+    from cnnforge.compute import check_workers, choose_device, default_workers
     from cnnforge.frontend.loading import load_model
     from cnnforge.training.datasets import make_dataset
     from cnnforge.training.evaluate import evaluate_three_ways
     from cnnforge.training.run import model_classes
 
+    device = choose_device(cpu=cpu, gpus=gpus)
     ckpt = None if checkpoint is None else Path(checkpoint)
     net = load_model(model, model_args, ckpt)
     classes = model_classes(net, size, fold)
@@ -322,7 +339,12 @@ def evaluate(
     ds = make_dataset(
         dataset, split, data=folder, size=size, num_classes=classes, length=length, seed=seed
     )
-    return evaluate_three_ways(net, ds, classes, fold_factor=fold, batch_size=batch_size)
+    if on_start is not None:
+        on_start(device)
+    return evaluate_three_ways(
+        net, ds, classes, fold_factor=fold, batch_size=batch_size, device=device,
+        workers=default_workers(device) if workers is None else check_workers(workers),
+    )  # fmt: skip
 
 
 def train(
@@ -348,17 +370,30 @@ def train(
     overwrite: bool = False,
     model_args: Mapping[str, Any] | None = None,
     on_epoch: Callable[[EpochRecord], None] | None = None,
+    cpu: bool = False,
+    gpus: str | Sequence[int] | None = None,
+    workers: int | None = None,
+    amp: bool = False,
+    on_start: Callable[[torch.device], None] | None = None,
 ) -> list[EpochRecord]:
     """Float training then QAT (``cnnforge train``) of a copy of ``model``; the checkpoints
     (last.pth, best.pth) go to ``output_dir`` (the rules of every writer: a new folder or one
     cnnforge wrote, ``overwrite`` to start again, ``resume`` to continue); returns one record
-    per epoch. Under ``torchrun`` every rank calls it (docs/training.md)."""
+    per epoch. Under ``torchrun`` every rank calls it (docs/training.md).
+
+    Trains on a CUDA GPU when one is present (``gpus``: which; under torchrun one per rank),
+    else or with ``cpu`` on the CPU; ``workers`` data-loading processes (None: from the core
+    count); ``amp``: the float epochs under bfloat16 autocast (never QAT);
+    ``on_start(device)`` once everything given is checked, before the first epoch."""
+    from cnnforge.compute import choose_device
+    from cnnforge.training.distributed import local_rank
     from cnnforge.training.loop import TrainConfig
     from cnnforge.training.run import train_model
 
+    device = choose_device(cpu=cpu, gpus=gpus, local_rank=local_rank())
     config = TrainConfig(
         epochs=epochs, batch_size=batch_size, lr=lr, optimizer=optimizer, schedule=schedule,
-        weight_decay=weight_decay, seed=seed, fold=fold,
+        weight_decay=weight_decay, seed=seed, fold=fold, amp=amp,
     )  # fmt: skip
     return train_model(
         model,  # type: ignore[arg-type]  # load_model takes a model object as a spec too
@@ -374,6 +409,9 @@ def train(
         resume=resume,
         overwrite=overwrite,
         on_epoch=on_epoch,
+        device=device,
+        workers=workers,
+        on_start=on_start,
     )
 
 

@@ -14,24 +14,29 @@ if TYPE_CHECKING:
     from cnnforge.ir import Network
 
 
-def run_network(network: Network, x: Any, device: Capabilities, all_layers: bool = False) -> Any:
+def run_network(
+    network: Network, x: Any, device: Capabilities, all_layers: bool = False, cpu: bool = False
+) -> Any:
     """The bit-exact output of ``network`` on ``x`` (C,H,W or N,C,H,W; int8 values or floats
     in model units, which go through the network's host input normalization, if any, before
     x 128): one int64 array, or a dict by layer name for several outputs or
-    ``all_layers``."""
-    outputs, layers = run_network_full(network, x, device, all_layers)
+    ``all_layers``. Simulated on a CUDA GPU where one is present (``cpu``: on the CPU); the
+    numbers are the same either way (sim/exact.py)."""
+    outputs, layers = run_network_full(network, x, device, all_layers, cpu)
     if all_layers:
         return layers
     return next(iter(outputs.values())) if len(outputs) == 1 else outputs
 
 
 def run_network_full(
-    network: Network, x: Any, device: Capabilities, all_layers: bool = False
+    network: Network, x: Any, device: Capabilities, all_layers: bool = False, cpu: bool = False
 ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
     """``(outputs, layers)`` by name, batch axis as given (``layers`` empty unless asked): what
     ``cnnforge simulate`` writes and ``cnnforge.simulate`` returns."""
     import numpy as np
+    import torch
 
+    from cnnforge.compute import choose_device
     from cnnforge.samples import load_input_array, with_host_input
     from cnnforge.sim import simulate
 
@@ -47,10 +52,11 @@ def run_network_full(
             f"x has shape {tuple(data.shape)}, the network takes {shape}",
             hint="give C,H,W or N,C,H,W",
         )
-    result = simulate(network, batch, all_layers=all_layers, device=device)
+    on = choose_device(cpu=cpu)
+    result = simulate(network, torch.from_numpy(batch).to(on), all_layers=all_layers, device=device)
 
     def unbatch(value: Any) -> np.ndarray:
-        array = np.asarray(value.numpy() if hasattr(value, "numpy") else value, dtype=np.int64)
+        array = np.asarray(value.cpu().numpy(), dtype=np.int64)
         return array[0] if added else array
 
     outputs = {k: unbatch(v) for k, v in result.outputs.items()}

@@ -11,7 +11,15 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from cnnforge.cli.app import app
-from cnnforge.cli.common import console, parse_model_args
+from cnnforge.cli.common import (
+    amp_option,
+    console,
+    cpu_option,
+    gpus_option,
+    parse_model_args,
+    say_where,
+    workers_option,
+)
 from cnnforge.errors import InputError
 from cnnforge.targets.max7800x.device import DEFAULT_DEVICE, DEVICE_NAMES
 
@@ -40,19 +48,27 @@ def adapt(
     val_length: int = typer.Option(256, "--val-length", help="shapes: validation images."),
     resume: bool = typer.Option(False, "--resume", help="Continue the run in OUT."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Start OUT's run over."),
+    cpu: bool = cpu_option(),
+    gpus: str = gpus_option(),
+    workers: int = workers_option(),
+    amp: bool = amp_option(),
 ) -> None:
     """Replace the ops DEVICE lacks (docs/adapt.md), narrow to fit, distill from the original,
-    write OUT/adapted.py, adapted.pth, adapt.json, and print the cost table."""
+    write OUT/adapted.py, adapted.pth, adapt.json, and print the cost table. Trains on a CUDA
+    GPU where one is present, else on the CPU."""
     from cnnforge.adapt.run import adapt_model
     from cnnforge.api.targets import device_for, get_target
+    from cnnforge.compute import check_workers, choose_device, default_workers
     from cnnforge.training.loop import TrainConfig
     from cnnforge.training.run import DataSpec
 
     target = get_target(device)
     device_for(target, "check")
+    compute = choose_device(cpu=cpu, gpus=gpus)
+    workers = default_workers(compute) if workers is None else check_workers(workers)
     _check_width(width)
     spec = DataSpec(dataset, data, size, train_length, val_length, seed)
-    config = TrainConfig(epochs=epochs, batch_size=batch_size, lr=lr, seed=seed)
+    config = TrainConfig(epochs=epochs, batch_size=batch_size, lr=lr, seed=seed, amp=amp)
     result = _with_progress(
         epochs + qat_epochs,
         lambda on_epoch, on_step: adapt_model(
@@ -69,6 +85,9 @@ def adapt(
             overwrite=overwrite,
             on_epoch=on_epoch,
             on_step=on_step,
+            compute=compute,
+            workers=workers,
+            on_start=say_where("adapting"),
         ),
     )
     _print_result(result, target.device, spec.val_length, out)

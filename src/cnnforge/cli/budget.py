@@ -1,9 +1,10 @@
 """``cnnforge budget``: plan a float model for a generic accelerator (on-chip budget + DDR).
 
 ``cnnforge budget MODEL -d generic:onchip=3MiB,act_bytes=2 -i 3,224,224`` prints the schedule,
-the blobs (interval, on-chip range or DDR), the totals (ops as xfDNN counts them, the least
-on-chip memory needing no DDR transfer and where its peak is, DDR bytes at the budget beside a
-lower bound) and the DDR-bytes-against-budget curve. ``--json`` writes the JSON document,
+the blobs (interval, on-chip range or DDR), the tiled schedule (fused groups on row bands), the
+totals (ops as xfDNN counts them, the least on-chip memory needing no DDR transfer and where
+its peak is, DDR bytes at the budget beside a lower bound, the tiled plan beside its bound)
+and the DDR-bytes-against-budget curve of both plans. ``--json`` writes the JSON document,
 ``-o DIR`` writes generic-plan.json, generic-plan.txt, ddr-vs-budget.svg and report.html.
 ``--accuracy`` quantizes to the target's integers and simulates them bit-exactly (SNR against
 float); with ``--dataset shapes`` also float and integer pixel accuracy / mIoU on shapes val
@@ -35,7 +36,7 @@ def budget(
         "--device",
         "-d",
         help="generic[:onchip=3MiB,act_bytes=2,weight_bytes=2,ddr=4GiB,weight_onchip=0,"
-        "macs_per_cycle=1024,ddr_bytes_per_cycle=64,inplace=1]",
+        "macs_per_cycle=1024,ddr_bytes_per_cycle=64,inplace=1,halo=keep|recompute]",
     ),
     input_shape: str = typer.Option(
         None, "--input-shape", "-i", help="C,H,W (or C,L); shipped models know theirs."
@@ -173,6 +174,7 @@ def _print(out: Console, plan) -> None:
 
     out.print(report.steps_table(plan))
     out.print(report.blobs_table(plan))
+    out.print(report.groups_table(plan))
     out.print(report.curve_table(plan))
     for label, value in report.summary_lines(plan):
         out.print(Text.assemble((label, "bold"), ": ", value), highlight=False)

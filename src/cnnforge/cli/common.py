@@ -6,6 +6,7 @@ import ast
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
+import typer
 from rich.console import Console
 
 from cnnforge.errors import InputError
@@ -138,3 +139,48 @@ def _literal(raw: str) -> object:
         return ast.literal_eval(raw.strip())
     except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
         return raw
+
+
+# ---- where a command computes (cnnforge.compute): the options train, adapt and evaluate share
+
+
+def cpu_option() -> Any:
+    return typer.Option(
+        False, "--cpu", help="Compute on the CPU even where a CUDA GPU is present."
+    )
+
+
+def gpus_option() -> Any:
+    return typer.Option(
+        None,
+        "--gpus",
+        help="GPU index to compute on (default 0 where CUDA is present; under torchrun one per "
+        "process: 0,1). --device stays the target chip.",
+    )
+
+
+def workers_option() -> Any:
+    return typer.Option(
+        None,
+        "--workers",
+        help="Data-loading processes (default: from the CPU cores; 0: the main process loads).",
+    )
+
+
+def amp_option() -> Any:
+    return typer.Option(
+        False, "--amp", help="Float epochs under bfloat16 autocast (never the QAT epochs)."
+    )
+
+
+def say_where(verb: str, world_size: int = 1) -> Any:
+    """``on_start`` of train, adapt and evaluate: the first line says where the work runs
+    (``training on cuda:0, NVIDIA H200`` / ``training on the CPU, 2 threads``)."""
+
+    def show(device: Any) -> None:
+        from cnnforge.compute import describe
+
+        ranks = f" (rank 0 of {world_size}; each rank on its own device)" if world_size > 1 else ""
+        console.print(f"{verb} on {describe(device)}{ranks}", highlight=False, markup=False)
+
+    return show

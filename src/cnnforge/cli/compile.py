@@ -69,6 +69,9 @@ def compile_command(
         None, "--max-verify", min=0, help="Compare only N outputs one by one (checksum: all)."
     ),
     report: bool = typer.Option(True, "--report/--no-report", help="Write report.html."),
+    cpu: bool = typer.Option(
+        False, "--cpu", help="Simulate the known answer on the CPU even where a GPU is present."
+    ),
     firmware: bool = typer.Option(
         None,
         "--firmware/--no-firmware",
@@ -158,7 +161,7 @@ def compile_command(
             model_args=parse_model_args(model_arg), ai8x_yaml=ai8x_yaml,
             ai8x_checkpoint=ai8x_checkpoint, report=report, in_place=not no_in_place,
             firmware=firmware, firmware_options=options, fifo=fifo, probe=probe, sanitize=sanitize,
-            max_verify=max_verify,
+            max_verify=max_verify, cpu=cpu,
             on_step=on_step,
         )  # fmt: skip
 
@@ -265,6 +268,8 @@ def _print_summary(facts: dict, output: Path) -> None:
     table.add_row("folders", _folders(facts["files"], facts["device"]))
     run = facts["selftest"]
     table.add_row("self-test", "not run (pass --run)" if run is None else run["output"])
+    if facts.get("latency"):
+        table.add_row("latency", facts["latency"]["text"])
     if facts.get("flash"):
         table.add_row("firmware flash", facts["flash"]["text"])
     for note in facts["notes"]:

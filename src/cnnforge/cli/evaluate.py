@@ -9,7 +9,14 @@ import typer
 from rich.table import Table
 
 from cnnforge.cli.app import app
-from cnnforge.cli.common import console, parse_model_args
+from cnnforge.cli.common import (
+    console,
+    cpu_option,
+    gpus_option,
+    parse_model_args,
+    say_where,
+    workers_option,
+)
 
 if TYPE_CHECKING:
     from cnnforge.training.evaluate import Evaluation
@@ -28,13 +35,18 @@ def evaluate(
     length: int = typer.Option(256, "--length", help="shapes: number of images."),
     batch_size: int = typer.Option(64, "--batch-size"),
     seed: int = typer.Option(0, "--seed", help="shapes: dataset seed."),
+    cpu: bool = cpu_option(),
+    gpus: str = gpus_option(),
+    workers: int = workers_option(),
 ) -> None:
-    """Score MODEL as float, as QAT-eval and bit-exact in the simulator, on the same images."""
+    """Score MODEL as float, as QAT-eval and bit-exact in the simulator, on the same images;
+    on a CUDA GPU where one is present, else on the CPU (the same numbers either way)."""
     from cnnforge.api import evaluate as evaluate_model
 
     result = evaluate_model(
         model, checkpoint, dataset=dataset, data=data, split=split, size=size, fold=fold,
         length=length, batch_size=batch_size, seed=seed, model_args=parse_model_args(model_arg),
+        cpu=cpu, gpus=gpus, workers=workers, on_start=say_where("evaluating"),
     )  # fmt: skip
     console.print(evaluation_table(result))
     if result.float_only:

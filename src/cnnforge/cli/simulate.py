@@ -122,8 +122,12 @@ def simulate(
     weight_bits: list[str] = typer.Option(None, "--weight-bits", help="PTQ width (MODEL only)."),
     clip: str = typer.Option("max", "--clip", help="PTQ clipping (MODEL only)."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace existing outputs."),
+    cpu: bool = typer.Option(
+        False, "--cpu", help="Simulate on the CPU even where a CUDA GPU is present."
+    ),
 ) -> None:
-    """Simulate bit-exactly; write the output (and every layer's output with --layers)."""
+    """Simulate bit-exactly (on a CUDA GPU where one is present, else the CPU: the same
+    numbers); write the output (and every layer's output with --layers)."""
     from cnnforge.api.running import run_network_full
     from cnnforge.api.targets import device_for, get_target
     from cnnforge.pipeline.sources import VENDOR, model_source, pair_network
@@ -156,7 +160,7 @@ def simulate(
         out_layers = None if layers_dir is None else staged.directory(layers_dir, overwrite)
         # the file, not ``data``: its floats go through the network's host input step
         outputs, layers = run_network_full(
-            network, input_path, dev, all_layers=layers_dir is not None
+            network, input_path, dev, all_layers=layers_dir is not None, cpu=cpu
         )
         write_outputs(outputs, out_file)
         if out_layers is not None:

@@ -9,7 +9,15 @@ import typer
 from rich.table import Table
 
 from cnnforge.cli.app import app
-from cnnforge.cli.common import console, parse_model_args
+from cnnforge.cli.common import (
+    amp_option,
+    console,
+    cpu_option,
+    gpus_option,
+    parse_model_args,
+    say_where,
+    workers_option,
+)
 
 if TYPE_CHECKING:
     from cnnforge.training.loop import EpochRecord
@@ -41,13 +49,20 @@ def train(
     overwrite: bool = typer.Option(
         False, "--overwrite", help="Start again in an existing OUT that cnnforge train wrote."
     ),
+    cpu: bool = cpu_option(),
+    gpus: str = gpus_option(),
+    workers: int = workers_option(),
+    amp: bool = amp_option(),
 ) -> None:
-    """Train MODEL on a segmentation dataset: float phase, then QAT from the start_epoch."""
+    """Train MODEL on a segmentation dataset: float phase, then QAT from the start_epoch; on a
+    CUDA GPU where one is present, else on the CPU."""
     from cnnforge.api import train as train_model
+    from cnnforge.compute import choose_device, parse_gpus
     from cnnforge.errors import DistributedError
-    from cnnforge.training.distributed import init_from_env, peer_failure, shutdown
+    from cnnforge.training.distributed import init_from_env, local_rank, peer_failure, shutdown
 
-    ctx = init_from_env()
+    device = choose_device(cpu=cpu, gpus=gpus, local_rank=local_rank())  # before any work
+    ctx = init_from_env(device, parse_gpus(gpus))
     try:
         history = train_model(
             model, out, dataset=dataset, data=data, size=size, epochs=epochs,
@@ -55,7 +70,9 @@ def train(
             weight_decay=weight_decay, seed=seed, fold=fold, qat=not no_qat,
             qat_policy=qat_policy, train_length=train_length, val_length=val_length,
             resume=resume, overwrite=overwrite, model_args=parse_model_args(model_arg),
-            on_epoch=_print_epoch if ctx.is_main else None,
+            on_epoch=_print_epoch if ctx.is_main else None, cpu=cpu, gpus=gpus,
+            workers=workers, amp=amp,
+            on_start=say_where("training", ctx.world_size) if ctx.is_main else None,
         )  # fmt: skip
     except Exception as exc:  # a rank that died ends the others: say so once, no traceback
         lost = peer_failure(exc) if ctx.world_size > 1 else None
@@ -76,7 +93,7 @@ def train(
 
 def _print_epoch(record: EpochRecord) -> None:
     table = Table(show_header=record.epoch == 0, box=None, pad_edge=False)
-    for col in ("epoch", "phase", "train loss", "val loss", "pixel acc", "mIoU", "lr"):
+    for col in ("epoch", "phase", "train loss", "val loss", "pixel acc", "mIoU", "lr", "train s"):
         table.add_column(col, justify="right", width=10)
     table.add_row(
         str(record.epoch),
@@ -86,5 +103,6 @@ def _print_epoch(record: EpochRecord) -> None:
         f"{record.pixel_accuracy:.4f}",
         f"{record.miou:.4f}",
         f"{record.lr:.2e}",
+        f"{record.seconds:.1f}",
     )
     console.print(table)

@@ -54,6 +54,7 @@ class CompileOptions:
     probe: bool = False
     sanitize: bool = False  # --run under AddressSanitizer + UBSan
     max_verify: int | None = None
+    cpu: bool = False  # simulate the known answer on the CPU even where a GPU is present
     report: bool = True
     in_place: bool = True  # layers may overwrite their dying input (vendor: --overlap-data)
     fifo: bool = False  # MAX7800x: the input arrives through the FIFOs (the vendor's --fifo)
@@ -152,7 +153,8 @@ Steps = tuple[tuple[str, Step], ...]
 
 def summary(state: CompileState) -> dict[str, Any]:
     """The facts the CLI prints and summary.json records; ``flash`` (the firmware's bytes on the
-    part) and any other fact a target adds come from its state's ``summary_facts()``."""
+    part), ``latency`` (the predicted inference time) and any other fact a target adds come
+    from its state's ``summary_facts()`` (one schema for every target: None where it has none)."""
     e = state.emitted
     run = state.selftest
     facts = {
@@ -166,6 +168,7 @@ def summary(state: CompileState) -> dict[str, Any]:
         "checksum": f"{e.checksum:08x}" if e else None,
         "selftest": None if run is None else {"passed": run.passed, "output": run.output},
         "flash": None,
+        "latency": None,
         "notes": list(state.notes),
         "files": [f for f in state.files if f != SUMMARY],
     }

@@ -231,11 +231,16 @@ def step_quantize(state: CompileState, workdir: Path) -> CompileState:
 
 
 def step_simulate(state: CompileState, workdir: Path) -> CompileState:
-    """The known answer: the bit-exact simulator on the sample (every layer kept for probes)."""
+    """The known answer: the bit-exact simulator on the sample (every layer kept for probes),
+    on a CUDA GPU where one is present (the same numbers as on the CPU: sim/exact.py)."""
+    import torch
+
     from cnnforge.checkpoint import save_quantized
+    from cnnforge.compute import choose_device
     from cnnforge.sim import simulate
 
-    result = simulate(state.network, state.sample[None], device=state.device, all_layers=True)
+    x = torch.from_numpy(np.asarray(state.sample[None])).to(choose_device(cpu=state.options.cpu))
+    result = simulate(state.network, x, device=state.device, all_layers=True)
     answer = {k: _np(v)[0] for k, v in result.outputs.items()}
     layers = {k: _np(v)[0] for k, v in (result.layers or {}).items()}
     np.savez(workdir / KNOWN_ANSWER, **{k: answer[k] for k in sorted(answer)})
@@ -248,7 +253,7 @@ def step_simulate(state: CompileState, workdir: Path) -> CompileState:
 
 
 def _np(value: Any) -> np.ndarray:
-    return value.numpy() if hasattr(value, "numpy") else np.asarray(value)
+    return value.cpu().numpy() if hasattr(value, "numpy") else np.asarray(value)
 
 
 def step_float(state: CompileState, workdir: Path) -> CompileState:

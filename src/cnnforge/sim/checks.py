@@ -40,7 +40,8 @@ def _fail(layer: Layer, what: str, hint: str | None = None) -> SimulationError:
 
 
 def check_input(network: Network, x: object) -> tuple[torch.Tensor, bool]:
-    """The input as an int64 (N, C, ...) tensor and whether it came batched."""
+    """The input as an int64 (N, C, ...) tensor on its own device, and whether it came
+    batched."""
     if isinstance(x, np.ndarray):
         x = torch.from_numpy(x)
     if not isinstance(x, torch.Tensor):
@@ -65,7 +66,7 @@ def check_input(network: Network, x: object) -> tuple[torch.Tensor, bool]:
             f"input values {int(x.min())}..{int(x.max())} leave the int8 range [-128, 127]",
             hint="clip or rescale the input (arithmetic.md R1.1)",
         )
-    return x.cpu(), batched
+    return x, batched
 
 
 def check_network(network: Network, device: Capabilities | None) -> None:

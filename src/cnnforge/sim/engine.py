@@ -2,11 +2,13 @@
 
 The network's layers run in order (ir.py: a topological order); each layer is
 ``sim.ops.run_layer``. Values between layers are exact integers; the ``fast`` engine keeps them
-in float32 (int8 values) and computes sums of products with PyTorch's float convolutions where
-that is provably exact (``sim.exact``), the ``int64`` engine uses int64 throughout, and the
-``float64`` engine (float64 convolutions) stands in for ``fast`` where float32 math is set to
-reduced precision. All give the same integers; outputs are returned as int64. Intermediate
-tensors are freed after their last reader unless every layer's output is asked for.
+in float32 (int8 values) and computes sums of products with PyTorch's float convolutions (on
+CUDA: unfold and matrix products) where that is provably exact (``sim.exact``), ``gemm`` is
+``fast`` in its CUDA form on any device, the ``int64`` engine uses int64 throughout (on the
+CPU), and the ``float64`` engine stands in for ``fast`` where float32 math is set to reduced
+precision (TF32, bf16). All give the same integers; outputs are returned as int64 on the
+device of the input. Intermediate tensors are freed after their last reader unless every
+layer's output is asked for.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from cnnforge.sim.checks import check_input, check_network, check_shape
 from cnnforge.sim.exact import float32_is_exact
 from cnnforge.sim.ops import run_layer
 
-ENGINES = ("fast", "float64", "int64")
+ENGINES = ("fast", "gemm", "float64", "int64")
 
 
 @dataclass(frozen=True, eq=False)
@@ -43,18 +45,22 @@ def simulate(
     all_layers: bool = False,
     engine: str = "fast",
 ) -> SimResult:
-    """Run ``network`` on ``x`` ((N,) C, H, W or (N,) C, L; int8 values) as the chip would.
+    """Run ``network`` on ``x`` ((N,) C, H, W or (N,) C, L; int8 values) as the chip would,
+    on the device ``x`` is on (a CUDA tensor: on that GPU); the outputs come back there.
 
-    ``device`` also refuses ops and weight widths that device lacks (None: the checks every
-    device shares). Raises
+    ``device`` (the chip) also refuses ops and weight widths that device lacks (None: the
+    checks every device shares). Raises
     ``SimulationError`` naming the layer for anything the simulator cannot run.
     """
     if engine not in ENGINES:
         raise SimulationError(f"unknown engine {engine!r}", hint=f"choose one of {ENGINES}")
-    if engine == "fast" and not float32_is_exact():
-        engine = "float64"  # TF32/bf16 float32 math would break exactness (R2.3 note)
     check_network(network, device)
     x64, batched = check_input(network, x)
+    home = x64.device
+    if engine == "int64":
+        x64 = x64.cpu()  # CUDA has no int64 matrix products
+    elif engine in ("fast", "gemm") and not float32_is_exact(home):
+        engine = "float64"  # TF32/bf16 float32 math would break exactness (R2.3 note)
     values = {INPUT: x64 if engine == "int64" else x64.float()}
     keep = set(network.outputs)
     last = last_use(network)
@@ -64,16 +70,16 @@ def simulate(
             y = _run(layer, [values[n] for n in layer.inputs], network, engine)
             values[layer.name] = y
             if all_layers:
-                everything[layer.name] = _as_int(y, batched)
+                everything[layer.name] = _as_int(y, batched, home)
             for name in layer.inputs:
                 if last.get(name) == i and name not in keep:
                     values.pop(name, None)
-    outputs = {name: _as_int(values[name], batched) for name in network.outputs}
+    outputs = {name: _as_int(values[name], batched, home) for name in network.outputs}
     return SimResult(outputs=outputs, layers=everything if all_layers else None)
 
 
 def _run(layer: Layer, xs: list[torch.Tensor], network: Network, engine: str) -> torch.Tensor:
-    params = _params(layer, engine) if layer.has_weights else None
+    params = _params(layer, engine, xs[0].device) if layer.has_weights else None
     try:
         y = run_layer(layer, xs, params, network.avg_pool_rounding, engine)
     except RuntimeError as exc:  # a geometry torch cannot run: the network is inconsistent
@@ -87,15 +93,17 @@ def _run(layer: Layer, xs: list[torch.Tensor], network: Network, engine: str) ->
     return y
 
 
-def _params(layer: Layer, engine: str) -> tuple[torch.Tensor, torch.Tensor | None]:
+def _params(
+    layer: Layer, engine: str, on: torch.device
+) -> tuple[torch.Tensor, torch.Tensor | None]:
     q = layer.quant
     assert q is not None
     dtype = torch.int64 if engine == "int64" else torch.float32
-    w = torch.from_numpy(np.asarray(q.weights)).to(dtype)
-    bias = None if q.bias is None else torch.from_numpy(np.asarray(q.bias)).to(dtype)
+    w = torch.from_numpy(np.asarray(q.weights)).to(on, dtype)
+    bias = None if q.bias is None else torch.from_numpy(np.asarray(q.bias)).to(on, dtype)
     return w, bias
 
 
-def _as_int(y: torch.Tensor, batched: bool) -> torch.Tensor:
-    y = y.to(torch.int64)
+def _as_int(y: torch.Tensor, batched: bool, home: torch.device) -> torch.Tensor:
+    y = y.to(home, torch.int64)
     return y if batched else y[0]

@@ -1,20 +1,28 @@
-"""Exact integer sums of products for the weight ops, two ways: fast float and plain int64.
+"""Exact integer sums of products for the weight ops: fast float and plain int64.
 
 ``accumulate(kind, x, w, bias, geometry, engine)`` returns the accumulator of arithmetic.md
-R2.3 (sum of products plus ``bias << 7``) as a tensor of integer values:
+R2.3 (sum of products plus ``bias << 7``) as a tensor of integer values, on ``x``'s device:
 
-- ``engine="fast"``: PyTorch's float32 convolution / GEMM. Every product |x*w| <= 2^14 is exact
-  and any partial sum stays an exactly representable integer while it is below 2^24 in
-  magnitude (arithmetic.md R2.3 "Note for a fast simulator"), so the input channels are split
-  into chunks whose worst case (channels x taps x max|x| x max|w| + bias + rounding room) stays
-  below 2^24; the chunk results are summed in float64 (exact below 2^53). One chunk keeps the
-  result in float32, where ``arithmetic.round_shift`` is still exact. Layers with groups that
-  would need chunking use float64 instead.
-- ``engine="float64"``: float64 convolutions without chunking (exact below 2^53); what
-  ``simulate`` uses instead of ``fast`` when ``float32_is_exact()`` is false.
+- ``engine="fast"``: float32 sums of products. Every product |x*w| <= 2^14 is exact and any
+  partial sum stays an exactly representable integer while it is below 2^24 in magnitude
+  (arithmetic.md R2.3 "Note for a fast simulator"), so the input channels are split into chunks
+  whose worst case (channels x taps x max|x| x max|w| + bias + rounding room) stays below 2^24;
+  the chunk results are summed in float64 (exact below 2^53). One chunk keeps the result in
+  float32, where ``arithmetic.round_shift`` is still exact. Layers with groups that would need
+  chunking use float64 instead. On the CPU the sums are PyTorch's convolutions (oneDNN: direct
+  or GEMM sums, see ``float32_is_exact``); on CUDA they are the ``gemm`` form below, since
+  cuDNN may pick Winograd or FFT convolutions, whose transforms round even on integers.
+- ``engine="gemm"``: ``fast`` with every sum of products written as unfold (im2col) and one
+  matrix product (``_gemm_op``): each output is a plain sum of the same products, so whatever
+  order the BLAS (cuBLAS with TF32 off, MKL, oneDNN) adds them in, every partial sum is a sum
+  of some of them, bounded by the chunk's worst case, and exact. What ``fast`` runs on CUDA;
+  on the CPU the tests run it against ``int64``.
+- ``engine="float64"``: float64 sums without chunking (exact below 2^53; on CUDA the ``gemm``
+  form, whose float64 products and sums are exact in any order); what ``simulate`` uses instead
+  of ``fast`` when ``float32_is_exact()`` is false.
 - ``engine="int64"``: shifted slices and ``einsum`` in int64, ConvTranspose2d done literally as
-  R2.7 describes (zero-stuffing, flipped and swapped kernel). Slow; it guards the fast path in
-  the tests.
+  R2.7 describes (zero-stuffing, flipped and swapped kernel). Slow, and on the CPU only (CUDA has
+  no int64 matrix products); it guards the fast paths in the tests.
 """
 
 from __future__ import annotations
@@ -25,6 +33,7 @@ import torch
 import torch.nn.functional as F
 
 from cnnforge.arithmetic import BIAS_SHIFT, add_bias
+from cnnforge.compute import CPU, float32_matmul_exact
 from cnnforge.ir import Op
 
 FLOAT32_EXACT = 1 << 24  # integers up to 2^24 are exact in float32 (R2.3 note)
@@ -61,10 +70,11 @@ def accumulate(
     if engine == "int64":
         assert affine is None, "the int64 engine returns the plain accumulator"
         return _with_bias(_int64_sum(kind, x.to(torch.int64), w.to(torch.int64), geo), bias)
+    gemm = engine == "gemm" or x.is_cuda
     if engine == "float64":  # |acc| < 2^31 (R1.4): any float64 sum order is exact
-        acc = _with_bias(_float_op(kind, x.double(), w.double(), geo), bias)
+        acc = _with_bias(_float_op(kind, x.double(), w.double(), geo, gemm=gemm), bias)
         return _apply(acc, affine)
-    return _fast_sum(kind, x, w, bias, geo, affine)
+    return _fast_sum(kind, x, w, bias, geo, affine, gemm)
 
 
 def _apply(acc: torch.Tensor, affine: tuple[float, float] | None) -> torch.Tensor:
@@ -76,11 +86,17 @@ def _apply(acc: torch.Tensor, affine: tuple[float, float] | None) -> torch.Tenso
 # ---- fast path --------------------------------------------------------------------------------
 
 
-def float32_is_exact() -> bool:
-    """False when PyTorch's float32 convolutions may be inexact (R2.3 note): reduced-precision
-    math (TF32/bf16), or oneDNN switched off so that batches >= 16 go to NNPACK, whose
-    Winograd/FFT convolutions round (seen: errors of 17 on 3x3 int8 layers)."""
-    if torch.get_float32_matmul_precision() != "highest":
+def float32_is_exact(device: torch.device = CPU) -> bool:
+    """False when PyTorch's float32 sums of products on ``device`` may be inexact (R2.3 note):
+    reduced-precision math (TF32/bf16), or on the CPU oneDNN switched off so that batches >= 16
+    go to NNPACK, whose Winograd/FFT convolutions round (seen: errors of 17 on 3x3 int8 layers).
+    On CUDA only cuBLAS matters (the sums are matrix products there): TF32 must be off."""
+    if device.type == "cuda":
+        return float32_matmul_exact(device)
+    try:
+        if torch.get_float32_matmul_precision() != "highest":
+            return False
+    except RuntimeError:  # precision flags set through both of torch's APIs: cannot tell
         return False
     onednn = torch.backends.mkldnn.is_available() and torch.backends.mkldnn.enabled
     nnpack_on = getattr(torch._C, "_get_nnpack_enabled", lambda: True)()
@@ -100,19 +116,21 @@ def _fast_sum(
     bias: torch.Tensor | None,
     geo: Geometry,
     affine: tuple[float, float] | None,
+    gemm: bool,
 ) -> torch.Tensor:
     in_axis = 0 if kind is Op.CONVTRANSPOSE2D else 1  # weight axis of the input channels
     # input channels summed into one output (conv: w is (out, in/g, k..); transposed: (in, ..))
     channels = w.shape[in_axis] // (geo.groups if kind is Op.CONVTRANSPOSE2D else 1)
     step = _channels_per_sum(x, w, bias, channels)
     if step >= channels:
-        return _one_float32_sum(kind, x, w, bias, geo, affine)
+        return _one_float32_sum(kind, x, w, bias, geo, affine, gemm)
     if geo.groups > 1 or step < 1:
-        acc = _with_bias(_float_op(kind, x.double(), w.double(), geo), bias)
+        acc = _with_bias(_float_op(kind, x.double(), w.double(), geo, gemm=gemm), bias)
         return _apply(acc, affine)
     total = None
     for lo in range(0, channels, step):
-        part = _float_op(kind, x[:, lo : lo + step].float(), _take(w, in_axis, lo, step), geo)
+        chunk, wk = x[:, lo : lo + step].float(), _take(w, in_axis, lo, step)
+        part = _float_op(kind, chunk, wk, geo, gemm=gemm)
         total = part.double() if total is None else total + part.double()
     return _apply(_with_bias(total, bias), affine)
 
@@ -131,14 +149,15 @@ def _channels_per_sum(x, w, bias, channels: int) -> int:
     return channels if per_channel == 0 else room // per_channel
 
 
-def _one_float32_sum(kind, x, w, bias, geo, affine) -> torch.Tensor:
+def _one_float32_sum(kind, x, w, bias, geo, affine, gemm: bool) -> torch.Tensor:
     """One float32 conv; scale (a power of two) in the weights, offset in the bias: exact."""
     scale, offset = affine or (1.0, 0.0)
     wf = w.float() * scale if scale != 1.0 else w.float()
     b = None if bias is None else bias.float() * float((1 << BIAS_SHIFT) * scale) + offset
     if b is None and offset:
-        b = torch.full((_out_channels(kind, w, geo),), offset, dtype=torch.float32)
-    return _float_op(kind, x.float(), wf, geo, b)
+        out = _out_channels(kind, w, geo)
+        b = torch.full((out,), offset, dtype=torch.float32, device=x.device)
+    return _float_op(kind, x.float(), wf, geo, b, gemm=gemm)
 
 
 def _out_channels(kind: Op, w: torch.Tensor, geo: Geometry) -> int:
@@ -166,8 +185,18 @@ def _channel_view(values: torch.Tensor, dims: int) -> torch.Tensor:
 
 
 def _float_op(
-    kind: Op, x: torch.Tensor, w: torch.Tensor, geo: Geometry, bias: torch.Tensor | None = None
+    kind: Op,
+    x: torch.Tensor,
+    w: torch.Tensor,
+    geo: Geometry,
+    bias: torch.Tensor | None = None,
+    *,
+    gemm: bool = False,
 ) -> torch.Tensor:
+    """The op's float sums of products: PyTorch's convolution, or with ``gemm`` unfold and one
+    matrix product (the form that is exact whatever algorithm the library picks)."""
+    if gemm:
+        return _gemm_op(kind, x, w, geo, bias)
     common = dict(stride=geo.stride, padding=geo.padding, groups=geo.groups)
     if kind is Op.CONV2D:
         return F.conv2d(x, w, bias, dilation=geo.dilation, **common)
@@ -181,6 +210,84 @@ def _float_op(
     return F.linear(x, w, bias)
 
 
+# ---- gemm form: unfold + one matrix product -----------------------------------------------------
+
+#: Bytes of unfolded input one matrix product may take (larger batches go in slices).
+UNFOLD_BYTES = 1 << 28
+
+
+def _gemm_op(
+    kind: Op, x: torch.Tensor, w: torch.Tensor, geo: Geometry, bias: torch.Tensor | None
+) -> torch.Tensor:
+    """Sums of products as matrix products (module docstring, ``engine="gemm"``): linear as
+    ``x @ w.T``; conv1d as a conv2d of height 1; the transposed conv as the stride-1 conv of the
+    zero-stuffed input (R2.7, ``_transposed_as_conv``); then ``_gemm_conv2d``."""
+    if kind is Op.LINEAR:
+        y = torch.matmul(x, w.t())
+        return y if bias is None else y + bias
+    if kind is Op.CONV1D:
+        return _gemm_conv2d(x.unsqueeze(2), w.unsqueeze(2), _as_2d(geo), bias).squeeze(2)
+    if kind is Op.CONVTRANSPOSE2D:
+        padded, flipped, geo1 = _transposed_as_conv(x, w, geo)
+        return _gemm_conv2d(padded, flipped, geo1, bias)
+    return _gemm_conv2d(x, w, geo, bias)
+
+
+def _gemm_conv2d(
+    x: torch.Tensor, w: torch.Tensor, geo: Geometry, bias: torch.Tensor | None
+) -> torch.Tensor:
+    """Conv2d as unfold (every receptive field a column, channel-major like ``w``) and, per
+    group, (out/g, in/g*kh*kw) @ (in/g*kh*kw, positions); the batch in slices of at most
+    ``UNFOLD_BYTES`` of columns."""
+    n, c, h, wd = x.shape
+    out_ch, cg, kh, kw = w.shape
+    g = geo.groups
+    (sh, sw), (ph, pw), (dh, dw) = geo.stride, geo.padding, geo.dilation
+    oh = (h + 2 * ph - dh * (kh - 1) - 1) // sh + 1
+    ow = (wd + 2 * pw - dw * (kw - 1) - 1) // sw + 1
+    wg = w.reshape(g, out_ch // g, cg * kh * kw)
+    per_image = c * kh * kw * oh * ow * x.element_size()
+    step = max(1, UNFOLD_BYTES // max(per_image, 1))
+    parts = []
+    for lo in range(0, n, step):
+        cols = F.unfold(x[lo : lo + step], (kh, kw), geo.dilation, geo.padding, geo.stride)
+        cols = cols.reshape(cols.shape[0], g, cg * kh * kw, oh * ow)
+        parts.append(torch.matmul(wg, cols).reshape(-1, out_ch, oh, ow))
+    y = parts[0] if len(parts) == 1 else torch.cat(parts)
+    return y if bias is None else y + _channel_view(bias, 4)
+
+
+def _as_2d(geo: Geometry) -> Geometry:
+    """A 1-D geometry as the 2-D one of height 1."""
+    return Geometry(
+        stride=(1, *geo.stride),
+        padding=(0, *geo.padding),
+        dilation=(1, *geo.dilation),
+        groups=geo.groups,
+    )
+
+
+def _transposed_as_conv(
+    x: torch.Tensor, w: torch.Tensor, geo: Geometry
+) -> tuple[torch.Tensor, torch.Tensor, Geometry]:
+    """R2.7: the input zero-stuffed by the stride and padded by d*(k-1)-p (plus output_padding
+    bottom/right), the kernel flipped in both axes with in/out swapped; convolving these at
+    stride 1 is the transposed convolution (any dtype and device)."""
+    n, c, h, wd = x.shape
+    cin, og, kh, kw = w.shape
+    g = geo.groups
+    (sh, sw), (ph, pw), (dh, dw) = geo.stride, geo.padding, geo.dilation
+    oph, opw = geo.output_padding or (0, 0)
+    stuffed = x.new_zeros((n, c, (h - 1) * sh + 1, (wd - 1) * sw + 1))
+    stuffed[:, :, ::sh, ::sw] = x
+    top, left = dh * (kh - 1) - ph, dw * (kw - 1) - pw
+    padded = F.pad(stuffed, (left, left + opw, top, top + oph))
+    # (in, out/g, kh, kw) -> (out, in/g, kh, kw), flipped spatially
+    wt = w.reshape(g, cin // g, og, kh, kw).transpose(1, 2).reshape(g * og, cin // g, kh, kw)
+    geo1 = Geometry(stride=(1, 1), padding=(0, 0), dilation=(dh, dw), groups=g)
+    return padded, wt.flip(-1, -2), geo1
+
+
 # ---- int64 path -------------------------------------------------------------------------------
 
 
@@ -188,15 +295,9 @@ def _int64_sum(kind: Op, x: torch.Tensor, w: torch.Tensor, geo: Geometry) -> tor
     if kind is Op.LINEAR:
         return torch.einsum("nf,of->no", x, w)
     if kind is Op.CONV1D:
-        geo2 = Geometry(
-            stride=(1, *geo.stride),
-            padding=(0, *geo.padding),
-            dilation=(1, *geo.dilation),
-            groups=geo.groups,
-        )
-        return _int64_conv2d(x.unsqueeze(2), w.unsqueeze(2), geo2).squeeze(2)
+        return _int64_conv2d(x.unsqueeze(2), w.unsqueeze(2), _as_2d(geo)).squeeze(2)
     if kind is Op.CONVTRANSPOSE2D:
-        return _int64_convtranspose2d(x, w, geo)
+        return _int64_conv2d(*_transposed_as_conv(x, w, geo))
     return _int64_conv2d(x, w, geo)
 
 
@@ -209,7 +310,7 @@ def _int64_conv2d(x: torch.Tensor, w: torch.Tensor, geo: Geometry) -> torch.Tens
     xp = F.pad(x, (pw, pw, ph, ph))
     oh = (h + 2 * ph - dh * (kh - 1) - 1) // sh + 1
     ow = (wd + 2 * pw - dw * (kw - 1) - 1) // sw + 1
-    acc = torch.zeros((n, g, out_ch // g, oh, ow), dtype=torch.int64)
+    acc = torch.zeros((n, g, out_ch // g, oh, ow), dtype=torch.int64, device=x.device)
     wg = w.reshape(g, out_ch // g, cg, kh, kw)
     for i in range(kh):
         for j in range(kw):
@@ -218,22 +319,3 @@ def _int64_conv2d(x: torch.Tensor, w: torch.Tensor, geo: Geometry) -> torch.Tens
             patch = xp[:, :, rows, cols].reshape(n, g, cg, oh, ow)
             acc += torch.einsum("ngchw,goc->ngohw", patch, wg[:, :, :, i, j])
     return acc.reshape(n, out_ch, oh, ow)
-
-
-def _int64_convtranspose2d(x: torch.Tensor, w: torch.Tensor, geo: Geometry) -> torch.Tensor:
-    """R2.7: zero-stuff by the stride, pad d*(k-1)-p (plus output_padding bottom/right), then
-    convolve at stride 1 with the kernel flipped in both axes and in/out swapped."""
-    n, c, h, wd = x.shape
-    cin, og, kh, kw = w.shape
-    g = geo.groups
-    (sh, sw), (ph, pw), (dh, dw) = geo.stride, geo.padding, geo.dilation
-    oph, opw = geo.output_padding or (0, 0)
-    stuffed = torch.zeros((n, c, (h - 1) * sh + 1, (wd - 1) * sw + 1), dtype=torch.int64)
-    stuffed[:, :, ::sh, ::sw] = x
-    top, left = dh * (kh - 1) - ph, dw * (kw - 1) - pw
-    padded = F.pad(stuffed, (left, left + opw, top, top + oph))
-    # (in, out/g, kh, kw) -> (out, in/g, kh, kw), flipped spatially
-    wt = w.reshape(g, cin // g, og, kh, kw).transpose(1, 2).reshape(g * og, cin // g, kh, kw)
-    wt = wt.flip(-1, -2)
-    geo1 = Geometry(stride=(1, 1), padding=(0, 0), dilation=(dh, dw), groups=g)
-    return _int64_conv2d(padded, wt, geo1)

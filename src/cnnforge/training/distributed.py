@@ -1,9 +1,12 @@
 """Multi-process training on torch.distributed (launched by ``torchrun``).
 
 Without ``torchrun`` (no WORLD_SIZE in the environment) everything degrades to one process.
+Each rank computes on its own device (compute.choose_device: ``cuda:LOCAL_RANK``, or the
+``--gpus`` entry of its local rank, or the CPU); the ranks talk over NCCL when every rank has a
+GPU of its own and over gloo otherwise (the CPU, or ranks sharing a GPU: ``--gpus 0,0``).
 BatchNorm under DDP uses *global* batch statistics (``GlobalBatchNorm``: the ranks' sums are
-all-reduced), so N processes with per-process batch B train like one
-process with batch N*B; torch's ``SyncBatchNorm`` would do the same but refuses CPU tensors.
+all-reduced), so N processes with per-process batch B train like one process with batch N*B, on
+the CPU as on GPUs; torch's ``SyncBatchNorm`` would do the same but refuses CPU tensors.
 """
 
 from __future__ import annotations
@@ -17,8 +20,8 @@ from datetime import timedelta
 import torch
 import torch.distributed as dist
 from torch import nn
-from torch.utils.data import Dataset, DistributedSampler
 
+from cnnforge.compute import CPU
 from cnnforge.errors import InputError
 
 
@@ -28,6 +31,7 @@ class DistContext:
 
     rank: int = 0
     world_size: int = 1
+    device: torch.device = CPU  # this rank's (where its collectives' tensors live)
 
     @property
     def is_main(self) -> bool:
@@ -39,12 +43,14 @@ class DistContext:
         BatchNorm is frozen). No ``find_unused_parameters``: every trainable one must be used."""
         if self.world_size == 1:
             return model
+        if self.device.type == "cuda":
+            return nn.parallel.DistributedDataParallel(model, device_ids=[self.device.index])
         return nn.parallel.DistributedDataParallel(model)
 
     def mean(self, value: float) -> float:
         if self.world_size == 1:
             return value
-        t = torch.tensor([value], dtype=torch.float64)
+        t = torch.tensor([value], dtype=torch.float64, device=self.device)
         dist.all_reduce(t)
         return float(t[0]) / self.world_size
 
@@ -74,37 +80,50 @@ def env_rank() -> int | None:
     return int(os.environ.get("RANK", "0"))
 
 
-def init_from_env() -> DistContext:
-    """Join the process group torchrun describes: gloo, since the trainer runs on the CPU (nccl
-    would need the model and batches on a GPU, which the trainer does not put them on).
+def local_rank() -> int | None:
+    """This process's index on its machine under torchrun with several processes, else None."""
+    if env_rank() is None:
+        return None
+    return int(os.environ.get("LOCAL_RANK", "0"))
+
+
+def local_processes() -> int:
+    """Training processes on this machine (torchrun's LOCAL_WORLD_SIZE; 1 without torchrun)."""
+    return int(os.environ.get("LOCAL_WORLD_SIZE", "1")) if env_rank() is not None else 1
+
+
+def backend_for(device: torch.device, gpus: tuple[int, ...] | None) -> str:
+    """NCCL when this rank has a GPU no other rank on its machine shares, else gloo."""
+    if device.type != "cuda":
+        return "gloo"
+    shared = gpus is not None and len(set(gpus)) < len(gpus)
+    return "gloo" if shared else "nccl"
+
+
+def init_from_env(
+    device: torch.device = CPU, gpus: tuple[int, ...] | None = None
+) -> DistContext:
+    """Join the process group torchrun describes, this rank computing on ``device``: NCCL
+    between GPUs, gloo on the CPU or between ranks sharing a GPU (``backend_for``).
 
     A rank that dies closes its connections, so the others' next collective fails at once;
     ``timeout()`` bounds a wait on a rank that hangs instead.
     """
     if env_rank() is None:
-        return DistContext()
+        return DistContext(device=device)
+    if device.type == "cuda":
+        torch.cuda.set_device(device)
     if not dist.is_initialized():
-        dist.init_process_group("gloo", timeout=timeout())
-    return DistContext(rank=dist.get_rank(), world_size=dist.get_world_size())
+        dist.init_process_group(backend_for(device, gpus), timeout=timeout())
+    return DistContext(rank=dist.get_rank(), world_size=dist.get_world_size(), device=device)
 
 
 def context() -> DistContext:
-    """The current process's context (single process unless a group is initialized)."""
+    """The current process's rank and world size (one process unless a group is initialized);
+    its device is the CPU's: the trainer puts its own device in (``dataclasses.replace``)."""
     if dist.is_available() and dist.is_initialized():
         return DistContext(rank=dist.get_rank(), world_size=dist.get_world_size())
     return DistContext()
-
-
-def sampler_for(dataset: Dataset, *, shuffle: bool, seed: int, epoch: int):
-    """A DistributedSampler set to ``epoch`` when distributed, else None."""
-    ctx = context()
-    if ctx.world_size == 1:
-        return None
-    sampler = DistributedSampler(
-        dataset, num_replicas=ctx.world_size, rank=ctx.rank, shuffle=shuffle, seed=seed
-    )
-    sampler.set_epoch(epoch)
-    return sampler
 
 
 class _SumOverRanks(torch.autograd.Function):

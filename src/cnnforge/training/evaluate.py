@@ -6,6 +6,9 @@
 
 QAT-eval and bit-exact must agree exactly (nn/layers.py states the identity); ``Evaluation``
 counts the output values where they differ so a regression shows as a number, not a hunch.
+All three run on the given device, a GPU included: QAT-eval's integer convolutions are float64
+sums rounded to integers, and the simulator's engine is exact on CUDA (sim/exact.py), so the
+count is the same on every device (docs/training.md, "Where training runs").
 """
 
 from __future__ import annotations
@@ -15,11 +18,13 @@ from dataclasses import dataclass, field
 
 import torch
 from torch import nn
-from torch.utils.data import DataLoader, Dataset
+from torch.utils.data import Dataset
 
 from cnnforge.arithmetic import ACT_SCALE, output_unit
+from cnnforge.compute import CPU, reproducible_math
 from cnnforge.ir import Network
 from cnnforge.training.datasets import VOID, fold, unfold
+from cnnforge.training.loaders import Batches
 from cnnforge.training.metrics import SegmentationScores, confusion_matrix, segmentation_scores
 
 
@@ -62,8 +67,8 @@ def _prepared(network: Network, xf: torch.Tensor) -> torch.Tensor:
         return xf
     from cnnforge.samples import quantize_floats
 
-    normalized = network.host_input.apply(xf.numpy() / ACT_SCALE, xf.dim() - 1)
-    return torch.from_numpy(quantize_floats(normalized)[0])
+    normalized = network.host_input.apply(xf.cpu().numpy() / ACT_SCALE, xf.dim() - 1)
+    return torch.from_numpy(quantize_floats(normalized)[0]).to(xf.device)
 
 
 def output_scale(network: Network) -> float:
@@ -82,64 +87,84 @@ def evaluate_three_ways(
     fold_factor: int = 1,
     batch_size: int = 64,
     max_images: int | None = None,
+    device: torch.device | None = None,
+    workers: int = 0,
 ) -> Evaluation:
-    """Score ``model`` on ``dataset`` as float, QAT-eval and bit-exact simulation."""
+    """Score ``model`` on ``dataset`` as float, QAT-eval and bit-exact simulation, on
+    ``device`` (default the CPU) with ``workers`` data-loading processes."""
     from cnnforge.nn import qat_modules, set_float, set_quantized_eval
+
+    device = device or CPU
+    float_model = set_float(copy.deepcopy(model)).eval().to(device)
+    batches = Batches(dataset, batch_size, device=device, workers=workers)
+    try:
+        with torch.no_grad(), reproducible_math(device):
+            if next(qat_modules(model), None) is None:  # plain torch: its float row, and why
+                return _float_only(float_model, batches, num_classes, fold_factor, max_images)
+            quant_model = set_quantized_eval(copy.deepcopy(model)).to(device)
+            return _three_ways(
+                float_model, quant_model, batches, num_classes, fold_factor, max_images
+            )
+    finally:
+        batches.close()
+
+
+def _three_ways(
+    float_model: nn.Module,
+    quant_model: nn.Module,
+    batches: Batches,
+    num_classes: int,
+    fold_factor: int,
+    max_images: int | None,
+) -> Evaluation:
     from cnnforge.sim import simulate
 
-    float_model = set_float(copy.deepcopy(model)).eval()
-    if next(qat_modules(model), None) is None:  # plain torch: its float row, and why alone
-        return _float_only(float_model, dataset, num_classes, fold_factor, batch_size, max_images)
-    quant_model = set_quantized_eval(copy.deepcopy(model))
     cms = {mode: None for mode in ("float", "qat-eval", "bit-exact")}
     compared = differing = images = 0
     network = scale = None
-    with torch.no_grad():
-        for x, mask in DataLoader(dataset, batch_size=batch_size, shuffle=False):
-            if max_images is not None and images >= max_images:
-                break
-            xf = fold(x.to(torch.int64), fold_factor)
-            if network is None:
-                network = hardware_network(quant_model, tuple(xf.shape[1:]))
-                scale = output_scale(network)
-            outs = {
-                "float": float_model(xf.to(torch.float32) / ACT_SCALE).double(),
-                "qat-eval": quant_model(xf.to(torch.float32) / ACT_SCALE).double(),
-                "bit-exact": simulate(network, _prepared(network, xf), device=None)
-                .outputs[network.outputs[0]]
-                .double()
-                * scale,
-            }
-            compared += outs["qat-eval"].numel()
-            differing += int((outs["qat-eval"] != outs["bit-exact"]).sum())
-            images += x.shape[0]
-            for mode, out in outs.items():
-                pred = unfold(out, fold_factor).argmax(dim=1)
-                cm = confusion_matrix(pred, mask, num_classes, VOID)
-                cms[mode] = cm if cms[mode] is None else cms[mode] + cm
+    for x, mask in batches.epoch():
+        if max_images is not None and images >= max_images:
+            break
+        xf = fold(x.to(torch.int64), fold_factor)
+        if network is None:  # captured from a CPU copy (capture runs the model on the CPU)
+            network = hardware_network(copy.deepcopy(quant_model).cpu(), tuple(xf.shape[1:]))
+            scale = output_scale(network)
+        outs = {
+            "float": float_model(xf.to(torch.float32) / ACT_SCALE).double(),
+            "qat-eval": quant_model(xf.to(torch.float32) / ACT_SCALE).double(),
+            "bit-exact": simulate(network, _prepared(network, xf), device=None)
+            .outputs[network.outputs[0]]
+            .double()
+            * scale,
+        }
+        compared += outs["qat-eval"].numel()
+        differing += int((outs["qat-eval"] != outs["bit-exact"]).sum())
+        images += x.shape[0]
+        for mode, out in outs.items():
+            pred = unfold(out, fold_factor).argmax(dim=1)
+            cm = confusion_matrix(pred, mask, num_classes, VOID)
+            cms[mode] = cm if cms[mode] is None else cms[mode] + cm
     scores = {mode: segmentation_scores(cm) for mode, cm in cms.items()}
     return Evaluation(scores, compared, differing, images)
 
 
 def _float_only(
     model: nn.Module,
-    dataset: Dataset,
+    batches: Batches,
     num_classes: int,
     fold_factor: int,
-    batch_size: int,
     max_images: int | None,
 ) -> Evaluation:
     """The float row of a model without QAT layers; the other rows say why they are absent."""
     cm = None
     images = 0
-    with torch.no_grad():
-        for x, mask in DataLoader(dataset, batch_size=batch_size, shuffle=False):
-            if max_images is not None and images >= max_images:
-                break
-            xf = fold(x.to(torch.int64), fold_factor)
-            out = model(xf.to(torch.float32) / 128.0).double()
-            part = confusion_matrix(unfold(out, fold_factor).argmax(dim=1), mask, num_classes, VOID)
-            cm = part if cm is None else cm + part
-            images += x.shape[0]
+    for x, mask in batches.epoch():
+        if max_images is not None and images >= max_images:
+            break
+        xf = fold(x.to(torch.int64), fold_factor)
+        out = model(xf.to(torch.float32) / 128.0).double()
+        part = confusion_matrix(unfold(out, fold_factor).argmax(dim=1), mask, num_classes, VOID)
+        cm = part if cm is None else cm + part
+        images += x.shape[0]
     absent = {"qat-eval": FLOAT_ONLY, "bit-exact": FLOAT_ONLY}
     return Evaluation({"float": segmentation_scores(cm)}, 0, 0, images, absent)

@@ -1,31 +1,40 @@
 """The training loop: a float phase, then quantization-aware training from ``start_epoch``.
 
-Deterministic by construction: each epoch re-seeds torch with ``seed + epoch`` and shuffles with
-a generator seeded the same way, so a run resumed from ``last.pth`` continues with exactly the
-losses the uninterrupted run would have had. Under ``torchrun`` the loop uses
-DistributedDataParallel (gloo; training runs on the CPU) with a DistributedSampler and global-batch
-BatchNorm, wrapped anew for each phase (QAT freezes the folded BatchNorm); only rank 0 writes
-checkpoints and logs. Checkpoints load with ``torch.load(..., weights_only=True)``.
+Deterministic by construction: each epoch re-seeds torch (the CPU's and every GPU's generator)
+with ``seed + epoch`` and shuffles with a generator seeded the same way, under deterministic
+algorithms (compute.reproducible_math), so a run resumed from ``last.pth`` continues with exactly
+the losses the uninterrupted run would have had, on the CPU or on a GPU. The model trains on
+``device`` (compute.choose_device); batches come from ``workers`` processes (loaders.Batches).
+QAT epochs run with TF32 off; ``TrainConfig.amp`` trains the float epochs under bfloat16
+autocast. Under ``torchrun`` the loop uses DistributedDataParallel (NCCL on GPUs, gloo on the
+CPU) with a DistributedSampler and global-batch BatchNorm, wrapped anew for each phase (QAT
+freezes the folded BatchNorm); only rank 0 writes checkpoints and logs. Checkpoints hold CPU
+tensors and load with ``torch.load(..., weights_only=True)`` on any machine.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
+import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import torch
+import torch.nn.functional as F
 from torch import nn
-from torch.utils.data import DataLoader, Dataset
+from torch.utils.data import Dataset
 
 from cnnforge.arithmetic import ACT_SCALE
+from cnnforge.compute import CPU, reproducible_math, to_cpu
 from cnnforge.errors import InputError
 from cnnforge.training import distributed as dist_utils
 from cnnforge.training.datasets import VOID, fold, unfold
+from cnnforge.training.loaders import Batches
 from cnnforge.training.metrics import confusion_matrix, segmentation_scores
 from cnnforge.training.qat import QatHooks
 
@@ -50,6 +59,7 @@ class TrainConfig:
     num_classes: int = 5
     qat_lr_scale: float = 0.25  # QAT fine-tunes: its fresh optimizer starts at lr x this
     replay_world_size: int = 1  # >1: one process replays a DDP run's batches (tests, checks)
+    amp: bool = False  # float epochs under bfloat16 autocast (never QAT epochs)
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -62,6 +72,7 @@ class EpochRecord:
     pixel_accuracy: float
     miou: float
     lr: float
+    seconds: float = 0.0  # the training pass, data loading included (not validation)
 
 
 def make_optimizer(model: nn.Module, config: TrainConfig) -> torch.optim.Optimizer:
@@ -97,41 +108,34 @@ def model_logits(model: nn.Module, x: torch.Tensor, config: TrainConfig) -> torc
     return unfold(model(model_inputs(x, config)), config.fold)
 
 
-def _loader(dataset: Dataset, config: TrainConfig, epoch: int, shuffle: bool) -> DataLoader:
-    if config.replay_world_size > 1 and shuffle:
-        batches = dist_utils.replay_batches(
-            len(dataset),
-            config.replay_world_size,
-            seed=config.seed,
-            epoch=epoch,
-            batch=config.batch_size,
-        )
-        return DataLoader(dataset, batch_sampler=batches, num_workers=0)
-    sampler = dist_utils.sampler_for(dataset, shuffle=shuffle, seed=config.seed, epoch=epoch)
-    generator = torch.Generator().manual_seed(config.seed + epoch)
-    return DataLoader(
-        dataset,
-        batch_size=config.batch_size,
-        shuffle=shuffle and sampler is None,
-        sampler=sampler,
-        generator=generator,
-        num_workers=0,
-    )
+def segmentation_loss(
+    logits: torch.Tensor, mask: torch.Tensor, reduction: str = "mean", ordered: bool | None = None
+) -> torch.Tensor:
+    """Cross-entropy over the pixels that are not ``VOID`` (mean or sum).
+
+    On CUDA, torch's own mean/sum of this loss adds with atomics, in a different order on every
+    run; there (``ordered``, by default on CUDA) the per-pixel losses are summed by an ordinary
+    reduction, the same order every time, which keeps a resumed GPU run on the losses of an
+    uninterrupted one. The CPU uses torch's reduction, as always."""
+    if not (logits.device.type == "cuda" if ordered is None else ordered):
+        return F.cross_entropy(logits, mask, ignore_index=VOID, reduction=reduction)
+    total = F.cross_entropy(logits, mask, ignore_index=VOID, reduction="none").sum()
+    if reduction == "sum":
+        return total
+    return total / (mask != VOID).sum()
 
 
 def evaluate_segmentation(
     predict: Callable[[torch.Tensor], torch.Tensor],
-    dataset: Dataset,
+    batches: Iterable[tuple[torch.Tensor, ...]],
     num_classes: int,
-    batch_size: int = 64,
 ) -> tuple[float, Any]:
-    """Run ``predict`` (ints in -> logits out) over ``dataset``; return (loss, scores)."""
-    loss_fn = nn.CrossEntropyLoss(ignore_index=VOID, reduction="sum")
+    """Run ``predict`` (ints in -> logits out) over ``batches`` of (x, mask); (loss, scores)."""
     cm = None
     total_loss, pixels = 0.0, 0
-    for x, mask in DataLoader(dataset, batch_size=batch_size, shuffle=False):
+    for x, mask in batches:
         logits = predict(x).to(torch.float64)
-        total_loss += float(loss_fn(logits, mask))
+        total_loss += float(segmentation_loss(logits, mask, "sum"))
         pixels += int((mask != VOID).sum())
         batch_cm = confusion_matrix(logits.argmax(dim=1), mask, num_classes)
         cm = batch_cm if cm is None else cm + batch_cm
@@ -164,7 +168,10 @@ def load_checkpoint(path: Path) -> dict[str, Any]:
 
 
 class Trainer:
-    """Trains ``model`` on ``train_set``, validating on ``val_set``, writing to ``out_dir``."""
+    """Trains ``model`` on ``train_set``, validating on ``val_set``, writing to ``out_dir``.
+
+    The model moves to ``device`` (default the CPU); ``workers`` data-loading processes serve
+    both splits (0: the main process loads)."""
 
     def __init__(
         self,
@@ -176,8 +183,12 @@ class Trainer:
         qat: QatHooks | None = None,
         model_spec: dict[str, Any] | None = None,
         on_epoch: Callable[[EpochRecord], None] | None = None,
+        *,
+        device: torch.device | None = None,
+        workers: int = 0,
     ) -> None:
-        self.model = model
+        self.device = device or CPU
+        self.workers = workers
         self.train_set, self.val_set = train_set, val_set
         self.config = config
         self.out_dir = Path(out_dir)
@@ -187,11 +198,13 @@ class Trainer:
         self.history: list[EpochRecord] = []
         self.best_miou = -math.inf
         self.start_epoch = 0
-        self.ctx = dist_utils.context()
+        self.ctx = replace(dist_utils.context(), device=self.device)
         if self.ctx.world_size > 1:
-            self.model = dist_utils.global_batchnorm(model)
+            model = dist_utils.global_batchnorm(model)
+        self.model = model.to(self.device)
         self._net: nn.Module | None = None  # DDP around the model as it trains in this phase
-        self.optimizer = make_optimizer(model, config)
+        self._batches: dict[str, Batches] = {}
+        self.optimizer = make_optimizer(self.model, config)
         self.scheduler = make_scheduler(self.optimizer, config)
 
     # ---- state ---------------------------------------------------------------------------
@@ -218,11 +231,12 @@ class Trainer:
         self.history = [EpochRecord(**r) for r in payload["history"]]
 
     def _payload(self, epoch: int) -> dict[str, Any]:
+        """What ``last.pth`` holds, every tensor a CPU copy (it loads on any machine)."""
         return {
             "format": CHECKPOINT_FORMAT,
             "epoch": epoch,
-            "state_dict": self.model.state_dict(),
-            "optimizer": self.optimizer.state_dict(),
+            "state_dict": to_cpu(self.model.state_dict()),
+            "optimizer": to_cpu(self.optimizer.state_dict()),
             "scheduler": self.scheduler.state_dict(),
             "qat_active": self.qat.active,
             "best_miou": self.best_miou,
@@ -234,21 +248,49 @@ class Trainer:
     # ---- the loop ------------------------------------------------------------------------
 
     def fit(self) -> list[EpochRecord]:
-        """Run the remaining epochs; returns the full history."""
-        torch.use_deterministic_algorithms(True, warn_only=True)
-        for epoch in range(self.start_epoch, self.config.epochs):
-            if self.qat.should_activate(epoch):
-                self.qat.activate(self.model)
-                self._net = None  # the trainable parameters changed: wrap again
-                self._rebuild_optimizer(epoch)
-                self.best_miou = -math.inf  # best.pth holds the best *quantization-aware* epoch
-            train_loss = self._train_epoch(epoch)
-            record = self._validate(epoch, train_loss)
-            self.history.append(record)
-            self._write(epoch, record)
-            if self.on_epoch and self.ctx.is_main:
-                self.on_epoch(record)
+        """Run the remaining epochs; returns the full history. Each epoch computes under
+        ``reproducible_math`` (TF32 off once QAT is on); the workers stop at the end."""
+        try:
+            for epoch in range(self.start_epoch, self.config.epochs):
+                if self.qat.should_activate(epoch):
+                    self.qat.activate(self.model)
+                    self._net = None  # the trainable parameters changed: wrap again
+                    self._rebuild_optimizer(epoch)
+                    self.best_miou = -math.inf  # best.pth: the best *quantization-aware* epoch
+                with reproducible_math(self.device, full_precision=self.qat.active):
+                    start = time.perf_counter()
+                    train_loss = self._train_epoch(epoch)
+                    seconds = time.perf_counter() - start
+                    record = replace(self._validate(epoch, train_loss), seconds=seconds)
+                self.history.append(record)
+                self._write(epoch, record)
+                if self.on_epoch and self.ctx.is_main:
+                    self.on_epoch(record)
+        finally:
+            for batches in self._batches.values():
+                batches.close()
+            self._batches = {}
         return self.history
+
+    def batches(self, split: str) -> Batches:
+        """The ``train`` (shuffled per epoch) or ``val`` batches, made once per ``fit``."""
+        if split not in self._batches:
+            train = split == "train"
+            self._batches[split] = Batches(
+                self.train_set if train else self.val_set,
+                self.config.batch_size,
+                device=self.device,
+                workers=self.workers,
+                shuffle=train,
+                seed=self.config.seed,
+                replay_world=self.config.replay_world_size,
+            )
+        return self._batches[split]
+
+    def autocast(self) -> contextlib.AbstractContextManager:
+        """bfloat16 autocast in float epochs with ``TrainConfig.amp``, else nothing."""
+        enabled = self.config.amp and not self.qat.active
+        return torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=enabled)
 
     def _rebuild_optimizer(self, epoch: int) -> None:
         """QAT adds parameters (shifts) and changes the weights' meaning: a fresh optimizer."""
@@ -261,31 +303,33 @@ class Trainer:
                 self.scheduler.step()
 
     def _train_epoch(self, epoch: int) -> float:
-        torch.manual_seed(self.config.seed + epoch)
+        torch.manual_seed(self.config.seed + epoch)  # seeds every CUDA generator too
         if self._net is None:
             self._net = self.ctx.wrap(self.model)
         net = self._net
         net.train()
-        loss_fn = nn.CrossEntropyLoss(ignore_index=VOID)
-        total, batches = 0.0, 0
-        for x, mask in _loader(self.train_set, self.config, epoch, shuffle=True):
+        # summed on the device in float64: the same numbers as adding float(loss) per batch,
+        # without waiting for each batch to finish
+        total = torch.zeros((), dtype=torch.float64, device=self.device)
+        batches = 0
+        for x, mask in self.batches("train").epoch(epoch):
             self.optimizer.zero_grad(set_to_none=True)
-            loss = loss_fn(model_logits(net, x, self.config), mask)
+            with self.autocast():
+                loss = segmentation_loss(model_logits(net, x, self.config), mask)
             loss.backward()
             self.optimizer.step()
-            total += float(loss.detach())
+            total += loss.detach()
             batches += 1
         self.scheduler.step()
-        return self.ctx.mean(total / max(batches, 1))
+        return self.ctx.mean(float(total) / max(batches, 1))
 
     def _validate(self, epoch: int, train_loss: float) -> EpochRecord:
         self.model.eval()
         with torch.no_grad():
             val_loss, scores = evaluate_segmentation(
                 lambda x: model_logits(self.model, x, self.config),
-                self.val_set,
+                self.batches("val").epoch(),
                 self.config.num_classes,
-                self.config.batch_size,
             )
         return EpochRecord(
             epoch=epoch,

@@ -17,12 +17,15 @@ from cnnforge.training.datasets import VOID
 def confusion_matrix(
     pred: torch.Tensor, target: torch.Tensor, num_classes: int, ignore_index: int = VOID
 ) -> np.ndarray:
-    """``cm[t, p]`` = number of pixels (or samples) of true class t predicted as p."""
+    """``cm[t, p]`` = number of pixels (or samples) of true class t predicted as p.
+
+    Counted on the CPU (the pairs' indices copied there): CUDA's bincount adds with atomics,
+    which torch's deterministic mode reports as nondeterministic in some versions."""
     pred = pred.reshape(-1).to(torch.int64)
     target = target.reshape(-1).to(torch.int64)
     keep = target != ignore_index
     pred, target = pred[keep], target[keep]
-    idx = target * num_classes + pred.clamp(0, num_classes - 1)
+    idx = (target * num_classes + pred.clamp(0, num_classes - 1)).to(torch.int32).cpu()
     counts = torch.bincount(idx, minlength=num_classes * num_classes)
     return counts.reshape(num_classes, num_classes).numpy().astype(np.int64)
 

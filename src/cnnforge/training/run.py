@@ -82,16 +82,28 @@ def train_model(
     resume: bool = False,
     on_epoch: Callable[[EpochRecord], None] | None = None,
     overwrite: bool = False,
+    device: torch.device | None = None,
+    workers: int | None = None,
+    on_start: Callable[[torch.device], None] | None = None,
 ) -> list[EpochRecord]:
     """Build the model, the data and the trainer; train (or resume) and return the history.
 
     ``out_dir`` follows the rules of every writer (outputs.claim_directory): a new or
-    cnnforge-written directory, replaced only with ``overwrite``, continued with ``resume``."""
+    cnnforge-written directory, replaced only with ``overwrite``, continued with ``resume``.
+    Training runs on ``device`` (default the CPU) with ``workers`` data-loading processes
+    (None: compute.default_workers); ``on_start(device)`` is called once everything given has
+    been checked, just before the first epoch."""
+    from cnnforge.compute import CPU, check_workers, default_workers
     from cnnforge.frontend.torch_fx import load_model
     from cnnforge.nn import load_policy
     from cnnforge.outputs import check_target, claim_directory
-    from cnnforge.training.distributed import context
+    from cnnforge.training.distributed import context, local_processes
     from cnnforge.training.loop import OUTPUT_FILES
+
+    device = device or CPU
+    if workers is None:
+        workers = default_workers(device, local_processes())
+    check_workers(workers)
 
     last = Path(out_dir) / "last.pth"
     if resume and not last.is_file():
@@ -116,11 +128,15 @@ def train_model(
         QatHooks(policy),
         model_spec={"model": spec, "model_args": model_args, "data": _data_json(data_spec)},
         on_epoch=on_epoch,
+        device=device,
+        workers=workers,
     )
     if main:  # the model and data are good: the directory becomes this run's
         claim_directory(out_dir, OUTPUT_FILES, overwrite=overwrite, resume=resume)
     if resume:
         trainer.resume(last)
+    if on_start is not None:
+        on_start(device)
     return trainer.fit()
 
 

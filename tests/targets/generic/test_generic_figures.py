@@ -11,11 +11,15 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
+import torch
 
 from cnnforge.frontend import load_network
+from cnnforge.targets.generic.banded import simulate_tiled
 from cnnforge.targets.generic.budget_plan import plan_generic
-from cnnforge.targets.generic.target import parse_generic
+from cnnforge.targets.generic.integer import quantize_generic, simulate_generic
+from cnnforge.targets.generic.target import GenericTarget, parse_generic
 from support.cli import run_cli
 from support.paths import TESTS
 
@@ -47,12 +51,33 @@ def test_resnet50_at_3mib_moves_less_than_xfdnn(networks):
     assert plan.lower_bound <= ddr <= XFDNN_RESNET50_DDR
     assert (ddr, plan.lower_bound) == (11_239_424, 2_932_736)
     assert plan.graph.unsupported == ()
+    tiled = plan.tiled  # below the whole-blob bound, weights read once: 1.03x the tiled bound
+    assert (tiled.activation_bytes, tiled.weight_bytes, tiled.extra_ops) == (
+        1_605_632,
+        51_060_944,
+        0,
+    )
+    assert plan.tiled_bound.ddr_bytes == 51_060_944
 
 
 def test_resnet50_caffe_layout_counts_xfdnns_ops(networks):
     plan = plan_generic(networks["ResNet50Caffe"], parse_generic("generic:onchip=3MiB"))
     assert plan.ops == XFDNN_RESNET50_OPS
     assert plan.lower_bound <= plan.allocation.transfer_bytes <= XFDNN_RESNET50_DDR
+    tiled, bound = plan.tiled, plan.tiled_bound
+    print(
+        f"ResNet-50 (Caffe) at 3 MiB tiled: activations {tiled.activation_bytes:,} (whole-blob "
+        f"bound {plan.lower_bound:,}), weights {tiled.weight_bytes:,}, extra ops "
+        f"{tiled.extra_ops:,}; tiled bound {bound.ddr_bytes:,}"
+    )
+    assert tiled.activation_bytes <= plan.lower_bound == 2_801_664
+    assert tiled.ddr_bytes <= 1.5 * bound.ddr_bytes
+    assert (tiled.activation_bytes, tiled.weight_bytes, tiled.extra_ops) == (0, 51_060_944, 0)
+    assert bound.weight_bytes == plan.weight_ddr_bytes == 51_060_944
+    # the stem and layer1 (15 steps) in 128 bands of the input (2 rows of 224), their weights
+    # kept on chip: the 112x112 and 56x56 blobs never exist whole
+    assert [(g.name, g.band_count) for g in tiled.tiled] == [("conv1..add_2", 128)]
+    assert max(tiled.onchip_bytes(k) for k in range(len(tiled.groups))) <= 3 << 20
 
 
 @pytest.mark.parametrize("onchip", ["5MiB", "5MB"])
@@ -61,6 +86,7 @@ def test_googlenet_at_5mb_needs_no_ddr(networks, onchip):
     assert plan.ops == XFDNN_GOOGLENET_OPS
     assert plan.allocation.transfer_bytes == 0 and plan.lower_bound == 0
     assert (plan.min_memory, plan.peak_step) == (2_007_040, "pool1")
+    assert (plan.tiled.ddr_bytes, plan.tiled_bound.ddr_bytes) == (13_997_104, 13_997_104)
 
 
 def test_unet_curve_report_files(tmp_path, capsys):
@@ -79,8 +105,21 @@ def test_unet_curve_report_files(tmp_path, capsys):
     }
     assert all(p["lower_bound"] <= p["ddr_transfer_bytes"] for p in curve)
     assert doc["totals"]["ddr_transfer_bytes"] == 794_624
+    tiled = doc["tiled"]
+    # fusing at 64 KiB would save activation bytes but re-read more weight bytes: not chosen
+    assert tiled["totals"]["ddr_activation_bytes"] == 794_624
+    assert tiled["totals"]["lower_bound"]["activation_bytes"] == 172_032  # the 21x64x64 output
+    assert [p["budget"] for p in tiled["curve"]] == [p["budget"] for p in curve]
+    for point in tiled["curve"]:  # the tiled plan, above its bound, below the whole-blob plan
+        moved = point["ddr_activation_bytes"] + point["weight_ddr_bytes"]
+        assert point["lower_bound_bytes"] <= moved
+        whole = next(p["ddr_transfer_bytes"] for p in curve if p["budget"] == point["budget"])
+        assert moved <= whole + doc["totals"]["weight_ddr_bytes"]
+    assert tiled["totals"]["lower_bound"]["weight_bytes"] == doc["totals"]["weight_ddr_bytes"]
+    assert sum(len(g["steps"]) for g in tiled["groups"]) == len(doc["steps"])
+    assert "tiled schedule on generic" in out and "tiled plan at 65,536 B on chip" in out
     svg = (out_dir / "ddr-vs-budget.svg").read_text()
-    assert svg.startswith("<svg") and svg.count("<polyline") == 2
+    assert svg.startswith("<svg") and svg.count("<polyline") == 4
     html = (out_dir / "report.html").read_text()
     assert "<section id='generic-target'>" in html and "<svg" in html
     assert "enc1.3" in (out_dir / "generic-plan.txt").read_text()
@@ -108,3 +147,44 @@ def test_plan_with_generic_device_and_json_stdout(capsys):
 def test_bad_generic_arguments_are_one_line(args, capsys):
     code, _out, err = run_cli(args, capsys)
     assert code == 2 and err.count("\n") == 1 and err.startswith("error:"), err
+
+
+#: The figures' networks at sizes CI affords (benchmarks/generic_tiling.py runs 224x224), on a
+#: budget a quarter of their least whole-blob memory, with a weight store holding every weight
+#: so that fusing is worth it everywhere.
+SMALL = [
+    (f"{MODELS}:ResNet50", (3, 32, 32), {}),
+    (f"{MODELS}:ResNet50Caffe", (3, 32, 32), {}),
+    (f"{MODELS}:GoogLeNetV1", (3, 64, 64), {"avgpool": 2}),
+    ("unet-voc", (3, 64, 64), {}),
+]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("model", "shape", "args"), SMALL, ids=lambda v: str(v).split(":")[-1])
+def test_tiled_simulation_equals_untiled_on_the_figures_networks(model, shape, args):
+    network = load_network(model, shape, args)
+    store = GenericTarget(weight_onchip_bytes=1 << 30)
+    target = store.with_onchip(plan_generic(network, store, 2).min_memory // 4)
+    plan = plan_generic(network, target, 2)
+    assert sum(len(g.steps) >= 2 and g.band_count >= 2 for g in plan.tiled.tiled) >= 2
+    rng = np.random.default_rng(0)
+    q = quantize_generic(network, target, rng.uniform(-1, 1, (2, *shape)))
+    x = q.to_int(rng.uniform(-1, 1, (1, *shape)))
+    untiled, tiled = simulate_generic(q, x), simulate_tiled(q, plan.tiled, x)
+    assert [n for n in tiled if n in untiled and not torch.equal(tiled[n], untiled[n])] == []
+    assert all(torch.equal(tiled[n], untiled[n]) for n in q.network.outputs)
+
+
+def test_budget_with_recomputed_halos_reports_extra_ops(capsys):
+    """``halo=recompute``: bands run independently, so the halo rows are computed again."""
+    docs = {}
+    for halo in ("keep", "recompute"):
+        device = f"generic:onchip=16KiB,weight_onchip=1GiB,halo={halo}"
+        code, out, _ = run_cli(
+            ["budget", "unet-voc", "-d", device, "--points", "2", "--json", "-"], capsys
+        )
+        assert code == 0, out
+        docs[halo] = json.loads(out)["tiled"]["totals"]
+    assert docs["keep"]["extra_ops"] == 0 and docs["keep"]["fused_groups"] > 0
+    assert docs["recompute"]["extra_ops"] > 0 and docs["recompute"]["fused_groups"] > 0

@@ -31,6 +31,9 @@ def test_parse_generic_sizes_and_keys():
     assert parse_generic("Generic: onchip = 5MB").onchip_bytes == 5_000_000
     assert parse_size("1.5KiB") == 1536 and parse_size("4096") == 4096
     assert parse_generic(f"generic:{format_params(t)}") == t
+    recomputing = parse_generic("generic:halo=recompute")
+    assert recomputing.halo == "recompute" and t.halo == "keep"
+    assert parse_generic(f"generic:{format_params(recomputing)}") == recomputing
     assert is_generic("generic:onchip=1") and not is_generic("MAX78000")
 
 
@@ -43,6 +46,7 @@ def test_parse_generic_sizes_and_keys():
         "generic:onchip",
         "generic:inplace=maybe",
         "generic:macs_per_cycle=-1",
+        "generic:halo=maybe",
     ],
 )
 def test_parse_generic_rejects(text):

@@ -60,6 +60,24 @@ def test_code_is_measured_without_the_data_arrays(tmp_path: Path) -> None:
     assert measured.code / 2 < estimate < measured.code * 2
 
 
+@needs_arm
+def test_riscv_code_counts_both_images(tmp_path: Path) -> None:
+    """--riscv: main.c (Cortex-M4) and the RISC-V image (main_riscv.c, cnn.c, softmax.c) both
+    sit in flash; without a RISC-V compiler the latter is built as Cortex-M4 code, and the
+    line says so."""
+    plain, riscv = tmp_path / "plain", tmp_path / "riscv"
+    write_folder(demo_firmware("MAX78000-mnist"), plain)
+    fw = demo_firmware("MAX78000-mnist-riscv")
+    write_folder(fw, riscv)
+    one, two = flash_bytes(demo_firmware("MAX78000-mnist"), plain), flash_bytes(fw, riscv)
+    assert two.measured and "RISC-V" in two.how
+    # the self-test moved to the RISC-V image; the Cortex-M4 image only boots it
+    assert two.code > one.code
+    if not any(map(shutil.which, flash.RISCV_GCCS)):
+        assert "built as Cortex-M4 code: no RISC-V compiler" in two.how
+        assert two.code < 1.5 * one.code
+
+
 def test_without_the_toolchain_code_is_an_estimate_that_says_so(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -128,7 +128,8 @@ def test_riscv_layout_runs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -
     folder = _compile(tmp_path, capsys, "--riscv", "--softmax")
     assert (folder / "main_riscv.c").is_file()
     assert "urvbootaddr" in (folder / "main.c").read_text()
-    assert "RISCV_LOAD = 1" in (folder / "project.mk").read_text()
+    assert "SRCS  = main_riscv.c cnn.c" in (folder / "Makefile.RISCV").read_text()
+    assert not (folder / "project.mk").exists()  # the dual-core build of the MSDK's examples
     assert "*** PASS ***" in run_main(folder, "MAX78000")
     assert run_setup(folder, "MAX78000").differences(stored("MAX78000-mnist-riscv")) == []
     builds_with_warnings_as_errors(folder, tmp_path)

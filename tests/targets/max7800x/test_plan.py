@@ -15,6 +15,7 @@ from cnnforge.targets.max7800x.groups import identity_conv, is_copy
 from cnnforge.targets.max7800x.inplace import IN_PLACE_MARGIN_WORDS, in_place_words
 from cnnforge.targets.max7800x.latency import (
     START_CYCLES,
+    STREAMING_PERCENT,
     LatencyInputs,
     layer_cycles,
     layer_inputs,
@@ -46,7 +47,7 @@ def test_latency_passthrough_and_streaming():
     base = LatencyInputs(passes=1, pooled=(8, 8), pad=(1, 1), kernel=(3, 3), out_cols=8)
     assert (
         layer_cycles(dataclasses.replace(base, streaming=True))
-        == (15 * layer_cycles(base) + 9) // 10
+        == (STREAMING_PERCENT * layer_cycles(base) + 50) // 100
     )
 
 

@@ -5,6 +5,8 @@ into ``target.onchip_bytes`` and keeps the one that moves the fewest DDR bytes, 
 it: the least on-chip memory that needs no transfer (and the step where the peak occurs), the
 DDR bytes and the lower bound along a sweep of budgets (the curve down to budget 0, where the
 engine streams every blob through DDR), weights streamed per inference, and a cycle estimate.
+Beside this whole-blob plan it plans the same schedule tiled (tiling.py: fused groups on row
+bands) with its own bound, at the budget and along the same curve.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from cnnforge.targets.generic.memory import Allocation, allocate
 from cnnforge.targets.generic.schedule import candidate_orders
 from cnnforge.targets.generic.steps import StepGraph, fuse_steps
 from cnnforge.targets.generic.target import GenericTarget
+from cnnforge.targets.generic.tiling import TiledBound, TiledPlan, Tiler
 
 CURVE_POINTS = 24
 
@@ -30,6 +33,8 @@ class CurvePoint:
     budget: int
     transfer_bytes: int
     lower_bound: int
+    tiled: TiledPlan  # fused groups on row bands
+    tiled_bound: TiledBound
 
 
 @dataclass(frozen=True)
@@ -48,6 +53,8 @@ class GenericPlan:
     peak_step: str
     weight_resident: frozenset[str]  # steps whose weights stay in the weight store
     curve: tuple[CurvePoint, ...]
+    tiled: TiledPlan  # the same schedule in fused groups on row bands, at the budget
+    tiled_bound: TiledBound
 
     @property
     def ops(self) -> int:
@@ -93,6 +100,11 @@ def plan_generic(
     peak_step = life.steps[live.index(peak)].name if live else ""
     roomy = allocate(life, max(sum(life.size.values()), 1))
     min_memory = _least_free_budget(life, peak, roomy.arena)
+    resident = _resident_weights(graph, target)
+    tiler = Tiler(graph, life, target, resident)
+    curve = _curve(life, tiler, min_memory, budget, curve_points)
+    at_budget = [c.tiled for c in curve if c.budget == budget]
+    tiled = at_budget[0] if at_budget else tiler.plan(budget, [c.tiled.layout for c in curve])
     return GenericPlan(
         target=target,
         graph=graph,
@@ -104,8 +116,10 @@ def plan_generic(
         min_memory=min_memory,
         peak_live=peak,
         peak_step=peak_step,
-        weight_resident=_resident_weights(graph, target),
-        curve=_curve(life, min_memory, budget, curve_points),
+        weight_resident=resident,
+        curve=curve,
+        tiled=tiled,
+        tiled_bound=tiler.bound(budget),
     )
 
 
@@ -121,13 +135,17 @@ def _least_free_budget(life: Lifetimes, peak: int, arena: int) -> int:
     return hi
 
 
-def _curve(life: Lifetimes, top: int, budget: int, points: int) -> tuple[CurvePoint, ...]:
+def _curve(
+    life: Lifetimes, tiler: Tiler, top: int, budget: int, points: int
+) -> tuple[CurvePoint, ...]:
     budgets = {top * i // max(points - 1, 1) for i in range(points)} | {top}
     if budget <= top:
         budgets.add(budget)
-    out = []
-    for b in sorted(budgets):
-        out.append(CurvePoint(b, allocate(life, b).transfer_bytes, lower_bound(life, b)))
+    out: list[CurvePoint] = []
+    for b in sorted(budgets):  # a layout that fits a smaller budget is tried at larger ones
+        whole = allocate(life, b)
+        tiled = tiler.plan(b, [out[-1].tiled.layout] if out else [], whole)
+        out.append(CurvePoint(b, whole.transfer_bytes, lower_bound(life, b), tiled, tiler.bound(b)))
     return tuple(out)
 
 

@@ -14,8 +14,11 @@ the float model orders them (sim/float_eval). Sigmoid, Tanh, LeakyReLU, softmax 
 layers have no integer semantics here: they are refused, naming the layer and what it lacks.
 
 ``quantize_generic`` folds BatchNorm and picks the scales from a float calibration run;
-``simulate_generic`` runs the integers. Convolutions run in float64, which is exact because
-every accumulator is bounded below 2**53 (checked per layer, not assumed).
+``simulate_generic`` runs the integers. The integer engine is the simulator's (``sim/``): its
+exact sums of products (``sim.exact.accumulate`` on float64, exact because every accumulator
+is bounded below 2**53, checked per layer, not assumed) and its pooling windows
+(``sim.float_eval.pool_float``); this module adds the generic target's scales, rounding and
+saturation. banded.py runs the same layers on row bands.
 """
 
 from __future__ import annotations
@@ -30,6 +33,9 @@ import torch.nn.functional as F
 from cnnforge.arithmetic import fraction_bits, saturate_signed, shift_round_half_up
 from cnnforge.errors import SimulationError
 from cnnforge.ir import INPUT, Activation, EltwiseOp, Layer, Network, Op, Pooling, PoolKind
+from cnnforge.sim.exact import Geometry, accumulate
+from cnnforge.sim.float_eval import pool_float
+from cnnforge.sim.ops import geometry
 from cnnforge.targets.generic.target import GenericTarget
 
 EXACT_FLOAT64 = 2**53
@@ -165,13 +171,17 @@ def simulate_generic(q: QuantizedGeneric, x: torch.Tensor) -> dict[str, torch.Te
     """Integer outputs (by tensor name) of every layer for integer input ``x`` (N, C, ...)."""
     values = {INPUT: x.to(torch.float64)}
     for layer in q.network.layers:
-        values[layer.name] = _run(q, layer, [values[n] for n in layer.inputs])
+        values[layer.name] = run_layer(q, layer, [values[n] for n in layer.inputs])
     return values
 
 
-def _run(q: QuantizedGeneric, layer: Layer, xs: list[torch.Tensor]) -> torch.Tensor:
+def run_layer(q: QuantizedGeneric, layer: Layer, xs: list[torch.Tensor]) -> torch.Tensor:
     """One layer: its operation, then its fused activation (exact on the output's integers)."""
-    y = _operate(q, layer, xs)
+    return finish(q, layer, _operate(q, layer, xs))
+
+
+def finish(q: QuantizedGeneric, layer: Layer, y: torch.Tensor) -> torch.Tensor:
+    """A layer's fused activation on its output integers (not for an activation layer)."""
     if layer.op is not Op.ACTIVATION and layer.activation is not Activation.NONE:
         y = _activate(y, layer, q.frac[layer.name])
     return y
@@ -183,13 +193,13 @@ def _operate(q: QuantizedGeneric, layer: Layer, xs: list[torch.Tensor]) -> torch
     x, op = xs[0], layer.op
     if layer.has_weights:
         if layer.pool is not None:  # input pooling keeps the input's scale (exact / half up)
-            x = _pool(x, layer.pool, ())
-        return _weighted(q, layer, x)
+            x = pool(x, layer.pool, ())
+        return weighted(q, layer, x)
     if op is Op.ACTIVATION:
         return _activate(x, layer, f_out)
     if op is Op.POOL:
         assert layer.pool is not None
-        return _pool(x, layer.pool, layer.padding)
+        return pool(x, layer.pool, layer.padding)
     if op in (Op.ELTWISE, Op.CONCAT):
         parts = [
             saturate_signed(shift_round_half_up(v, f - f_out), sem.act_bits)
@@ -212,29 +222,41 @@ def _operate(q: QuantizedGeneric, layer: Layer, xs: list[torch.Tensor]) -> torch
     raise SimulationError(f"no integer semantics for {layer.label()}", where=f"layer {layer.name}")
 
 
-def _weighted(q: QuantizedGeneric, layer: Layer, x: torch.Tensor) -> torch.Tensor:
+def weighted(
+    q: QuantizedGeneric,
+    layer: Layer,
+    x: torch.Tensor,
+    geo: Geometry | None = None,
+    *,
+    checked: bool = False,
+) -> torch.Tensor:
+    """A conv/linear layer's integers: the exact sum of products (``sim.exact``), the bias at
+    the accumulator's scale, the shift rounding half up, saturation. ``geo`` replaces the
+    layer's geometry (banded.py: no padding rows on a band); ``checked``: the caller has run
+    ``check_accumulator`` for this layer already."""
+    if not checked:
+        check_accumulator(q, layer)
+    w = torch.as_tensor(q.weights[layer.name])
+    b = torch.as_tensor(q.bias[layer.name])
+    if layer.op is Op.LINEAR:
+        acc = accumulate(Op.LINEAR, x.reshape(x.shape[0], -1), w, None, Geometry(), "float64")
+    else:
+        acc = accumulate(layer.op, x, w, None, geo or geometry(layer), "float64")
+    acc = acc + b.reshape(1, -1, *(1,) * (acc.dim() - 2))
+    shift = q.frac[layer.inputs[0]] + q.weight_frac[layer.name] - q.frac[layer.name]
+    return saturate_signed(shift_round_half_up(acc, shift), q.semantics.act_bits)
+
+
+def check_accumulator(q: QuantizedGeneric, layer: Layer) -> None:
+    """Refuse a layer whose accumulator could reach 2**53 (float64 sums would not be exact)."""
     w = torch.as_tensor(q.weights[layer.name])
     b = torch.as_tensor(q.bias[layer.name])
     per_output = w.abs().reshape(w.shape[0] if layer.op is not Op.CONVTRANSPOSE2D else 1, -1).sum(1)
-    bound = float(per_output.max()) * 2 ** (q.semantics.act_bits - 1) + float(
-        b.abs().max(),
-    )
+    bound = float(per_output.max()) * 2 ** (q.semantics.act_bits - 1) + float(b.abs().max())
     if bound >= EXACT_FLOAT64:
         raise SimulationError(
             f"accumulator bound {bound:.3g} reaches 2**53", where=f"layer {layer.name}"
         )
-    if layer.op is Op.LINEAR:
-        x = x.reshape(x.shape[0], -1)
-        acc = F.linear(x, w, b)
-    elif layer.op is Op.CONVTRANSPOSE2D:
-        acc = F.conv_transpose2d(
-            x, w, b, layer.stride, layer.padding, layer.output_padding, layer.groups, layer.dilation
-        )
-    else:
-        fn = F.conv1d if layer.op is Op.CONV1D else F.conv2d
-        acc = fn(x, w, b, layer.stride, layer.padding, layer.dilation, layer.groups)
-    shift = q.frac[layer.inputs[0]] + q.weight_frac[layer.name] - q.frac[layer.name]
-    return saturate_signed(shift_round_half_up(acc, shift), q.semantics.act_bits)
 
 
 def _activate(x: torch.Tensor, layer: Layer, f: int) -> torch.Tensor:
@@ -251,15 +273,13 @@ def _activate(x: torch.Tensor, layer: Layer, f: int) -> torch.Tensor:
     return x
 
 
-def _pool(x: torch.Tensor, pool: Pooling, padding: tuple[int, ...]) -> torch.Tensor:
-    nd = x.dim() - 2
-    pad = tuple(padding) or (0,) * nd
-    if pool.kind is PoolKind.MAX:
-        fn = F.max_pool1d if nd == 1 else F.max_pool2d
-        return fn(x, pool.size, pool.stride, pad, pool.dilation_or_ones())
-    fn = F.avg_pool1d if nd == 1 else F.avg_pool2d
-    area = math.prod(pool.size)
-    total = torch.round(fn(x, pool.size, pool.stride, pad) * area)  # exact: sums of integers
+def pool(x: torch.Tensor, pooling: Pooling, padding: tuple[int, ...]) -> torch.Tensor:
+    """Max pooling (exact), or average pooling rounding the window sum / area half up; the
+    windows are the float model's (``sim.float_eval.pool_float``: zero padding counted)."""
+    if pooling.kind is PoolKind.MAX:
+        return pool_float(x, pooling, padding)
+    area = math.prod(pooling.size)
+    total = torch.round(pool_float(x, pooling, padding) * area)  # exact: sums of integers
     return torch.floor((2 * total + area) / (2 * area))  # half up
 
 

@@ -7,12 +7,15 @@ host reads it at the end, from chip or DDR); a blob is live from the step that w
 the last step that reads it, both included, so a step's inputs and its output count together.
 An element-wise step may write its output over an operand of the same size that it reads for
 the last time (``GenericTarget.inplace``): the two then take one buffer at that step.
+A position may also be a fused group of steps run on row bands (tiling.py): it reads and writes
+several whole blobs and ``reserved`` bytes of its own (line buffers, weights kept on chip).
 """
 
 from __future__ import annotations
 
 from bisect import bisect_right
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 from cnnforge.ir import INPUT
 from cnnforge.targets.generic.steps import Step, StepGraph
@@ -29,10 +32,16 @@ class Lifetimes:
     uses: dict[str, tuple[int, ...]]  # positions of the reading steps, ascending
     outputs: frozenset[str]
     inplace: dict[int, tuple[str, ...]]  # position -> operands its output may overwrite
+    reads: tuple[tuple[str, ...], ...]  # position -> whole blobs it reads
+    writes: tuple[tuple[str, ...], ...]  # position -> whole blobs it writes
+    reserved: tuple[int, ...]  # position -> on-chip bytes not available to whole blobs
+    #: (position, blob) -> bytes a read of the blob from DDR moves there, where that is not
+    #: its size (a fused group recomputing halos reads some rows more than once)
+    read_cost: Mapping[tuple[int, str], int] = field(default_factory=dict)
 
     @property
     def n(self) -> int:
-        return len(self.steps)
+        return len(self.reads)
 
     def last(self, blob: str) -> int:
         """Last position at which ``blob`` is live."""
@@ -58,7 +67,7 @@ class Lifetimes:
         live, running = [], 0
         for k in range(self.n):
             running += delta[k]
-            saving = self.size[self.steps[k].name] if k in self.inplace else 0
+            saving = self.size[self.writes[k][0]] if k in self.inplace else 0
             live.append(running - saving)
         return live
 
@@ -88,7 +97,11 @@ def lifetimes(graph: StepGraph, order: tuple[int, ...], target: GenericTarget) -
             )
             if dying:
                 inplace[k] = dying
-    return Lifetimes(steps, size, produced, frozen, outputs, inplace)
+    reads = tuple(tuple(dict.fromkeys(step.inputs)) for step in steps)
+    writes = tuple((step.name,) for step in steps)
+    return Lifetimes(
+        steps, size, produced, frozen, outputs, inplace, reads, writes, (0,) * len(steps)
+    )
 
 
 def _elements(step: Step) -> int:

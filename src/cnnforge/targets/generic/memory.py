@@ -95,8 +95,9 @@ def allocate(life: Lifetimes, budget: int) -> Allocation:
     for _ in range(4 * (len(life.size) + 1)):
         run = _Run(life, budget, forced)
         run.execute()
-        arena = _place(run.buffers)
-        over = [b for b in run.buffers if b.offset + b.size > budget]
+        limits = [_limit(life, budget, b) for b in run.buffers]
+        arena = _place(run.buffers, limits)
+        over = [b for b, top in zip(run.buffers, limits, strict=True) if b.offset + b.size > top]
         if not over:
             return run.result(arena, len(forced))
         for buf in over:
@@ -140,32 +141,37 @@ class _Run:
     # ---- the schedule -----------------------------------------------------------------------
     def execute(self) -> None:
         life = self.life
-        if life.size[INPUT] <= self.budget and (INPUT, 0) not in self.forced:
+        if life.size[INPUT] <= self.room(0) and (INPUT, 0) not in self.forced:
             self._open(INPUT, 0)
-        for k, step in enumerate(life.steps):
-            reads = tuple(dict.fromkeys(step.inputs))
+        for k, reads in enumerate(life.reads):
             demands = []
             for blob in reads:
                 if blob not in self.onchip:  # streamed from DDR
-                    self.read[k] += life.size[blob]
-                    self.blob_read[blob] += life.size[blob]
+                    cost = life.read_cost.get((k, blob), life.size[blob])
+                    self.read[k] += cost
+                    self.blob_read[blob] += cost
                     nxt = life.next_use(blob, k)
                     if nxt is not None:
                         demands.append((nxt, 1, blob))
-            nxt = life.next_use(step.name, k)
-            demands.append((k if nxt is None else nxt, 0, step.name))
+            for blob in life.writes[k]:
+                nxt = life.next_use(blob, k)
+                demands.append((k if nxt is None else nxt, 0, blob))
             for nxt, _, blob in sorted(demands):
                 self._demand(k, blob, nxt, reads)
-            for blob in (*reads, step.name):
+            for blob in (*reads, *life.writes[k]):
                 if blob in self.onchip and life.last(blob) == k:
                     self._close(blob, k)
         for blob in list(self.onchip):
             self._close(blob, life.n - 1)
 
+    def room(self, k: int) -> int:
+        """On-chip bytes whole blobs may use at position ``k``."""
+        return self.budget - self.life.reserved[k]
+
     def _demand(self, k: int, blob: str, nxt: int, reads: tuple[str, ...]) -> None:
         """Room for ``blob`` (step k's output, or a reloaded input) or DDR for it."""
         life = self.life
-        is_output = blob == life.steps[k].name
+        is_output = blob in life.writes[k]
         dying = life.inplace.get(k, ()) if is_output else ()
         operand = next((b for b in dying if b in self.onchip), None)
         if operand is not None and (blob, k) not in self.forced:
@@ -188,7 +194,7 @@ class _Run:
 
     def _victims(self, k: int, nxt: int, size: int, reads: tuple[str, ...]) -> list[str] | None:
         """Blobs to evict (furthest next use first) to fit ``size`` bytes, or None."""
-        free = self.budget - self.used()
+        free = self.room(k) - self.used()
         if free >= size:
             return []
         life = self.life
@@ -235,6 +241,12 @@ class _Run:
         return Allocation(self.budget, arena, steps, blobs, forced)
 
 
+def _limit(life: Lifetimes, budget: int, buf: _Buffer) -> int:
+    """The highest end offset ``buf`` may have: the budget less what its positions reserve."""
+    end = buf.end if buf.end >= buf.start else life.n - 1
+    return budget - max(life.reserved[buf.start : end + 1], default=0)
+
+
 #: Orders in which buffers are given offsets; the one giving the smallest arena is kept.
 _PLACEMENT_ORDERS = (
     lambda b: (-b.size, b.start),  # greedy by size (TFLite)
@@ -244,18 +256,32 @@ _PLACEMENT_ORDERS = (
 )
 
 
-def _place(buffers: list[_Buffer]) -> int:
-    """Offsets by first fit over time-overlapping buffers, the best of a few orders; the arena."""
-    best: tuple[int, list[int]] | None = None
-    for key in _PLACEMENT_ORDERS:
+def _place(buffers: list[_Buffer], limits: list[int]) -> int:
+    """Offsets by first fit over time-overlapping buffers, the best of a few orders; the arena.
+
+    Where positions reserve bytes (fused groups' line buffers) the limits differ: the buffers
+    with the lowest limit are also tried first, and the placement leaving fewest buffers above
+    their limits wins, then the smaller arena."""
+    uniform = len(set(limits)) <= 1
+    orders = _PLACEMENT_ORDERS
+    if not uniform:
+        top = dict(zip(map(id, buffers), limits, strict=True))
+        orders = (*orders, lambda b: (top[id(b)], -b.size, b.start))
+    best: tuple[tuple[int, int], list[int]] | None = None
+    for key in orders:
         offsets = _first_fit(buffers, key)
         arena = max((o + b.size for o, b in zip(offsets, buffers, strict=True)), default=0)
-        if best is None or arena < best[0]:
-            best = (arena, offsets)
+        over = (
+            0
+            if uniform
+            else sum(o + b.size > t for o, b, t in zip(offsets, buffers, limits, strict=True))
+        )
+        if best is None or (over, arena) < best[0]:
+            best = ((over, arena), offsets)
     assert best is not None
     for offset, buf in zip(best[1], buffers, strict=True):
         buf.offset = offset
-    return best[0]
+    return max((o + b.size for o, b in zip(best[1], buffers, strict=True)), default=0)
 
 
 def _first_fit(buffers: list[_Buffer], key) -> list[int]:

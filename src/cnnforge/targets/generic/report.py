@@ -1,7 +1,9 @@
 """The generic target's report: rich tables, JSON (``cnnforge-generic-plan/1``), SVG, HTML.
 
-The SVG plot (DDR bytes against the on-chip budget, the plan and its lower bound) is written
-directly as text: no plotting library, byte-identical across runs.
+The whole-blob plan (steps, blobs) and the tiled plan (fused groups on row bands) side by
+side, with both bounds. The SVG plot (DDR bytes, activations + weights, against the on-chip
+budget: both plans and both bounds) is written directly as text: no plotting library,
+byte-identical across runs.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from typing import Any
 from rich.table import Table
 
 from cnnforge.analysis.render import human_bytes
-from cnnforge.targets.generic.budget_plan import GenericPlan
+from cnnforge.targets.generic.budget_plan import CurvePoint, GenericPlan
 
 JSON_SCHEMA = "cnnforge-generic-plan/1"
 
@@ -27,6 +29,12 @@ TRANSFER_DEFINITION = (
     "activation bytes written to DDR (spills, outputs streamed out) + read from DDR "
     "(reloads, inputs streamed in); the network input starts on chip with a copy in DDR; "
     "weights counted apart"
+)
+TILED_DEFINITION = (
+    "fused groups of steps run on row bands: blobs read only inside a group live in line "
+    "buffers (halo rows kept), whole blobs between groups on chip or in DDR; a group's "
+    "weights are read once per band unless kept on chip; bound: every weight read once, and "
+    "a blob larger than the budget that a step needs whole written and read once"
 )
 
 
@@ -99,6 +107,7 @@ def totals(plan: GenericPlan) -> dict[str, Any]:
         "ddr_transfer_counted": TRANSFER_DEFINITION,
         "ddr_transfer_lower_bound": plan.lower_bound,
         "weight_ddr_bytes": plan.weight_ddr_bytes,
+        "ddr_bytes_with_weights": alloc.transfer_bytes + plan.weight_ddr_bytes,
         "arena_bytes": alloc.arena,
         "cycles": sum(plan.cycles(k) for k in range(plan.life.n)),
         "unsupported": [
@@ -127,6 +136,71 @@ def to_dict(plan: GenericPlan) -> dict[str, Any]:
                 "budget": c.budget,
                 "ddr_transfer_bytes": c.transfer_bytes,
                 "lower_bound": c.lower_bound,
+            }
+            for c in plan.curve
+        ],
+        "tiled": tiled_dict(plan),
+    }
+
+
+def group_rows(plan: GenericPlan) -> list[dict[str, Any]]:
+    """One dict per group of the tiled plan, in schedule order."""
+    tiled = plan.tiled
+    rows = []
+    for k, (group, traffic) in enumerate(zip(tiled.groups, tiled.allocation.steps, strict=True)):
+        bands = group.bands
+        rows.append(
+            {
+                "position": k,
+                "name": group.name,
+                "steps": [s.name for s in group.steps],
+                "bands": group.band_count,
+                # rows per band of the group's first whole input, most rows of its output
+                "band_rows": bands.band_rows(bands.external[0]) if bands else None,
+                "output_band_rows": bands.band_rows(group.steps[-1].name) if bands else None,
+                "line_buffer_bytes": group.line_buffer_bytes,
+                "kept_weight_bytes": group.kept_weight_bytes,
+                "onchip_bytes": tiled.onchip_bytes(k),
+                "read_bytes": traffic.read,
+                "written_bytes": traffic.written,
+                "weight_ddr_bytes": group.weight_ddr_bytes,
+                "extra_ops": group.extra_ops,
+            }
+        )
+    return rows
+
+
+def tiled_totals(plan: GenericPlan) -> dict[str, Any]:
+    tiled, bound = plan.tiled, plan.tiled_bound
+    return {
+        "ddr_activation_bytes": tiled.activation_bytes,
+        "ddr_read_bytes": tiled.allocation.read_bytes,
+        "ddr_written_bytes": tiled.allocation.written_bytes,
+        "weight_ddr_bytes": tiled.weight_bytes,
+        "ddr_bytes": tiled.ddr_bytes,
+        "extra_ops": tiled.extra_ops,
+        "fused_groups": len(tiled.tiled),
+        "lower_bound": {
+            "activation_bytes": bound.activation_bytes,
+            "weight_bytes": bound.weight_bytes,
+            "ddr_bytes": bound.ddr_bytes,
+        },
+    }
+
+
+def tiled_dict(plan: GenericPlan) -> dict[str, Any]:
+    """The tiled plan's part of the JSON document."""
+    return {
+        "counted": TILED_DEFINITION,
+        "totals": tiled_totals(plan),
+        "groups": group_rows(plan),
+        "curve": [
+            {
+                "budget": c.budget,
+                "ddr_activation_bytes": c.tiled.activation_bytes,
+                "weight_ddr_bytes": c.tiled.weight_bytes,
+                "lower_bound_activation_bytes": c.tiled_bound.activation_bytes,
+                "lower_bound_bytes": c.tiled_bound.ddr_bytes,
             }
             for c in plan.curve
         ],
@@ -161,9 +235,24 @@ def summary_lines(plan: GenericPlan) -> list[tuple[str, str]]:
             f"[{TRANSFER_DEFINITION}]",
         ),
         ("weight bytes streamed from DDR", f"{t['weight_ddr_bytes']:,}"),
+        _tiled_line(plan),
         ("cycles (estimate)", f"{t['cycles']:,}"),
         ("unsupported layers", unsupported),
     ]
+
+
+def _tiled_line(plan: GenericPlan) -> tuple[str, str]:
+    t = tiled_totals(plan)
+    bound = t["lower_bound"]
+    return (
+        f"tiled plan at {plan.target.onchip_bytes:,} B on chip",
+        f"{t['ddr_bytes']:,} DDR bytes: activations {t['ddr_activation_bytes']:,}, weights "
+        f"{t['weight_ddr_bytes']:,}, extra ops {t['extra_ops']:,}, {t['fused_groups']} fused "
+        f"groups; tiled bound {bound['ddr_bytes']:,} (activations "
+        f"{bound['activation_bytes']:,}, weights {bound['weight_bytes']:,}); whole-blob plan "
+        f"{plan.allocation.transfer_bytes + plan.weight_ddr_bytes:,} with weights "
+        f"[{TILED_DEFINITION}]",
+    )
 
 
 def _candidates(plan: GenericPlan) -> str:
@@ -236,12 +325,80 @@ def blobs_table(plan: GenericPlan) -> Table:
     return table
 
 
+CURVE_COLUMNS = (
+    "on-chip budget",
+    "DDR bytes (plan)",
+    "lower bound",
+    "tiled: activations",
+    "tiled: weights",
+    "tiled bound",
+)
+
+
+def _curve_cells(c: CurvePoint) -> list[str]:
+    """Whole-blob plan and bound (activations), tiled plan (activations, weights) and its
+    bound (activations + weights) at one budget."""
+    return [
+        f"{c.budget:,}",
+        f"{c.transfer_bytes:,}",
+        f"{c.lower_bound:,}",
+        f"{c.tiled.activation_bytes:,}",
+        f"{c.tiled.weight_bytes:,}",
+        f"{c.tiled_bound.ddr_bytes:,}",
+    ]
+
+
 def curve_table(plan: GenericPlan) -> Table:
-    table = Table(title="DDR transfer bytes against the on-chip budget", title_justify="left")
-    for col in ("on-chip budget", "DDR bytes (plan)", "lower bound"):
+    table = Table(
+        title=f"DDR bytes against the on-chip budget (whole-blob plan: weights "
+        f"{plan.weight_ddr_bytes:,} more)",
+        title_justify="left",
+    )
+    for col in CURVE_COLUMNS:
         table.add_column(col, justify="right")
     for c in plan.curve:
-        table.add_row(f"{c.budget:,}", f"{c.transfer_bytes:,}", f"{c.lower_bound:,}")
+        table.add_row(*_curve_cells(c))
+    return table
+
+
+GROUP_COLUMNS = (
+    "#",
+    "group",
+    "steps",
+    "bands",
+    "band rows in/out",
+    "line buffers",
+    "kept weights",
+    "on chip",
+    "read",
+    "written",
+    "weights",
+    "extra ops",
+)
+
+
+def _group_cells(row: dict[str, Any]) -> list[str]:
+    numbers = ("line_buffer_bytes", "kept_weight_bytes", "onchip_bytes", "read_bytes")
+    more = ("written_bytes", "weight_ddr_bytes", "extra_ops")
+    return [
+        str(row["position"]),
+        row["name"],
+        str(len(row["steps"])),
+        str(row["bands"]),
+        "-" if row["band_rows"] is None else f"{row['band_rows']}/{row['output_band_rows']}",
+        *(f"{row[key]:,}" for key in (*numbers, *more)),
+    ]
+
+
+def groups_table(plan: GenericPlan) -> Table:
+    table = Table(
+        title=f"tiled schedule on {plan.target.name}: groups (fused groups run on row bands)",
+        title_justify="left",
+    )
+    for col in GROUP_COLUMNS:
+        table.add_column(col, justify="left" if col == "group" else "right")
+    for row in group_rows(plan):
+        table.add_row(*_group_cells(row))
     return table
 
 
@@ -250,26 +407,34 @@ def curve_table(plan: GenericPlan) -> Table:
 _W, _H, _L, _R, _T, _B = 640, 360, 80, 20, 30, 50
 
 
+#: The plotted lines: label, colour, dash, DDR bytes (activations + weights) at a curve point.
+_LINES = (
+    ("whole-blob plan", "#4477aa", "", lambda p, c: c.transfer_bytes + p.weight_ddr_bytes),
+    ("whole-blob bound", "#4477aa", "5 3", lambda p, c: c.lower_bound + p.weight_ddr_bytes),
+    ("tiled plan", "#228833", "", lambda p, c: c.tiled.ddr_bytes),
+    ("tiled bound", "#cc6677", "5 3", lambda p, c: c.tiled_bound.ddr_bytes),
+)
+
+
 def curve_svg(plan: GenericPlan) -> str:
-    """Line plot: DDR bytes (plan, lower bound) against the budget, the target's budget marked."""
+    """Line plot: DDR bytes (activations + weights) of both plans and both bounds against the
+    budget, the target's budget marked."""
     points = plan.curve
     xmax = max(max(c.budget for c in points), plan.target.onchip_bytes, 1)
-    ymax = max(max(c.transfer_bytes for c in points), 1)
+    ymax = max(max(line(plan, c) for _, _, _, line in _LINES for c in points), 1)
 
     def xy(budget: int, value: int) -> str:
         x = _L + (_W - _L - _R) * budget / xmax
         y = _H - _B - (_H - _T - _B) * value / ymax
         return f"{x:.1f},{y:.1f}"
 
-    plan_line = " ".join(xy(c.budget, c.transfer_bytes) for c in points)
-    bound_line = " ".join(xy(c.budget, c.lower_bound) for c in points)
     mark = xy(plan.target.onchip_bytes, 0).split(",")[0]
     mib, mb = 1 << 20, 1e6
     parts = [
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{_W}" height="{_H}" '
         f'viewBox="0 0 {_W} {_H}" font-family="sans-serif" font-size="11">',
         f'<text x="{_W / 2}" y="18" text-anchor="middle" font-size="13">'
-        f"{html.escape(plan.graph.name)}: DDR transfer bytes against the on-chip budget</text>",
+        f"{html.escape(plan.graph.name)}: DDR bytes against the on-chip budget</text>",
         f'<line x1="{_L}" y1="{_H - _B}" x2="{_W - _R}" y2="{_H - _B}" stroke="black"/>',
         f'<line x1="{_L}" y1="{_T}" x2="{_L}" y2="{_H - _B}" stroke="black"/>',
     ]
@@ -284,16 +449,20 @@ def curve_svg(plan: GenericPlan) -> str:
     parts += [
         f'<text x="{_W / 2}" y="{_H - 12}" text-anchor="middle">on-chip budget (MiB)</text>',
         f'<text x="15" y="{_H / 2}" transform="rotate(-90 15 {_H / 2})" text-anchor="middle">'
-        "DDR bytes (MB)</text>",
+        "DDR bytes, activations + weights (MB)</text>",
         f'<line x1="{mark}" y1="{_T}" x2="{mark}" y2="{_H - _B}" stroke="#999" '
         'stroke-dasharray="4 3"/>',
-        f'<polyline points="{plan_line}" fill="none" stroke="#4477aa" stroke-width="2"/>',
-        f'<polyline points="{bound_line}" fill="none" stroke="#cc6677" stroke-width="1.5" '
-        'stroke-dasharray="5 3"/>',
-        f'<text x="{_W - _R - 150}" y="{_T + 12}" fill="#4477aa">plan (Belady spill)</text>',
-        f'<text x="{_W - _R - 150}" y="{_T + 27}" fill="#cc6677">lower bound</text>',
-        "</svg>",
     ]
+    for i, (label, colour, dash, line) in enumerate(_LINES):
+        coords = " ".join(xy(c.budget, line(plan, c)) for c in points)
+        dashes = f' stroke-dasharray="{dash}"' if dash else ""
+        parts.append(
+            f'<polyline points="{coords}" fill="none" stroke="{colour}" stroke-width="2"{dashes}/>'
+        )
+        parts.append(
+            f'<text x="{_W - _R - 150}" y="{_T + 12 + 15 * i}" fill="{colour}">{label}</text>'
+        )
+    parts.append("</svg>")
     return "\n".join(parts) + "\n"
 
 
@@ -320,8 +489,12 @@ def to_html(plan: GenericPlan) -> str:
         for b in blob_rows(plan)
     )
     curve_html = "".join(
-        f"<tr><td>{c.budget:,}</td><td>{c.transfer_bytes:,}</td><td>{c.lower_bound:,}</td></tr>"
+        "<tr>" + "".join(f"<td>{esc(v)}</td>" for v in _curve_cells(c)) + "</tr>"
         for c in plan.curve
+    )
+    group_html = "".join(
+        "<tr>" + "".join(f"<td>{esc(v)}</td>" for v in _group_cells(r)) + "</tr>"
+        for r in group_rows(plan)
     )
     title = f"{esc(plan.graph.name)} on {esc(plan.target.name)}"
     return (
@@ -331,8 +504,11 @@ def to_html(plan: GenericPlan) -> str:
         "text-align:left}</style></head><body>\n"
         f"<h1>{title}</h1>\n<section id='generic-target'>\n<h2>Generic accelerator plan</h2>\n"
         f"<table>{rows}</table>\n<h3>DDR bytes against the on-chip budget</h3>\n"
-        f"{curve_svg(plan)}<table><tr><th>budget</th><th>DDR bytes</th><th>lower bound</th></tr>"
-        f"{curve_html}</table>\n<h3>Schedule</h3>\n<table><tr>"
+        f"{curve_svg(plan)}<table><tr>"
+        + "".join(f"<th>{h}</th>" for h in CURVE_COLUMNS)
+        + f"</tr>{curve_html}</table>\n<h3>Tiled schedule: groups</h3>\n<table><tr>"
+        + "".join(f"<th>{h}</th>" for h in GROUP_COLUMNS)
+        + f"</tr>{group_html}</table>\n<h3>Schedule</h3>\n<table><tr>"
         + "".join(f"<th>{h}</th>" for h in head)
         + f"</tr>{step_html}</table>\n<h3>Blobs</h3>\n<table><tr><th>blob</th><th>bytes</th>"
         f"<th>interval</th><th>on chip [offset, end) @ steps</th><th>DDR</th></tr>{blob_html}"

@@ -21,6 +21,7 @@ from dataclasses import dataclass, replace
 
 from cnnforge.analysis.counting import layer_macs, pooled_shape, weight_and_bias_sizes
 from cnnforge.ir import INPUT, Layer, Network, Op
+from cnnforge.targets.generic.rows import RowStage, layer_stages
 
 #: Ops a generic engine cannot run: they are listed as unsupported (host work).
 UNSUPPORTED_OPS = frozenset({Op.OPAQUE, Op.SOFTMAX})
@@ -45,6 +46,13 @@ class Step:
     weights: int  # weight + bias elements (a folded BatchNorm adds a bias)
     has_bias: bool
     supported: bool
+    #: Row geometry of the main layer (rows.py): None when it reads whole blobs, so that the
+    #: step cannot run on row bands (linear, flatten, softmax, opaque).
+    stages: tuple[RowStage, ...] | None = None
+
+    @property
+    def tileable(self) -> bool:
+        return self.stages is not None
 
 
 @dataclass(frozen=True)
@@ -131,6 +139,10 @@ def _step(network: Network, layer: Layer, parts: tuple[str, ...]) -> Step:
     n_weights, n_bias = weight_and_bias_sizes(layer) if layer.has_weights else (0, 0)
     pointwise = parts if layer.op is Op.ELTWISE else ()
     kind = "activation" if layer.op is Op.ACTIVATION else layer.label()
+    supported = layer.op not in UNSUPPORTED_OPS
+    stages = layer_stages(layer, in_shape, layer.out_shape) if supported and in_shape else None
+    if any(len(network.shape_of(p)) < 2 for p in parts):
+        stages = None
     return Step(
         name=layer.name,
         kind=kind,
@@ -144,7 +156,8 @@ def _step(network: Network, layer: Layer, parts: tuple[str, ...]) -> Step:
         fc_ops=2 * macs if is_fc else 0,
         weights=n_weights + n_bias,
         has_bias=n_bias > 0,
-        supported=layer.op not in UNSUPPORTED_OPS,
+        supported=supported,
+        stages=stages,
     )
 
 

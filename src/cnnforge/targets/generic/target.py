@@ -44,6 +44,7 @@ class GenericTarget:
     macs_per_cycle: int = 1024  # multiply-accumulates per cycle of the engine
     ddr_bytes_per_cycle: int = 64  # DDR bandwidth
     inplace: bool = True  # an element-wise op may write over an operand it reads last
+    halo: str = "keep"  # fused bands: halo rows kept in line buffers, or "recompute"d
 
     @property
     def name(self) -> str:
@@ -63,7 +64,9 @@ _KEYS = {
     "macs_per_cycle": "macs_per_cycle",
     "ddr_bytes_per_cycle": "ddr_bytes_per_cycle",
     "inplace": "inplace",
+    "halo": "halo",
 }
+HALOS = ("keep", "recompute")
 _SIZES = frozenset({"onchip", "ddr", "weight_onchip"})
 
 
@@ -105,9 +108,13 @@ def parse_generic(text: str) -> GenericTarget:
     return target
 
 
-def _value(key: str, raw: str) -> int | bool:
+def _value(key: str, raw: str) -> int | bool | str:
     if key in _SIZES:
         return parse_size(raw, key)
+    if key == "halo":
+        if raw.lower() not in HALOS:
+            raise InputError(f"halo={raw!r} is not one of {', '.join(HALOS)}")
+        return raw.lower()
     if key == "inplace":
         if raw.lower() not in ("0", "1", "true", "false", "yes", "no"):
             raise InputError(f"inplace={raw!r} is not 0 or 1")
@@ -122,5 +129,7 @@ def format_params(target: GenericTarget) -> str:
     parts = []
     for key, field in _KEYS.items():
         value = getattr(target, field)
+        if key == "halo" and value == "keep":
+            continue  # the default: device names read as before
         parts.append(f"{key}={int(value) if isinstance(value, bool) else value}")
     return ",".join(parts)

@@ -138,6 +138,48 @@ def plan_metrics(network: Network, plan: Plan, device: Max7800xDevice | str) -> 
     )
 
 
+@dataclass(frozen=True)
+class Latency:
+    """The predicted inference time: the latency model's cycles at the CNN clock the firmware
+    sets (docs/firmware.md, "Latency"), from cnn_start to the done interrupt."""
+
+    cycles: int
+    clock_mhz: float
+    vendor_model: bool  # False (MAX78002): the MAX78000 model, a relative figure only
+    streaming: bool  # some layers stream (their factor is calibrated on board figures)
+
+    @property
+    def time_us(self) -> float:
+        return self.cycles / self.clock_mhz
+
+    def line(self) -> str:
+        """One line for the compile summary and the report."""
+        how = "estimate" if self.vendor_model else "the MAX78000 model: a relative figure"
+        if self.streaming:
+            how += "; the FIFOs fed as fast as the accelerator reads"
+        return (
+            f"{self.time_us:,.1f} us at the {self.clock_mhz:g} MHz CNN clock "
+            f"({self.cycles:,} cycles; {how})"
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """summary.json's record (with the line the CLI and the report show)."""
+        return {**asdict(self), "time_us": round(self.time_us, 3), "text": self.line()}
+
+
+def latency(network: Network, plan: Plan) -> Latency:
+    """The predicted time of ``plan`` (its cycles filled in where it has none)."""
+    if any(p.cycles is None for p in plan.placements):
+        plan = with_cycles(network, plan)
+    dev = get_device(plan.device)
+    return Latency(
+        cycles=START_CYCLES + sum(p.cycles or 0 for p in plan.placements),
+        clock_mhz=dev.cnn_clock_mhz,
+        vendor_model=dev.has_latency_model,
+        streaming=any(p.streaming for p in plan.placements),
+    )
+
+
 def with_cycles(network: Network, plan: Plan) -> Plan:
     """``plan`` with every layer's cycle estimate filled in (for imported plans)."""
     import dataclasses

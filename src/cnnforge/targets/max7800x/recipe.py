@@ -78,6 +78,7 @@ def _load_ai8x(state: CompileState) -> CompileState:
 def step_plan(state: CompileState, workdir: Path) -> CompileState:
     """Place the network (processors, memories, kernels); validate the plan independently."""
     del workdir
+    from cnnforge.targets.max7800x.metrics import latency
     from cnnforge.targets.max7800x.planner import plan_network
     from cnnforge.targets.max7800x.validate import raise_on_issues, validate_plan
 
@@ -89,10 +90,12 @@ def step_plan(state: CompileState, workdir: Path) -> CompileState:
         )
         raise_on_issues(validate_plan(network, plan, device))
         flags = tuple(n for n in plan.notes if "the vendor tool needs" in n)  # --fifo, ...
-        return keep(state.with_(network=network, notes=(*state.notes, *flags)), plan=plan)
+        state = state.with_(network=network, notes=(*state.notes, *flags))
+        return keep(state, plan=plan, latency=latency(network, plan))
     issues = validate_plan(state.network, imported, device, allow_overlap=True)
     notes = tuple(f"imported plan: {x.one_line()}" for x in issues)
-    return keep(state.with_(notes=(*state.notes, *notes)), plan_issues=issues)
+    state = state.with_(notes=(*state.notes, *notes))
+    return keep(state, plan_issues=issues, latency=latency(state.network, imported))
 
 
 def step_vendor(state: CompileState, workdir: Path) -> CompileState:

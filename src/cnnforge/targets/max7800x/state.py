@@ -12,6 +12,7 @@ from cnnforge.pipeline.state import CompileState
 if TYPE_CHECKING:
     from cnnforge.targets.max7800x.firmware.flash import FlashBytes
     from cnnforge.targets.max7800x.issues import Issue
+    from cnnforge.targets.max7800x.metrics import Latency
     from cnnforge.targets.max7800x.placement import Plan
 
 
@@ -23,10 +24,14 @@ class Max7800xState:
     plan: Plan | None = None  # the placement (the vendor pair's own, or the planner's)
     plan_issues: tuple[Issue, ...] = ()  # what the validator says of an imported plan
     flash: FlashBytes | None = None  # the firmware's flash bytes of weights and code
+    latency: Latency | None = None  # the predicted inference time
 
     def summary_facts(self) -> dict[str, Any]:
         """The summary's MAX7800x facts."""
-        return {"flash": None if self.flash is None else self.flash.to_dict()}
+        return {
+            "flash": None if self.flash is None else self.flash.to_dict(),
+            "latency": None if self.latency is None else self.latency.to_dict(),
+        }
 
 
 def own(state: CompileState) -> Max7800xState:

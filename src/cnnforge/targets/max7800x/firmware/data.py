@@ -22,6 +22,15 @@ def _ffs(x: int) -> int:
 
 def input_blocks(f: LayerFacts, x: np.ndarray, rmap: RegisterMap) -> list[tuple[int, np.ndarray]]:
     """(address, 32-bit words) blocks that put the sample ``x`` (C, H, W) where ``f`` reads."""
+    return [(addr, words) for _, addr, words in processor_blocks(f, x, rmap)]
+
+
+def processor_blocks(
+    f: LayerFacts, x: np.ndarray, rmap: RegisterMap
+) -> list[tuple[int, int, np.ndarray]]:
+    """``input_blocks`` with the processor each block is named after, as the vendor names its
+    arrays (``SAMPLE_INPUT_<p>``): CHW, the channel's processor; HWC, the first processor of
+    the group of four whose data-memory instance holds the block."""
     x = np.asarray(x).astype(np.int64).reshape(x.shape[0], -1)
     channels, pixels = x.shape
     u8 = (x & 0xFF).astype(np.uint32)
@@ -33,7 +42,7 @@ def input_blocks(f: LayerFacts, x: np.ndarray, rmap: RegisterMap) -> list[tuple[
         for c, p in enumerate(procs[:channels]):
             data = np.concatenate([u8[c], np.zeros(-pixels % 4, np.uint32)]).reshape(-1, 4)
             words = data[:, 0] | data[:, 1] << 8 | data[:, 2] << 16 | data[:, 3] << 24
-            blocks.append((rmap.sram(p, f.in_offset), words.astype(np.uint32)))
+            blocks.append((p, rmap.sram(p, f.in_offset), words.astype(np.uint32)))
         return blocks
     thresh = f.in_expand_thresh
     c = 0
@@ -55,7 +64,7 @@ def input_blocks(f: LayerFacts, x: np.ndarray, rmap: RegisterMap) -> list[tuple[
             break
     for p, passes in sorted(per_instance.items()):
         merged = np.stack(passes, axis=1).reshape(-1)  # pixel-major, passes interleaved
-        blocks.append((rmap.sram(p, f.in_offset), merged.astype(np.uint32)))
+        blocks.append((p, rmap.sram(p, f.in_offset), merged.astype(np.uint32)))
     return blocks
 
 
@@ -178,4 +187,11 @@ def table_runs(table: np.ndarray) -> list[tuple[int, int]]:
     return out
 
 
-__all__ = ["APB_BASE", "fifo_blocks", "input_blocks", "known_answers", "table_runs"]
+__all__ = [
+    "APB_BASE",
+    "fifo_blocks",
+    "input_blocks",
+    "known_answers",
+    "processor_blocks",
+    "table_runs",
+]

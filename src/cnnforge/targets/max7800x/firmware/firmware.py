@@ -47,6 +47,16 @@ class Firmware:
     # through the mlator (the summary's notes)
     unload_parts: tuple[mlator.Part, ...] = ()
     notes: tuple[str, ...] = ()
+    input_procs: tuple[int, ...] = ()  # the processor each of ``inputs`` is named after
+
+    @property
+    def input_names(self) -> list[int]:
+        """The numbers of sampledata.h's SAMPLE_INPUT_<n> and main.c's input_<n>, as the vendor
+        numbers them: the processor a block is loaded for (data.processor_blocks), FIFO k's k.
+        main.c is the user's to edit: the names stay when the rest is written again."""
+        if self.fifo:
+            return list(range(len(self.fifo_inputs)))
+        return list(self.input_procs) or list(range(len(self.inputs)))
 
     @property
     def rmap(self) -> RegisterMap:
@@ -84,6 +94,7 @@ def build_firmware(
     has_bias = any(bl.values)
     fifo = plan.fifo
     checked = [(f, outputs[f.name]) for f in facts if f.name in network.outputs]
+    blocks = [] if fifo else data.processor_blocks(facts[0], x, rmap)
     parts, notes = (
         mlator.unload_parts(checked, rmap) if options.mlator and options.writes_unload else ((), ())
     )
@@ -94,7 +105,8 @@ def build_firmware(
         kernels=kernels.load_records(kl, rmap, skip_zero=options.zero_sram),
         bias=bl.values,
         configure=registers.layer_writes(facts, rmap, kl, bl, fifo, int(np.shape(x)[0])),
-        inputs=[] if fifo else data.input_blocks(facts[0], x, rmap),
+        inputs=[(addr, words) for _, addr, words in blocks],
+        input_procs=tuple(p for p, _, _ in blocks),
         fifo_inputs=data.fifo_blocks(facts[0], x) if fifo else [],
         kat=data.known_answers(checked, rmap, options.max_checklines),
         outputs=data.known_answers(checked, rmap) if options.max_checklines else None,

@@ -1,4 +1,4 @@
-"""The application side of the firmware folder: main.c (and main_riscv.c), Makefile, project.mk.
+"""The application side of the firmware folder: main.c (and main_riscv.c).
 
 main.c is the known-answer self-test on the Cortex-M4; with ``--riscv`` (the vendor's mnist-riscv
 layout) main.c only boots the RISC-V core, and main_riscv.c runs the same self-test there. The
@@ -40,8 +40,8 @@ def _self_test(fw: Firmware, name: str) -> str:
         'void fail(void)\n{\n  printf("\\n*** FAIL ***\\n\\n");\n  while (1)\n    ;\n}\n\n'
     )
     section = '__attribute__((section(".rvflash_section"))) ' if o.riscv else ""
-    for i, _ in enumerate(fw.inputs or fw.fifo_inputs):
-        out.append(f"{section}static const uint32_t input_{i}[] = SAMPLE_INPUT_{i};\n")
+    for n in fw.input_names:
+        out.append(f"{section}static const uint32_t input_{n}[] = SAMPLE_INPUT_{n};\n")
     out.append(_load_input(fw))
     if o.kat:
         out.append(_CHECK_OUTPUT)
@@ -59,8 +59,8 @@ def _load_input(fw: Firmware) -> str:
     if not fw.fifo:
         out = ["\nvoid load_input(void)\n{\n"]
         out.append("  // The sample input, where the first layer reads it\n")
-        for i, (addr, words) in enumerate(fw.inputs):
-            out.append(f"  memcpy32((uint32_t *) 0x{addr:08x}, input_{i}, {words.size});\n")
+        for n, (addr, words) in zip(fw.input_names, fw.inputs, strict=True):
+            out.append(f"  memcpy32((uint32_t *) 0x{addr:08x}, input_{n}, {words.size});\n")
         return "".join(out) + "}\n\n"
     n = max(w.size for w in fw.fifo_inputs)
     out = [
@@ -213,27 +213,3 @@ def _arm_boot(fw: Firmware) -> str:
         "  return 0;\n}\n"
     )
 
-
-def build_files(fw: Firmware) -> dict[str, str]:
-    """Makefile and project.mk (the MSDK's build; --riscv: the dual-core build of its
-    RISC-V examples, the Cortex-M4 image loading the RISC-V one)."""
-    sources = ["cnn.c", "main_riscv.c" if fw.options.riscv else "main.c"]
-    sources += ["softmax.c"] if fw.options.softmax else []
-    makefile = (
-        "# Written by cnnforge. An MSDK project: `make` with MAXIM_PATH set builds it\n"
-        f"# for the {fw.device}.\n"
-        'ifeq "$(MAXIM_PATH)" ""\n$(error MAXIM_PATH must point to the MSDK)\nendif\n'
-        f"TARGET ?= {fw.device}\nBOARD ?= EvKit_V1\n"
-        "include ./project.mk\ninclude $(MAXIM_PATH)/Examples/$(TARGET)/CNN/Makefile.inc\n"
-    )
-    project = f"# Written by cnnforge: project settings for the MSDK build.\nTARGET = {fw.device}\n"
-    project += "IPATH += .\nVPATH += .\n"
-    if fw.options.riscv:
-        project += (
-            "# Dual core: main.c on the Cortex-M4 boots the RISC-V core, which runs the CNN code.\n"
-            "RISCV_LOAD = 1\nRISCV_APP = .\n"
-            f"RISCV_SRCS = {' '.join(sources)}\nSRCS = main.c\n"
-        )
-    else:
-        project += f"SRCS = {' '.join(sources)}\n# The CNN's weights live in flash.\n"
-    return {"Makefile": makefile, "project.mk": project}

@@ -1,8 +1,9 @@
 """Render a ``Firmware`` as an MSDK project folder with the vendor tool's file names and API.
 
 cnn.h / cnn.c / weights.h / main.c / sampledata.h / sampleoutput.h / softmax.c / Makefile /
-project.mk. Every register write carries a comment saying what it sets; weights.h holds the
-kernel loader's records and the bias bytes; main.c is the known-answer self-test.
+project.mk (--riscv: main_riscv.c, Makefile.ARM and Makefile.RISCV instead of project.mk).
+Every register write carries a comment saying what it sets; weights.h holds the kernel
+loader's records and the bias bytes; main.c is the known-answer self-test.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from cnnforge.targets.max7800x.device import MAX78000, MAX78002
-from cnnforge.targets.max7800x.firmware import mlator, project
+from cnnforge.targets.max7800x.firmware import mlator, msdk_project, project
 from cnnforge.targets.max7800x.firmware.data import table_runs
 from cnnforge.targets.max7800x.firmware.firmware import HEADER, Firmware
 from cnnforge.targets.max7800x.firmware.registers import Write, groups_used
@@ -400,8 +401,9 @@ def weights_h(fw: Firmware) -> str:
 
 def sampledata_h(fw: Firmware) -> str:
     out = [HEADER.format(name="sampledata.h", device=fw.device, what="sample input")]
-    for i, words in enumerate([w for _, w in fw.inputs] or fw.fifo_inputs):
-        out.append(_define(f"SAMPLE_INPUT_{i}", words))
+    blocks = [w for _, w in fw.inputs] or fw.fifo_inputs
+    for n, words in zip(fw.input_names, blocks, strict=True):
+        out.append(_define(f"SAMPLE_INPUT_{n}", words))
     return "".join(out)
 
 
@@ -421,7 +423,7 @@ def folder_files(fw: Firmware) -> dict[str, str]:
         files["sampleoutput.h"] = sampleoutput_h(fw)
     if o.softmax:
         files["softmax.c"] = SOFTMAX_C
-    files.update(project.build_files(fw))
+    files.update(msdk_project.build_files(fw))
     return files
 
 
