@@ -282,3 +282,36 @@ def test_the_branch_finder_finds_branches() -> None:
     )
     found = _branches(ast.parse(code), _target_words(), {"Max7800xDevice"})
     assert [line for line, _ in found] == [1, 2, 3]
+
+
+#: The one module allowed to touch torch's private API, each use with its reason there.
+PRIVATE_TORCH_ALLOWED = {"compute.py"}
+
+
+def _private_torch(tree: ast.AST) -> list[int]:
+    """Lines naming a private part of torch (``torch._C``, ``torch.utils._pytree``, ...)."""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("torch"):
+            names = [*node.module.split("."), *(a.name for a in node.names)]
+            if any(n.startswith("_") for n in names):
+                found.append(node.lineno)
+        elif isinstance(node, ast.Attribute) and node.attr.startswith("_") and not (
+            node.attr.startswith("__")
+        ):
+            root = node.value
+            while isinstance(root, ast.Attribute):
+                root = root.value
+            if isinstance(root, ast.Name) and root.id == "torch":
+                found.append(node.lineno)
+    return found
+
+
+def test_private_torch_api_lives_in_one_module() -> None:
+    found = {
+        rel: lines
+        for path in sorted(PACKAGE.rglob("*.py"))
+        if (rel := path.relative_to(PACKAGE).as_posix()) not in PRIVATE_TORCH_ALLOWED
+        and (lines := _private_torch(ast.parse(path.read_text(), str(path))))
+    }
+    assert found == {}, found

@@ -33,7 +33,7 @@ import torch
 import torch.nn.functional as F
 
 from cnnforge.arithmetic import BIAS_SHIFT, add_bias
-from cnnforge.compute import CPU, float32_matmul_exact
+from cnnforge.compute import CPU, float32_matmul_exact, nnpack_enabled
 from cnnforge.ir import Op
 
 FLOAT32_EXACT = 1 << 24  # integers up to 2^24 are exact in float32 (R2.3 note)
@@ -99,8 +99,7 @@ def float32_is_exact(device: torch.device = CPU) -> bool:
     except RuntimeError:  # precision flags set through both of torch's APIs: cannot tell
         return False
     onednn = torch.backends.mkldnn.is_available() and torch.backends.mkldnn.enabled
-    nnpack_on = getattr(torch._C, "_get_nnpack_enabled", lambda: True)()
-    if not onednn and torch.backends.nnpack.is_available() and nnpack_on:
+    if not onednn and torch.backends.nnpack.is_available() and nnpack_enabled():
         return False
     for backend in ("conv", "matmul"):
         mode = getattr(getattr(torch.backends.mkldnn, backend, None), "fp32_precision", "none")

@@ -146,11 +146,6 @@ def kernel_capacity(device: Max7800xDevice) -> KernelCapacity:
     return KernelCapacity(words, device.kernel_start_align)
 
 
-def device_weight_bits(device: Max7800xDevice) -> tuple[int, ...]:
-    """Weight widths the device stores (devices.md §1 "Weight widths"), widest first."""
-    return tuple(b for b in device.allowed_weight_bits if b > 0)
-
-
 def aligned_words(need: KernelNeed, align: int) -> int:
     """A layer's words on all its processors, each column count rounded up to the start
     alignment ``align`` of the allocator (the device's, 4): a budget with room for a placement."""

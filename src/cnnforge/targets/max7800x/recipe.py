@@ -95,7 +95,7 @@ def step_plan(state: CompileState, workdir: Path) -> CompileState:
     issues = validate_plan(state.network, imported, device, allow_overlap=True)
     notes = tuple(f"imported plan: {x.one_line()}" for x in issues)
     state = state.with_(notes=(*state.notes, *notes))
-    return keep(state, plan_issues=issues, latency=latency(state.network, imported))
+    return keep(state, latency=latency(state.network, imported))
 
 
 def step_vendor(state: CompileState, workdir: Path) -> CompileState:

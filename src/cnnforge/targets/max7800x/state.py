@@ -11,7 +11,6 @@ from cnnforge.pipeline.state import CompileState
 
 if TYPE_CHECKING:
     from cnnforge.targets.max7800x.firmware.flash import FlashBytes
-    from cnnforge.targets.max7800x.issues import Issue
     from cnnforge.targets.max7800x.metrics import Latency
     from cnnforge.targets.max7800x.placement import Plan
 
@@ -22,7 +21,6 @@ class Max7800xState:
 
     imported: Any = None  # a vendor pair (ai8x.Ai8xModel; the writers never import the reader)
     plan: Plan | None = None  # the placement (the vendor pair's own, or the planner's)
-    plan_issues: tuple[Issue, ...] = ()  # what the validator says of an imported plan
     flash: FlashBytes | None = None  # the firmware's flash bytes of weights and code
     latency: Latency | None = None  # the predicted inference time
 
