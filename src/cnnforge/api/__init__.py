@@ -4,6 +4,7 @@ The CLI parses arguments and formats what these return; a script or notebook cal
 ``nn.Module`` object and gets the same numbers back.
 """
 
+import cnnforge
 from cnnforge.api.functions import (
     DEFAULT_DEVICE,
     analyze,
@@ -18,20 +19,5 @@ from cnnforge.api.functions import (
 )
 from cnnforge.api.results import Analysis, Budget, CheckResult, Compiled, Quantized
 
-__all__ = [
-    "DEFAULT_DEVICE",
-    "Analysis",
-    "Budget",
-    "CheckResult",
-    "Compiled",
-    "Quantized",
-    "analyze",
-    "budget",
-    "check",
-    "compile",
-    "evaluate",
-    "plan",
-    "quantize",
-    "simulate",
-    "train",
-]
+#: The public names: the package's own list (cnnforge/__init__.py), and the default device.
+__all__ = ["DEFAULT_DEVICE", *(name for name in cnnforge.__all__ if name != "__version__")]

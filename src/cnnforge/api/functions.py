@@ -135,7 +135,7 @@ def quantize(
 
 
 def plan(
-    model: ModelSpec,
+    model: ModelSpec | None,
     device: str | Capabilities = DEFAULT_DEVICE,
     input_shape: Sequence[int] | None = None,
     *,
@@ -145,32 +145,43 @@ def plan(
     sample: Any = None,
     calibration: Any = None,
     in_place: bool = True,
+    ai8x_yaml: str | Path | None = None,
+    ai8x_checkpoint: str | Path | None = None,
+    allow_overlap: bool = False,
+    validate_only: bool = False,
     output_dir: str | Path | None = None,
     overwrite: bool = False,
 ) -> Any:
-    """Processors, data-memory offsets, kernel map (``cnnforge plan``); returns the
-    ``PlanResult`` (``.network``, ``.plan``, ``.metrics``); with ``output_dir`` also writes the
-    vendor YAML + checkpoint, plan.json and the memory maps there."""
+    """Processors, data-memory offsets, kernel map (``cnnforge plan``) of a model or a vendor
+    pair (re-planned, or with ``validate_only`` its own plan only validated); returns the
+    ``PlanResult`` (``.network``, ``.plan``, ``.metrics``, ``.issues``); with ``output_dir``
+    (and not ``validate_only``) also writes the vendor YAML + checkpoint, plan.json and the
+    memory maps there."""
+    from cnnforge.pipeline.sources import shipped_shape
     from cnnforge.pipeline.state import PlanRequest
 
     target = _target(device, "plan")
     dev = target.device
     if target.plans != "place" or target.planner is None or target.write is None:
         raise InputError(f"device {dev.name} has no plan", hint="compile it with cnnforge.compile")
-    shape = _shape(model, input_shape)
+    shape = shipped_shape(model) if input_shape is None else tuple(int(n) for n in input_shape)
     request = PlanRequest(
-        model=model,
+        model=model,  # type: ignore[arg-type]  # the planner takes a model object as a spec too
         input_shape=shape,
         model_args=dict(model_args or {}),
         checkpoint=None if checkpoint is None else Path(checkpoint),
         weight_bits=weight_bits,
         sample=array_of(sample),
         calibration=array_of(calibration),
+        ai8x_yaml=None if ai8x_yaml is None else Path(ai8x_yaml),
+        ai8x_checkpoint=None if ai8x_checkpoint is None else Path(ai8x_checkpoint),
+        allow_overlap=allow_overlap,
+        validate_only=validate_only,
         in_place=in_place,
     )
     result = target.planner(request, dev)
-    if output_dir is not None:
-        target.write(result, dev, Path(output_dir), overwrite)
+    if output_dir is not None and not validate_only:
+        result = target.write(result, dev, Path(output_dir), overwrite)
     return result
 
 
