@@ -1,4 +1,4 @@
-"""The HLS target on seed 001's U-Net: C-simulation time per image beside the simulator's, and
+"""The HLS target on the plain VOC U-Net: C-simulation time per image beside the simulator's, and
 float vs W5A8 (and W8A8) argmax agreement on a sample set. No assertions: a report.
 
 The sample set is the procedural ``shapes`` images at 64x64 (cnnforge.training.datasets); the

@@ -2,7 +2,7 @@
 
 Shared by the simulator (``sim/``), the QAT modules (``nn/``), quantization (``quant/``) and, as
 the reference its C twin is tested against, the C emitter. Every rule cites
-../shared/spec/arithmetic.md. Functions take and return torch tensors; integer tensors are int64
+docs/hardware/arithmetic.md. Functions take and return torch tensors; integer tensors are int64
 (exact), float tensors are whatever the caller trains in. The parameter scalings (weight units,
 vendor checkpoint bias) take and return numpy arrays, as the IR stores them. A leaf: it imports
 nothing of cnnforge.

@@ -56,7 +56,8 @@ def c_comment(text: str) -> str:
 
 
 def pack_rows(rows: np.ndarray, bits: int, binary: bool) -> np.ndarray:
-    """Pack each row of b-bit weights little-endian into whole bytes (arithmetic.md R1.2).
+    """Pack each row of b-bit weights little-endian into whole bytes
+    (docs/hardware/arithmetic.md R1.2).
 
     Two's complement fields; binary weights store bit 1 for -1 and bit 0 for +1.
     """

@@ -6,7 +6,7 @@ quant, sim, analysis) read only this record; each target extends it inside its o
 its memories and registers (``targets.max7800x.device.Max7800xDevice``,
 ``targets.hls.device.HlsTarget``). Code asks the record (``device.max_layers``,
 ``device.supports_op(op)``) and never branches on a device name. Each field cites its section of
-../shared/spec/devices.md (§1 is the side-by-side table, §8 the machine-readable copy); the
+docs/hardware/devices.md (§1 is the side-by-side table, §8 the machine-readable copy); the
 defaults are the MAX7800x values.
 """
 
@@ -28,7 +28,8 @@ PASS_CHANNELS = 64
 
 @dataclass(frozen=True, kw_only=True)
 class Capabilities:
-    """What a target computes, target-neutral: ops, widths and per-op limits (devices.md §1).
+    """What a target computes, target-neutral: ops, widths and per-op limits
+    (docs/hardware/devices.md §1).
 
     The shared stages (frontend, passes, quant, sim, analysis) read only these fields; every
     target's record extends this class with its own memories and registers. Defaults are the

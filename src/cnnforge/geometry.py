@@ -1,6 +1,6 @@
 """One formula per hardware fact of the data layout, asked of the typed device record.
 
-Passes and processors per pass (../shared/spec/devices.md §2), the channels and the shape a
+Passes and processors per pass (docs/hardware/devices.md §2), the channels and the shape a
 layer's main op reads, and when each tensor is live (§6 "No overwrite of live data").
 Analysis, passes, planners, validator and emitters ask here instead of writing the formulas
 again. Every question takes the target-neutral ``Capabilities`` it is asked of: a caller
@@ -40,7 +40,7 @@ def words_per_pixel(channels: int, device: Capabilities) -> int:
 
 def layer_in_channels(network: Network, layer: Layer) -> int:
     """Channels the layer's input mask carries: one operand's for element-wise layers, else the
-    concatenation of its inputs (devices.md §2 "Concatenation")."""
+    concatenation of its inputs (docs/hardware/devices.md §2 "Concatenation")."""
     shapes = network.input_shapes(layer)
     return shapes[0][0] if layer.eltwise is not None else sum(s[0] for s in shapes)
 
@@ -85,7 +85,7 @@ def last_use(network: Network) -> dict[str, int]:
 
 @dataclass(frozen=True)
 class TensorGeometry:
-    """What data memory needs to know about one tensor (devices.md §2)."""
+    """What data memory needs to know about one tensor (docs/hardware/devices.md §2)."""
 
     name: str
     channels: int
@@ -96,7 +96,7 @@ class TensorGeometry:
 
     @property
     def words(self) -> int:
-        """32-bit words per instance without gaps (devices.md §2 "Footprint")."""
+        """32-bit words per instance without gaps (docs/hardware/devices.md §2 "Footprint")."""
         return self.pixels * self.passes * (4 if self.wide else 1)
 
 

@@ -24,7 +24,8 @@ from cnnforge.ir import INPUT, Layer, Network, Op, Pooling, PoolKind, Quantized
 from cnnforge.models.unet import UNetLarge, UNetVOC
 from cnnforge.targets.max7800x.device import MAX78000
 
-# ---- the seed-001 figures ---------------------------------------------------------------------
+# ---- the plain VOC U-Net's
+# figures------------------------------------------------------------------
 
 
 def test_seed_001_unet_figures() -> None:

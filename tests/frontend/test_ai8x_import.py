@@ -28,7 +28,8 @@ def pair(ai8x: Path, key: str) -> tuple[Path, Path]:
 
 
 def test_processors_per_pass_rule():
-    # network-yaml.md §4: 48 -> 48, 112 -> 56 (2 passes), 100 -> 52, 64 -> 64, 65 -> 36
+    # docs/hardware/network-yaml.md §4: 48 -> 48, 112 -> 56 (2 passes), 100 -> 52, 64 -> 64, 65 ->
+    # 36
     counts = (1, 48, 64, 65, 100, 112, 128, 1024)
     assert [processors_per_pass(c, MAX78000) for c in counts] == [
         1, 48, 64, 36, 52, 56, 64, 64,

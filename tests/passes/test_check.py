@@ -226,7 +226,7 @@ def test_unet_voc_fits_max78002_after_the_rewrites(unet_voc) -> None:
     rules = [r.rule for r in report.rewrites]
     assert rules.count("fold-batchnorm") == 18 and rules.count("fuse-pool") == 4
     assert rules.count("convtranspose-k2") == 4
-    # unet-walkthrough.md §1.3: 59,928 3x3 kernels (one word each at 8 bits) + 168 1x1
+    # docs/hardware/unet.md §1.3: 59,928 3x3 kernels (one word each at 8 bits) + 168 1x1
     # kernels (8 -> 21, packed 9 per word: 3 words on each of 8 processors)
     assert report.kernel_words == 59_928 + 3 * 8
     kernels = {9: 0, 1: 0}
@@ -249,7 +249,7 @@ def test_unet_voc_on_max78000_fits_with_auto_widths(unet_voc) -> None:
     report = check_report(unet_voc, MAX78000, "auto", rules=rules_of(MAX78000))
     assert report.fits and report.weight_mode == "auto"
     narrowed = {k: b for k, b in report.weight_bits.items() if b != 8}
-    # the largest layers go first (unet-walkthrough.md §1.3: the bottleneck and dec4)
+    # the largest layers go first (docs/hardware/unet.md §1.3: the bottleneck and dec4)
     assert narrowed == {"bottleneck.3": 4, "dec4.0": 4}
     assert report.to_dict()["weight_bits"]["bottleneck.3"] == 4
 

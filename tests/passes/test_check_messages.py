@@ -92,7 +92,7 @@ def test_hints_cite_no_spec_files() -> None:
         for line in path.read_text().splitlines():
             text = line.strip()
             quoted = text.startswith('"') and not text.startswith('"""')
-            if "devices.md" in text and ("hint" in text or quoted):
+            if "docs/hardware/devices.md" in text and ("hint" in text or quoted):
                 raise AssertionError(f"{path.name}: {line.strip()}")
 
 

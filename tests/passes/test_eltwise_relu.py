@@ -1,5 +1,6 @@
 """ReLU after an element-wise add rides an identity 1x1 conv for any channel count the device's
-multi-pass rule allows (devices.md §1); elsewhere check names that rule. Exact on random weights."""
+multi-pass rule allows (docs/hardware/devices.md §1); elsewhere check names that rule. Exact on
+random weights."""
 
 from __future__ import annotations
 

@@ -20,7 +20,7 @@ def _same_outputs(a: Network, b: Network, shape=(2, 3, 8, 8), clamp: bool = Fals
     ya, yb = run(a, x), run(b, x)
     assert len(ya) == len(yb)
     for u, v in zip(ya.values(), yb.values(), strict=True):
-        if clamp:  # the hardware's 8-bit output range (arithmetic.md R1.1)
+        if clamp:  # the hardware's 8-bit output range (docs/hardware/arithmetic.md R1.1)
             u, v = u.clamp(-1, 127 / 128), v.clamp(-1, 127 / 128)
         torch.testing.assert_close(u, v, rtol=1e-5, atol=1e-9)
 
@@ -187,7 +187,8 @@ def test_flatten_linear() -> None:
     verify(fused)
     assert [x.name for x in fused] == ["c1", "p", "fc"]
     assert fused.layer("fc").flatten and fused.layer("fc").inputs == ("p",)
-    assert fused.layer("p").op is Op.PASSTHROUGH  # flatten cannot pool (arithmetic.md R5.1)
+    # flatten cannot pool (docs/hardware/arithmetic.md R5.1)
+    assert fused.layer("p").op is Op.PASSTHROUGH
     assert fused.outputs == ("fc",)
     _same_outputs(net, fused)
 

@@ -1,8 +1,8 @@
 """The float meaning of a wide (32-bit) output: Q17.14 for 8-bit weights, whatever the shift.
 
-The vendor ignores ``output_shift`` for wide outputs (arithmetic.md R1.7, R2.4, R6.3 step 6;
-manual: "no hardware shift is performed and output_shift is ignored"), so the float weights of
-a wide layer are ``w_int * 2^(1 - bits)`` and its output unit ``2^(1 - bits) / 128``. Pinned on
+The vendor ignores ``output_shift`` for wide outputs (docs/hardware/arithmetic.md R1.7, R2.4, R6.3
+step 6; manual: "no hardware shift is performed and output_shift is ignored"), so the float weights
+of a wide layer are ``w_int * 2^(1 - bits)`` and its output unit ``2^(1 - bits) / 128``. Pinned on
 §7 example A (checked against the vendor simulator) and the vendor's mnist known answer.
 """
 

@@ -1,10 +1,10 @@
 """The Python API: one function per command for models that live in memory (docs/python-api.md).
 
 The CLI parses arguments and formats what these return; a script or notebook calls them with an
-``nn.Module`` object and gets the same numbers back.
+``nn.Module`` object and gets the same numbers back. The list of public names is the package's
+own, ``cnnforge.__all__``: this module imports them, plus ``DEFAULT_DEVICE``.
 """
 
-import cnnforge
 from cnnforge.api.functions import (
     DEFAULT_DEVICE,
     analyze,
@@ -18,6 +18,3 @@ from cnnforge.api.functions import (
     train,
 )
 from cnnforge.api.results import Analysis, Budget, CheckResult, Compiled, Quantized
-
-#: The public names: the package's own list (cnnforge/__init__.py), and the default device.
-__all__ = ["DEFAULT_DEVICE", *(name for name in cnnforge.__all__ if name != "__version__")]

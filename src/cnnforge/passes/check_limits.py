@@ -1,7 +1,8 @@
 """Per-layer resource and data-flow rules of ``cnnforge check``: channels, sizes, data memory,
 pooling, element-wise, concatenation, flatten, activation/output, bias and quantization.
 
-Limits from devices.md §1/§2/§7 and network-yaml.md §4/§5, all asked from the device.
+Limits from docs/hardware/devices.md §1/§2/§7 and docs/hardware/network-yaml.md §4/§5, all asked
+from the device.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """The per-layer device rules of ``cnnforge check`` (one small function per rule).
 
 Each rule takes the check context and one layer and yields ``Violation``s. The limits are the
-device's (devices.md §1, §7; network-yaml.md §5); where the vendor tool only warns about
-something that breaks the result, the rule still reports it.
+device's (docs/hardware/devices.md §1, §7; docs/hardware/network-yaml.md §5); where the vendor tool
+only warns about something that breaks the result, the rule still reports it.
 """
 
 from __future__ import annotations
@@ -121,7 +121,10 @@ def unsupported_op(ctx: Context, layer: Layer) -> Iterator[Violation]:
         yield _activation(ctx, layer)
         return
     if layer.op is Op.ELTWISE and layer.eltwise not in HARDWARE_ELTWISE:
-        hint = "multiply is not a hardware operator (arithmetic.md R4.5); use add/sub or retrain"
+        hint = (
+            "multiply is not a hardware operator (docs/hardware/arithmetic.md R4.5); use add/sub "
+            "or retrain"
+        )
         yield ctx.violation(layer, "eltwise-op", layer.eltwise.value, "add, sub, or, xor", hint)
         return
     if layer.op is Op.SOFTMAX:
@@ -146,8 +149,8 @@ def unsupported_op(ctx: Context, layer: Layer) -> Iterator[Violation]:
     yield ctx.violation(layer, "unsupported-op", label, "a hardware layer", hint)
 
 
-#: Replacements for ops the device lacks, by (lower-case) op name without its namespace
-#: (seed 004's "unsupported layer list"): OPAQUE rows of the frontend are named with these.
+#: Replacements for ops the device lacks, by (lower-case) op name without its namespace: OPAQUE
+#: rows of the frontend are named with these.
 _OPAQUE_HINTS = {
     "instancenorm": "per-sample statistics do not exist on the device: use BatchNorm2d (folded "
     "into the conv) and retrain",

@@ -6,9 +6,9 @@ gives, per output channel ``o`` with ``a_o = gamma_o / sqrt(var_o + eps)``::
 
     w'[o] = w[o] * a_o          b'[o] = (b[o] - mu_o) * a_o + beta_o     (b = 0 if absent)
 
-The vendor's QAT modules apply ``bn(y) / 4`` (arithmetic.md R6.5); ``fold_bn_arrays`` takes
-``divisor=4`` for that. Arithmetic is done in float64 and the result is cast back to the dtype of
-the original weight (so a float64 network folds exactly to ~1e-15 relative, a float32 one to
+The vendor's QAT modules apply ``bn(y) / 4`` (docs/hardware/arithmetic.md R6.5); ``fold_bn_arrays``
+takes ``divisor=4`` for that. Arithmetic is done in float64 and the result is cast back to the dtype
+of the original weight (so a float64 network folds exactly to ~1e-15 relative, a float32 one to
 float32 rounding).
 
 Requires: a topologically ordered model-level network. Guarantees: every folded BATCHNORM is gone,

@@ -1,17 +1,18 @@
 """Exact integer sums of products for the weight ops: fast float and plain int64.
 
-``accumulate(kind, x, w, bias, geometry, engine)`` returns the accumulator of arithmetic.md
+``accumulate(kind, x, w, bias, geometry, engine)`` returns the accumulator of
+docs/hardware/arithmetic.md
 R2.3 (sum of products plus ``bias << 7``) as a tensor of integer values, on ``x``'s device:
 
 - ``engine="fast"``: float32 sums of products. Every product |x*w| <= 2^14 is exact and any
   partial sum stays an exactly representable integer while it is below 2^24 in magnitude
-  (arithmetic.md R2.3 "Note for a fast simulator"), so the input channels are split into chunks
-  whose worst case (channels x taps x max|x| x max|w| + bias + rounding room) stays below 2^24;
-  the chunk results are summed in float64 (exact below 2^53). One chunk keeps the result in
-  float32, where ``arithmetic.round_shift`` is still exact. Layers with groups that would need
-  chunking use float64 instead. On the CPU the sums are PyTorch's convolutions (oneDNN: direct
-  or GEMM sums, see ``float32_is_exact``); on CUDA they are the ``gemm`` form below, since
-  cuDNN may pick Winograd or FFT convolutions, whose transforms round even on integers.
+  (docs/hardware/arithmetic.md R2.3 "Note for a fast simulator"), so the input channels are split
+  into chunks whose worst case (channels x taps x max|x| x max|w| + bias + rounding room) stays
+  below 2^24; the chunk results are summed in float64 (exact below 2^53). One chunk keeps the result
+  in float32, where ``arithmetic.round_shift`` is still exact. Layers with groups that would need
+  chunking use float64 instead. On the CPU the sums are PyTorch's convolutions (oneDNN: direct or
+  GEMM sums, see ``float32_is_exact``); on CUDA they are the ``gemm`` form below, since cuDNN may
+  pick Winograd or FFT convolutions, whose transforms round even on integers.
 - ``engine="gemm"``: ``fast`` with every sum of products written as unfold (im2col) and one
   matrix product (``_gemm_op``): each output is a plain sum of the same products, so whatever
   order the BLAS (cuBLAS with TF32 off, MKL, oneDNN) adds them in, every partial sum is a sum

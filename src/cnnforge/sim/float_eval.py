@@ -1,10 +1,10 @@
 """The float semantics of ANY ``Network``: model level, fused hardware layers, or a mix.
 
 Used to prove that rewrites (BN folding, fusion, legalization) preserve what the float model
-computes, and to collect activation ranges for quantization. No quantization happens here:
-weight layers use their float ``weight``/``bias``; a hardware layer runs its stages in the order
-of ir.py (pool -> element-wise or concatenation -> op -> activation; ``pool_first=False`` swaps
-the first two, arithmetic.md R4.3) and a wide output changes nothing. Model-level layers follow
+computes, and to collect activation ranges for quantization. No quantization happens here: weight
+layers use their float ``weight``/``bias``; a hardware layer runs its stages in the order of ir.py
+(pool -> element-wise or concatenation -> op -> activation; ``pool_first=False`` swaps the first
+two, docs/hardware/arithmetic.md R4.3) and a wide output changes nothing. Model-level layers follow
 PyTorch: batchnorm in eval mode, activations, pools with their own padding, element-wise
 add/sub/mul, concatenation, flatten, upsampling, F.pad (constant) and softmax / log_softmax /
 argmax. OPAQUE layers have no float semantics: their values must be ``given``.

@@ -184,5 +184,5 @@ def test_compile_unet_for_hls_runs_csim(tmp_path: Path) -> None:
     bits = {x["quant"]["weight_bits"] for x in network["layers"] if x.get("quant")}
     assert bits == {5}
     report = (out / "report.md").read_text()
-    assert "| 0x010 | HEIGHT_WIDTH |" in report and "seed 001" in report
+    assert "| 0x010 | HEIGHT_WIDTH |" in report and "reference design" in report
     assert (out / "hls" / "regmap.h").is_file() and not (out / "c").exists()

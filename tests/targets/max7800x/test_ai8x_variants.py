@@ -150,7 +150,8 @@ def test_pm1_weights_keep_their_width_and_auto_binary(tmp_path):
 
 @pytest.mark.parametrize("pool_first", [True, False])
 def test_pooled_eltwise_roundtrip(tmp_path, pool_first):
-    """Element-wise with pooling, both orders (arithmetic.md R4.3), standalone and in flight."""
+    """Element-wise with pooling, both orders (docs/hardware/arithmetic.md R4.3), standalone and in
+    flight."""
     from dataclasses import replace
 
     from cnnforge.ir import EltwiseOp

@@ -80,7 +80,7 @@ def test_formats_and_float_scaling(tmp_path) -> None:
     np.save(d / "b.npy", np.array([5]))
     got = read_layer_outputs(d)
     assert set(got) == {"a", "b"}
-    # float values are in units of 1/128 next to integers (arithmetic.md R1.1)
+    # float values are in units of 1/128 next to integers (docs/hardware/arithmetic.md R1.1)
     same = compare_layer("a", np.array([[1, 2], [3, 4]]) / 128.0, got["a"])
     assert same.equal
     off = compare_layer("a", np.array([[1, 2], [3, 5]]), got["a"][None])

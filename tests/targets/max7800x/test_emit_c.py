@@ -1,5 +1,5 @@
-"""C emitter: worked examples of arithmetic.md §7/§8 run as C, the arena, packing, checksum,
-literals, determinism, golden files and errors.
+"""C emitter: worked examples of docs/hardware/arithmetic.md §7/§8 run as C, the arena, packing,
+checksum, literals, determinism, golden files and errors.
 
 Golden files: tests/golden_c/<case>/ holds the emitted project of a small network; regenerate
 after an intended format change with
@@ -31,7 +31,8 @@ from support.paths import TESTS
 
 GOLDEN = TESTS / "golden_c"
 
-# ---- worked examples as C (arithmetic.md §7, §8) ------------------------------------------
+# ---- worked examples as C (docs/hardware/arithmetic.md §7, §8)
+# ------------------------------------------
 
 EX_A_X = np.array([[[12, -7, 100], [-128, 55, 3], [27, 90, -64]]])
 EX_A_W = np.array([[[[5, -3, 17], [2, 127, -128], [-9, 0, 44]]]])

@@ -1,4 +1,4 @@
-"""The generated C on real networks: every vendor pair in ../shared/data/ai8x, the seed-001
+"""The generated C on real networks: every vendor pair in ../shared/data/ai8x, the plain VOC
 U-Net and the plain-torch large U-Net. Each is built with the strict -O2 flags and its full
 output must equal the simulator's (and, where the vendor published one, the vendor simulator's
 known answer).
@@ -82,7 +82,7 @@ def _quantized_model(name: str) -> tuple[Network, np.ndarray]:
 
 @pytest.mark.parametrize("name", ["unet-voc", "unet-large"])
 def test_unets(tmp_path: Path, name: str) -> None:
-    """The seed-001 U-Net and the plain-torch large U-Net, lowered and PTQ-quantized."""
+    """The plain VOC U-Net and the plain-torch large U-Net, lowered and PTQ-quantized."""
     network, x = _quantized_model(name)
     emitted = _emit_and_run(network, x, tmp_path)
     assert emitted.macs > 50_000_000

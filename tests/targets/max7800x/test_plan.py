@@ -24,7 +24,8 @@ from cnnforge.targets.max7800x.planner import plan_cycles, plan_network
 from cnnforge.targets.max7800x.validate import validate_plan
 from support.plan import POOL2, conv, passthrough, small_unet, upconv, with_weights
 
-# ---- latency model: the three check values of devices.md §5 ---------------------------------
+# ---- latency model: the three check values of docs/hardware/devices.md §5
+# ---------------------------------
 
 
 def test_latency_check_values_of_the_spec():

@@ -26,7 +26,8 @@ from support.plan import networks, with_weights
 
 
 def _vendor_writable(network) -> bool:
-    """The vendor tool needs equal channel counts in a concatenation (network-yaml.md §5)."""
+    """The vendor tool needs equal channel counts in a concatenation
+    (docs/hardware/network-yaml.md §5)."""
     for layer in network.layers:
         if layer.is_concat:
             counts = {network.shape_of(n)[0] for n in layer.inputs}

@@ -2,7 +2,7 @@
 
 Each test breaks one of the planner's own sizing helpers (plan/kernels.py) on purpose; the
 planner then builds a plan that its helpers accept, and ``validate_plan``, which derives the
-sizes from devices.md §3/§4 through cnnforge.geometry, must report it.
+sizes from docs/hardware/devices.md §3/§4 through cnnforge.geometry, must report it.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""The HLS report: resources per engine and in total beside seed 001's table, the register map
-and float vs quantized agreement on the sample (docs/hls-target.md §7)."""
+"""The HLS report: resources per engine and in total beside the reference design's table, the
+register map and float vs quantized agreement on the sample (docs/hls-target.md §7)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,9 @@ from cnnforge.sim.agreement import agreement
 from cnnforge.targets.hls.buffer_plan import HlsPlan
 from cnnforge.targets.hls.regmap import register_rows
 
-#: Seed 001 §6 "Hardware resources by modules", as the seed reports them (its tool's area scores).
-SEED_TABLE = {
+#: The reference design's resources by module, as its HLS tool scores their area
+#: (docs/hls-target.md §7).
+REFERENCE_TABLE = {
     "conv2d": 6647,
     "batchnorm": 9894,
     "maxpool": 3650,
@@ -118,14 +119,15 @@ def report_markdown(state: CompileState) -> str:
         f"- Cycles: {total['cycles']:,} (stream in/out included) = "
         f"{total['milliseconds']:.2f} ms at {t.clock_mhz:g} MHz",
         "",
-        "## Beside seed 001 §6",
+        "## Beside the reference design",
         "",
-        "Seed 001's figures are its HLS tool's area scores per module (batch normalization had",
-        "its own module); ours are counts: multipliers, comparators, ROM and RAM bits.",
+        "The reference design's figures are its HLS tool's area scores per module (batch",
+        "normalization had its own module); ours are counts: multipliers, comparators, ROM and RAM",
+        "bits.",
         "",
         "| | conv2d | batchnorm | maxpool | transconv | ROM | top |",
         "|---|---|---|---|---|---|---|",
-        "| seed 001 | " + " | ".join(f"{v:,}" for v in SEED_TABLE.values()) + " |",
+        "| reference design | " + " | ".join(f"{v:,}" for v in REFERENCE_TABLE.values()) + " |",
         _ours_row(r),
         "",
         "## AXI-Lite register map (bundle ctrl)",

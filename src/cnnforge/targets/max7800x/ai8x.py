@@ -1,10 +1,11 @@
 """Import a vendor network YAML + quantized checkpoint as a hardware ``Network`` and its ``Plan``.
 
-The YAML gives the layer structure and the placement (processors, offsets, gaps), the checkpoint
-the integer weights, paired positionally like the vendor tool does
-(../shared/spec/checkpoint-format.md §5). The input size comes from the sample input, as in the
-vendor tool (network-yaml.md §4 "Dimensions"). Every inconsistency is a ``ConfigError`` naming
-the YAML file and line. See docs/ai8x-format.md for what cnnforge reads differently.
+The YAML gives the layer structure and the placement (processors, offsets, gaps), the checkpoint the
+integer weights, paired positionally like the vendor tool does
+(docs/hardware/checkpoint-format.md §5). The input size comes from the sample input, as in the
+vendor tool (docs/hardware/network-yaml.md §4 "Dimensions"). Every inconsistency is a
+``ConfigError`` naming the YAML file and line. See docs/ai8x-format.md for what cnnforge reads
+differently.
 """
 
 from __future__ import annotations
@@ -79,11 +80,11 @@ def read_ai8x(
 ) -> Ai8xModel:
     """Import a vendor YAML + ``-q`` checkpoint (input shape: given, else the sample input).
 
-    The vendor command-line flags that matter are options: ``overlap_data`` marks the
-    plan as relying on ``--overlap-data``; ``avg_pool_rounding`` (``--avg-pool-rounding``,
-    arithmetic.md R3.6) sets the network's global average-pool rounding; ``fifo`` (``--fifo``;
-    None: as a streaming first layer needs) feeds the input through the FIFOs. ``--softmax``
-    is computed on the host after the network and changes nothing here.
+    The vendor command-line flags that matter are options: ``overlap_data`` marks the plan as
+    relying on ``--overlap-data``; ``avg_pool_rounding`` (``--avg-pool-rounding``,
+    docs/hardware/arithmetic.md R3.6) sets the network's global average-pool rounding; ``fifo``
+    (``--fifo``; None: as a streaming first layer needs) feeds the input through the FIFOs.
+    ``--softmax`` is computed on the host after the network and changes nothing here.
     """
     cfg = read_yaml_config(yaml_path)
     ckpt = read_checkpoint(checkpoint_path)
@@ -231,7 +232,8 @@ def _input_shape(cfg: YamlConfig, given: tuple[int, ...] | None) -> tuple[int, .
 
 
 def _plan(cfg: YamlConfig, network: Network, device: Max7800xDevice, overlap: bool) -> Plan:
-    """Placements from the YAML with the vendor's defaults (network-yaml.md §3.2, §4)."""
+    """Placements from the YAML with the vendor's defaults (docs/hardware/network-yaml.md §3.2,
+    §4)."""
     data_format = _data_format(cfg)
     placements = []
     notes = []

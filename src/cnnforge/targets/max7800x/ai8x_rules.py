@@ -1,11 +1,11 @@
 """Vendor rules the ai8x importer applies across layers: streaming / FIFO, duplicated weights.
 
-Streaming: the YAML's `streaming` flags and the ``--fifo`` option go into the plan; the rules
-about which layers may stream are checked here with the YAML line (network-yaml.md §5
-"Streaming"), the rollover-buffer memory rules by ``plan.validate`` (plan/streaming.py).
-Duplicated weights: some vendor checkpoints hold the state_dict twice, once with the
-``module.`` prefix of ``DataParallel`` and once without; the vendor pairs the first copy (its
-loader stops after the YAML's weight layers, checkpoint-format.md §5), so does cnnforge.
+Streaming: the YAML's `streaming` flags and the ``--fifo`` option go into the plan; the rules about
+which layers may stream are checked here with the YAML line (docs/hardware/network-yaml.md §5
+"Streaming"), the rollover-buffer memory rules by ``plan.validate`` (plan/streaming.py). Duplicated
+weights: some vendor checkpoints hold the state_dict twice, once with the ``module.`` prefix of
+``DataParallel`` and once without; the vendor pairs the first copy (its loader stops after the
+YAML's weight layers, docs/hardware/checkpoint-format.md §5), so does cnnforge.
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
 """The checker's rules on the MAX7800x memories: data memory, bias memory, kernel memory.
 
-The shared checker (passes/check.py) runs them through the MAX7800x ``TargetRules``
-(rules.py) after the target-neutral rules; each reads the MAX record's fields (devices.md
-§2-§4).
+The shared checker (passes/check.py) runs them through the MAX7800x ``TargetRules`` (rules.py) after
+the target-neutral rules; each reads the MAX record's fields (docs/hardware/devices.md §2-§4).
 """
 
 from __future__ import annotations
@@ -19,13 +18,15 @@ from cnnforge.targets.max7800x.device import Max7800xDevice, as_max7800x
 from cnnforge.targets.max7800x.kernel_words import KernelNeed, kernel_capacity, network_kernel_needs
 from cnnforge.targets.max7800x.weight_bits import choose_weight_bits
 
-WORD_BYTES = 4  # one data-memory word: 4 channels of one pixel (devices.md §2)
+WORD_BYTES = 4  # one data-memory word: 4 channels of one pixel (docs/hardware/devices.md §2)
 WIDE_BYTES = 4  # a 32-bit output channel takes a word of its own
-KERNEL_WORD_BYTES = 9  # one 72-bit kernel word holds 9 bytes of weights (devices.md §3)
+#: One 72-bit kernel word holds 9 bytes of weights (docs/hardware/devices.md §3).
+KERNEL_WORD_BYTES = 9
 
 
 def data_memory(ctx: Context, layer: Layer) -> Iterator[Violation]:
-    """Each input and output tensor of a layer fits one data-memory instance (devices.md §2)."""
+    """Each input and output tensor of a layer fits one data-memory instance
+    (docs/hardware/devices.md §2)."""
     dev = as_max7800x(ctx.device)
     if not layer.is_hardware:
         return
@@ -49,7 +50,7 @@ def data_memory(ctx: Context, layer: Layer) -> Iterator[Violation]:
 
 
 def bias(ctx: Context, layer: Layer) -> Iterator[Violation]:
-    """A layer's bias values sit in one quadrant's bias memory (devices.md §4)."""
+    """A layer's bias values sit in one quadrant's bias memory (docs/hardware/devices.md §4)."""
     dev = as_max7800x(ctx.device)
     if not layer.has_weights or not has_bias(layer):
         return
@@ -104,7 +105,8 @@ def _kernel_hint(
 
 
 def bias_memory(ctx: Context) -> Iterator[Violation]:
-    """All bias values together fit the bias memories of the quadrants (devices.md §4)."""
+    """All bias values together fit the bias memories of the quadrants
+    (docs/hardware/devices.md §4)."""
     dev = as_max7800x(ctx.device)
     total = sum(x.out_channels for x in ctx.network.layers if x.has_weights and has_bias(x))
     limit = dev.bias_entries_per_quadrant * dev.quadrants

@@ -1,7 +1,7 @@
 """The MAX7800x kernel and bias memory formulas, asked of its device record.
 
 The kernel count ``kc`` of a weight layer and the 72-bit words its kernels pack into
-(../shared/spec/devices.md §3), the output slots of an output mask, and the bias entries a
+(docs/hardware/devices.md §3), the output slots of an output mask, and the bias entries a
 layer takes (§4). The planner (kernels.py, kernel_words.py) and the independent validator
 (validate.py) both ask here, so the two cannot drift apart.
 """
@@ -24,7 +24,7 @@ def kernel_count(
     pixels: int,
     device: Capabilities,
 ) -> int:
-    """kc of devices.md §3: kernels per input processor for ``slots`` output slots S.
+    """kc of docs/hardware/devices.md §3: kernels per input processor for ``slots`` output slots S.
 
     S * E_out * E_in; depthwise: E_in; flatten: (S * E_out - unused slots) * pixels * E_in,
     ``pixels`` the H*W flattened per channel.
@@ -40,7 +40,8 @@ def kernel_count(
 
 
 def kernel_slots(out_mask: int, device: Max7800xDevice) -> int:
-    """S of devices.md §3 with the filler kernels of a mask not starting at a multiple of 4: last
+    """S of docs/hardware/devices.md §3 with the filler kernels of a mask not starting at a multiple
+    of 4: last
     - first + 1, ``first`` rounded down to the 4-processor instance (the safe budget)."""
     first = (out_mask & -out_mask).bit_length() - 1
     last = out_mask.bit_length() - 1
@@ -59,7 +60,8 @@ def packed_kernel_words(kernels: int, ksize: int, weight_bits: int, device: Max7
 
 
 def bias_entries(out_channels: int, out_mask: int, device: Max7800xDevice) -> int:
-    """Bias entries of a layer: Cout + (first output processor mod 4) * E_out (devices.md §4)."""
+    """Bias entries of a layer: Cout + (first output processor mod 4) * E_out
+    (docs/hardware/devices.md §4)."""
     first = (out_mask & -out_mask).bit_length() - 1
     align = device.processors_per_instance
     return out_channels + (first % align) * passes(out_channels, device)
@@ -68,7 +70,8 @@ def bias_entries(out_channels: int, out_mask: int, device: Max7800xDevice) -> in
 def depthwise_bias_slices(
     out_channels: int, out_mask: int, device: Max7800xDevice
 ) -> dict[int, int]:
-    """Bias entries a depthwise layer keeps in each quadrant it writes (devices.md §4)."""
+    """Bias entries a depthwise layer keeps in each quadrant it writes
+    (docs/hardware/devices.md §4)."""
     dev = device
     per = dev.processors_per_quadrant
     e_out = passes(out_channels, dev)

@@ -10,9 +10,9 @@ layer can still be narrowed (they are the most sensitive to quantization in prac
 to the later layer (deeper layers have more redundancy).
 
 (A target without kernel memory gets the widest width everywhere: passes/target_rules.py.) The
-budget: the device's total kernel words, each layer's need rounded up to
-the 4-word start alignment of the kernel allocator (devices.md §3), AND a simple kernel map must
-exist (``plan.kernel_words.skyline_fits``), so that the planner has room to place the layers.
+budget: the device's total kernel words, each layer's need rounded up to the 4-word start alignment
+of the kernel allocator (docs/hardware/devices.md §3), AND a simple kernel map must exist
+(``plan.kernel_words.skyline_fits``), so that the planner has room to place the layers.
 """
 
 from __future__ import annotations

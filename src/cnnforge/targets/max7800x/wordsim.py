@@ -2,7 +2,7 @@
 
 A model of the 16 data-memory instances as 64 byte lanes (processor p = instance p // 4, lane
 p % 4) of ``instance_bytes / 4`` words. Each lane records the tensor, channel and pixel written
-there. Layers run in order; each first reads (devices.md §2 input addressing: word
+there. Layers run in order; each first reads (docs/hardware/devices.md §2 input addressing: word
 ``in_offset/4 + (pixel*E + pass)*K + operand``, channel ``pass*T + j`` on the j-th processor of
 the input mask) and every read must find the expected channel and pixel, then writes (output
 addressing: ``out_offset/4 + (pixel*E_out + pass)*(write_gap + 1)``; 32-bit output: one word per
@@ -83,7 +83,8 @@ def simulate_words(
 def _write_index(
     offset: int, pixels: int, out_passes: int, gap: int, wide: bool, lane: int
 ) -> list[np.ndarray]:
-    """Word indices of each pass of one processor's channel (devices.md §2 output rule)."""
+    """Word indices of each pass of one processor's channel (docs/hardware/devices.md §2 output
+    rule)."""
     pix = np.arange(pixels, dtype=np.int64)
     if wide:
         return [

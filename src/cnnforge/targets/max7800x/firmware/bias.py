@@ -6,7 +6,7 @@ length; each goes to the least-filled allowed quadrant (lowest number on ties). 
 is preceded by ``first output processor % 4`` x passes unused entries. A layer whose plan names
 its quadrant (YAML ``bias_group``) counts as single-quadrant and goes there. Each 8-bit entry is one
 32-bit word on the bus. A streaming first layer on the MAX78000 has one more unused entry
-first. Learned from the vendor tool's izer/kbias.py.
+first. Learned from the vendor tool's bias allocator.
 """
 
 from __future__ import annotations
@@ -76,6 +76,6 @@ def layout(facts: list[LayerFacts], rmap: RegisterMap) -> BiasLayout:
 
 
 def _stream_skip(f: LayerFacts, rmap: RegisterMap) -> int:
-    """1 for a streaming first layer on a part whose streaming bias reads one entry late
-    (MAX78000): its bias starts an entry after its offset (izer/kbias.py's work-around)."""
+    """1 for a streaming first layer on a part whose streaming bias reads one entry late (MAX78000):
+    its bias starts an entry after its offset (a work-around of the vendor's bias allocator)."""
     return int(f.index == 0 and f.streaming and not rmap.stream_bias_ok)

@@ -5,7 +5,7 @@ A depthwise layer whose output processors are its input processors runs in broad
 control bit 29); otherwise each quadrant writes its channels' results at its own place (the
 write pointer per quadrant, a time-slot step of 4 instances). The time slots count the
 quadrant's channels (broadcast: up to 4 per processor group); post-processing bits 30 and 24 are
-on. Learned from the vendor tool's izer/backend/max7800x.py (the time-slot count, write pointer,
+on. Learned from the vendor tool's backend (the time-slot count, write pointer,
 time-slot offset, layer control, output channel and post-processing registers) and checked word
 for word on the host against the vendor's firmware (tests/data/firmware_state/depthwise-*.npz).
 """

@@ -6,8 +6,8 @@ the row and stride counters step over all of them (registers.py multiplies by ``
 What this module adds is the 1D / element-wise control word's operation, operand count, "pool
 first" and "convolution follows" bits, and for operands of several passes (more than 64
 channels) the write pointer's time-slot step and, on the MAX78000, the one-long-pass form.
-Learned from the vendor tool's izer/backend/max7800x.py (the 1D, rows, layer control 2, kernel
-memory and time-slot offset registers) and izer/op.py (the operation's encoding), checked word
+Learned from the vendor tool's backend (the 1D, rows, layer control 2, kernel
+memory and time-slot offset registers) and its operation encoding, checked word
 for word on the host against the vendor's firmware for the same YAML + checkpoint
 (tests/data/firmware_state/eltwise-*.npz).
 """
@@ -19,7 +19,7 @@ from cnnforge.targets.max7800x.device import get_device
 from cnnforge.targets.max7800x.firmware.facts import LayerFacts
 from cnnforge.targets.max7800x.firmware.regmap import put
 
-# The operation field's encoding (izer/op.py ENCODING).
+# The operation field's encoding (the vendor tool's ENCODING).
 ELTWISE_FN = {"sub": 0, "add": 1, "or": 2, "xor": 3}
 
 

@@ -64,7 +64,7 @@ class LayerFacts:
 
     @functools.cached_property
     def in_expand(self) -> int:
-        """Input passes: ceil(channels / 64) (devices.md §2)."""
+        """Input passes: ceil(channels / 64) (docs/hardware/devices.md §2)."""
         return max(1, math.ceil(self.in_channels / 64))
 
     @functools.cached_property
@@ -196,7 +196,7 @@ def network_facts(network: Network, plan: Plan) -> list[LayerFacts]:
 def as_3x3(facts: list[LayerFacts]) -> list[LayerFacts]:
     """A 1x1 convolution that streams, or follows a layer that streams, runs on the 3x3 kernel
     hardware: its kernels in the centre of a 3x3, padded by 1 (the same output; the vendor
-    tool's izer/backend/max7800x.py does this for the devices whose streaming needs it)."""
+    tool's backend does this for the devices whose streaming needs it)."""
     out = []
     for f in facts:
         after = f.index > 0 and facts[f.index - 1].streaming

@@ -172,9 +172,9 @@ def _kernel(ly: DecodedLayer) -> tuple[int, int]:
 
 
 def pins_bias(layers: list[DecodedLayer], flow: Flow, flatten_first: bool) -> bool:
-    """Whether the YAML names each layer's bias quadrant (``bias_group``). Named, the vendor
-    packs a quadrant's biases in layer order (flatten layers first where ``flatten_first``:
-    spec devices.md §4), so naming reproduces the firmware's offsets when they follow that
+    """Whether the YAML names each layer's bias quadrant (``bias_group``). Named, the vendor packs a
+    quadrant's biases in layer order (flatten layers first where ``flatten_first``: spec
+    docs/hardware/devices.md §4), so naming reproduces the firmware's offsets when they follow that
     order (cnnforge's plans, a vendor YAML with ``bias_group``); otherwise they came from the
     vendor's own size-ordered allocation, which the unnamed YAML makes again."""
     for q in {ly.bias_quadrant for ly in layers} - {None}:

@@ -1,7 +1,7 @@
 """The register values of a planned network: cnn_init's global registers and cnn_configure's
 per-layer, per-quadrant registers, each with what it means (docs/firmware.md has the fields).
 
-Learned from the vendor tool's izer/backend/max7800x.py and checked word for word on the host
+Learned from the vendor tool's backend and checked word for word on the host
 (hostrun.py); the streaming and FIFO values are stream.py's, the element-wise bits eltwise.py's.
 Cases the writer does not cover yet (depthwise convolutions, some element-wise layers) are
 refused with ``NotImplementedError`` rather than written wrong.
@@ -109,7 +109,7 @@ def init_writes(
 
 
 # The memory self-test (BIST) that zeroes a memory: (what, request, done bits, error bit), learned
-# from the vendor's izer/tornadocnn.py (BIST_*) and izer/backend/max7800x.py (--zero-sram).
+# from the vendor tool's device description (BIST_*) and backend (--zero-sram).
 _BIST = {
     False: (
         ("data memory", 1 << 0, 1 << 27 | 1 << 18, 1 << 14),

@@ -1,6 +1,6 @@
 """The CNN accelerator's register and memory map, per device (docs/firmware.md).
 
-Learned from the vendor tool's device description (ai8x-synthesis izer/tornadocnn.py) and checked
+Learned from the vendor tool's device description and checked
 word for word against the set-up its firmware leaves on the host (hostrun.py). All addresses are
 absolute AHB/APB addresses; quadrant ``q`` repeats its block at ``q * quadrant_stride``.
 """
