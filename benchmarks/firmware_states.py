@@ -8,7 +8,8 @@ numbers in tests/data/firmware_state/<device>-<prefix>.npz. Without ``--capture`
 with the stored images. One row per demo: state words, input words, known-answer words, equal.
 
     python benchmarks/firmware_states.py [--device MAX78000] [--only mnist|fifo|own|own:MODEL]
-                                         [--only cases] [--keep DIR] [--reuse] [--capture]
+                                         [--only cases|cases:NAME] [--keep DIR] [--reuse]
+                                         [--capture]
     python benchmarks/firmware_states.py --ours   (--smoke: the mnist demo only)
     python benchmarks/firmware_states.py --roundtrip [--device D] [--only mnist] [--keep DIR]
 
@@ -104,16 +105,19 @@ def own_plans(keep: Path, capture: bool, models: list[str] | None = None) -> int
     return bad
 
 
-def case_runs(keep: Path, capture: bool) -> int:
+def case_runs(keep: Path, capture: bool, names: list[str] | None = None) -> int:
     """The small-network cases (tests/support/firmware_cases.py: element-wise layers, streaming
-    1x1 convolutions): the vendor tool on the pair cnnforge wrote, both firmwares run on the
-    host, compared (``capture``: store the vendor's as <case>.npz)."""
+    1x1 convolutions, depthwise convolutions, ...; ``names``: those only): the vendor tool on
+    the pair cnnforge wrote, both firmwares run on the host, compared (``capture``: store the
+    vendor's as <case>.npz)."""
     from tests.support.firmware_cases import CASES, case_firmware, vendor_pair
 
     from cnnforge.targets.max7800x.firmware.writer import write_folder
 
     bad = 0
     for name, case in CASES.items():
+        if names and name not in names:
+            continue
         folder = keep / "cases" / name
         shutil.rmtree(folder, ignore_errors=True)
         yaml, ckpt, sample = vendor_pair(name, folder / "pair")
@@ -371,7 +375,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--only",
         action="append",
-        help="demo prefix, fifo, options, own, own:MODEL or cases (repeatable)",
+        help="demo prefix, fifo, options, own, own:MODEL, cases or cases:NAME (repeatable)",
     )
     parser.add_argument("--keep", type=Path, help="keep the vendor outputs in this folder")
     parser.add_argument("--reuse", action="store_true", help="reuse the outputs in --keep")
@@ -433,8 +437,9 @@ def main(argv: list[str] | None = None) -> int:
         bad += variant_runs(option_runs(izer, keep), args.capture)
     if not args.only or "own" in args.only or own_only:
         bad += own_plans(keep, args.capture, own_only)
-    if not args.only or "cases" in args.only:
-        bad += case_runs(keep, args.capture)
+    case_only = [o.removeprefix("cases:") for o in args.only or [] if o.startswith("cases:")]
+    if not args.only or "cases" in args.only or case_only:
+        bad += case_runs(keep, args.capture, case_only)
     print(f"vendor outputs in {keep}")
     return 1 if bad else 0
 

@@ -74,7 +74,9 @@ class Capabilities:
     eltwise_operands_range: tuple[int, int] = (2, 16)
     pool_after_eltwise_operands: int = 2  # `pool_first: false` operand limit (§1)
     eltwise_multipass_plain_only: bool  # > 1 pass needs an eltwise-only layer (MAX78000, §1)
-    eltwise_multipass_conv_bias: bool  # in-flight eltwise + conv + multipass + bias allowed (§1)
+    # in-flight eltwise + conv + bias allowed (§1 says with multipass; the vendor tool refuses it
+    # for one pass too where this is False: docs/check.md)
+    eltwise_multipass_conv_bias: bool
     flatten_max_chw: int = 16384  # §1 "Flatten"
     flatten_max_hw: int = 256
     linear_max_in: int = 1024  # §1 "Linear layer"

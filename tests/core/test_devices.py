@@ -13,7 +13,7 @@ from cnnforge.ir import BINARY_BITS, EltwiseOp, Op
 from cnnforge.targets.max7800x.device import DEVICES, MAX78000, MAX78002, Max7800xDevice, get_device
 from support.paths import REPO
 
-SPEC = REPO / "docs" / "hardware" / "devices.md"  # §8: the numbers as data
+SPEC = REPO / "docs/hardware/devices.md"  # §8: the numbers as data
 
 
 def _spec_yaml() -> dict:

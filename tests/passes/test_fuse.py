@@ -4,13 +4,14 @@ and the same float outputs before and after."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 import torch
 
 from cnnforge.ir import Activation, EltwiseOp, Layer, Network, Op, Pooling, PoolKind
 from cnnforge.passes.check import check_network
 from cnnforge.passes.fuse import fuse, fuse_with_log, hardware_activation
 from cnnforge.passes.verify import verify
-from cnnforge.targets.max7800x.device import MAX78000, MAX78002
+from cnnforge.targets.max7800x.device import MAX78000, MAX78002, Max7800xDevice
 from support.fuse_reference import act, combine, conv2d, maxpool, run
 from support.targets import rules_of
 
@@ -98,7 +99,7 @@ def test_residual_add_fuses_in_flight_and_chains_merge() -> None:
         c3,
         combine("a1", Op.ELTWISE, ("c1", "c2"), c1.out_shape, EltwiseOp.ADD),
         combine("a2", Op.ELTWISE, ("a1", "c3"), c1.out_shape, EltwiseOp.ADD),
-        conv2d("c4", "a2", (4, 8, 8), 6, seed=3),
+        conv2d("c4", "a2", (4, 8, 8), 6, seed=3, bias=False),
     )
     net = Network("n", (3, 8, 8), layers)
     fused, log = fuse_with_log(net, device=None)
@@ -109,6 +110,24 @@ def test_residual_add_fuses_in_flight_and_chains_merge() -> None:
     _same_outputs(net, fused)
 
 
+@pytest.mark.parametrize(("device", "folds"), [(MAX78000, True), (MAX78002, False), (None, False)])
+def test_add_into_a_conv_with_bias_only_where_the_vendor_tool_accepts_it(
+    device: Max7800xDevice | None, folds: bool
+) -> None:
+    """The vendor tool refuses element-wise + conv + bias in one layer on the MAX78002 (one pass
+    too); without a device, what is legal on every device."""
+    c1 = conv2d("c1", "input", (3, 8, 8), 4)
+    c2 = conv2d("c2", "c1", (4, 8, 8), 4, seed=1)
+    layers = (
+        c1,
+        c2,
+        combine("a1", Op.ELTWISE, ("c1", "c2"), c1.out_shape, EltwiseOp.ADD),
+        conv2d("c3", "a1", (4, 8, 8), 6, seed=3),
+    )
+    fused = fuse(Network("n", (3, 8, 8), layers), device=device)
+    assert (fused.layer("c3").eltwise is EltwiseOp.ADD) is folds
+
+
 def test_add_then_pool_then_conv_is_pool_after_eltwise() -> None:
     c1 = conv2d("c1", "input", (3, 8, 8), 4)
     c2 = conv2d("c2", "input", (3, 8, 8), 4, seed=1)
@@ -117,7 +136,7 @@ def test_add_then_pool_then_conv_is_pool_after_eltwise() -> None:
         c2,
         combine("sub", Op.ELTWISE, ("c1", "c2"), c1.out_shape, EltwiseOp.SUB),
         maxpool("p", "sub", c1.out_shape),
-        conv2d("c3", "p", (4, 4, 4), 3, seed=2),
+        conv2d("c3", "p", (4, 4, 4), 3, seed=2, bias=False),
     )
     net = Network("n", (3, 8, 8), layers)
     fused = fuse(net, device=None)

@@ -115,6 +115,8 @@ def pair_firmware(
         device=device,
         overlap_data="--overlap-data" in flags,
         fifo="--fifo" in flags,
+        calcx4="--calcx4" in flags,
+        read_ahead="--read-ahead" in flags,
     )
     result = simulate(model.network, x, device=get_device(device))
     outputs = {k: v.numpy() for k, v in result.outputs.items()}

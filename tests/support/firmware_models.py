@@ -1,11 +1,12 @@
 """Small networks for the firmware cases of support/firmware_cases.py (element-wise layers,
-streaming 1x1 convolutions, depthwise convolutions): compiled as
+streaming layers, depthwise convolutions, narrow weights, speed-ups): compiled as
 ``tests/support/firmware_models.py:CLASS`` with ``--ptq`` (untrained weights, seed 0).
 """
 
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 import cnnforge.nn as qnn
@@ -137,3 +138,137 @@ class Depthwise32(Depthwise):
 
     def __init__(self) -> None:
         super().__init__(32)
+
+
+class DepthwiseBias(nn.Module):
+    """A depthwise 3x3 convolution with bias whose output goes to other processors."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a = nn.Conv2d(3, 16, 3, padding=1)
+        self.dw = nn.Conv2d(16, 16, 3, padding=1, groups=16)
+        self.head = nn.Conv2d(16, 10, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(torch.relu(self.dw(torch.relu(self.a(x)))))
+
+
+class MobileNet(nn.Module):
+    """MobileNet-style blocks (depthwise 3x3 with bias, then pointwise 1x1); the planner runs
+    the depthwise layers over 64 and 96 channels in broadcast mode (output processors = input
+    processors; the wider one in two passes)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stem = nn.Conv2d(3, 32, 3, padding=1)
+        self.dw1 = nn.Conv2d(32, 32, 3, padding=1, groups=32)
+        self.pw1 = nn.Conv2d(32, 64, 1)
+        self.dw2 = nn.Conv2d(64, 64, 3, padding=1, groups=64)
+        self.pw2 = nn.Conv2d(64, 96, 1)
+        self.dw3 = nn.Conv2d(96, 96, 3, padding=1, groups=96)
+        self.head = nn.Conv2d(96, 10, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = torch.relu(self.stem(x))
+        x = torch.relu(self.pw1(torch.relu(self.dw1(x))))
+        x = torch.relu(self.pw2(torch.relu(self.dw2(x))))
+        return self.head(torch.relu(self.dw3(x)))
+
+
+class Narrow(nn.Module):
+    """Three 3x3 convolutions and a 1x1 head: the cases give them 4-, 2-, 1-bit or binary
+    (-1/+1) weights (their output shift then includes 8 - bits)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a = nn.Conv2d(3, 16, 3, padding=1)
+        self.b = nn.Conv2d(16, 16, 3, padding=1)
+        self.c = nn.Conv2d(16, 16, 3, padding=1)
+        self.head = nn.Conv2d(16, 10, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = torch.relu(self.b(torch.relu(self.a(x))))
+        return self.head(torch.relu(self.c(x)))
+
+
+class ResAvg(nn.Module):
+    """A residual add, then a convolution with bias that average-pools its input: the add keeps
+    a layer of its own on the MAX78002 (no element-wise + convolution + bias there), and the
+    pooling layer right after it needs the MAX78002's average-pool reset layer."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a = nn.Conv2d(3, 16, 3, padding=1)
+        self.b = nn.Conv2d(16, 16, 3, padding=1)
+        self.c = nn.Conv2d(16, 16, 3, padding=1)
+        self.head = nn.Conv2d(16, 10, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = torch.relu(self.a(x))
+        y = y + torch.relu(self.b(y))
+        return self.head(torch.relu(self.c(F.avg_pool2d(y, 2))))
+
+
+class ResStream(nn.Module):
+    """A residual block after a first layer that streams from the FIFOs (``--fifo``)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a = nn.Conv2d(3, 16, 3, padding=1)
+        self.b = nn.Conv2d(16, 16, 3, padding=1)
+        self.c = nn.Conv2d(16, 16, 3, padding=1)
+        self.d = nn.Conv2d(16, 16, 3, padding=1)
+        self.head = nn.Conv2d(16, 10, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = torch.relu(self.a(x))
+        y = torch.relu(self.c(y + torch.relu(self.b(y))))
+        return self.head(torch.relu(self.d(F.max_pool2d(y, 2))))
+
+
+class _AddInto(nn.Module):
+    """A residual add whose sum ``tail`` (a 16-channel layer) reads, then a 1x1 head."""
+
+    def __init__(self, tail: nn.Module) -> None:
+        super().__init__()
+        self.a = nn.Conv2d(3, 16, 3, padding=1)
+        self.b = nn.Conv2d(16, 16, 3, padding=1)
+        self.tail = tail
+        self.head = nn.Conv2d(16, 10, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = torch.relu(self.a(x))
+        y = y + torch.relu(self.b(y))
+        return self.head(torch.relu(self.tail(y)))
+
+
+class AddTransposed(_AddInto):
+    """A residual add before a transposed convolution (the cases fold the add into it)."""
+
+    def __init__(self) -> None:
+        super().__init__(
+            nn.ConvTranspose2d(16, 16, 3, stride=2, padding=1, output_padding=1, bias=False)
+        )
+
+
+class Speedups(nn.Module):
+    """3x3 convolutions over one and two passes (68 channels), a 1x1 head: compiled with
+    --calcx4 and --read-ahead on the MAX78002."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a = nn.Conv2d(3, 16, 3, padding=1)
+        self.b = nn.Conv2d(16, 68, 3, padding=1)
+        self.c = nn.Conv2d(68, 8, 3, padding=1)
+        self.head = nn.Conv2d(8, 4, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = torch.relu(self.b(torch.relu(self.a(x))))
+        return self.head(torch.relu(self.c(F.max_pool2d(x, 2))))
+
+
+class AddDepthwise(_AddInto):
+    """A residual add folded into a depthwise convolution without bias (MAX78002)."""
+
+    def __init__(self) -> None:
+        super().__init__(nn.Conv2d(16, 16, 3, padding=1, groups=16, bias=False))

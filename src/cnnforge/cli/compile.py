@@ -127,6 +127,16 @@ def compile_command(
         "the RISC-V layout of the vendor's mnist-riscv: main.c boots the RISC-V core, "
         "main_riscv.c runs the self-test there.",
     ),
+    calcx4: bool = _vendor_flag(
+        "--calcx4",
+        "MAX78002: four output channels at once (a vendor pair: every layer; a model: every "
+        "3x3 Conv2d that can take it). Same results, faster.",
+    ),
+    read_ahead: bool = _vendor_flag(
+        "--read-ahead",
+        "MAX78002: layers read their next input ahead (a vendor pair: every layer; a model: "
+        "every weight layer whose input and output lie in different memories). Same results.",
+    ),
     fifo: bool = typer.Option(
         False,
         "--fifo",
@@ -147,7 +157,7 @@ def compile_command(
     options = _firmware_options(
         softmax=softmax, overlap_data=overlap_data, mlator=mlator, unload=not no_unload,
         new_kernel_loader=True, zero_sram=zero_sram, boost=boost, kat=not no_kat,
-        max_checklines=max_checklines, riscv=riscv,
+        max_checklines=max_checklines, riscv=riscv, calcx4=calcx4, read_ahead=read_ahead,
     )  # fmt: skip
     del new_kernel_loader  # the only loader cnnforge writes
     _check_firmware_options(device, firmware, options, in_place=not no_in_place, fifo=fifo)
@@ -188,8 +198,8 @@ def _check_firmware_options(
     fifo: bool = False,
 ) -> None:
     """The firmware and its options (and --fifo) are for the targets whose records take them
-    (``Target.option_flags``), not with --no-firmware; --overlap-data contradicts
-    --no-in-place."""
+    (``Target.option_flags``), not with --no-firmware (but for those the plan holds:
+    --overlap-data, --calcx4, --read-ahead); --overlap-data contradicts --no-in-place."""
     from cnnforge.api.targets import TARGETS, get_target
     from cnnforge.errors import InputError
     from cnnforge.targets.max7800x.firmware.options import FirmwareOptions
@@ -201,14 +211,19 @@ def _check_firmware_options(
             where="--overlap-data",
             hint="drop one of the two",
         )
-    code_options = [f for f in given if f != "--overlap-data"]
-    if firmware is False and options != FirmwareOptions(overlap_data=options.overlap_data):
+    plan_options = ("--overlap-data", "--calcx4", "--read-ahead")  # the YAML says them too
+    code_options = [f for f in given if f not in plan_options]
+    kept = FirmwareOptions(
+        overlap_data=options.overlap_data, calcx4=options.calcx4, read_ahead=options.read_ahead
+    )
+    if firmware is False and options != kept:
         raise InputError(
             f"{code_options[0]} is an option of the firmware, and --no-firmware writes none",
             where=code_options[0],
             hint=f"drop {code_options[0]} or --no-firmware",
         )
-    asked = (["--firmware"] if firmware else []) + (["--fifo"] if fifo else []) + code_options
+    asked = ["--firmware"] if firmware else []
+    asked += (["--fifo"] if fifo else []) + [f for f in given if f != "--overlap-data"]
     refused = [f for f in asked if f not in get_target(device).option_flags]
     if refused:  # the targets whose records take the option, named in the message
         takers = [t.name for t in TARGETS if refused[0] in t.option_flags]

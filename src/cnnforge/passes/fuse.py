@@ -324,16 +324,17 @@ def _in_flight_allowed(
     device: Capabilities | None, operands: int, channels: int, bias: bool
 ) -> bool:
     """Element-wise in flight with a conv over several passes (docs/hardware/devices.md §1
-    "Element-wise with multi-pass"): device-specific, so only with a device that allows it; one pass
-    always."""
+    "Element-wise with multi-pass"): device-specific, so only with a device that allows it; one
+    pass always. A conv with bias: never on a device without ``eltwise_multipass_conv_bias``
+    (the MAX78002: the vendor tool refuses it for one pass too) nor without a device."""
+    if bias and (device is None or not device.eltwise_multipass_conv_bias):
+        return False
     passes = _passes(channels, device)  # one pass: in-flight element-wise always legal
     if passes == 1:
         return True
     if device is None:
         return False
-    if device.eltwise_multipass_plain_only and (operands, passes) != (2, 2):
-        return False
-    return device.eltwise_multipass_conv_bias or not bias
+    return not (device.eltwise_multipass_plain_only and (operands, passes) != (2, 2))
 
 
 def fuse_eltwise(

@@ -87,14 +87,13 @@ def evaluate_three_ways(
     fold_factor: int = 1,
     batch_size: int = 64,
     max_images: int | None = None,
-    device: torch.device | None = None,
+    device: torch.device = CPU,
     workers: int = 0,
 ) -> Evaluation:
     """Score ``model`` on ``dataset`` as float, QAT-eval and bit-exact simulation, on
     ``device`` (default the CPU) with ``workers`` data-loading processes."""
     from cnnforge.nn import qat_modules, set_float, set_quantized_eval
 
-    device = device or CPU
     float_model = set_float(copy.deepcopy(model)).eval().to(device)
     batches = Batches(dataset, batch_size, device=device, workers=workers)
     try:

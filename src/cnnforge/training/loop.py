@@ -184,10 +184,10 @@ class Trainer:
         model_spec: dict[str, Any] | None = None,
         on_epoch: Callable[[EpochRecord], None] | None = None,
         *,
-        device: torch.device | None = None,
+        device: torch.device = CPU,
         workers: int = 0,
     ) -> None:
-        self.device = device or CPU
+        self.device = device
         self.workers = workers
         self.train_set, self.val_set = train_set, val_set
         self.config = config

@@ -82,7 +82,7 @@ def train_model(
     resume: bool = False,
     on_epoch: Callable[[EpochRecord], None] | None = None,
     overwrite: bool = False,
-    device: torch.device | None = None,
+    device: torch.device = torch.device("cpu"),
     workers: int | None = None,
     on_start: Callable[[torch.device], None] | None = None,
 ) -> list[EpochRecord]:
@@ -93,14 +93,13 @@ def train_model(
     Training runs on ``device`` (default the CPU) with ``workers`` data-loading processes
     (None: compute.default_workers); ``on_start(device)`` is called once everything given has
     been checked, just before the first epoch."""
-    from cnnforge.compute import CPU, check_workers, default_workers
+    from cnnforge.compute import check_workers, default_workers
     from cnnforge.frontend.torch_fx import load_model
     from cnnforge.nn import load_policy
     from cnnforge.outputs import check_target, claim_directory
     from cnnforge.training.distributed import context, local_processes
     from cnnforge.training.loop import OUTPUT_FILES
 
-    device = device or CPU
     if workers is None:
         workers = default_workers(device, local_processes())
     check_workers(workers)

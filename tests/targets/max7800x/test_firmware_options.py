@@ -224,14 +224,18 @@ class Residual(nn.Module):
 def test_default_firmware_is_a_note_where_the_writer_does_not_cover_the_network(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """Firmware by default: a network the writer does not cover yet (on the MAX78002 an
-    element-wise add folded into a convolution with bias, which the vendor tool refuses there)
+    """Firmware by default: a network the writer does not cover (the MAX78000's pair, its add
+    folded into a convolution with bias, on the MAX78002, where the vendor tool refuses that)
     compiles, without firmware/, and the summary says why; --firmware makes it an error."""
     (tmp_path / "res.py").write_text(RESIDUAL, encoding="utf-8")
     np.save(tmp_path / "x.npy", np.zeros((3, 16, 16), np.int8))
-    args = ["compile", f"{tmp_path / 'res.py'}:Residual", "--ptq", "--no-report", "--device"]
-    args += ["MAX78002"]
-    args += ["--sample", str(tmp_path / "x.npy"), "-o"]
+    common = ["--no-report", "--sample", str(tmp_path / "x.npy"), "-o"]
+    made = ["compile", f"{tmp_path / 'res.py'}:Residual", "--ptq", "--device", "MAX78000"]
+    code, _, err = run_cli([*made, *common, str(tmp_path / "pair")], capsys)
+    assert code == 0, err
+    pair = tmp_path / "pair" / "ai8x"
+    args = ["compile", "--ai8x-yaml", str(pair / "Residual.yaml"), "--ai8x-checkpoint"]
+    args += [str(pair / "Residual-q.pth.tar"), "--device", "MAX78002", "-i", "3,16,16", *common]
     code, out, err = run_cli([*args, str(tmp_path / "out")], capsys)
     assert code == 0, err
     assert not (tmp_path / "out" / "firmware").exists()

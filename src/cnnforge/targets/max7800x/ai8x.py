@@ -77,14 +77,18 @@ def read_ai8x(
     overlap_data: bool = False,
     avg_pool_rounding: bool = False,
     fifo: bool | None = None,
+    calcx4: bool = False,
+    read_ahead: bool = False,
 ) -> Ai8xModel:
     """Import a vendor YAML + ``-q`` checkpoint (input shape: given, else the sample input).
 
     The vendor command-line flags that matter are options: ``overlap_data`` marks the plan as
     relying on ``--overlap-data``; ``avg_pool_rounding`` (``--avg-pool-rounding``,
     docs/hardware/arithmetic.md R3.6) sets the network's global average-pool rounding; ``fifo``
-    (``--fifo``; None: as a streaming first layer needs) feeds the input through the FIFOs.
-    ``--softmax`` is computed on the host after the network and changes nothing here.
+    (``--fifo``; None: as a streaming first layer needs) feeds the input through the FIFOs;
+    ``calcx4`` and ``read_ahead`` (``--calcx4``, ``--read-ahead``, MAX78002) set those speed-ups on
+    every layer, as the YAML keys do per layer. ``--softmax`` is computed on the host after the
+    network and changes nothing here.
     """
     cfg = read_yaml_config(yaml_path)
     ckpt = read_checkpoint(checkpoint_path)
@@ -104,7 +108,7 @@ def read_ai8x(
         layers.append(layer)
     outputs = tuple(names[y.index] for y in cfg.layers if y.output or y is cfg.layers[-1])
     network = Network(cfg.arch, shape, tuple(layers), outputs, avg_pool_rounding)
-    plan = _plan(cfg, network, dev, overlap_data)
+    plan = _plan(cfg, network, dev, overlap_data, (calcx4, read_ahead))
     plan = check_streaming(cfg, network, plan, dev, fifo)
     modules = tuple(
         (names[y.index], ck.module) for y, ck in zip(cfg.layers, pairs, strict=True) if ck
@@ -231,10 +235,18 @@ def _input_shape(cfg: YamlConfig, given: tuple[int, ...] | None) -> tuple[int, .
 # ---- plan ----------------------------------------------------------------------------------
 
 
-def _plan(cfg: YamlConfig, network: Network, device: Max7800xDevice, overlap: bool) -> Plan:
-    """Placements from the YAML with the vendor's defaults (docs/hardware/network-yaml.md §3.2,
-    §4)."""
+def _plan(
+    cfg: YamlConfig,
+    network: Network,
+    device: Max7800xDevice,
+    overlap: bool,
+    speedups: tuple[bool, bool] = (False, False),
+) -> Plan:
+    """Placements from the YAML with the vendor's defaults (docs/hardware/network-yaml.md
+    §3.2, §4);
+    ``speedups``: the vendor's --calcx4 and --read-ahead (every layer)."""
     data_format = _data_format(cfg)
+    _check_speedups(cfg, device, speedups)
     placements = []
     notes = []
     prev_out = 0
@@ -264,10 +276,30 @@ def _plan(cfg: YamlConfig, network: Network, device: Max7800xDevice, overlap: bo
                 write_gap=y.write_gap,
                 bias_quadrant=y.bias_group,
                 streaming=y.streaming,
+                calcx4=y.calcx4 or speedups[0],
+                read_ahead=y.readahead or speedups[1],
+                tcalc=y.tcalc,
             )
         )
         prev_out = out_offset
     return Plan(device, data_format, tuple(placements), allow_overlap=overlap, notes=tuple(notes))
+
+
+def _check_speedups(cfg: YamlConfig, device: Max7800xDevice, flags: tuple[bool, bool]) -> None:
+    """`calcx4`, `readahead` and `tcalc` (and --calcx4, --read-ahead) are MAX78002 options."""
+    if device.speedups:
+        return
+    for flag, name in zip(flags, ("--calcx4", "--read-ahead"), strict=True):
+        if flag:
+            raise ConfigError(f"{name} is not supported on {device.name}", where=name)
+    for y in cfg.layers:
+        for key, on in (("calcx4", y.calcx4), ("readahead", y.readahead), ("tcalc", y.tcalc)):
+            if on:
+                raise ConfigError(
+                    f"{y.label()}: `{key}` is not supported on {device.name}",
+                    where=f"{cfg.path}:{y.line_of(key)}",
+                    hint="it is a MAX78002 speed-up (the results are the same): drop it",
+                )
 
 
 def _data_format(cfg: YamlConfig) -> str:

@@ -99,8 +99,6 @@ LAYER_UNSUPPORTED = {
     "buffer_shift": "data buffers",
     "buffer_insert": "data buffers",
 }
-# MAX78002 speed-ups that do not change results: accepted and ignored.
-LAYER_IGNORED = frozenset({"calcx4", "readahead", "tcalc"})
 
 OPERATIONS = {
     "conv2d": (Op.CONV2D, None),
@@ -167,6 +165,9 @@ class YamlLayer:
     output: bool
     next_sequence: int | str | None = None  # raw; only "the next layer" is supported
     streaming: bool = False  # docs/hardware/network-yaml.md §5 "Streaming"
+    calcx4: bool = False  # MAX78002 speed-ups (the results are the same): placement.py
+    readahead: bool = False
+    tcalc: bool | None = None
     key_lines: tuple[tuple[str, int], ...] = ()
 
     def line_of(self, key: str) -> int:
@@ -442,8 +443,7 @@ def _canonical(raw: _Map, index: int, path: str) -> dict[str, tuple[Any, int]]:
                 f"layer {index}: `{key}` ({LAYER_UNSUPPORTED[canon]}) is not supported by cnnforge",
                 where=where,
             )
-        if canon not in LAYER_IGNORED:
-            out[canon] = (value, raw.key_lines[key])
+        out[canon] = (value, raw.key_lines[key])
     return out
 
 
@@ -523,6 +523,9 @@ def _parse_layer(raw: _Map, index: int, path: str) -> YamlLayer:
         output=get("output", _bool, False),
         next_sequence=get("next_sequence", _reference),
         streaming=get("streaming", _bool, False),
+        calcx4=get("calcx4", _bool, False),
+        readahead=get("readahead", _bool, False),
+        tcalc=get("tcalc", _bool, None),
         key_lines=tuple((k, line) for k, (_, line) in keys.items()),
     )
 

@@ -188,6 +188,11 @@ def layer_dict(
         d["data_format"] = plan.data_format
     if place.streaming:
         d["streaming"] = True
+    for key, on in (("calcx4", place.calcx4), ("readahead", place.read_ahead)):
+        if on:
+            d[key] = True
+    if place.tcalc is not None:
+        d["tcalc"] = place.tcalc
     d["operation"] = _operation(layer)
     d.update(_geometry(layer))
     d.update(_pooling(layer))

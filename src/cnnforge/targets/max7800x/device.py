@@ -51,6 +51,11 @@ class Max7800xDevice(Capabilities):
     cnn_clock_mhz: float  # default CNN clock (50 / 200 MHz)
     pipeline: bool  # pipeline on by default
     has_latency_model: bool  # the vendor's cycle model exists only for MAX78000 (§5)
+    # calcx4, read-ahead, tcalc: MAX78002 speed-ups (the vendor's SUPPORT_CALCX4, READ_AHEAD)
+    speedups: bool = False
+    # memories making up one data-memory instance (MAX78002: 5 of 16 KiB; read-ahead keeps a
+    # layer's input and output in different ones: speedups.py)
+    data_instance_blocks: int = 1
 
     # ---- equal on both parts ----------------------------------------------------------------
     processors: int = 64  # §1 "Processors"
@@ -184,6 +189,8 @@ MAX78002 = Max7800xDevice(
     eltwise_multipass_conv_bias=False,  # §1: except in-flight eltwise + conv + multipass + bias
     write_ptr_inc_bits=8,  # §1 `write_gap`: <= 256
     binary_weights=True,
+    speedups=True,
+    data_instance_blocks=5,
     streaming_final_layer_needs_pad=False,
     streaming_passthrough_allowed=False,
     streaming_new_rollover=True,

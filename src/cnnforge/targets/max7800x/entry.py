@@ -14,7 +14,7 @@ from cnnforge.targets.max7800x.rules import RULES
 #: The `compile` options only the MAX7800x parts take: the firmware, its vendor options, --fifo.
 OPTION_FLAGS = frozenset(
     {"--firmware", "--fifo", "--softmax", "--mlator", "--no-unload", "--zero-sram", "--boost",
-     "--no-kat", "--max-checklines", "--riscv"}
+     "--no-kat", "--max-checklines", "--riscv", "--calcx4", "--read-ahead"}
 )  # fmt: skip
 
 

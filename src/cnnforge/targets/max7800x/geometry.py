@@ -65,19 +65,3 @@ def bias_entries(out_channels: int, out_mask: int, device: Max7800xDevice) -> in
     first = (out_mask & -out_mask).bit_length() - 1
     align = device.processors_per_instance
     return out_channels + (first % align) * passes(out_channels, device)
-
-
-def depthwise_bias_slices(
-    out_channels: int, out_mask: int, device: Max7800xDevice
-) -> dict[int, int]:
-    """Bias entries a depthwise layer keeps in each quadrant it writes
-    (docs/hardware/devices.md §4)."""
-    dev = device
-    per = dev.processors_per_quadrant
-    e_out = passes(out_channels, dev)
-    slices = {}
-    for q in range(dev.quadrants):
-        bits = (out_mask >> (per * q) & ((1 << per) - 1)).bit_count()
-        if bits:
-            slices[q] = bits * e_out
-    return slices

@@ -19,10 +19,10 @@ import numpy as np
 from cnnforge.errors import PlanError
 from cnnforge.geometry import has_bias, main_input_shape
 from cnnforge.ir import Layer, Network, Op
+from cnnforge.targets.max7800x.depthwise_bias import DepthwiseBiasError, depthwise_bias
 from cnnforge.targets.max7800x.device import Max7800xDevice
 from cnnforge.targets.max7800x.geometry import (
     bias_entries,
-    depthwise_bias_slices,
     kernel_count,
     kernel_slots,
 )
@@ -169,12 +169,7 @@ def assign_bias(
             -bias_length(x, masks[x.name][1], dev),
         )
     )
-    fill = dict.fromkeys(range(dev.quadrants), 0)
-    for layer in [x for x in todo if x.groups > 1]:  # depthwise: a slice per quadrant (§4)
-        for q, n in depthwise_bias_slices(layer.out_shape[0], masks[layer.name][1], dev).items():
-            fill[q] += n
-            if fill[q] > dev.bias_entries_per_quadrant:
-                raise _bias_error(layer, q, n, fill[q] - n, dev)
+    fill = depthwise_fill(network, masks, dev)
     out: dict[str, tuple[int, int]] = {}
     for layer in [x for x in todo if x.groups == 1]:
         n = bias_length(layer, masks[layer.name][1], dev)
@@ -184,6 +179,27 @@ def assign_bias(
         out[layer.name] = (q, fill[q])
         fill[q] += n
     return out
+
+
+def depthwise_fill(
+    network: Network, masks: dict[str, tuple[int, int]], dev: Max7800xDevice
+) -> list[int]:
+    """Bias entries per quadrant the depthwise layers take; they come first, in layer order
+    (targets/max7800x/depthwise_bias.py)."""
+    fill = [0] * dev.quadrants
+    for layer in network.layers:
+        if not (layer.has_weights and has_bias(layer) and layer.groups > 1):
+            continue
+        in_mask, out_mask = masks[layer.name]
+        try:
+            depthwise_bias(in_mask, out_mask, layer.out_shape[0], fill, dev)
+        except DepthwiseBiasError as exc:
+            raise PlanError(
+                f"bias memory of a depthwise convolution: {exc}",
+                where=f"layer {layer.name} ({layer.module_path or layer.name})",
+                hint="use processors in more quadrants or fewer channels",
+            ) from exc
+    return fill
 
 
 def _bias_error(layer: Layer, q: int, n: int, filled: int, dev: Max7800xDevice) -> PlanError:

@@ -31,6 +31,12 @@ class Placement:
     # estimate by the vendor's latency model (docs/hardware/devices.md §5)
     cycles: int | None = None
     streaming: bool = False  # reads its input as a stream (circular buffer; plan/streaming.py)
+    # MAX78002 speed-ups (YAML `calcx4`, `readahead`, `tcalc`; the results are the same): four
+    # output channels at once from the four kernel-memory quarters; reading the next input
+    # ahead; the pass counter in steps of 4 (None: with read-ahead over several passes)
+    calcx4: bool = False
+    read_ahead: bool = False
+    tcalc: bool | None = None
 
 
 @dataclass(frozen=True)

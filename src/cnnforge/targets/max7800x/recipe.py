@@ -32,8 +32,10 @@ from cnnforge.pipeline.steps import (
     step_simulate,
     step_summary,
 )
-from cnnforge.targets.max7800x.device import as_max7800x
+from cnnforge.targets.max7800x.device import Max7800xDevice, as_max7800x
+from cnnforge.targets.max7800x.firmware.options import FirmwareOptions
 from cnnforge.targets.max7800x.firmware_step import step_firmware
+from cnnforge.targets.max7800x.placement import Plan
 from cnnforge.targets.max7800x.state import keep, own
 
 
@@ -64,9 +66,10 @@ def _load_ai8x(state: CompileState) -> CompileState:
     shape = o.input_shape
     if shape is None and given is not None:  # the sample decides the input size
         shape = tuple(given.shape[1:] if given.ndim == 4 else given.shape)
+    options = o.firmware_options or FirmwareOptions()
     model = read_ai8x(
         o.ai8x_yaml, o.ai8x_checkpoint, shape, device=state.device.name, overlap_data=True,
-        fifo=True if o.fifo else None,
+        fifo=True if o.fifo else None, calcx4=options.calcx4, read_ahead=options.read_ahead,
     )  # fmt: skip
     if given is None:
         given = read_sample(sample_path(o.ai8x_yaml, model.dataset)).values
@@ -88,14 +91,31 @@ def step_plan(state: CompileState, workdir: Path) -> CompileState:
         network, plan = plan_network(
             state.network, device, in_place=state.options.in_place, fifo=state.options.fifo
         )
+        plan = _speedups(network, plan, device, state.options.firmware_options)
         raise_on_issues(validate_plan(network, plan, device))
-        flags = tuple(n for n in plan.notes if "the vendor tool needs" in n)  # --fifo, ...
+        flags = tuple(  # --fifo, ...; where --calcx4 / --read-ahead took
+            n for n in plan.notes if "the vendor tool needs" in n or n.startswith("--")
+        )
         state = state.with_(network=network, notes=(*state.notes, *flags))
         return keep(state, plan=plan, latency=latency(network, plan))
     issues = validate_plan(state.network, imported, device, allow_overlap=True)
     notes = tuple(f"imported plan: {x.one_line()}" for x in issues)
     state = state.with_(notes=(*state.notes, *notes))
     return keep(state, latency=latency(state.network, imported))
+
+
+def _speedups(
+    network: Network, plan: Plan, device: Max7800xDevice, o: FirmwareOptions | None
+) -> Plan:
+    """The plan with --calcx4 / --read-ahead on every layer that can take them (MAX78002)."""
+    if o is None or not (o.calcx4 or o.read_ahead):
+        return plan
+    from cnnforge.targets.max7800x.speedups import with_speedups
+
+    if not device.speedups:
+        flag = "--calcx4" if o.calcx4 else "--read-ahead"
+        raise InputError(f"{flag} is a MAX78002 option", where=flag, hint=f"drop {flag}")
+    return with_speedups(network, plan, device, o.calcx4, o.read_ahead)
 
 
 def step_vendor(state: CompileState, workdir: Path) -> CompileState:

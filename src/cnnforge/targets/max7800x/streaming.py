@@ -96,13 +96,20 @@ def _geometry(network: Network, layer: Layer, dev: Max7800xDevice) -> _Geometry:
 
 def rollover_words(network: Network, plan: Plan, index: int, dev: Max7800xDevice) -> int:
     """The circular buffer (32-bit words per instance) of streaming layer ``index`` (FMAX)."""
-    return rollover(network, index, streaming_prefix(plan), plan.data_format, dev)
+    ahead = plan.placements[index].read_ahead
+    return rollover(network, index, streaming_prefix(plan), plan.data_format, dev, ahead)
 
 
 def rollover(
-    network: Network, index: int, streamed: int, data_format: str, dev: Max7800xDevice
+    network: Network,
+    index: int,
+    streamed: int,
+    data_format: str,
+    dev: Max7800xDevice,
+    read_ahead: bool = False,
 ) -> int:
-    """FMAX of layer ``index`` when the first ``streamed`` layers stream (``plan``-free form)."""
+    """FMAX of layer ``index`` when the first ``streamed`` layers stream (``plan``-free form);
+    ``read_ahead`` (MAX78002): the layer starts a pooling stride later."""
     g = _geometry(network, network.layers[index], dev)
     big = index == 0 and data_format == "CHW"
     cols = g.dims[1]
@@ -126,12 +133,14 @@ def rollover(
             start = col_inc
         else:
             start = (row_inc * padded + g.pad + 2 * col_inc) * g.operands
+            start += g.pool_stride[1] if read_ahead else 0
         val = start + col_inc + (g.pool_stride[1] - 1) * padded
         return val * g.pool_stride[1] * 4 if big else val
     # The vendor's default `--debug-new-streaming` equation: a first row of `pad` (else the
     # pooling stride), and for the last streaming layer the columns its pooling skips.
     start = (g.pad or g.pool_stride[0]) * padded
     start += (row_inc * padded + g.pad + 2 * col_inc) * g.operands
+    start += g.pool_stride[1] if read_ahead else 0
     if index + 1 == streamed:
         effective = cols // col_inc
         if effective * g.pool_stride[1] + g.pool[1] > cols:

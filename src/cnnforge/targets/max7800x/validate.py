@@ -19,16 +19,17 @@ import numpy as np
 from cnnforge.errors import PlanError
 from cnnforge.geometry import has_bias, layer_in_geometry, main_input_shape, tensor_geometry
 from cnnforge.ir import Layer, Network, Op
+from cnnforge.targets.max7800x.depthwise_bias import DepthwiseBiasError, depthwise_bias
 from cnnforge.targets.max7800x.device import Max7800xDevice, get_device
 from cnnforge.targets.max7800x.geometry import (
     bias_entries,
-    depthwise_bias_slices,
     kernel_count,
     kernel_slots,
     packed_kernel_words,
 )
 from cnnforge.targets.max7800x.issues import Issue
 from cnnforge.targets.max7800x.placement import Placement, Plan
+from cnnforge.targets.max7800x.speedups import speedup_issues
 from cnnforge.targets.max7800x.streaming import streaming_issues
 from cnnforge.targets.max7800x.wordsim import simulate_words
 
@@ -54,6 +55,7 @@ def validate_plan(
         issues.extend(Issue(network.layers[x.index].name, x.rule, x.message) for x in stream)
     for i, (layer, place) in enumerate(zip(network.layers, plan.placements, strict=True)):
         issues.extend(_layer_issues(network, plan, i, layer, place, dev))
+    issues.extend(Issue(name, "speedups", why) for name, why in speedup_issues(network, plan, dev))
     issues.extend(_kernel_issues(network, plan, dev))
     issues.extend(_bias_issues(network, plan, dev))
     if not issues or all(x.rule in ("kernel-memory", "bias-memory") for x in issues):
@@ -349,19 +351,9 @@ def _bias_issues(network: Network, plan: Plan, dev: Max7800xDevice) -> list[Issu
     quadrants = dev.quadrants
     spans: list[list[tuple[int, int, str]]] = [[] for _ in range(quadrants)]
     fill = [0] * quadrants
+    out += _depthwise_bias_issues(network, plan, dev, spans, fill)
     for layer, place in zip(network.layers, plan.placements, strict=True):
-        if not (layer.has_weights and has_bias(layer)):
-            continue
-        if layer.groups > 1:  # depthwise: a slice in each quadrant it writes
-            for k, m in depthwise_bias_slices(
-                layer.out_shape[0], place.out_processors, dev
-            ).items():
-                spans[k].append((fill[k], fill[k] + m, layer.name))
-                fill[k] += m
-                if fill[k] > dev.bias_entries_per_quadrant:
-                    have = dev.bias_entries_per_quadrant
-                    message = f"quadrant {k} bias memory needs {fill[k]} of {have}"
-                    out.append(Issue(layer.name, "bias-memory", message))
+        if not (layer.has_weights and has_bias(layer)) or layer.groups > 1:
             continue
         n = bias_entries(layer.out_shape[0], place.out_processors, dev)
         q = place.bias_quadrant
@@ -391,6 +383,31 @@ def _bias_issues(network: Network, plan: Plan, dev: Max7800xDevice) -> list[Issu
             )
         spans[q].append((start, start + n, layer.name))
         fill[q] = max(fill[q], start + n)
+    return out
+
+
+def _depthwise_bias_issues(
+    network: Network,
+    plan: Plan,
+    dev: Max7800xDevice,
+    spans: list[list[tuple[int, int, str]]],
+    fill: list[int],
+) -> list[Issue]:
+    """The depthwise layers' bias slices, first and in layer order (targets/max7800x/
+    depthwise_bias.py): their spans and ``fill`` per quadrant, an issue where they do not fit."""
+    out: list[Issue] = []
+    for layer, place in zip(network.layers, plan.placements, strict=True):
+        if not (layer.has_weights and has_bias(layer) and layer.groups > 1):
+            continue
+        try:
+            slices = depthwise_bias(
+                place.in_processors, place.out_processors, layer.out_shape[0], fill, dev
+            )
+        except DepthwiseBiasError as exc:
+            out.append(Issue(layer.name, "bias-memory", f"depthwise bias: {exc}"))
+            continue
+        for k, (start, held) in slices.entries.items():
+            spans[k].append((start, start + len(held), layer.name))
     return out
 
 

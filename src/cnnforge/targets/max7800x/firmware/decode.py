@@ -326,6 +326,7 @@ def _layer(state: dict[int, int], rmap: RegisterMap, i: int, groups: list[int]) 
     quant = WEIGHT_BITS[get(post, "weight_size")] if conv else 8
     shift = get(post, "shift")
     shift = -(shift & 15) if shift & 16 else shift
+    shift -= 8 - quant if conv else 0  # the register adds the narrow weights' shift
     out_base, out_offset = _output_place(reg, in_map)
     span = _bits(lctl2, rmap.xpch_max_offs, 9) // quant + 1 if conv else 0
     wide = bool(get(lctl, "wide"))

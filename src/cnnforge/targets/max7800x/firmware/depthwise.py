@@ -5,9 +5,11 @@ A depthwise layer whose output processors are its input processors runs in broad
 control bit 29); otherwise each quadrant writes its channels' results at its own place (the
 write pointer per quadrant, a time-slot step of 4 instances). The time slots count the
 quadrant's channels (broadcast: up to 4 per processor group); post-processing bits 30 and 24 are
-on. Learned from the vendor tool's backend (the time-slot count, write pointer,
-time-slot offset, layer control, output channel and post-processing registers) and checked word
-for word on the host against the vendor's firmware (tests/data/firmware_state/depthwise-*.npz).
+on, and with bias each quadrant of the input reads its own slice (bias.py,
+targets/max7800x/depthwise_bias.py). Learned from the vendor tool's backend
+(the time-slot count, write pointer, time-slot offset, layer control, output channel and
+post-processing registers) and checked word for word on the host against the vendor's
+firmware (tests/data/firmware_state/depthwise-*.npz).
 """
 
 from __future__ import annotations
@@ -32,12 +34,8 @@ def depthwise_refusal(f: LayerFacts) -> str:
         return ""
     if f.groups != f.in_channels or f.groups != f.out_channels:
         return "a grouped convolution that is not depthwise"
-    if f.bias is not None:
-        return "a depthwise convolution with bias"
-    if broadcast(f):  # its kernels are laid out for broadcast: not written yet
-        return "a depthwise convolution whose output processors are its input processors"
-    if f.streaming or f.operands > 1 or f.flatten:
-        return "a depthwise convolution that streams, flattens or combines operands"
+    if f.flatten:  # the vendor tool refuses it
+        return "a depthwise convolution that flattens"
     return ""
 
 
@@ -65,9 +63,16 @@ def _write_pointer(f: LayerFacts, q: int, rmap: RegisterMap) -> int:
 
 
 def depthwise_values(
-    f: LayerFacts, q: int, groups: list[int], values: list[tuple[str, int, str]], rmap: RegisterMap
+    f: LayerFacts,
+    q: int,
+    groups: list[int],
+    values: list[tuple[str, int, str]],
+    rmap: RegisterMap,
+    bias: dict[int, int] | None = None,
 ) -> list[tuple[str, int, str]]:
-    """``values`` (registers.py's for quadrant ``q``) with the depthwise fields."""
+    """``values`` (registers.py's for quadrant ``q``) with the depthwise fields; ``bias``: the
+    layer's first bias entry per quadrant (bias.py), each quadrant reads its own slice
+    (broadcast: the entry / 4, four entries read at once)."""
     if f.groups <= 1:
         return values
     slots = _timeslots(f, groups)
@@ -85,5 +90,8 @@ def depthwise_values(
             value |= 1 << 29
         elif name == "post":
             value |= put("depthwise", 1) | put("timeslot_enable", 1)
+            if bias and q in bias:
+                entry = bias[q] // 4 if broadcast(f) else bias[q]
+                value |= put("bias_enable", 1) | put("bias_offset", entry)
         out.append((name, value, meaning + (", depthwise" if name == "post" else "")))
     return out

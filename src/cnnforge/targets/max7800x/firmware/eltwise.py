@@ -1,15 +1,16 @@
 """The element-wise fields of a layer's registers (``eltwise: add|sub|xor|or`` over
 ``operands`` inputs, alone or before a convolution).
 
-The operands lie interleaved in data memory at the layer's read pointer (the plan's write gaps);
-the row and stride counters step over all of them (registers.py multiplies by ``operands``).
-What this module adds is the 1D / element-wise control word's operation, operand count, "pool
-first" and "convolution follows" bits, and for operands of several passes (more than 64
-channels) the write pointer's time-slot step and, on the MAX78000, the one-long-pass form.
-Learned from the vendor tool's backend (the 1D, rows, layer control 2, kernel
-memory and time-slot offset registers) and its operation encoding, checked word
-for word on the host against the vendor's firmware for the same YAML + checkpoint
-(tests/data/firmware_state/eltwise-*.npz).
+The operands lie interleaved in data memory at the layer's read pointer (the plan's write gaps); the
+row and stride counters step over all of them (registers.py multiplies by ``operands``). What this
+module adds is the 1D / element-wise control word's operation, operand count, "pool first" and
+"convolution follows" bits, and for operands of several passes (more than 64 channels) the write
+pointer's time-slot step and, on the MAX78000, the one-long-pass form. On the MAX78002 a layer that
+average-pools right after an element-wise layer needs a small layer before it that resets the
+pooling logic. Learned from the vendor tool's backend (the 1D, rows, layer control 2, kernel memory
+and time-slot offset registers; the reset layer), the vendor tool's main program and its operation
+encoding, checked word for word on the host against the vendor's firmware for the same YAML +
+checkpoint (tests/data/firmware_state/eltwise-*.npz).
 """
 
 from __future__ import annotations
@@ -17,9 +18,9 @@ from __future__ import annotations
 from cnnforge.ir import Op
 from cnnforge.targets.max7800x.device import get_device
 from cnnforge.targets.max7800x.firmware.facts import LayerFacts
-from cnnforge.targets.max7800x.firmware.regmap import put
+from cnnforge.targets.max7800x.firmware.regmap import RegisterMap, put
 
-# The operation field's encoding (the vendor tool's ENCODING).
+# The operation field's encoding (the vendor tool's operation encoding).
 ELTWISE_FN = {"sub": 0, "add": 1, "or": 2, "xor": 3}
 
 
@@ -30,10 +31,12 @@ def eltwise_refusal(f: LayerFacts, device: str = "") -> str:
         return ""
     if f.eltwise not in ELTWISE_FN:
         return f"element-wise '{f.eltwise}'"
-    if f.streaming:
+    if f.streaming:  # cnnforge plans none, and reads none (a streaming layer reads one input)
         return "a streaming element-wise layer"
-    if f.flatten or f.op in (Op.CONV1D, Op.CONVTRANSPOSE2D):
-        return f"an element-wise operation before a {f.op.value}"
+    if f.op is Op.CONV1D:  # the vendor tool refuses it
+        return "an element-wise operation in a conv1d layer"
+    if f.flatten:  # the vendor tool takes the operands' channels for the flattened input's
+        return "an element-wise operation in a flattening layer"
     pools = f.pool != (1, 1) or f.pool_stride != (1, 1)
     if device and emulated(f, device) and (f.op is not Op.PASSTHROUGH or pools):
         return f"{f.operands} operands of {f.in_expand} passes with pooling or a convolution"
@@ -93,3 +96,30 @@ def multipass_values(
             value = 0
         out.append((name, value, meaning))
     return out
+
+
+def avgpool_reset(facts: list[LayerFacts], f: LayerFacts, rmap: RegisterMap) -> bool:
+    """MAX78002: a layer that average-pools right after an element-wise layer runs after a
+    small layer of its own that resets the pooling logic (registers.py numbers it in)."""
+    after = f.index > 0 and facts[f.index - 1].operands > 1
+    return rmap.avgpool_reset_after_eltwise and after and f.pool_avg
+
+
+def reset_values(values: list[tuple[str, int, str]]) -> list[tuple[str, int, str]]:
+    """The reset layer's registers (quadrant of the first used only): one pixel of one
+    processor, max-pooled through, read at the layer's read pointer and written where the
+    layer's output starts (the layer then overwrites it); ``values``: the layer's own."""
+    own = {name: value for name, value, _ in values}
+    one = put("one_by_one", 1)
+    return [
+        ("rows", 1 << 16, "average-pool reset: rows: 1"),
+        ("cols", 1 << 16, "average-pool reset: columns: 1"),
+        ("stride", 1 << 4, "average-pool reset: stride"),
+        ("wptr_base", own["wptr_base"], "average-pool reset: the layer's write pointer"),
+        ("wptr_toffs", own["wptr_toffs"], "average-pool reset: write pointer time-slot offset"),
+        ("rptr_base", own["rptr_base"], "average-pool reset: the layer's read pointer"),
+        ("lctl", 0x20 | put("max_pool", 1) | put("master_slave", 1), "average-pool reset"),
+        ("oned", one, "average-pool reset: 1x1"),
+        ("post", put("passthrough", 3), "average-pool reset: passthrough"),
+        ("ena", 1, "average-pool reset: processor 0"),
+    ]

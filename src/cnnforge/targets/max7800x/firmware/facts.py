@@ -61,6 +61,11 @@ class LayerFacts:
     streaming: bool
     rollover: int = 0  # streaming: the circular input buffer in words (streaming.rollover_words)
     pool_first: bool = True  # element-wise with pooling: pool each operand, then combine
+    # MAX78002 speed-ups (placement.py): four output channels at once, read-ahead, and the
+    # pass counter in steps of 4 (resolved: by default with read-ahead over several passes)
+    calcx4: bool = False
+    read_ahead: bool = False
+    tcalc_set: bool | None = None
 
     @functools.cached_property
     def in_expand(self) -> int:
@@ -79,6 +84,13 @@ class LayerFacts:
     @functools.cached_property
     def out_expand_thresh(self) -> int:
         return _per_pass(self.out_channels, self.out_expand)
+
+    @property
+    def tcalc(self) -> bool:
+        """The pass counter counts in 4s: as the plan says, else with read-ahead and passes."""
+        if self.tcalc_set is not None:
+            return self.tcalc_set
+        return self.read_ahead and self.in_expand > 1
 
     @property
     def has_weights(self) -> bool:
@@ -165,6 +177,9 @@ def layer_facts(
         chw=chw and index == 0,
         streaming=place.streaming,
         pool_first=layer.pool_first,
+        calcx4=place.calcx4,
+        read_ahead=place.read_ahead,
+        tcalc_set=place.tcalc,
     )
 
 

@@ -7,7 +7,8 @@ of the large memory. Layers whose input mask is all 64 processors are placed fir
 9 bytes; the first byte written lands in the column's last byte. The firmware loads the columns
 with the "express" loader: per processor, each run of consecutive columns is one record (the
 address with the column index in its low bits, the word count, the 9-byte columns packed big-end
-first into 32-bit words). Learned from the vendor tool's kernel packer and register writer.
+first into 32-bit words). A layer whose kernels repeat an earlier layer's uses its columns
+(dedup.py). Learned from the vendor tool's kernel packer and register writer.
 """
 
 from __future__ import annotations
@@ -16,8 +17,15 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from cnnforge.ir import BINARY_BITS
+from cnnforge.targets.max7800x.firmware.dedup import kernel_duplicates
 from cnnforge.targets.max7800x.firmware.facts import LayerFacts
 from cnnforge.targets.max7800x.firmware.regmap import RegisterMap
+from cnnforge.targets.max7800x.firmware.speedups import (
+    calcx4_order,
+    physical_columns,
+    quarter_columns,
+)
 
 FREE = -1
 
@@ -40,11 +48,18 @@ class KernelLayout:
     ochan: dict[int, int] = field(default_factory=dict)  # output-channel kernels (kern_ochan)
     owner: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), np.int32))
     data: np.ndarray = field(default_factory=lambda: np.zeros((0, 0, 9), np.uint8))
+    # calcx4 layers: layer index -> columns per quarter of kernel memory (speedups.py)
+    quarters: dict[int, int] = field(default_factory=dict)
 
 
 def _reshaped(f: LayerFacts) -> np.ndarray:
-    """The weights as rows of kernels: (out * in, ksize); flatten: (out * T, pixels * passes)."""
+    """The weights as rows of kernels: (out * in, ksize); flatten: (out * T, pixels * passes).
+    Binary weights (-1/+1) are stored as one bit: 1 for -1, 0 for +1."""
     w = np.asarray(f.weights).astype(np.int64)
+    if f.weight_bits == BINARY_BITS:
+        w = np.clip(w, -1, 0)
+    if f.calcx4 and not f.flatten:
+        w = calcx4_order(w)
     if f.flatten:
         t = f.in_expand_thresh
         return (
@@ -91,37 +106,87 @@ def layout(facts: list[LayerFacts], rmap: RegisterMap) -> KernelLayout:
     order = [f for f in facts if f.in_map == (1 << 64) - 1] + [
         f for f in facts if f.in_map != (1 << 64) - 1
     ]
+    same = kernel_duplicates(facts)
     for f in order:
-        if not f.has_weights:
+        if not f.has_weights or f.index in same:
             continue
         rows = _reshaped(f)
         _, count, ochan, length = _counts(f, rows)
-        offs = _find(f, length, out.owner, rmap)
+        after_plain = f.calcx4 and f.index > 0 and not facts[f.index - 1].calcx4
+        offs = _find(f, length, out.owner, rmap, after_plain)
         out.offs[f.index], out.count[f.index], out.ochan[f.index] = offs, count, ochan
-        fill = _fill_bytes if f.quant == 8 and not f.flatten else _fill
+        if f.calcx4:
+            out.quarters[f.index] = quarter_columns(f)
+        fill = _fill_bytes if f.quant == 8 and not f.flatten and f.groups == 1 else _fill
         out.length[f.index] = fill(f, rows, offs, length, out, used)
+    for index, first in same.items():  # the vendor's deduplicated kernels: the first's columns
+        out.offs[index], out.count[index] = out.offs[first], out.count[first]
+        out.ochan[index], out.length[index] = out.ochan[first], out.length[first]
+        if first in out.quarters:
+            out.quarters[index] = out.quarters[first]
     return out
 
 
-def _find(f: LayerFacts, length: int, owner: np.ndarray, rmap: RegisterMap) -> int:
+def _find(
+    f: LayerFacts, length: int, owner: np.ndarray, rmap: RegisterMap, after_plain: bool = False
+) -> int:
+    """The first column of the layer's kernels (``after_plain``: a calcx4 layer after one
+    without: the vendor searches from the bottom only and takes 4 x the column it finds)."""
     procs = [p for p in range(64) if f.in_map >> p & 1]
     large = rmap.kernel_columns_large > rmap.kernel_columns_small and all(
         p % 16 == 0 for p in procs
     )
-    if large and (f.groups == 1 or length <= 256):
-        top = _search(procs, rmap.kernel_columns_large - 1, length, owner, rmap, reverse=True)
+    one_bank = rmap.weight_mask_banks and f.groups > 1  # depthwise: one memory instance
+    if large and (not one_bank or length <= rmap.kernel_bank_small) and not after_plain:
+        top = _search(procs, rmap.kernel_columns_large - 1, length, owner, rmap, True, one_bank)
         if top >= 0:
             return (top - (length - 1)) & ~3
-    start = _search(procs, 0, length, owner, rmap, reverse=False)
+    start = _search(procs, 0, length, owner, rmap, False, one_bank)
     if start < 0:
         raise ValueError(f"layer {f.name}: kernel memory exhausted")
-    return (start + 3) & ~3
+    start = (4 * start if after_plain else start + 3) & ~3
+    if start + length > min(rmap.kernel_columns(p) for p in procs):  # only after 4 x
+        raise NotImplementedError(
+            f"calcx4 in layer {f.name}: 4 x its first kernel column passes the kernel memory"
+        )
+    return start
+
+
+def _bank_mask(rmap: RegisterMap, col: int) -> int:
+    """The vendor's memory-instance mask at column ``col``: the large instances below the small
+    memory's end, the small ones above."""
+    small = col + 1 >= rmap.kernel_columns_small
+    return (rmap.kernel_bank_small if small else rmap.kernel_bank_large) - 1
+
+
+def _in_one_bank(offs: int, length: int, rmap: RegisterMap, reverse: bool) -> int:
+    """``offs`` moved so that the run of ``length`` columns stays in one memory instance (the
+    vendor's search for depthwise kernels, quirks included); -1 where it cannot."""
+    if reverse:
+        mask = _bank_mask(rmap, offs - 1)
+        if (offs - 1) & ~mask != (offs - length) & ~mask:
+            offs &= ~mask
+        return offs
+    mask = _bank_mask(rmap, offs + 1)
+    if (offs + 1) & ~mask != (offs + length) & ~mask:
+        offs = ((offs + mask) & ~mask) - 1
+    mask = _bank_mask(rmap, offs + 1)
+    if (offs + 1) & ~mask != (offs + length) & ~mask:
+        return -1
+    return offs
 
 
 def _search(
-    procs: list[int], offs: int, length: int, owner: np.ndarray, rmap: RegisterMap, reverse: bool
+    procs: list[int],
+    offs: int,
+    length: int,
+    owner: np.ndarray,
+    rmap: RegisterMap,
+    reverse: bool,
+    one_bank: bool = False,
 ) -> int:
-    """The vendor's greedy search: first (or last) aligned column free on all ``procs``."""
+    """The vendor's greedy search: first (or last) aligned column free on all ``procs``
+    (``one_bank``: the run inside one memory instance)."""
     step = -4 if reverse else 4
 
     def fits(p: int, o: int) -> bool:
@@ -135,6 +200,10 @@ def _search(
     i = 0
     while i < len(procs):
         p = procs[i]
+        if one_bank:
+            offs = _in_one_bank(offs, length, rmap, reverse)
+            if offs < 0:
+                return -1
         span = range(offs, offs - length, -1) if reverse else range(offs, offs + length)
         for col in span:
             if owner[p, col] != FREE:
@@ -315,19 +384,23 @@ def load_records(
     kl: KernelLayout, rmap: RegisterMap, skip_zero: bool = False
 ) -> list[tuple[int, np.ndarray]]:
     """The express loader's records: (address with the column in its low bits, 32-bit words).
-    ``skip_zero`` (--zero-sram: the memory is zeroed first) leaves out all-zero columns."""
+    ``skip_zero`` (--zero-sram: the memory is zeroed first) leaves out all-zero columns. A
+    calcx4 layer's columns go to their place in the four quarters (speedups.py)."""
     records = []
     written = kl.owner != FREE
     if skip_zero:
         written &= kl.data.any(axis=2)
     for p in range(64):
-        cols = np.flatnonzero(written[p])
-        if cols.size == 0:
+        virtual = np.flatnonzero(written[p])
+        if virtual.size == 0:
             continue
-        runs = np.split(cols, np.flatnonzero(np.diff(cols) != 1) + 1)
+        place = physical_columns(kl.owner[p], kl.offs, kl.quarters, virtual, rmap)
+        order = np.argsort(place, kind="stable")
+        cols, data = place[order], kl.data[p, virtual[order]]
+        runs = np.split(np.arange(cols.size), np.flatnonzero(np.diff(cols) != 1) + 1)
         for run in runs:
-            raw = kl.data[p, run].reshape(-1)
+            raw = data[run].reshape(-1)
             raw = np.concatenate([raw, np.zeros(-raw.size % 4, np.uint8)])
             base = rmap.kernel(p, 0)
-            records.append((base | (int(run[0]) * 4), raw.view(">u4").astype(np.uint32)))
+            records.append((base | (int(cols[run[0]]) * 4), raw.view(">u4").astype(np.uint32)))
     return records

@@ -2,7 +2,7 @@
 
 The mlator (a quadrant's control register REG_MLAT) returns one byte lane of four consecutive
 data-memory words per 32-bit read, so one channel's H x W bytes come out as ceil(H*W / 4) words in
-channel-major order. Learned from the vendor tool's embedded ``cnn_unload`` (the vendor tool's
+channel-major order. Learned from the vendor tool's embedded ``cnn_unload`` (its
 unload code, ``unload``) and its device description (REG_MLAT, LREG_WPTR_BASE, LREG_LCTL2, READY_SEL
 = 0 on both parts). Per channel the vendor writes layer 0's write pointer base of the quadrant (the
 pixel index, 0 at a channel's start), layer 0's LCTL2 (the pass), CTL = READY_SEL << 1 | 1 << 3 | 1

@@ -32,6 +32,10 @@ class FirmwareOptions:
     kat: bool = True  # main.c checks the known answer (sampleoutput.h)
     max_checklines: int | None = None  # at most N known-answer words
     riscv: bool = False  # the RISC-V project layout (main.c boots main_riscv.c)
+    # MAX78002 speed-ups (the results are the same; targets/max7800x/speedups.py): a vendor
+    # pair's every layer, a model's every layer that can take them (YAML keys per layer)
+    calcx4: bool = False
+    read_ahead: bool = False
 
     def flags(self) -> tuple[str, ...]:
         """The vendor tool's command-line flags that ask for the same folder."""
@@ -44,6 +48,8 @@ class FirmwareOptions:
             ("--zero-sram", self.zero_sram),
             ("--no-kat", not self.kat),
             ("--riscv", self.riscv),
+            ("--calcx4", self.calcx4),
+            ("--read-ahead", self.read_ahead),
         ):
             if on:
                 out.append(name)
@@ -73,6 +79,8 @@ class FirmwareOptions:
             kat="--no-kat" not in words,
             max_checklines=None if checklines is None else int(checklines),
             riscv="--riscv" in words,
+            calcx4="--calcx4" in words,
+            read_ahead="--read-ahead" in words,
         )
 
     @property

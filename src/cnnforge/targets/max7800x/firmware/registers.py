@@ -2,27 +2,33 @@
 per-layer, per-quadrant registers, each with what it means (docs/firmware.md has the fields).
 
 Learned from the vendor tool's backend and checked word for word on the host
-(hostrun.py); the streaming and FIFO values are stream.py's, the element-wise bits eltwise.py's.
-Cases the writer does not cover yet (depthwise convolutions, some element-wise layers) are
-refused with ``NotImplementedError`` rather than written wrong.
+(hostrun.py); the streaming and FIFO values are stream.py's, the element-wise bits eltwise.py's,
+the depthwise fields depthwise.py's, calcx4 / read-ahead / tcalc speedups.py's. Cases the
+writer does not cover (docs/firmware.md "What the writer covers") are refused with
+``NotImplementedError`` naming the feature rather than written wrong.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from cnnforge.ir import Op
+from cnnforge.arithmetic import implicit_shift
+from cnnforge.ir import BINARY_BITS, Op
+from cnnforge.targets.max7800x.device import get_device
 from cnnforge.targets.max7800x.firmware.bias import BiasLayout
 from cnnforge.targets.max7800x.firmware.depthwise import depthwise_refusal, depthwise_values
 from cnnforge.targets.max7800x.firmware.eltwise import (
+    avgpool_reset,
     eltwise_meaning,
     eltwise_oned,
     eltwise_refusal,
     multipass_values,
+    reset_values,
 )
 from cnnforge.targets.max7800x.firmware.facts import LayerFacts
 from cnnforge.targets.max7800x.firmware.kernels import KernelLayout
 from cnnforge.targets.max7800x.firmware.regmap import CTL_IFRM, FIFO_CTL, RegisterMap, put
+from cnnforge.targets.max7800x.firmware.speedups import speedup_values
 from cnnforge.targets.max7800x.firmware.stream import (
     after_streams,
     fifo_control,
@@ -65,7 +71,11 @@ def unsupported(f: LayerFacts, device: str = "") -> str:
         return eltwise_refusal(f, device)
     if depthwise_refusal(f):
         return depthwise_refusal(f)
-    if f.weight_bits not in (8, 4, 2, 1):
+    if f.calcx4 and f.has_weights and (f.groups > 1 or f.out_channels % 4):
+        return "calcx4 in a depthwise convolution or one of output channels not in fours"
+    if f.weight_bits == BINARY_BITS and device and not get_device(device).binary_weights:
+        return f"binary (-1/+1) weights on the {device}"
+    if f.weight_bits not in (8, 4, 2, 1, BINARY_BITS):
         return f"{f.weight_bits}-bit weights"
     return ""
 
@@ -95,6 +105,7 @@ def init_writes(
             Write(rmap.ctl(q, 3), 1 << 25, f"quadrant {q}: wait for clear", True) for q in groups
         ]
         out += [Write(rmap.ctl(q, 3), 0, f"quadrant {q}: reset BIST") for q in groups]
+    last = hardware_layers(facts, rmap)[-1]
     for q in groups:
         # Clocks on, express kernel loader, FIFOs on; the state machine stays stopped.
         stop = put("ctl_clocks", 1) | put("ctl_mexpress", 1) | put("ctl_fifo", fifo)
@@ -102,9 +113,7 @@ def init_writes(
         out.append(Write(rmap.ctl(q, 0), stop, f"quadrant {q}: {what}"))
         if not rmap.require_reg_clear:
             out.append(sram[groups.index(q)])
-        out.append(
-            Write(rmap.ctl(q, 2), len(facts) - 1, f"quadrant {q}: last layer {len(facts) - 1}")
-        )
+        out.append(Write(rmap.ctl(q, 2), last, f"quadrant {q}: last layer {last}"))
     return out + (_zero_sram(rmap) if zero_sram else [])
 
 
@@ -154,26 +163,21 @@ def layer_writes(
     input frame size and, last, the FIFO control (``in_channels``: the network's input)."""
     out: list[Write] = []
     groups = groups_used(facts)
+    hw = hardware_layers(facts, rmap)
+    if hw[-1] >= rmap.max_layers:
+        raise NotImplementedError(
+            f"{hw[-1] + 1} hardware layers with the average-pool reset layers after element-wise "
+            f"layers; the {rmap.device} runs {rmap.max_layers}"
+        )
     for f in facts:
         why = unsupported(f, rmap.device)
         if why:
             raise NotImplementedError(f"layer {f.name}: {why}")
         for q in groups:
-            values = _layer_values(f, q, groups, rmap, kl, bl, len(facts))
-            values = multipass_values(f, values, rmap.instance_words, rmap.device)
-            values = depthwise_values(f, q, groups, values, rmap)
-            values += stream_values(facts, f, fifo, rmap)
-            if f.streaming and f.index > 0:  # TRAM after the earlier streaming layers'
-                values = [after_streams(facts, f) if v[0] == "tptr" else v for v in values]
-            for name, value, meaning in values:
-                if value:
-                    out.append(
-                        Write(
-                            rmap.layer(q, f.index, name),
-                            value,
-                            f"layer {f.index} quadrant {q}: {meaning}",
-                        )
-                    )
+            values = _quadrant_values(facts, f, q, groups, rmap, kl, bl, fifo)
+            if q == groups[0] and avgpool_reset(facts, f, rmap):  # its own layer before it
+                out += _writes(rmap, q, hw[f.index] - 1, reset_values(values))
+            out += _writes(rmap, q, hw[f.index], values)
             if fifo and f.index == 0:
                 frame = frame_words(f)
                 addr = rmap.ctl(q, CTL_IFRM[rmap.device])
@@ -182,6 +186,47 @@ def layer_writes(
         ctl = fifo_control(facts[0], in_channels, rmap)
         out.append(Write(FIFO_CTL, ctl, "FIFOs: control: enable the FIFOs that carry input"))
     return out
+
+
+def hardware_layers(facts: list[LayerFacts], rmap: RegisterMap) -> list[int]:
+    """Each layer's hardware layer number: its index plus the average-pool reset layers
+    (eltwise.py) before it and its own."""
+    out, added = [], 0
+    for f in facts:
+        added += avgpool_reset(facts, f, rmap)
+        out.append(f.index + added)
+    return out
+
+
+def _writes(rmap: RegisterMap, q: int, layer: int, values: Values) -> list[Write]:
+    """The non-zero ``values`` as writes to hardware layer ``layer`` of quadrant ``q``."""
+    return [
+        Write(rmap.layer(q, layer, name), value, f"layer {layer} quadrant {q}: {meaning}")
+        for name, value, meaning in values
+        if value
+    ]
+
+
+def _quadrant_values(
+    facts: list[LayerFacts],
+    f: LayerFacts,
+    q: int,
+    groups: list[int],
+    rmap: RegisterMap,
+    kl: KernelLayout,
+    bl: BiasLayout,
+    fifo: bool,
+) -> Values:
+    """Layer ``f``'s registers in quadrant ``q``: the plain ones, then what element-wise,
+    depthwise and streaming layers change."""
+    values = _layer_values(f, q, groups, rmap, kl, bl, len(facts))
+    values = multipass_values(f, values, rmap.instance_words, rmap.device)
+    values = depthwise_values(f, q, groups, values, rmap, bl.slices.get(f.index))
+    values = speedup_values(f, values, f.quant, rmap)
+    values += stream_values(facts, f, fifo, rmap)
+    if f.streaming and f.index > 0:  # TRAM after the earlier streaming layers'
+        values = [after_streams(facts, f) if v[0] == "tptr" else v for v in values]
+    return values
 
 
 def _timeslots(f: LayerFacts, q: int) -> int:
@@ -387,7 +432,9 @@ def _tram_post(f: LayerFacts, q: int, bl: BiasLayout, quant: int, flatten_prod: 
     else:  # a pooling-only layer's TRAM word count is 1
         tptr = tram_words(f) - 1
     post = put("weight_size", {1: 1, 2: 2, 4: 3}.get(quant, 0) if conv else 0)
-    shift = f.output_shift
+    # The register holds the checkpoint's shift plus the shift of narrow weights, 8 - bits
+    # (docs/firmware.md, post-processing; binary weights count as 1 bit).
+    shift = f.output_shift + (implicit_shift(f.weight_bits) if f.has_weights else 0)
     post |= put("shift", (-shift) | 16 if shift < 0 else shift)
     place = bl.place.get(f.index)
     if place is not None and q == place[0]:

@@ -76,7 +76,11 @@ FIELDS: dict[str, tuple[str, int, int]] = {
     "flatten": ("post", 27, 1),
     "transposed": ("post", 28, 1),
     "timeslot_enable": ("post", 24, 1),  # depthwise (with bit 30)
+    "calcx4": ("post", 29, 1),  # MAX78002: four output channels at once (firmware/speedups.py)
     "depthwise": ("post", 30, 1),
+    "tcalc": ("post", 31, 1),  # MAX78002: the pass counter in steps of 4
+    "read_ahead": ("lctl", 17, 1),  # MAX78002: read the next input ahead
+    "read_ahead_passes": ("lctl", 26, 4),  # with read-ahead: passes - 1 (tcalc: / 4)
     "tram_max": ("tptr", 0, 16),  # TRAM words the layer uses - 1 (+ the streaming layers' before)
     "tram_start": ("tptr", 16, 16),  # streaming: TRAM words of the streaming layers before it
     # Streaming (widths: the MAX78002's; the MAX78000 holds 14, 12 and 17 bits).
@@ -95,6 +99,7 @@ FIELDS: dict[str, tuple[str, int, int]] = {
     "ctl_fifo": ("ctl", 15, 1),  # the input arrives through the FIFOs
     "ctl_fifo_streaming": ("ctl", 19, 1),  # FIFO input feeds a streaming first layer
     "ctl_mexpress": ("ctl", 20, 1),  # the express kernel loader
+    "ctl_binary": ("ctl", 30, 1),  # MAX78002: some layer has binary (-1/+1) weights
     # The FIFO control register (FIFO_CTL, APB_BASE + 0): the vendor's --fifo.
     "fifo_ready_sel": ("fifo_ctl", 0, 2),  # wait states (the vendor's --ready-sel-fifo, 0)
     "fifo_setting_a": ("fifo_ctl", 2, 2),  # the vendor writes 2 (not documented further)
@@ -163,6 +168,14 @@ class RegisterMap:
     stream_layer_stride: int = 0  # MAX78002: the streaming registers' own layer stride
     new_streaming: bool = False  # MAX78002: the stream registers' other formulas (stream.py)
     mlator_reg: int = 1024  # REG_MLAT: the quadrant control register the mlator is read at
+    # MAX78002: a depthwise layer's kernels stay in one memory instance (REQUIRE_WEIGHT_MASK) of
+    # kernel_bank_large columns below kernel_columns_small, kernel_bank_small above
+    # MAX78002: average pooling right after an element-wise layer needs a reset layer before it
+    # (REQUIRE_PASSTHROUGH_AVGPOOL_AFTER_ELTWISE; firmware/eltwise.py)
+    avgpool_reset_after_eltwise: bool = False
+    weight_mask_banks: bool = False
+    kernel_bank_large: int = 0
+    kernel_bank_small: int = 256
 
     def ctl(self, quadrant: int, reg: int) -> int:
         """Address of quadrant control register ``reg`` (0 CTL, 1 SRAM, 2 LCNT, 3 SRAM test)."""
@@ -293,5 +306,9 @@ MAPS = {
         stream_layer_stride=4,
         new_streaming=True,
         mlator_reg=0x44000,
+        avgpool_reset_after_eltwise=True,
+        weight_mask_banks=True,
+        kernel_bank_large=1024,
+        kernel_bank_small=256,
     ),
 }

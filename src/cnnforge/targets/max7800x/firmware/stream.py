@@ -65,7 +65,9 @@ def stream_values(
     """Stream start, deltas and (FIFO input, streaming) rollover of layer ``f``."""
     new = rmap.new_streaming
     start, delta1, delta2 = (_new if new else _old)(facts, f, fifo)
-    invol = sum(g.in_expand for g in facts[: f.index]) if f.index > 0 and f.streaming else 0
+    # passes of the streaming layers before (a tcalc layer's rounded up to 4: speedups.py)
+    invol = sum((g.in_expand + 3) & ~3 if g.tcalc else g.in_expand for g in facts[: f.index])
+    invol = invol if f.index > 0 and f.streaming else 0
     delta = put("stream_delta2", delta2) | put("stream_delta1", delta1)
     vals = [
         ("stream_start", put("stream_start", start), f"stream start after {start} words"),
@@ -118,8 +120,9 @@ def _new(facts: list[LayerFacts], f: LayerFacts, fifo: bool) -> tuple[int, int, 
         skipped = max(0, cols - effective * f.pool_stride[1])
         if f.pool_stride[0] == 1 and f.pool[0] == 1:
             start = col_inc
-        else:
+        else:  # read-ahead: a pooling stride later (speedups.py)
             start = (row_inc * padded + pad + 2 * col_inc) * f.operands
+            start += f.pool_stride[1] if f.read_ahead else 0
         delta1 = f.pool_stride[1] * f.operands - (f.pool_stride[0] == 1 and f.pool[0] == 1)
         delta1 = _big(delta1, f)
         if f.pool_stride[0] == 1:
@@ -134,6 +137,7 @@ def _new(facts: list[LayerFacts], f: LayerFacts, fifo: bool) -> tuple[int, int, 
         effective -= 1
     adjust = 0 if col_inc == 1 else cols - effective * col_inc
     start = (pad or f.pool_stride[0]) * padded + (row_inc * padded + pad + 2 * col_inc) * f.operands
+    start += f.pool_stride[1] if f.read_ahead else 0
     if last:
         start += adjust * f.pool_stride[1]
     delta1 = _big(f.pool_stride[1] * f.operands, f)

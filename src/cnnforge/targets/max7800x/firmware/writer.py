@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
+from cnnforge.ir import BINARY_BITS
 from cnnforge.targets.max7800x.device import MAX78000, MAX78002
 from cnnforge.targets.max7800x.firmware import mlator, msdk_project, project
 from cnnforge.targets.max7800x.firmware.data import table_runs
@@ -263,6 +264,7 @@ def _start(fw: Firmware) -> str:
     ctl = _quadrant_ctl(fw)
     first = next(iter(ctl))
     base = put("ctl_clocks", 1) | put("ctl_mexpress", 1) | put("ctl_streaming", fw.streaming)
+    base |= put("ctl_binary", any(f.weight_bits == BINARY_BITS for f in fw.facts if f.has_weights))
     if fw.rmap.supports_pipeline:  # MAX78002: CHW input into a streaming first layer
         base |= put("ctl_chw_stream", fw.facts[0].streaming and fw.facts[0].chw)
     if fw.fifo:  # FIFO input (and a streaming first layer reading it)
