@@ -2,6 +2,7 @@
 side in one run (docs/training.md, "Where training runs").
 
     python benchmarks/gpu.py [--smoke] [--cpu-only] [--out FILE] [--budget SECONDS]
+                             [--sections 2,3,4] [--columns cpu2,gpu]
 
 Sections, each time-boxed and on its own (a failure is printed and the next section runs):
 
@@ -11,14 +12,19 @@ Sections, each time-boxed and on its own (a failure is printed and the next sect
 2. training steps: images/s of Adam steps at batch 32, float and QAT, for ``qat-unet``
    (3x32x32) and ``unet-large`` (48x88x88) on every core of the CPU, on 2 threads and on the GPU;
 3. end to end: ``cnnforge train`` epochs with data loading included (``unet-large
-   --model-arg num_classes=5 --size 352 --fold 4``, and ``qat-unet`` at 32x32 through QAT);
-4. adapt: ``cnnforge adapt`` of MONAI's BasicUNet at 32x32 on the GPU and on 2 CPU cores (the
-   CPU run is stopped at its time box; its epochs so far give the projection);
+   --model-arg num_classes=5 --size 352 --fold 4``, and ``qat-unet`` at 32x32 through QAT): the
+   first epoch renders the images in the worker processes, later ones read them from the cache
+   on the training device (docs/training.md, "Where training runs");
+4. adapt: ``cnnforge adapt`` of MONAI's BasicUNet at 32x32 on the GPU and on 2 CPU cores, the
+   same settings (the CPU run is stopped at its time box; its epochs so far give the projection,
+   labelled so): the part before training (the same on both) and the training epochs apart;
 5. simulator: images/s of the bit-exact simulator on the CPU and the GPU.
 
 Default: everything (the GPU rows need CUDA; without it that is said and the CPU rows run);
-``--cpu-only``: the CPU rows at real sizes; ``--smoke``: the CPU, tiny sizes (a test runs it).
-Figures are printed, never asserted. Every line also goes to ``--out FILE``.
+``--cpu-only``: the CPU rows at real sizes; ``--smoke``: the CPU, tiny sizes (a test runs it);
+``--sections``: only those (numbers); ``--columns``: only those of ``cpu`` (every core),
+``cpu2`` (2 cores), ``gpu``. Figures are printed, never asserted. Every line also goes to
+``--out FILE``.
 """
 
 from __future__ import annotations
@@ -65,9 +71,12 @@ class Sizes:
     shapes_cpu_images: int = 256
     eval_images: int = 256
     sim_batch: int = 64
-    adapt_images: int = 1024
-    adapt_box_s: float = 150.0
-    budget_s: float = 285.0  # the whole run (one H200 machine: under 5 minutes)
+    adapt_images: int = 4096  # a real run: thousands of images, many epochs
+    adapt_epochs: tuple[int, int] = (24, 8)  # float distillation, QAT
+    adapt_batch: int = 128
+    adapt_box_s: float = 55.0  # the 2-core CPU run: its first epochs, then projected
+    adapt_gpu_box_s: float = 150.0
+    budget_s: float = 295.0  # the whole run (one H200 machine: under 5 minutes)
 
 
 SMOKE = Sizes(
@@ -76,7 +85,11 @@ SMOKE = Sizes(
     eval_images=8, sim_batch=2, adapt_images=0, adapt_box_s=0.0, budget_s=1e9,
 )  # fmt: skip
 #: --cpu-only on a 2-core machine: the same rows, adapt on fewer images so that it finishes.
-CPU_ONLY = Sizes(adapt_images=256, adapt_box_s=420.0, budget_s=1500.0)
+CPU_ONLY = Sizes(
+    adapt_images=256, adapt_epochs=(2, 2), adapt_batch=32, adapt_box_s=420.0, budget_s=1500.0
+)
+#: What ``--columns`` names, and which column each name is.
+COLUMN_NAMES = ("cpu", "cpu2", "gpu")
 
 
 class Report:
@@ -114,6 +127,11 @@ class Where:
     @property
     def cuda(self) -> bool:
         return self.device.type == "cuda"
+
+    @property
+    def name(self) -> str:
+        """Its ``--columns`` name."""
+        return "gpu" if self.cuda else "cpu2" if self.cores is not None else "cpu"
 
 
 def columns(smoke: bool, cpu_only: bool) -> list[Where]:
@@ -378,12 +396,15 @@ def train_run(say: Report, w: Where, args: list[str], images: int, clock: Clock)
             seconds = r.get("seconds")
             rate = f"{images / seconds:,.0f} images/s" if seconds else "no epoch time in log"
             shown = f"{seconds:.2f} s" if seconds else "-"
-            say(f"    epoch {r['epoch']} ({r['phase']}): training pass {shown} = {rate}, "
+            data = "images rendered" if r["epoch"] == 0 else "images from the cache"
+            say(f"    epoch {r['epoch']} ({r['phase']}): training pass {shown} = {rate} ({data}), "
                 f"val mIoU {r['miou']:.3f}")  # fmt: skip
 
 
 def end_to_end(say: Report, where: list[Where], sizes: Sizes, clock: Clock) -> None:
-    say("cnnforge train, 2 epochs, batch 32, shapes rendered on the fly (data loading included)")
+    say("cnnforge train, 2 epochs, batch 32, data loading included: epoch 0 renders the shapes "
+        "images (in the workers, which it starts), epoch 1 reads them from the cache on the "
+        "training device")
     large = ["unet-large", "--model-arg", "num_classes=5", "--size", str(sizes.e2e_size),
              "--fold", "4", "--no-qat"]  # fmt: skip
     small = ["qat-unet", "--size", str(sizes.qat_unet[1]), "--val-length", str(sizes.e2e_val)]
@@ -435,26 +456,32 @@ def simulator(say: Report, where: list[Where], sizes: Sizes, clock: Clock) -> No
 # ---- 4. adapt --------------------------------------------------------------------------------
 
 
-def adapt(say: Report, where: list[Where], sizes: Sizes, clock: Clock) -> None:
-    """``cnnforge adapt`` of BasicUNet on the GPU (whole) and on 2 CPU cores (time-boxed)."""
+def adapt(say: Report, where: list[Where], sizes: Sizes, clock: Clock, reserve: float) -> None:
+    """``cnnforge adapt`` of BasicUNet on the GPU (whole) and on 2 CPU cores (time-boxed), the
+    same settings; ``reserve``: seconds kept for the sections after this one."""
     if not sizes.adapt_images:
         say("skipped at smoke size (benchmarks/adapt.py --smoke runs adapt)")
         return
-    runs = [w for w in where if w.cuda] + [w for w in where if w.cores is not None]
+    # the time-boxed CPU run first: whatever time is left is the GPU run's
+    runs = [w for w in where if w.cores is not None] + [w for w in where if w.cuda]
     if not any(w.cuda for w in where):
         runs = [where[-1]]
-    settings = ["--size", "32", "--epochs", "2", "--qat-epochs", "2", "--train-length",
-                str(sizes.adapt_images), "--val-length", "128", "--batch-size", "32"]  # fmt: skip
+    epochs, qat_epochs = sizes.adapt_epochs
+    settings = ["--size", "32", "--epochs", str(epochs), "--qat-epochs", str(qat_epochs),
+                "--train-length", str(sizes.adapt_images), "--val-length", "128",
+                "--batch-size", str(sizes.adapt_batch)]  # fmt: skip
     totals: dict[str, tuple[float, str]] = {}
+    per_epoch: dict[str, float] = {}
     for w in runs:
-        box = min(sizes.adapt_box_s if not w.cuda else 240.0, clock.left() - 50)  # simulator
+        box = min(sizes.adapt_gpu_box_s if w.cuda else sizes.adapt_box_s, clock.left() - reserve)
         with tempfile.TemporaryDirectory(prefix="gpu-bench-adapt-") as tmp:
             args = ["adapt", ADAPT_MODEL, *settings, "-o", str(Path(tmp) / "a"), *device_flags(w)]
             code, lines = cli(args, w, box)
-        epochs = [line for _, line in lines if line.startswith("epoch ")]
+        ends = [t for t, line in lines if line.startswith("epoch ")]
         say(f"{w.label}: $ cnnforge adapt benchmarks/adapt.py:MonaiBasicUNet {' '.join(settings)}")
         if code is None:
-            say(f"    stopped at its time box, {box:.0f} s, after {len(epochs)} of 4 epochs")
+            say(f"    stopped at its time box, {box:.0f} s, after {len(ends)} of "
+                f"{epochs + qat_epochs} epochs")  # fmt: skip
         elif lines:
             totals[w.label] = (lines[-1][0], "measured")
             say(f"    exit {code}, {lines[-1][0]:.1f} s wall")
@@ -463,27 +490,56 @@ def adapt(say: Report, where: list[Where], sizes: Sizes, clock: Clock) -> None:
         for i, (t, line) in enumerate(lines):
             if i >= table or line.startswith(("epoch", "adapting on", "width", "error")):
                 say(f"    {t:7.1f} s | {line}")
-        projected = projection(say, code, lines)
+        epoch_s = epoch_seconds(lines)
+        if epoch_s is not None:
+            per_epoch[w.label] = epoch_s
+        projected = projection(say, code, lines, epochs + qat_epochs)
         if projected is not None:
-            totals[w.label] = (projected, "projected")
-    gpu = next((v for k, v in totals.items() if k.startswith("GPU")), None)
+            totals[w.label] = (projected, "PROJECTED from its first epochs")
+    adapt_ratios(say, totals, per_epoch)
+
+
+def epoch_seconds(lines: list[tuple[float, str]]) -> float | None:
+    """The median time of a run's epochs (training pass, validation, checkpoint), from the
+    times its epoch lines came; the first epoch counts from the 'adapting on' line."""
+    starts = [t for t, line in lines if line.startswith("adapting on")]
+    ends = [t for t, line in lines if line.startswith("epoch ")]
+    if not starts or not ends:
+        return None
+    times = sorted(b - a for a, b in zip([starts[0], *ends], ends, strict=False))
+    return times[len(times) // 2]
+
+
+def adapt_ratios(
+    say: Report, totals: dict[str, tuple[float, str]], per_epoch: dict[str, float]
+) -> None:
+    """The whole runs' ratio and the training epochs' ratio, GPU against each CPU run."""
+    gpu = next((k for k in totals if k.startswith("GPU")), None)
     for label, (seconds, how) in totals.items():
-        if gpu is not None and not label.startswith("GPU"):
-            say(f"adapt: GPU {gpu[0]:.0f} s, {label} {seconds:.0f} s ({how}): "
-                f"{seconds / gpu[0]:.1f}x")  # fmt: skip
+        if gpu is not None and label != gpu:
+            say(f"adapt: GPU {totals[gpu][0]:.0f} s, {label} {seconds:.0f} s ({how}): "
+                f"{seconds / totals[gpu][0]:.1f}x")  # fmt: skip
+    gpu_epoch = next((v for k, v in per_epoch.items() if k.startswith("GPU")), None)
+    for label, seconds in per_epoch.items():
+        if gpu_epoch and not label.startswith("GPU"):
+            say(f"adapt epochs (median): GPU {gpu_epoch:.2f} s, {label} {seconds:.2f} s: "
+                f"{seconds / gpu_epoch:.1f}x")  # fmt: skip
 
 
-def projection(say: Report, code: int | None, lines: list[tuple[float, str]]) -> float | None:
+def projection(
+    say: Report, code: int | None, lines: list[tuple[float, str]], epochs: int
+) -> float | None:
     """A stopped run's total from its output so far: the first line comes once the model fits
     (the fixed part: replacements, width search), each epoch line when an epoch ends."""
     starts = [t for t, line in lines if line.startswith("adapting on")]
-    epochs = [t for t, line in lines if line.startswith("epoch ")]
-    if code is not None or not starts or not epochs:
+    ends = [t for t, line in lines if line.startswith("epoch ")]
+    if code is not None or not starts or not ends:
         return None
-    per_epoch = (epochs[-1] - starts[0]) / len(epochs)
-    total = starts[0] + per_epoch * 4
-    say(f"    projected: {total:.0f} s for the 4 epochs ({starts[0]:.0f} s until it trains, then "
-        f"{per_epoch:.1f} s per epoch so far; scoring not included)")  # fmt: skip
+    per_epoch = (ends[-1] - starts[0]) / len(ends)
+    total = starts[0] + per_epoch * epochs
+    say(f"    PROJECTED: {total:.0f} s for the {epochs} epochs ({starts[0]:.0f} s until it "
+        f"trains, then {per_epoch:.1f} s per epoch over its first {len(ends)}; the QAT "
+        f"network's build and the scoring not included)")  # fmt: skip
     return total
 
 
@@ -508,27 +564,55 @@ def environment(say: Report, where: list[Where]) -> None:
     say("columns: " + ", ".join(w.label for w in where))
 
 
+def numbers(text: str) -> set[int]:
+    """``"2,3,4"`` -> {2, 3, 4} (``--sections``)."""
+    try:
+        chosen = {int(part) for part in text.split(",") if part.strip()}
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: give section numbers, e.g. 2,3,4") from None
+    if not chosen or not chosen <= set(range(1, 6)):
+        raise argparse.ArgumentTypeError(f"{text!r}: the sections are 1 to 5")
+    return chosen
+
+
+def names(text: str) -> set[str]:
+    """``"cpu2,gpu"`` -> {"cpu2", "gpu"} (``--columns``)."""
+    chosen = {part.strip() for part in text.split(",") if part.strip()}
+    if not chosen or not chosen <= set(COLUMN_NAMES):
+        raise argparse.ArgumentTypeError(f"{text!r}: the columns are {', '.join(COLUMN_NAMES)}")
+    return chosen
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--smoke", action="store_true", help="the CPU, tiny sizes")
     parser.add_argument("--cpu-only", action="store_true", help="the CPU rows at real sizes")
     parser.add_argument("--out", type=Path, default=None, help="also write every line here")
     parser.add_argument("--budget", type=float, default=None, help="seconds for the whole run")
+    parser.add_argument("--sections", type=numbers, default=set(range(1, 6)),
+                        help="only these sections, e.g. 2,3,4")  # fmt: skip
+    parser.add_argument("--columns", type=names, default=set(COLUMN_NAMES),
+                        help=f"only these columns of {', '.join(COLUMN_NAMES)}")  # fmt: skip
     args = parser.parse_args(argv)
     sizes = SMOKE if args.smoke else CPU_ONLY if args.cpu_only else Sizes()
     budget = args.budget or sizes.budget_s
     say, clock = Report(args.out), Clock(budget)
-    where = columns(args.smoke, args.cpu_only)
+    where = [w for w in columns(args.smoke, args.cpu_only) if w.name in args.columns]
+    if not where:
+        parser.error(f"none of the columns {','.join(sorted(args.columns))} is here")
     run_section(say, clock, "environment", 0, lambda: environment(say, where))
+    reserve = 50.0 if 5 in args.sections else 5.0  # the simulator's time, where it runs
     sections = [
         ("1. exactness: QAT-eval and simulator on each device", 20, exactness),
         ("2. training steps", 30, training_steps),
         ("3. end to end: cnnforge train", 30, end_to_end),
-        ("4. adapt: MONAI BasicUNet at 32x32", 60, adapt),
+        ("4. adapt: MONAI BasicUNet at 32x32", 60,
+         functools.partial(adapt, reserve=reserve)),
         ("5. simulator", 10, simulator),
-    ]
-    for title, need, body in sections:
-        run_section(say, clock, title, need, lambda body=body: body(say, where, sizes, clock))
+    ]  # fmt: skip
+    for number, (title, need, body) in enumerate(sections, 1):
+        if number in args.sections:
+            run_section(say, clock, title, need, lambda body=body: body(say, where, sizes, clock))
     say(f"\ndone; {budget - clock.left():.0f} s" if not args.smoke else "\ndone")
 
 

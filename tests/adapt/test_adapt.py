@@ -362,3 +362,26 @@ def test_depth_cut_is_printed_and_compiles(tmp_path: Path, capsys) -> None:
     assert code == 0, stdout
     assert "depth: 14 repeated blocks cut (stage2.11, stage2.10," in stdout
     compiles_and_passes(out, tmp_path / "c", capsys)
+
+
+def test_the_width_search_reuses_the_check_of_the_unchanged_model(monkeypatch) -> None:
+    """The first width try (full width, no cap) is the model preflight checked last: its
+    report is reused, not captured and checked again; the search ends as it does alone."""
+    import cnnforge.adapt.run as run
+    from cnnforge.api.targets import get_target
+
+    target, shape = get_target("MAX78000"), (3, 16, 16)
+    wide = nn.Sequential(
+        nn.Conv2d(3, 192, 3, padding=1), nn.ReLU(), nn.Conv2d(192, 192, 3, padding=1), nn.ReLU(),
+        nn.Conv2d(192, 5, 1),
+    )  # fmt: skip
+    alone = run.choose_width(replace_ops(copy.deepcopy(wide).eval())[0], shape, target, "auto")
+    calls = []
+    check = run.check_fits
+    monkeypatch.setattr(run, "check_fits", lambda *a: calls.append(a[0]) or check(*a))
+    checked = run.Checked()
+    adapted, _ = run.preflight(wide.eval(), shape, target, checked)
+    _, w, cap, tries, _ = run.choose_width(adapted, shape, target, "auto", checked)
+    assert tries == alone[3] and (w, cap) == alone[1:3] and len(tries) > 1
+    assert tries[0]["width"] == 1.0 and tries[0]["cap"] is None and not tries[0]["fits"]
+    assert len(calls) == 1 + len(tries) - 1 and calls[0] is adapted

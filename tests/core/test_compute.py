@@ -113,6 +113,7 @@ def _settings() -> tuple:
         torch.backends.cudnn.allow_tf32,
         torch.get_float32_matmul_precision(),
         os.environ.get(CUBLAS_WORKSPACE[0]),
+        torch.utils.deterministic.fill_uninitialized_memory,
     )
 
 
@@ -127,6 +128,8 @@ def test_reproducible_math_sets_and_restores(monkeypatch, device) -> None:
         before = _settings()
         with reproducible_math(device):
             assert torch.are_deterministic_algorithms_enabled()
+            # no NaN fill of every new tensor: a kernel per allocation, no result depends on it
+            assert not torch.utils.deterministic.fill_uninitialized_memory
             if device.type == "cuda":
                 assert torch.backends.cudnn.deterministic and not torch.backends.cudnn.benchmark
                 assert not torch.backends.cuda.matmul.allow_tf32

@@ -194,3 +194,50 @@ def test_eltwise_operand_checks() -> None:
         add(torch.zeros(1, 1, 2, 2), torch.zeros(1, 2, 2, 2))
     with pytest.raises(ValueError, match=r"2\.\.16"):
         add(*[torch.zeros(1, 1, 1, 1)] * 17)
+
+
+def _item_calls(run) -> int:
+    """``.item()``-style reads (a device round trip on a GPU) while ``run()`` runs."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Reads(TorchDispatchMode):
+        count = 0
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            if func.overloadpacket.__name__ == "_local_scalar_dense":
+                Reads.count += 1
+            return func(*args, **(kwargs or {}))
+
+    with Reads():
+        run()
+    return Reads.count
+
+
+def test_forward_reads_the_stage_and_widths_once() -> None:
+    """A float forward reads no buffer value back; a QAT forward one value per weight layer
+    (its shift's parameter range), not the stage, widths and quantile each time; every way the
+    buffers change is seen (set_stage, a state dict, a write in place, a copy)."""
+    from cnnforge.models.qat_unet import QatUNet
+
+    torch.manual_seed(0)
+    model = QatUNet(channels=(4, 8, 8, 8)).train()
+    x = torch.rand(2, 3, 16, 16)
+    model(x)
+    assert _item_calls(lambda: model(x)) == 0
+    qnn.enable_qat(model, qnn.QATPolicy(start_epoch=0))
+    model(x)
+    layers = [m for _, m in qnn.qat_modules(model) if hasattr(m, "weight")]
+    assert _item_calls(lambda: model(x)) == len(layers)
+    layer = layers[0]
+    other = QatUNet(channels=(4, 8, 8, 8))
+    assert layer.current_stage is Stage.QAT
+    layer.set_stage(Stage.QUANTIZED)
+    assert layer.current_stage is Stage.QUANTIZED
+    layer.qat_weight_bits.fill_(4)
+    assert layer.weight_bits == 4 and layer.bits() == 4
+    copied = __import__("copy").deepcopy(layer)
+    copied.weight_bits = 2
+    assert copied.weight_bits == 2 and layer.weight_bits == 4
+    model.load_state_dict(other.state_dict())  # a float-stage checkpoint: stage 0, no widths
+    assert layer.current_stage is Stage.FLOAT and layer.weight_bits is None
+    assert not layer.bn_folded and layer._bn_active() == (layer.bn is not None)

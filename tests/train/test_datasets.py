@@ -151,6 +151,9 @@ def test_fast_shapes_equal_the_first_renderer(seed: int, index: int, size: int):
     assert np.array_equal(image, want_image) and np.array_equal(mask, want_mask)
     want_x = np.clip(np.round((want_image - 0.5) * 256.0), -128, 127).transpose(2, 0, 1)
     assert np.array_equal(to_hardware_range(image).numpy(), want_x)
+    x, m = ShapesDataset("train", index + 1, size, seed)[index]  # the planar path to integers
+    assert x.dtype == torch.int16 and np.array_equal(x.numpy(), want_x)
+    assert m.dtype == torch.int64 and np.array_equal(m.numpy(), want_mask)
 
 
 @pytest.mark.parametrize("index", [0, 1, 2, 1_000_003])

@@ -65,6 +65,19 @@ def check_fits(model: nn.Module, shape: tuple[int, ...], target: Any):
     )
 
 
+@dataclass
+class Checked:
+    """The model preflight ends with and check's report for it: the width search's first try
+    is that model unchanged (full width, no cap), whose capture and check it saves."""
+
+    model: nn.Module | None = None
+    report: Any = None
+
+    def report_for(self, model: nn.Module) -> Any:
+        """The report where ``model`` is the checked model itself, else None."""
+        return self.report if model is self.model else None
+
+
 #: Violations no width changes (an op left without hardware form, too many layers).
 NOT_BY_WIDTH = frozenset({"unsupported-op", "activation", "layer-count"})
 
@@ -75,10 +88,12 @@ def _not_by_width(v) -> bool:
     return v.rule in NOT_BY_WIDTH and not (v.rule == "activation" and "-pass" in v.hint)
 
 
-def preflight(model: nn.Module, shape: tuple[int, ...], target: Any):
+def preflight(
+    model: nn.Module, shape: tuple[int, ...], target: Any, checked: Checked | None = None
+):
     """Sigmoid gates opened, refusals, the replacements, the depth cut, then what no width
     fixes: InputError naming every such op at once (before any training); else the adapted
-    module and its replacements."""
+    module and its replacements (and, given ``checked``, the adapted module's report in it)."""
     model, gates = open_gates(model)
     refused = refusals(model)
     if refused:
@@ -112,6 +127,8 @@ def preflight(model: nn.Module, shape: tuple[int, ...], target: Any):
             f"no replacement after the table's for {len(left)} op(s): {text}",
             hint="change these in the model (a norm before its conv has no hardware form)",
         )
+    if checked is not None:
+        checked.model, checked.report = adapted, report
     return adapted, reps
 
 
@@ -129,10 +146,15 @@ def _first(paths: list[str]) -> str:
 
 
 def choose_width(
-    model: nn.Module, shape: tuple[int, ...], target: Any, width: str
+    model: nn.Module,
+    shape: tuple[int, ...],
+    target: Any,
+    width: str,
+    checked: Checked | None = None,
 ) -> tuple[nn.Module, float, int | None, list[dict[str, Any]], dict[str, tuple[int, ...]]]:
     """The largest width (``auto``) that check passes, or the given one; each at full width
-    and then capped at ``CAP`` channels; and every try with why it failed."""
+    and then capped at ``CAP`` channels; and every try with why it failed (``checked``:
+    preflight's report for ``model``, reused for the try that leaves it unchanged)."""
     tries: list[dict[str, Any]] = []
     candidates = WIDTHS if width == "auto" else (float(width),)
     graph = None
@@ -142,7 +164,9 @@ def choose_width(
                 if graph is None and (w < 1 or cap is not None):
                     graph = channel_graph(model, shape)
                 student, kept = narrow(model, w, shape, cap, graph)
-                report = check_fits(student, shape, target)
+                # at full width without a cap narrow returns an unchanged copy: model's report
+                known = checked.report_for(model) if checked and w >= 1 and cap is None else None
+                report = known if known is not None else check_fits(student, shape, target)
             except CnnforgeError as exc:
                 tries.append({"width": w, "cap": cap, "fits": False, "why": str(exc)})
                 continue
@@ -189,9 +213,10 @@ def adapt_model(
     classes = model_classes(teacher, data.size)
     train_set, val_set = data.splits(classes)
     step("replacing ops")
-    adapted, reps = preflight(teacher, shape, target)
+    checked = Checked()
+    adapted, reps = preflight(teacher, shape, target, checked)
     step("choosing the width")
-    student, w, cap, tries, kept = choose_width(adapted, shape, target, width)
+    student, w, cap, tries, kept = choose_width(adapted, shape, target, width, checked)
     if on_start is not None:
         on_start(compute)
     out.mkdir(parents=True, exist_ok=True)

@@ -80,10 +80,34 @@ class QATModule(nn.Module):
         self.register_buffer("qat_weight_bits", torch.tensor(weight_bits or 0))  # 0: unset
         self.register_buffer("qat_shift_quantile", torch.tensor(1.0, dtype=torch.float64))
 
+    def _scalar(self, name: str) -> int | float | bool:
+        """The value of the one-element buffer ``name``, read from the device once and again
+        only when the buffer is replaced or written in place (its version counter moves): on a
+        GPU every read waits for the queued work, and forward reads these on every call."""
+        buffer = self._buffers[name]
+        assert buffer is not None
+        try:
+            version = buffer._version
+        except RuntimeError:  # an inference-mode tensor keeps no version: read it
+            return buffer.item()
+        seen = self.__dict__.setdefault("_scalars", {})
+        cached = seen.get(name)
+        if cached is not None and cached[0] is buffer and cached[1] == version:
+            return cached[2]
+        value = buffer.item()
+        seen[name] = (buffer, version, value)
+        return value
+
+    def __getstate__(self) -> dict:
+        """What a copy or a pickle takes: all but the values read (``_scalar``), which belong
+        to this module's buffers."""
+        state = super().__getstate__()
+        return {k: v for k, v in state.items() if k != "_scalars"}
+
     @property
     def weight_bits(self) -> int | None:
         """Weight width (None: not chosen yet, the policy's default applies)."""
-        return int(self.qat_weight_bits) or None
+        return int(self._scalar("qat_weight_bits")) or None
 
     @weight_bits.setter
     def weight_bits(self, bits: int | None) -> None:
@@ -92,7 +116,7 @@ class QATModule(nn.Module):
     @property
     def shift_quantile(self) -> float:
         """Quantile of |params| that sets the output shift (R6.3 step 2)."""
-        return float(self.qat_shift_quantile)
+        return float(self._scalar("qat_shift_quantile"))
 
     @shift_quantile.setter
     def shift_quantile(self, value: float) -> None:
@@ -107,7 +131,7 @@ class QATModule(nn.Module):
     @property
     def current_stage(self) -> Stage:
         """The training stage (FLOAT, QAT or QUANTIZED)."""
-        return Stage(int(self.stage))
+        return Stage(int(self._scalar("stage")))
 
     def set_stage(self, stage: Stage) -> None:
         """Switch stage (``enable_qat`` / ``set_quantized_eval`` call this)."""
@@ -142,7 +166,7 @@ class _WeightLayer(QATModule):
     # -- parameters ---------------------------------------------------------------------------
 
     def _bn_active(self) -> bool:
-        return self.bn is not None and not bool(self.bn_folded)
+        return self.bn is not None and not bool(self._scalar("bn_folded"))
 
     def fold_bn(self) -> None:
         """Fold the float-phase BatchNorm (``bn(y)/4``) into weight and bias; idempotent.

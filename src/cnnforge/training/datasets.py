@@ -39,6 +39,14 @@ def to_hardware_range(image: np.ndarray) -> torch.Tensor:
     return torch.from_numpy(x.transpose(2, 0, 1).astype(np.int16))
 
 
+def _planes_to_hardware_range(planes: np.ndarray) -> torch.Tensor:
+    """``to_hardware_range`` of (3, H, W) float64 planes, computed in them (they are spent)."""
+    planes -= 0.5
+    planes *= 256.0
+    np.clip(np.round(planes, out=planes), -128, 127, out=planes)
+    return torch.from_numpy(planes.astype(np.int16))
+
+
 def fold(x: torch.Tensor, factor: int) -> torch.Tensor:
     """Space-to-depth: (..., C, H, W) -> (..., C*f*f, H/f, W/f), as the vendor U-Net's input."""
     return torch.nn.functional.pixel_unshuffle(x, factor) if factor > 1 else x
@@ -63,62 +71,80 @@ class ShapesConfig:
 
 
 def render_shapes(index: int, config: ShapesConfig) -> tuple[np.ndarray, np.ndarray]:
-    """One image (H, W, 3 float in [0, 1]) and its mask (H, W uint8) for ``index``.
+    """One image (H, W, 3 float in [0, 1]) and its mask (H, W uint8) for ``index``."""
+    planes, mask = render_shapes_planar(index, config)
+    return planes.transpose(1, 2, 0), mask
+
+
+def render_shapes_planar(index: int, config: ShapesConfig) -> tuple[np.ndarray, np.ndarray]:
+    """``render_shapes`` with the image as (3, H, W) planes: what the hardware range wants.
 
     Written for speed (a 352 x 352 image in a few milliseconds: a GPU's worth of data from a
     few cores) while each pixel is the same float64 expression, evaluated in the same order, as
     in the first version, whose images the shipped checkpoint was trained on: the background is
-    a row term plus a column term, shapes and textures are computed only in the box around each
-    shape, the distractor only per diagonal (x + y). tests/train/test_datasets.py holds that
-    first version and checks the two agree bit for bit.
+    a row term plus a column term, one plane per channel (long inner loops), shapes and textures
+    are written only in the box around each shape and only where it is, the distractor is one
+    sine per diagonal (x + y), the noise is drawn as the first version drew it (its normal
+    deviates in pixel-major order, scaled as ``normal`` scales them). tests/train/test_datasets.py
+    holds that first version and checks the two agree bit for bit.
     """
     rng = np.random.default_rng([config.seed, index])
     n = config.size
     centres = np.arange(n, dtype=np.float64) + 0.5  # pixel centres, rows and columns alike
-    image = _background(rng, centres, n)
+    planes = _background(rng, centres, n)
     mask = np.zeros((n, n), np.uint8)
     for _ in range(int(rng.integers(1, config.max_objects + 1))):
         cls = int(rng.integers(1, len(SHAPES_CLASSES)))
         box, region = _shape_region(rng, cls, centres, n)
         yy, xx = centres[box[0]][:, None], centres[box[1]][None, :]
-        image[box][region] = _texture(rng, yy, xx)[region]
-        mask[box][region] = cls
-    image += rng.normal(0.0, config.noise, image.shape)
-    return np.clip(image, 0.0, 1.0, out=image), mask
+        _paint_texture(rng, planes[(slice(None), *box)], region, yy, xx)
+        np.copyto(mask[box], cls, where=region)
+    # Generator.normal(0, s) is 0 + s * standard_normal, deviate by deviate (numpy's
+    # distributions.c); adding 0.0 changes no sum below
+    noise = rng.standard_normal((n, n, 3))
+    noise *= config.noise
+    planes += noise.transpose(2, 0, 1)
+    return np.clip(planes, 0.0, 1.0, out=planes), mask
 
 
 def _background(rng: np.random.Generator, centres: np.ndarray, n: int) -> np.ndarray:
-    """``base + y * slope_y + x * slope_x`` per pixel and channel, plus (half the time) a
+    """(3, n, n) planes of ``base + y * slope_y + x * slope_x``, plus (half the time) a
     diagonal sine distractor."""
     base = rng.uniform(0.1, 0.9, 3)
     slope = rng.uniform(-0.4, 0.4, (2, 3)) / n
-    rows = base + centres[:, None] * slope[0]  # (base + y * s_y), then + x * s_x per pixel
-    img = rows[:, None, :] + (centres[:, None] * slope[1])[None, :, :]
+    # (base + y * s_y), then + x * s_x per pixel; the terms as contiguous (3, n) rows
+    rows = np.ascontiguousarray((base + centres[:, None] * slope[0]).T)
+    cols = np.ascontiguousarray((centres[:, None] * slope[1]).T)
+    planes = rows[:, :, None] + cols[:, None, :]
     if rng.random() < 0.5:  # distractor texture on the background
         freq = rng.uniform(0.2, 0.8)
-        # x + y of two pixel centres is the integer k = col + row + 1: one sine per diagonal
+        # x + y of two pixel centres is the integer k = col + row + 1: one sine per diagonal,
+        # seen as the (n, n) view whose element (row, col) is diagonal row + col
         diagonals = 0.08 * np.sin(freq * (np.arange(2 * n - 1, dtype=np.float64) + 1.0))
-        k = np.arange(n)[:, None] + np.arange(n)[None, :]
-        img += diagonals[k][..., None]
-    return img
+        planes += np.lib.stride_tricks.sliding_window_view(diagonals, n)[None]
+    return planes
 
 
-def _texture(rng: np.random.Generator, yy: np.ndarray, xx: np.ndarray) -> np.ndarray:
-    """The texture over the pixels of ``yy`` (rows) x ``xx`` (columns)."""
+def _paint_texture(
+    rng: np.random.Generator, box: np.ndarray, region: np.ndarray, yy: np.ndarray, xx: np.ndarray
+) -> None:
+    """Paint the texture into the (3, h, w) planes ``box`` where ``region`` holds (rows ``yy``,
+    columns ``xx``): a colour, stripes or a checker of the colour and its mix with another."""
     colour = rng.uniform(0.0, 1.0, 3)
     kind = rng.integers(0, 3)
-    shape = (yy.shape[0], xx.shape[1], 3)
     if kind == 0:
-        return np.broadcast_to(colour, shape)
+        np.copyto(box, colour[:, None, None], where=region)
+        return
     other = rng.uniform(0.0, 1.0, 3)
     if kind == 1:  # stripes
         angle = rng.uniform(0, math.pi)
         phase = np.sin(rng.uniform(0.6, 1.5) * (xx * math.cos(angle) + yy * math.sin(angle)))
-        t = (phase > 0)[..., None]
+        t = phase > 0
     else:  # checker
         step = int(rng.integers(2, 5))
-        t = (((yy // step) + (xx // step)) % 2 == 0)[..., None]
-    return np.where(t, colour, 0.5 * (colour + other))
+        t = ((yy // step) + (xx // step)) % 2 == 0
+    np.copyto(box, colour[:, None, None], where=region & t)
+    np.copyto(box, (0.5 * (colour + other))[:, None, None], where=region & ~t)
 
 
 #: A shape lies within 1.2 r of its centre (the square's corners are at 0.8 * sqrt(2) r).
@@ -173,8 +199,8 @@ class ShapesDataset(Dataset):
         return self.length
 
     def __getitem__(self, index: int) -> tuple[torch.Tensor, torch.Tensor]:
-        image, mask = render_shapes(self.offset + index, self.config)
-        return to_hardware_range(image), torch.from_numpy(mask.astype(np.int64))
+        planes, mask = render_shapes_planar(self.offset + index, self.config)
+        return _planes_to_hardware_range(planes), torch.from_numpy(mask.astype(np.int64))
 
 
 # ---- files on disk: VOC layout and plain folders --------------------------------------------

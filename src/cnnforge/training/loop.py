@@ -284,6 +284,7 @@ class Trainer:
                 shuffle=train,
                 seed=self.config.seed,
                 replay_world=self.config.replay_world_size,
+                cache=True,  # every epoch reads the same items: kept on the device once seen
             )
         return self._batches[split]
 
