@@ -75,7 +75,7 @@ def _roundtrip(tmp: Path, network: Network, device: str):
     write_checkpoint(network, tmp / "v.pth.tar")
     again = read_ai8x(tmp / "v.yaml", tmp / "v.pth.tar", network.input_shape, device=device)
     x = torch.from_numpy(RNG.integers(-128, 128, size=network.input_shape))
-    dev = None if device == "MAX78000" else device
+    dev = None if device == "MAX78000" else get_device(device)
     before = simulate(network, x, device=dev).outputs
     after = simulate(again.network, x, device=dev).outputs
     assert all(torch.equal(before[k], after[k]) for k in before)
