@@ -85,8 +85,8 @@ def render_shapes_planar(index: int, config: ShapesConfig) -> tuple[np.ndarray, 
     a row term plus a column term, one plane per channel (long inner loops), shapes and textures
     are written only in the box around each shape and only where it is, the distractor is one
     sine per diagonal (x + y), the noise is drawn as the first version drew it (its normal
-    deviates in pixel-major order, scaled as ``normal`` scales them). tests/training/test_datasets.py
-    holds that first version and checks the two agree bit for bit.
+    deviates in pixel-major order, scaled as ``normal`` scales them).
+    tests/training/test_datasets.py holds that first version and checks the two agree bit for bit.
     """
     rng = np.random.default_rng([config.seed, index])
     n = config.size
