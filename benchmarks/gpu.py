@@ -49,7 +49,7 @@ from pathlib import Path
 import torch
 
 HERE = Path(__file__).resolve()
-ADAPT_MODEL = f"{HERE.parent / 'adapt.py'}:MonaiBasicUNet"
+ADAPT_MODEL = f"{HERE.parent / 'adapt.py'}:MonaiBasicUNetFull"  # untrained: a timing
 #: The code under test has device selection (``--cpu``, ``--gpus``): absent on older trees,
 #: which this script also measures (the CPU rows of ``--cpu-only``, before and after).
 HAS_DEVICES = importlib.util.find_spec("cnnforge.compute") is not None
@@ -467,9 +467,12 @@ def adapt(say: Report, where: list[Where], sizes: Sizes, clock: Clock, reserve: 
     if not any(w.cuda for w in where):
         runs = [where[-1]]
     epochs, qat_epochs = sizes.adapt_epochs
+    # exactly these epochs on both (--no-plateau): the CPU's projection is of the same run;
+    # untrained (--allow-untrained): a timing, not a score
     settings = ["--size", "32", "--epochs", str(epochs), "--qat-epochs", str(qat_epochs),
                 "--train-length", str(sizes.adapt_images), "--val-length", "128",
-                "--batch-size", str(sizes.adapt_batch)]  # fmt: skip
+                "--batch-size", str(sizes.adapt_batch), "--no-plateau",
+                "--allow-untrained"]  # fmt: skip
     totals: dict[str, tuple[float, str]] = {}
     per_epoch: dict[str, float] = {}
     for w in runs:
@@ -478,7 +481,8 @@ def adapt(say: Report, where: list[Where], sizes: Sizes, clock: Clock, reserve: 
             args = ["adapt", ADAPT_MODEL, *settings, "-o", str(Path(tmp) / "a"), *device_flags(w)]
             code, lines = cli(args, w, box)
         ends = [t for t, line in lines if line.startswith("epoch ")]
-        say(f"{w.label}: $ cnnforge adapt benchmarks/adapt.py:MonaiBasicUNet {' '.join(settings)}")
+        model = ADAPT_MODEL.rpartition("/")[2]
+        say(f"{w.label}: $ cnnforge adapt benchmarks/{model} {' '.join(settings)}")
         if code is None:
             say(f"    stopped at its time box, {box:.0f} s, after {len(ends)} of "
                 f"{epochs + qat_epochs} epochs")  # fmt: skip

@@ -1,8 +1,9 @@
 """cnnforge: compile PyTorch CNNs for tiny CNN accelerators (MAX78000/MAX78002), bit-exactly.
 
 The Python API (docs/python-api.md) is here at the top: ``cnnforge.analyze``, ``check``,
-``quantize``, ``plan``, ``compile``, ``simulate``, ``budget``, ``evaluate``, ``train``. They
-load on first use (PEP 562), so ``import cnnforge`` imports neither torch nor numpy.
+``quantize``, ``plan``, ``compile``, ``simulate``, ``budget``, ``evaluate``, ``train``,
+``adapt``, ``inspect``, ``diff``. They load on first use (PEP 562), so ``import cnnforge``
+imports neither torch nor numpy.
 """
 
 from __future__ import annotations
@@ -12,17 +13,28 @@ from typing import TYPE_CHECKING, Any
 from cnnforge.version import __version__
 
 __all__ = [
+    "Adaptation",
     "Analysis",
     "Budget",
     "CheckResult",
     "Compiled",
+    "Demo",
+    "Difference",
+    "Evaluated",
+    "History",
+    "Inspection",
+    "Planned",
     "Quantized",
     "__version__",
+    "adapt",
     "analyze",
     "budget",
     "check",
     "compile",
+    "demo",
+    "diff",
     "evaluate",
+    "inspect",
     "plan",
     "quantize",
     "simulate",
@@ -31,16 +43,27 @@ __all__ = [
 
 if TYPE_CHECKING:
     from cnnforge.api import (
+        Adaptation,
         Analysis,
         Budget,
         CheckResult,
         Compiled,
+        Demo,
+        Difference,
+        Evaluated,
+        History,
+        Inspection,
+        Planned,
         Quantized,
+        adapt,
         analyze,
         budget,
         check,
         compile,
+        demo,
+        diff,
         evaluate,
+        inspect,
         plan,
         quantize,
         simulate,

@@ -12,9 +12,9 @@ import pytest
 import torch
 from torch import nn
 
-from cnnforge.adapt.surgery import refusals, replace_ops, set_module
-from cnnforge.adapt.table import ROWS, markdown_table
-from cnnforge.adapt.width import hidden_width, narrow
+from cnnforge.adaptation.surgery import refusals, replace_ops, set_module
+from cnnforge.adaptation.table import ROWS, markdown_table
+from cnnforge.adaptation.width import hidden_width, narrow
 from support.cli import run_cli
 from support.paths import REPO
 
@@ -31,6 +31,7 @@ TINY = [
     "16",
     "--size",
     "16",
+    "--allow-untrained",
 ]
 
 
@@ -122,7 +123,12 @@ def test_adapt_end_to_end_compiles_and_passes(tmp_path: Path, capsys) -> None:
         assert row in stdout
     doc = json.loads((out / "adapt.json").read_text())
     assert {r["row"] for r in doc["replacements"]} == {"norm", "activation", "upsample", "dropout"}
-    assert doc["width"] == 1.0 and doc["scores"]["bit-exact"]["miou"] >= 0
+    assert doc["width"] == 4.0 and doc["scores"]["bit-exact"]["miou"] >= 0  # widened: room
+    assert doc["width_tries"][0]["width"] == 4.0 and "width 4, hidden layers at most" in stdout
+    size = doc["size"]  # the result as compiled: parameters, weight bytes, predicted latency
+    assert size["params"] > size["original_params"] and size["cycles"] > 0
+    assert f"size: {size['params']:,} parameters" in stdout
+    assert doc["epochs"] == {"distill": 1, "qat": 1}
     compiles_and_passes(out, tmp_path / "c", capsys)
     args = [
         "evaluate", f"{out / 'adapted.py'}:Adapted", "--checkpoint", str(out / "adapted.pth"),
@@ -154,7 +160,7 @@ def _stop(record) -> None:
 
 def test_resume_continues_the_same_run(tmp_path: Path, capsys) -> None:
     """A run stopped after its first epoch, resumed, ends with the uninterrupted run's weights."""
-    from cnnforge.adapt.run import adapt_model
+    from cnnforge.adaptation.run import adapt_model
     from cnnforge.api.targets import get_target
     from cnnforge.training.loop import TrainConfig
     from cnnforge.training.run import DataSpec
@@ -169,6 +175,7 @@ def test_resume_continues_the_same_run(tmp_path: Path, capsys) -> None:
             f"{MODELS}:TinyNormUNet", {}, None, target=get_target("MAX78000"),
             data=DataSpec("shapes", None, 16, 32, 16, 0), out=tmp_path / "b",
             config=TrainConfig(epochs=2, batch_size=32, lr=3e-3, seed=0), on_epoch=_stop,
+            allow_untrained=True,
         )  # fmt: skip
     assert not (tmp_path / "b" / "adapted.py").exists()
     args = ["adapt", f"{MODELS}:TinyNormUNet", "-o", str(tmp_path / "b"), *two, "--resume"]
@@ -204,7 +211,7 @@ def test_bad_input_compute_device(flags: list[str], needle: str, tmp_path: Path,
     assert not (tmp_path / "a").exists()
 
 
-@pytest.mark.parametrize("width", ["abc", "0", "1.5"])
+@pytest.mark.parametrize("width", ["abc", "0", "8.5"])
 def test_bad_input_width(width: str, tmp_path: Path, capsys) -> None:
     line = _bad([f"{MODELS}:TinyNormUNet", "--width", width, "-o", str(tmp_path)], capsys)
     assert "--width" in line
@@ -251,9 +258,11 @@ def test_benchmark_smoke(tmp_path: Path, capsys) -> None:
     spec.loader.exec_module(bench)
     models = "UNet,AttentionUnet,SegResNet"
     rows = bench.main(["--smoke", "--models", models, "--work", str(tmp_path)])
-    assert rows[0]["model"] == "UNet" and 0 <= rows[0]["bit_exact_miou"] <= 1
-    assert 0 <= rows[1]["bit_exact_miou"] <= 1
-    assert "norm1" in rows[2]["error"] and "after cutting" in rows[2]["error"]
+    assert rows[0]["model"] == "UNet" and 0 <= rows[0]["scores"]["bit-exact"] <= 1
+    assert rows[0]["width"] >= 1 and rows[0]["size"]["params"] > rows[0]["size"]["original_params"]
+    assert 0 <= rows[1]["scores"]["bit-exact"] <= 1
+    assert "norm1" in rows[2]["error"]
+    assert "refused" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize(
@@ -270,7 +279,7 @@ def test_benchmark_smoke(tmp_path: Path, capsys) -> None:
 def test_kernel_stride_dilation_rows(layer: nn.Module, row: str, convs: int) -> None:
     """Each such layer becomes 3x3 convs or an unpadded pool with the same output shape; none
     of these rows is exact, and the check then passes the layer."""
-    from cnnforge.adapt.run import check_fits
+    from cnnforge.adaptation.run import check_fits
     from cnnforge.api.targets import get_target
 
     model = nn.Sequential(nn.Conv2d(3, 3, 1), layer, nn.Conv2d(layer_out(layer), 4, 1)).eval()
@@ -304,8 +313,8 @@ def test_resnet_stem_adapts_compiles_and_passes(tmp_path: Path, capsys) -> None:
 def test_depth_cut_removes_repeats_until_the_layers_fit() -> None:
     """More than 32 layers: the last repeats of the longest stage go first, until check's
     layer count passes; each cut is a replacement (row depth) and the rest still runs."""
-    from cnnforge.adapt.depth import too_deep
-    from cnnforge.adapt.run import check_fits, preflight
+    from cnnforge.adaptation.depth import too_deep
+    from cnnforge.adaptation.run import check_fits, preflight
     from cnnforge.api.targets import get_target
     from support.adapt_models import Block, Deep
 
@@ -326,7 +335,7 @@ def test_depth_cut_removes_repeats_until_the_layers_fit() -> None:
 def test_sigmoid_gate_opens() -> None:
     """x * sigmoid(...) inside a module becomes x, the gate's branch gone; the rest of the
     network computes what it did with the gate held at 1."""
-    from cnnforge.adapt.gates import open_gates
+    from cnnforge.adaptation.gates import open_gates
     from support.adapt_models import TinyAttentionUNet
 
     model = TinyAttentionUNet().eval()
@@ -365,9 +374,10 @@ def test_depth_cut_is_printed_and_compiles(tmp_path: Path, capsys) -> None:
 
 
 def test_the_width_search_reuses_the_check_of_the_unchanged_model(monkeypatch) -> None:
-    """The first width try (full width, no cap) is the model preflight checked last: its
-    report is reused, not captured and checked again; the search ends as it does alone."""
-    import cnnforge.adapt.run as run
+    """The try at width 1 without a cap is the model preflight checked last: its report is
+    reused, not captured and checked again; a wider try (a new model) is checked on its own;
+    the search ends as it does alone."""
+    import cnnforge.adaptation.run as run
     from cnnforge.api.targets import get_target
 
     target, shape = get_target("MAX78000"), (3, 16, 16)
@@ -375,13 +385,58 @@ def test_the_width_search_reuses_the_check_of_the_unchanged_model(monkeypatch) -
         nn.Conv2d(3, 192, 3, padding=1), nn.ReLU(), nn.Conv2d(192, 192, 3, padding=1), nn.ReLU(),
         nn.Conv2d(192, 5, 1),
     )  # fmt: skip
-    alone = run.choose_width(replace_ops(copy.deepcopy(wide).eval())[0], shape, target, "auto")
     calls = []
     check = run.check_fits
     monkeypatch.setattr(run, "check_fits", lambda *a: calls.append(a[0]) or check(*a))
-    checked = run.Checked()
-    adapted, _ = run.preflight(wide.eval(), shape, target, checked)
-    _, w, cap, tries, _ = run.choose_width(adapted, shape, target, "auto", checked)
-    assert tries == alone[3] and (w, cap) == alone[1:3] and len(tries) > 1
-    assert tries[0]["width"] == 1.0 and tries[0]["cap"] is None and not tries[0]["fits"]
-    assert len(calls) == 1 + len(tries) - 1 and calls[0] is adapted
+    for width in ("1", "auto"):
+        alone = run.choose_width(replace_ops(copy.deepcopy(wide).eval())[0], shape, target, width)
+        calls.clear()
+        checked = run.Checked()
+        adapted, _ = run.preflight(wide.eval(), shape, target, checked)
+        _, w, cap, tries, _ = run.choose_width(adapted, shape, target, width, checked)
+        assert tries == alone[3] and (w, cap) == alone[1:3] and len(tries) > 1
+        unchanged = [t for t in tries if t["width"] == 1 and t["cap"] is None]
+        assert len(calls) == 1 + len(tries) - len(unchanged) and calls[0] is adapted
+        assert all(c is not adapted for c in calls[1:])
+    assert tries[0]["width"] == run.WIDTHS[0] and not unchanged  # auto: widest first
+
+
+def test_the_plateau_rule_drops_the_rate_then_stops() -> None:
+    """No gain in validation mIoU: the rate x 0.3 after each PATIENCE + 1 epochs without one,
+    three times; the fourth plateau sets it at its floor, and PATIENCE epochs more without a
+    gain end the run (docs/adapt.md, Recovery: at least 20 epochs)."""
+    from cnnforge.adaptation import recover
+
+    optimizer = torch.optim.Adam([nn.Parameter(torch.zeros(1))], lr=1.0)
+    schedule = recover.PlateauSchedule(optimizer)
+    rates: list[float] = []
+    while not schedule.finished():
+        schedule.step(0.5)
+        rates.append(optimizer.param_groups[0]["lr"])
+        assert len(rates) < 100
+    drops = sorted(set(rates), reverse=True)
+    assert drops == pytest.approx([1.0, 0.3, 0.09, 0.027, 0.027 * 0.999])
+    bad = recover.PATIENCE + 1  # epochs without a gain before each drop
+    assert len(rates) == 1 + bad * (recover.PLATEAU_DROPS + 1) + recover.PATIENCE == 20
+
+
+@pytest.mark.parametrize("flag", [[], ["--no-plateau"]])
+def test_no_plateau_runs_exactly_the_given_epochs(
+    flag: list[str], tmp_path: Path, capsys, monkeypatch
+) -> None:
+    """A plateau reached after the first epoch ends each phase there; --no-plateau runs
+    exactly --epochs and --qat-epochs (benchmarks/gpu.py's timings need the same run)."""
+    from cnnforge.adaptation import recover
+
+    monkeypatch.setattr(recover.PlateauSchedule, "finished", lambda self: self.last_epoch >= 1)
+    out = tmp_path / "out"
+    fixed = [*TINY, "--epochs", "3", "--qat-epochs", "2", *flag]
+    code, stdout, _ = run_cli(["adapt", f"{MODELS}:TinyNormUNet", "-o", str(out), *fixed], capsys)
+    assert code == 0, stdout
+    doc = json.loads((out / "adapt.json").read_text())
+    if flag:
+        assert doc["epochs"] == {"distill": 3, "qat": 2} and doc["plateau"] is False
+        assert "epochs: 3 distilling, 2 quantization-aware (as given: no plateau rule)" in stdout
+    else:
+        assert doc["epochs"] == {"distill": 1, "qat": 1} and doc["plateau"] is True
+        assert "(each to its plateau or cap)" in stdout

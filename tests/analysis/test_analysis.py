@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 import thop
 import torch
+import torch.nn.functional as F
 import torchinfo
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -306,7 +307,7 @@ def test_rf_transposed_conv() -> None:
 def test_rf_upsample_and_linear() -> None:
     # pool 2/2 -> (2, 2, 1.5); nearest x2 sees one pixel: size 2, stride 1,
     # offset 1.5 + ((2 + 1)/4 - 1) * 2 = 1. Flatten keeps it; Linear sees the whole 8-wide
-    # grid of the flattened tensor: 2 + 7 * 1 = 9 wide, bounded by the 8-pixel input: 8, offset 4.5.
+    # grid of the flattened tensor: a global operation, the whole 8-pixel input: 8, offset 4.5.
     model = nn.Sequential(
         nn.MaxPool2d(2), nn.Upsample(scale_factor=2), nn.Flatten(), nn.Linear(64, 2)
     )
@@ -348,6 +349,69 @@ def test_rf_of_a_fused_hardware_layer_includes_its_pooling() -> None:
     assert row.params == 76 and row.macs == 4 * 16 * 2 * 9
 
 
+def test_rf_of_a_vgg_stack_grows_past_the_input() -> None:
+    # MatConvNet's arithmetic on a 32x32 input: pairs of 3x3 pad-1 convs, 2x2/2 pools between:
+    # 3, 5 | pool 6 (stride 2) | 10, 14 | pool 16 (stride 4) | 24, 32 | pool 36 (stride 8) |
+    # 52, 68: windows past the 32 input pixels (over the padding) are reported as they are.
+    # Global average pooling, flatten and Linear see the whole input: 32, centred at 16.5.
+    layers: list[nn.Module] = []
+    channels = 3
+    for out in (8, 16, 16, 16):
+        for _ in range(2):
+            layers += [nn.Conv2d(channels, out, 3, padding=1), nn.ReLU()]
+            channels = out
+        layers.append(nn.MaxPool2d(2))
+    model = nn.Sequential(*layers[:-1], nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(16, 10))
+    rows = analyze_network(trace(model, (3, 32, 32)), device=MAX78000).layers
+    convs = [
+        (float(r.rf_size[0]), float(r.rf_stride[0])) for r in rows if r.op in ("conv2d", "maxpool")
+    ]
+    assert convs == [
+        (3, 1), (5, 1), (6, 2), (10, 2), (14, 2), (16, 4), (24, 4), (32, 4), (36, 8),
+        (52, 8), (68, 8),
+    ]  # fmt: skip
+    assert [(r.rf_size, r.rf_offset) for r in rows[-3:]] == [((32, 32), (16.5, 16.5))] * 3
+
+
+class DeepLabStyle(nn.Module):
+    """DeepLabV3+'s shape: a stride-4 encoder, ASPP (1x1, a rate-6 dilated 3x3 and image
+    pooling upsampled back), a decoder joining the stride-2 low-level features."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.low = nn.Conv2d(3, 8, 3, 2, 1)
+        self.enc = nn.Conv2d(8, 16, 3, 2, 1)
+        self.b1 = nn.Conv2d(16, 8, 1)
+        self.b2 = nn.Conv2d(16, 8, 3, padding=6, dilation=6)
+        self.pool_conv = nn.Conv2d(16, 8, 1)
+        self.project = nn.Conv2d(24, 8, 1)
+        self.reduce = nn.Conv2d(8, 4, 1)
+        self.head = nn.Conv2d(12, 2, 3, padding=1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        low = F.relu(self.low(x))
+        f = F.relu(self.enc(low))
+        p = F.relu(self.pool_conv(F.adaptive_avg_pool2d(f, 1)))
+        p = F.interpolate(p, size=f.shape[-2:], mode="bilinear", align_corners=False)
+        y = F.relu(self.project(torch.cat([F.relu(self.b1(f)), F.relu(self.b2(f)), p], 1)))
+        y = F.interpolate(y, scale_factor=2, mode="bilinear", align_corners=False)
+        return self.head(torch.cat([y, F.relu(self.reduce(low))], 1))
+
+
+def test_rf_of_a_deeplab_style_head() -> None:
+    # low 3x3/2: 3 (stride 2); enc 3x3/2: 3 + 2 * 2 = 7 (stride 4). Image pooling is global:
+    # the whole input, 32, and stays so upsampled back to the 8x8 grid. The rate-6 3x3 spans
+    # 13: 7 + 12 * 4 = 55, past the input; the concatenation keeps the largest, 55. Bilinear
+    # x2: 55 + (2 - 1) * 4 = 59 at stride 2; the 3x3 head: 59 + 2 * 2 = 63.
+    rows = {r.name: r for r in analyze_network(
+        trace(DeepLabStyle().eval(), (3, 32, 32)), device=MAX78000).layers}  # fmt: skip
+    size = {name: float(r.rf_size[0]) for name, r in rows.items()}
+    assert (size["low"], size["enc"], size["b1"], size["b2"]) == (3, 7, 7, 55)
+    assert size["adaptive_avg_pool2d"] == size["interpolate"] == 32
+    assert (size["cat"], size["interpolate_1"], size["head"]) == (55, 59, 63)
+    assert float(rows["head"].rf_stride[0]) == 2
+
+
 @settings(max_examples=40)
 @given(st.data())
 def test_rf_equals_the_gradient_support(data: st.DataObject) -> None:
@@ -381,11 +445,10 @@ def test_rf_equals_the_gradient_support(data: st.DataObject) -> None:
         centre = row.rf_offset[0] + i * row.rf_stride[0]
         low, high = centre - (row.rf_size[0] - 1) / 2, centre + (row.rf_size[0] - 1) / 2
         first, last = int(support.min()) + 1, int(support.max()) + 1
-        if row.rf_size[0] < size:  # else reported as the whole input (bounded)
-            assert low <= first and last <= high
-        # inside the input: the extreme taps are both reached (a single output pixel whose
-        # window covers the input is given the input itself, which dilated taps may skip)
-        if low >= 1 and high <= size and y.shape[2] > 1 and row.rf_size[0] < size:
+        assert low <= first and last <= high  # a window past the input: over the padding
+        # inside the input: the extreme taps are both reached (a global pooling's single output
+        # is given the input itself, which a dilated tap may skip)
+        if low >= 1 and high <= size and y.shape[2] > 1:
             assert (first, last) == (low, high)
 
 

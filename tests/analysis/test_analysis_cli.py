@@ -31,6 +31,19 @@ class Branchy(nn.Module):
         if x.mean() > 0:
             return x
         return x + x
+
+class Vgg(nn.Module):
+    def __init__(self):
+        super().__init__()
+        layers, c = [], 3
+        for out in (8, 16, 16, 16):
+            layers += [nn.Conv2d(c, out, 3, padding=1), nn.ReLU(),
+                       nn.Conv2d(out, out, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2)]
+            c = out
+        self.features = nn.Sequential(*layers[:-1])
+
+    def forward(self, x):
+        return self.features(x)
 """
 
 
@@ -64,6 +77,16 @@ def test_json_and_markdown_files(
     assert pool["out_shape"] == [2, 4, 4] and pool["act_bytes_int8"] == 4 * 16
     assert doc["totals"]["params"] == 56 and doc["totals"]["macs"] == 2 * 64 * 27
     assert md.read_text().startswith("# Tiny (input 3x8x8)")
+
+
+def test_receptive_fields_past_the_input_as_matconvnet(
+    models_py: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A VGG-style stack on 32x32: the fourth stage's fields are 36, 52 and 68 pixels."""
+    code, out, _ = run_cli(["analyze", f"{models_py}:Vgg", "-i", "3,32,32", "--json", "-"], capsys)
+    assert code == 0
+    sizes = [row["rf_size"][0] for row in json.loads(out)["layers"] if row["op"] != "relu"]
+    assert sizes == [3, 5, 6, 10, 14, 16, 24, 32, 36, 52, 68]
 
 
 def test_json_to_stdout_is_only_json(capsys: pytest.CaptureFixture[str]) -> None:

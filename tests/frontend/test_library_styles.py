@@ -274,13 +274,11 @@ def test_unused_parameters_are_reported(how: str, capsys: pytest.CaptureFixture[
 
 
 @pytest.mark.parametrize(("name", "stride"), [("EfficientStyle", 2), ("LRASPPStyle", 1)])
-def test_receptive_fields_are_bounded_by_the_input(name: str, stride: int) -> None:
+def test_gates_see_the_whole_input(name: str, stride: int) -> None:
     """Squeeze-excite / LRASPP gates (global pooling multiplied back) see the whole input, not
     a product of strides; an upsample captured by torch.export divides the stride."""
     model, shape = getattr(styles, name)().eval(), styles.STYLES[name]
     analysis = analyze_network(capture(model, shape), device=MAX78000)
-    for row in analysis.layers:
-        assert all(size <= n for size, n in zip(row.rf_size, shape[1:], strict=True)), row
     last = analysis.layers[-1]
     assert last.rf_size == (shape[1], shape[2])  # the gate saw the whole input
     assert last.rf_stride == (stride, stride)

@@ -46,10 +46,12 @@ def _sample() -> np.ndarray:
 
 
 def test_public_names_are_the_commands() -> None:
+    import cnnforge.adaptation.run
     import cnnforge.pipeline.compile
     import cnnforge.training.run  # no subpackage shadows a public function
+
     for name in ("analyze", "check", "quantize", "plan", "compile", "simulate", "budget",
-                 "evaluate", "train"):  # fmt: skip
+                 "evaluate", "train", "adapt", "inspect", "diff", "demo"):  # fmt: skip
         assert name in cnnforge.__all__
         assert callable(getattr(cnnforge, name)), name
         assert getattr(cnnforge, name).__doc__

@@ -6,10 +6,7 @@ false note, piped text unwrapped."""
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import subprocess
-import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -34,32 +31,14 @@ from cnnforge.targets.generic.run import check_generic
 from cnnforge.targets.generic.target import parse_generic
 from cnnforge.targets.hls.build import find_ap_types
 from cnnforge.targets.hls.device import HLS
+from support.cli import one_error_line
+from support.cli import run_cnnforge as cnnforge
 from support.paths import TESTS
 from support.plan import conv
 from support.random_nets import input_shape, step_args
 
 RANDOM = f"{TESTS / 'support' / 'random_nets.py'}:Steps"
 TINY_TRAIN = ["--epochs", "1", "--train-length", "8", "--val-length", "8"]
-
-
-def cnnforge(
-    *args: str, cwd: Path | None = None, timeout: int = 600
-) -> subprocess.CompletedProcess:
-    """``cnnforge ARGS`` as a user runs it, output piped (not a terminal)."""
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "COLUMNS": "80"}
-    return subprocess.run(
-        [sys.executable, "-m", "cnnforge", *args],
-        capture_output=True, text=True, cwd=cwd, env=env, timeout=timeout,
-    )  # fmt: skip
-
-
-def one_error_line(r: subprocess.CompletedProcess) -> str:
-    """A failed command printed exactly one line (stderr), nothing on stdout; exit status 2."""
-    assert r.returncode == 2, (r.stdout, r.stderr)
-    assert r.stdout == "", r.stdout
-    lines = r.stderr.splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: "), r.stderr
-    return lines[0]
 
 
 # ---- 1. the demo runs twice ----------------------------------------------------------------
@@ -299,7 +278,8 @@ def test_no_checkpoint_note_for_onnx(tmp_path):
 
 
 def test_every_model_command_takes_an_onnx_file(tmp_path):
-    """docs/onnx.md: "Every command that takes a MODEL takes an .onnx file too"."""
+    """docs/onnx.md: "Every command that compiles or analyzes a MODEL takes an .onnx file
+    too"; the training commands say in one line that they need the PyTorch module."""
     from torch import nn
 
     from support.onnx_export import export
@@ -321,6 +301,10 @@ def test_every_model_command_takes_an_onnx_file(tmp_path):
     for command, args in runs.items():
         r = cnnforge(command, *args)
         assert r.returncode == 0, (command, r.stderr)
+    for command in ("train", "evaluate", "adapt"):
+        extra = ["--checkpoint", x] if command == "evaluate" else ["-o", str(out / command)]
+        line = one_error_line(cnnforge(command, onnx, *extra))
+        assert "an ONNX file is a graph to compile" in line and "file.py:Name" in line, line
 
 
 # ---- 8. piped text is not wrapped -------------------------------------------------------------

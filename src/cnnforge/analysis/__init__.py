@@ -82,7 +82,7 @@ def _row(
         out_shape=layer.out_shape,
         params=layer_params(layer),
         macs=layer_macs(layer, in_shape, count),
-        rf_size=rf.bounded_size(),
+        rf_size=rf.size,
         rf_stride=rf.stride,
         rf_offset=rf.offset,
         act_bytes_float32=float32_bytes(layer.out_shape),

@@ -14,13 +14,19 @@ modes two (f = 2), with the same t and c as a transposed conv with k = s. Any ot
 changes the grid (an OPAQUE upsample, say) scales the stride by in/out with c = (1 + t)/2.
 Where several tensors meet (concat, element-wise, a broadcast multiply such as squeeze-excite)
 the largest size is kept, axis by axis, and the stride and offset of the tensor on the output's
-grid (a 1x1 global-pooling branch has no meaningful stride). A single output pixel whose window
-covers the whole network input (``bound``) has exactly the input as its field: a global pooling
-sees the whole input, not more (padding outside it is not input).
+grid (a 1x1 global-pooling branch has no meaningful stride).
+
+Sizes are MatConvNet's arithmetic, not clipped: a window larger than the network input (part of
+it over the padding) is reported as it is, as MatConvNet reports it (a VGG-style stack on a
+32x32 input reaches 36, 52 and 68). Only a global operation makes a field "the whole input"
+(size = the input, centred): a pooling whose window covers its whole input grid (global
+pooling), a Linear or flatten, and through the merge rule a product with such a branch
+(squeeze-excite).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from fractions import Fraction
 
@@ -35,7 +41,8 @@ class ReceptiveField:
     stride: tuple[Fraction, ...]
     offset: tuple[Fraction, ...]
     grid: tuple[int, ...]
-    bound: tuple[int, ...] = ()  # the network input's spatial size: no field is larger
+    bound: tuple[int, ...] = ()  # the network input's spatial size (a global op's field)
+    global_: bool = False  # computed through a global op: the whole input, whatever follows
 
     @classmethod
     def identity(cls, grid: tuple[int, ...]) -> ReceptiveField:
@@ -44,31 +51,24 @@ class ReceptiveField:
         return cls(one, one, one, grid, grid)
 
     def then(self, own: tuple[tuple[Fraction, Fraction, Fraction], ...], grid: tuple[int, ...]):
-        """Compose with an operator whose own field per axis is (f, t, c)."""
+        """Compose with an operator whose own field per axis is (f, t, c); a field that is the
+        whole input already stays the whole input (no window of a later op adds to it)."""
         size, stride, offset = [], [], []
         for (f, t, c), r, j, o in zip(own, self.size, self.stride, self.offset, strict=True):
             size.append(r + (f - 1) * j)
             stride.append(j * t)
             offset.append(o + (c - 1) * j)
-        return ReceptiveField(tuple(size), tuple(stride), tuple(offset), grid, self.bound).whole()
+        composed = ReceptiveField(tuple(size), tuple(stride), tuple(offset), grid, self.bound)
+        return composed.whole(grid) if self.global_ else composed
 
-    def bounded_size(self) -> tuple[Fraction, ...]:
-        """The size as reported: at most the network input (a window reaching past it, into
-        padding, sees the whole input; the arithmetic keeps the unbounded window)."""
+    def whole(self, grid: tuple[int, ...]) -> ReceptiveField:
+        """After a global operation: the whole input along every axis (size = input, centred;
+        the stride stays that of the tensor it was computed from)."""
         if not self.bound or len(self.bound) != len(self.size):
-            return self.size
-        return tuple(min(r, Fraction(b)) for r, b in zip(self.size, self.bound, strict=True))
-
-    def whole(self) -> ReceptiveField:
-        """Along an axis with one output pixel whose window covers the whole input, the field
-        is the input itself (size = input, centred): exact, since no other pixel shares it."""
-        if not self.bound or len(self.bound) != len(self.size) or len(self.grid) != len(self.size):
-            return self
-        size, offset = list(self.size), list(self.offset)
-        for axis, (r, o, b, g) in enumerate(zip(size, offset, self.bound, self.grid, strict=True)):
-            if g == 1 and o - (r - 1) / 2 <= 1 and o + (r - 1) / 2 >= b:
-                size[axis], offset[axis] = Fraction(b), Fraction(b + 1, 2)
-        return ReceptiveField(tuple(size), self.stride, tuple(offset), self.grid, self.bound)
+            return dataclasses.replace(self, grid=grid)
+        size = tuple(Fraction(b) for b in self.bound)
+        offset = tuple(Fraction(b + 1, 2) for b in self.bound)
+        return ReceptiveField(size, self.stride, offset, grid, self.bound, global_=True)
 
 
 def _conv_own(k: int, s: int, p: int, d: int) -> tuple[Fraction, Fraction, Fraction]:
@@ -113,7 +113,9 @@ def merge(fields: list[ReceptiveField]) -> ReceptiveField:
         axes.append((size, best.stride[axis], best.offset[axis]))
     size, stride, offset = zip(*axes, strict=True)
     grid = max(fields, key=lambda rf: rf.grid).grid
-    return ReceptiveField(tuple(size), tuple(stride), tuple(offset), grid, fields[0].bound)
+    bound = fields[0].bound
+    whole = any(rf.global_ for rf in fields) and tuple(size) == tuple(map(Fraction, bound))
+    return ReceptiveField(tuple(size), tuple(stride), tuple(offset), grid, bound, whole)
 
 
 def layer_field(layer: Layer, inputs: list[ReceptiveField]) -> ReceptiveField:
@@ -125,10 +127,10 @@ def layer_field(layer: Layer, inputs: list[ReceptiveField]) -> ReceptiveField:
         grid = (1,) * n if layer.op is Op.LINEAR else rf.grid
     if layer.pool is not None and layer.op is not Op.POOL:  # hardware layer: input pooling first
         pooled = layer.pool.output_dims(rf.grid) if len(rf.grid) == n else rf.grid
-        rf = rf.then(_pool_own(layer.pool, ()), pooled)
+        rf = _pooled(rf, layer.pool, (), pooled)
     op = layer.op
     if op is Op.POOL and layer.pool is not None:
-        return rf.then(_pool_own(layer.pool, layer.padding), grid)
+        return _pooled(rf, layer.pool, layer.padding, grid)
     if op in (Op.CONV1D, Op.CONV2D) and len(layer.kernel_size) == n:
         return rf.then(tuple(_conv_own(*g) for g in zip(*_geometry(layer, n), strict=True)), grid)
     if op is Op.CONVTRANSPOSE2D and len(layer.kernel_size) == n:
@@ -146,9 +148,21 @@ def layer_field(layer: Layer, inputs: list[ReceptiveField]) -> ReceptiveField:
     if len(grid) == n and grid != rf.grid and all(grid) and len(rf.grid) == n:
         t = tuple(Fraction(i, o) for i, o in zip(rf.grid, grid, strict=True))
         return rf.then(tuple((max(Fraction(1), s), s, (1 + s) / 2) for s in t), grid)
-    return ReceptiveField(rf.size, rf.stride, rf.offset, grid, rf.bound)
+    return dataclasses.replace(rf, grid=grid)
 
 
 def _whole(rf: ReceptiveField, grid: tuple[int, ...]) -> ReceptiveField:
-    """A layer that sees its whole (spatial) input: a kernel as large as the input grid."""
-    return rf.then(tuple((Fraction(g), Fraction(1), Fraction(g + 1, 2)) for g in rf.grid), grid)
+    """A layer that sees its whole (spatial) input (Linear, flatten): the whole input."""
+    return rf.whole(grid)
+
+
+def _pooled(
+    rf: ReceptiveField, pool: Pooling, padding: tuple[int, ...], grid: tuple[int, ...]
+) -> ReceptiveField:
+    """A pooling's field; global pooling (one output pixel whose window covers the whole
+    input grid, padding aside) sees the whole input."""
+    pooled = rf.then(_pool_own(pool, padding), grid)
+    covers = len(rf.grid) == len(pool.size) and all(
+        k >= g for k, g in zip(pool.size, rf.grid, strict=True)
+    )
+    return pooled.whole(grid) if covers and all(g == 1 for g in grid) else pooled

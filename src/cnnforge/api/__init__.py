@@ -5,6 +5,7 @@ The CLI parses arguments and formats what these return; a script or notebook cal
 own, ``cnnforge.__all__``: this module imports them, plus ``DEFAULT_DEVICE``.
 """
 
+from cnnforge.api.firmware import diff, inspect
 from cnnforge.api.functions import (
     DEFAULT_DEVICE,
     analyze,
@@ -17,4 +18,18 @@ from cnnforge.api.functions import (
     simulate,
     train,
 )
-from cnnforge.api.results import Analysis, Budget, CheckResult, Compiled, Quantized
+from cnnforge.api.results import (
+    Adaptation,
+    Analysis,
+    Budget,
+    CheckResult,
+    Compiled,
+    Demo,
+    Difference,
+    Evaluated,
+    History,
+    Inspection,
+    Planned,
+    Quantized,
+)
+from cnnforge.api.workflows import adapt, demo

@@ -14,7 +14,16 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from cnnforge.api.results import Analysis, Budget, CheckResult, Compiled, Quantized
+from cnnforge.api.results import (
+    Analysis,
+    Budget,
+    CheckResult,
+    Compiled,
+    Evaluated,
+    History,
+    Planned,
+    Quantized,
+)
 from cnnforge.api.running import array_of, run_network
 from cnnforge.errors import InputError
 from cnnforge.targets.max7800x.device import (
@@ -29,7 +38,6 @@ if TYPE_CHECKING:
     from cnnforge.ir import Network
     from cnnforge.pipeline.targets import Target
     from cnnforge.targets.max7800x.firmware.options import FirmwareOptions
-    from cnnforge.training.evaluate import Evaluation
     from cnnforge.training.loop import EpochRecord
 
 
@@ -151,10 +159,10 @@ def plan(
     validate_only: bool = False,
     output_dir: str | Path | None = None,
     overwrite: bool = False,
-) -> Any:
+) -> Planned:
     """Processors, data-memory offsets, kernel map (``cnnforge plan``) of a model or a vendor
-    pair (re-planned, or with ``validate_only`` its own plan only validated); returns the
-    ``PlanResult`` (``.network``, ``.plan``, ``.metrics``, ``.issues``); with ``output_dir``
+    pair (re-planned, or with ``validate_only`` its own plan only validated); returns it as
+    ``Planned`` (``.network``, ``.plan``, ``.metrics``, ``.issues``); with ``output_dir``
     (and not ``validate_only``) also writes the vendor YAML + checkpoint, plan.json and the
     memory maps there."""
     from cnnforge.pipeline.sources import shipped_shape
@@ -182,7 +190,7 @@ def plan(
     result = target.planner(request, dev)
     if output_dir is not None and not validate_only:
         result = target.write(result, dev, Path(output_dir), overwrite)
-    return result
+    return Planned(result)
 
 
 def compile(  # the command's name: cnnforge.compile(...) in a script
@@ -321,7 +329,7 @@ def evaluate(
     split: str = "val",
     size: int = 32,
     fold: int = 1,
-    length: int = 256,
+    val_length: int = 256,
     batch_size: int = 64,
     seed: int = 0,
     model_args: Mapping[str, Any] | None = None,
@@ -329,7 +337,8 @@ def evaluate(
     gpus: str | Sequence[int] | None = None,
     workers: int | None = None,
     on_start: Callable[[torch.device], None] | None = None,
-) -> Evaluation:
+    length: int | None = None,
+) -> Evaluated:
     """Float, QAT-eval and bit-exact scores on the same images (``cnnforge evaluate``); a
     float-only model gets its float row and ``absent`` says why the others are missing.
 
@@ -347,15 +356,16 @@ def evaluate(
     net = load_model(model, model_args, ckpt)
     classes = model_classes(net, size, fold)
     folder = None if data is None else Path(data)
+    count = val_length if length is None else length  # length: val_length's old name
     ds = make_dataset(
-        dataset, split, data=folder, size=size, num_classes=classes, length=length, seed=seed
+        dataset, split, data=folder, size=size, num_classes=classes, length=count, seed=seed
     )
     if on_start is not None:
         on_start(device)
-    return evaluate_three_ways(
+    return Evaluated(evaluate_three_ways(
         net, ds, classes, fold_factor=fold, batch_size=batch_size, device=device,
         workers=default_workers(device) if workers is None else check_workers(workers),
-    )  # fmt: skip
+    ))  # fmt: skip
 
 
 def train(
@@ -386,11 +396,13 @@ def train(
     workers: int | None = None,
     amp: bool = False,
     on_start: Callable[[torch.device], None] | None = None,
-) -> list[EpochRecord]:
+    on_batch: Callable[[int, int], None] | None = None,
+) -> History:
     """Float training then QAT (``cnnforge train``) of a copy of ``model``; the checkpoints
     (last.pth, best.pth) go to ``output_dir`` (the rules of every writer: a new folder or one
     cnnforge wrote, ``overwrite`` to start again, ``resume`` to continue); returns one record
-    per epoch. Under ``torchrun`` every rank calls it (docs/training.md).
+    per epoch; ``on_batch(done, total)`` after each batch (a progress display). Under
+    ``torchrun`` every rank calls it (docs/training.md).
 
     Trains on a CUDA GPU when one is present (``gpus``: which; under torchrun one per rank),
     else or with ``cpu`` on the CPU; ``workers`` data-loading processes (None: from the core
@@ -406,7 +418,7 @@ def train(
         epochs=epochs, batch_size=batch_size, lr=lr, optimizer=optimizer, schedule=schedule,
         weight_decay=weight_decay, seed=seed, fold=fold, amp=amp,
     )  # fmt: skip
-    return train_model(
+    return History(train_model(
         model,  # type: ignore[arg-type]  # load_model takes a model object as a spec too
         dict(model_args or {}),
         dataset=dataset,
@@ -423,7 +435,8 @@ def train(
         device=device,
         workers=workers,
         on_start=on_start,
-    )
+        on_batch=on_batch,
+    ))
 
 
 # ---- helpers -------------------------------------------------------------------------------

@@ -243,3 +243,201 @@ class Budget:
         from cnnforge.targets.generic import report
 
         return html_table(repr(self), ("what", "value"), report.summary_lines(self.plan))
+
+
+class _Delegating:
+    """A result that wraps a stage's record and answers for its attributes too."""
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return getattr(object.__getattribute__(self, "record"), name)
+
+
+@dataclass(frozen=True, repr=False)
+class Planned(_Delegating):
+    """``cnnforge.plan``: the validated plan (``.network``, ``.plan``, ``.metrics``, ``.files``,
+    ``.issues``; the numbers of ``plan.json``)."""
+
+    record: Any  # pipeline.plan.PlanResult
+
+    def __repr__(self) -> str:
+        m, plan = self.record.metrics, self.record.plan
+        return (
+            f"Planned({self.record.network.name} on {plan.device.name}: {m.layers} layers, "
+            f"{m.cycles:,} cycles, kernel {m.kernel_words:,}/{m.kernel_capacity:,} words, "
+            f"data high water {m.high_water_bytes:,} bytes)"
+        )
+
+    def _repr_html_(self) -> str:
+        rows = [
+            (p.layer, f"0x{p.in_processors:016x}", f"0x{p.out_processors:016x}",
+             f"0x{p.in_offset:04x}", f"0x{p.out_offset:04x}", p.cycles if p.cycles else "-")
+            for p in self.record.plan.placements
+        ]  # fmt: skip
+        headers = ("layer", "processors", "output processors", "in", "out", "cycles")
+        return html_table(repr(self), headers, rows)
+
+
+@dataclass(frozen=True, repr=False)
+class Evaluated(_Delegating):
+    """``cnnforge.evaluate``: ``.scores`` per mode (float, qat-eval, bit-exact), the QAT/sim
+    agreement (``.outputs_compared``, ``.outputs_differing``), ``.absent`` rows and why."""
+
+    record: Any  # training.evaluate.Evaluation
+
+    def __repr__(self) -> str:
+        scores = ", ".join(f"{mode} {100 * s.miou:.2f}" for mode, s in self.record.scores.items())
+        return f"Evaluated({self.record.images} images, mIoU %: {scores})"
+
+    def _repr_html_(self) -> str:
+        rows = [
+            (mode, f"{100 * s.pixel_accuracy:.2f}", f"{100 * s.miou:.2f}",
+             f"{100 * s.mean_dice:.2f}")
+            for mode, s in self.record.scores.items()
+        ]  # fmt: skip
+        rows += [(mode, "-", "-", why) for mode, why in self.record.absent.items()]
+        return html_table(repr(self), ("mode", "pixel acc %", "mIoU %", "mean Dice %"), rows)
+
+
+class History(list):
+    """``cnnforge.train``: one ``EpochRecord`` per epoch (a list), shown as a table."""
+
+    def __repr__(self) -> str:
+        if not self:
+            return "History(no epochs)"
+        best = max(self, key=lambda r: r.miou)
+        return (
+            f"History({len(self)} epochs, last {self[-1].phase} mIoU {self[-1].miou:.4f}, "
+            f"best {best.miou:.4f} at epoch {best.epoch})"
+        )
+
+    def _repr_html_(self) -> str:
+        rows = [
+            (r.epoch, r.phase, f"{r.train_loss:.4f}", f"{r.val_loss:.4f}",
+             f"{r.pixel_accuracy:.4f}", f"{r.miou:.4f}", f"{r.lr:.2e}")
+            for r in self
+        ]  # fmt: skip
+        headers = ("epoch", "phase", "train loss", "val loss", "pixel acc", "mIoU", "lr")
+        return html_table(repr(self), headers, rows)
+
+
+@dataclass(frozen=True, repr=False)
+class Adaptation(_Delegating):
+    """``cnnforge.adapt``: the replacements, the width, the four scores, the result's size and
+    latency (``adapt.json``'s numbers; ``.to_dict()`` is that document) and where it is."""
+
+    record: Any  # adapt.run.AdaptResult
+    output_dir: Path
+
+    def __repr__(self) -> str:
+        r = self.record
+        bit = (r.scores.get("bit-exact") or {}).get("miou")
+        ref = (r.scores.get("original float") or {}).get("miou")
+        score = "" if bit is None or ref is None else f", mIoU {100 * ref:.2f} -> {100 * bit:.2f}"
+        return (
+            f"Adaptation({len(r.replacements)} replacements, width {r.width:g}"
+            f"{'' if r.cap is None else f' (cap {r.cap})'}{score} -> {self.output_dir})"
+        )
+
+    def _repr_html_(self) -> str:
+        rows = [
+            (row, *(f"{100 * s[k]:.2f}" for k in ("miou", "pixel_accuracy", "dice")))
+            for row, s in self.record.scores.items()
+            if s is not None
+        ]
+        return html_table(repr(self), ("row", "mIoU %", "pixel acc %", "Dice %"), rows)
+
+
+@dataclass(frozen=True, repr=False)
+class Inspection(_Delegating):
+    """``cnnforge.inspect``: the network a firmware folder sets up (``.device``, ``.layers``;
+    ``.to_dict()`` = ``inspect --json``) and the contradictions found in it."""
+
+    record: Any  # targets.max7800x.firmware: (device, state image, decoded layers)
+    folder: Path
+    contradictions: tuple[str, ...] = ()
+
+    @property
+    def device(self) -> str:
+        return self.record[0]
+
+    @property
+    def layers(self) -> Any:
+        return self.record[2]
+
+    def to_dict(self) -> dict[str, Any]:
+        from cnnforge.targets.max7800x.firmware.inspect import as_dict
+
+        return as_dict(self.device, self.layers)
+
+    def __repr__(self) -> str:
+        bad = f", {len(self.contradictions)} contradiction(s)" if self.contradictions else ""
+        return f"Inspection({self.folder}: {self.device}, {len(self.layers)} layers{bad})"
+
+    def _repr_html_(self) -> str:
+        from cnnforge.targets.max7800x.firmware.inspect import COLUMNS, rows
+
+        return html_table(repr(self), COLUMNS, rows(self.layers))
+
+
+@dataclass(frozen=True)
+class Difference:
+    """``cnnforge.diff``: ``.equal``; for layer outputs ``.comparison`` (every common layer,
+    ``.first_divergence``), for two firmware folders ``.first`` (the first register apart)."""
+
+    a: Path
+    b: Path
+    comparison: Any = None  # targets.max7800x.c.probe's comparison, for layer outputs
+    first: str | None = None  # firmware folders: the first difference, None when equal
+    devices: tuple[str, str] | None = None  # firmware folders: each one's part
+    layers: int = 0  # firmware folders: the layers A sets up
+
+    @property
+    def equal(self) -> bool:
+        if self.comparison is not None:
+            return self.comparison.first_divergence is None
+        return self.first is None and self.devices is not None and len(set(self.devices)) == 1
+
+    def __repr__(self) -> str:
+        if self.comparison is not None:
+            d = self.comparison.first_divergence
+            what = "equal" if d is None else f"first divergence at layer {d.layer}"
+            return f"Difference({self.a} vs {self.b}: {len(self.comparison.layers)} layers, {what})"
+        what = "equal" if self.equal else (self.first or f"parts {self.devices}")
+        return f"Difference({self.a} vs {self.b}: {what})"
+
+    def _repr_html_(self) -> str:
+        if self.comparison is None:
+            return html_table(repr(self), ("what", "value"), [("first", self.first or "-")])
+        rows = [
+            (d.layer, "x".join(map(str, d.shape)), d.differing, f"{d.max_abs:g}",
+             "" if d.first_index is None else d.first_index)
+            for d in self.comparison.layers
+        ]  # fmt: skip
+        return html_table(
+            repr(self), ("layer", "shape", "differing", "max |a-b|", "first at"), rows
+        )
+
+
+@dataclass(frozen=True, repr=False)
+class Demo(_Delegating):
+    """``cnnforge.demo``: ``.evaluation`` (float, QAT-eval, bit-exact), ``.compile_state``
+    (``.selftest``: the C self-test's verdict), ``.output``."""
+
+    record: Any  # api.walkthrough.DemoResult
+    evaluation: Evaluated
+
+    @property
+    def selftest(self) -> Any:
+        return getattr(self.record.compile_state, "selftest", None)
+
+    def __repr__(self) -> str:
+        run = self.selftest
+        verdict = "not run" if run is None else ("PASS" if run.passed else "FAIL")
+        return f"Demo({self.evaluation!r}, C self-test {verdict} -> {self.record.output})"
+
+    def _repr_html_(self) -> str:
+        return self.evaluation._repr_html_().replace(
+            html.escape(repr(self.evaluation)), html.escape(repr(self)), 1
+        )

@@ -10,9 +10,12 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from cnnforge.api.workflows import ADAPT_EPOCHS as EPOCHS
+from cnnforge.api.workflows import ADAPT_QAT_EPOCHS as QAT_EPOCHS
 from cnnforge.cli.app import app
 from cnnforge.cli.common import (
     amp_option,
+    batch_progress,
     console,
     cpu_option,
     gpus_option,
@@ -20,12 +23,11 @@ from cnnforge.cli.common import (
     say_where,
     workers_option,
 )
-from cnnforge.errors import InputError
 from cnnforge.targets.max7800x.device import DEFAULT_DEVICE, DEVICE_NAMES
 
 if TYPE_CHECKING:
-    from cnnforge.adapt.run import AdaptResult
-    from cnnforge.devices import Capabilities
+    from cnnforge.adaptation.run import AdaptResult
+    from cnnforge.api.results import Adaptation
 
 
 @app.command("adapt")
@@ -38,9 +40,17 @@ def adapt(
     out: Path = typer.Option(Path("runs/adapt"), "--output", "-o", help="Output directory."),
     model_arg: list[str] = typer.Option(None, "--model-arg", help="key=value (repeatable)."),
     size: int = typer.Option(32, "--size", help="Image side length."),
-    epochs: int = typer.Option(30, "--epochs", help="Float distillation epochs."),
-    qat_epochs: int = typer.Option(20, "--qat-epochs", help="Quantization-aware epochs."),
-    width: str = typer.Option("auto", "--width", help="Hidden-channel multiplier or auto."),
+    epochs: int = typer.Option(
+        EPOCHS, "--epochs", help="Float distillation: at most N epochs (ends on a plateau)."
+    ),
+    qat_epochs: int = typer.Option(
+        QAT_EPOCHS, "--qat-epochs", help="Quantization-aware: at most N epochs (ends on a plateau)."
+    ),
+    width: str = typer.Option(
+        "auto",
+        "--width",
+        help="Hidden-channel multiplier (0 to 8), or auto: the widest from 4x down that fits.",
+    ),
     batch_size: int = typer.Option(32, "--batch-size"),
     lr: float = typer.Option(3e-3, "--lr"),
     seed: int = typer.Option(0, "--seed"),
@@ -48,54 +58,52 @@ def adapt(
     val_length: int = typer.Option(256, "--val-length", help="shapes: validation images."),
     resume: bool = typer.Option(False, "--resume", help="Continue the run in OUT."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Start OUT's run over."),
+    allow_untrained: bool = typer.Option(
+        False, "--allow-untrained", help="Distill from MODEL without --checkpoint (a dry run)."
+    ),
+    plateau: bool = typer.Option(
+        True,
+        "--plateau/--no-plateau",
+        help="End each phase on a plateau; --no-plateau: exactly --epochs and --qat-epochs "
+        "(a cosine schedule over them).",
+    ),
     cpu: bool = cpu_option(),
     gpus: str = gpus_option(),
     workers: int = workers_option(),
     amp: bool = amp_option(),
 ) -> None:
-    """Replace the ops DEVICE lacks (docs/adapt.md), narrow to fit, distill from the original,
-    write OUT/adapted.py, adapted.pth, adapt.json, and print the cost table. Trains on a CUDA
-    GPU where one is present, else on the CPU."""
-    from cnnforge.adapt.run import adapt_model
-    from cnnforge.api.targets import device_for, get_target
-    from cnnforge.compute import check_workers, choose_device, default_workers
-    from cnnforge.training.loop import TrainConfig
-    from cnnforge.training.run import DataSpec
+    """Replace the ops DEVICE lacks (docs/adapt.md), widen or narrow to fit, distill from the
+    original, write OUT/adapted.py, adapted.pth, adapt.json, and print the cost table. Trains
+    on a CUDA GPU where one is present, else on the CPU."""
+    from cnnforge.api import adapt as adapt_model
 
-    target = get_target(device)
-    device_for(target, "check")
-    compute = choose_device(cpu=cpu, gpus=gpus)
-    workers = default_workers(compute) if workers is None else check_workers(workers)
-    _check_width(width)
-    spec = DataSpec(dataset, data, size, train_length, val_length, seed)
-    config = TrainConfig(epochs=epochs, batch_size=batch_size, lr=lr, seed=seed, amp=amp)
-    result = _with_progress(
-        epochs + qat_epochs,
-        lambda on_epoch, on_step: adapt_model(
-            model,
-            parse_model_args(model_arg),
-            checkpoint,
-            target=target,
-            data=spec,
-            out=out,
-            config=config,
-            width=width,
-            resume=resume,
-            qat_epochs=qat_epochs,
-            overwrite=overwrite,
-            on_epoch=on_epoch,
-            on_step=on_step,
-            compute=compute,
-            workers=workers,
-            on_start=say_where("adapting"),
-        ),
-    )
-    _print_result(result, target.device, spec.val_length, out)
+    def run(on_epoch: Any, on_step: Any, on_try: Any, on_batch: Any) -> Adaptation:
+        return adapt_model(
+            model, out, checkpoint=checkpoint, device=device, dataset=dataset, data=data,
+            size=size, epochs=epochs, qat_epochs=qat_epochs, width=width,
+            batch_size=batch_size, lr=lr, seed=seed, train_length=train_length,
+            val_length=val_length, resume=resume, overwrite=overwrite,
+            allow_untrained=allow_untrained, plateau=plateau,
+            model_args=parse_model_args(model_arg), on_epoch=on_epoch, on_step=on_step,
+            on_try=on_try, on_batch=on_batch,
+            cpu=cpu, gpus=gpus, workers=workers, amp=amp, on_start=say_where("adapting"),
+        )  # fmt: skip
+
+    result = _with_progress(epochs + qat_epochs, run)
+    _print_result(result.record, device, val_length, out)
 
 
-def _with_progress(epochs: int, run: Callable[[Any, Any], AdaptResult]) -> AdaptResult:
-    """``run(on_epoch, on_step)`` under a transient progress bar over ``epochs`` (float then
-    QAT), each epoch's loss and mIoU printed as it ends."""
+def _with_progress(epochs: int, run: Callable[..., Adaptation]) -> Adaptation:
+    """``run(on_epoch, on_step, on_try, on_batch)``: each width tried and each epoch's loss,
+    mIoU and rate printed as it ends; on a terminal also a transient bar over at most
+    ``epochs`` (float then QAT; a plateau ends each early) and the running epoch's batches
+    (piped, a progress display would leave a blank line, even before a one-line error)."""
+
+    def on_try(t: dict) -> None:
+        console.print(f"width {try_text(t)}", highlight=False, markup=False)
+
+    if not console.is_terminal:
+        return run(_print_epoch, lambda _: None, on_try, None)
     columns = (
         TextColumn("{task.description}"),
         BarColumn(),
@@ -107,37 +115,51 @@ def _with_progress(epochs: int, run: Callable[[Any, Any], AdaptResult]) -> Adapt
 
         def on_epoch(r) -> None:
             progress.advance(task)
-            progress.console.print(
-                f"epoch {r.epoch} ({r.phase}): loss {r.train_loss:.4f}, val mIoU {r.miou:.4f}",
-                highlight=False,
-            )
+            _print_epoch(r)
 
-        return run(on_epoch, lambda s: progress.update(task, description=s))
+        with batch_progress(progress) as on_batch:
+            return run(on_epoch, lambda s: progress.update(task, description=s), on_try, on_batch)
 
 
-def _print_result(result: AdaptResult, dev: Capabilities, images: int, out: Path) -> None:
-    """What was replaced, the width chosen, the blocks cut, the scores, and how to compile it."""
+def _print_epoch(r) -> None:
+    console.print(
+        f"epoch {r.epoch} ({r.phase}): loss {r.train_loss:.4f}, val mIoU {r.miou:.4f}, "
+        f"lr {r.lr:.2e}",
+        highlight=False,
+    )
+
+
+def _print_result(result: AdaptResult, device: str, images: int, out: Path) -> None:
+    """What was replaced, the width chosen, the blocks cut, the scores, the result's size and
+    latency, and how to compile it."""
     table = Table(title="replacements")
     for col in ("module", "was", "now", "row", "exact"):
         table.add_column(col, overflow="fold")
     for r in result.replacements:
         table.add_row(r.path, r.before, r.after, r.row, "yes" if r.exact else "no")
     console.print(table)
-    tries = "; ".join(_try_text(t) for t in result.width_tries)
     capped = "" if result.cap is None else f", hidden layers at most {result.cap} channels"
+    tried = len(result.width_tries)
     console.print(
-        f"width {result.width}{capped} (the largest that check passes; tried {tries})",
+        f"width {result.width:g}{capped}: the widest that check passes ({tried} tried)",
         highlight=False,
     )
     cuts = [r.path for r in result.replacements if r.row == "depth"]
     if cuts:
         console.print(
             f"depth: {len(cuts)} repeated blocks cut ({', '.join(cuts)}), the fewest that bring "
-            f"the layers within {dev.name}'s {dev.max_layers}",
+            f"the layers within {device}'s",
             highlight=False,
             soft_wrap=True,
         )
+    runs = result.epochs
+    console.print(
+        f"epochs: {runs.get('distill', 0)} distilling, {runs.get('qat', 0)} quantization-aware "
+        f"({'each to its plateau or cap' if result.plateau else 'as given: no plateau rule'})",
+        highlight=False,
+    )
     console.print(score_table(result.scores, images))
+    console.print(size_line(result.size), highlight=False, soft_wrap=True)
     console.print(f"{result.minutes:.1f} min; {out}/adapted.py, adapted.pth, adapt.json")
     console.print(
         f"compile: cnnforge compile {out}/adapted.py:Adapted --checkpoint {out}/adapted.pth "
@@ -147,21 +169,33 @@ def _print_result(result: AdaptResult, dev: Capabilities, images: int, out: Path
     )
 
 
-def _check_width(width: str) -> None:
-    """``auto`` or a multiplier in (0, 1]; else InputError (exit 2)."""
-    if width == "auto":
-        return
-    try:
-        value = float(width)
-    except ValueError:
-        value = -1.0
-    if not 0 < value <= 1:
-        raise InputError(f"--width {width!r}", hint="auto, or a multiplier in (0, 1] such as 0.5")
+def size_line(size: dict) -> str:
+    """The result's parameters, weight memory and predicted latency (the original's
+    parameters beside them)."""
+    if "params" not in size:
+        return "size: not measured"
+    text = (
+        f"size: {size['params']:,} parameters ({size['original_params']:,} in the original), "
+        f"{size['weight_bytes']:,} bytes of weights"
+    )
+    if "cycles" in size:
+        relative = size.get("latency_model") != "vendor"
+        unit = " (relative: the MAX78000's model)" if relative else ""
+        text += (
+            f", kernel memory {size['kernel_words']:,} of {size['kernel_capacity']:,} words; "
+            f"predicted latency {size['cycles']:,} cycles, {size['latency_us']:,.0f} us{unit}"
+        )
+    elif "latency" in size:
+        text += f"; latency {size['latency']}"
+    return text
 
 
-def _try_text(t: dict) -> str:
-    cap = "" if t["cap"] is None else f" cap {t['cap']}"
-    return f"{t['width']}{cap}: {t['why']}"
+def try_text(t: dict) -> str:
+    """One width try: the multiplier, the cap, the parameters, and whether check passes."""
+    cap = "" if t["cap"] is None else f", hidden layers at most {t['cap']} channels"
+    params = f", {t['params']:,} parameters" if "params" in t else ""
+    verdict = "fits" if t["fits"] else f"does not fit ({t['why']})"
+    return f"{t['width']:g}{cap}{params}: {verdict}"
 
 
 def score_table(scores: dict, images: int) -> Table:

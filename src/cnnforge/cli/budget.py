@@ -21,13 +21,22 @@ from rich.console import Console
 from rich.text import Text
 
 from cnnforge.cli.app import app
-from cnnforge.cli.common import console, err_console, make_console, parse_model_args, parse_shape
+from cnnforge.cli.common import (
+    console,
+    err_console,
+    make_console,
+    old_name,
+    parse_model_args,
+    parse_shape,
+    renamed,
+)
 from cnnforge.errors import InputError
 from cnnforge.outputs import atomic_output_file
 
 
 @app.command("budget")
 def budget(
+    cli: typer.Context,
     model: str = typer.Argument(
         None, help="path/to/file.py:Name, package.module:Name, or a short name (unet-voc)."
     ),
@@ -55,7 +64,10 @@ def budget(
     dataset: str = typer.Option(
         None, "--dataset", help="With --accuracy: also score segmentation on 'shapes' val images."
     ),
-    length: int = typer.Option(64, "--length", help="--dataset shapes: number of images."),
+    val_length: int = typer.Option(
+        64, "--val-length", help="--dataset shapes: validation images scored."
+    ),
+    length: int = old_name("--length"),
 ) -> None:
     """Schedule, blob allocation, DDR spill traffic, ops and the budget curve (generic target)."""
     run_budget(
@@ -69,7 +81,7 @@ def budget(
         overwrite,
         points,
         accuracy,
-        (dataset, length),
+        (dataset, renamed(cli, "val_length", "length")),
     )
 
 
@@ -105,6 +117,9 @@ def run_budget(
     target = plan.target
     lines = []  # everything that can fail runs before the first line is printed
     if accuracy:
+        from cnnforge.frontend import untrained_note
+
+        untrained_note(model, checkpoint, "the accuracy figures")
         lines.append(_accuracy_line(network, target))
         if scored[0] is not None:
             lines.append(_scores_line(network, target, scored[1]))

@@ -136,6 +136,7 @@ def print_report(report: CheckReport, verbose: bool = False) -> None:
     )
     if report.violations:
         console.print(_violations_table(report.violations))
+        _adapt_line(report)
     if report.streaming:
         console.print(
             f"streaming: layers {', '.join(report.streaming)} stream through the FIFO (their "
@@ -160,6 +161,22 @@ def print_report(report: CheckReport, verbose: bool = False) -> None:
             table.add_row(r.layer, r.module_path, r.rule, r.detail)
         console.print(table)
     _print_widths(report, verbose)
+
+
+def _adapt_line(report: CheckReport) -> None:
+    """When some violations are swaps ``cnnforge adapt`` makes, say so once, with its command."""
+    from cnnforge.passes.check_rules import ADAPT
+
+    swaps = [v for v in report.violations if ADAPT in v.hint or "`cnnforge adapt`" in v.hint]
+    if not swaps:
+        return
+    console.print(
+        f"{len(swaps)} of these are swaps `cnnforge adapt` makes: cnnforge adapt MODEL "
+        f"--checkpoint float.pth -d {report.device} -o OUT replaces them, fits the width to the "
+        "device and retrains by distillation from your model (docs/adapt.md)",
+        highlight=False,
+        markup=False,
+    )
 
 
 def _print_widths(report: CheckReport, verbose: bool) -> None:

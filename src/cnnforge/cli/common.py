@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import ast
+import contextlib
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
@@ -42,6 +44,32 @@ def make_console(*, stderr: bool = False, file: IO[str] | None = None) -> Consol
 
 console = make_console()
 err_console = make_console(stderr=True)
+
+
+@contextlib.contextmanager
+def batch_progress(progress: Any = None) -> Iterator[Callable[[int, int], None] | None]:
+    """On a terminal, the batches of the running epoch as a transient bar (in ``progress``
+    when given, else a bar of its own); piped or logged output gets none (None)."""
+    if not console.is_terminal:
+        yield None
+        return
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+    own = progress is None
+    bar = progress or Progress(
+        TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+        console=console, transient=True,
+    )  # fmt: skip
+    task = bar.add_task("batches", total=None)
+
+    def on_batch(done: int, total: int) -> None:
+        bar.update(task, completed=done, total=total)
+
+    if own:
+        with bar:
+            yield on_batch
+    else:
+        yield on_batch
 
 
 def parse_shape(text: str, option: str = "--input-shape") -> tuple[int, ...]:
@@ -127,6 +155,30 @@ def read_input_array(path: Path, option: str = "--input") -> np.ndarray:
     from cnnforge.samples import load_input_array
 
     return load_input_array(path, option).values
+
+
+def old_name(option: str) -> Any:
+    """A hidden option under an option's old name (``--length`` for ``--val-length``): still
+    accepted, not listed in --help; ``renamed`` merges it into the new one."""
+    import typer
+
+    return typer.Option(None, option, hidden=True, help=f"The old name of {option}.")
+
+
+def renamed(ctx: Any, name: str, old: str) -> Any:
+    """The value of parameter ``name``, or of ``old`` (its hidden old name, ``old_name``) when
+    that was given instead; both on the command line: InputError."""
+    value, old_value = ctx.params[name], ctx.params[old]
+    if old_value is None:
+        return value
+    source = ctx.get_parameter_source(name)  # typer's own click: compare by name
+    if source is not None and source.name == "COMMANDLINE":
+        flags = {p.name: p.opts[0] for p in ctx.command.params}
+        raise InputError(
+            f"{flags[old]} and {flags[name]} are one option ({flags[old]} is its old name)",
+            hint=f"give {flags[name]} once",
+        )
+    return old_value
 
 
 def _literal(raw: str) -> object:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import tempfile
 from pathlib import Path
 
 import typer
@@ -21,31 +20,22 @@ def demo(
     run_c: bool = typer.Option(True, "--run/--no-run", help="Build and run the C self-test."),
 ) -> None:
     """Offline end-to-end demo: float vs QAT-eval vs bit-exact mIoU, compile, C self-test."""
-    from cnnforge.api.demo import run_demo
+    from cnnforge.api import demo as run_demo
     from cnnforge.cli.evaluate import agreement_line, evaluation_table
-    from cnnforge.training.demo import quick_train
 
-    with tempfile.TemporaryDirectory() as tmp:
-        checkpoint = None
-        if train:
-            console.print("[bold]training[/bold] the demo U-Net on shapes (from scratch)")
-            checkpoint = quick_train(
-                Path(tmp) / "train",
-                on_epoch=lambda r: console.print(
-                    f"  epoch {r.epoch} {r.phase}: loss {r.train_loss:.3f} mIoU {r.miou:.3f}",
-                    highlight=False,
-                ),
-            )
-        result = run_demo(
-            output,
-            checkpoint=checkpoint,
-            overwrite=overwrite,
-            run_c=run_c,
-            on_step=lambda name, i, n: console.print(f"  [{i + 1}/{n}] {name}", highlight=False),
-        )
+    if train:
+        console.print("[bold]training[/bold] the demo U-Net on shapes (from scratch)")
+    result = run_demo(
+        output, train=train, run=run_c, overwrite=overwrite,
+        on_step=lambda name, i, n: console.print(f"  [{i + 1}/{n}] {name}", highlight=False),
+        on_epoch=lambda r: console.print(
+            f"  epoch {r.epoch} {r.phase}: loss {r.train_loss:.3f} mIoU {r.miou:.3f}",
+            highlight=False,
+        ),
+    )  # fmt: skip
     console.print(evaluation_table(result.evaluation))
     console.print(agreement_line(result.evaluation), highlight=False)
-    selftest = getattr(result.compile_state, "selftest", None)
+    selftest = result.selftest
     if selftest is not None:
         verdict = "PASS" if selftest.passed else "FAIL"
         console.print(f"C self-test: {verdict} ({selftest.output.strip()})", highlight=False)

@@ -32,19 +32,15 @@ def diff_command(
     all_layers: bool = typer.Option(False, "--all", help="Show every layer, not only a summary."),
 ) -> None:
     """Compare layer by layer in A's order (two firmware folders: their decoded registers)."""
-    if (a / "cnn.c").is_file() and (b / "cnn.c").is_file():
-        _diff_firmware(a, b)
-        return
-    from cnnforge.targets.max7800x.c.probe import (
-        compare,
-        find_network,
-        layer_order,
-        network_pairs,
-        read_layer_outputs,
-    )
+    from cnnforge.api import diff
 
-    pairs = network_pairs(find_network(a), find_network(b))
-    result = compare(read_layer_outputs(a), read_layer_outputs(b), tolerance, pairs)
+    found = diff(a, b, tolerance=tolerance)
+    if found.comparison is None:
+        _print_firmware(found)
+        return
+    from cnnforge.targets.max7800x.c.probe import layer_order
+
+    result = found.comparison
     table = Table(title=f"{a} vs {b}")
     for col in ("layer", "shape", "differing", "max |a-b|", "first at", "a", "b"):
         table.add_column(col)
@@ -77,21 +73,16 @@ def diff_command(
     raise typer.Exit(1)
 
 
-def _diff_firmware(a: Path, b: Path) -> None:
+def _print_firmware(found) -> None:
     """Two firmware folders (``inspect``): the first layer and register where they differ."""
-    from cnnforge.cli.inspect import load_firmware
-    from cnnforge.targets.max7800x.firmware.inspect import first_difference
-
-    dev_a, _, layers_a = load_firmware(a, None)
-    dev_b, _, layers_b = load_firmware(b, None)
+    dev_a, dev_b = found.devices
     if dev_a != dev_b:
-        console.print(f"{a} is for the {dev_a}, {b} for the {dev_b}", markup=False)
+        console.print(f"{found.a} is for the {dev_a}, {found.b} for the {dev_b}", markup=False)
         raise typer.Exit(1)
-    first = first_difference(dev_a, layers_a, layers_b)
-    if first is None:
-        console.print(f"the {len(layers_a)} layers are equal, register for register", markup=False)
+    if found.first is None:
+        console.print(f"the {found.layers} layers are equal, register for register", markup=False)
         return
-    console.print(first, markup=False, highlight=False)
+    console.print(found.first, markup=False, highlight=False)
     raise typer.Exit(1)
 
 

@@ -13,7 +13,9 @@ from cnnforge.cli.common import (
     console,
     cpu_option,
     gpus_option,
+    old_name,
     parse_model_args,
+    renamed,
     say_where,
     workers_option,
 )
@@ -24,6 +26,7 @@ if TYPE_CHECKING:
 
 @app.command("evaluate")
 def evaluate(
+    cli: typer.Context,
     model: str = typer.Argument(..., help="path/to/file.py:Name, package.module:Name or a name."),
     checkpoint: Path = typer.Option(..., "--checkpoint", help="Trained weights (train's .pth)."),
     dataset: str = typer.Option("shapes", "--dataset", help="shapes, voc or folder."),
@@ -32,7 +35,10 @@ def evaluate(
     model_arg: list[str] = typer.Option(None, "--model-arg", help="key=value (repeatable)."),
     size: int = typer.Option(32, "--size", help="Image side length."),
     fold: int = typer.Option(1, "--fold", help="Space-to-depth factor of the input."),
-    length: int = typer.Option(256, "--length", help="shapes: number of images."),
+    val_length: int = typer.Option(
+        256, "--val-length", help="shapes: images scored (of --split; train's --val-length)."
+    ),
+    length: int = old_name("--length"),
     batch_size: int = typer.Option(64, "--batch-size"),
     seed: int = typer.Option(0, "--seed", help="shapes: dataset seed."),
     cpu: bool = cpu_option(),
@@ -45,8 +51,9 @@ def evaluate(
 
     result = evaluate_model(
         model, checkpoint, dataset=dataset, data=data, split=split, size=size, fold=fold,
-        length=length, batch_size=batch_size, seed=seed, model_args=parse_model_args(model_arg),
-        cpu=cpu, gpus=gpus, workers=workers, on_start=say_where("evaluating"),
+        val_length=renamed(cli, "val_length", "length"), batch_size=batch_size, seed=seed,
+        model_args=parse_model_args(model_arg), cpu=cpu, gpus=gpus, workers=workers,
+        on_start=say_where("evaluating"),
     )  # fmt: skip
     console.print(evaluation_table(result))
     if result.float_only:

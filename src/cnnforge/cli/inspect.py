@@ -12,42 +12,6 @@ from rich.table import Table
 
 from cnnforge.cli.app import app
 from cnnforge.cli.common import console
-from cnnforge.errors import InputError
-from cnnforge.targets.max7800x.device import DEVICE_NAMES, DEVICES
-
-
-def load_firmware(folder: Path, device: str | None):
-    """(device, state image, decoded layers), bad input as InputError (one line, exit 2)."""
-    from cnnforge.targets.max7800x.firmware.decode import DecodeError
-    from cnnforge.targets.max7800x.firmware.inspect import read_folder
-    from cnnforge.targets.max7800x.firmware.interpret import FirmwareError
-
-    _check(folder, device)
-    try:
-        return read_folder(folder, device)
-    except (FirmwareError, DecodeError) as exc:
-        raise InputError(str(exc)) from None
-
-
-def load_network(folder: Path, device: str | None):
-    """The folder read, decoded and its network recovered (selftest.Decoded); bad input as
-    InputError (one line, exit 2)."""
-    from cnnforge.targets.max7800x.firmware.decode import DecodeError
-    from cnnforge.targets.max7800x.firmware.interpret import FirmwareError
-    from cnnforge.targets.max7800x.firmware_read import read_firmware
-
-    _check(folder, device)
-    try:
-        return read_firmware(folder, device)
-    except (FirmwareError, DecodeError) as exc:
-        raise InputError(str(exc)) from None
-
-
-def _check(folder: Path, device: str | None) -> None:
-    if not (folder / "cnn.c").is_file():
-        raise InputError(f"{folder}: no cnn.c (not a firmware folder)")
-    if device not in (None, *(d.name for d in DEVICES)):
-        raise InputError(f"--device {device}: one of {DEVICE_NAMES}")
 
 
 def write_pair(network, plan, yaml_out: Path, arch: str) -> Path:
@@ -75,31 +39,30 @@ def inspect_command(
     ),
 ) -> None:
     """Decode the network a firmware folder configures: a row per layer, weights and biases."""
-    from cnnforge.targets.max7800x.firmware.inspect import as_dict, contradictions, rows
+    from cnnforge.api import inspect as inspect_folder
 
+    found = inspect_folder(folder, device or "auto")
     if yaml_out is not None:
-        decoded = load_network(folder, device)
-        dev, image, layers = decoded.device, decoded.image, decoded.layers
+        from cnnforge.targets.max7800x.firmware_read import read_firmware
+
+        decoded = read_firmware(folder, device)
         write_pair(decoded.network, decoded.plan, yaml_out, folder.resolve().name)
-    else:
-        dev, image, layers = load_firmware(folder, device)
     if json_out is not None:
-        text = json.dumps(as_dict(dev, layers))
+        text = json.dumps(found.to_dict())
         if json_out == "-":
             sys.stdout.write(text + "\n")
         else:
             Path(json_out).write_text(text, encoding="utf-8")
     if json_out != "-":
-        from cnnforge.targets.max7800x.firmware.inspect import COLUMNS
+        from cnnforge.targets.max7800x.firmware.inspect import COLUMNS, rows
 
-        table = Table(title=f"{folder} ({dev}, {len(layers)} layers)")
+        table = Table(title=f"{folder} ({found.device}, {len(found.layers)} layers)")
         for col in COLUMNS:
             table.add_column(col)
-        for row in rows(layers):
+        for row in rows(found.layers):
             table.add_row(*row)
         console.print(table)
-    problems = contradictions(dev, image, layers)
-    for line in problems:
+    for line in found.contradictions:
         console.print(f"contradiction: {line}", markup=False, highlight=False)
-    if problems:
+    if found.contradictions:
         raise typer.Exit(1)

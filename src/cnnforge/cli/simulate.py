@@ -9,7 +9,6 @@ checkpoint (``--network``, or ``--checkpoint`` when it is one), or MODEL (+ floa
 from __future__ import annotations
 
 import re
-import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -23,7 +22,7 @@ from cnnforge.cli.common import (
     parse_shape,
     read_input_array,
 )
-from cnnforge.errors import InputError, Note
+from cnnforge.errors import InputError
 from cnnforge.outputs import atomic_outputs
 from cnnforge.targets.max7800x.device import DEFAULT_DEVICE, DEVICE_NAMES
 
@@ -56,15 +55,6 @@ def resolve_network(
     saved = quantized_checkpoint(source) is not None
     if not saved and input_shape is None:
         raise InputError("MODEL needs --input-shape", hint="e.g. --input-shape 3,64,64")
-    if not saved and checkpoint is None and not str(model).lower().endswith(".onnx"):
-        from cnnforge.frontend import UNTRAINED_SEED
-
-        warnings.warn(  # printed after success only (cli.main); an ONNX file has its weights
-            f"{model} has no --checkpoint: untrained weights seeded with "
-            f"torch.manual_seed({UNTRAINED_SEED}), the same as compile, plan and quantize use",
-            Note,
-            stacklevel=1,
-        )
     dev = device_for(target, "simulate")
     return quantized_from_source(
         source, input_shape, model_args, dev, weight_bits, rules=target.rules, clip=clip
@@ -195,10 +185,10 @@ def simulate_firmware(
 ) -> None:
     """``simulate --firmware``: the folder's network, decoded; without ``--input`` its own
     sample, checked against its own known answer (exit 1 when a word differs)."""
-    from cnnforge.cli.inspect import load_network
     from cnnforge.targets.max7800x.firmware.selftest import run_self_test
+    from cnnforge.targets.max7800x.firmware_read import read_firmware
 
-    decoded = load_network(folder, device)
+    decoded = read_firmware(folder, device)
     network = decoded.network
     x = None
     if input_path is not None:

@@ -11,10 +11,13 @@ from rich.table import Table
 from cnnforge.cli.app import app
 from cnnforge.cli.common import (
     amp_option,
+    batch_progress,
     console,
     cpu_option,
     gpus_option,
+    old_name,
     parse_model_args,
+    renamed,
     say_where,
     workers_option,
 )
@@ -25,10 +28,12 @@ if TYPE_CHECKING:
 
 @app.command("train")
 def train(
+    cli: typer.Context,
     model: str = typer.Argument(..., help="path/to/file.py:Name, package.module:Name or a name."),
     dataset: str = typer.Option("shapes", "--dataset", help="shapes, voc or folder."),
     data: Path = typer.Option(None, "--data", help="Dataset directory (voc, folder)."),
-    out: Path = typer.Option(Path("runs/train"), "--out", "-o", help="Checkpoint directory."),
+    out: Path = typer.Option(Path("runs/train"), "--output", "-o", help="Checkpoint directory."),
+    old_out: Path = old_name("--out"),
     model_arg: list[str] = typer.Option(None, "--model-arg", help="key=value (repeatable)."),
     size: int = typer.Option(32, "--size", help="Image side length the data is resized to."),
     epochs: int = typer.Option(10, "--epochs"),
@@ -61,19 +66,21 @@ def train(
     from cnnforge.errors import DistributedError
     from cnnforge.training.distributed import init_from_env, local_rank, peer_failure, shutdown
 
+    out = renamed(cli, "out", "old_out")
     device = choose_device(cpu=cpu, gpus=gpus, local_rank=local_rank())  # before any work
     ctx = init_from_env(device, parse_gpus(gpus))
     try:
-        history = train_model(
-            model, out, dataset=dataset, data=data, size=size, epochs=epochs,
-            batch_size=batch_size, lr=lr, optimizer=optimizer, schedule=schedule,
-            weight_decay=weight_decay, seed=seed, fold=fold, qat=not no_qat,
-            qat_policy=qat_policy, train_length=train_length, val_length=val_length,
-            resume=resume, overwrite=overwrite, model_args=parse_model_args(model_arg),
-            on_epoch=_print_epoch if ctx.is_main else None, cpu=cpu, gpus=gpus,
-            workers=workers, amp=amp,
-            on_start=say_where("training", ctx.world_size) if ctx.is_main else None,
-        )  # fmt: skip
+        with batch_progress() as on_batch:  # on a terminal only
+            history = train_model(
+                model, out, dataset=dataset, data=data, size=size, epochs=epochs,
+                batch_size=batch_size, lr=lr, optimizer=optimizer, schedule=schedule,
+                weight_decay=weight_decay, seed=seed, fold=fold, qat=not no_qat,
+                qat_policy=qat_policy, train_length=train_length, val_length=val_length,
+                resume=resume, overwrite=overwrite, model_args=parse_model_args(model_arg),
+                on_epoch=_print_epoch if ctx.is_main else None, cpu=cpu, gpus=gpus,
+                workers=workers, amp=amp, on_batch=on_batch,
+                on_start=say_where("training", ctx.world_size) if ctx.is_main else None,
+            )  # fmt: skip
     except Exception as exc:  # a rank that died ends the others: say so once, no traceback
         lost = peer_failure(exc) if ctx.world_size > 1 else None
         if lost is None:

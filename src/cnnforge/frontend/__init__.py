@@ -20,6 +20,34 @@ if TYPE_CHECKING:
 UNTRAINED_SEED = 0  # torch.manual_seed for models built without a checkpoint
 
 
+def is_untrained(spec: ModelSpec, checkpoint: Path | None) -> bool:
+    """Whether ``spec`` is built with untrained weights: a reference or class (not a model
+    object, which has its own weights, nor an ONNX file, which carries them) and no checkpoint."""
+    from cnnforge.frontend.onnx import is_onnx_spec
+
+    if checkpoint is not None or not isinstance(spec, str | type):
+        return False
+    return not (isinstance(spec, str) and is_onnx_spec(spec))
+
+
+def untrained_note(spec: ModelSpec, checkpoint: Path | None, what: str = "the results") -> None:
+    """Warn (``errors.Note``: the CLI prints it after the command succeeds) that a model
+    without --checkpoint runs on untrained weights, so ``what`` are not a trained model's."""
+    import warnings
+
+    from cnnforge.errors import Note
+
+    if not is_untrained(spec, checkpoint):
+        return
+    name = spec if isinstance(spec, str) else spec.__name__
+    warnings.warn(
+        f"{name} has no --checkpoint: untrained weights (torch.manual_seed({UNTRAINED_SEED}), "
+        f"the same in every command), so {what} are not a trained model's",
+        Note,
+        stacklevel=2,
+    )
+
+
 def load_network(
     spec: ModelSpec,
     input_shape: Sequence[int] | None,
@@ -103,4 +131,4 @@ def _check_rows(shape: tuple[int, ...], max_rows: int, device: str) -> None:
         )
 
 
-__all__ = ["UNTRAINED_SEED", "load_network"]
+__all__ = ["UNTRAINED_SEED", "is_untrained", "load_network", "untrained_note"]

@@ -52,6 +52,13 @@ def load_model(
     model_args = dict(model_args or {})
     if isinstance(spec, nn.Module):
         return _loaded(_copy(spec, model_args), checkpoint)
+    if isinstance(spec, str) and spec.lower().endswith(".onnx"):
+        raise ModelError(
+            "an ONNX file is a graph to compile, not a PyTorch module to train or run in "
+            "PyTorch (train, evaluate and adapt need one)",
+            where=spec,
+            hint="give the model's Python definition (file.py:Name) with its --checkpoint",
+        )
     factory, where = (spec, model_name(spec)) if isinstance(spec, type) else _resolve(spec)
     if before_build is not None:
         before_build(factory, where)

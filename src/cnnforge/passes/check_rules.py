@@ -73,9 +73,14 @@ def network_violation(network: Network, rule: str, actual, limit, hint: str) -> 
     """A violation of the whole network (its "layer" is ``NETWORK``)."""
     return Violation(NETWORK, network.name, rule, str(actual), str(limit), hint)
 
+
+#: Where ``cnnforge adapt`` makes the suggested swap itself (its table, docs/adapt.md) and
+#: recovers the accuracy by distillation from the original, the hint says so.
+ADAPT = "; `cnnforge adapt` does it (docs/adapt.md)"
+
 _KERNEL_HINTS = {
-    5: "replace the 5x5 conv by two 3x3 convs and retrain",
-    7: "replace the 7x7 conv by three 3x3 convs and retrain",
+    5: "replace the 5x5 conv by two 3x3 convs and retrain" + ADAPT,
+    7: "replace the 7x7 conv by three 3x3 convs and retrain" + ADAPT,
     2: "use a 3x3 kernel and retrain (a 2x2 conv is an exact 3x3 only before a stride that "
     "drops the extra row)",
 }
@@ -86,7 +91,7 @@ _MODEL_LEVEL_HINTS = {
     Op.BATCHNORM: "a BatchNorm folds only into the conv/linear right before it: move it there",
     Op.FLATTEN: "flatten only feeds a Linear layer: put the Linear right after it",
     Op.CONCAT: "concatenate only along channels (dim=1) of equally sized tensors",
-    Op.POOL: "the hardware pools without padding: use padding=0",
+    Op.POOL: "the hardware pools without padding: use padding=0" + ADAPT,
 }
 
 
@@ -153,21 +158,22 @@ def unsupported_op(ctx: Context, layer: Layer) -> Iterator[Violation]:
 #: rows of the frontend are named with these.
 _OPAQUE_HINTS = {
     "instancenorm": "per-sample statistics do not exist on the device: use BatchNorm2d (folded "
-    "into the conv) and retrain",
+    "into the conv) and retrain" + ADAPT,
     "groupnorm": "per-sample statistics do not exist on the device: use BatchNorm2d (folded "
-    "into the conv) and retrain",
+    "into the conv) and retrain" + ADAPT,
     "layernorm": "per-sample statistics do not exist on the device: use BatchNorm2d and retrain",
-    "hardswish": "the device has ReLU and Abs only: use ReLU and retrain",
+    "hardswish": "the device has ReLU and Abs only: use ReLU and retrain" + ADAPT,
     "hardsigmoid": "the device has ReLU and Abs only: use ReLU (or drop the gate) and retrain",
-    "silu": "the device has ReLU and Abs only: use ReLU and retrain",
-    "gelu": "the device has ReLU and Abs only: use ReLU and retrain",
-    "elu": "the device has ReLU and Abs only: use ReLU and retrain",
-    "prelu": "the device has ReLU and Abs only: use ReLU and retrain",
+    "silu": "the device has ReLU and Abs only: use ReLU and retrain" + ADAPT,
+    "gelu": "the device has ReLU and Abs only: use ReLU and retrain" + ADAPT,
+    "elu": "the device has ReLU and Abs only: use ReLU and retrain" + ADAPT,
+    "prelu": "the device has ReLU and Abs only: use ReLU and retrain" + ADAPT,
     "upsample_bilinear2d": "bilinear interpolation does not exist on the device: use "
     "nn.ConvTranspose2d(k=2, s=2) (rewritten exactly) or (k=3, s=2, p=1, output_padding=1) "
-    "and retrain",
+    "and retrain, or a nearest upsample" + ADAPT,
     "mul": "products of feature maps (attention gates, broadcasts, scaling by constants) do not "
-    "exist on the device: use add/sub or drop the gate and retrain",
+    "exist on the device: use add/sub or drop the gate and retrain (a sigmoid gate: "
+    "`cnnforge adapt` holds it open and retrains, docs/adapt.md)",
     "getitem": "slicing/indexing feature maps does not exist on the device: use a conv with "
     "fewer output channels, or do it on the host",
     "slice": "slicing feature maps does not exist on the device: do it on the host",
@@ -201,7 +207,7 @@ def _activation(ctx: Context, layer: Layer) -> Violation:
     if hardware_activation(layer) is None:
         hint = (
             f"the hardware has ReLU and Abs only (after a conv/linear); replace {act} by "
-            "ReLU and retrain, or compute it on the host"
+            f"ReLU and retrain, or compute it on the host{ADAPT}"
         )
         return ctx.violation(layer, "activation", act, "relu, abs", hint)
     source = layer.inputs[0]
@@ -227,7 +233,7 @@ def conv2d_geometry(ctx: Context, layer: Layer) -> Iterator[Violation]:
     yield from _padding(ctx, layer, dev.conv_pads)
     dil = max(layer.dilation or (1,))
     if dil > dev.conv2d_dilation_max:
-        hint = "dilated Conv2d is not supported: use pooling or more layers and retrain"
+        hint = "dilated Conv2d is not supported: use pooling or more layers and retrain" + ADAPT
         yield ctx.violation(layer, "dilation", dil, dev.conv2d_dilation_max, hint)
     yield from _groups(ctx, layer)
 

@@ -155,8 +155,9 @@ def load_source(
         from cnnforge.checkpoint import load_quantized
 
         return load_quantized(path), True
-    from cnnforge.frontend import load_network
+    from cnnforge.frontend import load_network, untrained_note
 
+    untrained_note(source.model, source.checkpoint, "its weights and outputs")
     limits = load_limits(device)
     network = load_network(source.model, input_shape, dict(model_args), source.checkpoint, **limits)
     return network, False

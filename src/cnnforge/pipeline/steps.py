@@ -244,7 +244,7 @@ def step_simulate(state: CompileState, workdir: Path) -> CompileState:
     answer = {k: _np(v)[0] for k, v in result.outputs.items()}
     layers = {k: _np(v)[0] for k, v in (result.layers or {}).items()}
     np.savez(workdir / KNOWN_ANSWER, **{k: answer[k] for k in sorted(answer)})
-    np.save(workdir / SAMPLE, state.sample.astype(np.int8))
+    np.save(workdir / SAMPLE, state.sample.astype(np.int64))  # the vendor tool reads int64
     text = state.network.to_json()
     (workdir / QUANTIZED).write_text(text, "utf-8")
     save_quantized(state.network, workdir / CHECKPOINT, network_json=text)

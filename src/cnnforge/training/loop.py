@@ -195,6 +195,7 @@ class Trainer:
         self.qat = qat or QatHooks(None)
         self.model_spec = model_spec or {}
         self.on_epoch = on_epoch
+        self.on_batch: Callable[[int, int], None] | None = None  # progress inside an epoch
         self.history: list[EpochRecord] = []
         self.best_miou = -math.inf
         self.start_epoch = 0
@@ -252,16 +253,19 @@ class Trainer:
         ``reproducible_math`` (TF32 off once QAT is on); the workers stop at the end."""
         try:
             for epoch in range(self.start_epoch, self.config.epochs):
+                if self.finished():
+                    break
                 if self.qat.should_activate(epoch):
                     self.qat.activate(self.model)
                     self._net = None  # the trainable parameters changed: wrap again
                     self._rebuild_optimizer(epoch)
                     self.best_miou = -math.inf  # best.pth: the best *quantization-aware* epoch
                 with reproducible_math(self.device, full_precision=self.qat.active):
+                    lr = float(self.optimizer.param_groups[0]["lr"])  # the rate it trains at
                     start = time.perf_counter()
                     train_loss = self._train_epoch(epoch)
                     seconds = time.perf_counter() - start
-                    record = replace(self._validate(epoch, train_loss), seconds=seconds)
+                    record = replace(self._validate(epoch, train_loss), seconds=seconds, lr=lr)
                 self.history.append(record)
                 self._write(epoch, record)
                 if self.on_epoch and self.ctx.is_main:
@@ -271,6 +275,16 @@ class Trainer:
                 batches.close()
             self._batches = {}
         return self.history
+
+    def finished(self) -> bool:
+        """Whether the run ends before ``epochs`` (a subclass's stopping rule; here never)."""
+        return False
+
+    def batch_done(self, done: int, total: int) -> None:
+        """Tell ``on_batch`` (a progress display; rank 0 only) that ``done`` of ``total``
+        batches of this epoch are trained."""
+        if self.on_batch is not None and self.ctx.is_main:
+            self.on_batch(done, total)
 
     def batches(self, split: str) -> Batches:
         """The ``train`` (shuffled per epoch) or ``val`` batches, made once per ``fit``."""
@@ -313,7 +327,8 @@ class Trainer:
         # without waiting for each batch to finish
         total = torch.zeros((), dtype=torch.float64, device=self.device)
         batches = 0
-        for x, mask in self.batches("train").epoch(epoch):
+        train = self.batches("train")
+        for x, mask in train.epoch(epoch):
             self.optimizer.zero_grad(set_to_none=True)
             with self.autocast():
                 loss = segmentation_loss(model_logits(net, x, self.config), mask)
@@ -321,6 +336,7 @@ class Trainer:
             self.optimizer.step()
             total += loss.detach()
             batches += 1
+            self.batch_done(batches, len(train.sampler))
         self.scheduler.step()
         return self.ctx.mean(float(total) / max(batches, 1))
 

@@ -85,6 +85,7 @@ def train_model(
     device: torch.device = torch.device("cpu"),
     workers: int | None = None,
     on_start: Callable[[torch.device], None] | None = None,
+    on_batch: Callable[[int, int], None] | None = None,
 ) -> list[EpochRecord]:
     """Build the model, the data and the trainer; train (or resume) and return the history.
 
@@ -130,6 +131,7 @@ def train_model(
         device=device,
         workers=workers,
     )
+    trainer.on_batch = on_batch
     if main:  # the model and data are good: the directory becomes this run's
         claim_directory(out_dir, OUTPUT_FILES, overwrite=overwrite, resume=resume)
     if resume:

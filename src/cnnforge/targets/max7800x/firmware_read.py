@@ -1,15 +1,50 @@
 """A firmware folder read back into cnnforge's network and plan: the decoder and the recovery
-of firmware/ with the vendor-pair reader (ai8x.py) that turns the recovered pair into both."""
+of firmware/ with the vendor-pair reader (ai8x.py) that turns the recovered pair into both.
+Bad input (no cnn.c, an unknown part, a folder the decoder cannot read) is an InputError: one
+line, exit 2."""
 
 from __future__ import annotations
 
 import functools
 from pathlib import Path
+from typing import Any
 
+from cnnforge.errors import InputError
 from cnnforge.targets.max7800x.ai8x import load_ai8x
+from cnnforge.targets.max7800x.device import DEVICE_NAMES, DEVICES
 from cnnforge.targets.max7800x.firmware import selftest
 
 
 def read_firmware(folder: Path, device: str | None) -> selftest.Decoded:
     """Read, decode and recover ``folder`` (nothing of it is compiled or run)."""
-    return selftest.read_network(folder, device, functools.partial(load_ai8x, overlap_data=True))
+    from cnnforge.targets.max7800x.firmware.decode import DecodeError
+    from cnnforge.targets.max7800x.firmware.interpret import FirmwareError
+
+    check_folder(folder, device)
+    try:
+        return selftest.read_network(
+            folder, device, functools.partial(load_ai8x, overlap_data=True)
+        )
+    except (FirmwareError, DecodeError) as exc:
+        raise InputError(str(exc)) from None
+
+
+def read_layers(folder: Path, device: str | None) -> tuple[str, Any, list]:
+    """``(device, state image, decoded layers)`` of ``folder`` (``inspect``'s reading)."""
+    from cnnforge.targets.max7800x.firmware.decode import DecodeError
+    from cnnforge.targets.max7800x.firmware.inspect import read_folder
+    from cnnforge.targets.max7800x.firmware.interpret import FirmwareError
+
+    check_folder(folder, device)
+    try:
+        return read_folder(folder, device)
+    except (FirmwareError, DecodeError) as exc:
+        raise InputError(str(exc)) from None
+
+
+def check_folder(folder: Path, device: str | None) -> None:
+    """A firmware folder (it has cnn.c) and a known part, else InputError."""
+    if not (Path(folder) / "cnn.c").is_file():
+        raise InputError(f"{folder}: no cnn.c (not a firmware folder)")
+    if device not in (None, *(d.name for d in DEVICES)):
+        raise InputError(f"--device {device}: one of {DEVICE_NAMES}")

@@ -13,11 +13,19 @@ import torch.nn.functional as F
 from torch import nn
 from torch.utils.data import DataLoader, Dataset
 
+from cnnforge.adaptation.width import NEW
 from cnnforge.training.loop import Trainer, model_inputs, model_logits, segmentation_loss
 
 TEMPERATURE = 2.0
 KD_WEIGHT = 0.5
 FEATURE_WEIGHT = 0.1
+#: The plateau rule: the rate times PLATEAU_FACTOR once more than PATIENCE epochs bring no
+#: gain of PLATEAU_GAIN in validation mIoU, PLATEAU_DROPS times; the plateau after that sets the
+#: rate at its floor (0.1 % lower), and PATIENCE epochs more without a gain stop the run.
+PATIENCE = 3
+PLATEAU_GAIN = 0.002
+PLATEAU_FACTOR = 0.3
+PLATEAU_DROPS = 3
 
 
 def measure_batchnorm(
@@ -45,6 +53,21 @@ def measure_batchnorm(
     model.eval()
 
 
+def output_gain(model: nn.Module) -> float:
+    """The factor that brings a quantization-aware 32-bit output back to its float units: the
+    device leaves the output shift out of a wide output (docs/quantization.md), so in the QAT
+    stage the logits are the float ones times 2^-shift. The loss compares them at the float
+    scale the teacher's have (else the student first spends epochs growing its logits back)."""
+    from cnnforge.nn import Stage, qat_modules
+
+    gains = [
+        2.0 ** m.quantized_params().output_shift
+        for _, m in qat_modules(model)
+        if getattr(m, "wide", False) and m.current_stage is Stage.QAT
+    ]
+    return gains[-1] if gains else 1.0
+
+
 def mirrored(x: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Half the batch mirrored left-right (images and masks; drawn from torch's seeded
     generator, so a resumed epoch draws the same): the teacher labels the mirrored images too,
@@ -55,17 +78,59 @@ def mirrored(x: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.T
     return x, mask
 
 
+class PlateauSchedule(torch.optim.lr_scheduler.ReduceLROnPlateau):
+    """A constant rate until validation mIoU stops improving, then lower (module constants);
+    ``finished`` once a plateau is reached at the lowest rate. Its state is the scheduler's,
+    saved in every ``last.pth``, so a resumed run continues the same schedule."""
+
+    def __init__(self, optimizer: torch.optim.Optimizer) -> None:
+        lowest = [g["lr"] * PLATEAU_FACTOR**PLATEAU_DROPS * 0.999 for g in optimizer.param_groups]
+        super().__init__(
+            optimizer, mode="max", factor=PLATEAU_FACTOR, patience=PATIENCE,
+            threshold=PLATEAU_GAIN, threshold_mode="abs", min_lr=lowest,
+        )  # fmt: skip
+
+    def finished(self) -> bool:
+        at_lowest = all(
+            g["lr"] <= m for g, m in zip(self.optimizer.param_groups, self.min_lrs, strict=True)
+        )
+        return at_lowest and self.num_bad_epochs >= self.patience
+
+
 class DistillTrainer(Trainer):
     """Trainer whose loss is cross-entropy + ``KD_WEIGHT`` x KL(teacher || student) at T=2
     + ``FEATURE_WEIGHT`` x the normalized squared error of intermediate features where they
     line up (``features``: module path -> the teacher channels the student's output keeps)."""
 
     def __init__(
-        self, *args, teacher: nn.Module, features: dict[str, tuple[int, ...]] | None = None, **kw
+        self,
+        *args,
+        teacher: nn.Module,
+        features: dict[str, tuple[int, ...]] | None = None,
+        plateau: bool = True,
+        **kw,
     ) -> None:
         super().__init__(*args, **kw)
         self.teacher = teacher.eval().to(self.device)
         self.features = features or {}
+        self.plateau = plateau
+        if plateau:
+            self.scheduler = PlateauSchedule(self.optimizer)
+
+    def finished(self) -> bool:
+        """Whether the plateau rule has ended the run (else it runs to ``epochs``, the cap)."""
+        return self.plateau and self.scheduler.finished()
+
+    def _rebuild_optimizer(self, epoch: int) -> None:
+        super()._rebuild_optimizer(epoch)
+        if self.plateau:
+            self.scheduler = PlateauSchedule(self.optimizer)
+
+    def _validate(self, epoch: int, train_loss: float):
+        record = super()._validate(epoch, train_loss)
+        if self.plateau:
+            self.scheduler.step(record.miou)
+        return record
 
     def _feature_loss(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Teacher logits (no gradient) and the feature term for the batch ``x``."""
@@ -81,15 +146,17 @@ class DistillTrainer(Trainer):
         try:
             with torch.no_grad():
                 soft = self.teacher(model_inputs(x, self.config))
-            logits = model_logits(self.model, x, self.config)
+            logits = model_logits(self.model, x, self.config) * output_gain(self.model)
         finally:
             for h in hooks:
                 h.remove()
         term = logits.new_zeros(())
         for path, keep in self.features.items():
-            t = taken[(0, path)][:, list(keep)]
+            ours = [j for j, i in enumerate(keep) if i != NEW]  # widening's new channels: free
+            t = taken[(0, path)][:, [keep[j] for j in ours]]
             s = taken[(1, path)]
-            if s.shape == t.shape:
+            if s.shape[1] == len(keep) and s.shape[2:] == t.shape[2:]:
+                s = s[:, ours]
                 term = term + F.mse_loss(s, t) / (t.var() + 1e-6)
         return soft, logits, term / max(len(self.features), 1)
 
@@ -98,7 +165,8 @@ class DistillTrainer(Trainer):
         self.model.train()
         total = torch.zeros((), dtype=torch.float64, device=self.device)
         batches = 0
-        for x, mask in self.batches("train").epoch(epoch):
+        train = self.batches("train")
+        for x, mask in train.epoch(epoch):
             x, mask = mirrored(x, mask)
             self.optimizer.zero_grad(set_to_none=True)
             with self.autocast():
@@ -116,5 +184,7 @@ class DistillTrainer(Trainer):
             self.optimizer.step()
             total += loss.detach()
             batches += 1
-        self.scheduler.step()
+            self.batch_done(batches, len(train.sampler))
+        if not self.plateau:
+            self.scheduler.step()
         return float(total) / max(batches, 1)

@@ -9,26 +9,32 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
 from torch import nn
 
-from cnnforge.adapt.depth import cut_depth, depth_rule
-from cnnforge.adapt.gates import open_gates
-from cnnforge.adapt.recover import DistillTrainer, measure_batchnorm
-from cnnforge.adapt.surgery import Replacement, refusals, replace_ops
-from cnnforge.adapt.width import channel_graph, narrow
+from cnnforge.adaptation.depth import cut_depth, depth_rule
+from cnnforge.adaptation.gates import open_gates
+from cnnforge.adaptation.recover import DistillTrainer, measure_batchnorm
+from cnnforge.adaptation.surgery import Replacement, refusals, replace_ops
+from cnnforge.adaptation.width import channel_graph, narrow
 from cnnforge.compute import CPU, reproducible_math, to_cpu
 from cnnforge.errors import CnnforgeError, InputError
 from cnnforge.training.loop import TrainConfig, evaluate_segmentation
 from cnnforge.training.run import DataSpec, _in_channels, model_classes
 
-#: Widths ``--width auto`` tries, largest first; each also with hidden layers capped at one
-#: processor pass (64 channels: concatenations and pooled layers place in one pass).
-WIDTHS = (1.0, 0.75, 0.5, 0.375, 0.25, 0.1875, 0.125)
+if TYPE_CHECKING:
+    from cnnforge.frontend.loading import ModelSpec
+
+#: Widths ``--width auto`` tries, largest first (above 1: wider than the original, where the
+#: device has room); each also with hidden layers capped at one processor pass (64 channels:
+#: concatenations and pooled layers place in one pass).
+WIDTHS = (4.0, 3.0, 2.0, 1.5, 1.0, 0.75, 0.5, 0.375, 0.25, 0.1875, 0.125)
 CAP = 64
+#: The largest multiplier ``--width`` takes (check says whether it fits).
+MAX_WIDTH = 8.0
 ROWS = ("original float", "adapted float", "QAT-eval", "bit-exact")
 SCORE_BATCH = 64  # images per batch when scoring the rows
 
@@ -43,6 +49,9 @@ class AdaptResult:
     width_tries: list[dict[str, Any]]
     scores: dict[str, dict[str, float] | None] = field(default_factory=dict)
     minutes: float = 0.0
+    epochs: dict[str, int] = field(default_factory=dict)  # run before the plateau or the cap
+    size: dict[str, Any] = field(default_factory=dict)  # params, weight memory, latency
+    plateau: bool = True  # each phase ended by the plateau rule (else exactly its epochs)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -50,7 +59,10 @@ class AdaptResult:
             "width": self.width,
             "cap": self.cap,
             "width_tries": self.width_tries,
+            "epochs": self.epochs,
+            "plateau": self.plateau,
             "scores": self.scores,
+            "size": self.size,
             "minutes": self.minutes,
         }
 
@@ -67,8 +79,8 @@ def check_fits(model: nn.Module, shape: tuple[int, ...], target: Any):
 
 @dataclass
 class Checked:
-    """The model preflight ends with and check's report for it: the width search's first try
-    is that model unchanged (full width, no cap), whose capture and check it saves."""
+    """The model preflight ends with and check's report for it: the width search's try at
+    width 1 without a cap is that model unchanged, whose capture and check it saves."""
 
     model: nn.Module | None = None
     report: Any = None
@@ -145,6 +157,22 @@ def _first(paths: list[str]) -> str:
     return ", ".join(paths[:3]) + (", ..." if len(paths) > 3 else "")
 
 
+def check_width(width: str) -> str:
+    """``auto`` or a multiplier in (0, MAX_WIDTH]; else InputError (exit 2)."""
+    if width == "auto":
+        return width
+    try:
+        value = float(width)
+    except ValueError:
+        value = -1.0
+    if not 0 < value <= MAX_WIDTH:
+        raise InputError(
+            f"--width {width!r}",
+            hint=f"auto, or a multiplier in (0, {MAX_WIDTH:g}] such as 0.5 or 2",
+        )
+    return width
+
+
 def choose_width(
     model: nn.Module,
     shape: tuple[int, ...],
@@ -152,28 +180,32 @@ def choose_width(
     width: str,
     checked: Checked | None = None,
 ) -> tuple[nn.Module, float, int | None, list[dict[str, Any]], dict[str, tuple[int, ...]]]:
-    """The largest width (``auto``) that check passes, or the given one; each at full width
-    and then capped at ``CAP`` channels; and every try with why it failed (``checked``:
-    preflight's report for ``model``, reused for the try that leaves it unchanged)."""
+    """The largest width (``auto``: ``WIDTHS``, widest first) that check passes, or the given
+    one; each at full width and then capped at ``CAP`` channels; and every try (its
+    parameters, whether it fits and why not). ``checked``: preflight's report for ``model``,
+    reused for the one try that leaves it unchanged (width 1, no cap)."""
     tries: list[dict[str, Any]] = []
     candidates = WIDTHS if width == "auto" else (float(width),)
     graph = None
     for w in candidates:
         for cap in (None, CAP):
             try:
-                if graph is None and (w < 1 or cap is not None):
+                if graph is None and (w != 1 or cap is not None):
                     graph = channel_graph(model, shape)
                 student, kept = narrow(model, w, shape, cap, graph)
-                # at full width without a cap narrow returns an unchanged copy: model's report
-                known = checked.report_for(model) if checked and w >= 1 and cap is None else None
+                # at width 1 without a cap narrow returns an unchanged copy: model's report
+                # (a wider try is a new model: checked on its own)
+                known = checked.report_for(model) if checked and w == 1 and cap is None else None
                 report = known if known is not None else check_fits(student, shape, target)
             except CnnforgeError as exc:
                 tries.append({"width": w, "cap": cap, "fits": False, "why": str(exc)})
                 continue
             why = sorted({v.rule for v in report.violations})
+            params = sum(p.numel() for p in student.parameters())
             tries.append(
-                {"width": w, "cap": cap, "fits": report.fits, "why": ", ".join(why) or "fits"}
-            )
+                {"width": w, "cap": cap, "params": params, "fits": report.fits,
+                 "why": ", ".join(why) or "fits"}
+            )  # fmt: skip
             if report.fits:
                 return student, w, cap, tries, kept
     last = "; ".join(f"{t['width']}/{t['cap']}: {t['why']}" for t in tries)
@@ -181,7 +213,7 @@ def choose_width(
 
 
 def adapt_model(
-    spec: str,
+    spec: ModelSpec,
     model_args: dict[str, Any],
     checkpoint: Path | None,
     *,
@@ -198,12 +230,20 @@ def adapt_model(
     compute: torch.device = CPU,
     workers: int = 0,
     on_start: Callable[[torch.device], None] | None = None,
+    plateau: bool = True,
+    on_try: Callable[[dict[str, Any]], None] | None = None,
+    allow_untrained: bool = False,
+    measure: Callable[[Path, tuple[int, ...]], dict[str, Any]] | None = None,
+    on_batch: Callable[[int, int], None] | None = None,
 ) -> AdaptResult:
     """The whole command (see the module docstring); ``out`` is created or resumed. The
     distillation, QAT and scores run on ``compute`` (a GPU or the CPU) with ``workers``
-    data-loading processes; ``on_start(compute)`` once the model fits, before training."""
+    data-loading processes; ``on_start(compute)`` once the model fits, before training.
+    ``measure(out, shape)``: the size and predicted latency of the written result (the
+    caller's: the target's planner is above this stage)."""
     from cnnforge.frontend.torch_fx import load_model
 
+    _check_teacher(spec, checkpoint, allow_untrained)
     step = on_step or (lambda _: None)
     _run_folders(out, resume, overwrite)
     start = time.monotonic()
@@ -211,6 +251,7 @@ def adapt_model(
     teacher = load_model(spec, model_args, checkpoint).eval()
     shape = (_in_channels(teacher), data.size, data.size)
     classes = model_classes(teacher, data.size)
+    config = replace(config, num_classes=classes)
     train_set, val_set = data.splits(classes)
     step("replacing ops")
     checked = Checked()
@@ -219,32 +260,90 @@ def adapt_model(
     student, w, cap, tries, kept = choose_width(adapted, shape, target, width, checked)
     if on_start is not None:
         on_start(compute)
+    for t in tries if on_try is not None else ():  # after the search: a refusal stays one line
+        on_try(t)
     out.mkdir(parents=True, exist_ok=True)
-    norms = [r.path for r in reps if r.row == "norm" and _has(student, r.path)]
-    measure_batchnorm(student.to(compute), train_set, norms)
+    _measure_norms(student.to(compute), train_set, reps, widened=w > 1, resume=_started(out))
     step("distilling")
     place = {"device": compute, "workers": workers}
-    config = replace(config, num_classes=classes)
-    spec_json = {"model": spec, "model_args": model_args, "width": w, "cap": cap}
-    _distill(student, teacher, kept, (train_set, val_set), config, out, resume, on_epoch, place,
-             spec_json)  # fmt: skip
+    spec_json = {"model": _name(spec), "model_args": model_args, "width": w, "cap": cap}
+    loop = {"resume": resume, "on_epoch": on_epoch, "plateau": plateau, "on_batch": on_batch}
+    distilled = _distill(student, teacher, kept, (train_set, val_set), config, out, place,
+                         spec_json, loop)  # fmt: skip
     student.eval()
     step("building the QAT network")
-    calib = torch.stack([train_set[i][0] for i in range(min(64, len(train_set)))])
-    network = hardware_network(copy.deepcopy(student).cpu(), shape, target, calib)
-    from cnnforge.adapt.hardware import build
-
-    qat = build(network, out / "adapted.py", spec)
-    np.save(out / "sample.npy", val_set[0][0].numpy().astype(np.int8))  # compile's --sample
+    qat = _qat_network(copy.deepcopy(student).cpu(), shape, target, train_set, out, _name(spec))
+    np.save(out / "sample.npy", val_set[0][0].numpy().astype(np.int64))  # compile's --sample
     step("quantization-aware training")
-    _qat(qat, teacher, (train_set, val_set), config, out, resume, qat_epochs, on_epoch, place)
+    _qat(qat, teacher, (train_set, val_set), config, out, qat_epochs, place, loop)
     torch.save(to_cpu(qat.state_dict()), out / "adapted.pth")
-    result = AdaptResult(reps, w, cap, tries)
     step("scoring")
-    result.scores = _scores(teacher, student, qat, val_set, classes, place)
-    result.minutes = (time.monotonic() - start) / 60
+    result = AdaptResult(
+        reps, w, cap, tries, scores=_scores(teacher, student, qat, val_set, classes, place),
+        epochs={"distill": distilled, "qat": _epochs_run(out / "run_qat")},
+        size=_size(teacher, measure, out, shape), minutes=(time.monotonic() - start) / 60,
+        plateau=plateau,
+    )  # fmt: skip
     (out / "adapt.json").write_text(json.dumps(result.to_dict(), indent=1) + "\n")
     return result
+
+
+def _check_teacher(spec: ModelSpec, checkpoint: Path | None, allow_untrained: bool) -> None:
+    """An untrained teacher is refused (distilling from it teaches nothing), or with
+    ``allow_untrained`` noted (errors.Note)."""
+    from cnnforge.frontend import is_untrained, untrained_note
+
+    if is_untrained(spec, checkpoint) and not allow_untrained:
+        raise InputError(
+            f"{_name(spec)} has no --checkpoint: adapt would distill from an untrained teacher",
+            hint="give --checkpoint float.pth (its trained state_dict), or --allow-untrained",
+        )
+    untrained_note(spec, checkpoint, "the teacher's and the student's scores")
+
+
+def _name(spec: ModelSpec) -> str:
+    """How a model is named in adapt.json and adapted.py: the reference, else its class."""
+    if isinstance(spec, str):
+        return spec
+    return spec.__name__ if isinstance(spec, type) else type(spec).__name__
+
+
+def _started(out: Path) -> bool:
+    return (out / "run" / "last.pth").is_file()
+
+
+def _measure_norms(student, train_set, reps, *, widened: bool, resume: bool) -> None:
+    """The replaced norms' statistics measured on training images (and every BatchNorm of a
+    widened student, whose new channels have none); a resumed run loads them instead."""
+    if resume:
+        return
+    norms = [r.path for r in reps if r.row == "norm" and _has(student, r.path)]
+    if widened:
+        norms += [p for p, m in student.named_modules() if isinstance(m, nn.BatchNorm2d)]
+    measure_batchnorm(student, train_set, sorted(set(norms)))
+
+
+def _qat_network(student, shape, target, train_set, out: Path, origin: str) -> nn.Module:
+    """The student lowered for ``target``'s device as cnnforge.nn modules, written as
+    adapted.py."""
+    from cnnforge.adaptation.hardware import build
+
+    calib = torch.stack([train_set[i][0] for i in range(min(64, len(train_set)))])
+    return build(hardware_network(student, shape, target, calib), out / "adapted.py", origin)
+
+
+def _epochs_run(run: Path) -> int:
+    """Epochs a run folder's train.log records (a resumed run: all of them)."""
+    log = run / "train.log"
+    return len(log.read_text().splitlines()) if log.is_file() else 0
+
+
+def _size(teacher: nn.Module, measure, out: Path, shape: tuple[int, ...]) -> dict[str, Any]:
+    """The original's parameters and, from ``measure``, the result's size and latency."""
+    size: dict[str, Any] = {"original_params": sum(p.numel() for p in teacher.parameters())}
+    if measure is not None:
+        size.update(measure(out, shape))
+    return size
 
 
 def _features(student: nn.Module, teacher: nn.Module, kept: dict[str, tuple[int, ...]]) -> dict:
@@ -286,7 +385,7 @@ def hardware_network(student: nn.Module, shape, target, calibration: torch.Tenso
     divided out."""
     import dataclasses
 
-    from cnnforge.adapt.hardware import rescaled
+    from cnnforge.adaptation.hardware import rescaled
     from cnnforge.frontend.capture import capture
     from cnnforge.passes.lower import lower_to_hardware
 
@@ -300,45 +399,37 @@ def hardware_network(student: nn.Module, shape, target, calibration: torch.Tenso
     return rescaled(lowered.with_layers(layers), calibration)
 
 
-def _distill(student, teacher, kept, splits, config, out, resume, on_epoch, place, spec) -> None:
-    """Float distillation of the narrowed student from the original (train's loop, resumable
-    from ``out/run/last.pth``)."""
+def _distill(student, teacher, kept, splits, config, out, place, spec, loop) -> int:
+    """Float distillation of the student from the original (train's loop, resumable from
+    ``out/run/last.pth``, to its plateau); the epochs the run has had."""
     trainer = DistillTrainer(
-        student,
-        *splits,
-        config,
-        out / "run",
-        None,
-        model_spec=spec,
-        on_epoch=on_epoch,
-        teacher=teacher,
-        features=_features(student, teacher, kept),
-        **place,
-    )
-    if resume and (out / "run" / "last.pth").is_file():
+        student, *splits, config, out / "run", None, model_spec=spec,
+        on_epoch=loop["on_epoch"], teacher=teacher, features=_features(student, teacher, kept),
+        plateau=loop["plateau"], **place,
+    )  # fmt: skip
+    trainer.on_batch = loop["on_batch"]
+    if loop["resume"] and (out / "run" / "last.pth").is_file():
         trainer.resume(out / "run" / "last.pth")
     if config.epochs:
         trainer.fit()
+    return len(trainer.history)
 
 
-def _qat(qat, teacher, splits, config, out, resume, epochs, on_epoch, place) -> None:
-    """Quantization-aware distillation of the cnnforge.nn network (train's loop, QAT from 0)."""
+def _qat(qat, teacher, splits, config, out, epochs, place, loop) -> None:
+    """Quantization-aware distillation of the cnnforge.nn network (train's loop, QAT from 0,
+    to its plateau)."""
     from cnnforge.nn import QATPolicy
     from cnnforge.training.qat import QatHooks
 
     trainer = DistillTrainer(
-        qat,
-        *splits,
-        replace(config, epochs=epochs, qat_lr_scale=1.0, lr=config.lr / 4),
-        out / "run_qat",
-        QatHooks(QATPolicy(start_epoch=0)),
+        qat, *splits, replace(config, epochs=epochs, qat_lr_scale=1.0, lr=config.lr / 4),
+        out / "run_qat", QatHooks(QATPolicy(start_epoch=0)),
         model_spec={"model": str(out / "adapted.py") + ":Adapted"},
-        on_epoch=on_epoch,
-        teacher=teacher,
-        **place,
-    )
+        on_epoch=loop["on_epoch"], teacher=teacher, plateau=loop["plateau"], **place,
+    )  # fmt: skip
+    trainer.on_batch = loop["on_batch"]
     last = out / "run_qat" / "last.pth"
-    if resume and last.is_file():
+    if loop["resume"] and last.is_file():
         trainer.resume(last)
     trainer.fit()
     if trainer.qat.active is False:  # zero QAT epochs: the quantized stage still needs QAT on

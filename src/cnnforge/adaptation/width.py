@@ -1,12 +1,14 @@
 """One width multiplier for the hidden channels, followed through the traced graph.
 
-Inputs and the channels that reach the outputs are kept; every other conv keeps its first
+Inputs and the channels that reach the outputs are kept; every other conv gets
 ``ceil(c * m)`` channels (a multiple of 4, for legal concatenations; the same channels for the
-same width, so residual adds match),
-and every consumer keeps the matching input channels, through concatenations (offsets) and
-element-wise ops (the operands must keep the same channels). The result is a copy of the user's
-module with the narrowed layers set in place, weights sliced from the original (the student's
-starting point for distillation).
+same width, so residual adds match): below 1 its first ones, above 1 all of its own plus new
+ones (``NEW``); every consumer takes the matching input channels, through concatenations
+(offsets) and element-wise ops (the operands must keep the same channels). The result is a copy
+of the user's module with the resized layers set in place, weights sliced from the original.
+A new channel starts as a freshly initialised filter that its consumers read with zero weights,
+so the widened model computes exactly what the original does: the student's starting point for
+distillation.
 """
 
 from __future__ import annotations
@@ -22,11 +24,13 @@ import torch
 from torch import fx, nn
 from torch.fx.passes.shape_prop import ShapeProp
 
-from cnnforge.adapt.surgery import set_module
+from cnnforge.adaptation.surgery import set_module
 from cnnforge.errors import ModelError
 from cnnforge.frontend.loading import first_line
 
 Keep = tuple[int, ...]
+#: A channel that widening added: no channel of the original computes it.
+NEW = -1
 _ATEN = torch.ops.aten
 _ELTWISE = {operator.add, operator.sub, operator.mul, torch.add, torch.sub, torch.mul}
 _ELTWISE |= {_ATEN.add.Tensor, _ATEN.sub.Tensor, _ATEN.mul.Tensor}
@@ -34,12 +38,12 @@ _PASS = (nn.ReLU, nn.MaxPool2d, nn.AvgPool2d, nn.Upsample, nn.Identity, nn.Dropo
 
 
 def hidden_width(channels: int, multiplier: float, cap: int | None = None) -> int:
-    """Channels a hidden layer of ``channels`` keeps at ``multiplier`` (multiple of 4), at
-    most ``cap`` (one processor pass: 64 on the MAX7800x) when given."""
+    """Channels a hidden layer of ``channels`` has at ``multiplier`` (a multiple of 4 where it
+    changes), at most ``cap`` (one processor pass: 64 on the MAX7800x) when given."""
     if channels <= 4:
         return channels
-    kept = channels if multiplier >= 1 else max(4, 4 * math.ceil(channels * multiplier / 4))
-    return min(channels, kept, cap or channels)
+    wanted = channels if multiplier == 1 else max(4, 4 * math.ceil(channels * multiplier / 4))
+    return min(wanted, cap or wanted)
 
 
 @dataclass
@@ -97,11 +101,11 @@ def narrow(
     cap: int | None = None,
     graph: ChannelGraph | None = None,
 ) -> tuple[nn.Module, dict[str, Keep]]:
-    """A copy of ``model`` at ``multiplier`` (hidden layers at most ``cap`` channels); the kept
-    output channels per module path. ``graph``: ``channel_graph(model, input_shape)``, made
-    once when several widths are tried."""
+    """A copy of ``model`` at ``multiplier`` (hidden layers at most ``cap`` channels); the
+    original's channel behind each output channel per module path (``NEW`` for an added one).
+    ``graph``: ``channel_graph(model, input_shape)``, made once when several widths are tried."""
     model = copy.deepcopy(model).eval()
-    if multiplier >= 1 and cap is None:
+    if multiplier == 1 and cap is None:
         return model, {}
     graph = graph or channel_graph(model, input_shape)
     keep: dict[fx.Node, Keep | None] = {}
@@ -186,10 +190,29 @@ def _is_weight(m: nn.Module) -> bool:
     return isinstance(m, (nn.Conv2d, nn.ConvTranspose2d, nn.Conv1d, nn.Linear))
 
 
-def _top(weight: torch.Tensor, dim: int, count: int) -> Keep:
-    """The first ``count`` channels: equal widths keep equal channels, so residual adds of
-    narrowed tensors still add matching channels."""
-    return tuple(range(count))
+def _first(channels: int, count: int) -> Keep:
+    """The first ``count`` channels, then new ones: equal widths keep equal channels, so
+    residual adds of resized tensors still add matching channels."""
+    return tuple(range(min(channels, count))) + (NEW,) * max(0, count - channels)
+
+
+def _take(values: torch.Tensor, dim: int, keep: Keep, fill: torch.Tensor) -> torch.Tensor:
+    """``values`` indexed along ``dim`` by ``keep``; a ``NEW`` entry takes ``fill``'s slice."""
+    picked = [
+        values.select(dim, i) if i != NEW else fill.select(dim, j) for j, i in enumerate(keep)
+    ]
+    return torch.stack(picked, dim).clone()
+
+
+def _resized(shape: torch.Size, dim: int, size: int) -> tuple[int, ...]:
+    return tuple(size if d == dim else n for d, n in enumerate(shape))
+
+
+def _fresh(shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
+    """A conv weight of ``shape`` initialised as torch initialises a new conv's."""
+    new = torch.empty(shape, dtype=dtype)
+    nn.init.kaiming_uniform_(new, a=math.sqrt(5))
+    return new
 
 
 def _module(model, node, graph, keep, width, done) -> Keep | None:
@@ -217,36 +240,45 @@ def _module(model, node, graph, keep, width, done) -> Keep | None:
 
 
 def _conv(m: nn.Module, src: Keep, fixed: bool, width) -> tuple[nn.Module, Keep]:
+    """``m`` reading the channels ``src`` (a new input channel is read with zero weights) and
+    writing its kept ones (a new output channel: a freshly initialised filter, bias 0)."""
     transposed = isinstance(m, nn.ConvTranspose2d)
     new = copy.deepcopy(m)
     w = m.weight.detach()
     if m.groups == m.in_channels == m.out_channels and m.groups > 1:  # depthwise
         out = src
-        new.weight = nn.Parameter(w[list(src)].clone())
+        w = _take(w, 0, src, _fresh(_resized(w.shape, 0, len(src)), w.dtype))
         new.groups = len(src)
     elif m.groups == 1:
         count = m.out_channels if fixed else hidden_width(m.out_channels, *width)
-        out = _top(w, 1 if transposed else 0, count)
-        w = w[list(src)][:, list(out)] if transposed else w[list(out)][:, list(src)]
-        new.weight = nn.Parameter(w.clone())
+        out = _first(m.out_channels, count)
+        o, i = (1, 0) if transposed else (0, 1)
+        w = _take(w, i, src, w.new_zeros(_resized(w.shape, i, len(src))))
+        w = _take(w, o, out, _fresh(_resized(w.shape, o, len(out)), w.dtype))
     else:
         raise ModelError("width: grouped convolutions are kept as they are", where=str(m))
+    new.weight = nn.Parameter(w)
     if m.bias is not None:
-        new.bias = nn.Parameter(m.bias.detach()[list(out)].clone())
+        b = m.bias.detach()
+        new.bias = nn.Parameter(_take(b, 0, out, torch.zeros(len(out), dtype=b.dtype)))
     new.in_channels, new.out_channels = len(src), len(out)
     return new, out
 
 
+def _per_channel(values: torch.Tensor, src: Keep, fill: float) -> torch.Tensor:
+    """A per-channel vector at ``src`` (a new channel gets ``fill``: torch's own default)."""
+    return _take(values.detach(), 0, src, torch.full((len(src),), fill, dtype=values.dtype))
+
+
 def _batchnorm(m: nn.Module, src: Keep) -> nn.Module:
     new = copy.deepcopy(m)
-    idx = list(src)
     new.num_features = len(src)
     if m.affine:
-        new.weight = nn.Parameter(m.weight.detach()[idx].clone())
-        new.bias = nn.Parameter(m.bias.detach()[idx].clone())
+        new.weight = nn.Parameter(_per_channel(m.weight, src, 1.0))
+        new.bias = nn.Parameter(_per_channel(m.bias, src, 0.0))
     if m.running_mean is not None:
-        new.running_mean = m.running_mean[idx].clone()
-        new.running_var = m.running_var[idx].clone()
+        new.running_mean = _per_channel(m.running_mean, src, 0.0)
+        new.running_var = _per_channel(m.running_var, src, 1.0)
     return new
 
 
@@ -254,7 +286,7 @@ def _prelu(m: nn.PReLU, src: Keep) -> nn.Module:
     if m.num_parameters == 1:
         return m
     new = copy.deepcopy(m)
-    new.weight = nn.Parameter(m.weight.detach()[list(src)].clone())
+    new.weight = nn.Parameter(_per_channel(m.weight, src, 0.25))
     new.num_parameters = len(src)
     return new
 
@@ -273,7 +305,7 @@ def _function(node: fx.Node, keep: dict) -> Keep | None:
             out: list[int] = []
             offset = 0
             for a in args:
-                out += [offset + i for i in keep[a]]
+                out += [offset + i if i != NEW else NEW for i in keep[a]]
                 offset += _channels(a)
             return tuple(out)
     keeps = {keep.get(a) for a in args if keep.get(a) is not None}

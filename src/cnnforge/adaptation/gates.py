@@ -17,7 +17,7 @@ import operator
 import torch
 from torch import fx, nn
 
-from cnnforge.adapt.surgery import Replacement, set_module
+from cnnforge.adaptation.surgery import Replacement, set_module
 
 _MUL = (operator.mul, torch.mul)
 

@@ -17,7 +17,7 @@ import itertools
 import torch
 from torch import nn
 
-from cnnforge.adapt.surgery import Replacement, set_module
+from cnnforge.adaptation.surgery import Replacement, set_module
 
 
 def repeats(model: nn.Module, input_shape: tuple[int, ...]) -> dict[str, list[str]]:

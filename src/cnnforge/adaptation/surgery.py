@@ -1,4 +1,4 @@
-"""Module surgery: every module the table (adapt/table.py) has a row for is swapped in place.
+"""Module surgery: every module the table (adaptation/table.py) has a row for is swapped in place.
 
 ``replace_ops`` changes the user's module (a deep copy of it) and returns what it changed, one
 ``Replacement`` per module path; ``refusals`` names the modules no row replaces, all at once.
@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from cnnforge.adapt.table import REFUSALS, row_for
+from cnnforge.adaptation.table import REFUSALS, row_for
 
 
 @dataclass(frozen=True)
@@ -88,8 +88,36 @@ def _stackable(conv: nn.Conv2d) -> bool:
     return extent > 3 and p == ((extent - 1) // 2,) * 2 and conv.padding_mode == "zeros"
 
 
+#: Constructor arguments a short description keeps (the rest are defaults or statistics).
+_KEY_ARGS = frozenset(
+    {"kernel_size", "stride", "padding", "dilation", "groups", "scale_factor", "size", "mode",
+     "negative_slope", "num_parameters", "alpha", "min_val", "max_val", "num_groups", "p"}
+)  # fmt: skip
+
+
 def _short(module: nn.Module) -> str:
-    return " ".join(repr(module).split())[:80]
+    """``module`` in a few words, whole (never cut): its class and the arguments that say what
+    it computes (channels, kernel, stride, mode, slope), e.g. ``InstanceNorm2d(16)``."""
+    name = type(module).__name__
+    if isinstance(module, nn.Sequential):
+        inner = sorted({_short(m) for m in module})
+        return f"{name}({len(module)}: {', '.join(inner)})"
+    parts = _top_level_split(module.extra_repr())
+    kept = [p for p in parts if "=" not in p or p.split("=")[0] in _KEY_ARGS]
+    return f"{name}({', '.join(kept)})"
+
+
+def _top_level_split(text: str) -> list[str]:
+    """``text`` split at the commas outside brackets (``3, 8, kernel_size=(3, 3)``)."""
+    parts, depth, start = [], 0, 0
+    for i, ch in enumerate(text):
+        depth += ch in "([{"
+        depth -= ch in ")]}"
+        if ch == "," and depth == 0:
+            parts.append(text[start:i].strip())
+            start = i + 1
+    parts.append(text[start:].strip())
+    return [p for p in parts if p]
 
 
 def _replacement(module: nn.Module) -> tuple[nn.Module | None, bool]:
