@@ -37,7 +37,8 @@ MODELS = [
 
 def _cli(*args: str) -> tuple[int, dict]:
     """Run ``cnnforge`` as a user does; (exit status, its JSON on stdout or {})."""
-    run = subprocess.run(["cnnforge", *args, "--json", "-"], capture_output=True, text=True)
+    argv = [sys.executable, "-m", "cnnforge", *args, "--json", "-"]
+    run = subprocess.run(argv, capture_output=True, text=True)
     try:
         return run.returncode, json.loads(run.stdout)
     except json.JSONDecodeError:

@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from cnnforge.durable import save_torch
 from cnnforge.errors import CnnforgeError, InputError
 from cnnforge.ir import Network
 from cnnforge.outputs import atomic_output_file
@@ -68,7 +69,7 @@ def save_quantized(
         "output_scales": {str(k): int(v) for k, v in (output_scales or {}).items()},
     }
     with atomic_output_file(Path(path), overwrite=overwrite) as tmp:
-        torch.save(doc, tmp)
+        save_torch(doc, tmp)  # a full disk names the file (durable.py)
 
 
 def load_quantized(path: Path | str) -> Network:

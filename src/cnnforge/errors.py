@@ -92,3 +92,17 @@ class DistributedError(CnnforgeError):
     """Another process of a ``torchrun`` run failed or stopped answering."""
 
     default_hint = "the failing rank's own error line, or torchrun's report, names it and why"
+
+
+class Interrupted(BaseException):
+    """SIGINT (Ctrl-C) or SIGTERM arrived: the run stops and cleans up as a failure does.
+
+    Raised by the CLI's signal handler; not an ``Exception``, so no ``except Exception`` in
+    the code it passes through swallows it. ``resumable`` is set by a command that leaves a
+    run ``--resume`` continues (train, adapt), so the CLI's hint names the command that works.
+    """
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+        self.resumable = False

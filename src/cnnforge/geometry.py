@@ -39,10 +39,13 @@ def words_per_pixel(channels: int, device: Capabilities) -> int:
 
 
 def layer_in_channels(network: Network, layer: Layer) -> int:
-    """Channels the layer's input mask carries: one operand's for element-wise layers, else the
-    concatenation of its inputs (docs/hardware/devices.md §2 "Concatenation")."""
+    """Channels the layer's input mask carries: one operand's for element-wise layers (one
+    channel group of a split input, ir.Layer.split_operands), else the concatenation of its
+    inputs (docs/hardware/devices.md §2 "Concatenation")."""
     shapes = network.input_shapes(layer)
-    return shapes[0][0] if layer.eltwise is not None else sum(s[0] for s in shapes)
+    if layer.eltwise is not None:
+        return shapes[0][0] // max(1, layer.split_operands)
+    return sum(s[0] for s in shapes)
 
 
 def main_input_shape(network: Network, layer: Layer) -> tuple[int, ...]:

@@ -157,6 +157,10 @@ class Layer:
     # Fused stages.
     pool: Pooling | None = None
     eltwise: EltwiseOp | None = None
+    # Element-wise over the channel groups of its one input (the vendor's `operands` without
+    # `in_sequences`, docs/ai8x-format.md): that input's channels split into this many equal
+    # consecutive groups, each an operand; 0: one operand per input.
+    split_operands: int = 0
     pool_first: bool = True
     flatten: bool = False
     activation: Activation = Activation.NONE
@@ -184,6 +188,14 @@ class Layer:
     @property
     def has_weights(self) -> bool:
         return self.op in WEIGHT_OPS
+
+    @property
+    def operand_count(self) -> int:
+        """Operands of the element-wise op (its input's channel groups, else one per input); 1
+        without one."""
+        if self.eltwise is None:
+            return 1
+        return self.split_operands or len(self.inputs)
 
     @property
     def is_concat(self) -> bool:

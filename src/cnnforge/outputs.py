@@ -13,27 +13,37 @@ file or directory.
 from __future__ import annotations
 
 import contextlib
-import errno
 import json
 import os
 import re
-import secrets
-import shutil
-import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from cnnforge.errors import EmitError
+from cnnforge.durable import fsync_dir, replace_bytes
+from cnnforge.errors import CnnforgeError, EmitError, Interrupted
+from cnnforge.locks import OutputLock
+from cnnforge.owners import FdReserve, remove_tree
+from cnnforge.resources import DISK_FULL, ResourceError, is_resource_error, resource_error
+from cnnforge.staging import (
+    RESERVED,
+    locked,
+    make_parents,
+    new_stage,
+    newest_file,
+    put_in_place,
+    settle_stage,
+    sync_tree,
+    take_back,
+    tree_bytes,
+)
 from cnnforge.version import __version__
 
 #: The file in each output directory that lists what cnnforge wrote there (JSON).
 MANIFEST = ".cnnforge-manifest.json"
-#: Temporary entries are named ``.NAME.cnnforge-XXXX`` (NAME cut to this many characters).
-STAGE_NAME_CHARS = 40
+#: The manifest while it is rewritten (durable.replace_bytes), left by a run killed then.
+MANIFEST_TMP = MANIFEST + ".tmp"
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")
-#: Write errors that are about the disk, not about a file being read.
-_DISK_ERRORS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS})
 
 
 def safe_file_stem(name: str, default: str = "network") -> str:
@@ -93,13 +103,30 @@ def _unlisted(directory: Path) -> str | None:
         for name in sorted([*subdirs, *files]):
             entry = Path(root) / name
             rel = str(entry.relative_to(directory))
-            if rel == MANIFEST or (name == MANIFEST and _listed_dir(str(Path(rel).parent), dirs)):
+            if rel in (MANIFEST, MANIFEST_TMP) or (
+                name == MANIFEST and _listed_dir(str(Path(rel).parent), dirs)
+            ):
                 continue  # a nested output's own manifest (the demo's compile/) is cnnforge's
             if entry.is_symlink() or not (
-                (entry.is_file() and rel in listed) or (entry.is_dir() and _listed_dir(rel, dirs))
+                (entry.is_file() and (rel in listed or _cached(rel, listed)))
+                or (entry.is_dir() and (_listed_dir(rel, dirs) or _cached(rel, listed)))
             ):
                 return rel
     return None
+
+
+def _cached(rel: str, listed: set[str]) -> bool:
+    """``rel`` is Python's bytecode cache of a listed ``.py`` file (``__pycache__/NAME.*.pyc``,
+    written when adapt loads its adapted.py), or the ``__pycache__`` folder holding one."""
+    path = Path(rel)
+    if path.name == "__pycache__":
+        return any(Path(f).suffix == ".py" and Path(f).parent == path.parent for f in listed)
+    module = path.name.split(".")[0]
+    return (
+        path.parent.name == "__pycache__"
+        and path.suffix == ".pyc"
+        and str(path.parent.parent / f"{module}.py").removeprefix("./") in listed
+    )
 
 
 def _listed_dir(rel: str, dirs: set[str]) -> bool:
@@ -154,17 +181,30 @@ def _check_target(path: Path, directory: bool, overwrite: bool) -> None:
 
 @dataclass
 class _Target:
-    path: Path
-    stage: Path
+    path: Path  # the final path
+    stage: Path  # the staging folder beside it: .NAME.cnnforge-XXXXXXXX (with the owner marker)
     directory: bool
+
+    @property
+    def staged(self) -> Path:
+        """Where the output is written until it is put in place (inside the staging folder)."""
+        return self.stage / self.path.name
 
 
 class OutputSet:
-    """The outputs of one command, staged beside their final paths (see ``atomic_outputs``)."""
+    """The outputs of one command, staged beside their final paths (see ``atomic_outputs``).
+
+    Each output path is locked for the command (locks.py: a second writer is refused), its
+    directory swept of what killed runs left (``sweep``), and its staging folder marked with
+    this process (owners.py), so that a run killed at any moment leaves nothing the next run
+    does not remove.
+    """
 
     def __init__(self) -> None:
         self._targets: list[_Target] = []
         self._made: list[Path] = []  # parent directories this command created, outermost first
+        self._locks: list[OutputLock] = []
+        self._reserve = FdReserve()  # the clean-up works even when the run used up every fd
 
     def directory(self, path: Path | str, overwrite: bool = False) -> Path:
         """A temporary directory that becomes ``path`` (with a manifest) on success."""
@@ -176,10 +216,18 @@ class OutputSet:
 
     def owns(self, filename: object) -> bool:
         """Whether ``filename`` (from an OSError) lies in one of the staged outputs."""
+        return self.shown(filename) is not None
+
+    def shown(self, filename: object) -> str | None:
+        """``filename`` (a staged path) as the user will see it: under its final path."""
         if not isinstance(filename, str | os.PathLike):
-            return False
-        text = os.fspath(filename)
-        return any(text == str(t.stage) or text.startswith(f"{t.stage}{os.sep}") for t in self)
+            return None
+        text = os.fsdecode(filename)
+        for t in self._targets:
+            for base in (str(t.staged), str(t.stage)):
+                if text == base or text.startswith(f"{base}{os.sep}"):
+                    return str(t.path) + text[len(base) :]
+        return None
 
     def __iter__(self) -> Iterator[_Target]:
         return iter(self._targets)
@@ -187,75 +235,76 @@ class OutputSet:
     def _add(self, path: Path, overwrite: bool, *, directory: bool) -> Path:
         if any(t.path == path for t in self._targets):
             raise EmitError("the same output path is given twice", where=str(path))
-        check_target(path, directory=directory, overwrite=overwrite)
-        parent = path.parent
+        if path.name in RESERVED:
+            raise EmitError(f"{path.name} is a name cnnforge keeps for itself", where=str(path))
+        check_target(path, directory=directory, overwrite=overwrite)  # cheap refusals first
         try:
-            missing = [p for p in (parent, *parent.parents) if not p.exists()]
-            for folder in reversed(missing):
-                folder.mkdir()
-                self._made.append(folder)
-            prefix = f".{path.name[:STAGE_NAME_CHARS]}.cnnforge-"
-            if directory:
-                stage = Path(tempfile.mkdtemp(prefix=prefix, dir=parent))
-            else:
-                fd, name = tempfile.mkstemp(prefix=prefix, dir=parent)
-                os.close(fd)
-                stage = Path(name)
+            self._made += make_parents(path.parent)
+            self._locks.append(locked(path))
+            check_target(path, directory=directory, overwrite=overwrite)  # now under the lock
+            stage = new_stage(path)
         except OSError as exc:
-            raise EmitError(
-                f"cannot write there: {exc.strerror or exc}",
-                where=str(path),
-                hint="choose a writable output path",
-            ) from None
-        self._targets.append(_Target(path, stage, directory))
-        return stage
+            raise resource_error(exc, shown=str(path)) from None
+        target = _Target(path, stage, directory)
+        self._targets.append(target)
+        if directory:
+            target.staged.mkdir()
+        else:
+            os.close(os.open(target.staged, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+        return target.staged
 
     def commit(self) -> None:
         """Move every staged output into place; on any failure restore what was there."""
         for t in self._targets:
             if t.directory:
-                _write_manifest(t.stage)
-                os.chmod(t.stage, _default_mode(0o777))  # mkdtemp makes 0700
-            elif t.stage.exists():
-                os.chmod(t.stage, _default_mode(0o666))  # mkstemp makes 0600
-        moved: list[tuple[_Target, Path | None]] = []
+                _write_manifest(t.staged)
+            os.chmod(t.staged, _default_mode(0o777 if t.directory else 0o666))  # mkdtemp: 0700
+            sync_tree(t.staged)
+        moved: list[_Target] = []
         try:
             for t in self._targets:
-                backup = None
-                if t.path.exists():
-                    backup = t.path.with_name(f".{t.path.name[:STAGE_NAME_CHARS]}.cnnforge-old-")
-                    backup = backup.with_name(backup.name + secrets.token_hex(4))
-                    os.replace(t.path, backup)
-                moved.append((t, backup))
-                os.replace(t.stage, t.path)
-        except OSError as exc:
-            for t, backup in reversed(moved):
-                if not t.stage.exists() and t.path.exists():
-                    os.replace(t.path, t.stage)
-                if backup is not None:
-                    os.replace(backup, t.path)
+                put_in_place(t.stage, t.path)
+                moved.append(t)
+        except BaseException as exc:  # a failed rename, or Ctrl-C between two: all or none
+            for done in reversed(moved):
+                take_back(done.stage, done.path)
+            if not isinstance(exc, OSError):
+                raise
             raise EmitError(
-                f"cannot put the output in place: {exc.strerror or exc}", where=str(exc.filename)
+                f"cannot put the output in place: {exc.strerror or exc}", where=str(t.path)
             ) from None
-        for _, backup in moved:
-            if backup is not None:
-                _remove(backup)
+        for t in self._targets:
+            fsync_dir(t.path.parent)
+        self._finish()
 
     def abort(self) -> None:
-        """Remove every staged output and the parent directories this command created."""
+        """Remove every staged output, the locks and the parent directories this command made."""
+        self._reserve.release()
         for t in self._targets:
-            _remove(t.stage)
+            settle_stage(t.stage, t.path)
+        self._finish()
+
+    def resource_error(self, exc: OSError) -> CnnforgeError:
+        """``exc`` (raised while the outputs were written) as one line naming the output file:
+        the file the error names, else the file written last (a failed ``write`` names none)."""
+        shown = self.shown(exc.filename)
+        if exc.errno in DISK_FULL:  # the file written last, and a lower bound of the need
+            shown = shown or self.shown(newest_file(t.stage for t in self))
+            if not hasattr(exc, "written"):
+                exc.written = sum(tree_bytes(t.stage) for t in self)  # type: ignore[attr-defined]
+        return resource_error(exc, shown=shown)
+
+    def _finish(self) -> None:
+        self._reserve.release()
+        for t in self._targets:
+            remove_tree(t.stage)
+        for lock in reversed(self._locks):
+            lock.release()
+        self._locks.clear()
         for folder in reversed(self._made):
             with contextlib.suppress(OSError):
                 folder.rmdir()  # only if still empty
-
-
-def _remove(path: Path) -> None:
-    if path.is_dir() and not path.is_symlink():
-        shutil.rmtree(path, ignore_errors=True)
-    else:
-        with contextlib.suppress(OSError):
-            path.unlink()
+        self._made.clear()
 
 
 def _write_manifest(folder: Path) -> None:
@@ -267,57 +316,39 @@ def _write_manifest(folder: Path) -> None:
 def write_manifest(folder: Path, files: list[str] | tuple[str, ...]) -> None:
     """``folder``'s manifest listing ``files`` (paths relative to it) as cnnforge's."""
     doc = {"written_by": f"cnnforge {__version__}", "files": sorted(files)}
-    (folder / MANIFEST).write_text(json.dumps(doc, indent=1) + "\n", "utf-8")
-
-
-def claim_directory(
-    path: Path | str, files: tuple[str, ...], *, overwrite: bool, resume: bool = False
-) -> Path:
-    """A directory a long command writes in place, file by file (``train``'s checkpoints).
-
-    The rules of every other writer (``check_target``): an existing directory needs
-    ``overwrite`` (start again: the listed files are removed) or ``resume`` (continue), and
-    must hold only what cnnforge wrote; the current directory, a home or ``/`` are refused. The
-    directory gets a manifest listing ``files`` (all it may ever hold), so a later run, and every
-    other command, recognizes it as cnnforge's.
-    """
-    path = Path(path)
-    check_target(path, directory=True, overwrite=overwrite or resume)
-    try:
-        if path.exists() and overwrite and not resume:
-            for name in files:
-                with contextlib.suppress(FileNotFoundError):
-                    (path / name).unlink()
-        path.mkdir(parents=True, exist_ok=True)
-        write_manifest(path, files)
-    except OSError as exc:
-        raise EmitError(
-            f"cannot write there: {exc.strerror or exc}",
-            where=str(path),
-            hint="choose a writable output path",
-        ) from None
-    return path
+    replace_bytes(folder / MANIFEST, (json.dumps(doc, indent=1) + "\n").encode("utf-8"))
 
 
 @contextlib.contextmanager
 def atomic_outputs() -> Iterator[OutputSet]:
     """Stage several outputs; all appear if the block succeeds, none (and no leftovers) if not.
 
-    An ``OSError`` about a staged path becomes an ``EmitError`` (disk full, permissions).
+    An ``OSError`` about a staged path, or one of a full disk, a quota or a limit, becomes one
+    line naming the output file and what ran out (resources.resource_error).
     """
     outputs = OutputSet()
     try:
         yield outputs
-    except OSError as exc:
+    except ResourceError as exc:  # from an output staged inside one of ours: name it as ours
         outputs.abort()
-        if outputs.owns(exc.filename) or exc.errno in _DISK_ERRORS:
-            raise EmitError(f"writing the output failed: {exc.strerror or exc}") from None
+        raise exc.renamed(outputs.shown(exc.path)) from None
+    except OSError as exc:
+        error = None
+        if outputs.owns(exc.filename) or (exc.filename is None and is_resource_error(exc)):
+            error = outputs.resource_error(exc)
+        outputs.abort()
+        if error is not None:
+            raise error from None
         raise
     except BaseException:
         outputs.abort()
         raise
     try:
         outputs.commit()
+    except OSError as exc:
+        error = outputs.resource_error(exc)
+        outputs.abort()
+        raise error from None
     except BaseException:
         outputs.abort()
         raise
@@ -335,3 +366,128 @@ def atomic_output_file(path: Path, overwrite: bool = True) -> Iterator[Path]:
     """Yield a temporary file path that replaces ``path`` only if the block succeeds."""
     with atomic_outputs() as outputs:
         yield outputs.file(path, overwrite)
+
+
+class RunDirectory:
+    """A directory a long command writes in as it goes (``train``'s checkpoints, ``adapt``'s
+    run), by the rules of every writer: ``check_target`` (an existing directory needs
+    ``overwrite``, start again, or ``resume``, continue), one writer at a time (the lock, held
+    to the end), and whole or not at all: a new run is staged like any output until its first
+    checkpoint is written (``commit``), so a run stopped or killed before that leaves nothing;
+    after it, the directory is a run ``--resume`` continues. ``--resume`` continues an
+    existing directory in place. The manifest lists ``files``, all the directory may hold.
+    """
+
+    def __init__(
+        self, path: Path | str, files: tuple[str, ...], *, overwrite: bool, resume: bool
+    ) -> None:
+        self.final = Path(path)
+        self.path = self.final  # where to write now: inside the stage until committed
+        self.files = files
+        self.overwrite, self.resume = overwrite, resume
+        self._stage: Path | None = None
+        self._lock: OutputLock | None = None
+        self._made: list[Path] = []
+        self._reserve = FdReserve()
+
+    @property
+    def committed(self) -> bool:
+        return self._stage is None
+
+    def shown(self, filename: object) -> str | None:
+        """``filename`` as the user will see it: a staged path under the final one."""
+        if not isinstance(filename, str | os.PathLike):
+            return None
+        text, staged = os.fsdecode(filename), str(self.path)
+        if self._stage is not None and (text == staged or text.startswith(staged + os.sep)):
+            return str(self.final) + text[len(staged) :]
+        return text
+
+    def open(self) -> None:
+        """Lock and check the directory; stage a new run, or claim an existing one to resume."""
+        self._check()
+        try:
+            self._made = make_parents(self.final.parent)
+            self._lock = locked(self.final)
+            self._check()  # now under the lock
+            if self.resume and self.final.is_dir():
+                write_manifest(self.final, self.files)
+                _remove_partial(self.final, self.files)
+                return
+            self._stage = new_stage(self.final)
+            self.path = self._stage / self.final.name
+            self.path.mkdir()
+            write_manifest(self.path, self.files)
+        except OSError as exc:
+            self.close()
+            raise resource_error(exc, shown=str(self.final)) from None
+        except BaseException:
+            self.close()
+            raise
+
+    def _check(self) -> None:
+        if not (self.overwrite or self.resume) and os.path.lexists(self.final):
+            raise _refuse(
+                self.final,
+                "output directory already exists",
+                "--resume continues its run, --overwrite starts over, or choose another",
+            )
+        check_target(self.final, directory=True, overwrite=self.overwrite or self.resume)
+
+    def commit(self) -> None:
+        """The staged run becomes the directory (replacing the old run with ``overwrite``)."""
+        if self._stage is None:
+            return
+        sync_tree(self.path)
+        try:
+            put_in_place(self._stage, self.final)
+        except OSError as exc:
+            take_back(self._stage, self.final)
+            raise resource_error(exc, shown=str(self.final)) from None
+        stage, self._stage, self.path = self._stage, None, self.final  # in place: a run now
+        fsync_dir(self.final.parent)
+        remove_tree(stage)
+
+    def close(self) -> None:
+        """An uncommitted run is removed; the lock and the parents made for nothing go."""
+        self._reserve.release()
+        if self._stage is not None:
+            settle_stage(self._stage, self.final)
+            self._stage, self.path = None, self.final
+        if self._lock is not None:
+            self._lock.release()
+            self._lock = None
+        for folder in reversed(self._made):
+            with contextlib.suppress(OSError):
+                folder.rmdir()  # only if still empty
+        self._made = []
+
+
+def _remove_partial(folder: Path, files: tuple[str, ...]) -> None:
+    """The temporary files (``*.tmp``) a killed run left in ``folder``."""
+    for name in files:
+        if name.endswith(".tmp"):
+            with contextlib.suppress(FileNotFoundError):
+                (folder / name).unlink()
+
+
+@contextlib.contextmanager
+def run_directory(
+    path: Path | str, files: tuple[str, ...], *, overwrite: bool, resume: bool
+) -> Iterator[RunDirectory]:
+    """A ``RunDirectory`` opened for the block: committed when the block succeeds, closed
+    whatever happens (an uncommitted run leaves nothing)."""
+    run = RunDirectory(path, files, overwrite=overwrite, resume=resume)
+    run.open()
+    try:
+        yield run
+        run.commit()
+    except Interrupted as exc:  # the CLI's hint: --resume once there is a run to continue
+        exc.resumable = run.committed
+        raise
+    except OSError as exc:  # a full disk, a vanished directory: named under its final path
+        if not is_resource_error(exc):
+            raise
+        raise resource_error(exc, shown=run.shown(exc.filename)) from None
+    finally:
+        run.close()

@@ -13,6 +13,7 @@ in between passing it along; outside the CLI it is unset and the machine's memor
 from __future__ import annotations
 
 import contextlib
+import errno
 import math
 import os
 import re
@@ -20,6 +21,11 @@ from collections.abc import Iterator, Sequence
 from contextvars import ContextVar
 
 from cnnforge.errors import InputError
+
+try:  # imported now: with no file descriptor left, importing it then would fail (EMFILE)
+    import resource
+except ImportError:  # not on Windows
+    resource = None  # type: ignore[assignment]
 
 #: The ``--max-memory`` of the command running now (None: the machine's available memory).
 _LIMIT: ContextVar[int | None] = ContextVar("cnnforge_max_memory", default=None)
@@ -114,3 +120,107 @@ def check_input_shape(shape: Sequence[int], option: str = "--input-shape") -> No
         f"input {text} as float32",
         "give a smaller --input-shape",
     )
+
+
+class ResourceError(InputError):
+    """The machine ran out of something a command needs (disk space, quota, open files) or
+    refused a write (read-only file system, permissions). ``cause`` is the ``OSError``,
+    ``path`` the file named (an output inside another's staging folder is named again by the
+    outer one: ``renamed``)."""
+
+    default_hint = "free what ran out, or choose another output path"
+    cause: OSError
+    path: str | None
+    doing: str
+
+    def renamed(self, shown: str | None) -> ResourceError:
+        """The same error naming ``shown`` instead (None: unchanged)."""
+        return self if shown is None else resource_error(self.cause, shown, self.doing)
+
+
+#: What ran out (or stood in the way), by errno, and what the user can do about it.
+_RAN_OUT = {
+    errno.ENOSPC: ("no space left on device", "free some space there or choose another path"),
+    errno.EDQUOT: ("disk quota exceeded", "free some of your quota or choose another path"),
+    errno.EFBIG: (
+        "file size limit exceeded",
+        "raise the limit (ulimit -f) or choose another path",
+    ),
+    errno.EROFS: ("read-only file system", "choose a path on a writable file system"),
+    errno.EACCES: ("permission denied", "choose a path you may write, or change its permissions"),
+    errno.EPERM: ("operation not permitted", "choose a path you may write"),
+    errno.EMFILE: ("too many open files", "raise the limit (ulimit -n 1024) and run again"),
+    errno.ENFILE: ("the system's table of open files is full", "close other programs and rerun"),
+    errno.ENOENT: ("a file or folder vanished", "something removed it while cnnforge ran; rerun"),
+}
+
+
+#: The errors of a write that found no room (the file written last is the one named).
+DISK_FULL = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
+
+
+def is_resource_error(exc: BaseException) -> bool:
+    """Whether ``exc`` is a write the machine refused (space, quota, limits, permissions)."""
+    return isinstance(exc, OSError) and exc.errno in _RAN_OUT
+
+
+def resource_error(exc: OSError, shown: str | None = None, doing: str = "writing") -> InputError:
+    """One line for ``exc`` naming the file (``shown``, else the exception's) and what ran out:
+    ``no space left on device writing OUT/network.pth: about 2.4 MB needed, 1.1 MB free``."""
+    what, hint = _RAN_OUT.get(exc.errno or 0, (exc.strerror or str(exc), "check the path named"))
+    name = shown or (os.fsdecode(exc.filename) if exc.filename else None)
+    text = what
+    if name is not None:
+        text += f" {doing} {name}" if doing else f": {name}"
+    detail = []
+    needed, written = getattr(exc, "needed", None), getattr(exc, "written", None)
+    if needed:
+        detail.append(f"about {format_bytes(needed)} needed")
+    elif written:  # what the output took before the disk was full: less than it needs
+        detail.append(f"more than {format_bytes(written)} needed")
+    free = getattr(exc, "free", None)
+    if free is None and name and exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        free = _free_space(name)
+    if free is not None:
+        detail.append(f"{format_bytes(free)} free")
+    if exc.errno == errno.EMFILE:
+        detail.append(f"the limit is {_open_files_limit()}")
+    error = ResourceError(text + (": " + ", ".join(detail) if detail else ""), hint=hint)
+    error.cause, error.path, error.doing = exc, name, doing
+    return error
+
+
+def _free_space(path: str) -> int | None:
+    """The bytes free for this user on the file system of ``path`` (its nearest existing
+    folder)."""
+    import shutil
+    from pathlib import Path
+
+    for folder in (Path(path), *Path(path).parents):
+        with contextlib.suppress(OSError):
+            if folder.is_dir():
+                return shutil.disk_usage(folder).free
+    return None
+
+
+def _open_files_limit() -> str:
+    if resource is None:
+        return "unknown"
+    return str(resource.getrlimit(resource.RLIMIT_NOFILE)[0])
+
+
+def tool_ran_out(output: str, what: str, returncode: int = 0) -> None:
+    """Raise ``ResourceError`` when a tool cnnforge ran (the C compiler) failed because the
+    machine ran out (its messages, or SIGXFSZ: the file size limit): ``what`` is what it
+    made, ``too many open files building c/main.c: the limit is 12``."""
+    import signal
+
+    found = next((code for code in _TOOL_ERRNOS if os.strerror(code) in output), None)
+    if found is None and returncode == -getattr(signal, "SIGXFSZ", 0):
+        found = errno.EFBIG
+    if found is not None:
+        raise resource_error(OSError(found, os.strerror(found)), shown=what, doing="building")
+
+
+#: The errors a tool reports in its output (its strerror text), the longer text first.
+_TOOL_ERRNOS = (errno.ENFILE, errno.EMFILE, errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS)

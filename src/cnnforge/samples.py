@@ -11,6 +11,7 @@ use (docs/hardware/arithmetic.md §6, R6.1: ``torch.round`` is half to even) so 
 from __future__ import annotations
 
 import dataclasses
+import errno
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,7 +21,13 @@ import numpy as np
 
 from cnnforge.arithmetic import ACT_MAX, ACT_MIN, ACT_SCALE
 from cnnforge.errors import InputError
-from cnnforge.resources import format_bytes, require, shape_text
+from cnnforge.resources import (
+    format_bytes,
+    is_resource_error,
+    require,
+    resource_error,
+    shape_text,
+)
 
 if TYPE_CHECKING:
     from cnnforge.ir import HostInput
@@ -76,6 +83,8 @@ def load_input_array(path: Path | np.ndarray, option: str = "--input") -> InputA
     try:
         data = np.load(path, allow_pickle=False)
     except (ValueError, OSError, EOFError) as exc:
+        if is_resource_error(exc) and exc.errno not in (errno.ENOENT, errno.EACCES):
+            raise resource_error(exc, str(path), "reading") from None  # out of files
         raise InputError(
             f"{option} is not a readable .npy file: {' '.join(str(exc).split())}",
             where=str(path),

@@ -191,6 +191,9 @@ def _bad(args: list[str], capsys) -> str:
     assert code == 2
     lines = [ln for ln in (out + err).splitlines() if ln.strip()]
     assert len(lines) == 1 and "Traceback" not in out + err
+    out = Path(args[args.index("-o") + 1])
+    if out.name == "out":  # a refused run leaves nothing: no OUT, no staging or lock beside it
+        assert not list(out.parent.glob("*out*")), list(out.parent.iterdir())
     return lines[0]
 
 
@@ -213,24 +216,26 @@ def test_bad_input_compute_device(flags: list[str], needle: str, tmp_path: Path,
 
 @pytest.mark.parametrize("width", ["abc", "0", "8.5"])
 def test_bad_input_width(width: str, tmp_path: Path, capsys) -> None:
-    line = _bad([f"{MODELS}:TinyNormUNet", "--width", width, "-o", str(tmp_path)], capsys)
+    line = _bad([f"{MODELS}:TinyNormUNet", "--width", width, "-o", str(tmp_path / "out")], capsys)
     assert "--width" in line
 
 
 def test_bad_input_classes(tmp_path: Path, capsys) -> None:
-    line = _bad([f"{MODELS}:TinyNormUNet", "--model-arg", "classes=3", "-o", str(tmp_path)], capsys)
+    out = str(tmp_path / "out")
+    line = _bad([f"{MODELS}:TinyNormUNet", "--model-arg", "classes=3", "-o", out], capsys)
     assert "classes" in line
 
 
 def test_bad_input_checkpoint(tmp_path: Path, capsys) -> None:
     ckpt = tmp_path / "wrong.pth"
     torch.save({"conv.weight": torch.zeros(1)}, ckpt)
-    line = _bad([f"{MODELS}:TinyNormUNet", "--checkpoint", str(ckpt), "-o", str(tmp_path)], capsys)
+    out = str(tmp_path / "out")
+    line = _bad([f"{MODELS}:TinyNormUNet", "--checkpoint", str(ckpt), "-o", out], capsys)
     assert "wrong.pth" in line or "state_dict" in line or "checkpoint" in line
 
 
 def test_bad_input_no_replacement(tmp_path: Path, capsys) -> None:
-    line = _bad([f"{MODELS}:Gated", "-o", str(tmp_path)], capsys)
+    line = _bad([f"{MODELS}:Gated", "-o", str(tmp_path / "out")], capsys)
     assert "Sigmoid" in line and "Tanh" in line
 
 
@@ -244,7 +249,7 @@ def test_width_follows_export_when_fx_cannot() -> None:
 
 
 def test_bad_input_what_no_width_fixes(tmp_path: Path, capsys) -> None:
-    line = _bad([f"{MODELS}:PreActivation", "-o", str(tmp_path)], capsys)
+    line = _bad([f"{MODELS}:PreActivation", "-o", str(tmp_path / "out")], capsys)
     assert "norm" in line and "BatchNorm folds only" in line
 
 

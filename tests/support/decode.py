@@ -35,6 +35,8 @@ def differences(
             "output_shift": f.output_shift, "out_expand": f.out_expand,
             "pool_avg": f.pool_avg and f.pool != (1, 1), "flatten": f.flatten and
             f.in_expand * f.pooled[0] * f.pooled[1] > 16, "streaming": f.streaming,
+            "operands": f.operands, "eltwise": f.eltwise,
+            "pool_first": f.pool_first or f.pool == (1, 1),
         }  # fmt: skip
         if not f.flatten and f.op is not Op.CONVTRANSPOSE2D:
             want["in_dims"] = f.in_dims
@@ -66,6 +68,7 @@ def differences(
         place = bl.place.get(f.index)
         if place is not None:
             q, start = place
+            start += bias.stream_skip(f.index, f.streaming, rmap)
             vals = bl.values[q][start : start + d.out_span * d.out_expand]
             want["bias_quadrant"] = q
             want["bias"] = [v - 256 if v > 127 else v for v in vals]

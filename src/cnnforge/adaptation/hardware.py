@@ -17,6 +17,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from cnnforge.durable import replace_bytes
 from cnnforge.errors import ModelError
 from cnnforge.ir import INPUT, Layer, Network, Op
 
@@ -122,7 +123,7 @@ def load_adapted(path: Path) -> nn.Module:
 
 def build(network: Network, path: Path, origin: str) -> nn.Module:
     """Write adapted.py for ``network``; the ``Adapted`` it defines, with the float weights."""
-    path.write_text(source(network, origin), encoding="utf-8")
+    replace_bytes(path, source(network, origin).encode("utf-8"))  # whole, or as it was
     model = load_adapted(path)
     with torch.no_grad():
         for i, layer in enumerate(network.layers):

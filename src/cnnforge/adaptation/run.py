@@ -4,6 +4,7 @@ write adapted.py / adapted.pth / adapt.json, and score the four rows on the same
 from __future__ import annotations
 
 import copy
+import io
 import json
 import time
 from collections.abc import Callable
@@ -21,9 +22,16 @@ from cnnforge.adaptation.recover import DistillTrainer, measure_batchnorm
 from cnnforge.adaptation.surgery import Replacement, refusals, replace_ops
 from cnnforge.adaptation.width import channel_graph, narrow
 from cnnforge.compute import CPU, reproducible_math, to_cpu
+from cnnforge.durable import replace_bytes, torch_bytes
 from cnnforge.errors import CnnforgeError, InputError
-from cnnforge.training.loop import TrainConfig, evaluate_segmentation
-from cnnforge.training.run import DataSpec, _in_channels, model_classes
+from cnnforge.outputs import RunDirectory, run_directory
+from cnnforge.training.loop import OUTPUT_FILES, TrainConfig, evaluate_segmentation
+from cnnforge.training.run import (
+    DataSpec,
+    _in_channels,
+    appear_with_first_checkpoint,
+    model_classes,
+)
 
 if TYPE_CHECKING:
     from cnnforge.frontend.loading import ModelSpec
@@ -36,6 +44,15 @@ CAP = 64
 #: The largest multiplier ``--width`` takes (check says whether it fits).
 MAX_WIDTH = 8.0
 ROWS = ("original float", "adapted float", "QAT-eval", "bit-exact")
+#: What the results are, written as they are done, and what a killed run may have left.
+RESULTS = ("adapted.py", "sample.npy", "adapted.pth", "adapt.json")
+#: Every file adapt writes in its OUT (its manifest lists them): the results, the two training
+#: runs' checkpoints and logs, and the temporary names a kill may leave (removed on --resume).
+ADAPT_FILES = (
+    *RESULTS,
+    *(f"{name}.tmp" for name in RESULTS),
+    *(f"{run}/{name}" for run in ("run", "run_qat") for name in OUTPUT_FILES),
+)
 SCORE_BATCH = 64  # images per batch when scoring the rows
 
 
@@ -236,7 +253,9 @@ def adapt_model(
     measure: Callable[[Path, tuple[int, ...]], dict[str, Any]] | None = None,
     on_batch: Callable[[int, int], None] | None = None,
 ) -> AdaptResult:
-    """The whole command (see the module docstring); ``out`` is created or resumed. The
+    """The whole command (see the module docstring). ``out`` follows train's rules
+    (outputs.RunDirectory): created, continued with ``resume`` or replaced with ``overwrite``,
+    one run at a time, appearing with the first checkpoint; adapt.json is written last. The
     distillation, QAT and scores run on ``compute`` (a GPU or the CPU) with ``workers``
     data-loading processes; ``on_start(compute)`` once the model fits, before training.
     ``measure(out, shape)``: the size and predicted latency of the written result (the
@@ -245,47 +264,58 @@ def adapt_model(
 
     _check_teacher(spec, checkpoint, allow_untrained)
     step = on_step or (lambda _: None)
-    _run_folders(out, resume, overwrite)
     start = time.monotonic()
-    torch.manual_seed(config.seed)
-    teacher = load_model(spec, model_args, checkpoint).eval()
-    shape = (_in_channels(teacher), data.size, data.size)
-    classes = model_classes(teacher, data.size)
-    config = replace(config, num_classes=classes)
-    train_set, val_set = data.splits(classes)
-    step("replacing ops")
-    checked = Checked()
-    adapted, reps = preflight(teacher, shape, target, checked)
-    step("choosing the width")
-    student, w, cap, tries, kept = choose_width(adapted, shape, target, width, checked)
-    if on_start is not None:
-        on_start(compute)
-    for t in tries if on_try is not None else ():  # after the search: a refusal stays one line
-        on_try(t)
-    out.mkdir(parents=True, exist_ok=True)
-    _measure_norms(student.to(compute), train_set, reps, widened=w > 1, resume=_started(out))
-    step("distilling")
-    place = {"device": compute, "workers": workers}
-    spec_json = {"model": _name(spec), "model_args": model_args, "width": w, "cap": cap}
-    loop = {"resume": resume, "on_epoch": on_epoch, "plateau": plateau, "on_batch": on_batch}
-    distilled = _distill(student, teacher, kept, (train_set, val_set), config, out, place,
-                         spec_json, loop)  # fmt: skip
-    student.eval()
-    step("building the QAT network")
-    qat = _qat_network(copy.deepcopy(student).cpu(), shape, target, train_set, out, _name(spec))
-    np.save(out / "sample.npy", val_set[0][0].numpy().astype(np.int64))  # compile's --sample
-    step("quantization-aware training")
-    _qat(qat, teacher, (train_set, val_set), config, out, qat_epochs, place, loop)
-    torch.save(to_cpu(qat.state_dict()), out / "adapted.pth")
-    step("scoring")
-    result = AdaptResult(
-        reps, w, cap, tries, scores=_scores(teacher, student, qat, val_set, classes, place),
-        epochs={"distill": distilled, "qat": _epochs_run(out / "run_qat")},
-        size=_size(teacher, measure, out, shape), minutes=(time.monotonic() - start) / 60,
-        plateau=plateau,
-    )  # fmt: skip
-    (out / "adapt.json").write_text(json.dumps(result.to_dict(), indent=1) + "\n")
-    return result
+    with run_directory(out, ADAPT_FILES, overwrite=overwrite, resume=resume) as run:
+        torch.manual_seed(config.seed)
+        teacher = load_model(spec, model_args, checkpoint).eval()
+        shape = (_in_channels(teacher), data.size, data.size)
+        classes = model_classes(teacher, data.size)
+        config = replace(config, num_classes=classes)
+        train_set, val_set = data.splits(classes)
+        step("replacing ops")
+        checked = Checked()
+        adapted, reps = preflight(teacher, shape, target, checked)
+        step("choosing the width")
+        student, w, cap, tries, kept = choose_width(adapted, shape, target, width, checked)
+        if on_start is not None:
+            on_start(compute)
+        for t in tries if on_try is not None else ():  # after the search: a refusal stays one line
+            on_try(t)
+        resumed = _started(run.path)
+        _measure_norms(student.to(compute), train_set, reps, widened=w > 1, resume=resumed)
+        step("distilling")
+        place = {"device": compute, "workers": workers}
+        spec_json = {"model": _name(spec), "model_args": model_args, "width": w, "cap": cap}
+        loop = {"resume": resume, "on_epoch": on_epoch, "plateau": plateau, "on_batch": on_batch}
+        distilled = _distill(run, student, teacher, kept, (train_set, val_set), config, place,
+                             spec_json, loop)  # fmt: skip
+        student.eval()
+        run.commit()  # no float epochs: the directory appears before adapted.py names its path
+        step("building the QAT network")
+        qat = _qat_network(
+            copy.deepcopy(student).cpu(), shape, target, train_set, out, _name(spec)
+        )
+        sample = val_set[0][0].numpy().astype(np.int64)  # compile's --sample (the vendor's type)
+        replace_bytes(out / "sample.npy", _npy_bytes(sample))
+        step("quantization-aware training")
+        _qat(qat, teacher, (train_set, val_set), config, out, qat_epochs, place, loop)
+        replace_bytes(out / "adapted.pth", torch_bytes(to_cpu(qat.state_dict())))
+        step("scoring")
+        result = AdaptResult(
+            reps, w, cap, tries, scores=_scores(teacher, student, qat, val_set, classes, place),
+            epochs={"distill": distilled, "qat": _epochs_run(out / "run_qat")},
+            size=_size(teacher, measure, out, shape), minutes=(time.monotonic() - start) / 60,
+            plateau=plateau,
+        )  # fmt: skip
+        text = json.dumps(result.to_dict(), indent=1) + "\n"
+        replace_bytes(out / "adapt.json", text.encode("utf-8"))  # last: the run is complete
+        return result
+
+
+def _npy_bytes(array: np.ndarray) -> bytes:
+    buffer = io.BytesIO()
+    np.save(buffer, array)
+    return buffer.getvalue()
 
 
 def _check_teacher(spec: ModelSpec, checkpoint: Path | None, allow_untrained: bool) -> None:
@@ -363,23 +393,6 @@ def _features(student: nn.Module, teacher: nn.Module, kept: dict[str, tuple[int,
 _CONVS = (nn.Conv2d, nn.ConvTranspose2d)
 
 
-def _run_folders(out: Path, resume: bool, overwrite: bool) -> None:
-    """A run already in OUT is continued (--resume) or started over (--overwrite), never mixed."""
-    import shutil
-
-    started = [out / d for d in ("run", "run_qat") if (out / d).exists()]
-    if not started or resume:
-        return
-    if not overwrite:
-        raise InputError(
-            "the output directory holds a run already",
-            where=str(out),
-            hint="--resume continues it, --overwrite starts over",
-        )
-    for folder in started:
-        shutil.rmtree(folder)
-
-
 def hardware_network(student: nn.Module, shape, target, calibration: torch.Tensor):
     """The adapted module lowered for ``target``'s device, its output layer wide, scales
     divided out."""
@@ -399,17 +412,19 @@ def hardware_network(student: nn.Module, shape, target, calibration: torch.Tenso
     return rescaled(lowered.with_layers(layers), calibration)
 
 
-def _distill(student, teacher, kept, splits, config, out, place, spec, loop) -> int:
-    """Float distillation of the student from the original (train's loop, resumable from
-    ``out/run/last.pth``, to its plateau); the epochs the run has had."""
+def _distill(run: RunDirectory, student, teacher, kept, splits, config, place, spec, loop) -> int:
+    """Float distillation of the student from the original (train's loop in OUT/run,
+    resumable from its last.pth, to its plateau); OUT appears with the first checkpoint.
+    Returns the epochs the run has had."""
     trainer = DistillTrainer(
-        student, *splits, config, out / "run", None, model_spec=spec,
+        student, *splits, config, run.path / "run", None, model_spec=spec,
         on_epoch=loop["on_epoch"], teacher=teacher, features=_features(student, teacher, kept),
         plateau=loop["plateau"], **place,
     )  # fmt: skip
+    trainer.on_epoch = appear_with_first_checkpoint(run, trainer, loop["on_epoch"])
     trainer.on_batch = loop["on_batch"]
-    if loop["resume"] and (out / "run" / "last.pth").is_file():
-        trainer.resume(out / "run" / "last.pth")
+    if loop["resume"] and (run.path / "run" / "last.pth").is_file():
+        trainer.resume(run.path / "run" / "last.pth")
     if config.epochs:
         trainer.fit()
     return len(trainer.history)

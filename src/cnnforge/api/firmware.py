@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from cnnforge.api.results import Difference, Inspection
+from cnnforge.errors import InputError
 
 
 def inspect(folder: str | Path, device: str = "auto") -> Inspection:
@@ -34,7 +35,14 @@ def diff(a: str | Path, b: str | Path, *, tolerance: float = 0.0) -> Difference:
     >>> d.equal, d.comparison.first_divergence
     """
     path_a, path_b = Path(a), Path(b)
-    if (path_a / "cnn.c").is_file() and (path_b / "cnn.c").is_file():
+    firmware = [(path_a / "cnn.c").is_file(), (path_b / "cnn.c").is_file()]
+    if any(firmware) and not all(firmware):  # one firmware folder: the other must be one too
+        other, folder = (path_b, path_a) if firmware[0] else (path_a, path_b)
+        what = "no such folder" if not other.exists() else "no cnn.c (not a firmware folder)"
+        raise InputError(
+            f"{other}: {what}", hint=f"{folder} is a firmware folder: compare it with another"
+        )
+    if all(firmware):
         from cnnforge.targets.max7800x.firmware.inspect import first_difference
         from cnnforge.targets.max7800x.firmware_read import read_layers
 

@@ -9,8 +9,8 @@ exception family (``cnnforge.errors``) with the one-line message the CLI would p
 from __future__ import annotations
 
 import contextlib
-import tempfile
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -26,9 +26,8 @@ from cnnforge.api.results import (
 )
 from cnnforge.api.running import array_of, run_network
 from cnnforge.errors import InputError
-from cnnforge.targets.max7800x.device import (
-    DEFAULT_DEVICE,
-)
+from cnnforge.owners import scratch_dir
+from cnnforge.targets.max7800x.device import DEFAULT_DEVICE
 
 if TYPE_CHECKING:
     import torch
@@ -36,6 +35,7 @@ if TYPE_CHECKING:
     from cnnforge.devices import Capabilities
     from cnnforge.frontend.loading import ModelSpec
     from cnnforge.ir import Network
+    from cnnforge.pipeline import CompileOptions
     from cnnforge.pipeline.targets import Target
     from cnnforge.targets.max7800x.firmware.options import FirmwareOptions
     from cnnforge.training.loop import EpochRecord
@@ -236,14 +236,12 @@ def compile(  # the command's name: cnnforge.compile(...) in a script
     True
     """
     from cnnforge.api.targets import get_target
-    from cnnforge.pipeline import CompileOptions, run_recipe
+    from cnnforge.pipeline import CompileOptions
     from cnnforge.targets.max7800x.firmware.options import FirmwareOptions
 
     target = get_target(device)  # resolved once: the recipe refuses a target without one
-    if output_dir is None:
-        output_dir = Path(tempfile.mkdtemp(prefix="cnnforge-compile-")) / "out"
     options = CompileOptions(
-        output=Path(output_dir),
+        output=Path(output_dir or "out"),  # None: a new temporary folder's, below
         model=model,  # type: ignore[arg-type]  # the steps take a model object as a spec too
         device=target.name,
         checkpoint=None if checkpoint is None else Path(checkpoint),
@@ -267,11 +265,25 @@ def compile(  # the command's name: cnnforge.compile(...) in a script
         max_verify=max_verify,
         cpu=cpu,
     )
+    if output_dir is not None:
+        return _compile(target, options, on_step, progress)
+    with scratch_dir("compile", keep=True) as scratch:  # kept for inspection when it succeeds
+        return _compile(target, replace(options, output=scratch / "out"), on_step, progress)
+
+
+def _compile(
+    target: Target,
+    options: CompileOptions,
+    on_step: Callable[[str, int, int], None] | None,
+    progress: bool,
+) -> Compiled:
+    from cnnforge.pipeline import run_recipe
+
     if on_step is not None:
-        return Compiled(run_recipe(target, options, on_step), Path(output_dir))
+        return Compiled(run_recipe(target, options, on_step), options.output)
     with _progress(progress, "compile") as show:
         state = run_recipe(target, options, show)
-    return Compiled(state, Path(output_dir))
+    return Compiled(state, options.output)
 
 
 def simulate(

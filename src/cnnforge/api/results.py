@@ -4,11 +4,12 @@ table for notebooks (``_repr_html_``), never printing anything themselves."""
 from __future__ import annotations
 
 import html
-import tempfile
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from cnnforge.owners import scratch_dir
 
 if TYPE_CHECKING:
     import numpy as np
@@ -198,7 +199,7 @@ class Compiled:
         c_dir = self.output_dir / C_DIR
         if not c_dir.is_dir():
             raise EmitError(f"{c_dir} holds no C project", hint="compile for a MAX7800x device")
-        with tempfile.TemporaryDirectory(prefix="cnnforge-build-") as tmp:
+        with scratch_dir("build") as tmp:
             result = build_and_run(c_dir, build_dir=Path(tmp))
         if not result.passed:
             raise EmitError(f"the C self-test failed: {result.output}", where=f"{c_dir}/main.c")
@@ -327,7 +328,7 @@ class Adaptation(_Delegating):
     """``cnnforge.adapt``: the replacements, the width, the four scores, the result's size and
     latency (``adapt.json``'s numbers; ``.to_dict()`` is that document) and where it is."""
 
-    record: Any  # adapt.run.AdaptResult
+    record: Any  # adaptation.run.AdaptResult
     output_dir: Path
 
     def __repr__(self) -> str:

@@ -43,6 +43,8 @@ def run_network_full(
     shape = tuple(network.input_shape)
     read = load_input_array(array_of(x), "x")  # floats: the host normalizes them first
     data = with_host_input(read, network.host_input, len(shape)).values
+    if len(shape) == 2 and data.ndim >= 3 and data.shape[-1] == 1 and data.shape[-3:-1] == shape:
+        data = data[..., 0]  # 1-D data as the vendor's samples hold it: C x L x 1
     if data.shape == shape:
         batch, added = data[None], True
     elif data.shape[1:] == shape:

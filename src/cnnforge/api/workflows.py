@@ -4,7 +4,6 @@ walk-through); same style as api/functions.py."""
 
 from __future__ import annotations
 
-import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -104,9 +103,10 @@ def demo(
     with ``train``) scored float vs QAT-eval vs bit-exact, compiled for MAX78000, its C
     self-test run (``run``), masks and a report written to ``output_dir``."""
     from cnnforge.api.walkthrough import run_demo
+    from cnnforge.owners import scratch_dir
     from cnnforge.training.demo import quick_train
 
-    with tempfile.TemporaryDirectory() as tmp:
+    with scratch_dir("demo") as tmp:
         checkpoint = quick_train(Path(tmp) / "train", on_epoch=on_epoch) if train else None
         result = run_demo(
             Path(output_dir), checkpoint=checkpoint, overwrite=overwrite, run_c=run,

@@ -22,8 +22,9 @@ import typer
 from cnnforge.cli.app import app, build_command
 from cnnforge.cli.commands import register
 from cnnforge.cli.common import err_console
-from cnnforge.errors import CnnforgeError, InputError, Note, plain_text
-from cnnforge.resources import memory_limit_set, parse_memory
+from cnnforge.cli.interrupts import exit_status, interrupted_line, interrupts_raise
+from cnnforge.errors import CnnforgeError, InputError, Interrupted, Note, plain_text
+from cnnforge.resources import is_resource_error, memory_limit_set, parse_memory, resource_error
 
 #: The option every command takes (cli/app.py), before or after the command's name.
 MAX_MEMORY = "--max-memory"
@@ -112,7 +113,7 @@ def main(argv: list[str] | None = None) -> None:
     ``KeyboardInterrupt`` raised by the user's model code is an error naming where, not a
     silent exit.
     """
-    with warnings.catch_warnings(record=True) as caught:
+    with warnings.catch_warnings(record=True) as caught, interrupts_raise():
         warnings.simplefilter("default")
         code = _run(argv)
     if code == 0 and not _torchrun_rank():  # one process, or rank 0: the others are quiet
@@ -133,6 +134,10 @@ def _run(argv: list[str] | None) -> int:
     except CnnforgeError as exc:
         _error_line(f"error: {exc.one_line()}")
         return 2
+    except Interrupted as exc:  # Ctrl-C, SIGTERM (cli/interrupts.py): rank 0 speaks for all
+        if not _torchrun_rank():
+            _error_line(interrupted_line(exc, args))
+        return exit_status(exc)
     except typer.Abort:
         _error_line("aborted")
         return 130
@@ -144,18 +149,12 @@ def _run(argv: list[str] | None) -> int:
     except (KeyboardInterrupt, SystemExit) as exc:
         return _interrupted(exc)
     except OSError as exc:
-        if exc.errno not in (errno.ENAMETOOLONG,):
-            return _internal(exc)
-        name = str(exc.filename or "")
-        shown = f"{name[:60]}... ({len(name)} characters)" if len(name) > 60 else name
-        _error_line(
-            f"error: {shown}: the file name is longer than the file system allows "
-            "(hint: choose a shorter path)"
-        )
-        return 2
+        return _os_error(exc)
     except MemoryError as exc:  # past the estimates (resources.py): the machine ran out
         return _out_of_memory(exc)
     except RuntimeError as exc:
+        if _torch_write_failed(exc):
+            return _write_failed(exc)
         if "can't allocate memory" not in str(exc) and "not enough memory" not in str(exc):
             return _internal(exc)
         return _out_of_memory(exc)
@@ -164,6 +163,23 @@ def _run(argv: list[str] | None) -> int:
     if code == 130:  # typer turns KeyboardInterrupt (Ctrl-C or model code) into status 130
         return _interrupt_line()
     return code if isinstance(code, int) else 0
+
+
+def _os_error(exc: OSError) -> int:
+    """What the machine refused (space, quota, files, permissions; a name too long): one line,
+    status 2; any other OSError is a bug."""
+    if is_resource_error(exc):
+        _error_line(f"error: {resource_error(exc, doing='').one_line()}")
+        return 2
+    if exc.errno not in (errno.ENAMETOOLONG,):
+        return _internal(exc)
+    name = str(exc.filename or "")
+    shown = f"{name[:60]}... ({len(name)} characters)" if len(name) > 60 else name
+    _error_line(
+        f"error: {shown}: the file name is longer than the file system allows "
+        "(hint: choose a shorter path)"
+    )
+    return 2
 
 
 def _internal(exc: Exception) -> int:
@@ -184,6 +200,26 @@ def _out_of_memory(exc: Exception) -> int:
     _error_line(
         f"error: the request ran out of memory ({need or type(exc).__name__}) (hint: a smaller "
         "--input-shape or model; --max-memory SIZE refuses such requests before the work)"
+    )
+    return 2
+
+
+def _torch_write_failed(exc: RuntimeError) -> bool:
+    """torch's zip writer failing (a full disk, a file size limit): it names no file or errno."""
+    text = str(exc)
+    return "inline_container" in text or "PytorchStreamWriter failed" in text
+
+
+def _write_failed(exc: RuntimeError) -> int:
+    """A torch file write that failed somewhere cnnforge does not write through durable.py."""
+    import shutil
+
+    free = shutil.disk_usage(".").free
+    first = " ".join(str(exc).split())[:120]
+    _error_line(
+        f"error: writing a torch file failed ({first}); the disk is probably full "
+        f"({free / 2**20:.1f} MB free here) or a file size limit was reached (hint: free some "
+        "space, or check ulimit -f)"
     )
     return 2
 

@@ -110,7 +110,7 @@ def eltwise(ctx: Context, layer: Layer) -> Iterator[Violation]:
     if layer.eltwise is None or not layer.is_hardware:
         return
     dev = ctx.device
-    k = len(layer.inputs)
+    k = layer.operand_count
     lo, hi = dev.eltwise_operands_range
     if not lo <= k <= hi:
         yield ctx.violation(layer, "operands", k, f"{lo}..{hi}", "combine in several layers")

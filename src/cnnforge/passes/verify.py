@@ -70,6 +70,7 @@ def _check_shapes(network: Network, layer: Layer) -> None:
     shapes = network.input_shapes(layer)
     if layer.eltwise is not None and len(set(shapes)) != 1:
         _fail(layer, f"element-wise operands of different shapes {[list(s) for s in shapes]}")
+    _check_split(layer, shapes)
     if len({s[1:] for s in shapes}) != 1 and layer.op is not Op.OPAQUE:
         _fail(layer, f"inputs of different sizes {[list(s) for s in shapes]}")
     if not layer.is_hardware:
@@ -79,6 +80,17 @@ def _check_shapes(network: Network, layer: Layer) -> None:
     expected = expected_out_shape(network, layer)
     if expected is not None and tuple(layer.out_shape) != expected:
         _fail(layer, f"output shape {list(layer.out_shape)}, expected {list(expected)}")
+
+
+def _check_split(layer: Layer, shapes: tuple[tuple[int, ...], ...]) -> None:
+    """An element-wise layer over one input's channel groups (``split_operands``)."""
+    k = layer.split_operands
+    if k == 0:
+        return
+    if layer.eltwise is None or len(shapes) != 1 or k < 2:
+        _fail(layer, f"split_operands {k} needs an element-wise op over one input")
+    if shapes[0][0] % k:
+        _fail(layer, f"{shapes[0][0]} input channels do not split into {k} operands")
 
 
 def verify(network: Network) -> None:

@@ -145,8 +145,8 @@ def _check_eltwise(layer: Layer, device: Capabilities | None) -> None:
             f"element-wise {layer.eltwise.value} is not a hardware operator",
             "use add, sub, or, xor",
         )
-    if not 2 <= len(layer.inputs) <= 16:
-        raise _fail(layer, f"element-wise op over {len(layer.inputs)} operands (2..16, R4.1)")
+    if not 2 <= layer.operand_count <= 16:
+        raise _fail(layer, f"element-wise op over {layer.operand_count} operands (2..16, R4.1)")
 
 
 def _check_quantized(layer: Layer, device: Capabilities | None) -> None:

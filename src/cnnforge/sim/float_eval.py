@@ -32,6 +32,7 @@ from cnnforge.ir import (
     PoolKind,
 )
 from cnnforge.sim.checks import check_shape
+from cnnforge.sim.ops import operands
 
 
 def run_float(
@@ -154,6 +155,7 @@ def activate_float(x: torch.Tensor, activation: Activation, params=()) -> torch.
 
 def eltwise_float(layer: Layer, xs: list[torch.Tensor]) -> torch.Tensor:
     """Left fold of add/sub/mul (R4.2 without saturation); or/xor have no float meaning."""
+    xs = operands(layer, xs)
     out = xs[0]
     for x in xs[1:]:
         if layer.eltwise is EltwiseOp.ADD:

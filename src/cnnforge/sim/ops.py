@@ -89,12 +89,20 @@ def _windows(x: torch.Tensor, size, stride, dilation) -> list[torch.Tensor]:
 # ----------------------------------
 
 
+def operands(layer: Layer, xs: list[torch.Tensor]) -> list[torch.Tensor]:
+    """The operands of an element-wise layer: its inputs, or its one input's equal consecutive
+    channel groups (ir.Layer.split_operands)."""
+    if layer.split_operands > 1 and len(xs) == 1:
+        return list(torch.chunk(xs[0], layer.split_operands, dim=1))
+    return xs
+
+
 def combine(layer: Layer, xs: list[torch.Tensor]) -> torch.Tensor:
     """Element-wise fold (R4.2; unsaturated only for a standalone wide layer, R4.4), else the
     channel concatenation of the inputs in order, else the one input."""
     if layer.eltwise is not None:
         standalone_wide = layer.wide and layer.op is Op.PASSTHROUGH
-        return eltwise_fold(layer.eltwise, xs, wide=standalone_wide)
+        return eltwise_fold(layer.eltwise, operands(layer, xs), wide=standalone_wide)
     if len(xs) > 1:
         return torch.cat(xs, dim=1)
     return xs[0]

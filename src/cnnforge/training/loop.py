@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import json
 import math
+import os
 import time
 import warnings
 from collections.abc import Callable, Iterable
@@ -31,6 +32,7 @@ from torch.utils.data import Dataset
 
 from cnnforge.arithmetic import ACT_SCALE
 from cnnforge.compute import CPU, reproducible_math, to_cpu
+from cnnforge.durable import replace_bytes, torch_bytes
 from cnnforge.errors import InputError
 from cnnforge.training import distributed as dist_utils
 from cnnforge.training.datasets import VOID, fold, unfold
@@ -143,13 +145,21 @@ def evaluate_segmentation(
 
 
 #: Every file a training run writes into its ``-o`` directory (its manifest lists them).
-OUTPUT_FILES = ("last.pth", "best.pth", "train.log", "last.tmp", "best.tmp")
+OUTPUT_FILES = ("last.pth", "best.pth", "train.log", "last.tmp", "best.tmp", "train.tmp")
 
 
 def save_checkpoint(path: Path, payload: dict[str, Any]) -> None:
-    tmp = path.with_suffix(".tmp")
-    torch.save(payload, tmp)
-    tmp.replace(path)
+    """``path`` replaced whole (``NAME.tmp`` flushed to the disk, then renamed): a kill or a
+    power cut leaves the previous checkpoint or this one, never a torn file (docs/faults.md)."""
+    replace_bytes(path, torch_bytes(payload), path.with_suffix(".tmp"))
+
+
+def append_log(path: Path, line: str) -> None:
+    """One line appended to ``path`` and flushed to the disk."""
+    with open(path, "a") as log:
+        log.write(line + "\n")
+        log.flush()
+        os.fsync(log.fileno())
 
 
 def load_checkpoint(path: Path) -> dict[str, Any]:
@@ -230,6 +240,7 @@ class Trainer:
         self.start_epoch = int(payload["epoch"]) + 1
         self.best_miou = float(payload["best_miou"])
         self.history = [EpochRecord(**r) for r in payload["history"]]
+        self._rewrite_log()
 
     def _payload(self, epoch: int) -> dict[str, Any]:
         """What ``last.pth`` holds, every tensor a CPU copy (it loads on any machine)."""
@@ -359,17 +370,32 @@ class Trainer:
         )
 
     def _write(self, epoch: int, record: EpochRecord) -> None:
-        """Rank 0 only: last.pth (resumable) every epoch, best.pth on a new best mIoU, a log."""
+        """Rank 0 only: best.pth on a new best mIoU, last.pth (resumable) every epoch, a log.
+
+        last.pth is written after best.pth: a run killed between them resumes from the epoch
+        before and writes the same best.pth again; the log is rewritten from last.pth's
+        history on resume (``_rewrite_log``), so a resumed run's files equal an uninterrupted
+        run's."""
         improved = record.miou > self.best_miou
         if improved:
             self.best_miou = record.miou
         if not self.ctx.is_main:
             return
-        self.out_dir.mkdir(parents=True, exist_ok=True)
+        if epoch == self.start_epoch:  # made once: a run directory that vanishes is an error
+            self.out_dir.mkdir(exist_ok=True)
         payload = self._payload(epoch)
-        save_checkpoint(self.out_dir / "last.pth", payload)
         if improved:  # best.pth is for deployment: weights and metadata, no optimizer state
             slim = {k: v for k, v in payload.items() if k not in ("optimizer", "scheduler")}
             save_checkpoint(self.out_dir / "best.pth", slim)
-        with open(self.out_dir / "train.log", "a") as log:
-            log.write(json.dumps({"rank": self.ctx.rank, **asdict(record)}) + "\n")
+        save_checkpoint(self.out_dir / "last.pth", payload)
+        append_log(self.out_dir / "train.log", self._log_line(record))
+
+    def _log_line(self, record: EpochRecord) -> str:
+        return json.dumps({"rank": self.ctx.rank, **asdict(record)})
+
+    def _rewrite_log(self) -> None:
+        """train.log as the resumed checkpoint's history has it (rank 0 writes it)."""
+        if self.ctx.is_main and self.out_dir.is_dir():
+            lines = "".join(self._log_line(r) + "\n" for r in self.history)
+            log = self.out_dir / "train.log"
+            replace_bytes(log, lines.encode("utf-8"), log.with_suffix(".tmp"))

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import nn
@@ -14,6 +15,9 @@ from cnnforge.errors import InputError
 from cnnforge.training.datasets import make_dataset
 from cnnforge.training.loop import EpochRecord, TrainConfig, Trainer
 from cnnforge.training.qat import QatHooks
+
+if TYPE_CHECKING:
+    from cnnforge.outputs import RunDirectory
 
 
 def folded_input_shape(model: nn.Module, size: int, fold: int = 1) -> tuple[int, int, int]:
@@ -89,17 +93,15 @@ def train_model(
 ) -> list[EpochRecord]:
     """Build the model, the data and the trainer; train (or resume) and return the history.
 
-    ``out_dir`` follows the rules of every writer (outputs.claim_directory): a new or
-    cnnforge-written directory, replaced only with ``overwrite``, continued with ``resume``.
+    ``out_dir`` follows the rules of every writer (outputs.RunDirectory): a new or
+    cnnforge-written directory, replaced only with ``overwrite``, continued with ``resume``,
+    one run at a time; a new run's directory appears with its first checkpoint.
     Training runs on ``device`` (default the CPU) with ``workers`` data-loading processes
     (None: compute.default_workers); ``on_start(device)`` is called once everything given has
     been checked, just before the first epoch."""
     from cnnforge.compute import check_workers, default_workers
     from cnnforge.frontend.torch_fx import load_model
-    from cnnforge.nn import load_policy
-    from cnnforge.outputs import check_target, claim_directory
-    from cnnforge.training.distributed import context, local_processes
-    from cnnforge.training.loop import OUTPUT_FILES
+    from cnnforge.training.distributed import local_processes
 
     if workers is None:
         workers = default_workers(device, local_processes())
@@ -107,38 +109,74 @@ def train_model(
 
     last = Path(out_dir) / "last.pth"
     if resume and not last.is_file():
-        raise InputError("nothing to resume: no last.pth", where=str(out_dir))
-    main = context().is_main
-    if main:  # before the work, as every writer checks its output first
-        check_target(out_dir, directory=True, overwrite=overwrite or resume)
-    torch.manual_seed(config.seed)  # the initial weights are part of a deterministic run
-    model = load_model(spec, model_args, None)
-    num_classes = model_classes(model, size, config.fold)
-    data_spec = DataSpec(dataset, data, size, lengths[0], lengths[1], config.seed)
-    train_set, val_set = data_spec.splits(num_classes)
-    policy = None
-    if qat:
-        policy = load_policy(policy_path) if policy_path else default_policy(config.epochs)
-    trainer = Trainer(
-        model,
-        train_set,
-        val_set,
-        replace(config, num_classes=num_classes),
-        out_dir,
-        QatHooks(policy),
-        model_spec={"model": spec, "model_args": model_args, "data": _data_json(data_spec)},
-        on_epoch=on_epoch,
-        device=device,
-        workers=workers,
-    )
-    trainer.on_batch = on_batch
-    if main:  # the model and data are good: the directory becomes this run's
-        claim_directory(out_dir, OUTPUT_FILES, overwrite=overwrite, resume=resume)
-    if resume:
-        trainer.resume(last)
-    if on_start is not None:
-        on_start(device)
-    return trainer.fit()
+        raise InputError(
+            "nothing to resume: no last.pth", where=str(out_dir), hint="run without --resume"
+        )
+    with _run_directory(out_dir, overwrite, resume) as run:
+        torch.manual_seed(config.seed)  # the initial weights are part of a deterministic run
+        model = load_model(spec, model_args, None)
+        num_classes = model_classes(model, size, config.fold)
+        data_spec = DataSpec(dataset, data, size, lengths[0], lengths[1], config.seed)
+        train_set, val_set = data_spec.splits(num_classes)
+        trainer = Trainer(
+            model,
+            train_set,
+            val_set,
+            replace(config, num_classes=num_classes),
+            out_dir if run is None else run.path,
+            QatHooks(_policy(qat, policy_path, config.epochs)),
+            model_spec={"model": spec, "model_args": model_args, "data": _data_json(data_spec)},
+            on_epoch=on_epoch,
+            device=device,
+            workers=workers,
+        )
+        trainer.on_batch = on_batch
+        if run is not None:
+            trainer.on_epoch = appear_with_first_checkpoint(run, trainer, on_epoch)
+        if resume:
+            trainer.resume(last)
+        if on_start is not None:
+            on_start(device)
+        return trainer.fit()
+
+
+def _run_directory(
+    out_dir: Path, overwrite: bool, resume: bool
+) -> contextlib.AbstractContextManager[RunDirectory | None]:
+    """Rank 0 writes ``out_dir`` (outputs.run_directory); under torchrun the others only train."""
+    from cnnforge.outputs import run_directory
+    from cnnforge.training.distributed import context
+    from cnnforge.training.loop import OUTPUT_FILES
+
+    if not context().is_main:
+        return contextlib.nullcontext()
+    return run_directory(out_dir, OUTPUT_FILES, overwrite=overwrite, resume=resume)
+
+
+def _policy(qat: bool, path: Path | None, epochs: int):
+    """The QAT policy: the file's, else the default for ``epochs``; None without QAT."""
+    from cnnforge.nn import load_policy
+
+    if not qat:
+        return None
+    return load_policy(path) if path else default_policy(epochs)
+
+
+def appear_with_first_checkpoint(
+    run: RunDirectory, trainer: Trainer, on_epoch: Callable[[EpochRecord], None] | None
+) -> Callable[[EpochRecord], None]:
+    """``trainer``'s epoch callback: after the first epoch's checkpoint is written (in the
+    stage), the run directory is put in place and the trainer writes there from then on."""
+
+    def after_epoch(record: EpochRecord) -> None:
+        if not run.committed:
+            inside = trainer.out_dir.relative_to(run.path)
+            run.commit()
+            trainer.out_dir = run.path / inside
+        if on_epoch is not None:
+            on_epoch(record)
+
+    return after_epoch
 
 
 def _in_channels(model: nn.Module) -> int:

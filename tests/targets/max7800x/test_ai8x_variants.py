@@ -194,3 +194,106 @@ def test_avg_pool_rounding_flag(tmp_path):
         simulate(network, x, device=None).outputs["p"],
         simulate(again.network, x, device=None).outputs["p"],
     )
+
+
+def test_conv1d_takes_the_vendors_c_l_1_samples(tmp_path, capsys):
+    """The vendor tool holds 1-D data as C x L x 1 (its Conv1d samples are saved so): a pair
+    whose first layer is a Conv1d reads that shape as C x L, and `simulate --ai8x-yaml` takes
+    such a sample, with the same output as the C x L one."""
+    from support.cli import run_cli
+
+    net = Network("c1d", (4, 32), (_conv1d("a", "input", 4, 12, 32, k=5, pad=2),))
+    _roundtrip(tmp_path, net, "MAX78000")
+    model = read_ai8x(tmp_path / "v.yaml", tmp_path / "v.pth.tar", (4, 32, 1), device="MAX78000")
+    assert model.network.input_shape == (4, 32)
+    x = RNG.integers(-128, 128, size=(4, 32))
+    np.save(tmp_path / "x.npy", x[..., None])
+    args = ["simulate", "--ai8x-yaml", str(tmp_path / "v.yaml"), "--ai8x-checkpoint",
+            str(tmp_path / "v.pth.tar"), "--input", str(tmp_path / "x.npy")]  # fmt: skip
+    code, _, err = run_cli([*args, "--output", str(tmp_path / "y.npy")], capsys)
+    assert code == 0, err
+    want = simulate(model.network, torch.from_numpy(x), device=None).outputs["a"].numpy()
+    assert np.array_equal(np.load(tmp_path / "y.npy"), want)
+
+
+_SPLIT_YAML = (
+    "arch: e\ndataset: e\nlayers:\n  - processors: 0xf\n    out_offset: 0x2000\n"
+    "    operation: none\n    eltwise: {op}\n    operands: {k}\n    data_format: HWC\n"
+)
+
+
+@pytest.mark.parametrize(("op", "k"), [("add", 2), ("sub", 2), ("xor", 4), ("add", 4)])
+def test_element_wise_over_the_network_inputs_channel_groups(tmp_path, op, k):
+    """Without `in_sequences` the vendor tool splits the input's channels into `operands` equal
+    consecutive groups (docs/ai8x-format.md): cnnforge reads that and folds the groups."""
+    (tmp_path / "v.yaml").write_text(_SPLIT_YAML.format(op=op, k=k))
+    torch.save({"arch": "e", "epoch": 1, "state_dict": {}}, tmp_path / "v.pth.tar")
+    shape = (4 * k, 3, 5)
+    model = read_ai8x(tmp_path / "v.yaml", tmp_path / "v.pth.tar", shape, device="MAX78000")
+    assert model.network.layers[0].split_operands == k
+    x = RNG.integers(-128, 128, size=(4 * k, 3, 5))
+    got = simulate(model.network, torch.from_numpy(x), device=None).outputs
+    (y,) = (v.numpy() for v in got.values())
+    groups = x.reshape(k, 4, 3, 5)
+    want = groups[0]
+    for g in groups[1:]:
+        want = {"add": want + g, "sub": want - g, "xor": want ^ g}[op]
+    want = np.clip(want, -128, 127)  # one saturation at the end (arithmetic.eltwise_fold)
+    assert np.array_equal(y.reshape(want.shape), want)
+
+
+@pytest.mark.parametrize("sources", ["", "    in_sequences: [-1, -1]\n"])
+def test_a_first_element_wise_layers_firmware_holds_its_known_answer(tmp_path, capsys, sources):
+    """`in_sequences` listing the input twice: each operand is the whole input, loaded
+    interleaved; the folder reads back to its known answer. Without `in_sequences` (the input's
+    channel groups) `compile` refuses in one line: its portable C has no such operands."""
+    from support.cli import run_cli
+
+    k, c = 2, 4 if sources else 8
+    yaml = _SPLIT_YAML.format(op="add", k=k).replace("    data_format", sources + "    data_format")
+    (tmp_path / "v.yaml").write_text(yaml)
+    torch.save({"arch": "e", "epoch": 1, "state_dict": {}}, tmp_path / "v.pth.tar")
+    np.save(tmp_path / "x.npy", RNG.integers(-128, 128, size=(c, 3, 5)))
+    out = tmp_path / "out"
+    args = ["compile", "--ai8x-yaml", str(tmp_path / "v.yaml"), "--ai8x-checkpoint",
+            str(tmp_path / "v.pth.tar"), "--sample", str(tmp_path / "x.npy"), "-o",
+            str(out)]  # fmt: skip
+    code, _, err = run_cli(args, capsys)
+    if not sources:  # the portable C has no channel-group operands yet: refused by name
+        assert code == 2 and "no portable C form" in err and not out.exists(), err
+        return
+    assert code == 0, err
+    code, text, err = run_cli(["simulate", "--firmware", str(out / "firmware")], capsys)
+    assert code == 0 and "PASS" in text, text + err
+
+
+def test_element_wise_over_a_layers_channel_groups_is_refused_by_name(tmp_path):
+    """A split of another layer's output (written without the vendor's operand interleave) is
+    not supported: one line naming the feature and the YAML line."""
+    (tmp_path / "v.yaml").write_text(
+        "arch: e\ndataset: e\nlayers:\n  - processors: 0xff\n    out_offset: 0x2000\n"
+        "    operation: none\n    data_format: HWC\n"
+        "  - processors: 0xf\n    out_offset: 0\n    operation: none\n    eltwise: add\n"
+        "    operands: 2\n"
+    )
+    torch.save({"arch": "e", "epoch": 1, "state_dict": {}}, tmp_path / "v.pth.tar")
+    with pytest.raises(ConfigError) as info:
+        read_ai8x(tmp_path / "v.yaml", tmp_path / "v.pth.tar", (8, 4, 4), device="MAX78000")
+    text = str(info.value)
+    assert "v.yaml:12" in text and "split into 2 operands" in text and "in_sequences" in text
+
+
+def test_snoop_registers_are_read_with_a_note(tmp_path):
+    """`snoop` (the MAX78002's 32 data-snooping debug registers) changes no result: read with a
+    note (not silently); a list of another length is an error naming the line."""
+    from cnnforge.errors import Note
+
+    net = Network("s", (4, 32), (_conv1d("a", "input", 4, 12, 32, k=5, pad=2),))
+    _roundtrip(tmp_path, net, "MAX78002")
+    text = (tmp_path / "v.yaml").read_text()
+    (tmp_path / "v.yaml").write_text(text.replace("layers:", f"snoop: {list(range(32))}\nlayers:"))
+    with pytest.warns(Note, match="snoop"):
+        read_ai8x(tmp_path / "v.yaml", tmp_path / "v.pth.tar", (4, 32), device="MAX78002")
+    (tmp_path / "v.yaml").write_text(text.replace("layers:", "snoop: [1, 2]\nlayers:"))
+    with pytest.raises(ConfigError, match="32 integers"):
+        read_ai8x(tmp_path / "v.yaml", tmp_path / "v.pth.tar", (4, 32), device="MAX78002")

@@ -60,25 +60,6 @@ def test_oned_register_says_what_it_does() -> None:
     assert "element-wise add of 3 operands, then the conv2d" in text
 
 
-@pytest.mark.parametrize("command", [["simulate", "--firmware"], ["inspect"]])
-@pytest.mark.parametrize(
-    "case,why",
-    [
-        (Case("Res", "MAX78000"), "0x5010011c: layer 3 is an element-wise operation of 2 operands"),
-        (Case("Depthwise", "MAX78002"), "0x5110014c: layer 1 is a depthwise convolution"),
-    ],
-)
-def test_reading_back_is_refused_in_one_line(
-    command: list[str], case: Case, why: str, capsys: pytest.CaptureFixture[str]
-) -> None:
-    """The decoder does not read element-wise or depthwise layers back yet: one line naming
-    the register, exit 2, rather than a network decoded wrong."""
-    _, out = compiled(case)
-    code, _, err = run_cli([*command, str(out / "firmware")], capsys)
-    assert code == 2 and len(err.strip().splitlines()) == 1, err
-    assert f"register {why}" in err
-
-
 def test_max78002_keeps_element_wise_apart_from_a_convolution_with_bias() -> None:
     """The vendor tool refuses element-wise + convolution + bias in one layer on the MAX78002
     (one pass too): the planner keeps such an add a layer of its own there, folds it on the

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import HealthCheck, assume, event, given, settings
 
 from cnnforge.api.targets import compile_model
 from cnnforge.errors import PlanError
@@ -38,8 +38,10 @@ from support.firmware import (
     OWN,
     demo_firmware,
     own_sample,
+    pair_firmware,
     variant_firmware,
 )
+from support.firmware_cases import CASES, case_firmware
 from support.plan import networks, with_weights
 
 DEMOS = sorted(p.stem for p in (GOLDEN / "known").glob("*.npz") if p.stem not in FIFO)
@@ -247,16 +249,25 @@ def test_inspect_yaml_round_trips_own_plans(model, device, shape, flags, tmp_pat
     _round_trip(tmp_path / "own" / "firmware", tmp_path, capsys)
 
 
-def test_simulate_firmware_of_compiles_own_output(tmp_path: Path, capsys) -> None:
-    """`compile qat-unet --ptq --firmware`: its folder, simulated, holds its known answer."""
+@pytest.mark.parametrize("fifo", [False, True])
+def test_simulate_firmware_of_compiles_own_output(fifo: bool, tmp_path: Path, capsys) -> None:
+    """`compile qat-unet --ptq --firmware [--fifo]`: its folder, simulated, holds its known
+    answer. With --fifo the first layer streams and its bias sits one entry after its offset
+    on the MAX78000 (the hardware reads it there): read back from there, not shifted."""
     sample = tmp_path / "x.npy"
     np.save(sample, own_sample((3, 32, 32)))
     options = CompileOptions(output=tmp_path / "out", model="qat-unet", device="MAX78000",
-                             ptq=True, sample=sample, report=False, firmware=True)  # fmt: skip
+                             ptq=True, sample=sample, report=False, firmware=True,
+                             fifo=fifo)  # fmt: skip
     compile_model(options)
-    code, out, err = run_cli(["simulate", "--firmware", str(tmp_path / "out" / "firmware")], capsys)
+    folder = tmp_path / "out" / "firmware"
+    code, out, err = run_cli(["simulate", "--firmware", str(folder)], capsys)
     assert code == 0, err
     assert "PASS" in out
+    decoded = read_firmware(folder, None)
+    assert decoded.layers[0].streaming == fifo
+    first = decoded.network.layers[0].quant
+    assert first is not None and first.bias is not None and np.any(first.bias != 0)
 
 
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -276,8 +287,9 @@ def test_random_planned_networks_simulate_back(network) -> None:
             fw = build_firmware(planned, plan, x, outs)
         except (PlanError, NotImplementedError, ValueError):
             continue
-        if any(f.operands > 1 or f.groups > 1 for f in fw.facts):
-            continue  # element-wise and depthwise layers are not read back yet (decode.py)
+        if any(f.groups > 1 for f in fw.facts):
+            continue  # depthwise layers are not read back yet (decode.py)
+        event(f"element-wise layers: {any(f.operands > 1 for f in fw.facts)}")
         with tempfile.TemporaryDirectory() as name:
             write_folder(fw, Path(name))
             decoded = read_firmware(Path(name), device)
@@ -286,3 +298,60 @@ def test_random_planned_networks_simulate_back(network) -> None:
         assert test is not None and test.passed, (device, test)
         done += 1
     assume(done)
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_every_case_simulates_back(name: str, tmp_path: Path, capsys) -> None:
+    """cnnforge's firmware of every small-network case (element-wise layers of every kind,
+    depthwise convolutions with bias and broadcast, narrow and binary weights, calcx4 and
+    read-ahead, streaming 1x1 layers) read back holds its own known answer; element-wise
+    layers with their operands (interleaved at the read pointer; the operation, operand count
+    and pooling order from the 1D register) and producers."""
+    fw = case_firmware(name)
+    write_folder(fw, tmp_path)
+    code, out, err = run_cli(["simulate", "--firmware", str(tmp_path)], capsys)
+    assert code == 0, err
+    assert "PASS" in out
+    decoded = read_firmware(tmp_path, None)
+    for f, ly in zip(fw.facts, decoded.network.layers, strict=True):
+        assert (len(ly.inputs) if ly.eltwise is not None else 1) == f.operands
+        assert (ly.eltwise.value if ly.eltwise is not None else "") == f.eltwise
+
+
+AUTOENCODER = """\
+arch: conv1d_mlp
+dataset: motor
+layers:
+  - {processors: 0xffffffffffffffff, out_offset: 0x2000, operation: conv1d, kernel_size: 1,
+     pad: 0, activate: ReLU, data_format: HWC}
+  - {processors: 0xffffffffffffffff, out_offset: 0x0000, operation: conv1d, kernel_size: 3,
+     pad: 0, activate: ReLU}
+  - {processors: 0xffffffffffffffff, out_offset: 0x2000, operation: mlp, activate: ReLU}
+  - {processors: 0x00000000ffffffff, out_offset: 0x0000, operation: mlp, activate: ReLU}
+  - {processors: 0x000000000000000f, out_offset: 0x2000, operation: mlp, activate: None}
+"""
+
+
+def test_conv1d_then_linear_layers_simulate_back(tmp_path: Path, capsys) -> None:
+    """Conv1d layers down to a length of 1, then linear layers (the vendor's motor-fault
+    autoencoder's shape): the 1x1 layers' registers are those of a 2-D 1x1 convolution; read
+    back as linear layers on the Conv1d's 1-D output, they hold the known answer."""
+    import torch
+
+    (tmp_path / "n.yaml").write_text(AUTOENCODER)
+    rng = np.random.default_rng(3)
+    shapes = [(128, 256, 1), (64, 128, 3), (32, 64), (4, 32), (16, 4)]
+    state = {}
+    for i, shape in enumerate(shapes):
+        state[f"l{i}.op.weight"] = torch.from_numpy(rng.integers(-128, 128, shape).astype("f4"))
+        state[f"l{i}.op.bias"] = torch.from_numpy(rng.integers(-64, 64, shape[0]).astype("f4"))
+        state[f"l{i}.output_shift"] = torch.tensor([-3.0])
+    torch.save({"arch": "conv1d_mlp", "epoch": 1, "state_dict": state}, tmp_path / "n.pth.tar")
+    x = rng.integers(-128, 128, (256, 3))
+    fw = pair_firmware(tmp_path / "n.yaml", tmp_path / "n.pth.tar", x, "MAX78000", [])
+    write_folder(fw, tmp_path / "fw")
+    code, out, err = run_cli(["simulate", "--firmware", str(tmp_path / "fw")], capsys)
+    assert code == 0, err
+    assert "PASS" in out
+    ops = [ly.op for ly in read_firmware(tmp_path / "fw", None).network.layers]
+    assert [op.value for op in ops] == ["conv1d", "conv1d", "linear", "linear", "linear"]

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from cnnforge.c_text import RunResult, run_exe
 from cnnforge.errors import EmitError
+from cnnforge.resources import tool_ran_out
 
 STRICT_CXXFLAGS = ("-std=c++17", "-Wall", "-Wextra", "-Werror")
 SANITIZE_CXXFLAGS = ("-O1", "-g", "-fsanitize=address,undefined", "-fno-omit-frame-pointer")
@@ -61,6 +62,7 @@ def compile_cpp(
     cmd = [cxx, *flags, "-isystem", str(require_ap_types()), "-o", str(exe), *sources]
     proc = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, check=False)
     if proc.returncode != 0:
+        tool_ran_out(proc.stderr, str(cwd), proc.returncode)  # out of files, space: say so
         first = next((x for x in proc.stderr.splitlines() if "error" in x), proc.stderr[:300])
         raise EmitError(f"the generated HLS C++ does not compile: {first}", where=str(cwd))
 

@@ -9,7 +9,6 @@ project in ``hls/``, its C-simulation with ``--run`` (under ASan/UBSan with ``--
 from __future__ import annotations
 
 import json
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -17,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from cnnforge.devices import Capabilities
 from cnnforge.errors import EmitError
 from cnnforge.ir import Network
+from cnnforge.owners import scratch_dir
 from cnnforge.passes.target_rules import TargetRules
 from cnnforge.pipeline.state import CompileState, Steps
 from cnnforge.pipeline.steps import (
@@ -84,7 +84,7 @@ def step_csim(state: CompileState, workdir: Path) -> CompileState:
         return state
     from cnnforge.targets.hls.build import csim
 
-    with tempfile.TemporaryDirectory(prefix="cnnforge-hls-") as tmp:
+    with scratch_dir("hls") as tmp:
         result = csim(
             workdir / HLS_DIR,
             state.emitted.top,

@@ -228,6 +228,8 @@ def _input_shape(cfg: YamlConfig, given: tuple[int, ...] | None) -> tuple[int, .
         raise ConfigError(
             f"input shape {list(shape)} must be C,H,W or C,L with positive sizes", where=cfg.path
         )
+    if len(shape) == 3 and shape[2] == 1 and cfg.layers and cfg.layers[0].op is Op.CONV1D:
+        shape = shape[:2]  # the vendor tool holds 1-D data as C x L x 1 (its samples too)
     check_input_shape(shape, "input shape")  # absurd sizes, inputs beyond memory (issue 27)
     return shape
 

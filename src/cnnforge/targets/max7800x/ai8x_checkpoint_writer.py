@@ -17,6 +17,7 @@ import numpy as np
 import torch
 
 from cnnforge.arithmetic import bias_to_checkpoint
+from cnnforge.durable import save_torch
 from cnnforge.errors import EmitError
 from cnnforge.ir import BINARY_BITS, Layer, Network
 from cnnforge.outputs import atomic_output_file
@@ -95,5 +96,5 @@ def write_checkpoint(
     """Write the vendor-layout checkpoint for ``network`` to ``path`` atomically."""
     doc = checkpoint_dict(network, arch=arch, epoch=epoch, modules=modules)
     with atomic_output_file(Path(path)) as tmp:
-        torch.save(doc, tmp)
+        save_torch(doc, tmp)  # a full disk names the file (durable.py)
     return Path(path)

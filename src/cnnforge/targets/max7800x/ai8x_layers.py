@@ -20,7 +20,7 @@ from cnnforge.arithmetic import (
 )
 from cnnforge.devices import Capabilities
 from cnnforge.errors import ConfigError
-from cnnforge.ir import BINARY_BITS, Activation, Layer, Op, Pooling, Quantized
+from cnnforge.ir import BINARY_BITS, INPUT, Activation, Layer, Op, Pooling, Quantized
 from cnnforge.ranges import verify_quantized
 from cnnforge.targets.max7800x.ai8x_checkpoint import CheckpointLayer
 from cnnforge.targets.max7800x.ai8x_yaml import YamlLayer
@@ -78,6 +78,8 @@ def _input_geometry(y: YamlLayer, ctx: LayerContext) -> tuple[int, tuple[int, ..
         )
     chans = [s[0] for s in ctx.in_shapes]
     if y.eltwise is not None:
+        if len(chans) == 1 and y.operands > 1:
+            return _split_operands(y, ctx, chans[0]), dims
         if len(chans) != y.operands:
             _fail(
                 y,
@@ -95,6 +97,33 @@ def _input_geometry(y: YamlLayer, ctx: LayerContext) -> tuple[int, tuple[int, ..
             )
         return chans[0], dims
     return sum(chans), dims
+
+
+def _split_operands(y: YamlLayer, ctx: LayerContext, channels: int) -> int:
+    """One operand's channels of an element-wise layer without `in_sequences` on the network
+    input: the vendor splits the input's channels into `operands` equal consecutive groups
+    (docs/ai8x-format.md); the input is loaded with the operands interleaved word by word (HWC
+    only). Another layer's output, written without that interleave, is refused."""
+    if ctx.inputs != (INPUT,):
+        _fail(
+            y,
+            ctx,
+            f"an element-wise operation over one layer's output split into {y.operands} "
+            "operands (no `in_sequences`) is not supported by cnnforge",
+            "operands",
+            "list one `in_sequences` entry per operand",
+        )
+    if channels % y.operands:
+        _fail(
+            y,
+            ctx,
+            f"the network input's {channels} channels do not split into {y.operands} operands",
+            "operands",
+        )
+    if y.data_format == "CHW":
+        _fail(y, ctx, "an element-wise operation on CHW input (the vendor takes HWC only)",
+              "data_format")  # fmt: skip
+    return channels // y.operands
 
 
 def _pooling(y: YamlLayer, ctx: LayerContext, dims: tuple[int, ...]) -> Pooling | None:
@@ -429,6 +458,7 @@ def _common(layer: Layer, y: YamlLayer, ctx: LayerContext, pool: Pooling | None)
         module_path=f"{ctx.path}:{y.line}",
         pool=pool,
         eltwise=y.eltwise,
+        split_operands=y.operands if y.eltwise is not None and len(ctx.inputs) == 1 else 0,
         pool_first=y.pool_first,
         activation=y.activation,
         wide=y.wide,

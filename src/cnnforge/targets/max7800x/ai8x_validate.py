@@ -222,7 +222,7 @@ def _check_value(key: Any, value: Any, kinds: tuple[str, ...] | None, where: str
     if isinstance(value, str):
         _check_text(key, value, where)
     if isinstance(value, list) and key not in ("layers", "unload"):
-        if len(value) > MAX_LIST:
+        if len(value) > (32 if key == "snoop" else MAX_LIST):  # snoop: its 32 registers
             raise ConfigError(
                 f"`{key}` lists {len(value)} values", where=where, hint=f"at most {MAX_LIST}"
             )

@@ -9,13 +9,14 @@ shapes) is checked later by ``targets.max7800x.ai8x``.
 from __future__ import annotations
 
 import functools
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from cnnforge.errors import ConfigError
+from cnnforge.errors import ConfigError, Note
 from cnnforge.ir import BINARY_BITS, Activation, EltwiseOp, Op, PoolKind
 from cnnforge.targets.max7800x.ai8x_validate import (
     BoundedSafeLoader,
@@ -25,10 +26,9 @@ from cnnforge.targets.max7800x.ai8x_validate import (
 
 # docs/hardware/network-yaml.md §2: global keys. Known but not supported by cnnforge: the values of
 # the dict.
-GLOBAL_KEYS = frozenset({"arch", "dataset", "layers", "output_map", "unload"})
+GLOBAL_KEYS = frozenset({"arch", "dataset", "layers", "output_map", "unload", "snoop"})
 GLOBAL_UNSUPPORTED = {
     "data_buffer": "rolling data buffers (TCN networks)",
-    "snoop": "data snooping",
     "bias": "built-in test data (arch: test)",
     "weights": "built-in test data (arch: test)",
 }
@@ -276,6 +276,20 @@ def read_yaml_config(path: Path | str) -> YamlConfig:
     )
 
 
+def _snoop(value: object, where: str) -> None:
+    """The MAX78002's data-snooping registers (32 words): a debugging aid that watches the
+    accelerator's memory traffic; the results do not change. Read, not modeled: a note."""
+    if not (isinstance(value, list) and len(value) == 32
+            and all(isinstance(v, int) and not isinstance(v, bool) for v in value)):  # fmt: skip
+        raise ConfigError("`snoop` must list 32 integers (the snoop registers)", where=where)
+    warnings.warn(
+        f"{where}: `snoop` (the data-snooping debug registers) is read but not modeled: the "
+        "results are the same; cnnforge's firmware does not write them",
+        Note,
+        stacklevel=2,
+    )
+
+
 def _check_global_keys(doc: _Map, path: str) -> None:
     for key in doc:
         where = f"{path}:{doc.key_lines[key]}"
@@ -290,6 +304,8 @@ def _check_global_keys(doc: _Map, path: str) -> None:
                 where=where,
                 hint="allowed: " + ", ".join(sorted(GLOBAL_KEYS)),
             )
+    if "snoop" in doc:
+        _snoop(doc["snoop"], f"{path}:{doc.key_lines['snoop']}")
     missing = [k for k in ("arch", "dataset", "layers") if k not in doc]
     if missing:
         raise ConfigError(

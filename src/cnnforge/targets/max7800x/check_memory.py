@@ -32,7 +32,7 @@ def data_memory(ctx: Context, layer: Layer) -> Iterator[Violation]:
         return
     limit = dev.instance_bytes
     in_shape = ctx.network.input_shapes(layer)[0]
-    operands = len(layer.inputs) if layer.eltwise is not None else 1
+    operands = layer.operand_count
     cin = input_channels(ctx.network, layer)
     pixels = math.prod(in_shape[1:])
     need_in = pixels * dev.passes(cin) * operands * WORD_BYTES

@@ -117,7 +117,7 @@ def layer_inputs(
     co = kernels // max(1, in_passes * (rows * cols if layer.flatten else 1))
     return LatencyInputs(
         passes=in_passes,
-        operands=len(layer.inputs) if layer.eltwise is not None else 1,
+        operands=layer.operand_count,
         pool=pool2,
         pooled=(rows, cols),
         pad=pad,

@@ -12,7 +12,6 @@ Stages are imported inside the steps that use them (``cnnforge --help`` stays li
 
 from __future__ import annotations
 
-import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -21,6 +20,7 @@ from cnnforge.devices import Capabilities
 from cnnforge.errors import EmitError, InputError
 from cnnforge.ir import Network
 from cnnforge.outputs import safe_file_stem
+from cnnforge.owners import scratch_dir
 from cnnforge.pipeline.sources import VENDOR, match_sample, model_source, read_sample
 from cnnforge.pipeline.state import AI8X_DIR, C_DIR, REPORT, CompileState, Steps, summary
 from cnnforge.pipeline.steps import (
@@ -193,7 +193,7 @@ def step_run(state: CompileState, workdir: Path) -> CompileState:
     from cnnforge.targets.max7800x.c.build import build_and_run
     from cnnforge.targets.max7800x.c.probe import run_probe
 
-    with tempfile.TemporaryDirectory(prefix="cnnforge-build-") as tmp:
+    with scratch_dir("build") as tmp:
         result = build_and_run(
             workdir / C_DIR, build_dir=Path(tmp), sanitize=state.options.sanitize
         )

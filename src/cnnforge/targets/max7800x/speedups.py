@@ -39,7 +39,7 @@ def _pixels(shape: tuple[int, ...]) -> int:
 def read_ahead_conflict(network: Network, plan: Plan, index: int, dev: Max7800xDevice) -> str:
     """Why layer ``index`` cannot read ahead ('' when it can)."""
     layer, place = network.layers[index], plan.placements[index]
-    operands = len(layer.inputs) if layer.eltwise is not None else 1
+    operands = layer.operand_count
     in_shape = network.input_shapes(layer)[0]
     words = operands * passes(layer_in_channels(network, layer), dev) * _pixels(in_shape)
     first_in, last_in = place.in_offset, place.in_offset + 4 * words - 1

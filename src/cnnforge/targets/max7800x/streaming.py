@@ -80,7 +80,7 @@ def _geometry(network: Network, layer: Layer, dev: Max7800xDevice) -> _Geometry:
         and layer.op in (Op.CONV2D, Op.CONVTRANSPOSE2D)
     ):
         kernel, pad = (3, 3), 1  # the vendor runs a streaming 1x1 as a padded 3x3
-    operands = len(layer.inputs) if layer.eltwise is not None else 1
+    operands = layer.operand_count
     channels = network.input_shapes(layer)[0][0]
     return _Geometry(
         (dims[0], dims[1]),
@@ -260,7 +260,7 @@ def _input_bytes(network: Network, index: int, dev: Max7800xDevice) -> int:
     for d in shapes[0][1:]:
         pixels *= d
     channels = layer_in_channels(network, layer)
-    operands = len(layer.inputs) if layer.eltwise is not None else 1
+    operands = layer.operand_count
     need = 4 * pixels * passes(channels, dev) * operands
     if layer.inputs == (INPUT,) and channels <= dev.data_instances:
         need = min(need, pixels)

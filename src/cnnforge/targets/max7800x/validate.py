@@ -172,7 +172,7 @@ def _memory_issues(
     for key, off in (("in_offset", place.in_offset), ("out_offset", place.out_offset)):
         if off < 0 or off % 4:
             out.append(("offset-align", f"`{key}` {off:#x} is not a non-negative multiple of 4"))
-    operands = len(layer.inputs) if layer.eltwise is not None else 1
+    operands = layer.operand_count
     in_bytes = geo_in.pixels * geo_in.passes * operands * (1 if chw else 4)
     end = dev.instance_bytes
     if place.in_offset + in_bytes > end and not place.streaming:  # streaming: plan/streaming.py

@@ -67,7 +67,9 @@ def simulate_words(
     # A streaming prefix never holds its inputs whole (rollover buffers, plan/streaming.py):
     # the run starts with the last streaming layer writing its whole output.
     streamed = streaming_prefix(plan)
-    if not streamed:
+    if not streamed and first.split_operands > 1:
+        issues += _load_split_input(mem, network, place0, ids)
+    elif not streamed:
         issues += _write(mem, network, -1, INPUT, load, ids, live, names, overlap, chw)
     for i, (layer, place) in enumerate(zip(network.layers, plan.placements, strict=True)):
         if i < streamed - 1:
@@ -197,6 +199,34 @@ def _write(mem, network, index, name, place, ids, live, names, overlap, chw=Fals
     return issues
 
 
+def _load_split_input(mem, network: Network, place: Placement, ids) -> list:
+    """The network input of an element-wise first layer over its channel groups
+    (ir.Layer.split_operands): group k loaded where operand k is read, word ``(pixel*E + pass)
+    *K + k`` of the layer's input processors (the vendor tool's input loader's interleave)."""
+    first = network.layers[0]
+    geo = layer_in_geometry(network, first, mem.dev)  # one operand's channels
+    procs = _procs(place.in_processors, mem.dev)
+    per, k_all, t = mem.dev.processors_per_instance, first.split_operands, len(procs)
+    pix = np.arange(geo.pixels, dtype=np.int64)
+    lanes = []
+    for k in range(k_all):
+        for e in range(geo.passes):
+            w = place.in_offset // 4 + (pix * geo.passes + e) * k_all + k
+            if w.size and int(w.max()) >= mem.words:
+                return [Issue(first.name, "input-bounds", "the input ends past the instance end")]
+            lanes += [(int(p), w, k * geo.channels + e * t + j) for j, p in enumerate(procs)
+                      if e * t + j < geo.channels]  # fmt: skip
+    for p, w, _ in lanes:  # whole words: every lane of the instance
+        home = slice(p - p % per, p - p % per + per)
+        mem.tid[home, w] = ids[INPUT]
+        mem.ch[home, w] = EMPTY
+        mem.px[home, w] = EMPTY
+    for p, w, c in lanes:
+        mem.ch[p, w] = c
+        mem.px[p, w] = pix
+    return []
+
+
 def _proven_in_place(network: Network, index: int, place: Placement, dev: Max7800xDevice) -> bool:
     """True when the layer may overwrite its dying input (plan/inplace.py's proof holds)."""
     if index < 0 or place.write_gap:
@@ -246,7 +276,7 @@ def _read(mem, network: Network, layer: Layer, place: Placement, ids, names, chw
     geo = layer_in_geometry(network, layer, mem.dev)
     procs = _procs(place.in_processors, mem.dev)
     t, e_in = len(procs), geo.passes
-    operands = len(layer.inputs) if layer.eltwise is not None else 1
+    operands = layer.operand_count
     parts = [network.shape_of(n)[0] for n in layer.inputs]
     pix = np.arange(geo.pixels, dtype=np.int64)
     if chw:  # one byte per pixel and pass: whole words of each channel's instance
@@ -260,7 +290,7 @@ def _read(mem, network: Network, layer: Layer, place: Placement, ids, names, chw
             # The processors of this pass at once; the first (in processor order) that reads
             # a wrong word is reported.
             rows = [j for j in range(t) if e * t + j < geo.channels]
-            expect = [_source(layer, parts, k, e * t + j, operands) for j in rows]
+            expect = [_source(layer, parts, k, e * t + j, geo.channels) for j in rows]
             bad = _mismatches(mem, procs[rows], w, [ids[x] for x, _ in expect], expect, chw)
             if bad is not None:
                 row, i = bad
@@ -269,8 +299,11 @@ def _read(mem, network: Network, layer: Layer, place: Placement, ids, names, chw
     return []
 
 
-def _source(layer: Layer, parts: list[int], k: int, c: int, operands: int) -> tuple[str, int]:
-    if operands > 1:
+def _source(layer: Layer, parts: list[int], k: int, c: int, per: int) -> tuple[str, int]:
+    """(tensor, channel) operand ``k``'s channel ``c`` is (``per``: one operand's channels)."""
+    if layer.split_operands > 1:
+        return layer.inputs[0], k * per + c
+    if layer.operand_count > 1:
         return layer.inputs[k], c
     for name, n in zip(layer.inputs, parts, strict=True):
         if c < n:

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from cnnforge.c_text import RunResult, run_exe
 from cnnforge.errors import EmitError
+from cnnforge.resources import tool_ran_out
 
 #: The flags the acceptance criteria name (issue #6).
 STRICT_CFLAGS = ("-std=c99", "-Wall", "-Wextra", "-Werror", "-pedantic", "-O2")
@@ -35,6 +36,7 @@ def compile_c(
     cmd = [find_cc(cc), *STRICT_CFLAGS, *extra, "-o", str(exe), *sources]
     proc = subprocess.run(cmd, cwd=c_dir, capture_output=True, text=True, check=False)
     if proc.returncode != 0:
+        tool_ran_out(proc.stderr, str(c_dir), proc.returncode)  # out of files, space: say so
         first = (proc.stderr.strip().splitlines() or ["(no output)"])[0]
         raise EmitError(f"the generated C does not compile: {first}", where=str(c_dir))
 

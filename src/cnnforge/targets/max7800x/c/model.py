@@ -269,6 +269,13 @@ def _operands(layer: Layer, network: Network) -> tuple[tuple[int, ...], int, int
     operands cannot be read together (docs/hardware/arithmetic.md §4)."""
     if len(layer.inputs) > MAX_OPERANDS:
         raise _fail(layer, f"{len(layer.inputs)} operands (the C runtime takes {MAX_OPERANDS})")
+    if layer.split_operands:
+        raise _fail(
+            layer,
+            f"element-wise over its input's {layer.split_operands} channel groups (`operands` "
+            "without `in_sequences`) has no portable C form yet",
+            "list one `in_sequences` entry per operand",
+        )
     if layer.eltwise is not None and layer.eltwise not in ELTWISE:
         raise _fail(layer, f"element-wise {layer.eltwise.value} does not exist in hardware")
     if layer.activation not in ACT:

@@ -92,9 +92,14 @@ def layout(facts: list[LayerFacts], rmap: RegisterMap) -> BiasLayout:
 
 
 def _stream_skip(f: LayerFacts, rmap: RegisterMap) -> int:
-    """1 for a streaming first layer on a part whose streaming bias reads one entry late (MAX78000):
-    its bias starts an entry after its offset (a work-around of the vendor's bias allocator)."""
-    return int(f.index == 0 and f.streaming and not rmap.stream_bias_ok)
+    return stream_skip(f.index, f.streaming, rmap)
+
+
+def stream_skip(index: int, streaming: bool, rmap: RegisterMap) -> int:
+    """1 for a streaming first layer on a part whose streaming bias reads one entry late
+    (MAX78000): its bias starts an entry after its offset (a work-around of the vendor's bias
+    allocator), and the hardware reads it there."""
+    return int(index == 0 and streaming and not rmap.stream_bias_ok)
 
 
 def _depthwise(

@@ -30,7 +30,9 @@ def processor_blocks(
 ) -> list[tuple[int, int, np.ndarray]]:
     """``input_blocks`` with the processor each block is named after, as the vendor names its
     arrays (``SAMPLE_INPUT_<p>``): CHW, the channel's processor; HWC, the first processor of
-    the group of four whose data-memory instance holds the block."""
+    the group of four whose data-memory instance holds the block. A first element-wise layer
+    (``f.operands`` > 1) reads its operands interleaved: word ``(pixel x passes + pass) x
+    operands + k`` holds operand k's channels (ir.Layer.split_operands)."""
     x = np.asarray(x).astype(np.int64).reshape(x.shape[0], -1)
     channels, pixels = x.shape
     u8 = (x & 0xFF).astype(np.uint32)
@@ -45,20 +47,24 @@ def processor_blocks(
             blocks.append((p, rmap.sram(p, f.in_offset), words.astype(np.uint32)))
         return blocks
     thresh = f.in_expand_thresh
+    # A first element-wise layer reads its operands interleaved: the input's consecutive channel
+    # groups (split), or the whole input again for each operand (`in_sequences` [-1, -1]).
+    k_all, per_operand = f.operands, f.in_channels
     c = 0
     per_instance: dict[int, list[np.ndarray]] = {}
     for ch in range(0, 64 * f.in_expand, 4):
         lanes = (f.in_map >> (ch % 64)) & 0xF
         if not lanes:
             continue
-        words = np.zeros(pixels, np.uint32)
-        this_c = c
-        for i in range(4):
-            if lanes >> i & 1:
-                if this_c < channels:
-                    words |= u8[this_c] << (8 * i)
-                this_c += 1
-        per_instance.setdefault(ch % 64, []).append(words)
+        for k in range(k_all):  # pixel-major, then passes, then operands
+            words = np.zeros(pixels, np.uint32)
+            this_c = c
+            for i in range(4):
+                if lanes >> i & 1:
+                    if this_c < per_operand:
+                        words |= u8[(k * per_operand) % channels + this_c] << (8 * i)
+                    this_c += 1
+            per_instance.setdefault(ch % 64, []).append(words)
         c += lanes.bit_count()
         if c >= thresh * f.in_expand:
             break

@@ -10,6 +10,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from cnnforge.arithmetic import implicit_shift
+from cnnforge.targets.max7800x.firmware.bias import stream_skip
+from cnnforge.targets.max7800x.firmware.decode_depthwise import DepthwiseReadError, channel_bias
+from cnnforge.targets.max7800x.firmware.eltwise import ELTWISE_FN
 from cnnforge.targets.max7800x.firmware.regmap import FIFO_CTL, MAPS, RegisterMap, get
 
 WEIGHT_BITS = {0: 8, 1: 1, 2: 2, 3: 4}  # the weight_size field (regmap.FIELDS)
@@ -56,10 +60,28 @@ class DecodedLayer:
     timeslots: int
     bias_quadrant: int | None
     bias_offset: int
-    bias: list[int] = field(default_factory=list)  # signed, from the layer's first entry
+    bias: list[int] = field(default_factory=list)  # signed, from the first entry the layer reads
     kernels: dict[int, bytes] = field(default_factory=dict)  # processor -> the layer's columns
     streaming: bool = False  # its rollover (FIFO input) or, after the first, stream start/deltas
     fifo: bool = False  # the first layer: its input arrives through the FIFOs (FIFO/CTL control)
+    operands: int = 1  # element-wise: the operands it combines (interleaved at its read pointer)
+    eltwise: str = ""  # add / sub / or / xor ("" without an element-wise operation)
+    pool_first: bool = True  # element-wise with pooling: pool each operand, then combine
+    # per quadrant the layer reads: (quadrant, first output processor of its write pointer)
+    out_bases: tuple[tuple[int, int], ...] = ()
+    depthwise: bool = False  # one kernel per channel (groups = channels)
+    broadcast: bool = False  # depthwise: writes where it reads
+    # depthwise: per quadrant the first bias entry of its slice (registers: entry / 4 when
+    # broadcasting); its bias, per channel (decode_depthwise.py)
+    slices: tuple[tuple[int, int], ...] = ()
+    channel_bias: list[int] | None = None
+    binary: bool = False  # 1-bit weights that mean -1 (bit set) / +1 (MAX78002, quadrant control)
+    # MAX78002 speed-ups (speedups.py): calcx4 (its kernel columns in quarters of the memory:
+    # ``physical`` holds its processors' columns as loaded, recover.py orders them), read-ahead
+    calcx4: bool = False
+    read_ahead: bool = False
+    tcalc: bool = False
+    physical: dict[int, dict[int, bytes]] = field(default_factory=dict)
 
     @property
     def processors(self) -> int:
@@ -91,13 +113,21 @@ def layer_count(state: dict[int, int], rmap: RegisterMap) -> tuple[int, list[int
 
 
 def decode_state(
-    state: dict[int, int], device: str, records: list[tuple[int, list[int]]] | None = None
+    state: dict[int, int],
+    device: str,
+    records: list[tuple[int, list[int]]] | None = None,
+    start: dict[int, int] | None = None,
 ) -> list[DecodedLayer]:
     """Every hardware layer of an accelerator state; ``records``: the kernel loader's
-    (address, words), which make the kernels exact where the host state overlaps them."""
+    (address, words), which make the kernels exact where the host state overlaps them;
+    ``start``: cnn_start's quadrant-control stores."""
     rmap = MAPS[device]
     layers, groups = layer_count(state, rmap)
     out = [_layer(state, rmap, i, groups) for i in range(layers)]
+    ctl = rmap.ctl(groups[0], 0)
+    if get(state.get(ctl, 0) | (start or {}).get(ctl, 0), "ctl_binary"):  # 1-bit: binary
+        for ly in out:  # (the vendor tool refuses 1-bit and binary layers in one network)
+            ly.binary = ly.op != "passthrough" and ly.weight_bits == 1
     _streaming(state, rmap, out, groups)
     if rmap.cnt_diff_offs is not None:
         _refine_rows(out)
@@ -166,16 +196,8 @@ class _Registers:
 def _operation(reg: _Registers, in_map: int, masks: int) -> str:
     """conv2d / conv1d / convtranspose2d / passthrough (a computing layer enables masks)."""
     post, oned = reg("post"), reg("oned")
-    if get(oned, "eltwise_ena"):  # the operands' producers are not read back yet
-        what = (
-            f"layer {reg.i} is an element-wise operation of {get(oned, 'eltwise_operands') + 1} "
-            "operands, which cnnforge does not read back yet"
-        )
-        raise reg.error("oned", what)
-    if get(post, "depthwise"):  # its kernels and write pointers are not read back yet
-        what = f"layer {reg.i} is a depthwise convolution, which cnnforge does not read back yet"
-        raise reg.error("post", what)
-    conv = get(post, "passthrough") == 0
+    # a depthwise convolution's time-slot bit sits where a passthrough's bits do
+    conv = get(post, "passthrough") == 0 or bool(get(post, "depthwise"))
     if conv and not masks and in_map:
         raise reg.error("ena", f"layer {reg.i} computes but enables no kernel masks")
     if get(post, "transposed"):
@@ -183,6 +205,53 @@ def _operation(reg: _Registers, in_map: int, masks: int) -> str:
     if get(oned, "conv1d"):
         return "conv1d"
     return "conv2d" if conv else "passthrough"
+
+
+def depthwise_fields(reg: _Registers, in_map: int) -> tuple[bool, bool, tuple]:
+    """(depthwise, broadcast, bias slices: per quadrant whose post register enables its bias,
+    (quadrant, first entry)) of a layer (depthwise.py read back)."""
+    if not get(reg("post"), "depthwise"):
+        return False, False, ()
+    broadcast = bool(get(reg("lctl"), "broadcast"))
+    slices = []
+    for q in reg.groups:
+        post = reg("post", q)
+        if in_map >> 16 * q & 0xFFFF and get(post, "bias_enable"):
+            slices.append((q, get(post, "bias_offset") * (4 if broadcast else 1)))
+    return True, broadcast, tuple(slices)
+
+
+def packed_outputs(ly: DecodedLayer) -> int:
+    """The processors a layer writes that packs what it reads per quadrant (a passthrough, a
+    depthwise convolution that does not broadcast): each quadrant's channels one after the
+    other from that quadrant's write pointer (a depthwise layer's time slots from its first
+    lane; a passthrough's from the lane of its first input processor)."""
+    bases = dict(ly.out_bases)
+    first = (ly.in_map & -ly.in_map).bit_length() - 1 if ly.in_map else 0
+    out = 0
+    for q in range(4):
+        mine = ly.in_map >> 16 * q & 0xFFFF
+        if mine:
+            base = bases.get(q, ly.out_base + 16 * (q - first // 16))
+            lane = 0 if ly.depthwise else ((mine & -mine).bit_length() - 1) % 4
+            out |= ((1 << mine.bit_count()) - 1) << (base + lane)
+    return out
+
+
+def _eltwise(reg: _Registers, conv: bool) -> tuple[int, str, bool]:
+    """(operands, operation, pool first) of the 1D register's element-wise bits (eltwise.py):
+    (1, "", True) without an element-wise operation."""
+    oned = reg("oned")
+    if not get(oned, "eltwise_ena"):
+        return 1, "", True
+    operands = get(oned, "eltwise_operands") + 1
+    if operands < 2:
+        raise reg.error("oned", f"layer {reg.i} combines {operands} operand element-wise")
+    if bool(get(oned, "eltwise_conv")) != conv:
+        what = f"layer {reg.i}: the element-wise 'convolution follows' bit contradicts the op"
+        raise reg.error("oned", what)
+    fn = {v: k for k, v in ELTWISE_FN.items()}[get(oned, "eltwise_fn")]
+    return operands, fn, bool(get(oned, "eltwise_pool_first"))
 
 
 def _kernel_shape(reg: _Registers, op: str) -> tuple[int, int]:
@@ -219,14 +288,17 @@ def _pooling(reg: _Registers) -> tuple[list[int], list[int]]:
 
 
 def _strides(reg: _Registers, op: str, pooling: bool) -> tuple[tuple[int, int], tuple[int, int]]:
-    """(pool stride, convolution stride): one register, the pool's when the layer pools."""
+    """(pool stride, convolution stride): one register, the pooling's (a layer that does not
+    pool steps over its input as a 1x1 pooling of that stride would; convolutions have no
+    stride of their own)."""
+    del pooling
     offs = reg.rmap.mp_stride_offs
     s = reg("stride") & ((1 << offs) - 1 if offs is not None else 0xFFFF)
-    pool_stride, stride = (1, 1), (s + 1, s + 1)
+    pool_stride, stride = (1, 1), (1, 1)
     if op == "convtranspose2d":
         stride = (2, 2)  # the hardware's only transposed stride
-    elif pooling and s > 0:
-        pool_stride, stride = (s + 1, s + 1), (1, 1)
+    elif s > 0:
+        pool_stride = (s + 1, s + 1)
     if op == "conv1d":  # one dimension: the columns' counts are 1
         pool_stride, stride = (pool_stride[0], 1), (stride[0], 1)
     return pool_stride, stride
@@ -283,6 +355,17 @@ def _expansion(reg: _Registers, conv: bool, wide: bool) -> tuple[int, int]:
     return reg("mcnt2" if reg.ai87 else "mcnt") // 8 + 1, write_gap
 
 
+def _unquartered(index: int, rmap: RegisterMap) -> int:
+    """The column whose place in the calcx4 quartered memory is ``index``
+    (speedups.quarter_index read back)."""
+    small, large = rmap.kernel_columns_small, rmap.kernel_columns_large
+    if index < small:
+        quarter, rest = divmod(index, small // 4)
+        return rest * 4 + quarter
+    quarter, rest = divmod(index - small, (large - small) // 4)
+    return small + rest * 4 + quarter
+
+
 def _kernel_fields(reg: _Registers, conv: bool) -> tuple[int, int]:
     """The mask count's (start, end) fields; zero for a passthrough."""
     if not conv:
@@ -294,8 +377,11 @@ def _kernel_fields(reg: _Registers, conv: bool) -> tuple[int, int]:
 
 
 def _bias_place(reg: _Registers) -> tuple[int | None, int]:
-    """(quadrant, offset) of the layer's bias: the quadrant whose post register enables it."""
+    """(quadrant, offset) of the layer's bias: the quadrant whose post register enables it
+    (a depthwise layer's slices: decode_depthwise.py)."""
     bias_q, bias_offset = None, 0
+    if get(reg("post"), "depthwise"):
+        return bias_q, bias_offset
     for q in reg.groups:
         p = reg("post", q)
         if get(p, "bias_enable"):
@@ -326,15 +412,27 @@ def _layer(state: dict[int, int], rmap: RegisterMap, i: int, groups: list[int]) 
     quant = WEIGHT_BITS[get(post, "weight_size")] if conv else 8
     shift = get(post, "shift")
     shift = -(shift & 15) if shift & 16 else shift
-    shift -= 8 - quant if conv else 0  # the register adds the narrow weights' shift
+    if conv:  # the register adds narrow weights' own shift, 8 - bits (registers.py)
+        shift -= implicit_shift(quant)
     out_base, out_offset = _output_place(reg, in_map)
     span = _bits(lctl2, rmap.xpch_max_offs, 9) // quant + 1 if conv else 0
     wide = bool(get(lctl, "wide"))
     out_expand, write_gap = _expansion(reg, conv, wide)
     kstart, kend = _kernel_fields(reg, conv)
+    calcx4 = conv and bool(get(post, "calcx4"))
+    if calcx4:  # the start field names the first column in the quartered memory
+        length = kend - kstart
+        kstart = _unquartered(kstart // 8, rmap) * 8
+        kend = kstart + length
     ksize = kernel[0] * kernel[1]
     kernel_start = (kstart // 8 * ksize + get(oned, "kernel_sad")) // 9 if conv and ksize else 0
     bias_q, bias_offset = _bias_place(reg)
+    if calcx4 and bias_q is not None and not get(post, "depthwise"):
+        bias_offset *= 4  # the entry / 4: a calcx4 layer's bias starts at a multiple of 4
+    operands, eltwise, pool_first = _eltwise(reg, conv)
+    out_bases = tuple((q, (reg("wptr_base", q) >> rmap.write_ptr_shift) * 4) for q in groups
+                      if in_map >> 16 * q & 0xFFFF)  # fmt: skip
+    depthwise, broadcast, slices = depthwise_fields(reg, in_map)
     return DecodedLayer(
         index=i, op=op, in_map=in_map, out_base=out_base, out_span=span,
         in_offset=reg("rptr_base") * 4, out_offset=out_offset,
@@ -347,6 +445,9 @@ def _layer(state: dict[int, int], rmap: RegisterMap, i: int, groups: list[int]) 
         flatten_prod=flatten_prod | (get(lctl2, "in_expand") if flatten else 0),
         kernel_start=kernel_start, kernel_field=kstart, kernel_end=kend, tptr=reg("tptr"),
         timeslots=get(oned, "timeslots"), bias_quadrant=bias_q, bias_offset=bias_offset,
+        operands=operands, eltwise=eltwise, pool_first=pool_first or not pooling,
+        out_bases=out_bases, depthwise=depthwise, broadcast=broadcast, slices=slices,
+        calcx4=calcx4, read_ahead=bool(get(lctl, "read_ahead")), tcalc=bool(get(post, "tcalc")),
     )  # fmt: skip
 
 
@@ -418,10 +519,14 @@ def _kernels(
             for k in range(len(raw) // 9):
                 cols[p, col + k] = raw[9 * k : 9 * k + 9]
     for p in range(64):
+        for ly in layers:  # calcx4: the processor's columns as loaded (recover.py orders them)
+            if ly.calcx4 and ly.in_map >> p & 1:
+                ly.physical[p] = {c: b for (q, c), b in cols.items() if q == p}
         mine = sorted(
-            (ly for ly in layers if ly.in_map >> p & 1 and ly.op != "passthrough"),
+            (ly for ly in layers if ly.in_map >> p & 1 and ly.op != "passthrough"
+             and not ly.calcx4),
             key=lambda ly: ly.kernel_start,
-        )
+        )  # fmt: skip
         runs: list[list[int]] = []  # [first column, end column]
         for ly in mine:
             n = kernel_columns(ly)
@@ -441,9 +546,11 @@ def _kernels(
         for ly in mine:
             out = b""
             for c in range(ly.kernel_start, ly.kernel_start + kernel_columns(ly)):
-                if (p, c) not in cols:
+                if (p, c) not in cols and records is None:
                     break  # overwritten on the host by the next run's words
-                out += cols[p, c]
+                # a column no record loads holds no kernel the layer uses (the slot of an
+                # output processor it skips): zeros
+                out += cols.get((p, c), bytes(9))
             ly.kernels[p] = out
 
 
@@ -464,16 +571,30 @@ def _stream(state: dict[int, int], addr: int, nbytes: int) -> bytes:
 
 def _bias(state: dict[int, int], rmap: RegisterMap, layers: list[DecodedLayer]) -> None:
     for ly in layers:
+        if ly.slices:
+            out_map = ly.in_map if ly.broadcast else packed_outputs(ly)
+            channels = ly.in_map.bit_count() * ly.in_expand
+            try:
+                ly.channel_bias = channel_bias(state, rmap, ly.in_map, out_map, channels, ly.slices)
+            except DepthwiseReadError as exc:
+                q = ly.slices[0][0]
+                raise DecodeError(
+                    f"register 0x{rmap.layer(q, ly.index, 'post'):08x}: layer {ly.index} "
+                    f"depthwise bias: {exc}"
+                ) from None
         if ly.bias_quadrant is None:
             continue
+        # a streaming first layer's bias starts one entry late on the MAX78000 (bias.py)
+        skip = stream_skip(ly.index, ly.streaming, rmap)
         n = ly.out_span * ly.out_expand
-        if ly.bias_offset + n > rmap.bias_entries:
+        if ly.bias_offset + skip + n > rmap.bias_entries:
             raise DecodeError(
                 f"register 0x{rmap.layer(ly.bias_quadrant, ly.index, 'post'):08x}: layer "
-                f"{ly.index} bias entries {ly.bias_offset}..{ly.bias_offset + n - 1} past "
-                f"{rmap.bias_entries}"
+                f"{ly.index} bias entries {ly.bias_offset + skip}.."
+                f"{ly.bias_offset + skip + n - 1} past {rmap.bias_entries}"
             )
         vals = [
-            state.get(rmap.bias(ly.bias_quadrant, ly.bias_offset + k), 0) & 0xFF for k in range(n)
+            state.get(rmap.bias(ly.bias_quadrant, ly.bias_offset + skip + k), 0) & 0xFF
+            for k in range(n)
         ]
         ly.bias = [v - 256 if v > 127 else v for v in vals]

@@ -18,6 +18,7 @@ from pathlib import Path, PurePosixPath
 _DIRECTIVE = re.compile(r"^\s*(?:#|%:)\s*([A-Za-z_]\w*)\s*(.*)$")
 _INCLUDE = re.compile(r'^(?:"([^"\n]*)"|<([^>\n]*)>)\s*$')
 _READS = {"include_next", "import", "embed"}
+_PLAIN = re.compile(r"[^\"'\\/\n]+")
 _WORDS = re.compile(r"\b(__has_include(?:_next)?|__has_embed|_Pragma)\b")
 
 
@@ -63,11 +64,15 @@ def _logical_lines(text: str) -> list[tuple[int, str]]:
             out.append((start, "".join(buf)))
             buf, line, start = [], line + 1, line + 1
             i += 1
-        else:
-            if c in "\"'":
-                quote = c
+        elif c in "\"'":
+            quote = c
             buf.append(c)
             i += 1
+        else:  # up to the next character any branch above looks at (one, if it is one)
+            m = _PLAIN.match(text, i)
+            j = m.end() if m else i + 1
+            buf.append(text[i:j])
+            i = j
     if buf:
         out.append((start, "".join(buf)))
     return out

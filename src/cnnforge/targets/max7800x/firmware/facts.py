@@ -162,7 +162,7 @@ def layer_facts(
         padding=_hw_padding(layer, kernel),
         output_padding=_pair(layer.output_padding, 0),
         stride=_pair(layer.stride, 1),
-        operands=len(layer.inputs) if layer.eltwise is not None else 1,
+        operands=layer.operand_count,
         eltwise=layer.eltwise.value if layer.eltwise is not None else "",
         groups=layer.groups,
         flatten=layer.flatten,
@@ -205,7 +205,25 @@ def network_facts(network: Network, plan: Plan) -> list[LayerFacts]:
         else f
         for f in facts
     ]
+    facts = [_stretched(f, network.layer(f.name)) for f in facts]
     return as_3x3(facts) if get_device(plan.device).streaming_one_by_one_as_3x3 else facts
+
+
+def _stretched(f: LayerFacts, layer: Layer) -> LayerFacts:
+    """A dilated Conv1d runs as an undilated one whose kernel has ``dilation - 1`` zeros
+    between its taps, (k - 1) x dilation + 1 long (the same output; the vendor tool's
+    backend stretches kernels so while they fit the 9 taps of a column)."""
+    d = layer.dilation[0] if layer.op is Op.CONV1D and layer.dilation else 1
+    if d == 1 or f.weights is None:
+        return f
+    k = f.kernel[0]
+    if (k - 1) * d >= 9:  # the vendor runs these on the 2-D hardware (not written yet)
+        raise NotImplementedError(
+            f"layer {f.name}: a Conv1d of kernel {k} and dilation {d} (longer than 9 taps)"
+        )
+    w = np.zeros((*f.weights.shape[:2], (k - 1) * d + 1), f.weights.dtype)
+    w[:, :, ::d] = f.weights
+    return replace(f, kernel=((k - 1) * d + 1, 1), weights=w)
 
 
 def as_3x3(facts: list[LayerFacts]) -> list[LayerFacts]:

@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from cnnforge.owners import scratch_dir
 from cnnforge.targets.max7800x.firmware.firmware import Firmware
 
 HOST = Path(__file__).with_name("host")  # the stand-in MSDK headers
@@ -145,7 +145,7 @@ def measure_code(fw: Firmware, folder: Path, gcc: str, size: str) -> tuple[int, 
     """(code bytes, how) of the folder's sources (see the module text)."""
     from cnnforge.targets.max7800x.firmware.hostrun import _RISCV_ONLY
 
-    with tempfile.TemporaryDirectory(prefix="cnnforge_flash_") as tmp:
+    with scratch_dir("flash") as tmp:
         work = Path(tmp)
         arm, riscv = arm_sources(folder), riscv_sources(folder)
         for name in {*arm, *riscv, "cnn.h"}:

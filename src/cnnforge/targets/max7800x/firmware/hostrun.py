@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
+from cnnforge.owners import scratch_dir
+from cnnforge.resources import tool_ran_out
 from cnnforge.targets.max7800x.device import MAX78000, MAX78002
 from cnnforge.targets.max7800x.firmware.regmap import MAPS
 
@@ -51,6 +52,9 @@ class StateImage:
     input: np.ndarray  # (m, 2) uint32: the words load_input wrote or changed
     kat: np.ndarray  # (k,) uint32: the known-answer table (address, mask, count, values..., 0)
     fifo: np.ndarray  # (f, 2) uint32: the FIFO data-register writes, in order (register, value)
+    # (s, 2) uint32: the constant stores of cnn_start (the quadrant controls it arms; the
+    # MAX78002's binary-weights bit lives there), read by interpret.py; not compared
+    start: np.ndarray = field(default_factory=lambda: np.zeros((0, 2), np.uint32))
 
     def save(self, path: Path) -> None:
         """Write the image as a compressed .npz (numbers only; addresses as differences, which
@@ -64,6 +68,7 @@ class StateImage:
             input_value=self.input[:, 1],
             kat=self.kat,
             fifo=self.fifo,
+            start=self.start,
         )
 
     @classmethod
@@ -72,7 +77,8 @@ class StateImage:
         with np.load(path) as data:
             state = _pairs_of(data["state_addr_delta"], data["state_value"])
             added = _pairs_of(data["input_addr_delta"], data["input_value"])
-            return cls(str(data["device"]), state, added, data["kat"], data["fifo"])
+            start = data["start"] if "start" in data.files else np.zeros((0, 2), np.uint32)
+            return cls(str(data["device"]), state, added, data["kat"], data["fifo"], start)
 
     def differences(self, other: StateImage, limit: int = 10) -> list[str]:
         """Up to ``limit`` lines, one per differing word (empty when equal)."""
@@ -114,7 +120,7 @@ def run_setup(
     """Build ``folder`` for the host, run its set-up, return the state it leaves. The set-up
     may spend ``wait_ms`` milliseconds in all (a wait the host does not answer ends there)."""
     size, stride, first = SPACE[device]
-    with tempfile.TemporaryDirectory(prefix="cnnforge_hostrun_") as tmp:
+    with scratch_dir("hostrun") as tmp:
         work = Path(tmp)
         exe = _build(Path(folder).resolve(), work, cc, timeout)
         _run(
@@ -140,7 +146,7 @@ def run_main(
     accelerator that, when main first sleeps after cnn_start, writes the known answer's words
     where the output layers write them and calls the done interrupt; what main prints."""
     size, stride, first = SPACE[device]
-    with tempfile.TemporaryDirectory(prefix="cnnforge_hostrun_") as tmp:
+    with scratch_dir("hostrun") as tmp:
         work = Path(tmp)
         exe = _build(Path(folder).resolve(), work, cc, timeout)
         argv = [str(exe), hex(size), hex(stride), hex(first), str(work / "out"), str(wait_ms)]
@@ -164,7 +170,7 @@ def run_unload(folder: Path, device: str, cc: str = "cc", timeout: float = 120.0
     rmap = MAPS[device]
     where = (rmap.ctl(0, rmap.mlator_reg), rmap.layer(0, 0, "wptr_base"),
              rmap.layer(0, 0, "lctl2"), rmap.sram(0, 0))  # fmt: skip
-    with tempfile.TemporaryDirectory(prefix="cnnforge_hostrun_") as tmp:
+    with scratch_dir("hostrun") as tmp:
         work = Path(tmp)
         exe = _build(Path(folder).resolve(), work, cc, timeout)
         argv = [str(exe), hex(size), hex(stride), hex(first), str(work / "out"), "20000"]
@@ -208,6 +214,7 @@ def _run(cmd: list[str], timeout: float, what: str) -> str:
     except subprocess.TimeoutExpired as exc:
         raise HostRunError(f"{what}: timed out after {timeout:.0f} s") from exc
     if proc.returncode != 0:
+        tool_ran_out(proc.stderr + proc.stdout, f"firmware/cnn.c ({what})", proc.returncode)
         tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
         raise HostRunError(f"{what} failed (exit {proc.returncode}): {' | '.join(tail)}")
     return proc.stdout

@@ -10,6 +10,7 @@ from cnnforge.targets.max7800x.device import MAX78000, MAX78002
 from cnnforge.targets.max7800x.firmware.decode import DecodedLayer, decode_state
 from cnnforge.targets.max7800x.firmware.hostrun import StateImage
 from cnnforge.targets.max7800x.firmware.interpret import read_setup
+from cnnforge.targets.max7800x.firmware.recover import with_emulated_passes
 from cnnforge.targets.max7800x.firmware.regmap import MAPS
 
 # The register each decoded field is read from (docs/firmware.md: the table read both ways).
@@ -40,7 +41,8 @@ def read_folder(folder: Path, device: str | None) -> tuple[str, StateImage, list
     """(device, the set-up's state, its layers) of a firmware folder; nothing of it runs."""
     dev = device or detect_device(folder)
     image, records = read_setup(folder, dev)
-    return dev, image, decode_state(dict(image.state.tolist()), dev, records)
+    layers = decode_state(dict(image.state.tolist()), dev, records, dict(image.start.tolist()))
+    return dev, image, with_emulated_passes(layers, dev)
 
 
 def register_of(dev: str, layer: DecodedLayer, name: str) -> int:

@@ -10,6 +10,7 @@ The result equals hostrun.py's :class:`StateImage` word for word, with nothing o
 
 from __future__ import annotations
 
+import re
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,6 +24,7 @@ from cnnforge.targets.max7800x.firmware.regmap import MAPS
 SETUP = ("cnn_init", "cnn_load_weights", "cnn_load_bias", "cnn_configure")
 FIFO_DATA = range(0x5000_0008, 0x5000_0018, 4)
 MAX_STEPS = 20_000_000
+MAX_DEPTH = 32
 _SIZES = {"char": 1, "uint8_t": 1, "int8_t": 1, "uint16_t": 2, "int16_t": 2, "short": 2}
 
 
@@ -45,6 +47,7 @@ class _Machine:
     mem: dict[int, int] = field(default_factory=dict)
     fifo: list[tuple[int, int]] = field(default_factory=list)
     steps: int = 0
+    depth: int = 0  # calls in progress
     records: list[tuple[int, list[int]]] = field(default_factory=list)  # kernel loader's
 
 
@@ -79,14 +82,39 @@ def preprocess(folder: Path, name: str) -> str:
     return done.stdout
 
 
-def _parse(folder: Path, name: str):
+# A brace list of 16 or more integer literals (weights, sample data, known answers): read with
+# a regular expression, not pycparser, which takes seconds per 100,000 items.
+_NUMBER = r"-?\s*(?:0[xX][0-9a-fA-F]+|[0-9]+)[uUlL]*"
+_LIST = re.compile(rf"\{{\s*(?:{_NUMBER}\s*,\s*){{15,}}{_NUMBER}\s*,?\s*\}}")
+_LIST_MARK = "__cnnforge_list"
+
+
+def _parse(folder: Path, name: str) -> tuple[object, list[list[int]]]:
+    """The file's syntax tree, and the integer lists its long brace lists stand for (each
+    replaced by ``{ __cnnforge_list(k) }``, k its index in the lists)."""
     from pycparser import c_parser
 
-    text = preprocess(folder, name)
+    lists: list[list[int]] = []
+
+    def stash(m: re.Match) -> str:
+        items = [t for t in m.group(0).strip("{} \t\n,").split(",")]
+        lists.append([_literal(t) for t in items])
+        return f"{{ {_LIST_MARK}({len(lists) - 1}) }}"
+
+    text = _LIST.sub(stash, preprocess(folder, name))
     try:
-        return c_parser.CParser().parse(text, filename=name)
+        return c_parser.CParser().parse(text, filename=name), lists
     except Exception as exc:  # pycparser's ParseError: "file:line:col: before: x"
         raise FirmwareError(f"{name}: {exc}") from None
+
+
+def _literal(text: str) -> int:
+    """An integer literal of a brace list as C reads it (0x hex, 0 octal, decimal, a sign)."""
+    t = text.replace(" ", "").replace("\t", "").replace("\n", "").rstrip("uUlL")
+    sign = -1 if t.startswith("-") else 1
+    t = t.lstrip("-")
+    value = int(t, 8) if len(t) > 1 and t[0] == "0" and t[1].isdigit() else int(t, 0)
+    return sign * value
 
 
 class Interpreter:
@@ -97,17 +125,20 @@ class Interpreter:
 
         self.ast = c_ast
         self.device = device
+        self.folder = folder
         self.max_steps = max_steps
         self.space = (0x5000_0000, 0x5000_0000 + SPACE[device][0])
         self.rmap = MAPS[device]
         self.functions: dict = {}
         self.arrays: dict[str, Ptr] = {}
         self.globals: dict[str, object] = {}
+        self._lists: list[list[int]] = []
         main = "main_riscv.c" if (folder / "main_riscv.c").is_file() else "main.c"
         for name in ("cnn.c", main):
             if not (folder / name).is_file():
                 raise FirmwareError(f"{folder}: no {name}")
-            for ext in _parse(folder, name).ext:
+            tree, self._lists = _parse(folder, name)
+            for ext in tree.ext:
                 self._top(ext)
         self.m = _Machine(device)
 
@@ -118,8 +149,23 @@ class Interpreter:
         elif isinstance(ext, a.Decl) and isinstance(ext.type, a.ArrayDecl) and ext.init:
             if not isinstance(ext.init, a.InitList):
                 raise FirmwareError(f"{_where(ext)}: array {ext.name} without a constant list")
-            values = [self._const(e) & 0xFFFF_FFFF for e in ext.init.exprs]
+            values = self._stashed(ext.init.exprs)
+            if values is None:
+                values = [self._const(e) & 0xFFFF_FFFF for e in ext.init.exprs]
             self.arrays[ext.name] = Ptr(0, _elem_size(ext.type.type), values)
+
+    def _stashed(self, exprs: list) -> list[int] | None:
+        """The values of a list _parse read itself (``{ __cnnforge_list(k) }``), else None."""
+        a = self.ast
+        if len(exprs) != 1 or not isinstance(exprs[0], a.FuncCall):
+            return None
+        call = exprs[0]
+        if not isinstance(call.name, a.ID) or call.name.name != _LIST_MARK:
+            return None
+        k = self._const(call.args.exprs[0]) if call.args and len(call.args.exprs) == 1 else -1
+        if not 0 <= k < len(self._lists):
+            raise FirmwareError(f"{_where(call)}: {_LIST_MARK} is not read")
+        return [v & 0xFFFF_FFFF for v in self._lists[k]]
 
     def _const(self, e) -> int:
         v = self._eval(e, {})
@@ -131,6 +177,12 @@ class Interpreter:
 
     def run(self) -> StateImage:
         """cnn_init, cnn_load_weights, cnn_load_bias, cnn_configure, then load_input."""
+        try:
+            return self._run()
+        except RecursionError:  # an expression nested past Python's stack (never generated)
+            raise FirmwareError(f"{self.folder}: an expression nests too deep to read") from None
+
+    def _run(self) -> StateImage:
         for name in SETUP:
             self.call(name, [])
         state = dict(self.m.mem)
@@ -144,7 +196,26 @@ class Interpreter:
             _pairs(added),
             np.array(kat.array if kat else [], np.uint32),
             np.array(self.m.fifo, np.uint32).reshape(-1, 2),
+            np.array(self._start_stores(), np.uint32).reshape(-1, 2),
         )
+
+    def _start_stores(self) -> list[tuple[int, int]]:
+        """cnn_start's stores of a constant to a constant address (its quadrant controls), in
+        order; nothing else of it is run (it starts the accelerator and the board's timer)."""
+        a = self.ast
+        fn = self.functions.get("cnn_start")
+        out = []
+        for s in (fn.body.block_items or []) if fn is not None else []:
+            if not (isinstance(s, a.Assignment) and s.op == "=" and isinstance(s.lvalue, a.UnaryOp)
+                    and s.lvalue.op == "*"):  # fmt: skip
+                continue
+            try:
+                where, value = self._eval(s.lvalue.expr, {}), self._eval(s.rvalue, {})
+            except FirmwareError:
+                continue
+            if isinstance(where, Ptr) and where.array is None and isinstance(value, int):
+                out.append((where.addr, value & 0xFFFF_FFFF))
+        return out
 
     def call(self, name: str, args: list, node=None):
         fn = self.functions.get(name)
@@ -157,10 +228,19 @@ class Interpreter:
         for p, v in zip(params, args, strict=False):
             if isinstance(p, self.ast.Decl):
                 env[p.name] = v
+        if self.m.depth >= MAX_DEPTH:  # set-up code calls a few levels deep, never itself
+            where = _where(node) if node is not None else name
+            raise FirmwareError(
+                f"{where}: calls nest more than {MAX_DEPTH} deep ({name} calls itself, directly "
+                "or through another function)"
+            )
+        self.m.depth += 1
         try:
             self._stmt(fn.body, env)
         except _Return as r:
             return r.value
+        finally:
+            self.m.depth -= 1
         return 0
 
     def _memcpy(self, args: list, unit: int, node) -> int:

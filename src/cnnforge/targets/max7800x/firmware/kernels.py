@@ -95,8 +95,11 @@ def _counts(f: LayerFacts, rows: np.ndarray) -> tuple[int, int, int, int]:
     return kc, count, ochan, length
 
 
-def layout(facts: list[LayerFacts], rmap: RegisterMap) -> KernelLayout:
-    """Place and fill the kernels of every weight layer."""
+def layout(
+    facts: list[LayerFacts], rmap: RegisterMap, duplicates: dict[int, int] | None = None
+) -> KernelLayout:
+    """Place and fill the kernels of every weight layer (``duplicates``: the layers that use an
+    earlier layer's columns, as a firmware's registers say; default: dedup.py's choice)."""
     width = max(rmap.kernel_columns_large, rmap.kernel_columns_small)
     out = KernelLayout(
         owner=np.full((64, width), FREE, np.int32),
@@ -106,7 +109,7 @@ def layout(facts: list[LayerFacts], rmap: RegisterMap) -> KernelLayout:
     order = [f for f in facts if f.in_map == (1 << 64) - 1] + [
         f for f in facts if f.in_map != (1 << 64) - 1
     ]
-    same = kernel_duplicates(facts)
+    same = kernel_duplicates(facts) if duplicates is None else duplicates
     for f in order:
         if not f.has_weights or f.index in same:
             continue

@@ -13,7 +13,8 @@ pipeline), twice: with zero weights for the placement's facts, then with the rec
 from __future__ import annotations
 
 import dataclasses
-import tempfile
+import itertools
+import re
 from collections import OrderedDict
 from collections.abc import Callable
 from pathlib import Path
@@ -23,12 +24,16 @@ import numpy as np
 import torch
 import yaml
 
-from cnnforge.ir import Layer, Network, Op, Quantized
+from cnnforge.errors import ConfigError
+from cnnforge.ir import BINARY_BITS, Layer, Network, Op, Quantized
+from cnnforge.owners import scratch_dir
 from cnnforge.targets.max7800x.ai8x_checkpoint_writer import layer_state
+from cnnforge.targets.max7800x.device import get_device
 from cnnforge.targets.max7800x.firmware import kernels
-from cnnforge.targets.max7800x.firmware.decode import DecodedLayer, DecodeError
+from cnnforge.targets.max7800x.firmware.decode import DecodedLayer, DecodeError, packed_outputs
 from cnnforge.targets.max7800x.firmware.facts import LayerFacts, network_facts
 from cnnforge.targets.max7800x.firmware.regmap import MAPS
+from cnnforge.targets.max7800x.firmware.speedups import physical_columns
 from cnnforge.targets.max7800x.placement import Plan
 
 # The vendor-pair reader (targets.max7800x.ai8x.load_ai8x, handed in by firmware_read.py):
@@ -36,8 +41,6 @@ from cnnforge.targets.max7800x.placement import Plan
 PairReader = Callable[..., tuple[Network, Plan]]
 
 INPUT = -1
-_OPS = {"conv2d": "conv2d", "conv1d": "conv1d", "convtranspose2d": "convtranspose2d",
-        "passthrough": "passthrough"}  # fmt: skip
 _ACT = {(True, False): "ReLU", (False, True): "Abs", (False, False): "None"}
 
 
@@ -46,11 +49,14 @@ def _ffs(x: int) -> int:
 
 
 def _span(ly: DecodedLayer) -> int:
-    """The processors a layer may write: the span from its output base (passthrough: the
-    processors it reads, moved to its output base)."""
-    if ly.op == "passthrough":
-        low = _ffs(ly.in_map) if ly.in_map else 0
-        return (ly.in_map >> low) << (ly.out_base + low % 4)
+    """The processors a layer may write: the span from its output base; a depthwise layer
+    that broadcasts: those it reads; a passthrough or another depthwise layer: per quadrant the
+    processors it reads, packed (decode.packed_outputs: the vendor's "packed version of the
+    input processors")."""
+    if ly.broadcast:
+        return ly.in_map
+    if ly.op == "passthrough" or ly.depthwise:
+        return packed_outputs(ly)
     return ((1 << ly.out_span) - 1) << ly.out_base
 
 
@@ -63,6 +69,7 @@ class Flow:
     channels: list[int]  # output channels
     in_channels: list[int]
     flatten: list[bool]
+    ops: list[str] = dataclasses.field(default_factory=list)  # the YAML operation of each layer
 
 
 def _writes(ly: DecodedLayer, offset: int, stride: int | None) -> bool:
@@ -78,23 +85,41 @@ def _sources(
     layers: list[DecodedLayer], spans: list[int], ly: DecodedLayer, passes: int, strict: bool
 ) -> list[int]:
     """The layers (in reading order) whose output ``ly`` reads: per pass and processor, the
-    latest earlier layer writing there (INPUT: none, the network input)."""
+    latest earlier layer writing there (INPUT: none, the network input). The operands of an
+    element-wise layer lie interleaved word by word: operand k's pass e at ``in_offset +
+    4 (e x operands + k)`` (each written with ``write_gap = operands - 1``); one source each."""
     found: list[int] = []
-    for e in range(passes):
-        for p in range(64):
-            if not ly.in_map >> p & 1:
-                continue
-            src = INPUT
-            for s in range(ly.index - 1, -1, -1):
-                stride = 4 * passes if strict else None
-                if spans[s] >> p & 1 and _writes(layers[s], ly.in_offset + 4 * e, stride):
-                    src = s
-                    break
-            if ly.index == 0:
-                src = INPUT
-            if src not in found:
-                found.append(src)
+    k_all = ly.operands
+    for k in range(k_all):
+        mine: list[int] = []
+        for e in range(passes):
+            offset = ly.in_offset + 4 * (e * k_all + k)
+            for p in range(64):
+                if ly.in_map >> p & 1:
+                    src = _writer(layers, spans, ly, p, offset, 4 * passes * k_all, strict)
+                    if src not in mine:
+                        mine.append(src)
+        found += mine[:1] if k_all > 1 else [s for s in mine if s not in found]
     return found or [INPUT]
+
+
+def _writer(
+    layers: list[DecodedLayer],
+    spans: list[int],
+    ly: DecodedLayer,
+    p: int,
+    offset: int,
+    stride: int,
+    strict: bool,
+) -> int:
+    """The latest layer before ``ly`` that writes byte ``offset`` of processor ``p`` (with
+    pixels ``stride`` bytes apart when ``strict``); INPUT: none."""
+    if ly.index == 0:
+        return INPUT
+    for s in range(ly.index - 1, -1, -1):
+        if spans[s] >> p & 1 and _writes(layers[s], offset, stride if strict else None):
+            return s
+    return INPUT
 
 
 def data_flow(layers: list[DecodedLayer]) -> Flow:
@@ -119,9 +144,9 @@ def data_flow(layers: list[DecodedLayer]) -> Flow:
     flatten: list[bool] = []
     for i, ly in enumerate(layers):
         cin = 0
-        for s in sources[i]:
+        for s in sources[i][:1] if ly.operands > 1 else sources[i]:  # operands: one's channels
             if s == INPUT:
-                cin += ly.in_map.bit_count() * (1 if ly.flatten else ly.in_expand)
+                cin += ly.in_map.bit_count() * (1 if _flattens_input(ly) else ly.in_expand)
             else:
                 cin += channels[s] if s < i else out_maps[s].bit_count()
         passes = max(1, -(-cin // 64))
@@ -132,7 +157,29 @@ def data_flow(layers: list[DecodedLayer]) -> Flow:
             channels.append(cin)
         else:
             channels.append(_out_channels(layers, ly, out_maps[i]))
-    return Flow(sources, out_maps, channels, in_channels, flatten)
+    ops = _operations(layers, sources, flatten)
+    return Flow(sources, out_maps, channels, in_channels, flatten, ops)
+
+
+def _operations(
+    layers: list[DecodedLayer], sources: list[list[int]], flatten: list[bool]
+) -> list[str]:
+    """Each layer's YAML operation. The registers of a 1x1 convolution are the same for 2-D
+    data, 1-D data (Conv1d, kernel 1) and a vector (a linear layer): the rank of the data it
+    reads says which (2: image, 1: 1-D, 0: vector; the input's: 1 when a Conv1d reads it)."""
+    ranks: list[int] = []
+    ops: list[str] = []
+    for i, ly in enumerate(layers):
+        first = 1 if layers[0].op == "conv1d" else 2
+        rank = max(first if s == INPUT else ranks[s] for s in sources[i])
+        op = ly.op
+        if flatten[i]:
+            op = "linear"
+        elif ly.op == "conv2d" and ly.kernel == (1, 1) and rank < 2:
+            op = "conv1d" if rank == 1 and ly.in_dims[0] > 1 else "linear"
+        ops.append(op)
+        ranks.append(0 if op == "linear" else 1 if op == "conv1d" else rank)
+    return ops
 
 
 def _out_channels(layers: list[DecodedLayer], ly: DecodedLayer, out_map: int) -> int:
@@ -154,8 +201,8 @@ def _out_channels(layers: list[DecodedLayer], ly: DecodedLayer, out_map: int) ->
 
 
 def _pool(ly: DecodedLayer) -> dict[str, Any]:
-    if ly.pool == (1, 1):
-        return {}
+    if ly.pool == (1, 1):  # a stride without pooling: a 1x1 pooling of that stride
+        return {"max_pool": 1, "pool_stride": ly.pool_stride[0]} if ly.pool_stride[0] > 1 else {}
     one = ly.pool[0] == ly.pool[1] or ly.op == "conv1d"
     size: Any = ly.pool[0] if one else list(ly.pool)
     stride = ly.pool_stride[0] if ly.pool_stride != (1, 1) else ly.pool[0]
@@ -199,19 +246,28 @@ def yaml_layer(
     if ly.write_gap:
         d["write_gap"] = ly.write_gap
     src = flow.sources[i]
-    if src != ([INPUT] if i == 0 else [i - 1]):
+    if src != ([INPUT] if i == 0 else [i - 1]) and not (i == 0 and set(src) == {INPUT}):
         d["in_sequences"] = src
     if i == 0:
         d["data_format"] = data_format
     conv = ly.op != "passthrough"
+    op = flow.ops[i]
     if flow.flatten[i]:
         d["operation"] = "linear"
         d["flatten"] = True
+    elif ly.operands > 1 and not conv:
+        d["operation"] = ly.eltwise
     else:
-        d["operation"] = _OPS[ly.op]
+        d["operation"] = op
+    if ly.operands > 1:
+        if conv:
+            d["eltwise"] = ly.eltwise
+        d["operands"] = ly.operands
+        if not ly.pool_first:
+            d["pool_first"] = False
     k = _kernel(ly)
-    if conv and not flow.flatten[i]:
-        if ly.op == "conv1d":
+    if conv and not flow.flatten[i] and op != "linear":
+        if op == "conv1d":
             d["kernel_size"] = k[0]
             d["pad"] = ly.padding[0]
         elif ly.op == "convtranspose2d":
@@ -222,22 +278,43 @@ def yaml_layer(
             d["pad"] = ly.padding[0]
         if ly.stride[0] != 1 and ly.op != "convtranspose2d":
             d["stride"] = ly.stride[0]
+    if ly.depthwise:
+        d["conv_groups"] = flow.in_channels[i]
     d.update(_pool(ly))
     if conv:
         d["activate"] = _ACT[ly.relu, ly.abs]
-        d["quantization"] = ly.weight_bits
+        d["quantization"] = "binary" if ly.binary else ly.weight_bits
     if pin_bias and ly.bias_quadrant is not None:
         d["bias_group"] = ly.bias_quadrant
     if ly.wide:
         d["output_width"] = 32
     if ly.streaming:
         d["streaming"] = True
+    if ly.calcx4:
+        d["calcx4"] = True
+    if ly.read_ahead:
+        d["readahead"] = True
+    if ly.tcalc != (ly.read_ahead and ly.in_expand > 1):  # its default (facts.py)
+        d["tcalc"] = ly.tcalc
     return d
 
 
+def _flattens_input(ly: DecodedLayer) -> bool:
+    """Whether a layer reading the network input flattens it: its flatten bit, or more passes
+    than its processors' channels need (passes x pixels below 16 leave the bit clear; a
+    multi-pass input fills its processors: at least 64 x (passes - 1) channels)."""
+    n = ly.in_map.bit_count()
+    more = ly.in_expand > 1 and n * ly.in_expand <= 64 * (ly.in_expand - 1)
+    return ly.flatten or (ly.op != "passthrough" and more)
+
+
 def input_shape(ly: DecodedLayer, flow: Flow) -> tuple[int, ...]:
-    """The network input the first layer reads: channels, then its rows (and columns)."""
-    c = flow.in_channels[0]
+    """The network input the first layer reads: channels, then its rows (and columns); a
+    flattening first layer's pixels as one column (its registers count only them). A first
+    element-wise layer's operands are the input's channel groups (its channels x operands)."""
+    c = flow.in_channels[0] * ly.operands
+    if flow.flatten[0] and flow.sources[0] == [INPUT]:
+        return (c, _in_pixels(ly, flow), 1)
     if ly.op == "conv1d":
         return (c, ly.in_dims[0])
     if ly.op == "convtranspose2d":  # its rows/columns registers count stride x size
@@ -251,11 +328,14 @@ def weight_shape(ly: DecodedLayer, flow: Flow, in_pixels: int) -> tuple[int, ...
     out, cin = flow.channels[i], flow.in_channels[i]
     if flow.flatten[i]:
         return (out, cin * in_pixels)
+    if flow.ops[i] == "linear":
+        return (out, cin)
     k = _kernel(ly)
-    if ly.op == "conv1d":
+    if ly.op == "convtranspose2d":  # PyTorch: (in, out / groups, ...)
+        return (cin, 1 if ly.depthwise else out, *k)
+    cin = 1 if ly.depthwise else cin  # one kernel per channel
+    if flow.ops[i] == "conv1d":
         return (out, cin, k[0])
-    if ly.op == "convtranspose2d":
-        return (cin, out, *k)
     return (out, cin, *k)
 
 
@@ -266,7 +346,8 @@ def _checkpoint(
     for ly in layers:
         if ly.index not in weights:
             continue
-        q = Quantized(ly.weight_bits, weights[ly.index], bias.get(ly.index), ly.output_shift)
+        bits = BINARY_BITS if ly.binary else ly.weight_bits
+        q = Quantized(bits, weights[ly.index], bias.get(ly.index), ly.output_shift)
         layer = Layer(name=f"l{ly.index}", op=Op.CONV2D, wide=ly.wide, quant=q)
         state.update(layer_state(layer, f"l{ly.index}"))
     return {"arch": "decoded", "epoch": 1000, "state_dict": state, "extras": {}}
@@ -274,6 +355,7 @@ def _checkpoint(
 
 def _read(
     read: PairReader,
+    layers: list[DecodedLayer],
     text: str,
     ckpt: dict[str, Any],
     shape: tuple[int, ...],
@@ -283,7 +365,29 @@ def _read(
 ) -> tuple[Network, Plan]:
     (tmp / "decoded.yaml").write_text(text, encoding="utf-8")
     torch.save(ckpt, tmp / "decoded.pth.tar")
-    return read(tmp / "decoded.yaml", tmp / "decoded.pth.tar", shape, device=device, fifo=fifo)
+    try:
+        return read(tmp / "decoded.yaml", tmp / "decoded.pth.tar", shape, device=device, fifo=fifo)
+    except ConfigError as exc:  # name the registers, not the temporary YAML
+        raise _register_error(exc, text, layers, device) from None
+
+
+def _register_error(
+    exc: ConfigError, text: str, layers: list[DecodedLayer], device: str
+) -> DecodeError:
+    """The reader's refusal of the decoded YAML, named by the layer's control register (the
+    layer whose mapping holds the YAML line it names)."""
+    line = int(m.group(1)) if (m := re.search(r":(\d+)$", exc.where or "")) else 0
+    layer = 0
+    for number, row in enumerate(text.splitlines()[:line], start=1):
+        if (hit := re.match(r"- name: l(\d+)$", row)) and number <= line:
+            layer = int(hit.group(1))
+    what = re.sub(r"^layer \d+ \(l\d+\): ", "", exc.what)
+    in_map = layers[layer].in_map if layer < len(layers) else 0
+    addr = MAPS[device].layer(max(_ffs(in_map), 0) // 16, layer, "lctl")
+    return DecodeError(
+        f"register 0x{addr:08x}: layer {layer}: the network its registers configure is "
+        f"refused: {what}"
+    )
 
 
 def pair_text(layers: list[DecodedLayer], flow: Flow, data_format: str, flatten_first: bool) -> str:
@@ -294,33 +398,75 @@ def pair_text(layers: list[DecodedLayer], flow: Flow, data_format: str, flatten_
     return yaml.safe_dump(doc, sort_keys=False)
 
 
+def with_emulated_passes(layers: list[DecodedLayer], device: str) -> list[DecodedLayer]:
+    """``layers`` with the passes of the MAX78000's one-long-pass element-wise layers put back.
+
+    That part runs an element-wise layer over several passes (other than 2 operands x 2 passes)
+    as one pass of passes x rows (eltwise.py ``emulated``): its registers say 1 pass and the
+    rows times the passes. Its operands' producers say the passes (each writes them all)."""
+    if not get_device(device).eltwise_multipass_plain_only:
+        return layers
+    spans = [_span(ly) for ly in layers]
+    out = list(layers)
+    for ly in layers:
+        if ly.operands < 2 or ly.op != "passthrough" or ly.in_expand != 1 or ly.index == 0:
+            continue
+        found = _sources(layers, spans, ly, 1, strict=False)
+        passes = {layers[s].out_expand for s in found if s != INPUT}
+        e = passes.pop() if len(passes) == 1 and INPUT not in found else 1
+        if e > 1 and ly.in_dims[0] % e == 0:
+            rows = (ly.in_dims[0] // e, ly.in_dims[1])
+            out[ly.index] = dataclasses.replace(ly, in_expand=e, out_expand=e, in_dims=rows)
+    return out
+
+
+def without_pool_resets(layers: list[DecodedLayer], device: str) -> list[DecodedLayer]:
+    """``layers`` without the MAX78002's average-pool reset layers (eltwise.py
+    ``avgpool_reset``: before a layer that average-pools right after an element-wise layer, a
+    passthrough of one pixel of processor 0 at that layer's pointers, which the layer then
+    overwrites; no part of the network), the others renumbered."""
+    if not MAPS[device].avgpool_reset_after_eltwise:
+        return layers
+    drop = {
+        ly.index
+        for ly, nxt in itertools.pairwise(layers[1:])
+        if ly.op == "passthrough" and ly.in_map == 1 and ly.in_dims == (1, 1)
+        and layers[ly.index - 1].operands > 1 and nxt.pool_avg
+        and (nxt.in_offset, nxt.out_offset) == (ly.in_offset, ly.out_offset)
+    }  # fmt: skip
+    kept = [ly for ly in layers if ly.index not in drop]
+    return [dataclasses.replace(ly, index=k) for k, ly in enumerate(kept)]
+
+
 def recover(
     layers: list[DecodedLayer], device: str, read: PairReader, data_format: str = "HWC"
 ) -> tuple[Network, Plan]:
     """The network and plan a firmware's decoded layers configure (see the module docstring)."""
     if not layers:
         raise DecodeError("no layers")
+    layers = without_pool_resets(layers, device)
     flow = data_flow(layers)
     text = pair_text(layers, flow, data_format, MAPS[device].flatten_bias_first)
     shape = input_shape(layers[0], flow)
     fifo = layers[0].fifo  # the vendor's --fifo (a flag, not a YAML key)
-    with tempfile.TemporaryDirectory(prefix="cnnforge-decoded-") as name:
+    with scratch_dir("decoded") as name:
         tmp = Path(name)
-        zeros = {
-            ly.index: np.zeros(weight_shape(ly, flow, _in_pixels(ly, flow)), np.int64)
+        zeros = {  # binary layers hold +1 (their weights are -1 or +1)
+            ly.index: np.full(weight_shape(ly, flow, _in_pixels(ly, flow)), int(ly.binary))
             for ly in layers
             if ly.op != "passthrough"
         }
-        network, plan = _read(read, text, _checkpoint(layers, zeros, {}), shape, device, tmp, fifo)
+        zero_ckpt = _checkpoint(layers, zeros, {})
+        network, plan = _read(read, layers, text, zero_ckpt, shape, device, tmp, fifo)
         facts = network_facts(network, plan)
         weights = recovered_weights(layers, facts, MAPS[device], network)
         bias = {
             ly.index: _bias(ly, facts[ly.index])
             for ly in layers
-            if ly.bias_quadrant is not None and ly.index in weights
+            if (ly.bias_quadrant is not None or ly.channel_bias) and ly.index in weights
         }
         ckpt = _checkpoint(layers, weights, bias)
-        return _read(read, text, ckpt, shape, device, tmp, fifo)
+        return _read(read, layers, text, ckpt, shape, device, tmp, fifo)
 
 
 def _in_pixels(ly: DecodedLayer, flow: Flow) -> int:
@@ -331,16 +477,35 @@ def _in_pixels(ly: DecodedLayer, flow: Flow) -> int:
 
 
 def _bias(ly: DecodedLayer, f: LayerFacts) -> np.ndarray:
+    if ly.channel_bias is not None:  # a depthwise layer's, per channel
+        return np.array(ly.channel_bias[: f.out_channels], np.int64)
     lead = _ffs(f.out_map) % 4 * f.out_expand
     vals = ly.bias[lead : lead + f.out_channels]
     return np.array(vals + [0] * (f.out_channels - len(vals)), np.int64)
+
+
+def shared_kernels(layers: list[DecodedLayer]) -> dict[int, int]:
+    """{layer: the earlier layer whose kernel columns it reads}: the same processors, first
+    column and kernel-count fields (the vendor's deduplicated kernels, dedup.py)."""
+    out: dict[int, int] = {}
+    seen: dict[tuple, int] = {}
+    for ly in layers:
+        if ly.op == "passthrough":
+            continue
+        key = (ly.in_map, ly.kernel_start, ly.kernel_field, ly.kernel_end, ly.weight_bits)
+        if key in seen:
+            out[ly.index] = seen[key]
+        else:
+            seen[key] = ly.index
+    return out
 
 
 def _tagged(f: LayerFacts, r: int) -> LayerFacts:
     """``f`` with each weight replaced by bits ``r * quant`` on of its index + 1."""
     shape = np.shape(f.weights)
     tags = (np.arange(int(np.prod(shape))).reshape(shape) + 1) >> (r * f.quant)
-    return dataclasses.replace(f, weights=tags & ((1 << f.quant) - 1))
+    # binary weights are packed as 1-bit fields: tagged as such (not clipped to -1/+1)
+    return dataclasses.replace(f, weights=tags & ((1 << f.quant) - 1), weight_bits=f.quant)
 
 
 def recovered_weights(
@@ -353,12 +518,13 @@ def recovered_weights(
     bits = min(f.quant for f in todo)
     most = max(int(np.asarray(f.weights).size) for f in todo)
     rounds = -(-(most + 1).bit_length() // bits)
+    shared = shared_kernels(layers)  # the tags of two layers can be equal: not dedup.py's
     index = np.zeros((64, max(rmap.kernel_columns_large, rmap.kernel_columns_small), 9, 8),
                      np.int64)  # fmt: skip
     kl = None
     for r in range(rounds):
         tagged = [_tagged(f, r) if f.has_weights else f for f in facts]
-        kl = kernels.layout(tagged, rmap)
+        kl = kernels.layout(tagged, rmap, shared)
         for j in range(8):
             index[..., j] |= ((kl.data.astype(np.int64) >> j) & 1) << r
     assert kl is not None
@@ -368,7 +534,8 @@ def recovered_weights(
         q = f.quant
         flat = np.zeros(np.asarray(f.weights).size, np.int64)
         offs = kl.offs[f.index]
-        for p, raw in ly.kernels.items():
+        raws = _calcx4_columns(ly, kl, offs, rmap) if ly.calcx4 else ly.kernels
+        for p, raw in raws.items():
             cols = len(raw) // 9
             data = np.frombuffer(raw[: 9 * cols], np.uint8).reshape(cols, 9).astype(np.int64)
             tags = index[p, offs : offs + cols]  # (cols, 9, 8 bits) of tag bits by round
@@ -381,11 +548,24 @@ def recovered_weights(
                         tag |= ((t >> r) & 1) << (r * q + b)
                 val = (data >> (fld * q)) & ((1 << q) - 1)
                 val = np.where(val >= 1 << (q - 1), val - (1 << q), val)
-                hit = tag > 0
+                hit = (tag > 0) & (tag <= flat.size)
                 flat[tag[hit] - 1] = val[hit]
         w = flat.reshape(np.shape(f.weights))
+        if ly.binary:  # a set bit is -1, a clear one +1 (kernels.py)
+            w = np.where(w < 0, -1, 1)
         if f.op is Op.CONVTRANSPOSE2D:  # facts: (out, in, kh, kw) flipped; PyTorch: (in, out)
             w = np.flip(w.swapaxes(0, 1), axis=(2, 3))
         shape = np.shape(network.layer(f.name).quant.weights)
         out[f.index] = np.ascontiguousarray(w).reshape(shape)
+    return out
+
+
+def _calcx4_columns(ly: DecodedLayer, kl, offs: int, rmap) -> dict[int, bytes]:
+    """A calcx4 layer's columns per processor in the layout's order: column ``offs + i`` read
+    where the writer loads it (speedups.physical_columns), zeros where nothing is loaded."""
+    out = {}
+    logical = np.arange(offs, offs + kl.length[ly.index])
+    for p, loaded in ly.physical.items():
+        place = physical_columns(kl.owner[p], kl.offs, kl.quarters, logical, rmap)
+        out[p] = b"".join(loaded.get(int(c), bytes(9)) for c in place.tolist())
     return out

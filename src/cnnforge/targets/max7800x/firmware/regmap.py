@@ -81,6 +81,7 @@ FIELDS: dict[str, tuple[str, int, int]] = {
     "tcalc": ("post", 31, 1),  # MAX78002: the pass counter in steps of 4
     "read_ahead": ("lctl", 17, 1),  # MAX78002: read the next input ahead
     "read_ahead_passes": ("lctl", 26, 4),  # with read-ahead: passes - 1 (tcalc: / 4)
+    "broadcast": ("lctl", 29, 1),  # depthwise: output processors = input processors
     "tram_max": ("tptr", 0, 16),  # TRAM words the layer uses - 1 (+ the streaming layers' before)
     "tram_start": ("tptr", 16, 16),  # streaming: TRAM words of the streaming layers before it
     # Streaming (widths: the MAX78002's; the MAX78000 holds 14, 12 and 17 bits).

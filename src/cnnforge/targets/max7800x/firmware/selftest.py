@@ -22,7 +22,11 @@ from cnnforge.targets.max7800x.firmware import data
 from cnnforge.targets.max7800x.firmware.decode import DecodedLayer, decode_state
 from cnnforge.targets.max7800x.firmware.facts import LayerFacts, network_facts
 from cnnforge.targets.max7800x.firmware.hostrun import StateImage
-from cnnforge.targets.max7800x.firmware.recover import PairReader, recover
+from cnnforge.targets.max7800x.firmware.recover import (
+    PairReader,
+    recover,
+    with_emulated_passes,
+)
 from cnnforge.targets.max7800x.firmware.regmap import FIFO_DATA, MAPS
 from cnnforge.targets.max7800x.placement import Plan
 
@@ -64,7 +68,18 @@ def read_network(folder: Path, device: str | None, read: PairReader) -> Decoded:
 
     dev = device or detect_device(folder)
     image, records = read_setup(folder, dev)
-    layers = decode_state(dict(image.state.tolist()), dev, records)
+    return decode_image(image, records, read)
+
+
+def decode_image(
+    image: StateImage, records: list[tuple[int, list[int]]] | None, read: PairReader
+) -> Decoded:
+    """Decode and recover a set-up's state (``records``: the kernel loader's, None: the state
+    alone); ``read``: the vendor-pair reader."""
+    dev = image.device
+    start = dict(image.start.tolist())
+    layers = decode_state(dict(image.state.tolist()), dev, records, start)
+    layers = with_emulated_passes(layers, dev)
     chw = bool(layers and layers[0].chw)
     network, plan = recover(layers, dev, read, "CHW" if chw else "HWC")
     return Decoded(dev, image, layers, with_outputs(network, plan, image.kat, dev), plan)
