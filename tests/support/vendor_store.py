@@ -53,7 +53,7 @@ class StoredCase:
 
     def outputs(self, model: Ai8xModel) -> dict[str, np.ndarray]:
         """cnnforge's simulation of the sample: every output layer's (C, H, W)."""
-        result = simulate(model.network, self.x(model), device=self.device)
+        result = simulate(model.network, self.x(model), device=model.plan.device)
         return {k: v.numpy() for k, v in result.outputs.items()}
 
     def difference(self, model: Ai8xModel, outputs: dict[str, np.ndarray]) -> str:
