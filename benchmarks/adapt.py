@@ -104,16 +104,16 @@ def run_one(name: str, seed: int, args: argparse.Namespace, work: Path) -> dict:
     """Train float (as ``cnnforge train --no-qat`` does), adapt; the benchmark's row."""
     import cnnforge
     from cnnforge.adaptation.run import preflight
+    from cnnforge.api.targets import device_for, get_target
     from cnnforge.errors import CnnforgeError
-    from cnnforge.pipeline.targets import device_for
 
     spec, start = f"{HERE}:{factory(name)}", time.monotonic()
     row: dict = {"model": name, "seed": seed}
     device = DEVICES.get(name, args.device)
     try:  # refusals before the float training they would waste
-        preflight(
-            globals()[factory(name)](), (3, args.size, args.size), device_for(device, "check")
-        )
+        target = get_target(device)
+        device_for(target, "check")
+        preflight(globals()[factory(name)](), (3, args.size, args.size), target)
     except CnnforgeError as exc:
         return {**row, "error": exc.one_line(), "minutes": _minutes(start)}
     folder = work / f"{name}-{seed}"

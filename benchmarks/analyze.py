@@ -25,10 +25,10 @@ import torchinfo
 from torch import nn
 
 from cnnforge.analysis import analyze_network
-from cnnforge.devices import MAX78000
 from cnnforge.frontend.capture import capture, check_input, compare
 from cnnforge.frontend.torch_export import capture_export
 from cnnforge.frontend.torch_fx import trace
+from cnnforge.targets.max7800x.device import MAX78000
 
 
 class Bottleneck(nn.Module):

@@ -23,9 +23,11 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from cnnforge.pipeline import CompileOptions, compile_model
+from cnnforge.api.targets import compile_model
+from cnnforge.c_text import run_exe
+from cnnforge.pipeline import CompileOptions
 from cnnforge.sim import simulate
-from cnnforge.targets.max7800x.c.build import compile_c, run_exe
+from cnnforge.targets.max7800x.c.build import compile_c
 
 TARGET_MACS_PER_S = 1e9
 

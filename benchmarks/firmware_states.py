@@ -228,7 +228,8 @@ def case_table() -> int:
 
 def own_table() -> int:
     """cnnforge's own plans: compile --firmware, run on the host, against the stored image."""
-    from cnnforge.pipeline import CompileOptions, compile_model
+    from cnnforge.api.targets import compile_model
+    from cnnforge.pipeline import CompileOptions
 
     bad = 0
     for model, device, shape, _ in OWN:
@@ -265,8 +266,8 @@ def _ours_row(name: str, vendor: StateImage, folder: Path, device: str) -> bool:
 def roundtrip(izer: Path, devices: list[str], only: list[str] | None, keep: Path) -> int:
     """The issue-26 table: firmware | layers decoded | simulate == known answer | YAML round trip
     equal (see the module docstring)."""
-    from cnnforge.pipeline.firmware_read import read_firmware
     from cnnforge.targets.max7800x.firmware.selftest import run_self_test
+    from cnnforge.targets.max7800x.firmware_read import read_firmware
 
     print(f"{'firmware':40} {'layers':>6} {'known answer':22} {'YAML round trip':16} note")
     bad = 0
@@ -337,10 +338,11 @@ def own_roundtrip(devices: list[str], keep: Path) -> int:
     """The round trip of cnnforge's own firmware (OWN): compile, read the folder back, simulate
     it on its own sample, write the pair (inspect --yaml), run the vendor tool on the pair (with
     the flags the plan needs): its firmware must leave cnnforge's state."""
-    from cnnforge.pipeline import CompileOptions, compile_model
-    from cnnforge.pipeline.firmware_read import read_firmware
+    from cnnforge.api.targets import compile_model
+    from cnnforge.pipeline import CompileOptions
     from cnnforge.targets.max7800x.firmware.options import FirmwareOptions
     from cnnforge.targets.max7800x.firmware.selftest import run_self_test
+    from cnnforge.targets.max7800x.firmware_read import read_firmware
 
     bad = 0
     for model, device, shape, flags in OWN:

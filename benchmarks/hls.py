@@ -1,4 +1,4 @@
-"""The HLS target on seed 001's U-Net: C-simulation time per image beside the simulator's, and
+"""The HLS target on the plain VOC U-Net: C-simulation time per image beside the simulator's, and
 float vs W5A8 (and W8A8) argmax agreement on a sample set. No assertions: a report.
 
 The sample set is the procedural ``shapes`` images at 64x64 (cnnforge.training.datasets); the
@@ -21,8 +21,8 @@ import torch
 from ptq_agreement import settle_batchnorm  # benchmarks/ is on sys.path when run as a script
 from simulate import best_of
 
+from cnnforge.api.targets import check_for
 from cnnforge.frontend.torch_fx import load_model, trace
-from cnnforge.pipeline.targets import check_for
 from cnnforge.quant.ptq import quantize_with_scales
 from cnnforge.sim import simulate
 from cnnforge.targets.hls.build import compile_cpp, find_ap_types
@@ -66,7 +66,7 @@ def main() -> None:
     print(f"{'weights':>8} {'clip':>7} {'argmax agree':>13} {'mean|err|':>10}")
     nets = {}
     for bits in (5, 8):
-        lowered = check_for(source, HLS, bits).network  # HLS placed by its own placer
+        lowered = check_for(source, HLS, bits).network  # HLS placed by its own rules.place
         for clip in ("max", "avgmax"):
             agree, err, nets[bits, clip] = agreement(model, lowered, x, bits, clip)
             print(f"{f'W{bits}A8':>8} {clip:>7} {agree:>13.4f} {err:>10.5f}")

@@ -1,8 +1,9 @@
 """Benchmark: the automatic plan vs the vendor's hand-written camvid-unet-large-fakept.yaml.
 
 Same network, same device (MAX78000), measured by the same code (cnnforge.targets.max7800x.metrics):
-estimated cycles by the vendor's latency model (devices.md §5), the highest data-memory byte
-used per instance, and the peak of live data bytes over all instances. Three columns:
+estimated cycles by the vendor's latency model (docs/hardware/devices.md §5), the highest
+data-memory byte used per instance, and the peak of live data bytes over all instances. Three
+columns:
 
 - vendor: the hand-written YAML as imported (its copy layer is a 1x1 identity conv, "fakept");
 - ours on the same imported network (the fakept conv kept as a layer to place);
@@ -21,8 +22,8 @@ import time
 from pathlib import Path
 
 from cnnforge.frontend import load_network
-from cnnforge.frontend.ai8x import load_ai8x
 from cnnforge.passes.lower import lower_to_hardware
+from cnnforge.targets.max7800x.ai8x import load_ai8x
 from cnnforge.targets.max7800x.metrics import PlanMetrics, plan_metrics, with_cycles
 from cnnforge.targets.max7800x.planner import plan_network
 from cnnforge.targets.max7800x.validate import validate_plan

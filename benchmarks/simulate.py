@@ -31,7 +31,7 @@ def vendor_unet() -> tuple[str, Network]:
     yaml_path = AI8X / "networks" / "camvid-unet-large.yaml"
     ckpt = AI8X / "trained" / "ai85-camvid-unet-large-q.pth.tar"
     if yaml_path.exists() and ckpt.exists():
-        from cnnforge.frontend.ai8x import read_ai8x
+        from cnnforge.targets.max7800x.ai8x import read_ai8x
 
         return "vendor U-Net large (trained)", read_ai8x(
             yaml_path, ckpt, (48, 88, 88), device="MAX78000"
@@ -44,14 +44,17 @@ def seed_unet() -> tuple[str, Network]:
 
 
 def _ptq(name: str, shape: tuple[int, ...]) -> Network:
-    from cnnforge.devices import MAX78000
+    from cnnforge.api.targets import get_target
     from cnnforge.frontend import load_network
     from cnnforge.pipeline.quantized import quantized_network
     from cnnforge.samples import load_input_array
 
     calib = load_input_array(np.random.default_rng(0).integers(-128, 128, (4, *shape)))
     model = load_network(name, shape, {}, None)
-    return quantized_network(model, MAX78000, 8, calibration=calib).network
+    target = get_target("MAX78000")
+    return quantized_network(
+        model, target.device, 8, rules=target.rules, calibration=calib
+    ).network
 
 
 def best_of(fn, repeat: int) -> float:

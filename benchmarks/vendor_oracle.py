@@ -154,8 +154,9 @@ def run_vendor(demo: Demo, out: Path, reuse: bool) -> tuple[np.ndarray | None, f
 def run_ours(demo: Demo) -> dict:
     """cnnforge on the same pair: import, validate the plan, simulate the sample."""
     from cnnforge.errors import CnnforgeError
-    from cnnforge.frontend.ai8x import read_ai8x
     from cnnforge.sim import simulate
+    from cnnforge.targets.max7800x.ai8x import read_ai8x
+    from cnnforge.targets.max7800x.device import get_device
     from cnnforge.targets.max7800x.validate import validate_plan
 
     row: dict = {"import": "-", "validate": "-", "y": None}
@@ -176,7 +177,7 @@ def run_ours(demo: Demo) -> dict:
         row["validate"] = "ok" if not issues else f"{len(issues)} issues"
         if issues:
             row["error"] = issues[0].one_line()
-        result = simulate(model.network, x, device=demo.device)
+        result = simulate(model.network, x, device=get_device(demo.device))
         row["y"] = result.outputs[model.network.layers[-1].name].numpy()
     except CnnforgeError as exc:
         row["error"] = str(exc)[:160]
@@ -324,7 +325,7 @@ def capture_outputs(demo: Demo, folder: Path, work: Path) -> None:
     for each of them besides the last, one run each with ``--stop-after N``."""
     from dataclasses import replace
 
-    from cnnforge.frontend.ai8x import read_ai8x
+    from cnnforge.targets.max7800x.ai8x import read_ai8x
 
     x = np.load(demo.sample)
     network = read_ai8x(demo.yaml, demo.checkpoint, x.shape, device=demo.device).network

@@ -5,7 +5,7 @@ weights, biases and inputs in ``tests/``) becomes a vendor pair (YAML + checkpoi
 same numbers, tests/support/vendor_suite.py), run through the vendor tool on the MAX78000 and the
 MAX78002 (``--fifo`` for its FIFO cases). For each pair the vendor accepts, one row:
 
-- ``reads``: cnnforge imports the pair (frontend/ai8x.py) and its plan validates;
+- ``reads``: cnnforge imports the pair (targets/max7800x/ai8x.py) and its plan validates;
 - ``sim``: cnnforge's simulator on the sample = the vendor's known answer;
 - ``state``: cnnforge's firmware for the pair leaves the vendor firmware's state, word for word
   (registers, kernel, bias and data memory, input, FIFO writes, known-answer table);
@@ -177,9 +177,9 @@ class _Columns:
 def check_case(case: StoredCase, vendor_folder: Path | None, row: Row) -> Row:
     """cnnforge's columns for one pair: ``vendor_folder`` the vendor's firmware (None: the
     case's stored state image stands for it)."""
-    from cnnforge.pipeline.firmware_read import decode_firmware_image
     from cnnforge.targets.max7800x.firmware.interpret import read_setup
     from cnnforge.targets.max7800x.firmware.writer import write_folder
+    from cnnforge.targets.max7800x.firmware_read import decode_firmware_image
 
     cols = _Columns(row)
     got: dict = {}

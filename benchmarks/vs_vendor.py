@@ -76,7 +76,7 @@ t0 = now()
 import torch  # noqa: F401
 times = {"import torch": since(t0)}
 t1 = now()
-import cnnforge.pipeline as P
+import cnnforge.api.targets as P
 from pathlib import Path
 times["import cnnforge"] = since(t1)
 current = []  # (step name, start) of the step that runs now

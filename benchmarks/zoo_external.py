@@ -103,10 +103,9 @@ def hook_macs(model: nn.Module, shape: tuple[int, ...]) -> int:
 
 
 def _check(network: object, device: str) -> tuple[bool, str]:
-    from cnnforge.devices import get_device
-    from cnnforge.passes.check import check_report
+    from cnnforge.api.targets import check_for, get_target
 
-    report = check_report(network, get_device(device))  # type: ignore[arg-type]
+    report = check_for(network, get_target(device).device)  # type: ignore[arg-type]
     if report.fits:
         return True, "fits"
     rules = Counter(v.rule for v in report.violations)
@@ -143,8 +142,8 @@ for _name, _build in MODELS.items():  # file.py:Name specs for compile
 def row(name: str, size: int) -> list[str]:
     """One table row: analyze, hooks, check on both devices, compile where it fits."""
     from cnnforge.analysis import analyze_network
-    from cnnforge.devices import MAX78000
     from cnnforge.frontend.capture import capture
+    from cnnforge.targets.max7800x.device import MAX78000
 
     torch.manual_seed(0)
     model = MODELS[name]().eval()

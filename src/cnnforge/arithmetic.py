@@ -2,7 +2,7 @@
 
 Shared by the simulator (``sim/``), the QAT modules (``nn/``), quantization (``quant/``) and, as
 the reference its C twin is tested against, the C emitter. Every rule cites
-../shared/spec/arithmetic.md. Functions take and return torch tensors; integer tensors are int64
+docs/hardware/arithmetic.md. Functions take and return torch tensors; integer tensors are int64
 (exact), float tensors are whatever the caller trains in. The parameter scalings (weight units,
 vendor checkpoint bias) take and return numpy arrays, as the IR stores them. A leaf: it imports
 nothing of cnnforge.
@@ -29,6 +29,8 @@ BIAS_SHIFT = 7  # bias enters the accumulator as b << 7 (R1.5)
 BIAS_MIN, BIAS_MAX = -128, 127  # the 8-bit bias memory (R1.5)
 SHIFT_MIN, SHIFT_MAX = -15, 15  # total output shift range (R2.1)
 WIDE_FRACTION_BITS = 14  # wide output of 8-bit weights is Q17.14 (R1.7)
+#: Identity 1x1 convolution that copies exactly: 64 * x * 2^1 / 128 = x (R2.3).
+IDENTITY_WEIGHT, IDENTITY_SHIFT = 64, 1
 #: Every weight width these semantics define (R1.2): the MAX parts store 8/4/2/1 (and binary),
 #: an HLS target any width up to 8 (docs/hls-target.md H2); R2.1's implicit shift is 8 - |bits|.
 WEIGHT_WIDTHS = (8, 7, 6, 5, 4, 3, 2, 1, BINARY_BITS)

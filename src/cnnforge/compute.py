@@ -234,6 +234,13 @@ def float32_matmul_exact(device: torch.device) -> bool:
     return not allowed and highest and precision in ("none", "ieee")
 
 
+def nnpack_enabled() -> bool:
+    """Whether PyTorch may send CPU convolutions to NNPACK (whose Winograd/FFT sums round).
+    torch offers no public getter (``torch.backends.nnpack`` only sets the flag), so this one
+    place reads the private one; a torch without it is taken as "enabled" (the safe answer)."""
+    return bool(getattr(torch._C, "_get_nnpack_enabled", lambda: True)())
+
+
 def to_cpu(value: Any) -> Any:
     """``value`` with every tensor in it (dicts, lists, tuples) copied to the CPU: what a
     checkpoint stores, so that it loads anywhere."""

@@ -1,7 +1,7 @@
 """The one exception family of cnnforge: what went wrong, where, and a hint.
 
 Only ``cli`` turns these into exit codes (status 2) and one-line messages; library code raises
-them and never calls ``sys.exit``. See ../shared/design/ARCHITECTURE.md "Errors".
+them and never calls ``sys.exit`` (docs/bad-input.md).
 """
 
 from __future__ import annotations

@@ -1,11 +1,11 @@
 """One formula per hardware fact of the data layout, asked of the typed device record.
 
-Passes and processors per pass (../shared/spec/devices.md §2), the channels and the shape a
-layer's main op reads, the kernel count ``kc`` of a weight layer (§3), and when each tensor
-is live (§6 "No overwrite of live data"). Analysis, passes, planner, validator, frontend and
-emitters ask here instead of writing the formulas again. Every question takes the device it is
-asked of: a caller cannot silently get another part's rules. Pass and channel counts ask the
-target-neutral ``Capabilities``; kernel and bias layouts the ``Max7800xDevice`` (its memories).
+Passes and processors per pass (docs/hardware/devices.md §2), the channels and the shape a
+layer's main op reads, and when each tensor is live (§6 "No overwrite of live data").
+Analysis, passes, planners, validator and emitters ask here instead of writing the formulas
+again. Every question takes the target-neutral ``Capabilities`` it is asked of: a caller
+cannot silently get another part's rules. The MAX7800x kernel and bias memory formulas are its
+own (targets/max7800x/geometry.py).
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from cnnforge.devices import Capabilities, Max7800xDevice
-from cnnforge.ir import BINARY_BITS, INPUT, Layer, Network
+from cnnforge.devices import Capabilities
+from cnnforge.ir import INPUT, Layer, Network
 
 #: Layer index at which the network input is produced (before the first layer).
 BEFORE_FIRST = -1
@@ -41,7 +41,7 @@ def words_per_pixel(channels: int, device: Capabilities) -> int:
 def layer_in_channels(network: Network, layer: Layer) -> int:
     """Channels the layer's input mask carries: one operand's for element-wise layers (one
     channel group of a split input, ir.Layer.split_operands), else the concatenation of its
-    inputs (devices.md §2 "Concatenation")."""
+    inputs (docs/hardware/devices.md §2 "Concatenation")."""
     shapes = network.input_shapes(layer)
     if layer.eltwise is not None:
         return shapes[0][0] // max(1, layer.split_operands)
@@ -56,60 +56,11 @@ def main_input_shape(network: Network, layer: Layer) -> tuple[int, ...]:
     return (layer_in_channels(network, layer), *dims)
 
 
-def kernel_count(
-    layer: Layer,
-    in_channels: int,
-    out_channels: int,
-    slots: int,
-    pixels: int,
-    device: Capabilities,
-) -> int:
-    """kc of devices.md §3: kernels per input processor for ``slots`` output slots S.
-
-    S * E_out * E_in; depthwise: E_in; flatten: (S * E_out - unused slots) * pixels * E_in,
-    ``pixels`` the H*W flattened per channel.
-    """
-    cout = out_channels
-    e_in, e_out = passes(in_channels, device), passes(cout, device)
-    if layer.groups > 1:
-        return e_in
-    if layer.flatten:
-        unused = e_out * processors_per_pass(cout, device) - cout
-        return (slots * e_out - unused) * pixels * e_in
-    return slots * e_out * e_in
-
-
-def kernel_slots(out_mask: int, device: Max7800xDevice) -> int:
-    """S of devices.md §3 with the filler kernels of a mask not starting at a multiple of 4: last
-    - first + 1, ``first`` rounded down to the 4-processor instance (the safe budget)."""
-    first = (out_mask & -out_mask).bit_length() - 1
-    last = out_mask.bit_length() - 1
-    return last - (first - first % device.processors_per_instance) + 1
-
-
-def packed_kernel_words(kernels: int, ksize: int, weight_bits: int, device: Max7800xDevice) -> int:
-    """72-bit words for ``kernels`` kernels of ``ksize`` b-bit weights (vendor formula, §3).
-
-    ceil((kc * ksize * b + (kc mod q) * ksize * (q - 1)) / 72), q = 8 / b.
-    """
-    bits = abs(weight_bits) if weight_bits != BINARY_BITS else 1
-    q = 8 // bits
-    pad = (kernels % q) * ksize * (q - 1)
-    return math.ceil((kernels * ksize * bits + pad) / device.kernel_word_bits)
-
-
 def has_bias(layer: Layer) -> bool:
     """Whether the layer adds a bias (its integer one once quantized)."""
     if layer.quant is not None:
         return layer.quant.bias is not None
     return layer.bias is not None
-
-
-def bias_entries(out_channels: int, out_mask: int, device: Max7800xDevice) -> int:
-    """Bias entries of a layer: Cout + (first output processor mod 4) * E_out (devices.md §4)."""
-    first = (out_mask & -out_mask).bit_length() - 1
-    align = device.processors_per_instance
-    return out_channels + (first % align) * passes(out_channels, device)
 
 
 def live_intervals(network: Network) -> dict[str, tuple[int, int]]:
@@ -137,7 +88,7 @@ def last_use(network: Network) -> dict[str, int]:
 
 @dataclass(frozen=True)
 class TensorGeometry:
-    """What data memory needs to know about one tensor (devices.md §2)."""
+    """What data memory needs to know about one tensor (docs/hardware/devices.md §2)."""
 
     name: str
     channels: int
@@ -148,7 +99,7 @@ class TensorGeometry:
 
     @property
     def words(self) -> int:
-        """32-bit words per instance without gaps (devices.md §2 "Footprint")."""
+        """32-bit words per instance without gaps (docs/hardware/devices.md §2 "Footprint")."""
         return self.pixels * self.passes * (4 if self.wide else 1)
 
 
@@ -182,16 +133,12 @@ def layer_in_geometry(network: Network, layer: Layer, device: Capabilities) -> T
 __all__ = [
     "BEFORE_FIRST",
     "TensorGeometry",
-    "bias_entries",
     "has_bias",
-    "kernel_count",
-    "kernel_slots",
     "last_use",
     "layer_in_channels",
     "layer_in_geometry",
     "live_intervals",
     "main_input_shape",
-    "packed_kernel_words",
     "passes",
     "processors_per_pass",
     "tensor_geometry",

@@ -1,6 +1,6 @@
 """The one intermediate representation: a ``Network`` of ``Layer`` records.
 
-A hardware ``Layer`` is the unit the accelerator executes (../shared/spec/network-yaml.md §1):
+A hardware ``Layer`` is the unit the accelerator executes (docs/hardware/network-yaml.md §1):
 
     optional pooling -> optional element-wise op over N inputs (or concatenation) ->
     main op (conv1d, conv2d, convtranspose2d, linear, passthrough) ->
@@ -54,7 +54,8 @@ JSON_SCHEMA = "cnnforge-network/1"
 
 @dataclass(frozen=True)
 class Pooling:
-    """Input pooling of a layer: no padding, partial edge windows dropped (arithmetic.md §3)."""
+    """Input pooling of a layer: no padding, partial edge windows dropped
+    (docs/hardware/arithmetic.md §3)."""
 
     kind: PoolKind
     size: tuple[int, ...]
@@ -65,7 +66,7 @@ class Pooling:
         return self.dilation or (1,) * len(self.size)
 
     def output_dims(self, dims: tuple[int, ...]) -> tuple[int, ...]:
-        """Pooled spatial size (arithmetic.md R3.2, R3.3)."""
+        """Pooled spatial size (docs/hardware/arithmetic.md R3.2, R3.3)."""
         out = []
         for n, k, t, d in zip(dims, self.size, self.stride, self.dilation_or_ones(), strict=True):
             out.append(math.ceil(n / t) if k == 1 else (n - d * (k - 1) - 1) // t + 1)
@@ -83,9 +84,41 @@ class BatchNormParams:
     bias: np.ndarray | None = None  # beta; None when affine=False
 
 
+def fold_bn_arrays(
+    weight: np.ndarray,
+    bias: np.ndarray | None,
+    bn: BatchNormParams,
+    *,
+    out_axis: int = 0,
+    groups: int = 1,
+    divisor: float = 1.0,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Folded (weight, bias) for ``bn(w * x + b) / divisor`` (float64 math, input dtype out).
+
+    ``out_axis`` is 0 for conv/linear weights and 1 for ConvTranspose2d ``(in, out/g, ...)``,
+    where output channel ``o`` of group ``g`` is ``g * (out/g) + j``: ``groups`` says how many.
+    """
+    mean = np.asarray(bn.running_mean, dtype=np.float64)
+    var = np.asarray(bn.running_var, dtype=np.float64)
+    gamma = np.ones_like(mean) if bn.weight is None else np.asarray(bn.weight, np.float64)
+    beta = np.zeros_like(mean) if bn.bias is None else np.asarray(bn.bias, np.float64)
+    scale = gamma / np.sqrt(var + float(bn.eps)) / divisor
+    w = np.asarray(weight, dtype=np.float64)
+    b = np.zeros_like(mean) if bias is None else np.asarray(bias, dtype=np.float64)
+    if out_axis == 0:
+        w_folded = w * scale.reshape((-1,) + (1,) * (w.ndim - 1))
+    else:
+        grouped = w.reshape((groups, w.shape[0] // groups, *w.shape[1:]))
+        shape = (groups, 1, w.shape[1]) + (1,) * (w.ndim - 2)
+        w_folded = (grouped * scale.reshape(shape)).reshape(w.shape)
+    b_folded = (b - mean) * scale + beta / divisor
+    dtype = np.asarray(weight).dtype
+    return w_folded.astype(dtype), b_folded.astype(dtype)
+
+
 @dataclass(frozen=True, eq=False)
 class Quantized:
-    """Integer parameters of a quantized weight layer (arithmetic.md §1-2).
+    """Integer parameters of a quantized weight layer (docs/hardware/arithmetic.md §1-2).
 
     ``weights`` has the float weight's PyTorch layout, integers in the ``weight_bits`` range
     (``BINARY_BITS``: values -1/+1). ``bias`` holds the int8 bias-memory values (R1.5): the
@@ -132,7 +165,7 @@ class Layer:
     flatten: bool = False
     activation: Activation = Activation.NONE
     activation_params: tuple[float, ...] = ()  # e.g. hardtanh (min, max), leakyrelu (slope,)
-    wide: bool = False  # 32-bit output (arithmetic.md R2.4)
+    wide: bool = False  # 32-bit output (docs/hardware/arithmetic.md R2.4)
     # Float parameters in PyTorch layout.
     weight: np.ndarray | None = field(default=None, repr=False)
     bias: np.ndarray | None = field(default=None, repr=False)
@@ -250,7 +283,7 @@ class Network:
     input_shape: tuple[int, ...]  # without batch: (C, H, W) or (C, L)
     layers: tuple[Layer, ...]
     outputs: tuple[str, ...] = ()  # default: the last layer
-    avg_pool_rounding: bool = False  # global flag (arithmetic.md R3.6)
+    avg_pool_rounding: bool = False  # global flag (docs/hardware/arithmetic.md R3.6)
     #: Per output (same order), what the host computes after the accelerator: "" (nothing),
     #: or a SOFTMAX ``reduce_kind`` over the channels ("softmax", "log_softmax", "argmax",
     #: "argmax:keepdim"); see passes/host_ops.py. Known answers are taken before it.

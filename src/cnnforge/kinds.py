@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from enum import StrEnum
 
-#: Weight width code of MAX78002's binary (-1/+1) weights (arithmetic.md R1.2).
+#: Weight width code of MAX78002's binary (-1/+1) weights (docs/hardware/arithmetic.md R1.2).
 BINARY_BITS = -1
 
 
@@ -38,7 +38,8 @@ WEIGHT_OPS = frozenset({Op.CONV1D, Op.CONV2D, Op.CONVTRANSPOSE2D, Op.LINEAR})
 
 
 class Activation(StrEnum):
-    """Activation functions. Only NONE, RELU and ABS exist in hardware (arithmetic.md R2.3)."""
+    """Activation functions. Only NONE, RELU and ABS exist in hardware
+    (docs/hardware/arithmetic.md R2.3)."""
 
     NONE = "none"
     RELU = "relu"
@@ -59,7 +60,8 @@ class PoolKind(StrEnum):
 
 
 class EltwiseOp(StrEnum):
-    """Element-wise operators over 2..16 operands (arithmetic.md §4); MUL is model-level only."""
+    """Element-wise operators over 2..16 operands (docs/hardware/arithmetic.md §4); MUL is
+    model-level only."""
 
     ADD = "add"
     SUB = "sub"

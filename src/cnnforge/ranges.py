@@ -1,4 +1,5 @@
-"""The hardware ranges of a quantized layer, checked in one place (arithmetic.md R1.2, R1.5, R2.1).
+"""The hardware ranges of a quantized layer, checked in one place (docs/hardware/arithmetic.md R1.2,
+R1.5, R2.1).
 
 ``verify_quantized`` reports what is out of range as data; the simulator, the C emitter, the
 vendor importer and the device checker each turn a problem into their own error or violation

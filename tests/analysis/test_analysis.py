@@ -20,12 +20,13 @@ from torch import nn
 
 from cnnforge.analysis import analyze_network
 from cnnforge.analysis.counting import int8_layout_bytes
-from cnnforge.devices import MAX78000
 from cnnforge.frontend.torch_fx import trace
 from cnnforge.ir import INPUT, Layer, Network, Op, Pooling, PoolKind, Quantized
 from cnnforge.models.unet import UNetLarge, UNetVOC
+from cnnforge.targets.max7800x.device import MAX78000
 
-# ---- the seed-001 figures ---------------------------------------------------------------------
+# ---- the plain VOC U-Net's
+# figures------------------------------------------------------------------
 
 
 def test_seed_001_unet_figures() -> None:

@@ -152,7 +152,8 @@ def test_subprocess_error_has_no_traceback(models_py: Path) -> None:
 
 
 def test_vendor_yaml_and_checkpoint(ai8x_data: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """The vendor's own count for the fakept U-Net: 282,220 parameters (checkpoint-format.md §6)."""
+    """The vendor's own count for the fakept U-Net: 282,220 parameters
+    (docs/hardware/checkpoint-format.md §6)."""
     yaml = ai8x_data / "networks" / "camvid-unet-large-fakept.yaml"
     ckpt = ai8x_data / "trained" / "ai85-camvid-unet-large-fakept-q.pth.tar"
     args = ["analyze", "--ai8x-yaml", str(yaml), "--ai8x-checkpoint", str(ckpt), "--json", "-"]

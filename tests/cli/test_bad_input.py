@@ -16,14 +16,14 @@ import yaml
 
 from cnnforge.cli import main
 from cnnforge.errors import ConfigError, InputError, plain_text
-from cnnforge.frontend.ai8x import read_ai8x
-from cnnforge.frontend.ai8x_checkpoint import load_checkpoint_dict
 from cnnforge.outputs import MANIFEST
-from cnnforge.pipeline.plan import plan_and_validate, write_outputs
 from cnnforge.sim import simulate
+from cnnforge.targets.max7800x.ai8x import read_ai8x
+from cnnforge.targets.max7800x.ai8x_checkpoint import load_checkpoint_dict
 from cnnforge.targets.max7800x.ai8x_yaml_writer import yaml_text
 from cnnforge.targets.max7800x.c import emit_c
 from cnnforge.targets.max7800x.c.build import build_and_run
+from cnnforge.targets.max7800x.plan_flow import plan_and_validate, write_outputs
 from support.paths import AI8X
 
 needs_ai8x = pytest.mark.skipif(not AI8X.is_dir(), reason="../shared/data/ai8x is not present")
@@ -143,7 +143,7 @@ def test_network_names_never_make_paths(tmp_path, name):
 
 
 def _device():
-    from cnnforge.devices import get_device
+    from cnnforge.targets.max7800x.device import get_device
 
     return get_device("MAX78000")
 

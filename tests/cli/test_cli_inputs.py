@@ -14,8 +14,8 @@ from hypothesis import strategies as st
 from cnnforge.cli import main
 from cnnforge.cli.common import parse_model_args
 from cnnforge.errors import InputError
-from cnnforge.frontend.ai8x import read_ai8x
 from cnnforge.samples import load_input_array
+from cnnforge.targets.max7800x.ai8x import read_ai8x
 from cnnforge.targets.max7800x.ai8x_yaml_writer import yaml_text
 from cnnforge.targets.max7800x.wordsim import in_place_layers
 
@@ -208,11 +208,11 @@ def _overwrites_without_flag(network, plan) -> tuple[str, ...]:
 
 @pytest.mark.parametrize("model", ["unet-large", "unet-voc", "cats-dogs"])
 def test_in_place_layers_equal_the_word_level_run(model) -> None:
-    from cnnforge.devices import get_device
     from cnnforge.frontend import load_network
     from cnnforge.models import default_input_shape
     from cnnforge.passes.lower import lower_to_hardware
     from cnnforge.quant.ptq import quantize_network
+    from cnnforge.targets.max7800x.device import get_device
     from cnnforge.targets.max7800x.planner import plan_network
 
     device = get_device("MAX78000")

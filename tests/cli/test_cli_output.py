@@ -59,7 +59,7 @@ def test_evaluate_scores_a_float_only_model_and_says_why_alone(tmp_path: Path, c
 
 
 def test_check_prints_the_verdict_and_violations_first(capsys) -> None:
-    """Seed 001's U-Net: the verdict and its one violation come before anything else; the
+    """The plain VOC U-Net: the verdict and its one violation come before anything else; the
     rewrites are one summary line, their table only with --verbose."""
     code, out, _ = run_cli(["check", "unet-voc"], capsys)
     assert code == 1

@@ -308,7 +308,8 @@ def test_qat_checkpoint_keeps_its_integers(tmp_path: Path, capsys) -> None:
     )
     assert code == 0, err
     head = model.head.quantized_params()
-    factor = 128 * 2.0 ** (head.weight_bits - 1)  # wide: Q17.14 for 8 bits (arithmetic.md R1.7)
+    # wide: Q17.14 for 8 bits (docs/hardware/arithmetic.md R1.7)
+    factor = 128 * 2.0 ** (head.weight_bits - 1)
     expected = model(torch.from_numpy(x).float() / 128).double() * factor
     np.testing.assert_array_equal(np.load(y), expected.numpy().astype(np.int64))
     assert load_quantized(q).layer("c2").quant.weight_bits == 4

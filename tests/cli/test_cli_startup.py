@@ -104,3 +104,20 @@ def test_a_vendor_pair_compile_imports_only_what_it_uses(ai8x_data: Path, tmp_pa
     )
     assert result.stderr.strip().splitlines()[-1] == "HEAVY= CODE=0", result.stderr
     assert (tmp_path / "out" / "firmware" / "cnn.c").is_file()
+
+
+def test_the_cli_uses_typers_public_api_only() -> None:
+    """The help is shaped from the command functions' annotations, not from typer's internal
+    helpers (``TyperOption.bare_type`` and the like differ between typer versions: with another
+    typer every command died at startup, exit 70)."""
+    import ast
+
+    found = []
+    for path in sorted((SRC / "cnnforge" / "cli").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text("utf-8"))):
+            module = node.module or "" if isinstance(node, ast.ImportFrom) else ""
+            if module.startswith("typer.") and module != "typer.main":
+                found.append(f"{path.name}:{node.lineno}: from {module}")
+            if isinstance(node, ast.Attribute) and node.attr in ("bare_type", "_bare_type"):
+                found.append(f"{path.name}:{node.lineno}: .{node.attr}")
+    assert found == []

@@ -1,4 +1,4 @@
-"""The integer semantics against ../shared/spec/arithmetic.md: §7 worked examples, §8 edge cases.
+"""The integer semantics against docs/hardware/arithmetic.md: §7 worked examples, §8 edge cases.
 
 Every comparison is exact. The float-valued forms used by the fast simulator are checked against
 the int64 forms with hypothesis over the whole range where the simulator uses them.

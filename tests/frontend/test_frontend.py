@@ -14,13 +14,13 @@ from hypothesis import strategies as st
 from torch import nn
 
 from cnnforge.analysis import analyze_network
-from cnnforge.devices import MAX78000
 from cnnforge.errors import InputError, ModelError
 from cnnforge.frontend import load_network
 from cnnforge.frontend.torch_fx import load_model, trace
 from cnnforge.ir import INPUT, Activation, EltwiseOp, Network, Op, PoolKind
 from cnnforge.models import build_model, model_names
 from cnnforge.sim.float_eval import run_float
+from cnnforge.targets.max7800x.device import MAX78000
 
 
 class AllOps(nn.Module):

@@ -28,7 +28,7 @@ def test_unet_large_output_and_size() -> None:
     with torch.no_grad():
         assert model(torch.zeros(1, 48, 88, 88)).shape == (1, 64, 88, 88)
     # The vendor's fakept checkpoint: 282,220 parameters = ours + the 56x56 passthrough copy
-    # (checkpoint-format.md §6.2); BatchNorm has no affine parameters (NoAffine).
+    # (docs/hardware/checkpoint-format.md §6.2); BatchNorm has no affine parameters (NoAffine).
     assert n_params(model) + 56 * 56 == 282_220
 
 

@@ -17,7 +17,6 @@ import torch
 from torch import nn
 
 from cnnforge.analysis import analyze_network
-from cnnforge.devices import get_device
 from cnnforge.frontend.capture import capture
 from cnnforge.frontend.onnx import read_onnx
 from cnnforge.frontend.onnx_check import onnxruntime_values
@@ -28,8 +27,10 @@ from cnnforge.passes.lower import lower_to_hardware
 from cnnforge.quant.ptq import quantize_with_scales
 from cnnforge.sim import simulate
 from cnnforge.sim.float_eval import run_float
+from cnnforge.targets.max7800x.device import get_device
 from support import zoo_models
 from support.onnx_export import export
+from support.targets import rules_of
 
 #: Shipped models at small inputs (cats-dogs' classifier needs its own 128 x 128).
 SHIPPED = {
@@ -135,7 +136,9 @@ def _pool(layer) -> tuple | None:
 def test_same_quantized_network_and_simulation(name, round_trip):
     rt = round_trip(name)
     lowered = [lower_to_hardware(n, MAX78000).network for n in (rt.ours, rt.theirs)]
-    verdicts = [[v.rule for v in check_network(n, MAX78000)] for n in lowered]
+    verdicts = [
+        [v.rule for v in check_network(n, MAX78000, rules=rules_of(MAX78000))] for n in lowered
+    ]
     assert verdicts[0] == verdicts[1]
     device = None if verdicts[1] else MAX78000  # over a MAX78000's limits: integer semantics
     if device is None:

@@ -1,4 +1,5 @@
-"""cnnforge.nn QAT modules: worked examples of arithmetic.md, stages, BN folding, the policy."""
+"""cnnforge.nn QAT modules: worked examples of docs/hardware/arithmetic.md, stages, BN folding, the
+policy."""
 
 from __future__ import annotations
 
@@ -19,7 +20,8 @@ W_A = [[5, -3, 17], [2, 127, -128], [-9, 0, 44]]
 
 
 def _example_a(activation: str = "relu", wide: bool = False) -> qnn.Conv2d:
-    """arithmetic.md §7 example A: w_int, bias -20 and output_shift 1 from float parameters."""
+    """docs/hardware/arithmetic.md §7 example A: w_int, bias -20 and output_shift 1 from float
+    parameters."""
     conv = qnn.Conv2d(1, 1, 3, padding=0, activation=activation, wide=wide)
     with torch.no_grad():  # float w = w_int / 128 * 2^1 so that max |P| = 2 -> shift 1
         conv.weight.copy_(torch.tensor(W_A, dtype=torch.float32).reshape(1, 1, 3, 3) / 64)
@@ -35,7 +37,8 @@ def test_worked_example_a() -> None:
     x = torch.tensor(X_A, dtype=torch.float32).reshape(1, 1, 3, 3) / 128
     assert float(conv(x)) * 128 == 39
     wide = _example_a("none", wide=True)
-    # wide: acc 2507 in Q17.14 whatever output_shift is, float 0.1530 (arithmetic.md §7 A, R1.7)
+    # wide: acc 2507 in Q17.14 whatever output_shift is, float 0.1530
+    # (docs/hardware/arithmetic.md §7 A, R1.7)
     assert float(wide(x)) == 2507 / 2**14
 
 

@@ -3,7 +3,7 @@
 Single layers: every op, pooling mode, activation, weight width, wide output, bias, and weights
 scaled over 2^-18..2^6 so the output shift sweeps its range. Identity (nn/layers.py):
 ``module(x_int / 128) * 128 == sim(x_int)`` (wide: ``* 2^(1 - bits)``, Q17.14 for 8 bits
-whatever the output shift, arithmetic.md R1.7).
+whatever the output shift, docs/hardware/arithmetic.md R1.7).
 """
 
 from __future__ import annotations
@@ -56,7 +56,7 @@ def _check(module, x_int: torch.Tensor, rounding: bool = False, n_inputs: int = 
 
 def _multi_input_network(layer: Layer, xs: list[torch.Tensor], rounding: bool):
     """The operands as channel slices of one input, picked by 1x1 selector convolutions
-    (weight 1, output_shift 7: y = acc exactly, arithmetic.md R2.3)."""
+    (weight 1, output_shift 7: y = acc exactly, docs/hardware/arithmetic.md R2.3)."""
     c, dims = xs[0].shape[1], tuple(xs[0].shape[2:])
     n, ndim = len(xs), len(dims)
     ops = []
@@ -202,7 +202,7 @@ def test_linear_matches_simulator(fin, fout, flatten, bits, act, wide, bias, log
     )
     _randomize(module, seed, log_scale)
     x = torch.randint(-128, 128, shape, generator=torch.Generator().manual_seed(seed))
-    if not flatten:  # a linear layer on 1x1 data: C,1,1 input (arithmetic.md R2.8)
+    if not flatten:  # a linear layer on 1x1 data: C,1,1 input (docs/hardware/arithmetic.md R2.8)
         x = x.reshape(2, fin, 1, 1)
         module = _FlatInput(module)
     _check(module, x)

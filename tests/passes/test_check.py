@@ -14,10 +14,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from torch import nn
 
-from cnnforge.devices import MAX78000, MAX78002
 from cnnforge.frontend.torch_fx import trace
 from cnnforge.passes.check import check_report
 from cnnforge.passes.verify import verify
+from cnnforge.targets.max7800x.device import MAX78000, MAX78002
+from support.targets import rules_of
 from support.torch_models import BLOCKS, Cat, RandomNet
 
 
@@ -151,7 +152,7 @@ CASES = [
     ids=[c[0] for c in CASES],
 )
 def test_one_model_per_rule(model, shape, device, rule, path) -> None:
-    report = check_report(trace(model.eval(), shape), device)
+    report = check_report(trace(model.eval(), shape), device, rules=rules_of(device))
     assert not report.fits
     hits = [v for v in report.violations if v.rule == rule]
     assert hits, [v.rule for v in report.violations]
@@ -161,11 +162,17 @@ def test_one_model_per_rule(model, shape, device, rule, path) -> None:
 
 
 def test_hints_name_the_fix() -> None:
-    report = check_report(trace(Seq(conv(k=5)).eval(), (3, 16, 16)), MAX78000)
+    report = check_report(
+        trace(Seq(conv(k=5)).eval(), (3, 16, 16)), MAX78000, rules=rules_of(MAX78000)
+    )
     assert "two 3x3 convs" in report.violations[0].hint
-    report = check_report(trace(Seq(conv(8, 8, groups=8)).eval(), (8, 16, 16)), MAX78000)
+    report = check_report(
+        trace(Seq(conv(8, 8, groups=8)).eval(), (8, 16, 16)), MAX78000, rules=rules_of(MAX78000)
+    )
     assert "MAX78002" in report.violations[0].hint
-    assert check_report(trace(Seq(conv(8, 8, groups=8)).eval(), (8, 16, 16)), MAX78002).fits
+    assert check_report(
+        trace(Seq(conv(8, 8, groups=8)).eval(), (8, 16, 16)), MAX78002, rules=rules_of(MAX78002)
+    ).fits
 
 
 class Many(nn.Module):
@@ -184,7 +191,7 @@ class Many(nn.Module):
 
 
 def test_many_violations_in_model_order() -> None:
-    report = check_report(trace(Many().eval(), (3, 8, 8)), MAX78000)
+    report = check_report(trace(Many().eval(), (3, 8, 8)), MAX78000, rules=rules_of(MAX78000))
     got = [(v.module_path, v.rule) for v in report.violations]
     assert got == [
         ("a", "kernel-size"),
@@ -197,7 +204,7 @@ def test_many_violations_in_model_order() -> None:
 
 def test_a_legal_model_fits_with_its_rewrites() -> None:
     model = Seq(conv(3, 8, stride=2), nn.ReLU(), nn.MaxPool2d(2), conv(8, 8), nn.ReLU6())
-    report = check_report(trace(model.eval(), (3, 16, 16)), MAX78000)
+    report = check_report(trace(model.eval(), (3, 16, 16)), MAX78000, rules=rules_of(MAX78000))
     assert report.fits, report.violations
     assert {r.rule for r in report.rewrites} >= {"stride-to-pool", "fuse-activation", "fuse-pool"}
 
@@ -214,12 +221,12 @@ def unet_voc():
 
 
 def test_unet_voc_fits_max78002_after_the_rewrites(unet_voc) -> None:
-    report = check_report(unet_voc, MAX78002, 8)
+    report = check_report(unet_voc, MAX78002, 8, rules=rules_of(MAX78002))
     assert report.fits, report.violations
     rules = [r.rule for r in report.rewrites]
     assert rules.count("fold-batchnorm") == 18 and rules.count("fuse-pool") == 4
     assert rules.count("convtranspose-k2") == 4
-    # unet-walkthrough.md §1.3: 59,928 3x3 kernels (one word each at 8 bits) + 168 1x1
+    # docs/hardware/unet.md §1.3: 59,928 3x3 kernels (one word each at 8 bits) + 168 1x1
     # kernels (8 -> 21, packed 9 per word: 3 words on each of 8 processors)
     assert report.kernel_words == 59_928 + 3 * 8
     kernels = {9: 0, 1: 0}
@@ -229,7 +236,7 @@ def test_unet_voc_fits_max78002_after_the_rewrites(unet_voc) -> None:
 
 
 def test_unet_voc_on_max78000_fails_only_on_kernel_memory(unet_voc) -> None:
-    report = check_report(unet_voc, MAX78000, 8)
+    report = check_report(unet_voc, MAX78000, 8, rules=rules_of(MAX78000))
     assert [v.rule for v in report.violations] == ["kernel-memory"]
     v = report.violations[0]
     assert v.actual == "59952 words (539568 bytes)"
@@ -239,10 +246,10 @@ def test_unet_voc_on_max78000_fails_only_on_kernel_memory(unet_voc) -> None:
 
 
 def test_unet_voc_on_max78000_fits_with_auto_widths(unet_voc) -> None:
-    report = check_report(unet_voc, MAX78000, "auto")
+    report = check_report(unet_voc, MAX78000, "auto", rules=rules_of(MAX78000))
     assert report.fits and report.weight_mode == "auto"
     narrowed = {k: b for k, b in report.weight_bits.items() if b != 8}
-    # the largest layers go first (unet-walkthrough.md §1.3: the bottleneck and dec4)
+    # the largest layers go first (docs/hardware/unet.md §1.3: the bottleneck and dec4)
     assert narrowed == {"bottleneck.3": 4, "dec4.0": 4}
     assert report.to_dict()["weight_bits"]["bottleneck.3"] == 4
 
@@ -250,7 +257,9 @@ def test_unet_voc_on_max78000_fits_with_auto_widths(unet_voc) -> None:
 def test_unet_large_fits_max78000() -> None:
     from cnnforge.models.unet import UNetLarge
 
-    report = check_report(trace(UNetLarge().eval(), (48, 88, 88)), MAX78000, 8)
+    report = check_report(
+        trace(UNetLarge().eval(), (48, 88, 88)), MAX78000, 8, rules=rules_of(MAX78000)
+    )
     assert report.fits, report.violations
     assert len(report.network) == 18  # the vendor's 19 YAML layers less the copy layer `pt`
 
@@ -261,7 +270,7 @@ def test_check_never_crashes_and_fitting_means_hardware(blocks, c, seed) -> None
     torch.manual_seed(seed)
     net = trace(RandomNet(blocks, c).eval(), (c, 8, 8))
     for device in (MAX78000, MAX78002):
-        report = check_report(net, device, "auto")
+        report = check_report(net, device, "auto", rules=rules_of(device))
         json.dumps(report.to_dict())
         if report.fits:
             verify(report.network)
@@ -273,7 +282,7 @@ def test_unet_voc_auto_widths_can_be_placed(unet_voc) -> None:
     from cnnforge.quant.ptq import quantize_network
     from cnnforge.targets.max7800x.planner import plan_network
 
-    report = check_report(unet_voc, MAX78000, "auto")
+    report = check_report(unet_voc, MAX78000, "auto", rules=rules_of(MAX78000))
     network, plan = plan_network(
         quantize_network(report.network, report.weight_bits, device=None), MAX78000
     )

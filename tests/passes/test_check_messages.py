@@ -10,17 +10,22 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from cnnforge.devices import get_device
 from cnnforge.frontend.capture import capture
 from cnnforge.passes.check import check_network
 from cnnforge.passes.lower import lower_to_hardware
+from cnnforge.targets.max7800x.device import get_device
 from support import library_styles as styles
 from support.paths import SRC
+from support.targets import rules_of
 
 
 def _violations(model: nn.Module, shape: tuple[int, ...], device: str = "MAX78000") -> list:
     dev = get_device(device)
-    return list(check_network(lower_to_hardware(capture(model.eval(), shape), dev).network, dev))
+    return list(
+        check_network(
+            lower_to_hardware(capture(model.eval(), shape), dev).network, dev, rules=rules_of(dev)
+        )
+    )
 
 
 def test_pad_limit_is_in_words() -> None:
@@ -44,7 +49,9 @@ def test_pool_stride_hint_says_what_to_change() -> None:
     network = network.with_layers(
         dataclasses.replace(x, pool=wide) if x is conv else x for x in network.layers
     )
-    hints = [v.hint for v in check_network(network, dev) if v.rule == "pool-stride"]
+    hints = [
+        v.hint for v in check_network(network, dev, rules=rules_of(dev)) if v.rule == "pool-stride"
+    ]
     assert hints and "square" not in hints[0] and "at most 16" in hints[0]
 
 
@@ -85,7 +92,7 @@ def test_hints_cite_no_spec_files() -> None:
         for line in path.read_text().splitlines():
             text = line.strip()
             quoted = text.startswith('"') and not text.startswith('"""')
-            if "devices.md" in text and ("hint" in text or quoted):
+            if "docs/hardware/devices.md" in text and ("hint" in text or quoted):
                 raise AssertionError(f"{path.name}: {line.strip()}")
 
 
@@ -109,7 +116,11 @@ class _BigCat(nn.Module):
 def test_check_lists_width_independent_blockers_with_kernel_memory() -> None:
     from cnnforge.passes.check import INDEPENDENT, check_report
 
-    report = check_report(capture(_BigCat().eval(), (3, 8, 8)), get_device("MAX78000"))
+    report = check_report(
+        capture(_BigCat().eval(), (3, 8, 8)),
+        get_device("MAX78000"),
+        rules=rules_of(get_device("MAX78000")),
+    )
     rules = [v.rule for v in report.violations]
     assert "kernel-memory" in rules and "placement" in rules  # both, in one run
     placement = next(v for v in report.violations if v.rule == "placement")
@@ -117,7 +128,12 @@ def test_check_lists_width_independent_blockers_with_kernel_memory() -> None:
     for v in report.violations:
         if v.rule == "kernel-memory":
             assert "not enough alone" in v.hint
-    auto = check_report(capture(_BigCat().eval(), (3, 8, 8)), get_device("MAX78000"), "auto")
+    auto = check_report(
+        capture(_BigCat().eval(), (3, 8, 8)),
+        get_device("MAX78000"),
+        "auto",
+        rules=rules_of(get_device("MAX78000")),
+    )
     assert [v.rule for v in auto.violations] == ["placement"]  # what auto leaves was listed
 
 
@@ -133,7 +149,11 @@ def test_violation_on_a_rewrite_made_layer_names_the_rewrite_and_the_users_op() 
         def forward(self, x: torch.Tensor) -> torch.Tensor:
             return self.c(F.interpolate(torch.relu(self.a(x)), scale_factor=2))
 
-    report = check_report(capture(Up().eval(), (3, 4, 4)), get_device("MAX78000"))
+    report = check_report(
+        capture(Up().eval(), (3, 4, 4)),
+        get_device("MAX78000"),
+        rules=rules_of(get_device("MAX78000")),
+    )
     up = [v for v in report.violations if v.layer == "interpolate"]
     assert up and "upsample-nearest rewrite of upsample interpolate" in up[0].hint
     assert "--weight-bits" not in up[0].hint

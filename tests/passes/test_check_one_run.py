@@ -8,9 +8,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from cnnforge.devices import MAX78000
 from cnnforge.frontend import load_network
 from cnnforge.passes.check import check_report
+from cnnforge.targets.max7800x.device import MAX78000
+from support.targets import rules_of
 
 
 class Mixed(nn.Module):
@@ -32,7 +33,9 @@ class Mixed(nn.Module):
 
 def test_every_violation_in_one_run():
     torch.manual_seed(0)
-    report = check_report(load_network(f"{__file__}:Mixed", (3, 8, 8)), MAX78000)
+    report = check_report(
+        load_network(f"{__file__}:Mixed", (3, 8, 8)), MAX78000, rules=rules_of(MAX78000)
+    )
     found = {(v.module_path, v.rule): v.hint for v in report.violations}
     assert "BatchNorm2d" in found["gn", "unsupported-op"]
     assert "BatchNorm2d" in found["inorm", "unsupported-op"]

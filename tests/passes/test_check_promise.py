@@ -7,13 +7,14 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cnnforge.devices import get_device
 from cnnforge.errors import PlanError
 from cnnforge.ir import INPUT, EltwiseOp, Layer, Network
 from cnnforge.passes.check import check_report
-from cnnforge.pipeline.plan import plan_and_validate
 from cnnforge.quant.ptq import quantize_network
+from cnnforge.targets.max7800x.device import get_device
+from cnnforge.targets.max7800x.plan_flow import plan_and_validate
 from support.plan import POOL2, conv, passthrough, pick, upconv, with_weights
+from support.targets import rules_of
 
 CHANNELS = (3, 4, 8, 12, 16, 20, 32, 48, 64, 96, 128)
 STEPS = ("conv", "conv1", "down", "up", "concat", "add", "pool")
@@ -59,7 +60,7 @@ def _step(draw, name: str, kind: str, tensors) -> Layer:
 @given(networks(), st.sampled_from(("MAX78000", "MAX78002")), st.sampled_from((8, 4, "auto")))
 def test_check_fits_implies_plan_succeeds(network, device, bits):
     dev = get_device(device)
-    report = check_report(network, dev, bits)
+    report = check_report(network, dev, bits, rules=rules_of(dev))
     if not report.fits:
         assert all(v.hint or v.rule == "placement" for v in report.violations)
         return
@@ -80,6 +81,6 @@ def test_a_placement_failure_is_a_violation():
         conv("d", ("c", "a"), 128, 8, 64),
     )
     net = with_weights(Network("skip", (3, 64, 64), layers))
-    report = check_report(net, get_device("MAX78000"), 8)
+    report = check_report(net, get_device("MAX78000"), 8, rules=rules_of(get_device("MAX78000")))
     assert not report.fits
     assert [v.rule for v in report.violations] == ["placement"]

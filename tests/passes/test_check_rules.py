@@ -8,7 +8,6 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from cnnforge.devices import MAX78000, MAX78002
 from cnnforge.ir import (
     BINARY_BITS,
     Activation,
@@ -21,7 +20,9 @@ from cnnforge.ir import (
     Quantized,
 )
 from cnnforge.passes.check import check_network
+from cnnforge.targets.max7800x.device import MAX78000, MAX78002
 from support.fuse_reference import conv2d
+from support.targets import rules_of
 
 
 def _q(layer: Layer, bits: int = 8, shift: int = 0) -> Layer:
@@ -184,7 +185,7 @@ CASES = {
 def test_rule(case: str) -> None:
     network, device = CASES[case]()
     rule = case.removesuffix("-inner").removesuffix("-bias")
-    violations = check_network(network, device)
+    violations = check_network(network, device, rules=rules_of(device))
     assert rule in [v.rule for v in violations], violations
     v = next(v for v in violations if v.rule == rule)
     assert v.layer and v.module_path and v.actual and v.limit
@@ -194,18 +195,23 @@ def test_rule(case: str) -> None:
 def test_eltwise_in_a_conv_with_bias_is_refused_on_the_max78002(channels: int) -> None:
     """The vendor tool refuses it for one pass and for several alike."""
     network, _ = _eltwise_conv(MAX78002, channels=channels)
-    violations = check_network(network, MAX78002)
+    violations = check_network(network, MAX78002, rules=rules_of(MAX78002))
     assert [v.rule for v in violations] == ["eltwise-conv-bias"], violations
-    assert "eltwise-conv-bias" not in [v.rule for v in check_network(network, MAX78000)]
+    on_max78000 = check_network(network, MAX78000, rules=rules_of(MAX78000))
+    assert "eltwise-conv-bias" not in [v.rule for v in on_max78000]
 
 
 def test_legal_counterparts_pass() -> None:
-    assert not check_network(_eltwise_conv(MAX78002, bias=False)[0], MAX78002)
+    assert not check_network(
+        _eltwise_conv(MAX78002, bias=False)[0], MAX78002, rules=rules_of(MAX78002)
+    )
     c = conv2d("c", "input", (3, 8, 8), 4)
-    assert not check_network(_one(_q(c, BINARY_BITS), (3, 8, 8)), MAX78002)
-    assert not check_network(_one(_q(c, 4, 3), (3, 8, 8)), MAX78000)
-    assert not check_network(_one(_conv1d(3, 5), (4, 64)), MAX78000)
-    assert not check_network(_net_pool_dilation()[0], MAX78002)
+    assert not check_network(
+        _one(_q(c, BINARY_BITS), (3, 8, 8)), MAX78002, rules=rules_of(MAX78002)
+    )
+    assert not check_network(_one(_q(c, 4, 3), (3, 8, 8)), MAX78000, rules=rules_of(MAX78000))
+    assert not check_network(_one(_conv1d(3, 5), (4, 64)), MAX78000, rules=rules_of(MAX78000))
+    assert not check_network(_net_pool_dilation()[0], MAX78002, rules=rules_of(MAX78002))
 
 
 @pytest.mark.parametrize(

@@ -1,15 +1,17 @@
-"""``--weight-bits auto`` (passes/weight_bits.py): the documented rule on hand-built networks."""
+"""``--weight-bits auto`` (targets/max7800x/weight_bits.py): the documented rule on hand-built
+networks."""
 
 from __future__ import annotations
 
 from dataclasses import replace
 
-from cnnforge.devices import MAX78000, MAX78002
 from cnnforge.ir import Network
 from cnnforge.passes.check import check_network
-from cnnforge.passes.weight_bits import choose_weight_bits
+from cnnforge.targets.max7800x.device import MAX78000, MAX78002
 from cnnforge.targets.max7800x.kernel_words import KernelNeed, kernel_capacity, skyline_fits
+from cnnforge.targets.max7800x.weight_bits import choose_weight_bits
 from support.fuse_reference import conv2d
+from support.targets import rules_of
 
 
 def _chain(channels: list[int], size: int = 4) -> Network:
@@ -29,12 +31,14 @@ def test_fitting_network_keeps_8_bits() -> None:
 def test_largest_middle_layers_narrow_first_and_ends_stay_8_bit() -> None:
     # 64 -> 128 -> 256 -> 128 -> 64: 128 + 512 + 512 + 128 words on each processor > 768
     net = _chain([64, 128, 256, 128, 64])
-    assert check_network(net, MAX78000, 8)  # kernel memory is short at 8 bits
+    assert check_network(
+        net, MAX78000, 8, rules=rules_of(MAX78000)
+    )  # kernel memory is short at 8 bits
     choice = choose_weight_bits(net, MAX78000)
     assert choice.fits
     assert choice.bits["c0"] == 8 and choice.bits["c3"] == 8  # first and last kept
     assert choice.bits["c1"] < 8 and choice.bits["c2"] < 8
-    assert not check_network(net, MAX78000, choice.bits)
+    assert not check_network(net, MAX78000, choice.bits, rules=rules_of(MAX78000))
 
 
 def test_impossible_returns_narrowest_and_not_fits() -> None:

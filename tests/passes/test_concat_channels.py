@@ -86,11 +86,12 @@ def test_input_and_passthrough_parts_get_an_identity_copy():
 
 
 def test_check_lists_the_rewrite_and_fits():
-    from cnnforge.devices import MAX78000
     from cnnforge.frontend.torch_fx import trace
     from cnnforge.passes.check import check_report
+    from cnnforge.targets.max7800x.device import MAX78000
+    from support.targets import rules_of
     from support.torch_models import Cat
 
-    report = check_report(trace(Cat(4, 8).eval(), (3, 8, 8)), MAX78000)
+    report = check_report(trace(Cat(4, 8).eval(), (3, 8, 8)), MAX78000, rules=rules_of(MAX78000))
     assert report.fits, report.violations
     assert [r.rule for r in report.rewrites].count("concat-pad-channels") == 1

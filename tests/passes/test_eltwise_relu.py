@@ -1,5 +1,6 @@
 """ReLU after an element-wise add rides an identity 1x1 conv for any channel count the device's
-multi-pass rule allows (devices.md §1); elsewhere check names that rule. Exact on random weights."""
+multi-pass rule allows (docs/hardware/devices.md §1); elsewhere check names that rule. Exact on
+random weights."""
 
 from __future__ import annotations
 
@@ -8,12 +9,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from torch import nn
 
-from cnnforge.devices import MAX78000, MAX78002
 from cnnforge.frontend.torch_fx import trace
 from cnnforge.ir import Op
 from cnnforge.passes.check import check_report
 from cnnforge.passes.lower import lower_to_hardware
 from cnnforge.sim.float_eval import run_float
+from cnnforge.targets.max7800x.device import MAX78000, MAX78002
+from support.targets import rules_of
 
 
 class AddRelu(nn.Module):
@@ -50,7 +52,7 @@ def test_relu_after_add_any_channel_count(channels, operands, device, seed):
         got = run_float(lowered.network, x)[lowered.network.outputs[0]]
         torch.testing.assert_close(got, model(x).to(got.dtype), rtol=1e-4, atol=1e-5)
     else:
-        report = check_report(net, device)
+        report = check_report(net, device, rules=rules_of(device))
         hints = [v.hint for v in report.violations if v.rule == "activation"]
         assert hints and "2 operands x 2 passes" in hints[0]
         assert not any(x.op is Op.ACTIVATION for x in report.network.layers if x.is_hardware)

@@ -9,8 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from torch import nn
 
-from cnnforge.ir import Activation, BatchNormParams, Layer, Network, Op
-from cnnforge.passes.fold_bn import fold_batchnorm, fold_bn_arrays
+from cnnforge.ir import Activation, BatchNormParams, Layer, Network, Op, fold_bn_arrays
+from cnnforge.passes.fold_bn import fold_batchnorm
 
 
 def _bn_params(rng: np.random.Generator, c: int, affine: bool) -> BatchNormParams:

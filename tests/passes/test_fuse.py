@@ -7,12 +7,13 @@ import numpy as np
 import pytest
 import torch
 
-from cnnforge.devices import MAX78000, MAX78002, Max7800xDevice
 from cnnforge.ir import Activation, EltwiseOp, Layer, Network, Op, Pooling, PoolKind
 from cnnforge.passes.check import check_network
 from cnnforge.passes.fuse import fuse, fuse_with_log, hardware_activation
 from cnnforge.passes.verify import verify
+from cnnforge.targets.max7800x.device import MAX78000, MAX78002, Max7800xDevice
 from support.fuse_reference import act, combine, conv2d, maxpool, run
+from support.targets import rules_of
 
 
 def _same_outputs(a: Network, b: Network, shape=(2, 3, 8, 8), clamp: bool = False) -> None:
@@ -20,7 +21,7 @@ def _same_outputs(a: Network, b: Network, shape=(2, 3, 8, 8), clamp: bool = Fals
     ya, yb = run(a, x), run(b, x)
     assert len(ya) == len(yb)
     for u, v in zip(ya.values(), yb.values(), strict=True):
-        if clamp:  # the hardware's 8-bit output range (arithmetic.md R1.1)
+        if clamp:  # the hardware's 8-bit output range (docs/hardware/arithmetic.md R1.1)
             u, v = u.clamp(-1, 127 / 128), v.clamp(-1, 127 / 128)
         torch.testing.assert_close(u, v, rtol=1e-5, atol=1e-9)
 
@@ -205,7 +206,8 @@ def test_flatten_linear() -> None:
     verify(fused)
     assert [x.name for x in fused] == ["c1", "p", "fc"]
     assert fused.layer("fc").flatten and fused.layer("fc").inputs == ("p",)
-    assert fused.layer("p").op is Op.PASSTHROUGH  # flatten cannot pool (arithmetic.md R5.1)
+    # flatten cannot pool (docs/hardware/arithmetic.md R5.1)
+    assert fused.layer("p").op is Op.PASSTHROUGH
     assert fused.outputs == ("fc",)
     _same_outputs(net, fused)
 
@@ -313,7 +315,9 @@ def test_multipass_in_flight_eltwise_follows_the_device() -> None:
     def in_flight(net: Network, device) -> bool:
         fused = fuse(net, device)
         verify(fused)
-        assert not check_network(fused, device)  # whichever form, it is legal there
+        assert not check_network(
+            fused, device, rules=rules_of(device)
+        )  # whichever form, it is legal there
         return fused.layer("head").eltwise is EltwiseOp.ADD
 
     assert in_flight(_wide_residual(2, True), MAX78000)  # 2 operands x 2 passes: allowed

@@ -1,5 +1,5 @@
 """lower_to_hardware on the flagship U-Nets: the expected hardware layers, the reported rewrites,
-and float outputs equal to the PyTorch model's (unet-walkthrough.md §1.1, issue #4)."""
+and float outputs equal to the PyTorch model's (docs/hardware/unet.md §1.1, issue #4)."""
 
 from __future__ import annotations
 
@@ -39,7 +39,7 @@ def test_unet_voc_lowers_to_23_layers_with_the_reported_rewrites(unet_voc) -> No
     lowered = lower_to_hardware(net, verify_steps=True, device=None)
     hw = lowered.network
     verify(hw)
-    assert hw.is_hardware and len(hw) == 23  # unet-walkthrough.md §1 "hardware layers"
+    assert hw.is_hardware and len(hw) == 23  # docs/hardware/unet.md §1 "hardware layers"
     rules = [r.rule for r in lowered.rewrites]
     assert rules.count("fold-batchnorm") == 18
     assert rules.count("fuse-pool") == 4

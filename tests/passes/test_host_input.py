@@ -14,14 +14,15 @@ from hypothesis import strategies as st
 from torch import nn
 
 from cnnforge.cli import main
-from cnnforge.devices import MAX78000
 from cnnforge.frontend.capture import capture
 from cnnforge.ir import Network
 from cnnforge.passes.check import check_report
 from cnnforge.samples import load_input_array, with_host_input
 from cnnforge.sim.float_eval import run_float
+from cnnforge.targets.max7800x.device import MAX78000
 from support import library_styles as styles
 from support.paths import REPO
+from support.targets import rules_of
 
 STYLES = REPO / "tests" / "support" / "library_styles.py"
 KINDS = ("sub_div", "mul_add", "sub_mul_inverse", "normalize_module", "inplace")
@@ -67,7 +68,7 @@ stds = st.floats(0.0625, 4.0, allow_nan=False, width=32)
 def test_the_host_step_is_exact(kind: str, mean: list[float], std: list[float], seed: int):
     torch.manual_seed(seed)
     model = Normalized(kind, mean, std).eval()
-    report = check_report(capture(model, (3, 6, 6)), MAX78000)
+    report = check_report(capture(model, (3, 6, 6)), MAX78000, rules=rules_of(MAX78000))
     assert report.fits and report.violations == ()
     net = report.network
     assert net.is_hardware
@@ -97,7 +98,7 @@ def test_a_normalization_inside_the_network_stays_a_violation_saying_why():
         def forward(self, x: torch.Tensor) -> torch.Tensor:
             return self.conv((F.relu(self.first(x)) - 0.5) / 0.25)
 
-    report = check_report(capture(Middle().eval(), (3, 8, 8)), MAX78000)
+    report = check_report(capture(Middle().eval(), (3, 8, 8)), MAX78000, rules=rules_of(MAX78000))
     assert report.network.host_input is None
     (v,) = report.violations
     assert "not exact at the borders" in v.hint and "model's start" in v.hint
@@ -112,13 +113,15 @@ def test_an_input_also_read_raw_cannot_be_normalized_on_the_host():
         def forward(self, x: torch.Tensor) -> torch.Tensor:
             return self.conv((x - 0.5) / 0.25) + x
 
-    report = check_report(capture(Both().eval(), (3, 8, 8)), MAX78000)
+    report = check_report(capture(Both().eval(), (3, 8, 8)), MAX78000, rules=rules_of(MAX78000))
     hints = [v.hint for v in report.violations if v.rule == "unsupported-op"]
     assert hints and "also read unnormalized" in hints[0]
 
 
 def test_samples_are_normalized_on_the_host_then_quantized():
-    net = check_report(capture(styles.NormalizedInput().eval(), (3, 4, 4)), MAX78000).network
+    net = check_report(
+        capture(styles.NormalizedInput().eval(), (3, 4, 4)), MAX78000, rules=rules_of(MAX78000)
+    ).network
     step = net.host_input
     x = np.random.default_rng(0).random((3, 4, 4)).astype(np.float32)
     read = with_host_input(load_input_array(x), step, 3)
@@ -167,7 +170,8 @@ def test_compile_run_simulate_apply_the_host_step(tmp_path, capsys: pytest.Captu
 def test_imagenet_normalization_keeps_the_input_in_range_and_tracks_eager(tmp_path):
     """(x - mean) / std reaches 2.6 on [0, 1] images: the host also divides by 2^2 (the first
     conv's weights carry 4), nothing is clamped and the known answer tracks the eager model."""
-    from cnnforge.pipeline import CompileOptions, compile_model
+    from cnnforge.api.targets import compile_model
+    from cnnforge.pipeline import CompileOptions
     from cnnforge.sim.agreement import output_scale
 
     x = np.random.default_rng(2).random((3, 16, 16)).astype(np.float32)

@@ -10,11 +10,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from torch import nn
 
-from cnnforge.devices import MAX78000
+from cnnforge.api.targets import compile_model
 from cnnforge.frontend.torch_fx import trace
 from cnnforge.passes.check import check_report
-from cnnforge.pipeline import CompileOptions, compile_model
+from cnnforge.pipeline import CompileOptions
 from cnnforge.sim.float_eval import run_float
+from cnnforge.targets.max7800x.device import MAX78000
+from support.targets import rules_of
 
 KINDS = ("softmax", "log_softmax", "argmax", "argmax:keepdim")
 
@@ -38,7 +40,7 @@ class Head(nn.Module):
 def test_host_step_is_exact(kind, classes, seed):
     torch.manual_seed(seed)
     model = Head(classes, kind).eval()
-    report = check_report(trace(model, (3, 6, 6)), MAX78000)
+    report = check_report(trace(model, (3, 6, 6)), MAX78000, rules=rules_of(MAX78000))
     assert report.fits and report.rewrites[0].rule == "host-softmax"
     net = report.network
     assert net.is_hardware and net.host_reduce == (kind,)
@@ -49,7 +51,9 @@ def test_host_step_is_exact(kind, classes, seed):
 
 
 def test_softmax_not_over_channels_is_a_violation():
-    report = check_report(trace(Head(4, "softmax", dim=2).eval(), (3, 6, 6)), MAX78000)
+    report = check_report(
+        trace(Head(4, "softmax", dim=2).eval(), (3, 6, 6)), MAX78000, rules=rules_of(MAX78000)
+    )
     (v,) = report.violations
     assert v.rule == "softmax" and "not the channels" in v.hint
 
@@ -63,7 +67,8 @@ def test_compile_run_checks_the_host_step_in_c(tmp_path):
         ptq=True,
         sample=sample,
         run=True,
-        report=False, device="MAX78000"
+        report=False,
+        device="MAX78000",
     )
     state = compile_model(options)
     assert state.selftest.passed
@@ -74,7 +79,9 @@ def test_compile_run_checks_the_host_step_in_c(tmp_path):
 
 
 def test_host_reduce_survives_json():
-    net = check_report(trace(Head(3, "argmax:keepdim").eval(), (3, 4, 4)), MAX78000).network
+    net = check_report(
+        trace(Head(3, "argmax:keepdim").eval(), (3, 4, 4)), MAX78000, rules=rules_of(MAX78000)
+    ).network
     from cnnforge.ir import Network
 
     assert Network.from_json(net.to_json()).host_reduce == ("argmax:keepdim",)

@@ -51,7 +51,7 @@ def test_convtranspose_k2_equals_embedded_k3(cin, cout, h, w, seed) -> None:
         (1, 1),
         (1, 1),
     )
-    # unet-walkthrough.md §1.1.3: w3[:, :, 1:3, 1:3] = w2 and zeros elsewhere
+    # docs/hardware/unet.md §1.1.3: w3[:, :, 1:3, 1:3] = w2 and zeros elsewhere
     assert np.array_equal(t.weight[:, :, 1:3, 1:3], up.weight)
     assert not t.weight[:, :, 0, :].any() and not t.weight[:, :, :, 0].any()
     assert [r.rule for r in log] == ["convtranspose-k2"]

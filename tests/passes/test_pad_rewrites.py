@@ -9,12 +9,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from torch import nn
 
-from cnnforge.devices import MAX78000
 from cnnforge.frontend.torch_fx import trace
 from cnnforge.ir import Op
 from cnnforge.passes.check import check_report
 from cnnforge.passes.lower import lower_to_hardware
 from cnnforge.sim.float_eval import run_float
+from cnnforge.targets.max7800x.device import MAX78000
+from support.targets import rules_of
 
 
 class PadConv(nn.Module):
@@ -53,13 +54,13 @@ def test_symmetric_zero_pad_is_exact(amount, conv_pad, seed):
 
 def test_unet_up_pad_of_size_zero_vanishes_before_a_concatenation():
     model = PadConv([0, 0, 0, 0], cat=True).eval()
-    report = check_report(trace(model, (3, 8, 8)), MAX78000)
+    report = check_report(trace(model, (3, 8, 8)), MAX78000, rules=rules_of(MAX78000))
     assert report.fits, report.violations
     assert "drop-zero-pad" in [r.rule for r in report.rewrites]
 
 
 def _pad_violation(model: nn.Module) -> str:
-    report = check_report(trace(model.eval(), (3, 8, 8)), MAX78000)
+    report = check_report(trace(model.eval(), (3, 8, 8)), MAX78000, rules=rules_of(MAX78000))
     (v,) = [v for v in report.violations if v.rule == "pad"]
     return v.hint
 

@@ -11,9 +11,11 @@ import numpy as np
 import pytest
 import torch
 
+from cnnforge.api.targets import compile_model
 from cnnforge.cli import main
 from cnnforge.errors import InputError
-from cnnforge.pipeline import STEPS, CompileOptions, compile_model
+from cnnforge.pipeline import CompileOptions
+from cnnforge.targets.max7800x.recipe import STEPS
 
 TINY = """
 import torch
@@ -188,7 +190,7 @@ def test_vendor_pair_compiles_and_runs(ai8x_data: Path, tmp_path, capsys) -> Non
 
 
 def test_python_api(tiny, tmp_path) -> None:
-    """``compile_model`` is the library entry point (engineer F's demo calls it)."""
+    """``compile_model`` is the library entry point (the demo calls it)."""
     seen = []
     x = np.random.default_rng(2).integers(-128, 128, (3, 16, 16))
     options = CompileOptions(

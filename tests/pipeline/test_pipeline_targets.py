@@ -1,5 +1,5 @@
-"""The target table (pipeline.targets): --device names resolve there, errors are one line with
-a hint, compile recipes come from the table, and a new entry is all a new target needs."""
+"""The target table (api.targets): --device names resolve there, errors are one line with a
+hint, compile recipes come from the records, and a new entry is all a new target needs."""
 
 from __future__ import annotations
 
@@ -10,13 +10,16 @@ import numpy as np
 import pytest
 
 from cnnforge import arithmetic
-from cnnforge.devices import MAX78000, MAX78002
+from cnnforge.api import targets
+from cnnforge.api.targets import TARGETS, get_target
 from cnnforge.errors import InputError
-from cnnforge.pipeline import hls, steps, targets
-from cnnforge.pipeline.targets import TARGETS, Target, get_target, resolve_device, steps_for
+from cnnforge.pipeline.targets import Target
 from cnnforge.targets.generic import integer as generic_integer
 from cnnforge.targets.generic.target import GenericTarget
+from cnnforge.targets.hls import recipe as hls
 from cnnforge.targets.hls.device import HLS
+from cnnforge.targets.max7800x import recipe as steps
+from cnnforge.targets.max7800x.device import MAX78000, MAX78002
 from support.cli import run_cli
 from support.paths import REPO
 
@@ -44,12 +47,14 @@ def test_each_target_names_its_integer_rules_as_a_module() -> None:
     [("MAX78000", MAX78000), ("max78002", MAX78002), (" ai85 ", MAX78000), ("hls", HLS)],
 )
 def test_names_resolve_case_insensitively(text: str, expected: object) -> None:
-    assert resolve_device(text) is expected
-    assert resolve_device(expected) is expected  # a record is returned as it is
+    assert get_target(text).device is expected
+    assert get_target(expected).device is expected  # a record resolves to its entry
+    resolved = get_target(text)
+    assert get_target(resolved) is resolved  # a resolved record passes through
 
 
 def test_a_parametrised_target_reads_its_parameters() -> None:
-    target = resolve_device("generic:onchip=1MiB,act_bytes=1")
+    target = get_target("generic:onchip=1MiB,act_bytes=1").device
     assert isinstance(target, GenericTarget)
     assert (target.onchip_bytes, target.act_bytes) == (1 << 20, 1)
     assert get_target("GENERIC").name == "generic"
@@ -64,10 +69,9 @@ def test_unknown_names_are_one_line_with_a_hint(text: str) -> None:
 
 
 def test_compile_recipes_come_from_the_table() -> None:
-    assert steps_for(MAX78000) is steps.STEPS and steps_for(MAX78002) is steps.STEPS
-    assert steps_for(HLS) is hls.STEPS
-    with pytest.raises(InputError, match="cannot be compiled"):
-        steps_for(resolve_device("generic"))
+    assert all(get_target(d).compile_steps is steps.STEPS for d in (MAX78000, MAX78002))
+    assert get_target(HLS).compile_steps is hls.STEPS
+    assert get_target("generic").compile_steps is None  # compile refuses it (below)
 
 
 def test_a_new_target_is_one_entry(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -75,18 +79,18 @@ def test_a_new_target_is_one_entry(monkeypatch: pytest.MonkeyPatch) -> None:
     entry = Target("TOY", "a toy", arithmetic, device=toy, aliases=("toy1",),
                    compile_steps=steps.STEPS, report=("report.html",))  # fmt: skip
     monkeypatch.setattr(targets, "TARGETS", (*TARGETS, entry))
-    assert resolve_device("toy") is toy and resolve_device("TOY1") is toy
-    assert steps_for(toy) is steps.STEPS
+    assert get_target("toy").device is toy and get_target("TOY1").device is toy
+    assert get_target(toy).compile_steps is steps.STEPS
 
 
 def test_each_target_names_its_own_placer() -> None:
     """No target inherits another's planner: `check` places with the record's own placer, and a
     record that names none places nothing beyond the per-layer rules."""
-    from cnnforge.passes.check_plan import plan_max7800x
+    from cnnforge.targets.max7800x.rules import plan_max7800x
 
-    assert Target("TOY", "a toy", arithmetic, device=MAX78000).placer is None
-    assert all(get_target(d.name).placer is plan_max7800x for d in (MAX78000, MAX78002))
-    assert get_target("HLS").placer is hls.place_hls
+    assert Target("TOY", "a toy", arithmetic, device=MAX78000).rules.place is None
+    assert all(get_target(d.name).rules.place is plan_max7800x for d in (MAX78000, MAX78002))
+    assert get_target("HLS").rules.place is hls.place_hls
 
 
 def test_compile_refuses_a_target_without_a_recipe(tmp_path: Path, capsys) -> None:

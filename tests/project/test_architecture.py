@@ -1,7 +1,10 @@
 """Architecture rules the import contracts (pyproject.toml, lint-imports) do not cover.
 
-- No import cycle between packages (the top-level packages and modules of src/cnnforge, each
-  ``targets/<name>/`` counting as one package of its own), imports inside functions included.
+- No import cycle between packages (the top-level packages and modules of src/cnnforge),
+  imports inside functions included; the targets stand apart (the ``targets-apart`` contract).
+- The floors point one way: no shared stage below the pipeline imports a target, and no stage
+  branches on a target's name, its device class or the identity of a step (it asks the record
+  it was handed: pipeline/targets.py, passes/target_rules.py).
 - No import cycle between modules of src/cnnforge (grimp's graph, imports inside functions
   included). KNOWN_CYCLES lists today's cycles with the change that removes each; the test fails
   on any other cycle and on a listed one that is gone, so delete an entry with the fix.
@@ -89,10 +92,8 @@ def test_no_new_import_cycles_and_no_stale_known_ones() -> None:
 
 
 def _package(module: str) -> str:
-    """The package a module belongs to: ``cnnforge.passes``, or ``cnnforge.targets.hls`` (every
-    target is a package of its own; ``targets`` itself only groups them)."""
-    parts = module.split(".")
-    return ".".join(parts[:3] if len(parts) >= 3 and parts[1] == "targets" else parts[:2])
+    """The top-level package (or module) a module belongs to: ``cnnforge.passes``."""
+    return ".".join(module.split(".")[:2])
 
 
 def _package_cycles() -> list[list[str]]:
@@ -196,3 +197,121 @@ def test_benchmarks_import_what_exists() -> None:
                 except ImportError:
                     missing.append(f"{path.name}:{line}: {module}.{name}")
     assert not missing, f"benchmarks import what is not there: {missing}"
+
+
+#: The packages below the targets: none of them imports ``cnnforge.targets``.
+BELOW_TARGETS = ("frontend", "passes", "quant", "sim", "analysis", "nn", "ir", "devices")
+
+
+def test_no_stage_below_the_targets_imports_one() -> None:
+    graph = grimp.build_graph("cnnforge", include_external_packages=False, cache_dir=None)
+    found = []
+    for package in BELOW_TARGETS:
+        name = f"cnnforge.{package}"
+        modules = {name} | (graph.find_descendants(name) if (PACKAGE / package).is_dir() else set())
+        for module in sorted(modules):
+            found += [
+                f"{module} -> {imported}"
+                for imported in sorted(graph.find_modules_directly_imported_by(module))
+                if imported.startswith("cnnforge.targets")
+            ]
+    assert found == [], found
+
+
+#: Where no code may branch on which target it serves: every package but the targets'.
+SHARED = [p for p in sorted(PACKAGE.rglob("*.py")) if "targets" not in p.relative_to(PACKAGE).parts]
+
+
+def _target_words() -> set[str]:
+    """The --device names and aliases of the table, in upper case."""
+    from cnnforge.api.targets import TARGETS
+
+    return {n.upper() for t in TARGETS for n in (t.name, *t.aliases)}
+
+
+def _target_classes() -> set[str]:
+    """The names of the classes the target packages define (their device records, ...)."""
+    names = set()
+    for path in (PACKAGE / "targets").rglob("*.py"):
+        tree = ast.parse(path.read_text(), str(path))
+        names |= {n.name for n in ast.walk(tree) if isinstance(n, ast.ClassDef)}
+    return names
+
+
+def _branches(tree: ast.AST, words: set[str], classes: set[str]) -> list[tuple[int, str]]:
+    """(line, text) of the tests in ``tree`` that ask which target it is."""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Compare):
+            sides = [node.left, *node.comparators]
+            names = [
+                c.value
+                for side in sides
+                for c in ast.walk(side)
+                if isinstance(c, ast.Constant) and isinstance(c.value, str)
+            ]
+            steps = [s for s in sides if isinstance(s, ast.Name) and s.id.startswith("step_")]
+            if any(n.strip().upper() in words for n in names) or steps:
+                found.append((node.lineno, ast.unparse(node)))
+        elif isinstance(node, ast.Call) and getattr(node.func, "id", "") == "isinstance":
+            kinds = {c.id for c in ast.walk(node.args[1]) if isinstance(c, ast.Name)}
+            if kinds & classes:
+                found.append((node.lineno, ast.unparse(node)))
+    return found
+
+
+def test_no_stage_branches_on_a_target() -> None:
+    """The shared stages, the pipeline, the API and the CLI ask the target's record (its rules,
+    recipe, ``plans``, ``option_flags``, ...), never "is this the MAX78000?", "is the device a
+    Max7800xDevice?" or "is this step the firmware step?"."""
+    words, classes = _target_words(), _target_classes()
+    found = [
+        f"{path.relative_to(PACKAGE)}:{line}: {text}"
+        for path in SHARED
+        for line, text in _branches(ast.parse(path.read_text(), str(path)), words, classes)
+    ]
+    assert found == [], found
+
+
+def test_the_branch_finder_finds_branches() -> None:
+    code = (
+        "if device.name == 'MAX78000': pass\n"
+        "if isinstance(device, Max7800xDevice): pass\n"
+        "if any(step is step_firmware for _, step in steps): pass\n"
+        "if target.plans == 'place': pass\n"
+    )
+    found = _branches(ast.parse(code), _target_words(), {"Max7800xDevice"})
+    assert [line for line, _ in found] == [1, 2, 3]
+
+
+#: The one module allowed to touch torch's private API, each use with its reason there.
+PRIVATE_TORCH_ALLOWED = {"compute.py"}
+
+
+def _private_torch(tree: ast.AST) -> list[int]:
+    """Lines naming a private part of torch (``torch._C``, ``torch.utils._pytree``, ...)."""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("torch"):
+            names = [*node.module.split("."), *(a.name for a in node.names)]
+            if any(n.startswith("_") for n in names):
+                found.append(node.lineno)
+        elif isinstance(node, ast.Attribute) and node.attr.startswith("_") and not (
+            node.attr.startswith("__")
+        ):
+            root = node.value
+            while isinstance(root, ast.Attribute):
+                root = root.value
+            if isinstance(root, ast.Name) and root.id == "torch":
+                found.append(node.lineno)
+    return found
+
+
+def test_private_torch_api_lives_in_one_module() -> None:
+    found = {
+        rel: lines
+        for path in sorted(PACKAGE.rglob("*.py"))
+        if (rel := path.relative_to(PACKAGE).as_posix()) not in PRIVATE_TORCH_ALLOWED
+        and (lines := _private_torch(ast.parse(path.read_text(), str(path))))
+    }
+    assert found == {}, found

@@ -1,11 +1,10 @@
 """The device records: shared stages read the target-neutral ``Capabilities``; each target's own
-record adds its memories and registers (devices.py, targets/hls/device.py).
+record adds its memories and registers (devices.py; targets/max7800x/device.py,
+targets/hls/device.py).
 
 - No module of a shared stage (analysis, frontend, passes, quant, sim) reads a field or method
-  that only the MAX7800x record has, outside ``MAX_AWARE`` (modules that work on the MAX7800x
-  memories by design, each with why); their ``device`` parameters name no MAX7800x record.
+  that only the MAX7800x record has; their ``device`` parameters name no MAX7800x record.
 - HLS's record has no MAX7800x field (no placeholders pretending to be a MAX part).
-- The reports' state protocols name fields that ``CompileState`` has.
 """
 
 from __future__ import annotations
@@ -16,22 +15,12 @@ import re
 from pathlib import Path
 
 import cnnforge
-from cnnforge.devices import Capabilities, Max7800xDevice
-from cnnforge.pipeline.state import CompileState
+from cnnforge.devices import Capabilities
 from cnnforge.targets.hls.device import HlsTarget
-from cnnforge.targets.hls.report import HlsCompiled
-from cnnforge.targets.max7800x.compile_report import CompiledState
+from cnnforge.targets.max7800x.device import Max7800xDevice
 
 PACKAGE = Path(cnnforge.__file__).parent
 SHARED_STAGES = ("analysis", "frontend", "passes", "quant", "sim")
-
-#: Modules of the shared stages that work on the MAX7800x record by design.
-MAX_AWARE = {
-    "passes/check_memory.py": "the checker's data, bias and kernel memory rules (MAX7800x only)",
-    "passes/weight_bits.py": "--weight-bits auto fits the MAX7800x kernel memory",
-    "frontend/ai8x.py": "the vendor's YAML importer: processor masks into a MAX7800x Plan",
-    "frontend/ai8x_rules.py": "the vendor's YAML rules, checked on a MAX7800x Plan",
-}
 
 #: Names that receive a device record in the sources (``device.x``, ``dev.x``, ``ctx.device.x``,
 #: the ``d`` of the checker's ``lambda d: ...`` hints).
@@ -60,8 +49,7 @@ def _shared_modules() -> list[tuple[str, ast.Module]]:
     for stage in SHARED_STAGES:
         for path in sorted((PACKAGE / stage).rglob("*.py")):
             rel = path.relative_to(PACKAGE).as_posix()
-            if rel not in MAX_AWARE:
-                out.append((rel, ast.parse(path.read_text(), str(path))))
+            out.append((rel, ast.parse(path.read_text(), str(path))))
     return out
 
 
@@ -73,7 +61,6 @@ def test_the_split_is_real() -> None:
     assert {"max_layers", "weight_bits", "supports_op", "passes", "conv2d_kernels"}.isdisjoint(
         max_only
     )
-    assert all((PACKAGE / m).is_file() for m in MAX_AWARE), "a MAX_AWARE module moved: update"
 
 
 def test_shared_stages_read_no_max7800x_field() -> None:
@@ -109,23 +96,15 @@ def test_hls_record_has_no_max7800x_fields() -> None:
     assert not extra, f"HLS's record carries MAX7800x fields: {sorted(extra)}"
 
 
-def test_report_states_are_compile_states() -> None:
-    fields = {f.name for f in dataclasses.fields(CompileState)}
-    for protocol in (CompiledState, HlsCompiled):
-        wanted = {n for k in protocol.__mro__ if k is not object for n in vars(k)}
-        wanted = {n for n in wanted if not n.startswith("_")}
-        assert wanted and wanted <= fields, (protocol.__name__, sorted(wanted - fields))
-
-
 def test_part_names_are_written_once_in_the_device_table() -> None:
-    """No string literal "MAX78000"/"MAX78002" outside devices.py: code names a part through
-    its record (``MAX78000.name``), so a renamed or added part is one edit."""
-    from cnnforge.devices import DEVICES
+    """No string literal "MAX78000"/"MAX78002" outside the MAX7800x device table: code names a
+    part through its record (``MAX78000.name``), so a renamed or added part is one edit."""
+    from cnnforge.targets.max7800x.device import DEVICES
 
     names = {d.name for d in DEVICES}
     found = []
     for path in sorted(PACKAGE.rglob("*.py")):
-        if path.name == "devices.py" and path.parent == PACKAGE:
+        if path == PACKAGE / "targets" / "max7800x" / "device.py":
             continue
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.Constant) and node.value in names:
@@ -135,7 +114,8 @@ def test_part_names_are_written_once_in_the_device_table() -> None:
 
 def test_no_device_parameter_defaults_to_none() -> None:
     """Below the CLI a device is a required argument (None, where a stage has a device-neutral
-    behaviour, is passed on purpose, never defaulted)."""
+    behaviour, is passed on purpose, never defaulted). A ``torch.device`` (where the work runs,
+    cnnforge.compute) is another thing: None there means "choose one"."""
     found = []
     for path in sorted(PACKAGE.rglob("*.py")):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
@@ -147,6 +127,8 @@ def test_no_device_parameter_defaults_to_none() -> None:
             pairs += [(k, d) for k, d in zip(a.kwonlyargs, a.kw_defaults, strict=True) if d]
             for arg, default in pairs:
                 none = isinstance(default, ast.Constant) and default.value is None
-                if arg.arg in {"device", "dev"} and none:
+                kind = "" if arg.annotation is None else ast.unparse(arg.annotation)
+                compute = "torch.device" in kind
+                if arg.arg in {"device", "dev"} and none and not compute:
                     found.append(f"{path.relative_to(PACKAGE)}:{node.lineno} {node.name}")
     assert not found, found

@@ -16,11 +16,11 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from cnnforge.api.targets import check_for
 from cnnforge.errors import CnnforgeError
 from cnnforge.frontend import load_network
 from cnnforge.ir import INPUT, Activation, Layer, Network, Op, Pooling, PoolKind
 from cnnforge.outputs import MANIFEST
-from cnnforge.pipeline.targets import check_for
 from cnnforge.targets.generic.integer import (
     IntegerSemantics,
     QuantizedGeneric,
@@ -171,7 +171,8 @@ def test_check_hls_refuses_what_compile_refuses(tmp_path):
 
 
 def _compiles(args: dict, device: str, tmp_path: Path) -> bool:
-    from cnnforge.pipeline import CompileOptions, compile_model
+    from cnnforge.api.targets import compile_model
+    from cnnforge.pipeline import CompileOptions
 
     out = tmp_path / "c"
     sample = np.zeros(input_shape(args), np.int8)

@@ -15,10 +15,10 @@ from cnnforge.checkpoint import (
     load_quantized,
     save_quantized,
 )
-from cnnforge.devices import get_device
 from cnnforge.errors import InputError, ModelError
 from cnnforge.ir import Activation, EltwiseOp, Layer, Network, Op, Quantized
 from cnnforge.quant.ptq import clip_level, quantize_layer, quantize_network
+from cnnforge.targets.max7800x.device import get_device
 
 
 def conv(name: str, inputs: tuple[str, ...], cin: int, cout: int, seed: int = 0, **kw) -> Layer:

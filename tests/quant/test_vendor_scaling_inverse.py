@@ -1,4 +1,4 @@
-"""Vendor checkpoint import and export are inverses (arithmetic.md R1.6; hypothesis).
+"""Vendor checkpoint import and export are inverses (docs/hardware/arithmetic.md R1.6; hypothesis).
 
 The bias scaling on its own, then whole checkpoints: the vendor's mnist pair with its integers
 replaced by random ones (weights in each layer's width, bias-memory values, shifts in range,
@@ -25,7 +25,7 @@ from cnnforge.arithmetic import (
     implicit_shift,
     weight_range,
 )
-from cnnforge.frontend.ai8x import read_ai8x
+from cnnforge.targets.max7800x.ai8x import read_ai8x
 from cnnforge.targets.max7800x.ai8x_checkpoint_writer import checkpoint_dict
 
 BITS = (8, 4, 2, 1)

@@ -1,8 +1,8 @@
 """The float meaning of a wide (32-bit) output: Q17.14 for 8-bit weights, whatever the shift.
 
-The vendor ignores ``output_shift`` for wide outputs (arithmetic.md R1.7, R2.4, R6.3 step 6;
-manual: "no hardware shift is performed and output_shift is ignored"), so the float weights of
-a wide layer are ``w_int * 2^(1 - bits)`` and its output unit ``2^(1 - bits) / 128``. Pinned on
+The vendor ignores ``output_shift`` for wide outputs (docs/hardware/arithmetic.md R1.7, R2.4, R6.3
+step 6; manual: "no hardware shift is performed and output_shift is ignored"), so the float weights
+of a wide layer are ``w_int * 2^(1 - bits)`` and its output unit ``2^(1 - bits) / 128``. Pinned on
 §7 example A (checked against the vendor simulator) and the vendor's mnist known answer.
 """
 
@@ -14,9 +14,9 @@ import torch
 import torch.nn.functional as F
 
 from cnnforge.arithmetic import dequantize_params, output_unit, weight_scale
-from cnnforge.frontend.ai8x import read_ai8x
 from cnnforge.ir import INPUT, Layer, Network, Op, Quantized
 from cnnforge.sim import simulate
+from cnnforge.targets.max7800x.ai8x import read_ai8x
 
 X_A = np.array([[[12, -7, 100], [-128, 55, 3], [27, 90, -64]]])
 W_A = np.array([[[[5, -3, 17], [2, 127, -128], [-9, 0, 44]]]])

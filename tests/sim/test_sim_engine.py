@@ -11,7 +11,6 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cnnforge.devices import MAX78000, MAX78002
 from cnnforge.errors import SimulationError
 from cnnforge.ir import (
     BINARY_BITS,
@@ -27,6 +26,7 @@ from cnnforge.ir import (
 )
 from cnnforge.sim import simulate
 from cnnforge.sim.exact import float32_is_exact
+from cnnforge.targets.max7800x.device import MAX78000, MAX78002
 from support.sim_reference import int_array, run_reference, with_shapes
 
 

@@ -1,6 +1,6 @@
 """An independent, straightforward int64 reference of a hardware layer, and its self-checks.
 
-Written from ../shared/spec/arithmetic.md without the simulator's code or cnnforge.arithmetic:
+Written from docs/hardware/arithmetic.md without the simulator's code or cnnforge.arithmetic:
 numpy int64 and Python rationals, one output position at a time, ConvTranspose2d by its
 scatter definition (not the zero-stuffing of R2.7). The simulator's property tests compare
 against ``run_reference``.

@@ -9,12 +9,12 @@ from pathlib import Path
 import numpy as np
 
 from cnnforge.arithmetic import weight_range
-from cnnforge.devices import MAX78000
-from cnnforge.frontend.ai8x import read_ai8x
 from cnnforge.ir import INPUT, Activation, EltwiseOp, Layer, Network, Op, Pooling
 from cnnforge.ir import Quantized as Q
+from cnnforge.targets.max7800x.ai8x import read_ai8x
 from cnnforge.targets.max7800x.ai8x_checkpoint_writer import write_checkpoint
 from cnnforge.targets.max7800x.ai8x_yaml_writer import write_yaml
+from cnnforge.targets.max7800x.device import MAX78000
 from cnnforge.targets.max7800x.kernel_words import processors_per_pass
 from cnnforge.targets.max7800x.placement import Placement, Plan
 

@@ -9,7 +9,8 @@ from types import ModuleType
 import numpy as np
 import torch
 
-from cnnforge.pipeline import CompileOptions, CompileState, compile_model
+from cnnforge.api.targets import compile_model
+from cnnforge.pipeline import CompileOptions, CompileState
 from cnnforge.sim.agreement import output_scale
 from cnnforge.sim.float_eval import host_reduce_float
 

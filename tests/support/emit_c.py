@@ -51,7 +51,7 @@ def _quant(rng: np.random.Generator, w_shape: tuple[int, ...], oc: int) -> Quant
 def _pool(rng: np.random.Generator, dims: tuple[int, ...]) -> Pooling | None:
     if rng.random() < 0.6:
         return None
-    n = len(dims)  # dilation only in 2-D (1-D pooling ignores it, arithmetic.md R3.7)
+    n = len(dims)  # dilation only in 2-D (1-D pooling ignores it, docs/hardware/arithmetic.md R3.7)
     k = int(rng.integers(1, 4))
     s = int(rng.integers(1, 4)) if k > 1 else int(rng.integers(2, 4))
     d = int(rng.integers(1, 3)) if k == 2 and n == 2 and rng.random() < 0.2 else 1

@@ -15,8 +15,9 @@ from pathlib import Path
 
 import numpy as np
 
-from cnnforge.frontend.ai8x import read_ai8x
 from cnnforge.sim import simulate
+from cnnforge.targets.max7800x.ai8x import read_ai8x
+from cnnforge.targets.max7800x.device import get_device
 from cnnforge.targets.max7800x.firmware.firmware import (
     Firmware,
     build_firmware,
@@ -117,7 +118,7 @@ def pair_firmware(
         calcx4="--calcx4" in flags,
         read_ahead="--read-ahead" in flags,
     )
-    result = simulate(model.network, x, device=device)
+    result = simulate(model.network, x, device=get_device(device))
     outputs = {k: v.numpy() for k, v in result.outputs.items()}
     options = FirmwareOptions.from_vendor_flags(flags)
     return build_firmware(model.network, model.plan, x, outputs, options)

@@ -19,7 +19,8 @@ import numpy as np
 import torch
 import yaml
 
-from cnnforge.pipeline import CompileOptions, compile_model
+from cnnforge.api.targets import compile_model
+from cnnforge.pipeline import CompileOptions
 from cnnforge.targets.max7800x.firmware.firmware import Firmware, build_firmware
 from cnnforge.targets.max7800x.firmware.options import FirmwareOptions
 
@@ -102,7 +103,7 @@ def compiled(case: Case) -> tuple[Firmware, Path]:
         firmware_options=FirmwareOptions.from_vendor_flags(case.options),
     )
     state = compile_model(options)
-    fw = build_firmware(state.network, state.plan, state.sample, state.answer)
+    fw = build_firmware(state.network, state.target_state.plan, state.sample, state.answer)
     return fw, folder / "out"
 
 

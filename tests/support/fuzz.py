@@ -22,9 +22,9 @@ from pathlib import Path
 from hypothesis import strategies as st
 
 from cnnforge.cli import main
-from cnnforge.frontend.ai8x import read_ai8x
-from cnnforge.frontend.ai8x_checkpoint import load_checkpoint_dict
-from cnnforge.frontend.ai8x_yaml import ALIASES, LAYER_KEYS
+from cnnforge.targets.max7800x.ai8x import read_ai8x
+from cnnforge.targets.max7800x.ai8x_checkpoint import load_checkpoint_dict
+from cnnforge.targets.max7800x.ai8x_yaml import ALIASES, LAYER_KEYS
 from support.paths import AI8X
 
 #: Examples per family: a few dozen in CI, thousands with CNNFORGE_FUZZ=large.

@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from cnnforge.frontend.ai8x import Ai8xModel, read_ai8x
+from cnnforge.targets.max7800x.ai8x import Ai8xModel, read_ai8x
 
 STORE = Path(__file__).resolve().parents[1] / "data" / "latency_boards.json"
 GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "ai8x_demos"

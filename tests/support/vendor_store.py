@@ -13,8 +13,8 @@ from pathlib import Path
 
 import numpy as np
 
-from cnnforge.frontend.ai8x import Ai8xModel, read_ai8x
 from cnnforge.sim import simulate
+from cnnforge.targets.max7800x.ai8x import Ai8xModel, read_ai8x
 from cnnforge.targets.max7800x.firmware.firmware import Firmware, build_firmware
 from cnnforge.targets.max7800x.firmware.hostrun import StateImage
 from cnnforge.targets.max7800x.firmware.options import FirmwareOptions
@@ -53,7 +53,7 @@ class StoredCase:
 
     def outputs(self, model: Ai8xModel) -> dict[str, np.ndarray]:
         """cnnforge's simulation of the sample: every output layer's (C, H, W)."""
-        result = simulate(model.network, self.x(model), device=self.device)
+        result = simulate(model.network, self.x(model), device=model.plan.device)
         return {k: v.numpy() for k, v in result.outputs.items()}
 
     def difference(self, model: Ai8xModel, outputs: dict[str, np.ndarray]) -> str:

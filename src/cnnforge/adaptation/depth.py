@@ -54,13 +54,15 @@ def repeats(model: nn.Module, input_shape: tuple[int, ...]) -> dict[str, list[st
     return found
 
 
-def too_deep(model: nn.Module, input_shape: tuple[int, ...], device) -> bool:
+def too_deep(model: nn.Module, input_shape: tuple[int, ...], target) -> bool:
     """Whether check finds more layers than the device has (the count itself, or placement
     running out of layer slots for the pass-through layers it adds)."""
     from cnnforge.frontend.capture import capture
     from cnnforge.passes.check import check_report
 
-    report = check_report(capture(model, input_shape, name=type(model).__name__), device)
+    report = check_report(
+        capture(model, input_shape, name=type(model).__name__), target.device, rules=target.rules
+    )
     return any(depth_rule(v) for v in report.violations)
 
 
@@ -70,7 +72,7 @@ def depth_rule(v) -> bool:
 
 
 def cut_depth(
-    model: nn.Module, input_shape: tuple[int, ...], device
+    model: nn.Module, input_shape: tuple[int, ...], target
 ) -> tuple[nn.Module, list[Replacement]]:
     """``model`` (changed in place) with the fewest repeats removed that bring the layer count
     within the device (all of them where none does: check then names the count with the rest);
@@ -80,7 +82,7 @@ def cut_depth(
     low, high = 0, len(order)  # too deep with `low` cuts; `high` cuts: fits, or all there are
     while low + 1 < high:
         mid = (low + high) // 2
-        if too_deep(_cut(copy.deepcopy(model), order[:mid]), input_shape, device):
+        if too_deep(_cut(copy.deepcopy(model), order[:mid]), input_shape, target):
             low = mid
         else:
             high = mid

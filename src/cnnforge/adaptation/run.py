@@ -84,12 +84,14 @@ class AdaptResult:
         }
 
 
-def check_fits(model: nn.Module, shape: tuple[int, ...], device: Any):
-    """check's report for ``model`` (a plain module) at ``shape`` on ``device``."""
+def check_fits(model: nn.Module, shape: tuple[int, ...], target: Any):
+    """check's report for ``model`` (a plain module) at ``shape`` on ``target``'s device."""
     from cnnforge.frontend.capture import capture
     from cnnforge.passes.check import check_report
 
-    return check_report(capture(model, shape, name=type(model).__name__), device)
+    return check_report(
+        capture(model, shape, name=type(model).__name__), target.device, rules=target.rules
+    )
 
 
 @dataclass
@@ -116,7 +118,7 @@ def _not_by_width(v) -> bool:
 
 
 def preflight(
-    model: nn.Module, shape: tuple[int, ...], device: Any, checked: Checked | None = None
+    model: nn.Module, shape: tuple[int, ...], target: Any, checked: Checked | None = None
 ):
     """Sigmoid gates opened, refusals, the replacements, the depth cut, then what no width
     fixes: InputError naming every such op at once (before any training); else the adapted
@@ -137,10 +139,10 @@ def preflight(
         )
     adapted, reps = replace_ops(model)
     reps = gates + reps
-    report = check_fits(adapted, shape, device)
+    report = check_fits(adapted, shape, target)
     if any(depth_rule(v) for v in report.violations):  # the depth cut
-        adapted, cuts = cut_depth(adapted, shape, device)
-        reps, report = reps + cuts, check_fits(adapted, shape, device)
+        adapted, cuts = cut_depth(adapted, shape, target)
+        reps, report = reps + cuts, check_fits(adapted, shape, target)
     left = [v for v in report.violations if _not_by_width(v)]
     if left:
         by_hint: dict[str, list[str]] = {}
@@ -191,7 +193,7 @@ def check_width(width: str) -> str:
 def choose_width(
     model: nn.Module,
     shape: tuple[int, ...],
-    device: Any,
+    target: Any,
     width: str,
     checked: Checked | None = None,
 ) -> tuple[nn.Module, float, int | None, list[dict[str, Any]], dict[str, tuple[int, ...]]]:
@@ -211,7 +213,7 @@ def choose_width(
                 # at width 1 without a cap narrow returns an unchanged copy: model's report
                 # (a wider try is a new model: checked on its own)
                 known = checked.report_for(model) if checked and w == 1 and cap is None else None
-                report = known if known is not None else check_fits(student, shape, device)
+                report = known if known is not None else check_fits(student, shape, target)
             except CnnforgeError as exc:
                 tries.append({"width": w, "cap": cap, "fits": False, "why": str(exc)})
                 continue
@@ -224,7 +226,7 @@ def choose_width(
             if report.fits:
                 return student, w, cap, tries, kept
     last = "; ".join(f"{t['width']}/{t['cap']}: {t['why']}" for t in tries)
-    raise InputError(f"no width makes the model fit {device.name} ({last})", hint="--width")
+    raise InputError(f"no width makes the model fit {target.name} ({last})", hint="--width")
 
 
 def adapt_model(
@@ -232,7 +234,7 @@ def adapt_model(
     model_args: dict[str, Any],
     checkpoint: Path | None,
     *,
-    device: Any,
+    target: Any,
     data: DataSpec,
     out: Path,
     config: TrainConfig,
@@ -272,9 +274,9 @@ def adapt_model(
         train_set, val_set = data.splits(classes)
         step("replacing ops")
         checked = Checked()
-        adapted, reps = preflight(teacher, shape, device, checked)
+        adapted, reps = preflight(teacher, shape, target, checked)
         step("choosing the width")
-        student, w, cap, tries, kept = choose_width(adapted, shape, device, width, checked)
+        student, w, cap, tries, kept = choose_width(adapted, shape, target, width, checked)
         if on_start is not None:
             on_start(compute)
         for t in tries if on_try is not None else ():  # after the search: a refusal stays one line
@@ -290,7 +292,9 @@ def adapt_model(
         student.eval()
         run.commit()  # no float epochs: the directory appears before adapted.py names its path
         step("building the QAT network")
-        qat = _qat_network(copy.deepcopy(student).cpu(), shape, device, train_set, out, _name(spec))
+        qat = _qat_network(
+            copy.deepcopy(student).cpu(), shape, target, train_set, out, _name(spec)
+        )
         sample = val_set[0][0].numpy().astype(np.int64)  # compile's --sample (the vendor's type)
         replace_bytes(out / "sample.npy", _npy_bytes(sample))
         step("quantization-aware training")
@@ -349,12 +353,13 @@ def _measure_norms(student, train_set, reps, *, widened: bool, resume: bool) -> 
     measure_batchnorm(student, train_set, sorted(set(norms)))
 
 
-def _qat_network(student, shape, device, train_set, out: Path, origin: str) -> nn.Module:
-    """The student lowered for ``device`` as cnnforge.nn modules, written as adapted.py."""
+def _qat_network(student, shape, target, train_set, out: Path, origin: str) -> nn.Module:
+    """The student lowered for ``target``'s device as cnnforge.nn modules, written as
+    adapted.py."""
     from cnnforge.adaptation.hardware import build
 
     calib = torch.stack([train_set[i][0] for i in range(min(64, len(train_set)))])
-    return build(hardware_network(student, shape, device, calib), out / "adapted.py", origin)
+    return build(hardware_network(student, shape, target, calib), out / "adapted.py", origin)
 
 
 def _epochs_run(run: Path) -> int:
@@ -388,15 +393,16 @@ def _features(student: nn.Module, teacher: nn.Module, kept: dict[str, tuple[int,
 _CONVS = (nn.Conv2d, nn.ConvTranspose2d)
 
 
-def hardware_network(student: nn.Module, shape, device, calibration: torch.Tensor):
-    """The adapted module lowered for ``device``, its output layer wide, scales divided out."""
+def hardware_network(student: nn.Module, shape, target, calibration: torch.Tensor):
+    """The adapted module lowered for ``target``'s device, its output layer wide, scales
+    divided out."""
     import dataclasses
 
     from cnnforge.adaptation.hardware import rescaled
     from cnnforge.frontend.capture import capture
     from cnnforge.passes.lower import lower_to_hardware
 
-    lowered = lower_to_hardware(capture(student, shape, name="Adapted"), device).network
+    lowered = lower_to_hardware(capture(student, shape, name="Adapted"), target.device).network
     layers = [
         dataclasses.replace(x, wide=True)
         if x.name in lowered.outputs and x.has_weights and x.activation.value == "none"

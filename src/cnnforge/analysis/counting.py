@@ -102,7 +102,8 @@ def _thop_extra(layer: Layer, in_shape: tuple[int, ...]) -> int:
 
 
 def int8_layout_bytes(shape: tuple[int, ...], device: Capabilities, wide: bool = False) -> int:
-    """Bytes of a tensor in the accelerator's HWC data memory (devices.md §2, network-yaml.md §4).
+    """Bytes of a tensor in the accelerator's HWC data memory (docs/hardware/devices.md §2,
+    docs/hardware/network-yaml.md §4).
 
     Each pixel holds one 32-bit word per pass and per group of 4 processors (unused byte lanes
     count; cnnforge.geometry.words_per_pixel). A 32-bit (wide) output takes 4 bytes per channel.

@@ -1,7 +1,8 @@
 """The Python API: one function per command for models that live in memory (docs/python-api.md).
 
 The CLI parses arguments and formats what these return; a script or notebook calls them with an
-``nn.Module`` object and gets the same numbers back.
+``nn.Module`` object and gets the same numbers back. The list of public names is the package's
+own, ``cnnforge.__all__``: this module imports them, plus ``DEFAULT_DEVICE``.
 """
 
 from cnnforge.api.firmware import diff, inspect
@@ -32,32 +33,3 @@ from cnnforge.api.results import (
     Quantized,
 )
 from cnnforge.api.workflows import adapt, demo
-
-__all__ = [
-    "DEFAULT_DEVICE",
-    "Adaptation",
-    "Analysis",
-    "Budget",
-    "CheckResult",
-    "Compiled",
-    "Demo",
-    "Difference",
-    "Evaluated",
-    "History",
-    "Inspection",
-    "Planned",
-    "Quantized",
-    "adapt",
-    "analyze",
-    "budget",
-    "check",
-    "compile",
-    "demo",
-    "diff",
-    "evaluate",
-    "inspect",
-    "plan",
-    "quantize",
-    "simulate",
-    "train",
-]

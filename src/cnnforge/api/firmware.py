@@ -18,8 +18,8 @@ def inspect(folder: str | Path, device: str = "auto") -> Inspection:
     >>> i = cnnforge.inspect("build/firmware")
     >>> i.device, len(i.layers), i.to_dict()["layers"][0]
     """
-    from cnnforge.pipeline.firmware_read import read_layers
     from cnnforge.targets.max7800x.firmware.inspect import contradictions
+    from cnnforge.targets.max7800x.firmware_read import read_layers
 
     path = Path(folder)
     dev, image, layers = read_layers(path, None if device == "auto" else device)
@@ -43,8 +43,8 @@ def diff(a: str | Path, b: str | Path, *, tolerance: float = 0.0) -> Difference:
             f"{other}: {what}", hint=f"{folder} is a firmware folder: compare it with another"
         )
     if all(firmware):
-        from cnnforge.pipeline.firmware_read import read_layers
         from cnnforge.targets.max7800x.firmware.inspect import first_difference
+        from cnnforge.targets.max7800x.firmware_read import read_layers
 
         dev_a, _, layers_a = read_layers(path_a, None)
         dev_b, _, layers_b = read_layers(path_b, None)

@@ -25,9 +25,9 @@ from cnnforge.api.results import (
     Quantized,
 )
 from cnnforge.api.running import array_of, run_network
-from cnnforge.devices import DEFAULT_DEVICE  # the CLI's default --device, for scripts too
 from cnnforge.errors import InputError
 from cnnforge.owners import scratch_dir
+from cnnforge.targets.max7800x.device import DEFAULT_DEVICE
 
 if TYPE_CHECKING:
     import torch
@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from cnnforge.frontend.loading import ModelSpec
     from cnnforge.ir import Network
     from cnnforge.pipeline import CompileOptions
+    from cnnforge.pipeline.targets import Target
     from cnnforge.targets.max7800x.firmware.options import FirmwareOptions
     from cnnforge.training.loop import EpochRecord
 
@@ -84,12 +85,12 @@ def check(
     >>> r = cnnforge.check(model, "MAX78000", (3, 32, 32))
     >>> r.fits, [v.rule for v in r.violations]
     """
-    from cnnforge.pipeline.targets import check_for
+    from cnnforge.api.targets import check_for
 
-    dev = _device(device, "check")
+    target = _target(device, "check")
     vendor = (ai8x_yaml, ai8x_checkpoint)
-    network = _network(model, input_shape, model_args, checkpoint, vendor, dev)
-    return CheckResult(check_for(network, dev, weight_bits))
+    network = _network(model, input_shape, model_args, checkpoint, vendor, target)
+    return CheckResult(check_for(network, target, weight_bits))
 
 
 def quantize(
@@ -113,8 +114,8 @@ def quantize(
     """
     from cnnforge.pipeline.quantized import quantized_from_source
     from cnnforge.pipeline.sources import model_source, read_calibration
-
-    dev = _device(device, "quantize")
+    target = _target(device, "quantize")
+    dev = target.device
     path = None if output is None else Path(output)
     if path is not None and path.exists() and not overwrite:  # refused before any work
         raise InputError(f"{path} already exists", hint="pass --overwrite or choose another -o")
@@ -128,6 +129,7 @@ def quantize(
         dict(model_args or {}),
         dev,
         weight_bits,
+        rules=target.rules,
         clip=clip,
         calibration=read_calibration(array_of(calibration), shape) if shape else None,
     )
@@ -141,7 +143,7 @@ def quantize(
 
 
 def plan(
-    model: ModelSpec,
+    model: ModelSpec | None,
     device: str | Capabilities = DEFAULT_DEVICE,
     input_shape: Sequence[int] | None = None,
     *,
@@ -151,33 +153,43 @@ def plan(
     sample: Any = None,
     calibration: Any = None,
     in_place: bool = True,
+    ai8x_yaml: str | Path | None = None,
+    ai8x_checkpoint: str | Path | None = None,
+    allow_overlap: bool = False,
+    validate_only: bool = False,
     output_dir: str | Path | None = None,
     overwrite: bool = False,
 ) -> Planned:
-    """Processors, data-memory offsets, kernel map (``cnnforge plan``); returns the plan
-    (``.network``, ``.plan``, ``.metrics``); with ``output_dir`` also writes the vendor YAML +
-    checkpoint, plan.json and the memory maps there."""
-    from cnnforge.pipeline import plan as pipeline_plan
-    from cnnforge.pipeline.targets import get_target
+    """Processors, data-memory offsets, kernel map (``cnnforge plan``) of a model or a vendor
+    pair (re-planned, or with ``validate_only`` its own plan only validated); returns it as
+    ``Planned`` (``.network``, ``.plan``, ``.metrics``, ``.issues``); with ``output_dir``
+    (and not ``validate_only``) also writes the vendor YAML + checkpoint, plan.json and the
+    memory maps there."""
+    from cnnforge.pipeline.sources import shipped_shape
+    from cnnforge.pipeline.state import PlanRequest
 
-    dev = _device(device, "plan")
-    target = get_target(dev.name)
+    target = _target(device, "plan")
+    dev = target.device
     if target.plans != "place" or target.planner is None or target.write is None:
         raise InputError(f"device {dev.name} has no plan", hint="compile it with cnnforge.compile")
-    shape = _shape(model, input_shape)
-    request = pipeline_plan.PlanRequest(
-        model=model,
+    shape = shipped_shape(model) if input_shape is None else tuple(int(n) for n in input_shape)
+    request = PlanRequest(
+        model=model,  # type: ignore[arg-type]  # the planner takes a model object as a spec too
         input_shape=shape,
         model_args=dict(model_args or {}),
         checkpoint=None if checkpoint is None else Path(checkpoint),
         weight_bits=weight_bits,
         sample=array_of(sample),
         calibration=array_of(calibration),
+        ai8x_yaml=None if ai8x_yaml is None else Path(ai8x_yaml),
+        ai8x_checkpoint=None if ai8x_checkpoint is None else Path(ai8x_checkpoint),
+        allow_overlap=allow_overlap,
+        validate_only=validate_only,
         in_place=in_place,
     )
     result = target.planner(request, dev)
-    if output_dir is not None:
-        target.write(result, dev, Path(output_dir), overwrite)
+    if output_dir is not None and not validate_only:
+        result = target.write(result, dev, Path(output_dir), overwrite)
     return Planned(result)
 
 
@@ -223,13 +235,15 @@ def compile(  # the command's name: cnnforge.compile(...) in a script
     >>> (c.simulate(x) == cnnforge.simulate(c.output_dir / "network.pth", x)).all()
     True
     """
+    from cnnforge.api.targets import get_target
     from cnnforge.pipeline import CompileOptions
     from cnnforge.targets.max7800x.firmware.options import FirmwareOptions
 
+    target = get_target(device)  # resolved once: the recipe refuses a target without one
     options = CompileOptions(
         output=Path(output_dir or "out"),  # None: a new temporary folder's, below
         model=model,  # type: ignore[arg-type]  # the steps take a model object as a spec too
-        device=device if isinstance(device, str) else device.name,
+        device=target.name,
         checkpoint=None if checkpoint is None else Path(checkpoint),
         ptq=ptq,
         sample=array_of(sample),
@@ -252,20 +266,23 @@ def compile(  # the command's name: cnnforge.compile(...) in a script
         cpu=cpu,
     )
     if output_dir is not None:
-        return _compile(options, on_step, progress)
+        return _compile(target, options, on_step, progress)
     with scratch_dir("compile", keep=True) as scratch:  # kept for inspection when it succeeds
-        return _compile(replace(options, output=scratch / "out"), on_step, progress)
+        return _compile(target, replace(options, output=scratch / "out"), on_step, progress)
 
 
 def _compile(
-    options: CompileOptions, on_step: Callable[[str, int, int], None] | None, progress: bool
+    target: Target,
+    options: CompileOptions,
+    on_step: Callable[[str, int, int], None] | None,
+    progress: bool,
 ) -> Compiled:
-    from cnnforge.pipeline import compile_model
+    from cnnforge.pipeline import run_recipe
 
     if on_step is not None:
-        return Compiled(compile_model(options, on_step), options.output)
+        return Compiled(run_recipe(target, options, on_step), options.output)
     with _progress(progress, "compile") as show:
-        state = compile_model(options, show)
+        state = run_recipe(target, options, show)
     return Compiled(state, options.output)
 
 
@@ -438,9 +455,17 @@ def train(
 
 
 def _device(device: str | Capabilities, command: str) -> Capabilities:
-    from cnnforge.pipeline.targets import device_for
+    return _target(device, command).device
 
-    return device_for(device, command)
+
+def _target(device: str | Capabilities, command: str) -> Target:
+    """The resolved record of ``device`` (the one resolution: api.targets), one with hardware
+    layers (``command`` names what refuses a budget target)."""
+    from cnnforge.api.targets import device_for, get_target
+
+    target = get_target(device)
+    device_for(target, command)
+    return target
 
 
 def _shape(model: Any, input_shape: Sequence[int] | None) -> tuple[int, ...] | None:
@@ -462,22 +487,23 @@ def _network(
     model_args: Mapping[str, Any] | None,
     checkpoint: str | Path | None,
     vendor: tuple[str | Path | None, str | Path | None],
-    device: Capabilities | None,
+    target: Target | None,
 ) -> Network:
     """The model-level float Network of any model reference (checked against eager; a model
-    wider than ``device`` allows is refused before it is traced; None: analysis, no device), or
-    a vendor pair's network."""
+    wider than ``target``'s device allows is refused before it is traced; None: analysis, no
+    device), or a vendor pair's network (read by the target, by default the default one's)."""
     from cnnforge.frontend import load_network
     from cnnforge.pipeline.sources import load_limits, network_for_cli
 
     if vendor != (None, None) or model is None:
         shape = None if input_shape is None else tuple(int(n) for n in input_shape)
-        dev = device or _device(DEFAULT_DEVICE, "analyze")
-        network = network_for_cli(model, shape, vendor[0], vendor[1], device=dev)
+        reader = target or _target(DEFAULT_DEVICE, "analyze")
+        network = network_for_cli(model, shape, vendor[0], vendor[1], reader)
         if network is not None:
             return network
     ckpt = None if checkpoint is None else Path(checkpoint)
     shape = _shape(model, input_shape)
+    device = None if target is None else target.device
     return load_network(model, shape, dict(model_args or {}), ckpt, **load_limits(device))
 
 

@@ -154,8 +154,9 @@ class Compiled:
 
     @property
     def plan(self) -> Any:
-        """The target's plan (processors and memories on the MAX7800x)."""
-        return self.state.plan
+        """The target's plan (processors and memories on the MAX7800x, buffers on HLS)."""
+        own = self.state.target_state
+        return None if own is None else own.plan
 
     @property
     def device(self) -> Capabilities:
@@ -425,7 +426,7 @@ class Demo(_Delegating):
     """``cnnforge.demo``: ``.evaluation`` (float, QAT-eval, bit-exact), ``.compile_state``
     (``.selftest``: the C self-test's verdict), ``.output``."""
 
-    record: Any  # pipeline.demo.DemoResult
+    record: Any  # api.walkthrough.DemoResult
     evaluation: Evaluated
 
     @property

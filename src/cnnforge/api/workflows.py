@@ -8,13 +8,14 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from cnnforge.api.functions import DEFAULT_DEVICE, _device, plan, quantize
+from cnnforge.api.functions import DEFAULT_DEVICE, _target, plan, quantize
 from cnnforge.api.results import Adaptation, Demo, Evaluated
 
 if TYPE_CHECKING:
     from cnnforge.devices import Capabilities
     from cnnforge.frontend.loading import ModelSpec
     from cnnforge.ir import Network
+    from cnnforge.pipeline.targets import Target
     from cnnforge.training.loop import EpochRecord
 
 #: adapt's caps on its float-distillation and QAT epochs (each stops earlier on a plateau).
@@ -70,7 +71,7 @@ def adapt(
     from cnnforge.training.loop import TrainConfig
     from cnnforge.training.run import DataSpec
 
-    dev = _device(device, "check")
+    target = _target(device, "check")
     compute = choose_device(cpu=cpu, gpus=gpus)  # bad input: refused before any work
     loaders = default_workers(compute) if workers is None else check_workers(workers)
     text = check_width(str(width))
@@ -79,12 +80,12 @@ def adapt(
     out = Path(output_dir)
     result = adapt_model(
         model, dict(model_args or {}), None if checkpoint is None else Path(checkpoint),
-        device=dev, data=spec, out=out,
+        target=target, data=spec, out=out,
         config=TrainConfig(epochs=epochs, batch_size=batch_size, lr=lr, seed=seed, amp=amp),
         width=text, resume=resume, qat_epochs=qat_epochs, overwrite=overwrite,
         allow_untrained=allow_untrained, plateau=plateau, on_epoch=on_epoch, on_step=on_step,
         on_try=on_try, on_batch=on_batch, compute=compute, workers=loaders, on_start=on_start,
-        measure=lambda folder, shape: _adapted_size(folder, shape, dev),
+        measure=lambda folder, shape: _adapted_size(folder, shape, target),
     )  # fmt: skip
     return Adaptation(result, out)
 
@@ -101,8 +102,8 @@ def demo(
     """The offline walk-through (``cnnforge demo``): the shipped U-Net (retrained from scratch
     with ``train``) scored float vs QAT-eval vs bit-exact, compiled for MAX78000, its C
     self-test run (``run``), masks and a report written to ``output_dir``."""
+    from cnnforge.api.walkthrough import run_demo
     from cnnforge.owners import scratch_dir
-    from cnnforge.pipeline.demo import run_demo
     from cnnforge.training.demo import quick_train
 
     with scratch_dir("demo") as tmp:
@@ -114,14 +115,14 @@ def demo(
     return Demo(result, Evaluated(result.evaluation))
 
 
-def _adapted_size(out: Path, shape: tuple[int, ...], device: Capabilities) -> dict[str, Any]:
+def _adapted_size(out: Path, shape: tuple[int, ...], target: Target) -> dict[str, Any]:
     """Parameters and weight bytes of adapt's result (as compiled), and the target planner's
     predicted latency where the target has one."""
     from cnnforge.errors import CnnforgeError
-    from cnnforge.pipeline.targets import get_target
 
+    device = target.device
     ref, ckpt = f"{out / 'adapted.py'}:Adapted", out / "adapted.pth"
-    if get_target(device.name).plans == "place":
+    if target.plans == "place":
         try:
             planned = plan(ref, device, shape, checkpoint=ckpt)
         except CnnforgeError as exc:  # reported, not fatal: the scores stand

@@ -23,7 +23,7 @@ from cnnforge.cli.common import (
     say_where,
     workers_option,
 )
-from cnnforge.devices import DEFAULT_DEVICE, DEVICE_NAMES
+from cnnforge.targets.max7800x.device import DEFAULT_DEVICE, DEVICE_NAMES
 
 if TYPE_CHECKING:
     from cnnforge.adaptation.run import AdaptResult

@@ -3,6 +3,7 @@ imports the commands, so that no module of the CLI imports its own package back)
 
 from __future__ import annotations
 
+import typing
 from typing import Any
 
 import typer
@@ -55,16 +56,29 @@ def _root(
 def build_command() -> Any:
     """The click command of ``app`` (the commands imported so far: cli/commands.py) with plain
     help: no type column for flags (``--version`` is no ``<bool>``), one word for what an option
-    takes (TEXT, INTEGER, NUMBER, PATH)."""
-    from typer.core import TyperOption
-
+    takes (TEXT, INTEGER, NUMBER, PATH), read from the command function's annotations (public
+    API only: typer's own helpers for this differ between its versions)."""
     command = typer.main.get_command(app)
-    for cmd in (command, *getattr(command, "commands", {}).values()):
+    functions = {c.name: c.callback for c in app.registered_commands}
+    if app.registered_callback is not None:
+        functions[None] = app.registered_callback.callback
+    named = [(None, command), *getattr(command, "commands", {}).items()]
+    for name, cmd in named:
+        hints = typing.get_type_hints(functions[name]) if functions.get(name) else {}
         help_option = cmd.get_help_option(typer.Context(cmd))  # cached by the command
         for param in (*cmd.params, help_option):
-            if isinstance(param, TyperOption) and param.is_flag:
+            if param is None or param.param_type_name != "option":
+                continue
+            if param.is_flag:
                 param.metavar = ""
-            elif isinstance(param, TyperOption) and param.metavar is None:
-                bare = param.bare_type().removeprefix("list[").removesuffix("]")
-                param.metavar = _METAVARS.get(bare, bare.upper())
+            elif param.metavar is None:
+                param.metavar = _metavar(hints.get(param.name))
     return command
+
+
+def _metavar(annotation: Any) -> str:
+    """TEXT, INTEGER, NUMBER, PATH (a list: its items') for an option's annotation."""
+    if typing.get_origin(annotation) is list:
+        (annotation,) = typing.get_args(annotation)
+    bare = getattr(annotation, "__name__", "str")
+    return _METAVARS.get(bare, bare.upper())

@@ -14,12 +14,13 @@ from rich.table import Table
 
 from cnnforge.cli.app import app
 from cnnforge.cli.common import console, model_input_shape, parse_model_args, parse_weight_bits
-from cnnforge.devices import DEFAULT_DEVICE, DEVICE_NAMES
 from cnnforge.outputs import atomic_output_file
+from cnnforge.targets.max7800x.device import DEFAULT_DEVICE, DEVICE_NAMES
 
 if TYPE_CHECKING:
     from cnnforge.passes.check import CheckReport
     from cnnforge.passes.check_rules import Violation
+    from cnnforge.pipeline.targets import Target
 
 
 @app.command("check")
@@ -62,12 +63,12 @@ def check(
 ) -> None:
     """List the exact rewrites applied and ALL device violations; exit 1 if it does not fit."""
     from cnnforge.api import check as check_model
-    from cnnforge.devices import Capabilities
-    from cnnforge.pipeline.targets import resolve_device
+    from cnnforge.api.targets import get_target
 
     shape = model_input_shape(model, input_shape)
-    if not isinstance(resolve_device(device), Capabilities):  # generic: what budget --accuracy runs
-        _check_generic(model, device, shape, parse_model_args(model_arg), checkpoint)
+    target = get_target(device)
+    if target.check_float is not None:  # generic: what budget --accuracy runs
+        _check_float(target, model, device, shape, parse_model_args(model_arg), checkpoint)
     report = check_model(
         model, device, shape,
         weight_bits=parse_weight_bits(weight_bits, binary=True) if weight_bits else None,
@@ -78,24 +79,23 @@ def check(
     raise typer.Exit(0 if report.fits else 1)
 
 
-def _check_generic(
+def _check_float(
+    target: Target,
     model: str | None,
     device: str,
     shape: tuple[int, ...] | None,
     model_args: dict[str, object],
     checkpoint: Path | None,
 ) -> None:
-    """``check -d generic:...``: the layers the generic integers refuse; exit 0 promises that
-    ``budget --accuracy`` runs the network (the same rule, targets.generic.run.check_generic)."""
-    from cnnforge.targets.generic.run import check_generic, plan_budget
-
-    target, network, _ = plan_budget(model, device, shape, model_args, checkpoint, points=2)
-    violations = check_generic(network)
+    """``check`` of a target that judges the float model (its ``check_float``; generic: the
+    layers its integers refuse, so exit 0 promises that ``budget --accuracy`` runs it)."""
+    assert target.check_float is not None  # asked by the caller
+    record, network, violations = target.check_float(model, device, shape, model_args, checkpoint)
     if violations:
         console.print(_violations_table(violations))
     verdict = "[red]does not fit[/red]" if violations else "[green]fits[/green]"
     console.print(
-        f"{network.name} on {target.name}: {verdict} — {len(network)} layers, "
+        f"{network.name} on {record.name}: {verdict} — {len(network)} layers, "
         f"{len(violations)} violation(s)"
     )
     raise typer.Exit(1 if violations else 0)

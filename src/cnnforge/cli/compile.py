@@ -11,7 +11,7 @@ from rich.table import Table
 
 from cnnforge.cli.app import app
 from cnnforge.cli.common import console, parse_model_args, parse_shape, parse_weight_bits
-from cnnforge.devices import DEFAULT_DEVICE, DEVICE_NAMES
+from cnnforge.targets.max7800x.device import DEFAULT_DEVICE, DEVICE_NAMES
 
 if TYPE_CHECKING:
     from cnnforge.targets.max7800x.firmware.options import FirmwareOptions
@@ -197,12 +197,11 @@ def _check_firmware_options(
     in_place: bool,
     fifo: bool = False,
 ) -> None:
-    """The firmware and its options (and --fifo) are for the MAX7800x parts only (their recipe
-    has the firmware step), not with --no-firmware (but for those the plan holds: --overlap-data,
-    --calcx4, --read-ahead); --overlap-data contradicts --no-in-place."""
+    """The firmware and its options (and --fifo) are for the targets whose records take them
+    (``Target.option_flags``), not with --no-firmware (but for those the plan holds:
+    --overlap-data, --calcx4, --read-ahead); --overlap-data contradicts --no-in-place."""
+    from cnnforge.api.targets import TARGETS, get_target
     from cnnforge.errors import InputError
-    from cnnforge.pipeline.firmware import step_firmware
-    from cnnforge.pipeline.targets import steps_for
     from cnnforge.targets.max7800x.firmware.options import FirmwareOptions
 
     given = [f for f in options.flags() if f.startswith("--")]
@@ -223,15 +222,16 @@ def _check_firmware_options(
             where=code_options[0],
             hint=f"drop {code_options[0]} or --no-firmware",
         )
-    if not any(step is step_firmware for _, step in steps_for(device)):
-        asked = ["--firmware"] if firmware else []
-        asked += (["--fifo"] if fifo else []) + [f for f in given if f != "--overlap-data"]
-        if asked:
-            raise InputError(
-                f"{asked[0]} is for MAX78000/MAX78002, not for --device {device}",
-                where=asked[0],
-                hint=f"drop {asked[0]}, or compile for --device MAX78000 or MAX78002",
-            )
+    asked = ["--firmware"] if firmware else []
+    asked += (["--fifo"] if fifo else []) + [f for f in given if f != "--overlap-data"]
+    refused = [f for f in asked if f not in get_target(device).option_flags]
+    if refused:  # the targets whose records take the option, named in the message
+        takers = [t.name for t in TARGETS if refused[0] in t.option_flags]
+        raise InputError(
+            f"{refused[0]} is for {'/'.join(takers)}, not for --device {device}",
+            where=refused[0],
+            hint=f"drop {refused[0]}, or compile for --device {' or '.join(takers)}",
+        )
 
 
 def _with_progress(run_compile: Any) -> Any:
@@ -252,9 +252,9 @@ def _with_progress(run_compile: Any) -> Any:
 
 
 def _weight_bits(text: str, device: str) -> int | str:
-    from cnnforge.pipeline.targets import resolve_device
+    from cnnforge.api.targets import device_for
 
-    return parse_weight_bits(text, widths=resolve_device(device).weight_bits)
+    return parse_weight_bits(text, widths=device_for(device, "compile").weight_bits)
 
 
 def _folders(files: list[str], device: str) -> str:

@@ -43,7 +43,7 @@ def inspect_command(
 
     found = inspect_folder(folder, device or "auto")
     if yaml_out is not None:
-        from cnnforge.pipeline.firmware_read import read_firmware
+        from cnnforge.targets.max7800x.firmware_read import read_firmware
 
         decoded = read_firmware(folder, device)
         write_pair(decoded.network, decoded.plan, yaml_out, folder.resolve().name)

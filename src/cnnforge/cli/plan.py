@@ -21,14 +21,13 @@ from cnnforge.cli.common import (
     parse_model_args,
     parse_weight_bits,
 )
-from cnnforge.devices import DEFAULT_DEVICE, DEVICE_NAMES
 from cnnforge.errors import InputError
 from cnnforge.outputs import check_target
+from cnnforge.targets.max7800x.device import DEFAULT_DEVICE, DEVICE_NAMES
 
 if TYPE_CHECKING:
-    from cnnforge.devices import Capabilities
-    from cnnforge.pipeline.plan import PlanRequest, PlanResult
     from cnnforge.pipeline.targets import Target
+    from cnnforge.targets.max7800x.plan_flow import PlanResult
 
 
 @app.command("plan")
@@ -83,8 +82,8 @@ def plan(
     ),
 ) -> None:
     """Plan processors, data memory, kernels and bias; validate; write YAML + checkpoint + plan."""
-    from cnnforge.pipeline import plan as pipeline_plan
-    from cnnforge.pipeline.targets import get_target
+    from cnnforge.api import plan as plan_model
+    from cnnforge.api.targets import get_target
 
     target = get_target(device)
     if target.plans == "budget":  # the record says: planned on the float model, as budget
@@ -93,21 +92,20 @@ def plan(
                      checkpoint, output, overwrite)  # fmt: skip
         return
     _check_plannable(target, validate_only, output, overwrite)
-    request = pipeline_plan.PlanRequest(
-        model=model,
-        input_shape=model_input_shape(model, input_shape),
-        model_args=parse_model_args(model_arg),
-        checkpoint=checkpoint,
+    result = plan_model(
+        model, target, model_input_shape(model, input_shape), checkpoint=checkpoint,
         weight_bits=parse_weight_bits(weight_bits) if weight_bits is not None else None,
-        sample=sample,
-        calibration=calibration,
-        ai8x_yaml=ai8x_yaml,
-        ai8x_checkpoint=ai8x_checkpoint,
-        allow_overlap=allow_overlap,
-        validate_only=validate_only,
-        in_place=not no_in_place,
-    )
-    _plan_and_write(target, target.resolve(device), request, output, overwrite)
+        model_args=parse_model_args(model_arg), sample=sample, calibration=calibration,
+        in_place=not no_in_place, ai8x_yaml=ai8x_yaml, ai8x_checkpoint=ai8x_checkpoint,
+        allow_overlap=allow_overlap, validate_only=validate_only, output_dir=output,
+        overwrite=overwrite,
+    )  # fmt: skip
+    if validate_only and ai8x_yaml is not None:
+        _print_issues(result)
+        raise typer.Exit(1 if result.issues else 0)
+    _print_summary(result)
+    if not validate_only:
+        console.print(f"wrote [bold]{output}[/bold]: {len(result.files)} files", highlight=False)
 
 
 def _check_plannable(
@@ -140,22 +138,6 @@ def _plan_budget(name: str, vendor_only: bool, model: str | None, device: str,
         )
     run_budget(model, device, input_shape, model_arg, checkpoint, output=output,
                overwrite=overwrite)  # fmt: skip
-
-
-def _plan_and_write(
-    target: Target, dev: Capabilities, request: PlanRequest, output: Path | None, overwrite: bool
-) -> None:
-    """Run the target's planner; report (exit 1 for a vendor plan that breaks a rule) or write."""
-    assert target.planner is not None and target.write is not None  # checked by the caller
-    result = target.planner(request, dev)
-    if request.validate_only and request.ai8x_yaml is not None:
-        _print_issues(result)
-        raise typer.Exit(1 if result.issues else 0)
-    _print_summary(result)
-    if request.validate_only:
-        return
-    written = target.write(result, dev, output, overwrite)
-    console.print(f"wrote [bold]{output}[/bold]: {len(written.files)} files", highlight=False)
 
 
 def _print_issues(result: PlanResult) -> None:

@@ -15,8 +15,8 @@ from cnnforge.cli.common import (
     parse_bits_option,
     parse_model_args,
 )
-from cnnforge.devices import DEFAULT_DEVICE, DEVICE_NAMES
 from cnnforge.errors import InputError
+from cnnforge.targets.max7800x.device import DEFAULT_DEVICE, DEVICE_NAMES
 
 if TYPE_CHECKING:
     from cnnforge.ir import Network

@@ -22,14 +22,15 @@ from cnnforge.cli.common import (
     parse_shape,
     read_input_array,
 )
-from cnnforge.devices import DEFAULT_DEVICE, DEVICE_NAMES
 from cnnforge.errors import InputError
 from cnnforge.outputs import atomic_outputs
+from cnnforge.targets.max7800x.device import DEFAULT_DEVICE, DEVICE_NAMES
 
 if TYPE_CHECKING:
     import numpy as np
 
     from cnnforge.ir import Network
+    from cnnforge.pipeline.targets import Target
 
 
 def resolve_network(
@@ -39,14 +40,14 @@ def resolve_network(
     network_path: Path | None,
     *,
     model_args: dict[str, object],
-    device: str,
+    target: Target,
     weight_bits: int | dict[str, int],
     clip: str,
 ) -> Network:
     """The quantized network to simulate, from exactly one source (see the module docstring)."""
+    from cnnforge.api.targets import device_for
     from cnnforge.pipeline.quantized import quantized_checkpoint, quantized_from_source
     from cnnforge.pipeline.sources import model_source
-    from cnnforge.pipeline.targets import device_for
 
     source = model_source(
         model, checkpoint, network_path, hint="give MODEL [--checkpoint], or --network q.pth"
@@ -54,9 +55,9 @@ def resolve_network(
     saved = quantized_checkpoint(source) is not None
     if not saved and input_shape is None:
         raise InputError("MODEL needs --input-shape", hint="e.g. --input-shape 3,64,64")
-    dev = device_for(device, "simulate")
+    dev = device_for(target, "simulate")
     return quantized_from_source(
-        source, input_shape, model_args, dev, weight_bits, clip=clip
+        source, input_shape, model_args, dev, weight_bits, rules=target.rules, clip=clip
     ).network
 
 
@@ -120,8 +121,8 @@ def simulate(
     """Simulate bit-exactly (on a CUDA GPU where one is present, else the CPU: the same
     numbers); write the output (and every layer's output with --layers)."""
     from cnnforge.api.running import run_network_full
-    from cnnforge.pipeline.sources import VENDOR, model_source, vendor_network
-    from cnnforge.pipeline.targets import device_for
+    from cnnforge.api.targets import device_for, get_target
+    from cnnforge.pipeline.sources import VENDOR, model_source, pair_network
 
     if firmware is not None:
         simulate_firmware(firmware, input_path, output, device, overwrite)
@@ -132,15 +133,16 @@ def simulate(
     data = read_input_array(input_path)
     shape = parse_shape(input_shape) if input_shape else _shape_from_data(data)
     source = model_source(model, checkpoint, network_path, ai8x_yaml, ai8x_checkpoint)
-    dev = device_for(device, "simulate")
-    network = vendor_network(source, shape, dev) if source.kind == VENDOR else None
+    target = get_target(device)
+    dev = device_for(target, "simulate")
+    network = pair_network(source, shape, target) if source.kind == VENDOR else None
     network = network or resolve_network(
         model,
         shape if model else None,
         checkpoint,
         network_path,
         model_args=parse_model_args(model_arg),
-        device=device,
+        target=target,
         weight_bits=parse_bits_option(weight_bits),
         clip=clip,
     )
@@ -185,8 +187,8 @@ def simulate_firmware(
 ) -> None:
     """``simulate --firmware``: the folder's network, decoded; without ``--input`` its own
     sample, checked against its own known answer (exit 1 when a word differs)."""
-    from cnnforge.pipeline.firmware_read import read_firmware
     from cnnforge.targets.max7800x.firmware.selftest import run_self_test
+    from cnnforge.targets.max7800x.firmware_read import read_firmware
 
     decoded = read_firmware(folder, device)
     network = decoded.network

@@ -19,13 +19,12 @@ from dataclasses import dataclass
 
 import torch
 from torch import nn
-from torch.utils import _pytree as pytree
 
 from cnnforge.errors import CnnforgeError, InputError, ModelError
-from cnnforge.frontend.captured import Captured, owned_arrays
+from cnnforge.frontend.captured import Captured, leaves, owned_arrays
 from cnnforge.frontend.loading import first_line, user_frame
 from cnnforge.ir import Network
-from cnnforge.passes.verify import CHECK_SEED, float_difference
+from cnnforge.sim.float_eval import CHECK_SEED, float_difference
 
 
 @dataclass(frozen=True)
@@ -140,7 +139,7 @@ def _eager(
             where=user_frame(exc) or type(module).__name__,
             hint="check --input-shape (C,H,W or C,L) against what the model expects",
         ) from None
-    return [t for t in pytree.tree_leaves(out) if isinstance(t, torch.Tensor)]
+    return [t for t in leaves(out) if isinstance(t, torch.Tensor)]
 
 
 def compare(captured: Captured, x: torch.Tensor, eager: list[torch.Tensor]) -> Mismatch | None:

@@ -107,3 +107,13 @@ def _owned(value: Any) -> Any:
         elif f.name in ("batchnorm", "quant") and item is not None:
             changes[f.name] = _owned(item)
     return replace(value, **changes) if changes else value
+
+
+def leaves(value: Any) -> list[Any]:
+    """The leaves of nested tuples, lists and dicts, in order (a model's outputs, a node's
+    arguments), as torch's pytree flattens them; its flattening is private API of torch."""
+    if isinstance(value, tuple | list):
+        return [leaf for item in value for leaf in leaves(item)]
+    if isinstance(value, dict):
+        return [leaf for item in value.values() for leaf in leaves(item)]
+    return [value]

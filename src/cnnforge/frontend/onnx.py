@@ -277,8 +277,9 @@ class _Importer:
     def _scale_batchnorm(self, node: Any, data: list[str]) -> bool:
         """``bn(y) * c`` or ``bn(y) / c`` (c a constant scalar, the BatchNorm read only here) is a
         BatchNorm with gamma and beta times ``c`` (or ``1/c``): cnnforge.nn's ``bn(y) / 4``
-        (arithmetic.md R6.5), which the PyTorch path folds with ``fold_bn_arrays(divisor=4)``.
-        For a power-of-two ``c`` the fold is bit-identical to that; True when done."""
+        (docs/hardware/arithmetic.md R6.5), which the PyTorch path folds with
+        ``fold_bn_arrays(divisor=4)``. For a power-of-two ``c`` the fold is bit-identical to that;
+        True when done."""
         constants = [t for t in node.input if t in self.const]
         if (
             len(data) != 1

@@ -16,8 +16,6 @@ import numpy as np
 from cnnforge.errors import ModelError
 from cnnforge.ir import Network, Op
 
-CHECK_SEED = 0
-
 
 def onnxruntime_values(path: Path, x: np.ndarray, tensors: list[str]) -> dict[str, np.ndarray]:
     """onnxruntime's value of every tensor in ``tensors`` (made graph outputs) on ``x``."""
@@ -41,8 +39,7 @@ def check_against_onnxruntime(path: Path, network: Network, tensors: dict[str, s
     """ModelError naming the first layer whose float evaluation differs from onnxruntime's."""
     import torch
 
-    from cnnforge.passes.verify import float_difference
-    from cnnforge.sim.float_eval import run_float
+    from cnnforge.sim.float_eval import CHECK_SEED, float_difference, run_float
 
     rng = np.random.default_rng(CHECK_SEED)
     x = rng.standard_normal((1, *network.input_shape)).astype(np.float32)

@@ -22,7 +22,6 @@ import torch
 import torch.fx as fx
 from torch import nn
 from torch.export.graph_signature import InputKind, OutputKind
-from torch.utils import _pytree as pytree
 
 from cnnforge.errors import ModelError
 from cnnforge.frontend.affine import (
@@ -32,7 +31,7 @@ from cnnforge.frontend.affine import (
     with_parameters,
 )
 from cnnforge.frontend.aten_ops import ATEN_MAPPERS
-from cnnforge.frontend.captured import Captured, LayerLog
+from cnnforge.frontend.captured import Captured, LayerLog, leaves
 from cnnforge.frontend.fx_modules import NodeInfo, opaque_layer, unique_name
 from cnnforge.frontend.loading import capture_failed
 from cnnforge.ir import INPUT, Layer, Network, Op
@@ -127,7 +126,7 @@ class _ExportBuilder(LayerLog):
     def _outputs(self, node: fx.Node) -> list[str]:
         specs = self.program.graph_signature.output_specs
         names = []
-        for spec, value in zip(specs, pytree.tree_leaves(node.args[0]), strict=False):
+        for spec, value in zip(specs, leaves(node.args[0]), strict=False):
             if spec.kind is not OutputKind.USER_OUTPUT or not isinstance(value, fx.Node):
                 continue
             if value not in self.alias or self.alias[value] == INPUT:

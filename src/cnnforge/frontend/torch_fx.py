@@ -24,7 +24,6 @@ from typing import Any
 import torch
 import torch.fx as fx
 from torch import nn
-from torch.utils import _pytree as pytree
 
 from cnnforge.errors import InputError, ModelError
 from cnnforge.frontend.affine import (
@@ -36,7 +35,7 @@ from cnnforge.frontend.affine import (
     with_parameters,
 )
 from cnnforge.frontend.aten_ops import WEIGHT_FUNCTIONS
-from cnnforge.frontend.captured import Captured, LayerLog, owned_arrays
+from cnnforge.frontend.captured import Captured, LayerLog, leaves, owned_arrays
 from cnnforge.frontend.fx_functions import METHOD_MAPPERS, function_mapper
 from cnnforge.frontend.fx_modules import (
     SUPPORTED_HINT,
@@ -139,7 +138,7 @@ class _ShapeRecorder(fx.Interpreter):
 
     def call_function(self, target: Any, args: Any, kwargs: dict[str, Any]) -> Any:
         if self.meta and (shape := function_shape(target, args, kwargs)) is not None:
-            like = next(t for t in pytree.tree_leaves(args) if isinstance(t, torch.Tensor))
+            like = next(t for t in leaves(args) if isinstance(t, torch.Tensor))
             return torch.empty(shape, dtype=like.dtype, device="meta")
         return super().call_function(target, args, kwargs)
 
@@ -507,7 +506,7 @@ def _user_line(node: fx.Node) -> str:
 def _attr_sources(args: Any, constants: set[fx.Node]) -> list[fx.Node]:
     """The ``get_attr`` nodes (parameters, buffers) that constant nodes in ``args`` read."""
     seen: dict[fx.Node, None] = {}
-    todo = [n for n in pytree.tree_leaves(args) if isinstance(n, fx.Node) and n in constants]
+    todo = [n for n in leaves(args) if isinstance(n, fx.Node) and n in constants]
     while todo:
         node = todo.pop()
         if node in seen:

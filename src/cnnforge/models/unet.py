@@ -1,8 +1,8 @@
 """Plain-PyTorch U-Nets shipped with cnnforge: the flagship test models of the whole pipeline.
 
-``UNetVOC`` is the student U-Net of seed 001 (../shared/spec/unet-walkthrough.md §1): 486,613
+``UNetVOC`` is the plain PyTorch U-Net of docs/hardware/unet.md §1: 486,613
 parameters on a 3x64x64 input. ``UNetLarge`` is a plain ``torch.nn`` equivalent of the vendor's
-large CamVid U-Net (unet-walkthrough.md §2; networks/camvid-unet-large.yaml): the same layer
+large CamVid U-Net (docs/hardware/unet.md §2; networks/camvid-unet-large.yaml): the same layer
 names, channels and operations, written without any ai8x module so that the frontend, the passes
 and the planner must do the work the vendor's author did by hand.
 """
@@ -14,7 +14,7 @@ from torch import nn
 
 
 def conv_block(in_channels: int, out_channels: int) -> nn.Sequential:
-    """Seed 001's block: (conv3x3 without bias -> BatchNorm -> ReLU) twice."""
+    """The U-Net's block: (conv3x3 without bias -> BatchNorm -> ReLU) twice."""
     return nn.Sequential(
         nn.Conv2d(in_channels, out_channels, 3, padding=1, bias=False),
         nn.BatchNorm2d(out_channels),
@@ -26,7 +26,7 @@ def conv_block(in_channels: int, out_channels: int) -> nn.Sequential:
 
 
 class UNetVOC(nn.Module):
-    """Seed 001's U-Net for Pascal VOC: channels 8/16/32/64/128, 21 classes, input 3x64x64."""
+    """A plain U-Net for Pascal VOC: channels 8/16/32/64/128, 21 classes, input 3x64x64."""
 
     def __init__(self, in_channels: int = 3, out_channels: int = 21) -> None:
         super().__init__()
@@ -68,7 +68,7 @@ def conv_bn(
 ) -> nn.Sequential:
     """The vendor's FusedConv2dBN(ReLU) in plain torch: [maxpool 2] -> conv (bias) -> BN -> ReLU.
 
-    BatchNorm has no affine parameters, as the vendor's ``batchnorm='NoAffine'`` (seed 000).
+    BatchNorm has no affine parameters, as the vendor's ``batchnorm='NoAffine'``.
     """
     layers: list[nn.Module] = [nn.MaxPool2d(2)] if pool else []
     layers += [
@@ -91,7 +91,7 @@ class UNetLarge(nn.Module):
     """The vendor's large CamVid U-Net (``ai85unetlarge``) in plain torch.
 
     Input: 48 channels of 88x88 (3x352x352 folded 4x4); output 64 channels = 4 classes x 16 fold
-    positions. Layer names follow networks/camvid-unet-large.yaml (unet-walkthrough.md §2).
+    positions. Layer names follow networks/camvid-unet-large.yaml (docs/hardware/unet.md §2).
     """
 
     def __init__(self, in_channels: int = 48, num_classes: int = 4, fold_ratio: int = 4) -> None:

@@ -111,7 +111,9 @@ def make_pooling(
     strides = sizes if stride is None else _tuple(stride, ndim)
     dilations = _tuple(dilation, ndim)
     if any(d != 1 for d in dilations) and (kind != "max" or ndim != 2 or set(sizes) != {2}):
-        raise ValueError("pool dilation needs 2-D max pooling with size 2 (arithmetic.md D4)")
+        raise ValueError(
+            "pool dilation needs 2-D max pooling with size 2 (docs/hardware/arithmetic.md D4)"
+        )
     return Pooling(
         PoolKind(kind), sizes, strides, dilations if any(d != 1 for d in dilations) else ()
     )

@@ -1,9 +1,9 @@
 """QAT weight layers: Conv1d, Conv2d, ConvTranspose2d and Linear with the hardware's fused stages.
 
 Each module is one hardware layer (ir.py): optional input pooling -> the weight op -> optional
-BatchNorm (float phase only, vendor ``bn(y)/4``, folded by ``enable_qat``; arithmetic.md R6.5) ->
-activation none/relu/abs -> 8-bit output (or 32-bit ``wide``). Three stages, kept in the buffer
-``stage`` so that checkpoints resume in the right one:
+BatchNorm (float phase only, vendor ``bn(y)/4``, folded by ``enable_qat``;
+docs/hardware/arithmetic.md R6.5) -> activation none/relu/abs -> 8-bit output (or 32-bit ``wide``).
+Three stages, kept in the buffer ``stage`` so that checkpoints resume in the right one:
 
 - ``FLOAT`` (0): float training, outputs clamped to [-1, 127/128] (R6.3 step 9).
 - ``QAT`` (1): weight quantization with the shift from |[w; b]| (R6.3 steps 2-3), activation
@@ -36,7 +36,16 @@ from cnnforge.arithmetic import (
     implicit_shift,
     output_unit,
 )
-from cnnforge.ir import INPUT, Activation, BatchNormParams, Layer, Op, Pooling, Quantized
+from cnnforge.ir import (
+    INPUT,
+    Activation,
+    BatchNormParams,
+    Layer,
+    Op,
+    Pooling,
+    Quantized,
+    fold_bn_arrays,
+)
 from cnnforge.nn.functional import (
     IntParams,
     clamp_activation,
@@ -48,9 +57,8 @@ from cnnforge.nn.functional import (
     quantize_output_ste,
     to_int,
 )
-from cnnforge.passes.fold_bn import fold_bn_arrays
 
-BN_DIVISOR = 4.0  # the vendor's bn(y)/4 (arithmetic.md R6.5)
+BN_DIVISOR = 4.0  # the vendor's bn(y)/4 (docs/hardware/arithmetic.md R6.5)
 
 
 class Stage(IntEnum):

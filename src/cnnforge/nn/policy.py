@@ -1,6 +1,6 @@
 """The QAT policy (the vendor's qat_policy.yaml) and the stage switches of a whole model.
 
-Policy file (arithmetic.md R6.4)::
+Policy file (docs/hardware/arithmetic.md R6.4)::
 
     start_epoch: 240          # epoch at which the trainer calls enable_qat
     weight_bits: 8            # default weight width (8, 4, 2, 1)
@@ -111,7 +111,8 @@ def set_quantized_eval(model: nn.Module, *, avg_pool_rounding: bool = False) -> 
     """Switch every module to exact integer evaluation and ``model.eval()``.
 
     Modules still in the float stage are quantized with their own bits (default 8) after folding
-    BatchNorm. ``avg_pool_rounding`` must match the Network's flag (arithmetic.md R3.6).
+    BatchNorm. ``avg_pool_rounding`` must match the Network's flag
+    (docs/hardware/arithmetic.md R3.6).
     """
     for _, module in qat_modules(model):
         module.avg_pool_rounding = avg_pool_rounding

@@ -1,13 +1,13 @@
 """The device checker: every limit that can be judged before planning, all at once.
 
-``check_network`` runs every per-layer rule (check_rules.py, check_limits.py) over the layers in
-model order, then the network-wide rules (layer count; on a MAX7800x record its kernel and bias
-memories and weight kinds, check_memory.py), and returns ALL violations, each with the layer,
-its PyTorch module path, the rule, the actual value, the device limit and a hint.
+``check_network`` runs every per-layer rule (check_rules.py, check_limits.py, and the target's
+own: its ``TargetRules``, passes/target_rules.py) over the layers in model order, then the
+network-wide rules (layer count; the target's memories), and returns ALL violations, each with
+the layer, its PyTorch module path, the rule, the actual value, the device limit and a hint.
 ``check_report`` is the whole of ``cnnforge check``: lower the model (fold BN, fuse,
 legalize), pick weight widths (fixed or ``auto``), check, run the planner when nothing else is
 violated (passes/check_plan.py: exit 0 is a promise that ``plan`` and ``compile`` place the
-network), and return a ``CheckReport``.
+network), and return a ``CheckReport``. The target's rules come from its record, handed down.
 """
 
 from __future__ import annotations
@@ -19,33 +19,17 @@ from typing import TYPE_CHECKING
 
 from cnnforge.ir import Network
 from cnnforge.passes.check_limits import LAYER_RULES_LIMITS
-from cnnforge.passes.check_memory import KERNEL_WORD_BYTES as WORD_BYTES
-from cnnforge.passes.check_memory import (
-    kernel_report,
-    network_memory,
-    network_violation,
-    streamed_away,
-    streaming_count,
-)
-from cnnforge.passes.check_plan import Placer, placement_violations, plan_max7800x
-from cnnforge.passes.check_rules import LAYER_RULES_OPS, Context, Violation
+from cnnforge.passes.check_plan import placement_violations
+from cnnforge.passes.check_rules import LAYER_RULES_OPS, Context, Violation, network_violation
 from cnnforge.passes.lower import lower_to_hardware
 from cnnforge.passes.rewrites import Rewrite
-from cnnforge.passes.weight_bits import choose_weight_bits
-from cnnforge.targets.max7800x.kernel_words import KernelNeed
+from cnnforge.passes.target_rules import TargetRules, WeightMemory
 
 if TYPE_CHECKING:
-    from cnnforge.devices import Capabilities, Max7800xDevice
+    from cnnforge.devices import Capabilities
 
 
 LAYER_RULES = LAYER_RULES_OPS + LAYER_RULES_LIMITS
-
-
-def _others(device: Capabilities) -> tuple[Max7800xDevice, ...]:
-    """The other MAX7800x parts, for the hints that name one where the network would fit."""
-    from cnnforge.devices import DEVICES
-
-    return tuple(d for d in DEVICES if d.name != device.name)
 
 
 def layer_count(ctx: Context) -> Iterator[Violation]:
@@ -57,23 +41,45 @@ def layer_count(ctx: Context) -> Iterator[Violation]:
 
 
 def check_network(
-    network: Network, device: Capabilities, weight_bits: int | dict[str, int] | None = None
+    network: Network,
+    device: Capabilities,
+    weight_bits: int | dict[str, int] | None = None,
+    *,
+    rules: TargetRules,
 ) -> tuple[Violation, ...]:
     """Every violation of ``device``'s limits, per layer in model order, then network-wide.
 
     ``weight_bits``: widths for the kernel-memory estimate (one for all, or by layer name);
-    quantized layers use their own by default.
+    quantized layers use their own by default. ``rules``: the target's own (its record's).
     """
-    ctx = Context(network, device, _others(device))
+    others = tuple(d for d in rules.siblings if d.name != device.name)
+    ctx = Context(network, device, others)
     if isinstance(weight_bits, int):
         weight_bits = {x.name: weight_bits for x in network.layers if x.has_weights}
     out: list[Violation] = []
+    layer_rules = rules.layer_rule_order(LAYER_RULES)
     for layer in network.layers:
-        for rule in LAYER_RULES:
+        for rule in layer_rules:
             out.extend(rule(ctx, layer))
     out.extend(layer_count(ctx))
-    out.extend(network_memory(ctx, weight_bits))  # the MAX7800x memories (none elsewhere)
-    return tuple(v for v in out if v not in streamed_away(network, device, out))
+    out.extend(rules.network_rules(ctx, weight_bits))
+    streamed = _streamed_away(network, rules.streaming_layers(network, device), out)
+    return tuple(v for v in out if v not in streamed)
+
+
+def _streamed_away(
+    network: Network, streaming: int, violations: list[Violation]
+) -> tuple[Violation, ...]:
+    """Data-memory violations that streaming the first ``streaming`` layers through the FIFO
+    resolves (the planner then streams them): their inputs and all but the last output."""
+    ins = {x.name for x in network.layers[:streaming]}
+    outs = {x.name for x in network.layers[: max(streaming - 1, 0)]}
+    return tuple(
+        v
+        for v in violations
+        if (v.rule == "data-memory-input" and v.layer in ins)
+        or (v.rule == "data-memory-output" and v.layer in outs)
+    )
 
 
 @dataclass(frozen=True)
@@ -86,13 +92,21 @@ class CheckReport:
     violations: tuple[Violation, ...]
     weight_bits: dict[str, int]
     weight_mode: str  # "8", "4", ..., "auto", "given"
-    kernel_needs: tuple[KernelNeed, ...]
-    kernel_capacity_words: int
+    weight_memory: WeightMemory  # the target's kernel memory (none: zeros)
     streaming: tuple[str, ...] = ()  # layers that stream through the FIFO (plan/streaming.py)
 
     @property
     def fits(self) -> bool:
         return not self.violations
+
+    @property
+    def kernel_needs(self) -> tuple:
+        """Per weight layer: its words on each of its processors (none without kernel memory)."""
+        return self.weight_memory.needs
+
+    @property
+    def kernel_capacity_words(self) -> int:
+        return self.weight_memory.capacity_words
 
     @property
     def kernel_words(self) -> int:
@@ -110,8 +124,8 @@ class CheckReport:
             "kernel_memory": {
                 "words_needed": self.kernel_words,
                 "words_available": self.kernel_capacity_words,
-                "bytes_needed": self.kernel_words * WORD_BYTES,
-                "bytes_available": self.kernel_capacity_words * WORD_BYTES,
+                "bytes_needed": self.kernel_words * self.weight_memory.word_bytes,
+                "bytes_available": self.kernel_capacity_words * self.weight_memory.word_bytes,
                 "layers": [_need_dict(n) for n in self.kernel_needs],
             },
             "streaming_layers": list(self.streaming),
@@ -120,7 +134,7 @@ class CheckReport:
         }
 
 
-def _need_dict(need: KernelNeed) -> dict:
+def _need_dict(need) -> dict:
     return {
         "layer": need.layer,
         "module_path": need.module_path,
@@ -141,16 +155,16 @@ def beyond_weight_bits(
     network: Network,
     device: Capabilities,
     violations: tuple[Violation, ...],
-    placer: Placer | None = plan_max7800x,
+    rules: TargetRules,
 ) -> tuple[Violation, ...]:
     """Only kernel memory is short: plan with the narrowest widths that fit it, so that the
     placement constraints no width changes (concatenation interleaving, channel structure)
     are listed in the same run; the ``--weight-bits auto`` suggestion is withdrawn when they
     exist (it would not suffice)."""
-    choice = choose_weight_bits(network, device)
+    choice = rules.choose_weight_bits(network, device, None)
     if not choice.fits:
         return violations
-    placed = placement_violations(network, device, choice.bits, placer)
+    placed = placement_violations(network, device, choice.bits, rules.place)
     if not placed:
         return violations
     marked = tuple(dataclasses.replace(v, hint=f"{INDEPENDENT}: {v.hint}") for v in placed)
@@ -187,15 +201,16 @@ def check_report(
     network: Network,
     device: Capabilities,
     weight_bits: int | str | dict[str, int] | None = None,
-    placer: Placer | None = plan_max7800x,
+    *,
+    rules: TargetRules,
 ) -> CheckReport:
     """Lower ``network`` for ``device``, choose widths (``"auto"``, a width, a dict, or None for
-    the layers' own, else the device's default), check it, and place it with ``placer`` (the
-    target's compile planner; pipeline.targets.check_for calls this with the right one)."""
+    the layers' own, else the device's default), check it with the target's ``rules`` and place
+    it with their placer (the target's compile planner), as its record hands them down."""
     lowered = lower_to_hardware(network, device)
     net = lowered.network
     if weight_bits == "auto":
-        bits, mode = choose_weight_bits(net, device).bits, "auto"
+        bits, mode = rules.choose_weight_bits(net, device, None).bits, "auto"
     elif isinstance(weight_bits, int):
         bits, mode = {x.name: weight_bits for x in net.layers if x.has_weights}, str(weight_bits)
     elif isinstance(weight_bits, dict):
@@ -205,13 +220,12 @@ def check_report(
         weighted = (x.name for x in net.layers if x.has_weights)
         bits = {name: own.get(name, device.default_weight_bits) for name in weighted}
         mode = "model"
-    violations = check_network(net, device, bits)
+    violations = check_network(net, device, bits, rules=rules)
     if not violations:  # the promise: what check passes, plan and compile place
-        violations = placement_violations(net, device, bits, placer)
+        violations = placement_violations(net, device, bits, rules.place)
     elif all(v.rule in WIDTH_RULES for v in violations):
-        violations = beyond_weight_bits(net, device, violations, placer)
+        violations = beyond_weight_bits(net, device, violations, rules)
     violations = tuple(_made_by_rewrite(v, network, net, lowered.rewrites) for v in violations)
-    needs, capacity = kernel_report(net, device, bits)
     return CheckReport(
         device=device.name,
         network=net,
@@ -219,7 +233,6 @@ def check_report(
         violations=violations,
         weight_bits=bits,
         weight_mode=mode,
-        kernel_needs=needs,
-        kernel_capacity_words=capacity,
-        streaming=tuple(x.name for x in net.layers[: streaming_count(net, device)]),
+        weight_memory=rules.weight_memory(net, device, bits),
+        streaming=tuple(x.name for x in net.layers[: rules.streaming_layers(net, device)]),
     )

@@ -1,7 +1,8 @@
 """Per-layer resource and data-flow rules of ``cnnforge check``: channels, sizes, data memory,
 pooling, element-wise, concatenation, flatten, activation/output, bias and quantization.
 
-Limits from devices.md §1/§2/§7 and network-yaml.md §4/§5, all asked from the device.
+Limits from docs/hardware/devices.md §1/§2/§7 and docs/hardware/network-yaml.md §4/§5, all asked
+from the device.
 """
 
 from __future__ import annotations
@@ -10,7 +11,6 @@ import math
 from collections.abc import Iterator
 
 from cnnforge.ir import HARDWARE_ELTWISE, Activation, Layer, Op, PoolKind
-from cnnforge.passes.check_memory import bias, data_memory
 from cnnforge.passes.check_rules import Context, LayerRule, Violation, _fmt
 from cnnforge.passes.concat_channels import why_not_padded
 from cnnforge.passes.geometry import has_bias, input_channels, pooled_dims
@@ -205,12 +205,10 @@ def quantization(ctx: Context, layer: Layer) -> Iterator[Violation]:
 LAYER_RULES_LIMITS: tuple[LayerRule, ...] = (
     channels,
     dims,
-    data_memory,
     pooling,
     eltwise,
     concat,
     flatten,
     output,
-    bias,
     quantization,
 )

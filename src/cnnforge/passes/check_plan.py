@@ -1,8 +1,9 @@
 """``cnnforge check`` is a promise: it runs the planner, so exit 0 means ``plan`` and ``compile``
 place the network.
 
-On other targets the placement is theirs (the HLS plan: engines, widths, buffers): the target's
-record (pipeline.targets) hands its compile recipe's planner to ``check_report``.
+Each target's placement is its own (the MAX7800x planner; the HLS plan: engines, widths,
+buffers): the target's rules (passes/target_rules.py) hand its compile recipe's planner to
+``check_report``.
 
 The per-layer rules judge each limit alone; whether data memory, concatenation interleaving and
 the kernel map work out together only the planner (plan/planner.py, tens of milliseconds) can
@@ -15,17 +16,15 @@ for it.)
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from cnnforge.errors import CnnforgeError, DeviceLimitError, EmitError, PlanError
 from cnnforge.ir import Network
-from cnnforge.passes.check_rules import Violation
+from cnnforge.passes.check_rules import NETWORK, Violation
+from cnnforge.passes.target_rules import Placer
 
 if TYPE_CHECKING:
     from cnnforge.devices import Capabilities
-
-NETWORK = "network"
 
 
 def _as_compiled(network: Network, device: Capabilities, bits: dict[str, int]) -> Network:
@@ -40,28 +39,12 @@ def _as_compiled(network: Network, device: Capabilities, bits: dict[str, int]) -
         return network
 
 
-#: A target's placement: the function its compile recipe plans with (``network``, ``device``);
-#: it raises a CnnforgeError for what the target cannot place or run.
-Placer = Callable[[Network, "Capabilities"], object]
-
-
-def plan_max7800x(network: Network, device: Capabilities) -> object:
-    """The MAX7800x placement: the planner ``plan`` and ``compile`` run."""
-    from cnnforge.devices import as_max7800x
-    from cnnforge.targets.max7800x.planner import plan_network
-
-    return plan_network(network, as_max7800x(device))
-
-
 def placement_violations(
-    network: Network,
-    device: Capabilities,
-    bits: dict[str, int],
-    placer: Placer | None = plan_max7800x,
+    network: Network, device: Capabilities, bits: dict[str, int], placer: Placer | None
 ) -> tuple[Violation, ...]:
     """The target's planner's verdict on ``network`` (hardware layers, no other violation) as
-    violations: ``placer`` is what the target's compile recipe calls (pipeline.targets; None:
-    the target has no placement beyond the per-layer rules)."""
+    violations: ``placer`` is what the target's compile recipe calls (its ``TargetRules``;
+    None: the target has no placement beyond the per-layer rules)."""
     if placer is None:
         return ()
     try:

@@ -1,15 +1,15 @@
 """The per-layer device rules of ``cnnforge check`` (one small function per rule).
 
 Each rule takes the check context and one layer and yields ``Violation``s. The limits are the
-device's (devices.md §1, §7; network-yaml.md §5); where the vendor tool only warns about
-something that breaks the result, the rule still reports it.
+device's (docs/hardware/devices.md §1, §7; docs/hardware/network-yaml.md §5); where the vendor tool
+only warns about something that breaks the result, the rule still reports it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from cnnforge.ir import (
     HARDWARE_ELTWISE,
@@ -26,7 +26,7 @@ from cnnforge.passes.host_ops import why_not_host
 from cnnforge.passes.pad_rewrites import pad_hint
 
 if TYPE_CHECKING:
-    from cnnforge.devices import Capabilities, Max7800xDevice
+    from cnnforge.devices import Capabilities
 
 
 @dataclass(frozen=True)
@@ -51,20 +51,28 @@ class Context:
 
     network: Network
     device: Capabilities
-    others: tuple[Max7800xDevice, ...] = ()  # the other MAX7800x parts, for hints
+    others: tuple[Capabilities, ...] = ()  # the target's other parts, for hints
 
     def violation(self, layer: Layer, rule: str, actual, limit, hint: str) -> Violation:
         return Violation(
             layer.name, layer.module_path or layer.name, rule, str(actual), str(limit), hint
         )
 
-    def other_device(self, ok: Callable[[Max7800xDevice], bool]) -> str:
+    def other_device(self, ok: Callable[[Any], bool]) -> str:
         """' or use MAX78002' when another device satisfies ``ok``, else ''."""
         names = [d.name for d in self.others if ok(d)]
         return f"; or use {' / '.join(names)}" if names else ""
 
 
 LayerRule = Callable[[Context, Layer], Iterator[Violation]]
+
+NETWORK = "network"  # the "layer" of network-wide violations
+
+
+def network_violation(network: Network, rule: str, actual, limit, hint: str) -> Violation:
+    """A violation of the whole network (its "layer" is ``NETWORK``)."""
+    return Violation(NETWORK, network.name, rule, str(actual), str(limit), hint)
+
 
 #: Where ``cnnforge adapt`` makes the suggested swap itself (its table, docs/adapt.md) and
 #: recovers the accuracy by distillation from the original, the hint says so.
@@ -118,7 +126,10 @@ def unsupported_op(ctx: Context, layer: Layer) -> Iterator[Violation]:
         yield _activation(ctx, layer)
         return
     if layer.op is Op.ELTWISE and layer.eltwise not in HARDWARE_ELTWISE:
-        hint = "multiply is not a hardware operator (arithmetic.md R4.5); use add/sub or retrain"
+        hint = (
+            "multiply is not a hardware operator (docs/hardware/arithmetic.md R4.5); use add/sub "
+            "or retrain"
+        )
         yield ctx.violation(layer, "eltwise-op", layer.eltwise.value, "add, sub, or, xor", hint)
         return
     if layer.op is Op.SOFTMAX:
@@ -143,8 +154,8 @@ def unsupported_op(ctx: Context, layer: Layer) -> Iterator[Violation]:
     yield ctx.violation(layer, "unsupported-op", label, "a hardware layer", hint)
 
 
-#: Replacements for ops the device lacks, by (lower-case) op name without its namespace
-#: (seed 004's "unsupported layer list"): OPAQUE rows of the frontend are named with these.
+#: Replacements for ops the device lacks, by (lower-case) op name without its namespace: OPAQUE
+#: rows of the frontend are named with these.
 _OPAQUE_HINTS = {
     "instancenorm": "per-sample statistics do not exist on the device: use BatchNorm2d (folded "
     "into the conv) and retrain" + ADAPT,

@@ -1,10 +1,10 @@
 """Unequal concatenations -> equal parts by appending zero channels (an exact rewrite).
 
-The vendor tool joins only concatenated parts of equal channel counts, and every part but the
-last must be a multiple of 4 channels (network-yaml.md §5 "Concatenation", devices.md §2).
-U-Nets whose decoder widths differ from the encoder's concatenate [32, 64], [32, 16]... so
-``concat-pad-channels`` grows every smaller part to ``m`` = the largest count rounded up to a
-multiple of 4, with channels that are exactly zero:
+The vendor tool joins only concatenated parts of equal channel counts, and every part but the last
+must be a multiple of 4 channels (docs/hardware/network-yaml.md §5 "Concatenation",
+docs/hardware/devices.md §2). U-Nets whose decoder widths differ from the encoder's concatenate [32,
+64], [32, 16]... so ``concat-pad-channels`` grows every smaller part to ``m`` = the largest count
+rounded up to a multiple of 4, with channels that are exactly zero:
 
 - the part's producer emits them (a conv/linear with zero weights and zero bias on the new
   output channels: act(0) = 0 for none/ReLU/Abs, and 0 in integers too), and every reader of the
@@ -23,9 +23,9 @@ from dataclasses import replace
 
 import numpy as np
 
+from cnnforge.arithmetic import IDENTITY_SHIFT, IDENTITY_WEIGHT
 from cnnforge.ir import INPUT, WEIGHT_OPS, Layer, Network, Op, Quantized
 from cnnforge.passes.rewrites import Rewrite, passthrough_geometry, record, unique_name
-from cnnforge.targets.max7800x.groups import IDENTITY_SHIFT, IDENTITY_WEIGHT
 
 
 def _target(counts: list[int]) -> int:

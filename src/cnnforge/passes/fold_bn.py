@@ -6,9 +6,9 @@ gives, per output channel ``o`` with ``a_o = gamma_o / sqrt(var_o + eps)``::
 
     w'[o] = w[o] * a_o          b'[o] = (b[o] - mu_o) * a_o + beta_o     (b = 0 if absent)
 
-The vendor's QAT modules apply ``bn(y) / 4`` (arithmetic.md R6.5); ``fold_bn_arrays`` takes
-``divisor=4`` for that. Arithmetic is done in float64 and the result is cast back to the dtype of
-the original weight (so a float64 network folds exactly to ~1e-15 relative, a float32 one to
+The vendor's QAT modules apply ``bn(y) / 4`` (docs/hardware/arithmetic.md R6.5); ``fold_bn_arrays``
+takes ``divisor=4`` for that. Arithmetic is done in float64 and the result is cast back to the dtype
+of the original weight (so a float64 network folds exactly to ~1e-15 relative, a float32 one to
 float32 rounding).
 
 Requires: a topologically ordered model-level network. Guarantees: every folded BATCHNORM is gone,
@@ -23,9 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 
-import numpy as np
-
-from cnnforge.ir import INPUT, WEIGHT_OPS, Activation, BatchNormParams, Layer, Network, Op
+from cnnforge.ir import INPUT, WEIGHT_OPS, Activation, Layer, Network, Op, fold_bn_arrays
 
 
 def fold_batchnorm(network: Network) -> Network:
@@ -79,35 +77,3 @@ def _fold_one(network: Network, bn: Layer) -> Network:
 def _out_axis(layer: Layer) -> int:
     """Axis of the output channels in the PyTorch weight layout."""
     return 1 if layer.op is Op.CONVTRANSPOSE2D else 0
-
-
-def fold_bn_arrays(
-    weight: np.ndarray,
-    bias: np.ndarray | None,
-    bn: BatchNormParams,
-    *,
-    out_axis: int = 0,
-    groups: int = 1,
-    divisor: float = 1.0,
-) -> tuple[np.ndarray, np.ndarray]:
-    """Folded (weight, bias) for ``bn(w * x + b) / divisor`` (float64 math, input dtype out).
-
-    ``out_axis`` is 0 for conv/linear weights and 1 for ConvTranspose2d ``(in, out/g, ...)``,
-    where output channel ``o`` of group ``g`` is ``g * (out/g) + j``: ``groups`` says how many.
-    """
-    mean = np.asarray(bn.running_mean, dtype=np.float64)
-    var = np.asarray(bn.running_var, dtype=np.float64)
-    gamma = np.ones_like(mean) if bn.weight is None else np.asarray(bn.weight, np.float64)
-    beta = np.zeros_like(mean) if bn.bias is None else np.asarray(bn.bias, np.float64)
-    scale = gamma / np.sqrt(var + float(bn.eps)) / divisor
-    w = np.asarray(weight, dtype=np.float64)
-    b = np.zeros_like(mean) if bias is None else np.asarray(bias, dtype=np.float64)
-    if out_axis == 0:
-        w_folded = w * scale.reshape((-1,) + (1,) * (w.ndim - 1))
-    else:
-        grouped = w.reshape((groups, w.shape[0] // groups, *w.shape[1:]))
-        shape = (groups, 1, w.shape[1]) + (1,) * (w.ndim - 2)
-        w_folded = (grouped * scale.reshape(shape)).reshape(w.shape)
-    b_folded = (b - mean) * scale + beta / divisor
-    dtype = np.asarray(weight).dtype
-    return w_folded.astype(dtype), b_folded.astype(dtype)

@@ -1,11 +1,12 @@
 """Fusion: a model-level network (one layer per PyTorch op) -> hardware layers.
 
 The accelerator runs ``pool -> element-wise -> main op -> activation`` as ONE layer
-(../shared/spec/network-yaml.md §1, arithmetic.md §3-§5). This pass folds the model-level
-``pool``, ``activation``, ``eltwise``, ``concat`` and ``flatten`` layers into their neighbours:
+(docs/hardware/network-yaml.md §1, docs/hardware/arithmetic.md §3-§5). This pass folds the
+model-level ``pool``, ``activation``, ``eltwise``, ``concat`` and ``flatten`` layers into their
+neighbours:
 
 - an activation right after a conv/linear becomes that layer's activation when it is exact
-  under the hardware's output clamp to [-1, 127/128] (arithmetic.md R1.1, R2.3), see
+  under the hardware's output clamp to [-1, 127/128] (docs/hardware/arithmetic.md R1.1, R2.3), see
   ``hardware_activation``;
 - Flatten followed by Linear becomes a linear layer with ``flatten``; a Flatten of 1-D data
   vanishes;
@@ -41,7 +42,7 @@ import numpy as np
 
 from cnnforge import geometry
 from cnnforge.arithmetic import ACT_MAX, ACT_MIN, ACT_SCALE
-from cnnforge.devices import DEVICES
+from cnnforge.devices import PASS_CHANNELS
 from cnnforge.ir import (
     HARDWARE_ELTWISE,
     WEIGHT_OPS,
@@ -70,12 +71,13 @@ from cnnforge.passes.rewrites import (
 if TYPE_CHECKING:
     from cnnforge.devices import Capabilities
 
-OUT_MIN = ACT_MIN / ACT_SCALE  # -1.0: the 8-bit output clamp (arithmetic.md R1.1)
+OUT_MIN = ACT_MIN / ACT_SCALE  # -1.0: the 8-bit output clamp (docs/hardware/arithmetic.md R1.1)
 OUT_MAX = ACT_MAX / ACT_SCALE  # 127/128
 
 POOL_TARGETS = frozenset({Op.CONV1D, Op.CONV2D, Op.CONVTRANSPOSE2D, Op.LINEAR, Op.PASSTHROUGH})
 CONCAT_TARGETS = POOL_TARGETS
-MAX_POOL_LAST_OPERANDS = 2  # pool after element-wise: at most 2 operands (devices.md §1)
+#: Pooling after element-wise: at most 2 operands (docs/hardware/devices.md §1).
+MAX_POOL_LAST_OPERANDS = 2
 
 
 def hardware_activation(layer: Layer) -> Activation | None:
@@ -197,7 +199,8 @@ def drop_flat_flatten(network: Network, layer: Layer) -> tuple[Network, Rewrite]
 
 
 def fuse_flatten(network: Network, layer: Layer) -> tuple[Network, Rewrite] | None:
-    """FLATTEN followed by LINEAR -> a linear layer with ``flatten`` (arithmetic.md R5.1)."""
+    """FLATTEN followed by LINEAR -> a linear layer with ``flatten``
+    (docs/hardware/arithmetic.md R5.1)."""
     if layer.op is not Op.FLATTEN or len(layer.inputs) != 1:
         return None
     consumer = sole_consumer(network, layer.name)
@@ -232,11 +235,11 @@ def merge_eltwise(network: Network, layer: Layer) -> tuple[Network, Rewrite] | N
 def eltwise_activation(
     network: Network, layer: Layer, device: Capabilities | None
 ) -> tuple[Network, Rewrite] | None:
-    """op(a, b, ...) -> ReLU/Abs: a passthrough cannot activate, so the pair becomes a 1x1
-    conv2d with identity weights carrying the element-wise op in flight and the activation.
-    Exact in float; in integers only when quantized as weights 64 with output shift 1 (as the
-    vendor's "fake passthrough", network-yaml.md §8) -- max-based PTQ clips 1.0 to 127/128.
-    Any channel count where the device runs the op in flight with a conv (devices.md §1
+    """op(a, b, ...) -> ReLU/Abs: a passthrough cannot activate, so the pair becomes a 1x1 conv2d
+    with identity weights carrying the element-wise op in flight and the activation. Exact in float;
+    in integers only when quantized as weights 64 with output shift 1 (as the vendor's "fake
+    passthrough", docs/hardware/network-yaml.md §8) -- max-based PTQ clips 1.0 to 127/128. Any
+    channel count where the device runs the op in flight with a conv (docs/hardware/devices.md §1
     "Element-wise with multi-pass"; the identity conv has no bias); see ``why_no_eltwise_act``."""
     if layer.op is not Op.ACTIVATION or len(layer.inputs) != 1:
         return None
@@ -310,20 +313,20 @@ def fuse_pool(network: Network, layer: Layer) -> tuple[Network, Rewrite] | None:
 
 
 def _passes(channels: int, device: Capabilities | None) -> int:
-    """Passes of ``channels`` on ``device``; without one, the most any device needs (what is
-    legal on every device)."""
+    """Passes of ``channels`` on ``device``; without one, as the target-neutral record counts
+    them (``PASS_CHANNELS`` a pass, what is legal on every device)."""
     if device is not None:
         return geometry.passes(channels, device)
-    return max(geometry.passes(channels, d) for d in DEVICES)
+    return max(1, -(-channels // PASS_CHANNELS))
 
 
 def _in_flight_allowed(
     device: Capabilities | None, operands: int, channels: int, bias: bool
 ) -> bool:
-    """Element-wise in flight with a conv over several passes (devices.md §1 "Element-wise with
-    multi-pass"): device-specific, so only with a device that allows it; one pass always. A conv
-    with bias: never on a device without ``eltwise_multipass_conv_bias`` (the MAX78002: the
-    vendor tool refuses it for one pass too) nor without a device."""
+    """Element-wise in flight with a conv over several passes (docs/hardware/devices.md §1
+    "Element-wise with multi-pass"): device-specific, so only with a device that allows it; one
+    pass always. A conv with bias: never on a device without ``eltwise_multipass_conv_bias``
+    (the MAX78002: the vendor tool refuses it for one pass too) nor without a device."""
     if bias and (device is None or not device.eltwise_multipass_conv_bias):
         return False
     passes = _passes(channels, device)  # one pass: in-flight element-wise always legal

@@ -1,7 +1,7 @@
 """Shape arithmetic of one layer, shared by the verifier, the legalizer and the checker.
 
-PyTorch conventions (padding per side); pooling per arithmetic.md R3.2/R3.3 (no padding, partial
-windows dropped); concatenation sums channels, element-wise keeps one operand's.
+PyTorch conventions (padding per side); pooling per docs/hardware/arithmetic.md R3.2/R3.3 (no
+padding, partial windows dropped); concatenation sums channels, element-wise keeps one operand's.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ Every rule here computes exactly the same function on every input (float and int
 tested numerically on random weights (tests/passes/test_legalize.py):
 
 - ``convtranspose-k2``: ConvTranspose2d k=2, s=2, p=0 -> k=3, s=2, p=1, output_padding=1 with
-  ``w3[:, :, 1:3, 1:3] = w2`` (unet-walkthrough.md §1.1.3). Proof: PyTorch's transposed conv
+  ``w3[:, :, 1:3, 1:3] = w2`` (docs/hardware/unet.md §1.1.3). Proof: PyTorch's transposed conv
   gives ``y[o] = sum_i x[i] w[o + p - s*i]``; for o = 2i + a (a in {0, 1}) the k=2 layer uses
   ``w2[a]`` and the k=3, p=1 layer uses ``w3[a + 1]``, and both outputs have 2H rows.
 - ``conv-k2-to-k3``: Conv2d k=2 (pad p, stride s > 1) -> 3x3 with ``w3[..., 1:3, 1:3] = w2`` and
@@ -14,7 +14,8 @@ tested numerically on random weights (tests/passes/test_legalize.py):
   and each pad grown by the same offset ((3 - k) / 2): same output size, same sums.
 - ``stride-to-pool``: Conv1d/Conv2d stride s > 1 -> stride 1 followed by 1x1 pooling with stride
   s on the next layer (or on a new passthrough layer). Subsampling keeps rows 0, s, 2s...
-  (arithmetic.md R3.3), ceil((n + 1) / s) = floor(n / s) + 1 of them: the strided output.
+  (docs/hardware/arithmetic.md R3.3), ceil((n + 1) / s) = floor(n / s) + 1 of them: the strided
+  output.
 - ``upsample-nearest``: nearest 2x upsampling -> the transposed conv above with identity 2x2
   kernels (each output pixel copies its source pixel; exact).
 - ``split-maxpool``: max pooling k x k / stride k with k > 16 -> a x a in a new passthrough
@@ -48,7 +49,7 @@ from cnnforge.passes.rewrites import (
 )
 
 SUBSAMPLE_TARGETS = frozenset({Op.CONV1D, Op.CONV2D, Op.CONVTRANSPOSE2D, Op.PASSTHROUGH})
-MAX_SUBSAMPLE_STRIDE = 16  # pool stride range 1..16 (devices.md §1)
+MAX_SUBSAMPLE_STRIDE = 16  # pool stride range 1..16 (docs/hardware/devices.md §1)
 
 
 def _embed(weight: np.ndarray, rows: slice, cols: slice) -> np.ndarray:
@@ -287,8 +288,8 @@ LEGAL_RULES = (
 
 
 def legalize_with_log(network: Network) -> tuple[Network, tuple[Rewrite, ...]]:
-    """``legalize`` that also returns the rewrites it made, in the order made (every rule is
-    needed on both MAX7800x devices, devices.md §1 geometry rows: no device is asked)."""
+    """``legalize`` that also returns the rewrites it made, in the order made (every rule is needed
+    on both MAX7800x devices, docs/hardware/devices.md §1 geometry rows: no device is asked)."""
     return apply_rules(network, LEGAL_RULES)
 
 

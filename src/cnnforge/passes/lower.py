@@ -38,7 +38,7 @@ def fold_batchnorm_step(network: Network, device: Capabilities | None) -> tuple[
     before = [x for x in network.layers if x.op is Op.BATCHNORM]
     if not before:
         return network, ()
-    from cnnforge.passes.fold_bn import fold_batchnorm  # engineer B2's pass
+    from cnnforge.passes.fold_bn import fold_batchnorm
 
     folded = fold_batchnorm(network)
     left = {x.name for x in folded.layers if x.op is Op.BATCHNORM}

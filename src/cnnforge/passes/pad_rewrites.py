@@ -1,9 +1,9 @@
 """``F.pad`` / ``nn.ZeroPad2d`` (model-level PAD layers): exact rewrites, and why not otherwise.
 
-The hardware pads only inside a convolution, with zeros, equally on both sides of each axis
-(0..2, network-yaml.md §5 / devices.md §1). The classic U-Net ``Up`` block pads the upsampled
-tensor by the size difference to its skip -- zero whenever the input size is divisible by
-2^depth. So:
+The hardware pads only inside a convolution, with zeros, equally on both sides of each axis (0..2,
+docs/hardware/network-yaml.md §5 / docs/hardware/devices.md §1). The classic U-Net ``Up`` block pads
+the upsampled tensor by the size difference to its skip -- zero whenever the input size is divisible
+by 2^depth. So:
 
 - ``drop-zero-pad``: a PAD of size zero is the identity: removed;
 - ``pad-into-conv``: a zero PAD, the same on both sides of every axis, read only by a conv that

@@ -13,22 +13,9 @@ round-off; ``float_difference`` is the comparison it shares with the frontend's 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from cnnforge.errors import InputError, ModelError
 from cnnforge.ir import HARDWARE_ACTIVATIONS, INPUT, Layer, Network, Op
 from cnnforge.passes.geometry import expected_out_shape
-
-if TYPE_CHECKING:
-    import torch
-
-
-#: Two float results agree when max |got - want| <= TOLERANCE * max(1, max |want|): float32
-#: round-off of reordered sums (BatchNorm folding, fused stages) stays far below this.
-TOLERANCE = 1e-4
-
-#: The seed of the random input the equivalence checks run on.
-CHECK_SEED = 0
 
 
 def _fail(layer: Layer, what: str) -> None:
@@ -117,36 +104,6 @@ def verify(network: Network) -> None:
         _check_shapes(network, layer)
 
 
-def float_difference(got: torch.Tensor, want: torch.Tensor) -> str | None:
-    """Why ``got`` is not ``want`` up to float round-off (shape, or max difference), or None.
-
-    NaN and infinities must sit at the same elements (a model may compute ``log`` of a random
-    input); the difference is measured over the finite ones.
-    """
-    import torch
-
-    want = want.detach()
-    if tuple(got.shape) != tuple(want.shape):
-        return f"shape {tuple(got.shape)} vs {tuple(want.shape)}"
-    if not want.numel():
-        return None
-    want = want.to(got.dtype)
-    finite = torch.isfinite(want)
-    if not torch.equal(finite, torch.isfinite(got)) or not torch.equal(
-        torch.isnan(want), torch.isnan(got)
-    ):
-        return "NaN/infinity at different elements"
-    if not torch.equal(got[~finite & ~torch.isnan(want)], want[~finite & ~torch.isnan(want)]):
-        return "infinities of different signs"
-    if not bool(finite.any()):
-        return None
-    scale = max(1.0, float(want[finite].abs().max()))
-    diff = float((got[finite] - want[finite]).abs().max())
-    if not diff <= TOLERANCE * scale:
-        return f"max |difference| {diff:.3g} at scale {scale:.3g}"
-    return None
-
-
 def verify_equivalent(before: Network, after: Network, step: str) -> None:
     """ModelError unless ``after`` computes ``before``'s outputs (in order) on a seeded input.
 
@@ -155,7 +112,7 @@ def verify_equivalent(before: Network, after: Network, step: str) -> None:
     """
     import torch
 
-    from cnnforge.sim.float_eval import run_float
+    from cnnforge.sim.float_eval import CHECK_SEED, float_difference, run_float
 
     if any(x.op is Op.OPAQUE for x in (*before.layers, *after.layers)):
         return

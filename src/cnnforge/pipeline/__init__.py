@@ -1,18 +1,21 @@
-"""The orchestrator: every command's sequence as named steps, with ordinary imports.
+"""The shared steps every target's recipe uses, and the record a target plugs in with.
 
-- ``compile``: ``compile_model(CompileOptions)`` runs the target's recipe (``steps.STEPS`` for
-  the MAX7800x, ``hls.STEPS`` for the HLS target), chosen from ``targets.TARGETS``;
-- ``plan``: ``plan.plan_request`` then ``plan.write_outputs`` (MAX7800x), ``generic`` for the
-  generic budget target;
+- ``targets.Target``: what ``--device NAME`` means and what each command runs for it (each
+  target package builds its own; api/targets.py is the table of them);
+- ``compile``: ``run_recipe(target, CompileOptions)`` runs the target's recipe (its
+  ``compile_steps``) into an output directory, atomically;
+- ``steps``: the steps every recipe shares (load, lower and check, quantize, simulate, float
+  model, summary); ``state``: what they pass along;
 - ``quantized``: the one way to a quantized network (compile, plan, simulate, quantize);
 - ``sources``: the one "exactly one model source" check and the sample readers.
 
-The stage packages (frontend, passes, quant, plan, sim, emit, targets) never import this one.
+The stage packages below (frontend, passes, quant, sim, analysis) never import this one; the
+targets, the API and the CLI above it do.
 """
 
 from __future__ import annotations
 
-from cnnforge.pipeline.compile import compile_model
+from cnnforge.pipeline.compile import run_recipe
 from cnnforge.pipeline.sources import match_sample, read_sample
 from cnnforge.pipeline.state import (
     AI8X_DIR,
@@ -25,11 +28,11 @@ from cnnforge.pipeline.state import (
     SUMMARY,
     CompileOptions,
     CompileState,
+    PlanRequest,
     Step,
     summary,
 )
-from cnnforge.pipeline.steps import STEPS
-from cnnforge.pipeline.targets import TARGETS, Target, get_target, resolve_device, steps_for
+from cnnforge.pipeline.targets import Target
 
 __all__ = [
     "AI8X_DIR",
@@ -39,18 +42,14 @@ __all__ = [
     "QUANTIZED",
     "REPORT",
     "SAMPLE",
-    "STEPS",
     "SUMMARY",
-    "TARGETS",
     "CompileOptions",
     "CompileState",
+    "PlanRequest",
     "Step",
     "Target",
-    "compile_model",
-    "get_target",
     "match_sample",
     "read_sample",
-    "resolve_device",
-    "steps_for",
+    "run_recipe",
     "summary",
 ]

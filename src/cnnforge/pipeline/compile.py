@@ -1,4 +1,4 @@
-"""``compile_model``: run a target's compile recipe into an output directory, atomically.
+"""``run_recipe``: run a target's compile recipe into an output directory, atomically.
 
 Everything is written into a temporary directory that becomes ``options.output`` only when every
 step succeeded (outputs.atomic_output_dir): a failed compile leaves nothing behind and an existing
@@ -11,18 +11,27 @@ import contextlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+from cnnforge.errors import InputError
 from cnnforge.outputs import atomic_output_dir, check_target
 from cnnforge.pipeline.state import CompileOptions, CompileState
-from cnnforge.pipeline.targets import device_for, steps_for
+from cnnforge.pipeline.targets import Target
 
 
-def compile_model(
-    options: CompileOptions, on_step: Callable[[str, int, int], None] | None = None
+def run_recipe(
+    target: Target,
+    options: CompileOptions,
+    on_step: Callable[[str, int, int], None] | None = None,
 ) -> CompileState:
-    """Run the device's recipe (pipeline.targets); the output directory appears only if all
-    steps succeed. ``on_step(name, i, n)`` is called before each step (progress display)."""
-    steps = steps_for(options.device)  # a target without a recipe is refused first
-    state = CompileState(options=options, device=device_for(options.device, "compile"))
+    """Run ``target``'s recipe (its record, resolved from ``options.device`` at the edge); the
+    output directory appears only if all steps succeed. ``on_step(name, i, n)`` is called before
+    each step (progress display)."""
+    steps = target.compile_steps
+    if steps is None:  # a target without a recipe is refused first
+        raise InputError(
+            f"--device {target.name} cannot be compiled",
+            hint="plan it with `cnnforge plan` or `cnnforge budget`",
+        )
+    state = CompileState(options=options, target=target)
     check_target(options.output, directory=True, overwrite=options.overwrite)  # before the work
     with (
         _one_torch_thread(),

@@ -2,9 +2,10 @@
 
 A cnnforge quantized checkpoint is taken as it is; a model is loaded (frontend), lowered
 (passes.lower), given its weight widths (``None``: the device's default, ``"auto"``: widths
-that fit kernel memory) and quantized post-training (quant.ptq), calibrated on ``--calibration``
-or else on the sample when one is given. QAT layers keep their integers. The same model and
-options therefore give the same network from every command.
+that fit the target's weight memory, by its ``TargetRules``) and quantized post-training
+(quant.ptq), calibrated on ``--calibration`` or else on the sample when one is given. QAT
+layers keep their integers. The same model and options therefore give the same network from
+every command.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import numpy as np
 from cnnforge.devices import Capabilities
 from cnnforge.errors import InputError
 from cnnforge.ir import Network
+from cnnforge.passes.target_rules import TargetRules
 from cnnforge.pipeline.sources import NETWORK, ModelSource, load_limits
 from cnnforge.samples import InputArray
 
@@ -89,17 +91,19 @@ def quantized_network(
     device: Capabilities,
     weight_bits: Widths = None,
     *,
+    rules: TargetRules,
     clip: str = "max",
     calibration: InputArray | None = None,
     sample: np.ndarray | InputArray | None = None,
 ) -> QuantizedNetwork:
-    """Lower a model-level ``source`` for ``device``, choose widths, quantize (calibrated)."""
+    """Lower a model-level ``source`` for ``device``, choose widths (``"auto"``: the target's
+    ``rules``), quantize (calibrated)."""
     from cnnforge.passes.lower import lower_to_hardware
 
     lowered = lower_to_hardware(source, device).network
     calibration, sample = host_inputs(lowered, calibration, sample)
     values, used = calibration_set(calibration, sample)
-    bits = _widths(lowered, device, weight_bits)
+    bits = _widths(lowered, device, weight_bits, rules)
     return quantize_lowered(lowered, device, bits, clip=clip, calibration=values, used=used)
 
 
@@ -114,15 +118,15 @@ def weight_widths(value: int | str | Mapping[str, int]) -> int | str | dict[str,
     return dict(value) if isinstance(value, Mapping) else value
 
 
-def _widths(network: Network, device: Capabilities, weight_bits: Widths) -> int | Mapping[str, int]:
-    """``None``: the device's default width; ``"auto"``: passes.weight_bits; else as given."""
+def _widths(
+    network: Network, device: Capabilities, weight_bits: Widths, rules: TargetRules
+) -> int | Mapping[str, int]:
+    """``None``: the device's default width; ``"auto"``: the target's chooser; else as given."""
     if weight_bits is None:
         return int(device.default_weight_bits)
     widths = weight_widths(weight_bits)
     if widths == "auto":
-        from cnnforge.passes.weight_bits import choose_weight_bits
-
-        return choose_weight_bits(network, device).bits
+        return rules.choose_weight_bits(network, device, None).bits
     return widths
 
 
@@ -166,6 +170,7 @@ def quantized_from_source(
     device: Capabilities,
     weight_bits: Widths = None,
     *,
+    rules: TargetRules,
     clip: str = "max",
     calibration: InputArray | None = None,
     sample: np.ndarray | InputArray | None = None,
@@ -175,5 +180,6 @@ def quantized_from_source(
     if quantized:
         return QuantizedNetwork(network)
     return quantized_network(
-        network, device, weight_bits, clip=clip, calibration=calibration, sample=sample
-    )
+        network, device, weight_bits, rules=rules, clip=clip, calibration=calibration,
+        sample=sample,
+    )  # fmt: skip

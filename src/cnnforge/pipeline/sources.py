@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -18,6 +18,9 @@ from cnnforge.devices import Capabilities
 from cnnforge.errors import InputError
 from cnnforge.ir import Network
 from cnnforge.samples import InputArray, load_input_array
+
+if TYPE_CHECKING:
+    from cnnforge.pipeline.targets import Target
 
 MODEL, NETWORK, VENDOR = "model", "network", "vendor"
 
@@ -136,32 +139,36 @@ def default_shape(model: object, sample: np.ndarray) -> tuple[int, ...]:
     return shape[1:] if len(shape) == 4 else shape
 
 
-def vendor_network(
-    source: ModelSource, input_shape: tuple[int, ...] | None, device: str | Capabilities
-) -> Network:
-    """The network of a vendor-pair source (its plan is not needed here)."""
-    from cnnforge.frontend.ai8x import load_ai8x
-
-    name = device.name if isinstance(device, Capabilities) else device
-    return load_ai8x(source.ai8x_yaml, source.ai8x_checkpoint, input_shape, device=name)[0]
-
-
 def network_for_cli(
     model: str | None,
     input_shape: tuple[int, ...] | None,
     ai8x_yaml: Path | str | None,
     ai8x_checkpoint: Path | str | None,
-    device: str | Capabilities,
+    target: Target,
 ) -> Network | None:
-    """For commands taking MODEL or ``--ai8x-yaml``/``--ai8x-checkpoint``: the imported network,
-    or None when MODEL (with its input shape) is to be loaded; exactly one source (above)."""
+    """For commands taking MODEL or ``--ai8x-yaml``/``--ai8x-checkpoint``: the network of the
+    vendor pair (read by ``target``'s reader), or None when MODEL (with its input shape) is to
+    be loaded; exactly one source (above)."""
     source = model_source(
         model,
         ai8x_yaml=None if ai8x_yaml is None else Path(ai8x_yaml),
         ai8x_checkpoint=None if ai8x_checkpoint is None else Path(ai8x_checkpoint),
     )
     if source.kind == VENDOR:
-        return vendor_network(source, input_shape, device)
+        return pair_network(source, input_shape, target)
     if input_shape is None and not str(model).lower().endswith(".onnx"):  # ONNX: its own
         raise InputError("MODEL needs --input-shape", hint="e.g. --input-shape 3,64,64")
     return None
+
+
+def pair_network(
+    source: ModelSource, input_shape: tuple[int, ...] | None, target: Target
+) -> Network:
+    """The network of a vendor-pair source, read by ``target``'s reader (its plan is not needed
+    here); InputError for a target that reads no vendor pair."""
+    if target.read_pair is None:
+        raise InputError(
+            f"--device {target.name} does not read a vendor pair (--ai8x-yaml)",
+            hint="give MODEL instead",
+        )
+    return target.read_pair(source, input_shape, target.device)

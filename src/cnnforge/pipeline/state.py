@@ -10,27 +10,18 @@ import dataclasses
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
-from cnnforge.devices import Capabilities
+from cnnforge.c_text import RunResult
 from cnnforge.ir import Network
 from cnnforge.samples import InputArray
-from cnnforge.targets.max7800x.firmware.options import FirmwareOptions
-from cnnforge.targets.max7800x.placement import Plan
 
-if TYPE_CHECKING:  # the records each target's steps produce
-    from cnnforge.frontend.ai8x import Ai8xModel
+if TYPE_CHECKING:
+    from cnnforge.devices import Capabilities
     from cnnforge.passes.check_rules import Violation
     from cnnforge.passes.rewrites import Rewrite
-    from cnnforge.targets.hls.buffer_plan import HlsPlan
-    from cnnforge.targets.hls.emitter import EmittedHls
-    from cnnforge.targets.max7800x.c.build import RunResult
-    from cnnforge.targets.max7800x.c.emitter import EmittedC
-    from cnnforge.targets.max7800x.firmware.flash import FlashBytes
-    from cnnforge.targets.max7800x.issues import Issue
-    from cnnforge.targets.max7800x.metrics import Latency
 
 C_DIR = "c"
 AI8X_DIR = "ai8x"
@@ -67,10 +58,30 @@ class CompileOptions:
     report: bool = True
     in_place: bool = True  # layers may overwrite their dying input (vendor: --overlap-data)
     fifo: bool = False  # MAX7800x: the input arrives through the FIFOs (the vendor's --fifo)
-    # MAX7800x: write the MSDK firmware (pipeline/firmware.py). None: when the writer covers
-    # the network (else a note); True: or fail; False: not (--no-firmware).
+    # MAX7800x: write the MSDK firmware (targets/max7800x/firmware_step.py). None: when the
+    # writer covers the network (else a note); True: or fail; False: not (--no-firmware).
     firmware: bool | None = None
-    firmware_options: FirmwareOptions = field(default_factory=FirmwareOptions)  # vendor options
+    # MAX7800x: the vendor's code-generation options (a targets.max7800x.firmware.options
+    # FirmwareOptions; None: the defaults)
+    firmware_options: Any = None
+
+
+@dataclass(frozen=True)
+class PlanRequest:
+    """What ``cnnforge plan`` was asked to plan (see the CLI's help for each option)."""
+
+    model: str | None = None
+    input_shape: tuple[int, ...] | None = None
+    model_args: Mapping[str, Any] = field(default_factory=dict)
+    checkpoint: Path | None = None
+    weight_bits: int | str | Mapping[str, int] | None = None
+    sample: Path | np.ndarray | None = None  # calibrates PTQ as compile's --sample does
+    calibration: Path | np.ndarray | None = None  # as compile's --calibration
+    ai8x_yaml: Path | None = None
+    ai8x_checkpoint: Path | None = None
+    allow_overlap: bool = False
+    validate_only: bool = False
+    in_place: bool = True
 
 
 @dataclass(frozen=True)
@@ -78,17 +89,13 @@ class CompileState:
     """Everything the steps have produced so far (immutable: each step returns a new one)."""
 
     options: CompileOptions
-    device: Capabilities  # the compiled target's record (generic cannot be compiled)
+    target: Any  # the compiled target's record (a pipeline.targets.Target), resolved once
     source: Network | None = None  # model-level float network (None for quantized inputs)
-    imported: Ai8xModel | None = None  # a vendor pair
     rewrites: tuple[Rewrite, ...] = ()
     violations: tuple[Violation, ...] = ()
     weight_mode: str = ""
     weight_bits: dict[str, int] = field(default_factory=dict)
     network: Network | None = None  # quantized hardware network
-    plan: Plan | None = None  # MAX7800x placement
-    hls_plan: HlsPlan | None = None  # HLS buffers, widths and estimate
-    plan_issues: tuple[Issue, ...] = ()
     sample: np.ndarray | None = None  # int64, C,H,W (or C,L)
     sample_read: InputArray | None = None  # --sample as read (its floats: a host input step's)
     calibration: InputArray | None = None  # --calibration, N,C,H,W int64
@@ -96,12 +103,19 @@ class CompileState:
     output_exponents: dict[str, int] = field(default_factory=dict)  # calibrated PTQ scales
     layer_outputs: dict[str, np.ndarray] = field(default_factory=dict)
     float_outputs: dict[str, np.ndarray] = field(default_factory=dict)
-    emitted: EmittedC | EmittedHls | None = None  # the C or HLS C++ project
+    emitted: Emitted | None = None  # the C or HLS C++ project
     files: tuple[str, ...] = ()
     selftest: RunResult | None = None  # the C self-test or the HLS C-simulation (--run)
-    flash: FlashBytes | None = None  # --firmware: flash bytes of weights and code
-    latency: Latency | None = None  # MAX7800x: the predicted inference time
     notes: tuple[str, ...] = ()
+    # what the target's own steps keep (its plan, its imported vendor pair, ...): one record of
+    # the target's (a TargetState, e.g. targets.max7800x.state.Max7800xState), None before its
+    # first step
+    target_state: TargetState | None = None
+
+    @property
+    def device(self) -> Capabilities:
+        """The compiled target's device record."""
+        return self.target.device
 
     def with_(self, **changes: Any) -> CompileState:
         """A copy with some fields replaced."""
@@ -112,15 +126,38 @@ class CompileState:
         return self.with_(files=tuple(sorted({*self.files, *names})))
 
 
+class Emitted(Protocol):
+    """What the summary reads of an emitted project with a known-answer self-test."""
+
+    macs: int
+    arena_bytes: int
+    output_size: int
+    verify_count: int
+    checksum: int
+    files: tuple[str, ...]
+
+
+class TargetState(Protocol):
+    """What a target's own steps keep (``CompileState.target_state``): its plan, and the facts
+    it adds to the summary."""
+
+    @property
+    def plan(self) -> Any: ...
+
+    def summary_facts(self) -> dict[str, Any]: ...
+
+
 Step = Callable[[CompileState, Path], CompileState]
 Steps = tuple[tuple[str, Step], ...]
 
 
 def summary(state: CompileState) -> dict[str, Any]:
-    """The facts the CLI prints and summary.json records."""
+    """The facts the CLI prints and summary.json records; ``flash`` (the firmware's bytes on the
+    part), ``latency`` (the predicted inference time) and any other fact a target adds come
+    from its state's ``summary_facts()`` (one schema for every target: None where it has none)."""
     e = state.emitted
     run = state.selftest
-    return {
+    facts = {
         "network": state.network.name if state.network else None,
         "device": state.device.name if state.device else None,
         "layers": len(state.network.layers) if state.network else 0,
@@ -130,8 +167,11 @@ def summary(state: CompileState) -> dict[str, Any]:
         "verified_outputs": e.verify_count if e else None,
         "checksum": f"{e.checksum:08x}" if e else None,
         "selftest": None if run is None else {"passed": run.passed, "output": run.output},
-        "flash": None if state.flash is None else state.flash.to_dict(),
-        "latency": None if state.latency is None else state.latency.to_dict(),
+        "flash": None,
+        "latency": None,
         "notes": list(state.notes),
         "files": [f for f in state.files if f != SUMMARY],
     }
+    if state.target_state is not None:
+        facts.update(state.target_state.summary_facts())
+    return facts

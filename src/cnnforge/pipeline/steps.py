@@ -1,9 +1,8 @@
-"""The MAX78000/MAX78002 compile steps: a model (or vendor pair) to vendor files, portable C,
-the known answer and the report. Each step is a plain function ``(CompileState, workdir) ->
-CompileState``; ``STEPS`` is the recipe (pipeline.compile runs it, pipeline.targets names it):
-
-    load -> lower and check -> quantize -> plan -> simulate the sample (the known answer)
-    -> float model -> vendor YAML + checkpoint -> portable C -> [build and run] -> report -> summary
+"""The compile steps every target's recipe shares: load the model and the sample, lower and
+check with the target's rules, quantize, simulate the sample (the known answer), run the float
+model, write summary.json. Each step is a plain function ``(CompileState, workdir) ->
+CompileState``; a target's recipe (its ``Target.compile_steps``, e.g.
+targets/max7800x/recipe.py) puts them in order around its own steps.
 
 Stages are imported inside the steps that use them (``cnnforge --help`` stays light).
 """
@@ -13,18 +12,13 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from cnnforge.arithmetic import ACT_SCALE
-from cnnforge.devices import Capabilities, Max7800xDevice, as_max7800x
 from cnnforge.errors import DeviceLimitError, EmitError, InputError
 from cnnforge.ir import Network
-from cnnforge.outputs import safe_file_stem
-from cnnforge.owners import scratch_dir
-from cnnforge.passes.check_plan import Placer, plan_max7800x
-from cnnforge.pipeline.firmware import step_firmware
 from cnnforge.pipeline.sources import (
     MODEL,
     default_shape,
@@ -34,29 +28,22 @@ from cnnforge.pipeline.sources import (
     read_sample,
 )
 from cnnforge.pipeline.state import (
-    AI8X_DIR,
-    C_DIR,
     CHECKPOINT,
     KNOWN_ANSWER,
     QUANTIZED,
-    REPORT,
     SAMPLE,
     SUMMARY,
     CompileState,
-    Steps,
     summary,
 )
 from cnnforge.samples import FLOAT_RULE, HOST_RULE, InputArray, with_host_input
-
-if TYPE_CHECKING:
-    from cnnforge.targets.max7800x.firmware.options import FirmwareOptions
-    from cnnforge.targets.max7800x.placement import Plan
 
 # ---- steps ---------------------------------------------------------------------------------
 
 
 def step_load(state: CompileState, workdir: Path) -> CompileState:
-    """Read the sample and load the model (PyTorch spec, quantized checkpoint or vendor pair)."""
+    """Read the sample and load the model (PyTorch spec or quantized checkpoint); a target that
+    reads vendor pairs loads them in its own load step (targets/max7800x/recipe.py)."""
     del workdir
     o = state.options
     source = model_source(
@@ -64,13 +51,16 @@ def step_load(state: CompileState, workdir: Path) -> CompileState:
         hint="give MODEL, or --ai8x-yaml with --ai8x-checkpoint",
     )  # fmt: skip
     if source.kind != MODEL:
-        return _load_ai8x(state)
+        raise InputError(
+            f"--device {state.target.name} does not read a vendor pair (--ai8x-yaml)",
+            hint="give MODEL with --checkpoint or --ptq",
+        )
     if not o.ptq and o.checkpoint is None:
         raise InputError(
             "give --checkpoint (QAT or quantized) or --ptq", hint="--ptq quantizes post-training"
         )
     read = read_sample(o.sample)
-    state = _sample_note(state, read)
+    state = sample_note(state, read)
     sample = read.values
     shape = o.input_shape or default_shape(o.model, sample)
     from cnnforge.pipeline.quantized import load_source
@@ -85,7 +75,7 @@ def step_load(state: CompileState, workdir: Path) -> CompileState:
     return _read_calibration(state, network.input_shape)
 
 
-def _sample_note(state: CompileState, read: InputArray) -> CompileState:
+def sample_note(state: CompileState, read: InputArray) -> CompileState:
     """Say on the summary and in the report when the sample was converted from floats."""
     if not read.converted_from_float:
         return state
@@ -103,48 +93,17 @@ def _read_calibration(state: CompileState, shape: tuple[int, ...]) -> CompileSta
     return state.with_(calibration=read_calibration(o.calibration, shape))
 
 
-def _load_ai8x(state: CompileState) -> CompileState:
-    """A vendor pair: its network and its plan, as the vendor tool would place it."""
-    from cnnforge.frontend.ai8x import read_ai8x, sample_path
-
-    o = state.options
-    if o.calibration is not None:
-        raise InputError(
-            "--calibration is for --ptq of a float model; a vendor pair is already quantized",
-            hint="drop --calibration",
-        )
-    read = read_sample(o.sample) if o.sample is not None else None
-    given = read.values if read is not None else None
-    if read is not None:
-        state = _sample_note(state, read)
-    shape = o.input_shape
-    if shape is None and given is not None:  # the sample decides the input size
-        shape = tuple(given.shape[1:] if given.ndim == 4 else given.shape)
-    model = read_ai8x(
-        o.ai8x_yaml, o.ai8x_checkpoint, shape, device=state.device.name, overlap_data=True,
-        fifo=True if o.fifo else None, calcx4=o.firmware_options.calcx4,
-        read_ahead=o.firmware_options.read_ahead,
-    )  # fmt: skip
-    if given is None:
-        given = read_sample(sample_path(o.ai8x_yaml, model.dataset)).values
-    sample = match_sample(given, model.network.input_shape)
-    return state.with_(imported=model, network=model.network, plan=model.plan, sample=sample)
-
-
 def step_lower(state: CompileState, workdir: Path) -> CompileState:
-    """Fold, fuse and legalize, choose weight widths, check every device limit, place."""
+    """Fold, fuse and legalize, choose weight widths, check every device limit and place with
+    the target's checker rules: what ``cnnforge check`` runs (api.targets.check_for, with the
+    same record's rules), so check and compile agree."""
     del workdir
-    return lower_and_check(state, plan_max7800x)
-
-
-def lower_and_check(state: CompileState, placer: Placer) -> CompileState:
-    """``step_lower`` with the target's placement ``placer``: what ``cnnforge check`` runs
-    (pipeline.targets.check_for, with the same record's placer), so check and compile agree."""
+    rules = state.target.rules
     if state.source is None:  # already hardware: check only
         from cnnforge.passes.check import check_network
 
-        violations = check_network(state.network, state.device)
-        if state.imported is None:
+        violations = check_network(state.network, state.device, rules=rules)
+        if state.options.ai8x_yaml is None:  # a vendor pair's violations are notes
             _raise_violations(violations)
         notes = tuple(
             f"vendor network: layer {v.layer}: {v.rule}: {v.actual} (limit {v.limit})"
@@ -156,7 +115,7 @@ def lower_and_check(state: CompileState, placer: Placer) -> CompileState:
     from cnnforge.passes.check import check_report
     from cnnforge.pipeline.quantized import weight_widths
 
-    report = check_report(state.source, state.device, weight_widths(bits), placer)
+    report = check_report(state.source, state.device, weight_widths(bits), rules=rules)
     _raise_violations(report.violations)
     state = _host_input_notes(_normalized_inputs(state, report.network), report.network)
     return state.with_(
@@ -271,50 +230,6 @@ def step_quantize(state: CompileState, workdir: Path) -> CompileState:
     )
 
 
-def step_plan(state: CompileState, workdir: Path) -> CompileState:
-    """Place the network (processors, memories, kernels); validate the plan independently."""
-    del workdir
-    from cnnforge.targets.max7800x.metrics import latency
-    from cnnforge.targets.max7800x.planner import plan_network
-    from cnnforge.targets.max7800x.validate import raise_on_issues, validate_plan
-
-    device = as_max7800x(state.device)  # this recipe's record (the MAX7800x Target's)
-    if state.plan is None:
-        network, plan = plan_network(
-            state.network, device, in_place=state.options.in_place, fifo=state.options.fifo
-        )
-        plan = _speedups(network, plan, device, state.options.firmware_options)
-        raise_on_issues(validate_plan(network, plan, device))
-        flags = tuple(  # --fifo, ...; where --calcx4 / --read-ahead took
-            n for n in plan.notes if "the vendor tool needs" in n or n.startswith("--")
-        )
-        return state.with_(
-            network=network,
-            plan=plan,
-            latency=latency(network, plan),
-            notes=(*state.notes, *flags),
-        )
-    issues = validate_plan(state.network, state.plan, device, allow_overlap=True)
-    notes = tuple(f"imported plan: {x.one_line()}" for x in issues)
-    return state.with_(
-        plan_issues=issues,
-        latency=latency(state.network, state.plan),
-        notes=(*state.notes, *notes),
-    )
-
-
-def _speedups(network: Network, plan: Plan, device: Max7800xDevice, o: FirmwareOptions) -> Plan:
-    """The plan with --calcx4 / --read-ahead on every layer that can take them (MAX78002)."""
-    if not (o.calcx4 or o.read_ahead):
-        return plan
-    from cnnforge.targets.max7800x.speedups import with_speedups
-
-    if not device.speedups:
-        flag = "--calcx4" if o.calcx4 else "--read-ahead"
-        raise InputError(f"{flag} is a MAX78002 option", where=flag, hint=f"drop {flag}")
-    return with_speedups(network, plan, device, o.calcx4, o.read_ahead)
-
-
 def step_simulate(state: CompileState, workdir: Path) -> CompileState:
     """The known answer: the bit-exact simulator on the sample (every layer kept for probes),
     on a CUDA GPU where one is present (the same numbers as on the CPU: sim/exact.py)."""
@@ -362,129 +277,7 @@ def step_float(state: CompileState, workdir: Path) -> CompileState:
     return state.with_(float_outputs={hw: _np(outputs[fl])[0] for hw, fl in before.items()})
 
 
-def step_vendor(state: CompileState, workdir: Path) -> CompileState:
-    """The vendor's YAML and quantized checkpoint (for ai8x-synthesis)."""
-    from cnnforge.targets.max7800x.ai8x_checkpoint_writer import write_checkpoint as write_ckpt
-    from cnnforge.targets.max7800x.ai8x_yaml_writer import write_yaml
-
-    arch = _arch(state)
-    (workdir / AI8X_DIR).mkdir()
-    yaml_name, ckpt_name = f"{AI8X_DIR}/{arch}.yaml", f"{AI8X_DIR}/{arch}-q.pth.tar"
-    dataset = state.imported.dataset if state.imported is not None else None
-    write_yaml(state.network, state.plan, workdir / yaml_name, arch=arch, dataset=dataset)
-    modules = dict(state.imported.modules) if state.imported is not None else None
-    write_ckpt(state.network, workdir / ckpt_name, arch=arch, modules=modules)
-    return state.wrote(yaml_name, ckpt_name)
-
-
-def _arch(state: CompileState) -> str:
-    name = state.imported.arch if state.imported is not None else state.network.name
-    return safe_file_stem(name)
-
-
-def step_emit_c(state: CompileState, workdir: Path) -> CompileState:
-    """Portable C with the known-answer self-test."""
-    from cnnforge.targets.max7800x.c import emit_c
-
-    c_dir = workdir / C_DIR
-    c_dir.mkdir()
-    emitted = emit_c(
-        state.network,
-        state.sample,
-        state.answer,
-        c_dir,
-        max_verify=state.options.max_verify,
-        output_exponents=state.output_exponents,
-    )
-    notes = (*state.notes, *_macs_note(state.source, state.network, emitted.macs, state.device))
-    return state.with_(emitted=emitted, notes=notes).wrote(*(f"{C_DIR}/{f}" for f in emitted.files))
-
-
-def _macs_note(
-    source: Network | None, network: Network, macs: int, device: Capabilities
-) -> tuple[str, ...]:
-    """Why the C's MAC count differs from ``cnnforge analyze``'s count of the model, layer by
-    layer: what the exact rewrites added or changed (an upsample that became a convolution)."""
-    if source is None:
-        return ()
-    from cnnforge.analysis import analyze_network
-
-    model = {row.name: row for row in analyze_network(source, device).layers}
-    total = sum(row.macs for row in model.values())
-    if total == macs:
-        return ()
-    changes = []  # (layer, MACs it adds, what the rewrite made of it)
-    for row in analyze_network(network, device).layers:
-        before = model.get(row.name)
-        delta = row.macs - (before.macs if before else 0)
-        if delta:
-            what = f"{before.op} as {row.op}" if before else f"{row.op} added by a rewrite"
-            changes.append((row.name, delta, what))
-    rest = macs - total - sum(delta for _, delta, _ in changes)
-    shown = "; ".join(f"{name} {delta:+,} ({what})" for name, delta, what in changes[:4])
-    shown += "; ..." if len(changes) > 4 else ""
-    tail = f"; {rest:+,} counted differently by the C" if rest else ""
-    return (f"MACs: the C runs {macs:,}, `cnnforge analyze` counts {total:,} on the model, "
-            f"because of the exact rewrites: {shown}{tail}",)  # fmt: skip
-
-
-def step_run(state: CompileState, workdir: Path) -> CompileState:
-    """With --run: build with the host cc and run the self-test (builds outside the output)."""
-    if not (state.options.run or state.options.probe):
-        return state
-    from cnnforge.targets.max7800x.c.build import build_and_run
-    from cnnforge.targets.max7800x.c.probe import run_probe
-
-    with scratch_dir("build") as tmp:
-        result = build_and_run(
-            workdir / C_DIR, build_dir=Path(tmp), sanitize=state.options.sanitize
-        )
-        if state.options.probe:
-            run_probe(workdir / C_DIR, Path(tmp), workdir / "probe")
-    if not result.passed:
-        raise EmitError(
-            f"the C self-test failed: {result.output}",
-            where=f"{C_DIR}/main.c",
-            hint="compile without --run; then `make probe` in c/, `cnnforge simulate --network "
-            "network.pth --input sample_input.npy --output o.npy --layers L` and "
-            "`cnnforge diff c/probe L` name the first diverging layer",
-        )
-    state = state.with_(selftest=result)
-    if state.options.probe:
-        layers = {x.name: state.layer_outputs[x.name] for x in state.network.layers}
-        np.savez(workdir / "sim_layers.npz", **layers)  # in layer order, as diff reads it
-        state = state.wrote("probe/manifest.txt", "sim_layers.npz")
-    return state
-
-
-def step_report(state: CompileState, workdir: Path) -> CompileState:
-    """The self-contained HTML report."""
-    if not state.options.report:
-        return state
-    from cnnforge.targets.max7800x.compile_report import write_report
-
-    write_report(state, workdir / REPORT, summary(state))
-    return state.wrote(REPORT)
-
-
 def step_summary(state: CompileState, workdir: Path) -> CompileState:
     """summary.json: what was written and the self-test verdict (machine-readable)."""
     (workdir / SUMMARY).write_text(json.dumps(summary(state), indent=1) + "\n", "utf-8")
     return state.wrote(SUMMARY)
-
-
-#: The compile recipe, in order.
-STEPS: Steps = (
-    ("load", step_load),
-    ("lower and check", step_lower),
-    ("quantize", step_quantize),
-    ("plan", step_plan),
-    ("simulate", step_simulate),
-    ("float model", step_float),
-    ("vendor files", step_vendor),
-    ("C code", step_emit_c),
-    ("firmware", step_firmware),
-    ("build and run", step_run),
-    ("report", step_report),
-    ("summary", step_summary),
-)

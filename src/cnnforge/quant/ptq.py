@@ -1,4 +1,4 @@
-"""Post-training quantization of a float hardware Network (arithmetic.md R6.2, R6.6).
+"""Post-training quantization of a float hardware Network (docs/hardware/arithmetic.md R6.2, R6.6).
 
 Scheme (docs/quantization.md): a float layer computes ``y = act(conv(x, w) + b)`` on data in
 units where the int8 value ``v`` means ``v / 128`` (R1.1). Choosing a power of two ``2^s`` no
@@ -205,9 +205,11 @@ def _selection_quant(weight: np.ndarray, bias: np.ndarray | None, bits: int) -> 
 
     Such layers copy or add their inputs (the identity convolutions that fusion and
     legalization create for add+ReLU, nearest upsampling or copies). The max rule would give
-    1.0 -> 2^(b-1), clipped to 2^(b-1) - 1 (arithmetic.md §8.20), off by one LSB. Instead
-    ``w_int = 2^(b-2)`` with ``output_shift = 1`` (total shift 9 - b, arithmetic.md R2.1/R2.3)
-    reproduces the float sums exactly: ``(x * 2^(b-2) + 2^(b-3)) >> (b-2) == x``.
+    1.0 -> 2^(b-1), clipped to 2^(b-1) - 1 (docs/hardware/arithmetic.md §8.20), off by one LSB.
+    Instead
+    ``w_int = 2^(b-2)`` with ``output_shift = 1`` (total shift 9 - b,
+    docs/hardware/arithmetic.md R2.1/R2.3) reproduces the float sums exactly: ``(x * 2^(b-2) +
+    2^(b-3)) >> (b-2) == x``.
     """
     w = np.asarray(weight)
     if bits < 2 or not np.isin(w, (0.0, 1.0)).all() or not w.any():

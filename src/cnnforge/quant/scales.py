@@ -22,7 +22,7 @@ from cnnforge.ir import INPUT, Network, Op
 
 def activation_scales(network: Network, calibration: np.ndarray | torch.Tensor) -> dict[str, int]:
     """``{layer name: e}``: layer outputs are to be represented as ``y / 2^e``."""
-    from cnnforge.sim.float_eval import run_float  # engineer B1's float evaluator
+    from cnnforge.sim.float_eval import run_float
 
     x = _calibration_tensor(network, calibration)
     outputs = run_float(network, x, all_layers=True)

@@ -9,26 +9,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Protocol
 
 import numpy as np
 
 from cnnforge.arithmetic import ACT_SCALE, output_unit
 from cnnforge.ir import Network
-
-
-class Compared(Protocol):
-    """A compile's quantized and float outputs on the sample: what every report compares
-    (``pipeline.state.CompileState`` is one; each report's state protocol extends this)."""
-
-    @property
-    def network(self) -> Network | None: ...
-    @property
-    def answer(self) -> dict[str, np.ndarray]: ...
-    @property
-    def float_outputs(self) -> dict[str, np.ndarray]: ...
-    @property
-    def output_exponents(self) -> dict[str, int]: ...
 
 
 @dataclass(frozen=True)

@@ -1,11 +1,11 @@
 """What the simulator refuses: inputs and layers it cannot run bit-exactly.
 
-Every refusal is a ``SimulationError`` naming the layer (and its module path or YAML line) with
-a hint, so ``cnnforge simulate`` prints one line and exits 2. Checked: the input's dtype, shape
-and int8 range (arithmetic.md R1.1); per layer, that it is a quantized hardware layer whose op,
-element-wise operator, activation, groups and weight width exist (on ``device`` when given,
-devices.md §1), whose integer weights and bias lie in their ranges (R1.2, R1.5), and whose total
-output shift is in [-15, 15] (R2.1).
+Every refusal is a ``SimulationError`` naming the layer (and its module path or YAML line) with a
+hint, so ``cnnforge simulate`` prints one line and exits 2. Checked: the input's dtype, shape and
+int8 range (docs/hardware/arithmetic.md R1.1); per layer, that it is a quantized hardware layer
+whose op, element-wise operator, activation, groups and weight width exist (on ``device`` when
+given, docs/hardware/devices.md §1), whose integer weights and bias lie in their ranges (R1.2,
+R1.5), and whose total output shift is in [-15, 15] (R2.1).
 """
 
 from __future__ import annotations
@@ -49,7 +49,8 @@ def check_input(network: Network, x: object) -> tuple[torch.Tensor, bool]:
     if x.is_floating_point() or x.is_complex() or x.dtype == torch.bool:
         raise SimulationError(
             f"input dtype {str(x.dtype).replace('torch.', '')} is not an integer type",
-            hint="give int8 values in [-128, 127] (x_int = round(x * 128), arithmetic.md R6.1)",
+            hint="give int8 values in [-128, 127] (x_int = round(x * 128), "
+            "docs/hardware/arithmetic.md R6.1)",
         )
     shape = tuple(network.input_shape)
     batched = tuple(x.shape[1:]) == shape and x.dim() == len(shape) + 1
@@ -64,7 +65,7 @@ def check_input(network: Network, x: object) -> tuple[torch.Tensor, bool]:
     if x.numel() and (int(x.min()) < ACT_MIN or int(x.max()) > ACT_MAX):
         raise SimulationError(
             f"input values {int(x.min())}..{int(x.max())} leave the int8 range [-128, 127]",
-            hint="clip or rescale the input (arithmetic.md R1.1)",
+            hint="clip or rescale the input (docs/hardware/arithmetic.md R1.1)",
         )
     return x, batched
 
@@ -107,7 +108,7 @@ def check_layer(layer: Layer, device: Capabilities | None) -> None:
     if layer.op is Op.PASSTHROUGH and layer.activation is not Activation.NONE:
         raise _fail(
             layer,
-            "a passthrough layer cannot have an activation (network-yaml.md §3.1)",
+            "a passthrough layer cannot have an activation (docs/hardware/network-yaml.md §3.1)",
             hint="carry it on an identity 1x1 convolution instead (passes/fuse.py does)",
         )
     if layer.has_weights:
@@ -115,7 +116,8 @@ def check_layer(layer: Layer, device: Capabilities | None) -> None:
 
 
 def _check_dilation(layer: Layer, device: Capabilities | None) -> None:
-    """Average pooling has no dilation (R3.2: max only); a device limits both (devices.md §1)."""
+    """Average pooling has no dilation (R3.2: max only); a device limits both
+    (docs/hardware/devices.md §1)."""
     pool_dil = max(layer.pool.dilation_or_ones()) if layer.pool is not None else 1
     if pool_dil > 1 and layer.pool.kind is PoolKind.AVG:
         raise _fail(layer, f"average pooling with dilation {pool_dil}", "dilate max pooling only")
@@ -178,7 +180,7 @@ def _range_failure(layer: Layer, problem: RangeProblem) -> SimulationError:
     return _fail(
         layer,
         f"quantized {problem.field} {problem.low}..{problem.high} leave the range {problem.span()}",
-        "requantize the layer (arithmetic.md R1.2, R1.5)",
+        "requantize the layer (docs/hardware/arithmetic.md R1.2, R1.5)",
     )
 
 

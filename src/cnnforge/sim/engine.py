@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from cnnforge.devices import Capabilities, get_device
+from cnnforge.devices import Capabilities
 from cnnforge.errors import SimulationError
 from cnnforge.geometry import last_use
 from cnnforge.ir import INPUT, Layer, Network
@@ -41,7 +41,7 @@ def simulate(
     network: Network,
     x: torch.Tensor | np.ndarray,
     *,
-    device: Capabilities | str | None,
+    device: Capabilities | None,
     all_layers: bool = False,
     engine: str = "fast",
 ) -> SimResult:
@@ -54,8 +54,7 @@ def simulate(
     """
     if engine not in ENGINES:
         raise SimulationError(f"unknown engine {engine!r}", hint=f"choose one of {ENGINES}")
-    dev = get_device(device) if isinstance(device, str) else device
-    check_network(network, dev)
+    check_network(network, device)
     x64, batched = check_input(network, x)
     home = x64.device
     if engine == "int64":

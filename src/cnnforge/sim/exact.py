@@ -1,17 +1,18 @@
 """Exact integer sums of products for the weight ops: fast float and plain int64.
 
-``accumulate(kind, x, w, bias, geometry, engine)`` returns the accumulator of arithmetic.md
+``accumulate(kind, x, w, bias, geometry, engine)`` returns the accumulator of
+docs/hardware/arithmetic.md
 R2.3 (sum of products plus ``bias << 7``) as a tensor of integer values, on ``x``'s device:
 
 - ``engine="fast"``: float32 sums of products. Every product |x*w| <= 2^14 is exact and any
   partial sum stays an exactly representable integer while it is below 2^24 in magnitude
-  (arithmetic.md R2.3 "Note for a fast simulator"), so the input channels are split into chunks
-  whose worst case (channels x taps x max|x| x max|w| + bias + rounding room) stays below 2^24;
-  the chunk results are summed in float64 (exact below 2^53). One chunk keeps the result in
-  float32, where ``arithmetic.round_shift`` is still exact. Layers with groups that would need
-  chunking use float64 instead. On the CPU the sums are PyTorch's convolutions (oneDNN: direct
-  or GEMM sums, see ``float32_is_exact``); on CUDA they are the ``gemm`` form below, since
-  cuDNN may pick Winograd or FFT convolutions, whose transforms round even on integers.
+  (docs/hardware/arithmetic.md R2.3 "Note for a fast simulator"), so the input channels are split
+  into chunks whose worst case (channels x taps x max|x| x max|w| + bias + rounding room) stays
+  below 2^24; the chunk results are summed in float64 (exact below 2^53). One chunk keeps the result
+  in float32, where ``arithmetic.round_shift`` is still exact. Layers with groups that would need
+  chunking use float64 instead. On the CPU the sums are PyTorch's convolutions (oneDNN: direct or
+  GEMM sums, see ``float32_is_exact``); on CUDA they are the ``gemm`` form below, since cuDNN may
+  pick Winograd or FFT convolutions, whose transforms round even on integers.
 - ``engine="gemm"``: ``fast`` with every sum of products written as unfold (im2col) and one
   matrix product (``_gemm_op``): each output is a plain sum of the same products, so whatever
   order the BLAS (cuBLAS with TF32 off, MKL, oneDNN) adds them in, every partial sum is a sum
@@ -33,7 +34,7 @@ import torch
 import torch.nn.functional as F
 
 from cnnforge.arithmetic import BIAS_SHIFT, add_bias
-from cnnforge.compute import CPU, float32_matmul_exact
+from cnnforge.compute import CPU, float32_matmul_exact, nnpack_enabled
 from cnnforge.ir import Op
 
 FLOAT32_EXACT = 1 << 24  # integers up to 2^24 are exact in float32 (R2.3 note)
@@ -99,8 +100,7 @@ def float32_is_exact(device: torch.device = CPU) -> bool:
     except RuntimeError:  # precision flags set through both of torch's APIs: cannot tell
         return False
     onednn = torch.backends.mkldnn.is_available() and torch.backends.mkldnn.enabled
-    nnpack_on = getattr(torch._C, "_get_nnpack_enabled", lambda: True)()
-    if not onednn and torch.backends.nnpack.is_available() and nnpack_on:
+    if not onednn and torch.backends.nnpack.is_available() and nnpack_enabled():
         return False
     for backend in ("conv", "matmul"):
         mode = getattr(getattr(torch.backends.mkldnn, backend, None), "fp32_precision", "none")

@@ -1,10 +1,10 @@
 """The float semantics of ANY ``Network``: model level, fused hardware layers, or a mix.
 
 Used to prove that rewrites (BN folding, fusion, legalization) preserve what the float model
-computes, and to collect activation ranges for quantization. No quantization happens here:
-weight layers use their float ``weight``/``bias``; a hardware layer runs its stages in the order
-of ir.py (pool -> element-wise or concatenation -> op -> activation; ``pool_first=False`` swaps
-the first two, arithmetic.md R4.3) and a wide output changes nothing. Model-level layers follow
+computes, and to collect activation ranges for quantization. No quantization happens here: weight
+layers use their float ``weight``/``bias``; a hardware layer runs its stages in the order of ir.py
+(pool -> element-wise or concatenation -> op -> activation; ``pool_first=False`` swaps the first
+two, docs/hardware/arithmetic.md R4.3) and a wide output changes nothing. Model-level layers follow
 PyTorch: batchnorm in eval mode, activations, pools with their own padding, element-wise
 add/sub/mul, concatenation, flatten, upsampling, F.pad (constant) and softmax / log_softmax /
 argmax. OPAQUE layers have no float semantics: their values must be ``given``.
@@ -18,8 +18,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from cnnforge.analysis.liveness import last_use
 from cnnforge.errors import SimulationError
+from cnnforge.geometry import last_use
 from cnnforge.ir import (
     INPUT,
     Activation,
@@ -259,3 +259,39 @@ def _model_level(layer: Layer, xs: list[torch.Tensor]) -> torch.Tensor:
     if layer.op is Op.SOFTMAX:
         return _softmax(layer, x)
     raise SimulationError(f"no float semantics for op {layer.op}", where=f"layer {layer.name}")
+
+
+#: Two float results agree when max |got - want| <= TOLERANCE * max(1, max |want|): float32
+#: round-off of reordered sums (BatchNorm folding, fused stages) stays far below this.
+TOLERANCE = 1e-4
+
+#: The seed of the random input the equivalence checks run on.
+CHECK_SEED = 0
+
+
+def float_difference(got: torch.Tensor, want: torch.Tensor) -> str | None:
+    """Why ``got`` is not ``want`` up to float round-off (shape, or max difference), or None.
+
+    NaN and infinities must sit at the same elements (a model may compute ``log`` of a random
+    input); the difference is measured over the finite ones.
+    """
+    want = want.detach()
+    if tuple(got.shape) != tuple(want.shape):
+        return f"shape {tuple(got.shape)} vs {tuple(want.shape)}"
+    if not want.numel():
+        return None
+    want = want.to(got.dtype)
+    finite = torch.isfinite(want)
+    if not torch.equal(finite, torch.isfinite(got)) or not torch.equal(
+        torch.isnan(want), torch.isnan(got)
+    ):
+        return "NaN/infinity at different elements"
+    if not torch.equal(got[~finite & ~torch.isnan(want)], want[~finite & ~torch.isnan(want)]):
+        return "infinities of different signs"
+    if not bool(finite.any()):
+        return None
+    scale = max(1.0, float(want[finite].abs().max()))
+    diff = float((got[finite] - want[finite]).abs().max())
+    if not diff <= TOLERANCE * scale:
+        return f"max |difference| {diff:.3g} at scale {scale:.3g}"
+    return None

@@ -1,10 +1,10 @@
 """One small function per stage of a hardware layer, on batched integer-valued tensors.
 
-The stages run in the order of ir.py's hardware layer: input pooling (arithmetic.md §3) ->
-element-wise fold or concatenation (§4) -> main operation (§2, §5) -> output shift, rounding,
-saturation and activation (R2.3, R2.4). Tensors hold exact integers, as int64 (the ``int64``
-engine) or as float32/float64 (the ``fast`` engine, see ``sim.exact``); all integer semantics
-come from ``cnnforge.arithmetic``.
+The stages run in the order of ir.py's hardware layer: input pooling
+(docs/hardware/arithmetic.md §3) -> element-wise fold or concatenation (§4) -> main operation (§2,
+§5) -> output shift, rounding, saturation and activation (R2.3, R2.4). Tensors hold exact integers,
+as int64 (the ``int64`` engine) or as float32/float64 (the ``fast`` engine, see ``sim.exact``); all
+integer semantics come from ``cnnforge.arithmetic``.
 """
 
 from __future__ import annotations
@@ -25,7 +25,8 @@ from cnnforge.arithmetic import (
 from cnnforge.ir import Layer, Op, Pooling, PoolKind
 from cnnforge.sim.exact import Geometry, accumulate
 
-# ---- pooling (arithmetic.md §3) ---------------------------------------------------------------
+# ---- pooling (docs/hardware/arithmetic.md §3)
+# ---------------------------------------------------------------
 
 
 def pool(x: torch.Tensor, pooling: Pooling, rounding: bool) -> torch.Tensor:
@@ -84,7 +85,8 @@ def _windows(x: torch.Tensor, size, stride, dilation) -> list[torch.Tensor]:
     return views
 
 
-# ---- combining inputs (arithmetic.md §4, ir.Layer.is_concat) ----------------------------------
+# ---- combining inputs (docs/hardware/arithmetic.md §4, ir.Layer.is_concat)
+# ----------------------------------
 
 
 def operands(layer: Layer, xs: list[torch.Tensor]) -> list[torch.Tensor]:
@@ -106,7 +108,8 @@ def combine(layer: Layer, xs: list[torch.Tensor]) -> torch.Tensor:
     return xs[0]
 
 
-# ---- main operations (arithmetic.md §2, §5) ---------------------------------------------------
+# ---- main operations (docs/hardware/arithmetic.md §2, §5)
+# ---------------------------------------------------
 
 
 def geometry(layer: Layer) -> Geometry:

@@ -1,9 +1,9 @@
 """Segmentation datasets read with Pillow/numpy (no torchvision): ``shapes``, ``voc``, ``folder``.
 
 Every dataset yields ``(x, mask)``: ``x`` is the image in the hardware's integer range, an int16
-tensor (C, H, W) of values in [-128, 127] (arithmetic.md R6.1: ``clip(round((v - 0.5) * 256))``
-for pixels v in [0, 1]); training feeds ``x / 128``, evaluation and the simulator feed ``x``.
-``mask`` is an int64 tensor (H, W) of class indices with ``VOID`` (255) for pixels to ignore.
+tensor (C, H, W) of values in [-128, 127] (docs/hardware/arithmetic.md R6.1: ``clip(round((v - 0.5)
+* 256))`` for pixels v in [0, 1]); training feeds ``x / 128``, evaluation and the simulator feed
+``x``. ``mask`` is an int64 tensor (H, W) of class indices with ``VOID`` (255) for pixels to ignore.
 """
 
 from __future__ import annotations
@@ -31,7 +31,8 @@ IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp")
 
 
 def to_hardware_range(image: np.ndarray) -> torch.Tensor:
-    """HxWx3 float image in [0, 1] -> int16 (3, H, W) in [-128, 127] (arithmetic.md R6.1)."""
+    """HxWx3 float image in [0, 1] -> int16 (3, H, W) in [-128, 127]
+    (docs/hardware/arithmetic.md R6.1)."""
     x = image.astype(np.float64) - 0.5  # a new array: the steps below work in it
     x *= 256.0
     np.clip(np.round(x, out=x), -128, 127, out=x)
@@ -84,8 +85,8 @@ def render_shapes_planar(index: int, config: ShapesConfig) -> tuple[np.ndarray, 
     a row term plus a column term, one plane per channel (long inner loops), shapes and textures
     are written only in the box around each shape and only where it is, the distractor is one
     sine per diagonal (x + y), the noise is drawn as the first version drew it (its normal
-    deviates in pixel-major order, scaled as ``normal`` scales them). tests/train/test_datasets.py
-    holds that first version and checks the two agree bit for bit.
+    deviates in pixel-major order, scaled as ``normal`` scales them).
+    tests/training/test_datasets.py holds that first version and checks the two agree bit for bit.
     """
     rng = np.random.default_rng([config.seed, index])
     n = config.size

@@ -1,4 +1,4 @@
-"""The demo's pieces (its sequence is pipeline.demo.run_demo): the shipped small U-Net and
+"""The demo's pieces (its sequence is api.demo.run_demo): the shipped small U-Net and
 checkpoint, retraining, the masks figure and the README.
 
 shipped checkpoint (or ``--train``) -> float / QAT-eval / bit-exact mIoU on a held-out split ->

@@ -1,6 +1,6 @@
 /* cnn_kernels.c: layer kernels shared by every network cnnforge generates (see cnn_kernels.h).
  *
- * Rules cited as Rx.y are from shared/spec/arithmetic.md; the Python twin is
+ * Rules cited as Rx.y are from docs/hardware/arithmetic.md; the Python twin is
  * src/cnnforge/arithmetic.py. Accumulation is int32 where cnnforge proved at generation time
  * that no accumulator can leave [-2^30, 2^30] (R1.4), int64 otherwise (acc64 layers).
  */

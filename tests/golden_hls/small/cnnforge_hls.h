@@ -159,7 +159,7 @@ void conv2d_engine(const typename rom_of<WB>::type *weights,
 }
 
 // ConvTranspose2d engine (R2.7 as a gather): out(oc, oy, ox) sums in(c, iy, ix) * w(c, oc,
-// ky, kx) over oy = iy*S - PAD + ky; the address is computed every cycle, as in seed 001.
+// ky, kx) over oy = iy*S - PAD + ky; the address is computed every cycle, as the reference design does.
 // Weights are PyTorch's (C, OC, K, K) in ROM.
 template <class IN, int C, int H, int W, int OC, int OH, int OW, int K, int S, int PAD,
           int P, int ACC, int SK, int ACT, int WB>

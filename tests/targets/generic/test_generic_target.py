@@ -17,7 +17,6 @@ from cnnforge.targets.generic.steps import Step, StepGraph
 from cnnforge.targets.generic.target import (
     GenericTarget,
     format_params,
-    is_generic,
     parse_generic,
     parse_size,
 )
@@ -34,7 +33,6 @@ def test_parse_generic_sizes_and_keys():
     recomputing = parse_generic("generic:halo=recompute")
     assert recomputing.halo == "recompute" and t.halo == "keep"
     assert parse_generic(f"generic:{format_params(recomputing)}") == recomputing
-    assert is_generic("generic:onchip=1") and not is_generic("MAX78000")
 
 
 @pytest.mark.parametrize(

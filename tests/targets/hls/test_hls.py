@@ -20,17 +20,18 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from cnnforge.api.targets import get_target
 from cnnforge.arithmetic import accumulator_bits
-from cnnforge.devices import MAX78000, Capabilities, Max7800xDevice
+from cnnforge.devices import Capabilities
 from cnnforge.errors import DeviceLimitError
 from cnnforge.geometry import live_intervals
 from cnnforge.ir import Op
-from cnnforge.pipeline.targets import resolve_device
 from cnnforge.sim import simulate
 from cnnforge.targets.hls.buffer_plan import PINGPONG, plan_hls
 from cnnforge.targets.hls.build import find_ap_types
 from cnnforge.targets.hls.device import HLS
 from cnnforge.targets.hls.emitter import emit_hls
+from cnnforge.targets.max7800x.device import MAX78000, Max7800xDevice
 from support.emit_c import random_network
 from support.golden import check_files, folder_files
 from support.hls import csim_batch, random_hls_network, random_sample
@@ -49,7 +50,7 @@ def _answer(net, x) -> dict[str, np.ndarray]:
 
 
 def test_the_target_is_data() -> None:
-    hls = resolve_device("hls")
+    hls = get_target("hls").device
     assert hls is HLS and isinstance(hls, Capabilities)
     assert not isinstance(hls, Max7800xDevice)  # no MAX7800x memories pretended
     assert (hls.default_weight_bits, hls.activation_bits) == (5, 8)
@@ -183,5 +184,5 @@ def test_compile_unet_for_hls_runs_csim(tmp_path: Path) -> None:
     bits = {x["quant"]["weight_bits"] for x in network["layers"] if x.get("quant")}
     assert bits == {5}
     report = (out / "report.md").read_text()
-    assert "| 0x010 | HEIGHT_WIDTH |" in report and "seed 001" in report
+    assert "| 0x010 | HEIGHT_WIDTH |" in report and "reference design" in report
     assert (out / "hls" / "regmap.h").is_file() and not (out / "c").exists()

@@ -17,10 +17,10 @@ import numpy as np
 import pytest
 import torch
 
-from cnnforge.devices import get_device
 from cnnforge.errors import ConfigError
-from cnnforge.frontend.ai8x import read_ai8x
 from cnnforge.sim import simulate
+from cnnforge.targets.max7800x.ai8x import read_ai8x
+from cnnforge.targets.max7800x.device import get_device
 from cnnforge.targets.max7800x.streaming import rollover_words
 from cnnforge.targets.max7800x.validate import validate_plan
 from support.paths import TESTS
@@ -53,7 +53,8 @@ def test_demo_is_bit_exact(path: Path) -> None:
     meta, x, expected = _demo(path)
     model = _import(meta, x.shape)
     assert validate_plan(model.network, model.plan, meta["device"]) == ()
-    y = simulate(model.network, x, device=meta["device"]).outputs[model.network.layers[-1].name]
+    outputs = simulate(model.network, x, device=get_device(meta["device"])).outputs
+    y = outputs[model.network.layers[-1].name]
     assert y.shape == expected.shape or y.numel() == expected.size
     assert np.array_equal(y.numpy().reshape(expected.shape), expected)
 

@@ -15,10 +15,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cnnforge.arithmetic import implicit_shift
-from cnnforge.frontend.ai8x import read_ai8x
 from cnnforge.ir import INPUT, Activation, EltwiseOp, Network, Pooling, PoolKind
 from cnnforge.passes.verify import verify
 from cnnforge.sim import simulate
+from cnnforge.targets.max7800x.ai8x import read_ai8x
 from cnnforge.targets.max7800x.ai8x_checkpoint_writer import write_checkpoint
 from cnnforge.targets.max7800x.ai8x_yaml_writer import write_yaml
 from cnnforge.targets.max7800x.placement import Plan

@@ -14,9 +14,9 @@ import torch
 import yaml
 
 from cnnforge.errors import EmitError
-from cnnforge.frontend.ai8x import read_ai8x
-from cnnforge.frontend.ai8x_checkpoint import read_checkpoint
 from cnnforge.ir import Network
+from cnnforge.targets.max7800x.ai8x import read_ai8x
+from cnnforge.targets.max7800x.ai8x_checkpoint import read_checkpoint
 from cnnforge.targets.max7800x.ai8x_checkpoint_writer import checkpoint_dict, write_checkpoint
 from cnnforge.targets.max7800x.ai8x_yaml_writer import write_yaml, yaml_text
 from support.ai8x import roundtrip
@@ -158,12 +158,12 @@ def test_emit_refuses_unquantized_or_mismatched(ai8x_data, tmp_path):
 def test_shipped_unets_planned_roundtrip(tmp_path, model, device, bits):
     """Quantize -> plan (cnnforge's planner) -> vendor YAML + checkpoint -> re-import: the same
     network, a plan that still validates, and the same simulated outputs."""
-    from cnnforge.devices import get_device
     from cnnforge.frontend import load_network
     from cnnforge.models import default_input_shape
     from cnnforge.passes.lower import lower_to_hardware
     from cnnforge.quant.ptq import quantize_network
     from cnnforge.sim import simulate
+    from cnnforge.targets.max7800x.device import get_device
     from cnnforge.targets.max7800x.planner import plan_network
     from cnnforge.targets.max7800x.validate import validate_plan
     from support.ai8x import semantic_differences
@@ -173,8 +173,9 @@ def test_shipped_unets_planned_roundtrip(tmp_path, model, device, bits):
     lowered = lower_to_hardware(load_network(model, shape), dev).network
     if bits == "auto":  # per-layer widths chosen by the device check (cnnforge check)
         from cnnforge.passes.check import check_report
+        from support.targets import rules_of
 
-        report = check_report(load_network(model, shape), dev, "auto")
+        report = check_report(load_network(model, shape), dev, "auto", rules=rules_of(dev))
         lowered, bits = report.network, report.weight_bits
     network, plan = plan_network(quantize_network(lowered, bits, device=dev), dev)
     write_yaml(network, plan, tmp_path / "n.yaml")

@@ -9,14 +9,14 @@ import numpy as np
 import pytest
 import torch
 
-from cnnforge.devices import MAX78000, get_device
 from cnnforge.errors import ConfigError
-from cnnforge.frontend.ai8x import read_ai8x
 from cnnforge.ir import BINARY_BITS, Activation, Layer, Network, Op, Pooling, PoolKind
 from cnnforge.ir import Quantized as Q
 from cnnforge.sim import simulate
+from cnnforge.targets.max7800x.ai8x import read_ai8x
 from cnnforge.targets.max7800x.ai8x_checkpoint_writer import write_checkpoint
 from cnnforge.targets.max7800x.ai8x_yaml_writer import write_yaml
+from cnnforge.targets.max7800x.device import MAX78000, get_device
 from cnnforge.targets.max7800x.placement import Placement, Plan
 
 RNG = np.random.default_rng(7)
@@ -75,7 +75,7 @@ def _roundtrip(tmp: Path, network: Network, device: str):
     write_checkpoint(network, tmp / "v.pth.tar")
     again = read_ai8x(tmp / "v.yaml", tmp / "v.pth.tar", network.input_shape, device=device)
     x = torch.from_numpy(RNG.integers(-128, 128, size=network.input_shape))
-    dev = None if device == "MAX78000" else device
+    dev = None if device == "MAX78000" else get_device(device)
     before = simulate(network, x, device=dev).outputs
     after = simulate(again.network, x, device=dev).outputs
     assert all(torch.equal(before[k], after[k]) for k in before)
@@ -150,7 +150,8 @@ def test_pm1_weights_keep_their_width_and_auto_binary(tmp_path):
 
 @pytest.mark.parametrize("pool_first", [True, False])
 def test_pooled_eltwise_roundtrip(tmp_path, pool_first):
-    """Element-wise with pooling, both orders (arithmetic.md R4.3), standalone and in flight."""
+    """Element-wise with pooling, both orders (docs/hardware/arithmetic.md R4.3), standalone and in
+    flight."""
     from dataclasses import replace
 
     from cnnforge.ir import EltwiseOp

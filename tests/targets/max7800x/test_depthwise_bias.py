@@ -8,9 +8,9 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cnnforge.devices import MAX78002
 from cnnforge.geometry import processors_per_pass
 from cnnforge.targets.max7800x.depthwise_bias import broadcast_order, depthwise_bias
+from cnnforge.targets.max7800x.device import MAX78002
 
 
 def _mask(first: int, count: int) -> int:

@@ -80,7 +80,7 @@ def test_formats_and_float_scaling(tmp_path) -> None:
     np.save(d / "b.npy", np.array([5]))
     got = read_layer_outputs(d)
     assert set(got) == {"a", "b"}
-    # float values are in units of 1/128 next to integers (arithmetic.md R1.1)
+    # float values are in units of 1/128 next to integers (docs/hardware/arithmetic.md R1.1)
     same = compare_layer("a", np.array([[1, 2], [3, 4]]) / 128.0, got["a"])
     assert same.equal
     off = compare_layer("a", np.array([[1, 2], [3, 5]]), got["a"][None])
@@ -147,13 +147,16 @@ def test_model_level_against_fused_layers(tmp_path, capsys) -> None:
 def test_simulate_layers_keep_the_network_order_for_diff(tmp_path, capsys) -> None:
     """``simulate --layers`` writes the layers in network order (order.txt); ``diff`` of two such
     sets names the network's first diverging layer, not the alphabetically first (issue 31)."""
+    from cnnforge.api.targets import device_for
     from cnnforge.checkpoint import save_quantized
     from cnnforge.passes.check import check_network
-    from cnnforge.pipeline.targets import device_for
+    from support.targets import rules_of
 
     dev = device_for("MAX78000", "simulate")
     net = next(
-        n for n in map(random_network, range(100)) if len(n) > 2 and not check_network(n, dev)
+        n
+        for n in map(random_network, range(100))
+        if len(n) > 2 and not check_network(n, dev, rules=rules_of(dev))
     )
     names = [x.name for x in net.layers]
     save_quantized(net, tmp_path / "q.pth")

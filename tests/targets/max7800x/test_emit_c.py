@@ -1,5 +1,5 @@
-"""C emitter: worked examples of arithmetic.md §7/§8 run as C, the arena, packing, checksum,
-literals, determinism, golden files and errors.
+"""C emitter: worked examples of docs/hardware/arithmetic.md §7/§8 run as C, the arena, packing,
+checksum, literals, determinism, golden files and errors.
 
 Golden files: tests/golden_c/<case>/ holds the emitted project of a small network; regenerate
 after an intended format change with
@@ -18,12 +18,12 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
+from cnnforge.c_text import c_string, fnv1a32, pack_rows
 from cnnforge.errors import EmitError, InputError
 from cnnforge.ir import BINARY_BITS, Activation, Layer, Network, Op, Quantized
 from cnnforge.sim import simulate
 from cnnforge.targets.max7800x.c import emit_c
 from cnnforge.targets.max7800x.c.arena import Buffer, allocate, check_arena
-from cnnforge.targets.max7800x.c.arrays import c_string, fnv1a32, pack_rows
 from cnnforge.targets.max7800x.c.build import build_and_run, compile_c
 from support.emit_c import build_batch, random_input, random_network
 from support.golden import check_files, folder_files
@@ -31,7 +31,8 @@ from support.paths import TESTS
 
 GOLDEN = TESTS / "golden_c"
 
-# ---- worked examples as C (arithmetic.md §7, §8) ------------------------------------------
+# ---- worked examples as C (docs/hardware/arithmetic.md §7, §8)
+# ------------------------------------------
 
 EX_A_X = np.array([[[12, -7, 100], [-128, 55, 3], [27, 90, -64]]])
 EX_A_W = np.array([[[[5, -3, 17], [2, 127, -128], [-9, 0, 44]]]])

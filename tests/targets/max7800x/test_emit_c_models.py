@@ -1,4 +1,4 @@
-"""The generated C on real networks: every vendor pair in ../shared/data/ai8x, the seed-001
+"""The generated C on real networks: every vendor pair in ../shared/data/ai8x, the plain VOC
 U-Net and the plain-torch large U-Net. Each is built with the strict -O2 flags and its full
 output must equal the simulator's (and, where the vendor published one, the vendor simulator's
 known answer).
@@ -13,10 +13,10 @@ import numpy as np
 import pytest
 import torch
 
+from cnnforge.c_text import fnv1a32
 from cnnforge.ir import Network
 from cnnforge.sim import simulate
 from cnnforge.targets.max7800x.c import emit_c
-from cnnforge.targets.max7800x.c.arrays import fnv1a32
 from cnnforge.targets.max7800x.c.build import build_and_run
 
 VENDOR = [
@@ -46,7 +46,7 @@ def _emit_and_run(network: Network, x: np.ndarray, out: Path, *, sanitize: bool 
 @pytest.mark.parametrize(("yaml_name", "ckpt_name", "golden"), VENDOR)
 def test_vendor_networks(ai8x_data: Path, tmp_path: Path, yaml_name, ckpt_name, golden) -> None:
     """Every vendor pair: C == simulator; the checksum equals the vendor's known answer's."""
-    from cnnforge.frontend.ai8x import read_ai8x, sample_path
+    from cnnforge.targets.max7800x.ai8x import read_ai8x, sample_path
 
     model = read_ai8x(
         ai8x_data / "networks" / yaml_name,
@@ -82,7 +82,7 @@ def _quantized_model(name: str) -> tuple[Network, np.ndarray]:
 
 @pytest.mark.parametrize("name", ["unet-voc", "unet-large"])
 def test_unets(tmp_path: Path, name: str) -> None:
-    """The seed-001 U-Net and the plain-torch large U-Net, lowered and PTQ-quantized."""
+    """The plain VOC U-Net and the plain-torch large U-Net, lowered and PTQ-quantized."""
     network, x = _quantized_model(name)
     emitted = _emit_and_run(network, x, tmp_path)
     assert emitted.macs > 50_000_000

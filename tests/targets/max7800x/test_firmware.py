@@ -18,7 +18,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from cnnforge.pipeline import CompileOptions, compile_model
+from cnnforge.api.targets import compile_model
+from cnnforge.pipeline import CompileOptions
 from cnnforge.pipeline.state import CompileState
 from cnnforge.targets.max7800x.firmware.firmware import build_firmware
 from cnnforge.targets.max7800x.firmware.hostrun import HostRunError, run_setup
@@ -178,7 +179,7 @@ def test_own_plan_equals_vendor(model: str, device: str, own_compiled: OwnCompil
     streams its input through the FIFO)."""
     state, out = own_compiled(model)
     assert (out / "firmware" / "cnn.c").is_file()
-    fw = build_firmware(state.network, state.plan, state.sample, state.answer)
+    fw = build_firmware(state.network, state.target_state.plan, state.sample, state.answer)
     equal_model(fw, stored(f"own-{device}-{model}"))
 
 
@@ -290,7 +291,7 @@ def test_run_check_names_a_wrong_fifo_write(tmp_path: Path) -> None:
     """``--firmware --run``'s host check compares the FIFO stream too: a sample word changed in
     sampledata.h is named by its FIFO write."""
     from cnnforge.errors import EmitError
-    from cnnforge.pipeline.firmware import _check_on_host
+    from cnnforge.targets.max7800x.firmware_step import _check_on_host
 
     fw = variant_firmware("MAX78000-mnist")
     write_folder(fw, tmp_path)

@@ -13,8 +13,8 @@ import pytest
 from hypothesis import HealthCheck, assume, event, given, settings
 
 from cnnforge.errors import PlanError
-from cnnforge.frontend.ai8x import read_ai8x
 from cnnforge.quant.ptq import quantize_network
+from cnnforge.targets.max7800x.ai8x import read_ai8x
 from cnnforge.targets.max7800x.firmware.decode import DecodeError, decode_state
 from cnnforge.targets.max7800x.firmware.facts import LayerFacts, network_facts
 from cnnforge.targets.max7800x.firmware.firmware import build_firmware, expected_image

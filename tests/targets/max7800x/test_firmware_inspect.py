@@ -14,8 +14,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from cnnforge.api.targets import compile_model
 from cnnforge.cli import main as cli_main
-from cnnforge.pipeline import CompileOptions, compile_model
+from cnnforge.pipeline import CompileOptions
 from cnnforge.targets.max7800x.firmware.decode import decode_state
 from cnnforge.targets.max7800x.firmware.facts import network_facts
 from cnnforge.targets.max7800x.firmware.hostrun import run_setup
@@ -160,6 +161,6 @@ def test_interpreter_reads_compiles_own_firmware(
     mine = read_state(tmp_path / "out" / "firmware", device)
     vendor = stored(f"own-{device}-{model}")
     assert _equal(mine, vendor) == []
-    facts = network_facts(state.network, state.plan)
+    facts = network_facts(state.network, state.target_state.plan)
     got = decode_state(dict(mine.state.tolist()), device)
     assert differences(got, facts, device, exact=False) == []

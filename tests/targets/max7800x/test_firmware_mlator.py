@@ -175,8 +175,8 @@ def test_mlator_in_compile_help(capsys: pytest.CaptureFixture[str]) -> None:
     assert "refused" not in line
 
 
-# The vendor's two mlator paths (izer/unload.py), as read: per channel, the SRAM pointer values
-# written, and (embedded cnn_unload only) the out_buf word of each read.
+# The vendor's two mlator paths (the vendor tool's unload code), as read: per channel, the SRAM
+# pointer values written, and (embedded cnn_unload only) the out_buf word of each read.
 def _embedded(f: LayerFacts, h: int, w: int) -> list[tuple[list[int], list[int]]]:
     rmap, pixels = MAPS["MAX78000"], h * w
     start = (f.out_map & -f.out_map).bit_length() - 1 & ~3

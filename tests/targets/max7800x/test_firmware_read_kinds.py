@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 import torch
 
-from cnnforge.pipeline.firmware_read import read_firmware
 from cnnforge.targets.max7800x.firmware.writer import write_folder
+from cnnforge.targets.max7800x.firmware_read import read_firmware
 from support.cli import run_cli
 from support.firmware import pair_firmware
 

@@ -17,16 +17,18 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, assume, event, given, settings
 
+from cnnforge.api.targets import compile_model
 from cnnforge.errors import PlanError
-from cnnforge.pipeline import CompileOptions, compile_model
-from cnnforge.pipeline.firmware_read import read_firmware
+from cnnforge.pipeline import CompileOptions
 from cnnforge.quant.ptq import quantize_network
 from cnnforge.sim import simulate
+from cnnforge.targets.max7800x.device import get_device
 from cnnforge.targets.max7800x.firmware.firmware import build_firmware
 from cnnforge.targets.max7800x.firmware.interpret import read_state
 from cnnforge.targets.max7800x.firmware.options import FirmwareOptions
 from cnnforge.targets.max7800x.firmware.selftest import run_self_test
 from cnnforge.targets.max7800x.firmware.writer import write_folder
+from cnnforge.targets.max7800x.firmware_read import read_firmware
 from cnnforge.targets.max7800x.planner import plan_network
 from support.cli import run_cli
 from support.firmware import (
@@ -280,7 +282,7 @@ def test_random_planned_networks_simulate_back(network) -> None:
     for device in ("MAX78000", "MAX78002"):
         try:
             planned, plan = plan_network(q, device)
-            result = simulate(planned, x, device=device)
+            result = simulate(planned, x, device=get_device(device))
             outs = {k: v.numpy() for k, v in result.outputs.items()}
             fw = build_firmware(planned, plan, x, outs)
         except (PlanError, NotImplementedError, ValueError):

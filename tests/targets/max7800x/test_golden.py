@@ -23,9 +23,9 @@ import numpy as np
 import pytest
 import torch
 
-from cnnforge.frontend.ai8x import read_ai8x
 from cnnforge.ir import Activation, EltwiseOp, Network, Pooling, PoolKind
 from cnnforge.sim import simulate
+from cnnforge.targets.max7800x.ai8x import read_ai8x
 from cnnforge.targets.max7800x.ai8x_checkpoint_writer import checkpoint_dict
 from cnnforge.targets.max7800x.ai8x_yaml_writer import yaml_text
 from cnnforge.targets.max7800x.placement import Plan

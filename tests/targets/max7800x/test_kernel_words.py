@@ -8,8 +8,8 @@ import math
 from hypothesis import given
 from hypothesis import strategies as st
 
-from cnnforge.devices import MAX78000
 from cnnforge.ir import BINARY_BITS, Layer, Op
+from cnnforge.targets.max7800x.device import MAX78000
 from cnnforge.targets.max7800x.kernel_words import (
     layer_kernel_need,
     layer_kernel_words,
@@ -33,7 +33,7 @@ def _conv(cin: int, cout: int, k: int = 3, groups: int = 1) -> Layer:
 
 
 def test_processors_per_pass_examples() -> None:
-    # network-yaml.md §4: 48 -> 1 pass of 48; 112 -> 2 of 56; 100 -> 2 of 52
+    # docs/hardware/network-yaml.md §4: 48 -> 1 pass of 48; 112 -> 2 of 56; 100 -> 2 of 52
     assert (passes(48, device=MAX78000), processors_per_pass(48, device=MAX78000)) == (1, 48)
     assert (passes(112, device=MAX78000), processors_per_pass(112, device=MAX78000)) == (2, 56)
     assert (passes(100, device=MAX78000), processors_per_pass(100, device=MAX78000)) == (2, 52)
@@ -42,7 +42,7 @@ def test_processors_per_pass_examples() -> None:
 
 def test_vendor_figures() -> None:
     # the fake passthrough of the large U-Net: 56 -> 56 1x1, 7 words on each of 56 processors
-    # (network-yaml.md §8)
+    # (docs/hardware/network-yaml.md §8)
     need = layer_kernel_need(_conv(56, 56, k=1), device=MAX78000)
     assert (need.words, need.processors) == (7, 56)
     # MNIST fc: flatten 12x4x4 -> 10: 160 1x1 weights per processor = 18 words on 12 processors
@@ -54,7 +54,8 @@ def test_vendor_figures() -> None:
 
 
 def test_sub_byte_packing() -> None:
-    # devices.md §3: 3x3 4-bit = 2 channels per word; 1-bit = 8 per word; 1x1 8-bit = 9 per word
+    # docs/hardware/devices.md §3: 3x3 4-bit = 2 channels per word; 1-bit = 8 per word; 1x1 8-bit =
+    # 9 per word
     assert packed_words(2, 9, 4, device=MAX78000) == 1
     assert packed_words(3, 9, 4, device=MAX78000) == 2
     assert packed_words(8, 9, 1, device=MAX78000) == 1
@@ -99,7 +100,7 @@ def test_output_slots_from_masks() -> None:
 
 
 def test_vendor_networks_with_their_plans(ai8x_data) -> None:
-    from cnnforge.frontend.ai8x import load_ai8x
+    from cnnforge.targets.max7800x.ai8x import load_ai8x
 
     net, plan = load_ai8x(
         ai8x_data / "networks/camvid-unet-large-fakept.yaml",
@@ -112,6 +113,7 @@ def test_vendor_networks_with_their_plans(ai8x_data) -> None:
         p = plan.placement(layer.name)
         slots = output_slots(p.out_processors, layer.out_channels, device=MAX78000)
         words[layer.name] = layer_kernel_words(layer, out_slots=slots, device=MAX78000)
-    # network-yaml.md §8: the fake passthrough costs 7 words on each of its 56 processors
+    # docs/hardware/network-yaml.md §8: the fake passthrough costs 7 words on each of its 56
+    # processors
     assert words["layer7"] == 7
     assert words["layer6"] == 112 and words["layer8"] == 112  # 56 -> 112 and 112 -> 56

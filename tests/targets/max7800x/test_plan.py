@@ -7,10 +7,10 @@ import dataclasses
 import numpy as np
 import pytest
 
-from cnnforge.devices import MAX78000, get_device
 from cnnforge.errors import PlanError
 from cnnforge.geometry import live_intervals
 from cnnforge.ir import INPUT, EltwiseOp, Network, Op, Quantized
+from cnnforge.targets.max7800x.device import MAX78000, get_device
 from cnnforge.targets.max7800x.groups import identity_conv, is_copy
 from cnnforge.targets.max7800x.inplace import IN_PLACE_MARGIN_WORDS, in_place_words
 from cnnforge.targets.max7800x.latency import (
@@ -24,7 +24,8 @@ from cnnforge.targets.max7800x.planner import plan_cycles, plan_network
 from cnnforge.targets.max7800x.validate import validate_plan
 from support.plan import POOL2, conv, passthrough, small_unet, upconv, with_weights
 
-# ---- latency model: the three check values of devices.md §5 ---------------------------------
+# ---- latency model: the three check values of docs/hardware/devices.md §5
+# ---------------------------------
 
 
 def test_latency_check_values_of_the_spec():

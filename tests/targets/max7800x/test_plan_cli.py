@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from cnnforge.cli import main
-from cnnforge.frontend.ai8x import load_ai8x
+from cnnforge.targets.max7800x.ai8x import load_ai8x
 from cnnforge.targets.max7800x.validate import validate_plan
 
 SIMPLE = """

@@ -18,11 +18,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cnnforge.devices import get_device
 from cnnforge.errors import PlanError
-from cnnforge.frontend.ai8x import read_ai8x
 from cnnforge.ir import INPUT, Network
 from cnnforge.sim import simulate
+from cnnforge.targets.max7800x.ai8x import read_ai8x
+from cnnforge.targets.max7800x.device import get_device
 from cnnforge.targets.max7800x.metrics import plan_metrics
 from cnnforge.targets.max7800x.planner import plan_network
 from cnnforge.targets.max7800x.streaming import rollover_words, streaming_layers

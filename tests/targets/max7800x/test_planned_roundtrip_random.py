@@ -14,9 +14,9 @@ import torch
 from hypothesis import assume, given, settings
 
 from cnnforge.errors import CnnforgeError, PlanError
-from cnnforge.frontend.ai8x import read_ai8x
 from cnnforge.quant.ptq import quantize_network
 from cnnforge.sim import simulate
+from cnnforge.targets.max7800x.ai8x import read_ai8x
 from cnnforge.targets.max7800x.ai8x_checkpoint_writer import write_checkpoint
 from cnnforge.targets.max7800x.ai8x_yaml_writer import write_yaml
 from cnnforge.targets.max7800x.planner import plan_network
@@ -26,7 +26,8 @@ from support.plan import networks, with_weights
 
 
 def _vendor_writable(network) -> bool:
-    """The vendor tool needs equal channel counts in a concatenation (network-yaml.md §5)."""
+    """The vendor tool needs equal channel counts in a concatenation
+    (docs/hardware/network-yaml.md §5)."""
     for layer in network.layers:
         if layer.is_concat:
             counts = {network.shape_of(n)[0] for n in layer.inputs}

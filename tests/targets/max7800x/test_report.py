@@ -8,7 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from cnnforge.pipeline import CompileOptions, compile_model, summary
+from cnnforge.api.targets import compile_model
+from cnnforge.pipeline import CompileOptions, summary
 from cnnforge.targets.max7800x.compile_report import write_report
 
 SEG = """

@@ -10,8 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from cnnforge.devices import MAX78002
-from cnnforge.frontend.ai8x import read_ai8x
+from cnnforge.targets.max7800x.ai8x import read_ai8x
+from cnnforge.targets.max7800x.device import MAX78002
 from cnnforge.targets.max7800x.speedups import read_ahead_conflict, speedup_issues
 from support.cli import run_cli
 from support.firmware import own_sample

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from cnnforge.errors import PlanError
-from cnnforge.frontend.ai8x import load_ai8x
+from cnnforge.targets.max7800x.ai8x import load_ai8x
 from cnnforge.targets.max7800x.placement import Plan
 from cnnforge.targets.max7800x.planner import plan_network
 from cnnforge.targets.max7800x.validate import raise_on_issues, validate_plan
@@ -70,7 +70,8 @@ def test_vendor_unet_strict_check_proves_its_in_place_layers(ai8x_data):
 
 def test_vendor_unet_broken_copy_offset_is_found(ai8x_data):
     net, plan = _vendor(ai8x_data, "unet")
-    bad = _edit(plan, "layer7", out_offset=0x4008)  # network-yaml.md §6 "pt's out_offset"
+    # the copy layer one word off (docs/hardware/network-yaml.md §8)
+    bad = _edit(plan, "layer7", out_offset=0x4008)
     issues = validate_plan(net, bad, "MAX78000", allow_overlap=True)
     assert "read" in _rules(issues)
     assert any(x.layer == "layer9" for x in issues)
@@ -142,7 +143,7 @@ def test_plain_torch_large_unet_plans_and_validates():
     out, plan = plan_network(net, "MAX78000")
     assert validate_plan(out, plan, "MAX78000") == ()
     assert len(out.layers) == len(net.layers) + 1  # one copy: the vendor's `pt`
-    # The same processor layout the vendor's author chose by hand (unet-walkthrough.md §2):
+    # The same processor layout the vendor's author chose by hand (docs/hardware/unet.md §2):
     masks = {p.layer: (p.in_processors, p.out_processors) for p in plan.placements}
     assert masks["enc1.0"][1] == 0xFF00_0000_0000_0000  # skip 1 on the top 8 processors
     assert masks["enc2.1"][1] == 0x00FF_FFFF_F000_0000  # skip 2 on 28-55
@@ -156,11 +157,11 @@ def test_plain_torch_large_unet_plans_and_validates():
 
 @pytest.mark.parametrize("device", ["MAX78002", "MAX78000"])
 def test_seed_001_unet_plans_and_validates(device):
-    from cnnforge.devices import get_device
     from cnnforge.frontend import load_network
     from cnnforge.passes.lower import lower_to_hardware
-    from cnnforge.passes.weight_bits import choose_weight_bits
     from cnnforge.quant.ptq import quantize_network
+    from cnnforge.targets.max7800x.device import get_device
+    from cnnforge.targets.max7800x.weight_bits import choose_weight_bits
 
     dev = get_device(device)
     net = lower_to_hardware(load_network("unet-voc", (3, 64, 64)), dev).network

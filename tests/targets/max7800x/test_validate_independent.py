@@ -2,7 +2,7 @@
 
 Each test breaks one of the planner's own sizing helpers (plan/kernels.py) on purpose; the
 planner then builds a plan that its helpers accept, and ``validate_plan``, which derives the
-sizes from devices.md §3/§4 through cnnforge.geometry, must report it.
+sizes from docs/hardware/devices.md §3/§4 through cnnforge.geometry, must report it.
 """
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ import dataclasses
 
 import numpy as np
 
-from cnnforge.devices import MAX78000
 from cnnforge.ir import INPUT, Layer, Network, Op
 from cnnforge.targets import max7800x as plan_package
 from cnnforge.targets.max7800x import kernels
+from cnnforge.targets.max7800x.device import MAX78000
 from cnnforge.targets.max7800x.planner import plan_network
 from cnnforge.targets.max7800x.validate import spec_kernel_words, validate_plan
 

@@ -13,10 +13,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from cnnforge.pipeline.firmware_read import decode_firmware_image, read_firmware
 from cnnforge.targets.max7800x.firmware.interpret import read_state
 from cnnforge.targets.max7800x.firmware.selftest import run_self_test
 from cnnforge.targets.max7800x.firmware.writer import write_folder
+from cnnforge.targets.max7800x.firmware_read import decode_firmware_image, read_firmware
 from support.vendor_store import STORE, StoredCase, load_stored, stored_names
 from support.vendor_suite import family
 
@@ -99,7 +99,7 @@ def test_the_snoop_registers_are_written_and_a_layer_link_is_not_decoded(tmp_pat
     test_the_firmware_leaves_the_vendors_state checks for every stored case); the same state with
     layer 0 linked to layer 3 (the vendor's `snoop_sequence`: conditional execution) is refused
     in one line naming the register, not decoded as if its layers ran in order."""
-    from cnnforge.frontend.ai8x import read_ai8x
+    from cnnforge.targets.max7800x.ai8x import read_ai8x
     from cnnforge.targets.max7800x.ai8x_yaml_writer import yaml_text
     from cnnforge.targets.max7800x.firmware.decode import DecodeError, decode_state
     from cnnforge.targets.max7800x.firmware.regmap import MAPS

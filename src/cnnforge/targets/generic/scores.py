@@ -45,9 +45,9 @@ def evaluate_generic(
     *,
     batch_size: int = 32,
 ) -> GenericEvaluation:
-    """Quantize ``network`` for ``target`` on float ``calibration`` (N, C, H, W), then score
-    float and integer arg-max segmentation on ``dataset`` (images in the hardware range
-    [-128, 127], read as ``x / 128`` as the MAX7800x path does, arithmetic.md R6.1)."""
+    """Quantize ``network`` for ``target`` on float ``calibration`` (N, C, H, W), then score float
+    and integer arg-max segmentation on ``dataset`` (images in the hardware range [-128, 127], read
+    as ``x / 128`` as the MAX7800x path does, docs/hardware/arithmetic.md R6.1)."""
     q = quantize_generic(network, target, calibration)
     out = q.network.outputs[0]
     cms: dict[str, np.ndarray] = {}

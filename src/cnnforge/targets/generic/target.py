@@ -70,11 +70,6 @@ HALOS = ("keep", "recompute")
 _SIZES = frozenset({"onchip", "ddr", "weight_onchip"})
 
 
-def is_generic(text: object) -> bool:
-    """True when a ``--device`` value names the generic target."""
-    return isinstance(text, str) and text.strip().lower().split(":", 1)[0] == PREFIX
-
-
 def parse_size(text: str, key: str = "size") -> int:
     """``3MiB`` -> 3145728, ``5MB`` -> 5000000, ``4096`` -> 4096, ``1.5MiB`` -> 1572864."""
     match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([A-Za-z]*)\s*", text)

@@ -48,10 +48,6 @@ class HlsPlan:
     tensor_buffer: dict[str, str]  # tensor (INPUT or a layer) -> buffer
     io_cycles: int  # AXI-Stream in and out, one value per cycle
 
-    @property
-    def skip_stores(self) -> tuple[str, ...]:
-        return tuple(b for b in self.buffers if b not in PINGPONG)
-
 
 def plan_hls(network: Network, target: HlsTarget) -> HlsPlan:
     """Assign buffers and estimate resources; DeviceLimitError for layers the engines lack."""

@@ -13,9 +13,9 @@ import shutil
 import subprocess
 from pathlib import Path
 
+from cnnforge.c_text import RunResult, run_exe
 from cnnforge.errors import EmitError
 from cnnforge.resources import tool_ran_out
-from cnnforge.targets.max7800x.c.build import RunResult, run_exe
 
 STRICT_CXXFLAGS = ("-std=c++17", "-Wall", "-Wextra", "-Werror")
 SANITIZE_CXXFLAGS = ("-O1", "-g", "-fsanitize=address,undefined", "-fno-omit-frame-pointer")

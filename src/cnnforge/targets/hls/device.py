@@ -1,12 +1,12 @@
 """FPGA targets built from HLS C++ (docs/hls-target.md): frozen records of numbers, like devices.py.
 
 An ``HlsTarget`` is a ``Capabilities`` record, so every shared stage that asks what a target
-computes (checker, legalizer, quantizer, simulator) works on it unchanged; its limits are set so
-the shared lowering produces the layers the HLS engines implement (stride-1 convolutions,
-3x3 stride-2 transposed convolutions, pools, element-wise ops, concatenation). It has no MAX7800x
-memories: on-chip RAM is sized by its own planner (buffer_plan.py, docs/hls-target.md §6). The
-fields below the ``Capabilities`` ones are the FPGA's own: accumulator width (§2), parallelism,
-clock and the AXI-Lite register map (§5), which is compatible with seed 001 §7.
+computes (checker, legalizer, quantizer, simulator) works on it unchanged; its limits are set so the
+shared lowering produces the layers the HLS engines implement (stride-1 convolutions, 3x3 stride-2
+transposed convolutions, pools, element-wise ops, concatenation). It has no MAX7800x memories:
+on-chip RAM is sized by its own planner (buffer_plan.py, docs/hls-target.md §6). The fields below
+the ``Capabilities`` ones are the FPGA's own: accumulator width (§2), parallelism, clock and the
+AXI-Lite register map (§5), which is compatible with the reference design's (docs/hls-target.md §5).
 """
 
 from __future__ import annotations
@@ -28,7 +28,8 @@ class HlsTarget(Capabilities):
     macs_per_cycle: int = 9  # multipliers per MAC engine: one 3x3 window per cycle (§4)
     initiation_interval: int = 1  # II of every pipelined loop (§4)
     clock_mhz: float = 100.0  # fabric clock for the cycle estimate (§4)
-    # AXI-Lite register offsets (§5; seed 001 §7: 0x000 control, 0x010/0x020/0x030 geometry)
+    # AXI-Lite register offsets (§5; the reference design's: 0x000 control, 0x010/0x020/0x030
+    # geometry)
     reg_control: int = 0x000
     reg_height_width: int = 0x010
     reg_kernel_padding: int = 0x020

@@ -18,14 +18,13 @@ import jinja2
 import numpy as np
 
 from cnnforge.arithmetic import right_shift
+from cnnforge.c_text import c_array, c_comment, fnv1a32, output_vector, sample_vector
 from cnnforge.errors import DeviceLimitError, InputError
 from cnnforge.geometry import main_input_shape
 from cnnforge.ir import INPUT, Activation, EltwiseOp, Layer, Network, Op, Pooling, PoolKind
 from cnnforge.targets.hls.buffer_plan import HlsPlan, LayerPlan, plan_hls
 from cnnforge.targets.hls.device import HLS, HlsTarget
 from cnnforge.targets.hls.regmap import regmap_markdown
-from cnnforge.targets.max7800x.c.arrays import c_array, c_comment, fnv1a32
-from cnnforge.targets.max7800x.c.emitter import output_vector, sample_vector
 
 TEMPLATES = Path(__file__).parent / "templates"
 ENGINES_HEADER = "cnnforge_hls.h"

@@ -1,7 +1,7 @@
 """The AXI-Lite register map of an HLS top function as a markdown table (regmap.md).
 
 Offsets come from the target (targets.hls.device.HlsTarget, docs/hls-target.md §5); the first four
-match seed 001 §7 (0x000 control, 0x010 {height, width}, 0x020 {kernel_size, padding},
+match the reference design's (0x000 control, 0x010 {height, width}, 0x020 {kernel_size, padding},
 0x030 {in_channels, out_channels}).
 """
 
@@ -27,11 +27,12 @@ def register_rows(target: HlsTarget) -> list[tuple[str, str, str]]:
 
 def regmap_markdown(network: Network, plan: HlsPlan, target: HlsTarget) -> str:
     """regmap.md: the registers, then the geometry each layer shows through them."""
+    shape = "x".join(map(str, network.input_shape))
     lines = [
         f"# AXI-Lite register map of `cnnforge_top` ({network.name}, target {target.name})",
         "",
-        "Bundle `ctrl`; offsets compatible with seed 001 §7. AXI-Stream `in_stream` carries the",
-        f"{'x'.join(map(str, network.input_shape))} int8 input (CHW), `out_stream` the outputs.",
+        "Bundle `ctrl`; offsets compatible with the reference design. AXI-Stream `in_stream`",
+        f"carries the {shape} int8 input (CHW), `out_stream` the outputs.",
         "",
         "| Offset | Register | Description |",
         "|--------|----------|-------------|",

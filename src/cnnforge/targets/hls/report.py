@@ -1,16 +1,18 @@
-"""The HLS report: resources per engine and in total beside seed 001's table, the register map
-and float vs quantized agreement on the sample (docs/hls-target.md §7)."""
+"""The HLS report: resources per engine and in total beside the reference design's table, the
+register map and float vs quantized agreement on the sample (docs/hls-target.md §7)."""
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import Any
 
-from cnnforge.sim.agreement import Compared, agreement
+from cnnforge.pipeline.state import CompileState
+from cnnforge.sim.agreement import agreement
 from cnnforge.targets.hls.buffer_plan import HlsPlan
 from cnnforge.targets.hls.regmap import register_rows
 
-#: Seed 001 §6 "Hardware resources by modules", as the seed reports them (its tool's area scores).
-SEED_TABLE = {
+#: The reference design's resources by module, as its HLS tool scores their area
+#: (docs/hls-target.md §7).
+REFERENCE_TABLE = {
     "conv2d": 6647,
     "batchnorm": 9894,
     "maxpool": 3650,
@@ -19,14 +21,6 @@ SEED_TABLE = {
     "top": 423251,
 }
 ENGINE_ORDER = ("conv2d", "transconv", "copy")
-
-
-class HlsCompiled(Compared, Protocol):
-    """What report.md reads of a finished HLS compile: ``pipeline.state.CompileState`` is one
-    (named by its fields, as the targets sit below the pipeline; a test checks the match)."""
-
-    @property
-    def hls_plan(self) -> HlsPlan | None: ...
 
 
 def resources(plan: HlsPlan) -> dict[str, Any]:
@@ -78,15 +72,16 @@ def resources(plan: HlsPlan) -> dict[str, Any]:
     }
 
 
-def agreement_rows(state: HlsCompiled) -> list[tuple[str, str, float]]:
+def agreement_rows(state: CompileState) -> list[tuple[str, str, float]]:
     """(output, argmax agreement or "-", mean |float - quantized| in LSBs) on the sample."""
     rows = agreement(state.network, state.answer, state.float_outputs, state.output_exponents)
     return [(a.name, "-" if a.argmax is None else f"{a.argmax:.4f}", a.mean_lsb) for a in rows]
 
 
-def report_markdown(state: HlsCompiled) -> str:
+def report_markdown(state: CompileState) -> str:
     """report.md for one compile."""
-    plan, net = state.hls_plan, state.network
+    plan = state.target_state.plan if state.target_state is not None else None
+    net = state.network
     if plan is None or net is None:
         raise ValueError("report.md needs the HLS plan and the compiled network")
     r = resources(plan)
@@ -124,14 +119,15 @@ def report_markdown(state: HlsCompiled) -> str:
         f"- Cycles: {total['cycles']:,} (stream in/out included) = "
         f"{total['milliseconds']:.2f} ms at {t.clock_mhz:g} MHz",
         "",
-        "## Beside seed 001 §6",
+        "## Beside the reference design",
         "",
-        "Seed 001's figures are its HLS tool's area scores per module (batch normalization had",
-        "its own module); ours are counts: multipliers, comparators, ROM and RAM bits.",
+        "The reference design's figures are its HLS tool's area scores per module (batch",
+        "normalization had its own module); ours are counts: multipliers, comparators, ROM and RAM",
+        "bits.",
         "",
         "| | conv2d | batchnorm | maxpool | transconv | ROM | top |",
         "|---|---|---|---|---|---|---|",
-        "| seed 001 | " + " | ".join(f"{v:,}" for v in SEED_TABLE.values()) + " |",
+        "| reference design | " + " | ".join(f"{v:,}" for v in REFERENCE_TABLE.values()) + " |",
         _ours_row(r),
         "",
         "## AXI-Lite register map (bundle ctrl)",

@@ -3,7 +3,7 @@
 Built from plain dicts, one per layer, dumped with a safe dumper that writes processor masks
 as 64-bit hex; a comment names each layer. Every value is written explicitly (processors,
 output processors, offsets), so the file does not depend on the vendor tool's defaults
-(../shared/spec/network-yaml.md §3-§5). Weights, bias and output shifts go into the checkpoint
+(docs/hardware/network-yaml.md §3-§5). Weights, bias and output shifts go into the checkpoint
 (emit/ai8x_checkpoint.py); the YAML adds `quantization` only where the vendor tool would
 otherwise infer another width (all-zero or all-+-1 weights, binary layers).
 """
@@ -92,7 +92,8 @@ def _flag_comments(network: Network, plan: Plan) -> list[str]:
     """Vendor command-line flags the network's semantics need (the YAML cannot carry them)."""
     lines = []
     if network.avg_pool_rounding:
-        lines.append("# Run ai8x-synthesis with --avg-pool-rounding (arithmetic.md R3.6).")
+        rounding = "docs/hardware/arithmetic.md R3.6"
+        lines.append(f"# Run ai8x-synthesis with --avg-pool-rounding ({rounding}).")
     in_place = in_place_layers(network, plan)
     if in_place:
         lines += [
@@ -155,7 +156,8 @@ def _check(network: Network, plan: Plan) -> None:
                 "the vendor tool requires equal channel counts in a concatenation "
                 f"({[s[0] for s in network.input_shapes(layer)]})",
                 where=where,
-                hint="network-yaml.md §5: concatenated parts must have the same channel count",
+                hint="docs/hardware/network-yaml.md §5: concatenated parts must have the same "
+                "channel count",
             )
 
 
@@ -213,7 +215,7 @@ def layer_dict(
     if place.bias_quadrant is not None and layer.quant is not None and layer.quant.bias is not None:
         d["bias_group"] = place.bias_quadrant
     # The vendor takes the final layer as the output unless another layer says `output`; then
-    # only the layers that say so (izer/izer.py): with several outputs every one says so.
+    # only the layers that say so (the vendor tool): with several outputs every one says so.
     if layer.name in network.outputs and (i != len(network.layers) - 1 or len(network.outputs) > 1):
         d["output"] = True
     return d

@@ -9,46 +9,25 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Mapping, Sequence
 from importlib import resources
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import jinja2
-import numpy as np
 
 from cnnforge.arithmetic import ACT_SCALE
-from cnnforge.devices import Capabilities, Max7800xDevice
+from cnnforge.devices import Capabilities
 from cnnforge.ir import INPUT, Network
 from cnnforge.outputs import atomic_output_file
-from cnnforge.sim.agreement import Compared, agreement, output_scale
+from cnnforge.pipeline.state import CompileState
+from cnnforge.sim.agreement import agreement, output_scale
 from cnnforge.targets.max7800x import report_figures as figs
+from cnnforge.targets.max7800x.device import Max7800xDevice
 from cnnforge.targets.max7800x.masks import mask_runs
 from cnnforge.targets.max7800x.placement import Placement, Plan
+from cnnforge.targets.max7800x.state import own
 
 WORD_BYTES = 4
-
-
-class Listed(Protocol):
-    """A rewrite or a violation: the report shows its fields."""
-
-    def to_dict(self) -> Mapping[str, str]: ...
-
-
-class CompiledState(Compared, Protocol):
-    """What report.html reads of a finished compile: ``pipeline.state.CompileState`` is one
-    (named by its fields, as the targets sit below the pipeline; a test checks the match)."""
-
-    @property
-    def device(self) -> Capabilities: ...
-    @property
-    def plan(self) -> Plan | None: ...
-    @property
-    def rewrites(self) -> Sequence[Listed]: ...
-    @property
-    def violations(self) -> Sequence[Listed]: ...
-    @property
-    def sample(self) -> np.ndarray | None: ...
 
 
 def _template() -> jinja2.Template:
@@ -149,7 +128,7 @@ def kernel_map(plan: Plan) -> str | None:
     )
 
 
-def output_figures(state: CompiledState) -> list[dict[str, str]]:
+def output_figures(state: CompileState) -> list[dict[str, str]]:
     """Float vs quantized for each network output the float model also produced."""
     out = []
     for name, quant in sorted(state.answer.items()):
@@ -165,8 +144,8 @@ def output_figures(state: CompiledState) -> list[dict[str, str]]:
     return out
 
 
-def _plan_section(state: CompiledState) -> dict[str, Any] | None:
-    plan, network = state.plan, state.network
+def _plan_section(state: CompileState) -> dict[str, Any] | None:
+    plan, network = own(state).plan, state.network
     if plan is None or network is None or len(plan.placements) != len(network.layers):
         return None
     rows = plan_rows(network, plan)
@@ -195,7 +174,7 @@ def _clock_text(device: Max7800xDevice, cycles: float) -> str:
     return f"= {cycles / hz * 1e3:.3f} ms at {hz / 1e6:g} MHz"
 
 
-def report_context(state: CompiledState, summary: dict[str, Any]) -> dict[str, Any]:
+def report_context(state: CompileState, summary: dict[str, Any]) -> dict[str, Any]:
     """Everything the template shows, from a compile state and its ``summary`` facts (the
     caller's: pipeline.state.summary), so the report never imports the pipeline."""
     network = state.network
@@ -216,12 +195,12 @@ def report_context(state: CompiledState, summary: dict[str, Any]) -> dict[str, A
     }
 
 
-def _unit(state: CompiledState, name: str) -> float:
+def _unit(state: CompileState, name: str) -> float:
     """Real value of one unit of output ``name`` (wide and calibrated outputs differ)."""
     return output_scale(state.network, name, state.output_exponents.get(name, 0))
 
 
-def _agreement(state: CompiledState) -> list[dict[str, Any]]:
+def _agreement(state: CompileState) -> list[dict[str, Any]]:
     rows = []
     for a in agreement(state.network, state.answer, state.float_outputs, state.output_exponents):
         row = {"name": a.name, "max": f"{a.max_lsb:.2f}", "mean": f"{a.mean_lsb:.3f}"}
@@ -231,7 +210,7 @@ def _agreement(state: CompiledState) -> list[dict[str, Any]]:
     return rows
 
 
-def write_report(state: CompiledState, path: Path, summary: dict[str, Any]) -> Path:
+def write_report(state: CompileState, path: Path, summary: dict[str, Any]) -> Path:
     """Render report.html for a finished compile state and its summary facts (atomically)."""
     html = _template().render(report_context(state, summary))
     with atomic_output_file(Path(path)) as tmp:

@@ -1,5 +1,5 @@
-"""Where a depthwise convolution keeps its bias: a slice in every quadrant it spans (devices.md
-§4, docs/firmware.md "Bias memory").
+"""Where a depthwise convolution keeps its bias: a slice in every quadrant it spans
+(docs/hardware/devices.md §4, docs/firmware.md "Bias memory").
 
 Depthwise layers are placed before all other layers' bias, in layer order, each quadrant's slice
 at that quadrant's fill so far. Every processor of the span from the first input processor
@@ -11,7 +11,7 @@ quadrant's processors count from that quadrant's start. In broadcast mode (outpu
 input processors) each quadrant's slice starts at a multiple of 4 and the 16 entries of a
 quadrant hold the channels of processors 0, 4, 8, 12, 1, 5, ... (the four processors of an
 instance are read in parallel); trailing empty entries of the last quadrant are given back.
-Learned from the vendor tool's izer/kbias.py and checked word for word against its firmware
+Learned from the vendor tool's bias allocator and checked word for word against its firmware
 (tests/data/firmware_state/depthwise-*.npz).
 """
 
@@ -19,8 +19,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from cnnforge.devices import Max7800xDevice
 from cnnforge.geometry import passes, processors_per_pass
+from cnnforge.targets.max7800x.device import Max7800xDevice
 
 
 def _ffs(x: int) -> int:

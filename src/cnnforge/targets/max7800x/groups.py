@@ -1,18 +1,18 @@
 """Which tensors must be laid out together, and the copy layers needed when they cannot be.
 
-A multi-input layer reads its inputs as one tensor (../shared/spec/devices.md §2, §6):
+A multi-input layer reads its inputs as one tensor (docs/hardware/devices.md §2, §6):
 
 - a concatenation of at most 64 channels reads its parts on *adjacent* processor ranges at one
   offset, in argument order (``ADJACENT``);
 - an element-wise layer, or a concatenation above 64 channels, reads its parts *interleaved*
   word by word: every part on the same processors, written with ``write_gap = parts - 1`` at
-  ``offset + 4*i`` (``INTERLEAVED``; unet-walkthrough.md §1.1.4).
+  ``offset + 4*i`` (``INTERLEAVED``; docs/hardware/unet.md §1.1.4).
 
 Every tensor belongs to exactly one ``Group`` (``SINGLE`` when no multi-input layer constrains
 it). A tensor that a group cannot use where it is (the network input, a tensor already claimed
 by another group, an interleaved part that another layer also reads plainly, a network output)
 is copied by a passthrough layer inserted right before the consumer — the vendor's ``pt`` layer
-of the large U-Net (unet-walkthrough.md §2). This is decided for the whole graph before any
+of the large U-Net (docs/hardware/unet.md §2). This is decided for the whole graph before any
 processor is chosen, so consumer constraints reach the producers.
 """
 
@@ -24,10 +24,11 @@ from enum import StrEnum
 
 import numpy as np
 
-from cnnforge.devices import Max7800xDevice
+from cnnforge.arithmetic import IDENTITY_SHIFT, IDENTITY_WEIGHT
 from cnnforge.errors import PlanError
 from cnnforge.geometry import passes, processors_per_pass
 from cnnforge.ir import INPUT, Layer, Network, Op, Quantized
+from cnnforge.targets.max7800x.device import Max7800xDevice
 
 COPY_TAG = "copy"  # module_path prefix of the passthrough copies the planner inserts
 
@@ -48,13 +49,13 @@ class Group:
 
     @property
     def gap(self) -> int:
-        """``write_gap`` of every part (devices.md §2)."""
+        """``write_gap`` of every part (docs/hardware/devices.md §2)."""
         return len(self.parts) - 1 if self.kind is GroupKind.INTERLEAVED else 0
 
 
 def group_kind(network: Network, layer: Layer, device: Max7800xDevice) -> GroupKind:
-    """How ``layer`` reads its inputs: parts of one pass in all sit side by side (devices.md §2
-    "Concatenation"), more are interleaved word by word."""
+    """How ``layer`` reads its inputs: parts of one pass in all sit side by side
+    (docs/hardware/devices.md §2 "Concatenation"), more are interleaved word by word."""
     if len(layer.inputs) == 1:
         return GroupKind.SINGLE
     if layer.eltwise is not None:
@@ -145,10 +146,6 @@ def _check_interleave(
             f"(a multiple of {align}, at most {width} each)"
         ),
     )
-
-
-#: Identity 1x1 convolution that copies exactly: 64 * x * 2^1 / 128 = x (arithmetic.md R2.3).
-IDENTITY_WEIGHT, IDENTITY_SHIFT = 64, 1
 
 
 def identity_conv(copy: Layer, quantized: bool) -> Layer:

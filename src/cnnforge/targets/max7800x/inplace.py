@@ -1,27 +1,27 @@
 """Proven in-place layers: when a layer's output may overlap its own (dying) input.
 
-devices.md §6 forbids a layer's output to intersect its inputs "unless proven". The proof here:
-the hardware produces output pixels in raster order, and an input pixel is read no later than
-when the first output pixel that needs it is computed. So writing output pixel q is safe when
-every word written so far lies below the first word of the earliest input pixel any later
-output still needs. With single-pass 8-bit input and output (one word per pixel) that is
+docs/hardware/devices.md §6 forbids a layer's output to intersect its inputs "unless proven". The
+proof here: the hardware produces output pixels in raster order, and an input pixel is read no later
+than when the first output pixel that needs it is computed. So writing output pixel q is safe when
+every word written so far lies below the first word of the earliest input pixel any later output
+still needs. With single-pass 8-bit input and output (one word per pixel) that is
 
     in_offset/4 - out_offset/4 >= max over q of ((q + 1) - first_needed(q + 1)) + margin
 
-where first_needed(q) is the smallest input pixel index read by outputs q, q+1, ... (suffix
-minimum over the window tops). The vendor's large U-Net relies on exactly this (its 3x3 dec0
-trails its input by 108 pixels where 89 are needed, unet-walkthrough.md / network-yaml.md §7.2).
-Only plain single-input convolutions and passthroughs without element-wise operands, without
-flatten, single pass in and out, 8-bit output, qualify.
+where first_needed(q) is the smallest input pixel index read by outputs q, q+1, ... (suffix minimum
+over the window tops). The vendor's large U-Net relies on exactly this (its 3x3 dec0 trails its
+input by 108 pixels where 89 are needed, docs/hardware/unet.md /
+docs/hardware/network-yaml.md §7.2). Only plain single-input convolutions and passthroughs without
+element-wise operands, without flatten, single pass in and out, 8-bit output, qualify.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from cnnforge.devices import Max7800xDevice
 from cnnforge.geometry import passes
 from cnnforge.ir import Layer, Network, Op
+from cnnforge.targets.max7800x.device import Max7800xDevice
 
 #: Extra words kept between the write and read fronts (pipeline slack; the proof needs 0). The
 #: vendor's hardware-verified U-Net overlaps with 19 words of slack at its tightest (dec0: 108

@@ -1,9 +1,9 @@
 """Kernel (weight) memory a layer needs: 72-bit words per processor, by the packing rules.
 
-devices.md §3 (the vendor's izer/kernels.py): a layer's kernels live in the processors of its
-input mask; each input processor stores ``kc`` kernels, one per (output slot, output pass, input
-pass); with b-bit weights q = 8 // b output channels share one byte, and a kernel of ``ksize``
-weights packs into 72-bit words as
+docs/hardware/devices.md §3 (the vendor tool's kernel packer): a layer's kernels live in the
+processors of its input mask; each input processor stores ``kc`` kernels, one per (output slot,
+output pass, input pass); with b-bit weights q = 8 // b output channels share one byte, and a kernel
+of ``ksize`` weights packs into 72-bit words as
 
     L = ceil((kc * ksize * b + (kc mod q) * ksize * (q - 1)) / 72)        words per processor
 
@@ -19,17 +19,19 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from cnnforge.geometry import kernel_count, main_input_shape, passes, processors_per_pass
-from cnnforge.geometry import packed_kernel_words as packed_words
+from cnnforge.geometry import main_input_shape, passes, processors_per_pass
 from cnnforge.ir import Layer, Network
+from cnnforge.targets.max7800x.geometry import kernel_count
+from cnnforge.targets.max7800x.geometry import packed_kernel_words as packed_words
 
 if TYPE_CHECKING:
-    from cnnforge.devices import Max7800xDevice
+    from cnnforge.targets.max7800x.device import Max7800xDevice
 
 
 def output_slots(out_mask: int, out_channels: int, device: Max7800xDevice) -> int:
-    """Output slots S of a placed layer from its output-processor mask (devices.md §3): last -
-    first + 1, the first rounded down to a multiple of 4 when the output has several passes."""
+    """Output slots S of a placed layer from its output-processor mask
+    (docs/hardware/devices.md §3): last - first + 1, the first rounded down to a multiple of 4 when
+    the output has several passes."""
     if out_mask <= 0:
         raise ValueError("an output mask needs at least one processor")
     first = (out_mask & -out_mask).bit_length() - 1
@@ -127,7 +129,7 @@ class KernelCapacity:
     """72-bit kernel words of every processor of a device, and the allocator's alignment."""
 
     per_processor: tuple[int, ...]
-    start_align: int  # a layer's first kernel column: a multiple of 4 (devices.md §3)
+    start_align: int  # a layer's first kernel column: a multiple of 4 (docs/hardware/devices.md §3)
 
     @property
     def total_words(self) -> int:
@@ -140,14 +142,9 @@ class KernelCapacity:
 
 
 def kernel_capacity(device: Max7800xDevice) -> KernelCapacity:
-    """The device's kernel memory (devices.md §1 "Weight memory per proc", §3)."""
+    """The device's kernel memory (docs/hardware/devices.md §1 "Weight memory per proc", §3)."""
     words = tuple(device.kernel_words(p) for p in range(device.processors))
     return KernelCapacity(words, device.kernel_start_align)
-
-
-def device_weight_bits(device: Max7800xDevice) -> tuple[int, ...]:
-    """Weight widths the device stores (devices.md §1 "Weight widths"), widest first."""
-    return tuple(b for b in device.allowed_weight_bits if b > 0)
 
 
 def aligned_words(need: KernelNeed, align: int) -> int:
@@ -159,11 +156,11 @@ def aligned_words(need: KernelNeed, align: int) -> int:
 def skyline_fits(needs: tuple[KernelNeed, ...], capacity: KernelCapacity) -> bool:
     """Whether a simple placement of every layer's kernels exists (a sufficient test).
 
-    Layers, widest first, each take the window of ``processors`` adjacent processors whose
-    highest used column (rounded up to the start alignment) is lowest, as the vendor's
-    allocator needs one start column for all processors of a layer (devices.md §3). True means
-    such a kernel map exists; False means this greedy did not find one (the exact total may
-    still fit; the planner decides).
+    Layers, widest first, each take the window of ``processors`` adjacent processors whose highest
+    used column (rounded up to the start alignment) is lowest, as the vendor's allocator needs one
+    start column for all processors of a layer (docs/hardware/devices.md §3). True means such a
+    kernel map exists; False means this greedy did not find one (the exact total may still fit; the
+    planner decides).
     """
     heights = [0] * len(capacity.per_processor)
     align = capacity.start_align

@@ -1,4 +1,4 @@
-"""Kernel-memory column map and bias-memory groups (devices.md §3, §4).
+"""Kernel-memory column map and bias-memory groups (docs/hardware/devices.md §3, §4).
 
 Kernels: a layer keeps ``L`` 72-bit words (plan/kernel_words.py) in every processor of its
 input mask, all from one start column that is a multiple of 4; like the vendor's allocator
@@ -16,17 +16,16 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from cnnforge.devices import Max7800xDevice
 from cnnforge.errors import PlanError
-from cnnforge.geometry import (
-    bias_entries,
-    has_bias,
-    kernel_count,
-    kernel_slots,
-    main_input_shape,
-)
+from cnnforge.geometry import has_bias, main_input_shape
 from cnnforge.ir import Layer, Network, Op
 from cnnforge.targets.max7800x.depthwise_bias import DepthwiseBiasError, depthwise_bias
+from cnnforge.targets.max7800x.device import Max7800xDevice
+from cnnforge.targets.max7800x.geometry import (
+    bias_entries,
+    kernel_count,
+    kernel_slots,
+)
 from cnnforge.targets.max7800x.kernel_words import layer_kernel_words as _words
 
 
@@ -41,7 +40,8 @@ def kernel_words_placed(network: Network, layer: Layer, out_mask: int, dev: Max7
 def kernels_per_processor(
     network: Network, layer: Layer, out_mask: int, dev: Max7800xDevice
 ) -> int:
-    """kc of devices.md §3 (cnnforge.geometry.kernel_count) with the budget's output slots."""
+    """kc of docs/hardware/devices.md §3 (cnnforge.geometry.kernel_count) with the budget's output
+    slots."""
     if layer.op is Op.PASSTHROUGH:
         return 0
     shape = main_input_shape(network, layer)
@@ -111,8 +111,8 @@ def assign_kernels(
 def _lowest_start(
     used: np.ndarray, procs: list[int], words: int, align: int, banks: Max7800xDevice | None
 ) -> int | None:
-    """The lowest start, a multiple of ``align`` (devices.md §3), of a free run of ``words``
-    columns on ``procs`` that crosses no bank edge of ``banks`` (depthwise layers)."""
+    """The lowest start, a multiple of ``align`` (docs/hardware/devices.md §3), of a free run of
+    ``words`` columns on ``procs`` that crosses no bank edge of ``banks`` (depthwise layers)."""
     busy = used[procs].any(axis=0)
     run = np.concatenate(([0], np.cumsum(busy)))
     for start in range(0, busy.size - words + 1, align):
@@ -146,15 +146,17 @@ def _kernel_error(
 
 
 def bias_length(layer: Layer, out_mask: int, dev: Max7800xDevice) -> int:
-    """Bias entries of a layer (devices.md §4, cnnforge.geometry.bias_entries)."""
+    """Bias entries of a layer (docs/hardware/devices.md §4, cnnforge.geometry.bias_entries)."""
     return bias_entries(layer.out_shape[0], out_mask, dev)
 
 
 def assign_bias(
     network: Network, masks: dict[str, tuple[int, int]], dev: Max7800xDevice
 ) -> dict[str, tuple[int, int]]:
-    """``{layer: (quadrant, first entry)}`` for every layer with bias (devices.md §4)."""
-    used_quadrants = set()  # quadrants that execute some layer (devices.md §7 `bias_group`)
+    """``{layer: (quadrant, first entry)}`` for every layer with bias
+    (docs/hardware/devices.md §4)."""
+    # quadrants that execute some layer (docs/hardware/devices.md §7 `bias_group`)
+    used_quadrants = set()
     for in_mask, _ in masks.values():
         for q in range(dev.quadrants):
             if in_mask >> (dev.processors_per_quadrant * q) & 0xFFFF:

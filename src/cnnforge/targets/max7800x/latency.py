@@ -1,10 +1,10 @@
-"""The vendor's latency model: estimated CNN clock cycles per layer (devices.md §5).
+"""The vendor's latency model: estimated CNN clock cycles per layer (docs/hardware/devices.md §5).
 
-A transcription of the formulas in ../shared/spec/devices.md §5 (ai8x-synthesis
-izer/latency.py): network cycles = 1 (start) + the sum over layers. ``LatencyInputs`` holds the
-model's per-layer variables in hardware terms; ``layer_inputs`` derives them from a placed
-layer. The model is the vendor's for MAX78000; on MAX78002 it is a relative cost only.
-One change, from board measurements (docs/firmware.md, "Latency"): a streaming layer costs
+A transcription of the formulas in docs/hardware/devices.md §5 (the vendor tool's latency model):
+network cycles = 1 (start) + the sum over layers. ``LatencyInputs`` holds the model's per-layer
+variables in hardware terms; ``layer_inputs`` derives them from a placed layer. The model is the
+vendor's for MAX78000; on MAX78002 it is a relative cost only. One change, from board measurements
+(docs/firmware.md, "Latency"): a streaming layer costs
 1.18 times its cycles without streaming, where the vendor guesses 1.5.
 """
 
@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from cnnforge.ir import Layer, Op
 
-START_CYCLES = 1  # devices.md §5: network cycles = 1 (start) + sum over layers
+START_CYCLES = 1  # docs/hardware/devices.md §5: network cycles = 1 (start) + sum over layers
 # A streaming layer's cycles in percent of the same layer's without streaming. Board figures
 # (docs/firmware.md, "Latency"): the two streaming layers of cats-dogs (--fifo) and of faceid
 # take 1.20 and 1.16 times their non-streaming cycles (the vendor's model guesses 1.5; the
@@ -24,7 +24,7 @@ STREAMING_PERCENT = 118
 
 @dataclass(frozen=True)
 class LatencyInputs:
-    """The variables of devices.md §5 for one layer."""
+    """The variables of docs/hardware/devices.md §5 for one layer."""
 
     passes: int  # M
     operands: int = 1  # N
@@ -44,7 +44,7 @@ class LatencyInputs:
 
 
 def layer_cycles(v: LatencyInputs) -> int:
-    """Estimated cycles of one layer by the formulas of devices.md §5."""
+    """Estimated cycles of one layer by the formulas of docs/hardware/devices.md §5."""
     m_passes, n = v.passes, v.operands
     pr, pc = v.pool
     rows, cols = v.pooled
@@ -100,8 +100,8 @@ def layer_inputs(
 ) -> LatencyInputs:
     """The model's variables for ``layer`` reading ``in_shape`` (C, dims...) before pooling.
 
-    ``kernels_per_processor`` is the kernel count kc per input processor (devices.md §3);
-    ``out_words_per_pixel`` is S for passthrough layers.
+    ``kernels_per_processor`` is the kernel count kc per input processor
+    (docs/hardware/devices.md §3); ``out_words_per_pixel`` is S for passthrough layers.
     """
     dims = tuple(in_shape[1:]) or (1,)
     pool = tuple(layer.pool.size) if layer.pool is not None else (1,) * len(dims)
@@ -134,7 +134,8 @@ def layer_inputs(
 
 
 def _geometry(layer: Layer, cols: int) -> tuple[tuple[int, int], tuple[int, int], int]:
-    """Hardware (pad, kernel, output columns) of the main op (devices.md §5 definitions)."""
+    """Hardware (pad, kernel, output columns) of the main op (docs/hardware/devices.md §5
+    definitions)."""
     if layer.op is Op.CONV2D:
         k = layer.kernel_size
         p = layer.padding

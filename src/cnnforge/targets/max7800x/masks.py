@@ -1,12 +1,12 @@
 """Processor masks: which processors (hence data-memory instances and byte lanes) hold a tensor.
 
-Every group of tensors (plan/groups.py) is one unit on a contiguous processor range starting at
-a multiple of 4 (devices.md §6: masks that start at a multiple of 4 waste no kernels and suit
-sub-8-bit weights). Units are placed in the order they are born; each takes the start that
-keeps the busiest resource it touches least loaded: data-memory words of the instances it
-occupies while it lives, and kernel words of the processors whose kernels its readers keep
-(a layer's kernels live in its input processors, devices.md §3). A passthrough layer's output
-must sit on its input's processors (devices.md §6 "Passthrough"), so those parts are pinned.
+Every group of tensors (plan/groups.py) is one unit on a contiguous processor range starting at a
+multiple of 4 (docs/hardware/devices.md §6: masks that start at a multiple of 4 waste no kernels and
+suit sub-8-bit weights). Units are placed in the order they are born; each takes the start that
+keeps the busiest resource it touches least loaded: data-memory words of the instances it occupies
+while it lives, and kernel words of the processors whose kernels its readers keep (a layer's kernels
+live in its input processors, docs/hardware/devices.md §3). A passthrough layer's output must sit on
+its input's processors (docs/hardware/devices.md §6 "Passthrough"), so those parts are pinned.
 """
 
 from __future__ import annotations
@@ -15,15 +15,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from cnnforge.devices import Max7800xDevice
 from cnnforge.errors import PlanError
 from cnnforge.geometry import TensorGeometry, tensor_geometry
 from cnnforge.ir import INPUT, Network, Op
+from cnnforge.targets.max7800x.device import Max7800xDevice
 from cnnforge.targets.max7800x.groups import Group, GroupKind, is_copy
 from cnnforge.targets.max7800x.kernel_words import layer_kernel_words, main_input_shape
 
-ALIGN = 4  # unit starts are multiples of 4 processors (devices.md §6)
-CHW_MAX_CHANNELS = 16  # one channel per data-memory instance (devices.md §2 "CHW")
+ALIGN = 4  # unit starts are multiples of 4 processors (docs/hardware/devices.md §6)
+CHW_MAX_CHANNELS = 16  # one channel per data-memory instance (docs/hardware/devices.md §2 "CHW")
 
 
 @dataclass(frozen=True)
@@ -57,7 +57,8 @@ def make_unit(
     widths = tuple(tensor_geometry(network, p, dev).processors for p in group.parts)
     if group.kind is GroupKind.ADJACENT:
         # Parts start on instance boundaries: a part of 4k+r channels leaves a hole rather than
-        # share an instance whose words the next part's writes would overwrite (devices.md §2).
+        # share an instance whose words the next part's writes would overwrite
+        # (docs/hardware/devices.md §2).
         steps = [w + (-w % ALIGN) for w in widths]
         offsets = tuple(sum(steps[:i]) for i in range(len(widths)))
         width = offsets[-1] + widths[-1]
@@ -90,7 +91,8 @@ def instances_of(mask: int, dev: Max7800xDevice) -> int:
 
 
 def choose_data_format(network: Network, dev: Max7800xDevice) -> str:
-    """CHW when the input is too large for HWC and CHW can carry it, else HWC (devices.md §2)."""
+    """CHW when the input is too large for HWC and CHW can carry it, else HWC
+    (docs/hardware/devices.md §2)."""
     geo = tensor_geometry(network, INPUT, dev)
     readers = [i for i, x in enumerate(network.layers) if INPUT in x.inputs]
     hwc_bytes = 4 * geo.pixels * geo.passes
@@ -104,7 +106,7 @@ def choose_data_format(network: Network, dev: Max7800xDevice) -> str:
 
 
 def chw_mask(channels: int, dev: Max7800xDevice) -> int:
-    """CHW input: channel c on processor 4c (one per instance, devices.md §6)."""
+    """CHW input: channel c on processor 4c (one per instance, docs/hardware/devices.md §6)."""
     return sum(1 << (dev.processors_per_instance * c) for c in range(channels))
 
 
@@ -191,7 +193,7 @@ def _kernel_readers(network: Network, dev: Max7800xDevice) -> dict[str, list[int
         if not layer.has_weights:
             continue
         words = layer_kernel_words(layer, dev, in_shape=main_input_shape(network, layer))
-        words += -words % 4  # starts are multiples of 4 (devices.md §3)
+        words += -words % 4  # starts are multiples of 4 (docs/hardware/devices.md §3)
         key = layer.inputs[0] if len(layer.inputs) == 1 else "|".join(layer.inputs)
         out.setdefault(key, []).append(words)
     return out

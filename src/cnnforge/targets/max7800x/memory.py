@@ -1,4 +1,4 @@
-"""Data-memory offsets by liveness: no two live tensors share a word (devices.md §6).
+"""Data-memory offsets by liveness: no two live tensors share a word (docs/hardware/devices.md §6).
 
 Each tensor is a rectangle: (set of instances) x [offset, offset + span) x [birth, death].
 Offsets are chosen per unit (plan/masks.py; all parts of a group share one base offset,
@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from cnnforge.devices import Max7800xDevice
 from cnnforge.errors import PlanError
 from cnnforge.geometry import tensor_geometry
 from cnnforge.ir import INPUT, Network
+from cnnforge.targets.max7800x.device import Max7800xDevice
 from cnnforge.targets.max7800x.groups import GroupKind
 from cnnforge.targets.max7800x.inplace import in_place_words
 from cnnforge.targets.max7800x.masks import Unit, instances_of
@@ -49,7 +49,8 @@ class Rect:
 
 
 def tensor_span(network: Network, name: str, data_format: str, dev: Max7800xDevice) -> int:
-    """Bytes a tensor occupies in each of its instances, without gaps (devices.md §2)."""
+    """Bytes a tensor occupies in each of its instances, without gaps
+    (docs/hardware/devices.md §2)."""
     geo = tensor_geometry(network, name, dev)
     if name == INPUT and data_format == "CHW":
         return 4 * -(-geo.pixels * geo.passes // 4)

@@ -1,10 +1,10 @@
 """Figures of a plan: data-memory footprint, kernel and bias use, estimated cycles.
 
-Used by the readable plan (plan/report.py) and by benchmarks/plan_vs_handwritten.py, so that
-our plans and the vendor's hand-written ones are measured by the same code. Footprint is
-measured on the words each tensor really occupies (devices.md §2 addressing, gaps excluded):
-``high_water`` is the highest byte used in any instance; ``peak_live`` the largest number of
-bytes holding live data at one time (in-place layers count their overlap once).
+Used by the readable plan (plan/report.py) and by benchmarks/plan_vs_handwritten.py, so that our
+plans and the vendor's hand-written ones are measured by the same code. Footprint is measured on the
+words each tensor really occupies (docs/hardware/devices.md §2 addressing, gaps excluded):
+``high_water`` is the highest byte used in any instance; ``peak_live`` the largest number of bytes
+holding live data at one time (in-place layers count their overlap once).
 """
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ from typing import Any
 
 import numpy as np
 
-from cnnforge.devices import Max7800xDevice, get_device
 from cnnforge.geometry import live_intervals, tensor_geometry
 from cnnforge.ir import INPUT, Network
+from cnnforge.targets.max7800x.device import Max7800xDevice, get_device
 from cnnforge.targets.max7800x.kernels import bias_length, has_bias, kernel_words_placed
 from cnnforge.targets.max7800x.latency import START_CYCLES
 from cnnforge.targets.max7800x.placement import Placement, Plan

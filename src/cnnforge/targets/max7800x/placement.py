@@ -2,7 +2,7 @@
 
 A ``Plan`` has one ``Placement`` per layer of the network it was made for, in the same order
 (the planner may first insert passthrough copy layers, returning the new network with the plan).
-Masks are 64-bit processor masks (bit p = processor p, ../shared/spec/devices.md §6); offsets
+Masks are 64-bit processor masks (bit p = processor p, docs/hardware/devices.md §6); offsets
 are byte offsets inside every data-memory instance the layer touches.
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from cnnforge.devices import Max7800xDevice
+from cnnforge.targets.max7800x.device import Max7800xDevice
 
 
 @dataclass(frozen=True)
@@ -23,11 +23,13 @@ class Placement:
     in_offset: int
     out_offset: int
     write_gap: int = 0
-    kernel_start: int | None = None  # first 72-bit kernel-memory column (devices.md §3)
+    # first 72-bit kernel-memory column (docs/hardware/devices.md §3)
+    kernel_start: int | None = None
     kernel_words: int = 0  # columns used per processor
-    bias_quadrant: int | None = None  # devices.md §4
+    bias_quadrant: int | None = None  # docs/hardware/devices.md §4
     bias_offset: int | None = None  # first entry in that quadrant's bias memory
-    cycles: int | None = None  # estimate by the vendor's latency model (devices.md §5)
+    # estimate by the vendor's latency model (docs/hardware/devices.md §5)
+    cycles: int | None = None
     streaming: bool = False  # reads its input as a stream (circular buffer; plan/streaming.py)
     # MAX78002 speed-ups (YAML `calcx4`, `readahead`, `tcalc`; the results are the same): four
     # output channels at once from the four kernel-memory quarters; reading the next input

@@ -1,10 +1,10 @@
 """The readable plan: plan.json, plan.md (per-layer table, utilization, cycles) and pictures.
 
-Pictures (matplotlib, Agg): one data-memory map per layer (instances x byte offsets, every
-tensor live during that layer drawn where it sits; the layer's inputs and output outlined) and
-a kernel map (processors x kernel columns, one colour per layer). They show what the seed-000
-author had to reverse-engineer: where concatenations sit side by side, which words interleave,
-and how long skip tensors stay.
+Pictures (matplotlib, Agg): one data-memory map per layer (instances x byte offsets, every tensor
+live during that layer drawn where it sits; the layer's inputs and output outlined) and a kernel map
+(processors x kernel columns, one colour per layer). They show what a reader of the vendor's
+hand-written YAML has to reverse-engineer: where concatenations sit side by side, which words
+interleave, and how long skip tensors stay.
 """
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from cnnforge.devices import Max7800xDevice, get_device
 from cnnforge.geometry import live_intervals
 from cnnforge.ir import INPUT, Network
+from cnnforge.targets.max7800x.device import Max7800xDevice, get_device
 from cnnforge.targets.max7800x.groups import is_copy
 from cnnforge.targets.max7800x.masks import mask_runs
 from cnnforge.targets.max7800x.metrics import PlanMetrics, tensor_words

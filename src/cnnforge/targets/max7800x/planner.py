@@ -21,10 +21,10 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from cnnforge.devices import Max7800xDevice, get_device
 from cnnforge.errors import PlanError
 from cnnforge.geometry import layer_in_geometry, live_intervals
 from cnnforge.ir import INPUT, Layer, Network, Op
+from cnnforge.targets.max7800x.device import Max7800xDevice, get_device
 from cnnforge.targets.max7800x.groups import Group, GroupKind, form_groups, identity_conv
 from cnnforge.targets.max7800x.kernels import (
     KernelSlot,
@@ -175,7 +175,7 @@ MASK_POLICIES = ("low", "long-high", "high")
 def _attempt(network, groups, live, dev, data_format, policy, in_place, spans) -> tuple:
     """One full placement with one mask policy: (top, network, masks, offsets, kernels, bias)."""
     masks = assign_masks(network, groups, live, dev, data_format, policy)
-    if INPUT in spans:  # the FIFOs feed their own processors (devices.md §1 "Standard FIFOs")
+    if INPUT in spans:  # the FIFOs feed their own processors (docs/hardware/devices.md §1)
         masks = {**masks, INPUT: fifo_mask(network.input_shape[0])}
     units = [make_unit(network, g, live, dev) for g in groups]
     offsets = assign_offsets(network, units, masks, live, dev, data_format, in_place, spans)
@@ -289,7 +289,7 @@ def _in_mask(layer: Layer, masks: dict[str, int], groups) -> int:
 
 
 def placed_cycles(network: Network, layer: Layer, place: Placement, dev: Max7800xDevice) -> int:
-    """Estimated cycles of a placed layer by the vendor model (devices.md §5)."""
+    """Estimated cycles of a placed layer by the vendor model (docs/hardware/devices.md §5)."""
     geo = layer_in_geometry(network, layer, dev)
     shape = network.input_shapes(layer)[0]
     kc = kernels_per_processor(network, layer, place.out_processors, dev)
@@ -308,7 +308,7 @@ def placed_cycles(network: Network, layer: Layer, place: Placement, dev: Max7800
 
 
 def plan_cycles(plan: Plan) -> int:
-    """Network cycles: the start cycle plus every layer's estimate (devices.md §5)."""
+    """Network cycles: the start cycle plus every layer's estimate (docs/hardware/devices.md §5)."""
     return START_CYCLES + sum(p.cycles or 0 for p in plan.placements)
 
 

@@ -11,16 +11,16 @@ needs output channels in fours and no depthwise convolution (the vendor tool fai
 Where calcx4 is turned on here, also a 3x3 Conv2d whose output processors start at a
 multiple of 4 without gaps and fill no more than its channels' kernels (the layout the
 vendor's calcx4 kernel placement holds). Learned
-from the vendor tool's izer/backend/max7800x.py and izer/kernels.py.
+from the vendor tool's backend and kernel packer.
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
 
-from cnnforge.devices import Max7800xDevice
 from cnnforge.geometry import layer_in_channels, passes
 from cnnforge.ir import Layer, Network, Op
+from cnnforge.targets.max7800x.device import Max7800xDevice
 from cnnforge.targets.max7800x.placement import Placement, Plan
 
 

@@ -1,11 +1,11 @@
 """Streaming (FIFO) layers: the vendor's rules and the rollover buffer of each streaming layer.
 
 A streaming layer starts computing before its whole input exists: the input arrives through the
-FIFOs (first layer, the vendor's ``--fifo``) or from the previous streaming layer, into a
-circular buffer of ``rollover`` words at ``in_offset`` in each input instance. The arithmetic is
-unchanged; only memory differs (../shared/spec/devices.md §6 "Streaming layers", §7 "Streaming
-and FIFOs"; network-yaml.md §5 "Streaming"). The rollover formulas are the vendor backend's
-(ai8x-synthesis izer/backend/max7800x.py, register FMAX) for the plain case: no overrides, no
+FIFOs (first layer, the vendor's ``--fifo``) or from the previous streaming layer, into a circular
+buffer of ``rollover`` words at ``in_offset`` in each input instance. The arithmetic is unchanged;
+only memory differs (docs/hardware/devices.md §6 "Streaming layers", §7 "Streaming and FIFOs";
+docs/hardware/network-yaml.md §5 "Streaming"). The rollover formulas are the vendor backend's
+(the vendor tool's backend, register FMAX) for the plain case: no overrides, no
 read-ahead.
 """
 
@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from cnnforge.devices import Max7800xDevice, get_device
 from cnnforge.geometry import layer_in_channels, passes
 from cnnforge.ir import INPUT, Layer, Network, Op
+from cnnforge.targets.max7800x.device import Max7800xDevice, get_device
 from cnnforge.targets.max7800x.placement import Placement, Plan
 
 INCREASE_START = 2  # the vendor's default `--increase-start` (MAX78000 formula)
@@ -153,7 +153,8 @@ def rollover(
 def streaming_issues(
     network: Network, plan: Plan, device: Max7800xDevice | str
 ) -> list[StreamIssue]:
-    """Every streaming / FIFO rule ``plan`` breaks (devices.md §7 "Streaming and FIFOs")."""
+    """Every streaming / FIFO rule ``plan`` breaks (docs/hardware/devices.md §7 "Streaming and
+    FIFOs")."""
     dev = get_device(device) if isinstance(device, str) else device
     out = streaming_structure(network, plan, dev)
     if out:
@@ -207,7 +208,7 @@ def streaming_structure(network: Network, plan: Plan, dev: Max7800xDevice) -> li
 
 def _buffers(network: Network, plan: Plan, dev: Max7800xDevice) -> list[StreamIssue]:
     """Rollover buffers inside their instance, clear of outputs and of each other (the vendor's
-    checks with its closed ranges, izer/backend/max7800x.py "Check rollover")."""
+    checks with its closed ranges, the vendor tool's backend "Check rollover")."""
     out: list[StreamIssue] = []
     n = streaming_prefix(plan)
     bufs: list[tuple[int, int, int]] = []  # (start, end, instances)
@@ -252,7 +253,7 @@ def _buffers(network: Network, plan: Plan, dev: Max7800xDevice) -> list[StreamIs
 
 def _input_bytes(network: Network, index: int, dev: Max7800xDevice) -> int:
     """Bytes of layer ``index``'s whole input in one instance (HWC; the network input may be CHW,
-    a byte per pixel, when it has few channels: devices.md §2)."""
+    a byte per pixel, when it has few channels: docs/hardware/devices.md §2)."""
     layer = network.layers[index]
     shapes = network.input_shapes(layer)
     pixels = 1

@@ -1,13 +1,13 @@
 """An independent check of any plan, ours or imported: ``validate_plan`` -> a tuple of ``Issue``.
 
-It does not trust the planner. Static rules (devices.md §7: processor counts, offsets, bounds,
-write-pointer range, passthrough masks, kernel and bias capacity) are checked per layer; then
-the whole network is run at word level (plan/wordsim.py): every layer's reads and writes
-follow devices.md §2 addressing on a model of the 16 data-memory instances that records which
-tensor, channel and pixel each byte lane holds. A read that finds anything but the expected
-channel and pixel (wrong offset, wrong concatenation order, missing interleave, overwritten
-skip tensor) and a write over data still live are issues. ``allow_overlap`` accepts what the
-vendor's ``--overlap-data`` accepts: a layer writing over its own inputs that die with it.
+It does not trust the planner. Static rules (docs/hardware/devices.md §7: processor counts, offsets,
+bounds, write-pointer range, passthrough masks, kernel and bias capacity) are checked per layer;
+then the whole network is run at word level (plan/wordsim.py): every layer's reads and writes follow
+docs/hardware/devices.md §2 addressing on a model of the 16 data-memory instances that records which
+tensor, channel and pixel each byte lane holds. A read that finds anything but the expected channel
+and pixel (wrong offset, wrong concatenation order, missing interleave, overwritten skip tensor) and
+a write over data still live are issues. ``allow_overlap`` accepts what the vendor's
+``--overlap-data`` accepts: a layer writing over its own inputs that die with it.
 """
 
 from __future__ import annotations
@@ -16,20 +16,17 @@ import math
 
 import numpy as np
 
-from cnnforge.devices import Max7800xDevice, get_device
 from cnnforge.errors import PlanError
-from cnnforge.geometry import (
-    bias_entries,
-    has_bias,
-    kernel_count,
-    kernel_slots,
-    layer_in_geometry,
-    main_input_shape,
-    packed_kernel_words,
-    tensor_geometry,
-)
+from cnnforge.geometry import has_bias, layer_in_geometry, main_input_shape, tensor_geometry
 from cnnforge.ir import Layer, Network, Op
 from cnnforge.targets.max7800x.depthwise_bias import DepthwiseBiasError, depthwise_bias
+from cnnforge.targets.max7800x.device import Max7800xDevice, get_device
+from cnnforge.targets.max7800x.geometry import (
+    bias_entries,
+    kernel_count,
+    kernel_slots,
+    packed_kernel_words,
+)
 from cnnforge.targets.max7800x.issues import Issue
 from cnnforge.targets.max7800x.placement import Placement, Plan
 from cnnforge.targets.max7800x.speedups import speedup_issues
@@ -112,7 +109,8 @@ def _structure(network: Network, plan: Plan, dev: Max7800xDevice) -> list[Issue]
 def _layer_issues(
     network: Network, plan: Plan, i: int, layer: Layer, place: Placement, dev: Max7800xDevice
 ) -> list[Issue]:
-    """The static rules of one layer (devices.md §6 memory and masks, §7 the vendor's checks)."""
+    """The static rules of one layer (docs/hardware/devices.md §6 memory and masks, §7 the vendor's
+    checks)."""
     chw = i == 0 and plan.data_format == "CHW"
     found = _mask_issues(network, layer, place, dev, chw) + _memory_issues(
         network, layer, place, dev, chw
@@ -146,7 +144,7 @@ def _mask_issues(
                 f"CHW input needs one processor per instance, not {place.in_processors:#x}",
             )
         )
-    if layer.groups > 1:  # depthwise alignment (devices.md §6)
+    if layer.groups > 1:  # depthwise alignment (docs/hardware/devices.md §6)
         first_out = (place.out_processors & -place.out_processors).bit_length() - 1
         first_in = (place.in_processors & -place.in_processors).bit_length() - 1
         spans = (place.in_processors >> first_in).bit_length() + first_in % 16 > 16
@@ -209,14 +207,16 @@ def _memory_issues(
 
 
 def out_span(pixels: int, out_passes: int, gap: int, wide: bool) -> int:
-    """Bytes from ``out_offset`` to the end of the last word written (devices.md §2)."""
+    """Bytes from ``out_offset`` to the end of the last word written
+    (docs/hardware/devices.md §2)."""
     if wide:
         return 4 * ((pixels * out_passes - 1) * 4 * (gap + 1) + 4)
     return 4 * ((pixels * out_passes - 1) * (gap + 1) + 1)
 
 
 def passthrough_masks_ok(in_mask: int, out_mask: int, dev: Max7800xDevice) -> bool:
-    """Per quadrant, the output bits are the input bits packed together (devices.md §6)."""
+    """Per quadrant, the output bits are the input bits packed together
+    (docs/hardware/devices.md §6)."""
     for q in range(dev.quadrants):
         a = in_mask >> (dev.processors_per_quadrant * q) & 0xFFFF
         b = out_mask >> (dev.processors_per_quadrant * q) & 0xFFFF
@@ -229,7 +229,8 @@ def passthrough_masks_ok(in_mask: int, out_mask: int, dev: Max7800xDevice) -> bo
 
 def spec_kernel_words(network: Network, layer: Layer, out_mask: int, dev: Max7800xDevice) -> int:
     """72-bit kernel words per input processor of a placed weight layer, derived here from
-    devices.md §3 and the placed output mask (not from the planner's sizing helpers)."""
+    docs/hardware/devices.md §3 and the placed output mask (not from the planner's sizing
+    helpers)."""
     shape = main_input_shape(network, layer)
     flat = layer.flatten
     ksize = 1 if flat or not layer.kernel_size else math.prod(layer.kernel_size)
@@ -256,7 +257,7 @@ def _kernel_issues(network: Network, plan: Plan, dev: Max7800xDevice) -> list[Is
                     layer.name,
                     "kernel-words",
                     f"the plan keeps {place.kernel_words} kernel words per processor, "
-                    f"devices.md §3 gives {words} for these masks",
+                    f"docs/hardware/devices.md §3 gives {words} for these masks",
                 )
             )
         if start is None:

@@ -2,7 +2,7 @@
 
 A model of the 16 data-memory instances as 64 byte lanes (processor p = instance p // 4, lane
 p % 4) of ``instance_bytes / 4`` words. Each lane records the tensor, channel and pixel written
-there. Layers run in order; each first reads (devices.md §2 input addressing: word
+there. Layers run in order; each first reads (docs/hardware/devices.md §2 input addressing: word
 ``in_offset/4 + (pixel*E + pass)*K + operand``, channel ``pass*T + j`` on the j-th processor of
 the input mask) and every read must find the expected channel and pixel, then writes (output
 addressing: ``out_offset/4 + (pixel*E_out + pass)*(write_gap + 1)``; 32-bit output: one word per
@@ -17,9 +17,9 @@ import functools
 
 import numpy as np
 
-from cnnforge.devices import Max7800xDevice
 from cnnforge.geometry import layer_in_geometry, live_intervals, tensor_geometry
 from cnnforge.ir import INPUT, Layer, Network
+from cnnforge.targets.max7800x.device import Max7800xDevice
 from cnnforge.targets.max7800x.inplace import in_place_words
 from cnnforge.targets.max7800x.issues import Issue
 from cnnforge.targets.max7800x.placement import Placement, Plan
@@ -85,7 +85,8 @@ def simulate_words(
 def _write_index(
     offset: int, pixels: int, out_passes: int, gap: int, wide: bool, lane: int
 ) -> list[np.ndarray]:
-    """Word indices of each pass of one processor's channel (devices.md §2 output rule)."""
+    """Word indices of each pass of one processor's channel (docs/hardware/devices.md §2 output
+    rule)."""
     pix = np.arange(pixels, dtype=np.int64)
     if wide:
         return [
@@ -201,7 +202,7 @@ def _write(mem, network, index, name, place, ids, live, names, overlap, chw=Fals
 def _load_split_input(mem, network: Network, place: Placement, ids) -> list:
     """The network input of an element-wise first layer over its channel groups
     (ir.Layer.split_operands): group k loaded where operand k is read, word ``(pixel*E + pass)
-    *K + k`` of the layer's input processors (the vendor's izer/load.py interleave)."""
+    *K + k`` of the layer's input processors (the vendor tool's input loader's interleave)."""
     first = network.layers[0]
     geo = layer_in_geometry(network, first, mem.dev)  # one operand's channels
     procs = _procs(place.in_processors, mem.dev)

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-from dataclasses import dataclass
 from pathlib import Path
 
+from cnnforge.c_text import RunResult, run_exe
 from cnnforge.errors import EmitError
 from cnnforge.resources import tool_ran_out
 
@@ -14,15 +14,6 @@ from cnnforge.resources import tool_ran_out
 STRICT_CFLAGS = ("-std=c99", "-Wall", "-Wextra", "-Werror", "-pedantic", "-O2")
 SANITIZE_CFLAGS = ("-g", "-fsanitize=address,undefined", "-fno-sanitize-recover=all")
 SOURCES = ("main.c", "cnn.c", "cnn_kernels.c")
-
-
-@dataclass(frozen=True)
-class RunResult:
-    """The self-test's verdict and its output line(s)."""
-
-    passed: bool
-    output: str
-    returncode: int
 
 
 def find_cc(cc: str = "cc") -> str:
@@ -48,16 +39,6 @@ def compile_c(
         tool_ran_out(proc.stderr, str(c_dir), proc.returncode)  # out of files, space: say so
         first = (proc.stderr.strip().splitlines() or ["(no output)"])[0]
         raise EmitError(f"the generated C does not compile: {first}", where=str(c_dir))
-
-
-def run_exe(exe: Path, args: tuple[str, ...] = (), *, timeout: float = 600.0) -> RunResult:
-    """Run a self-test executable; PASS means exit status 0 and a PASS line."""
-    proc = subprocess.run(
-        [str(exe), *args], capture_output=True, text=True, timeout=timeout, check=False
-    )
-    text = (proc.stdout + proc.stderr).strip()
-    passed = proc.returncode == 0 and text.startswith("PASS")
-    return RunResult(passed, text, proc.returncode)
 
 
 def build_and_run(

@@ -17,19 +17,20 @@ from pathlib import Path
 import jinja2
 import numpy as np
 
+from cnnforge.c_text import (
+    c_array,
+    c_comment,
+    c_string,
+    fnv1a32,
+    output_vector,
+    pack_rows,
+    sample_vector,
+)
 from cnnforge.errors import EmitError, InputError
 from cnnforge.geometry import live_intervals
 from cnnforge.ir import INPUT, Layer, Network
 from cnnforge.ranges import verify_quantized, wide_readers
 from cnnforge.targets.max7800x.c.arena import Arena, Buffer, allocate, check_arena
-from cnnforge.targets.max7800x.c.arrays import (
-    c_array,
-    c_comment,
-    c_string,
-    check_range,
-    fnv1a32,
-    pack_rows,
-)
 from cnnforge.targets.max7800x.c.host import c_doubles, host_input_step, host_steps
 from cnnforge.targets.max7800x.c.model import (
     BINARY_CODE,
@@ -203,43 +204,12 @@ def _check_values(layer: Layer, wbits: int) -> None:
 # ---- samples --------------------------------------------------------------------------------
 
 
-def sample_vector(network: Network, sample_in: np.ndarray) -> np.ndarray:
-    """The sample as the flat int8 CHW vector the C reads; InputError naming both shapes."""
-    arr = np.asarray(sample_in)
-    shape = tuple(network.input_shape)
-    if arr.shape not in (shape, (1, *shape)):
-        raise InputError(
-            f"sample shape {arr.shape} does not match the model input {shape}",
-            hint=f"give an array of shape {shape} (or {(1, *shape)})",
-        )
-    check_range(arr, -128, 127, "sample values", "sample input")
-    return arr.reshape(-1).astype(np.int64)
-
-
 def _by_name(
     network: Network, sample_out: Mapping[str, np.ndarray] | np.ndarray
 ) -> Mapping[str, np.ndarray]:
     if isinstance(sample_out, Mapping):
         return sample_out
     return {network.outputs[0]: np.asarray(sample_out)}
-
-
-def output_vector(
-    network: Network, sample_out: Mapping[str, np.ndarray] | np.ndarray
-) -> np.ndarray:
-    """The known answer: every network output flattened (CHW), concatenated in order."""
-    if not isinstance(sample_out, Mapping):
-        if len(network.outputs) != 1:
-            raise EmitError("one array given for a network with several outputs")
-        sample_out = {network.outputs[0]: sample_out}
-    parts = []
-    for name in network.outputs:
-        expected = math.prod(network.shape_of(name))
-        value = np.asarray(sample_out[name]).reshape(-1).astype(np.int64)
-        if value.size != expected:
-            raise EmitError(f"known answer of {name} has {value.size} values, not {expected}")
-        parts.append(value)
-    return np.concatenate(parts)
 
 
 def _macs(cl: CLayer) -> int:

@@ -1,7 +1,7 @@
 """Plain-data description of each hardware layer as the generated C runtime executes it.
 
 Every tensor is seen as CHW bytes (1-D data as C x 1 x L, vectors as C x 1 x 1). A layer runs in
-two phases that mirror the hardware pipeline (ir.py, arithmetic.md §2-§5):
+two phases that mirror the hardware pipeline (ir.py, docs/hardware/arithmetic.md §2-§5):
 
 1. *prep*: pooling, element-wise fold or concatenation of the operands -> an int8 CHW tensor of
    ``pc x ph x pw`` (skipped when the layer reads one operand unchanged);
@@ -40,7 +40,8 @@ POOL = {None: 0, PoolKind.MAX: 1, PoolKind.AVG: 2}
 ACT = {Activation.NONE: 0, Activation.RELU: 1, Activation.ABS: 2}
 BINARY_CODE = 0  # C code of binary (+1/-1) weights in ``wbits``
 
-#: A layer whose accumulator bound reaches this uses int64 accumulation (arithmetic.md R1.4).
+#: A layer whose accumulator bound reaches this uses int64 accumulation
+#: (docs/hardware/arithmetic.md R1.4).
 INT32_SAFE = 1 << 30
 MAX_OPERANDS = 16  # CNNK_MAX_OPERANDS in cnn_kernels.h (R4.1: 2..16 operands)
 
@@ -85,7 +86,7 @@ class CLayer:
     dw: int
     groups: int
     row_len: int  # weights per output channel (pc / groups x taps)
-    shift_k: int  # 7 - total shift (arithmetic.md R2.3 integer form)
+    shift_k: int  # 7 - total shift (docs/hardware/arithmetic.md R2.3 integer form)
     act: int
     wide: int
     acc64: int
@@ -142,7 +143,7 @@ def _kind(layer: Layer) -> int:
 
 
 def _pool_fields(layer: Layer, h: int, w: int, one_d: bool) -> dict[str, int]:
-    """Pooling parameters and the pooled spatial size (arithmetic.md §3)."""
+    """Pooling parameters and the pooled spatial size (docs/hardware/arithmetic.md §3)."""
     p = layer.pool
     if p is None:
         return dict(
@@ -191,7 +192,7 @@ def _main_fields(layer: Layer, kind: int, one_d: bool) -> dict[str, int]:
 
 
 def expected_out_dims(f: dict[str, int], kind: int, oph: int, opw: int) -> tuple[int, int]:
-    """Output spatial size by PyTorch's formulas (arithmetic.md R2.5-R2.7)."""
+    """Output spatial size by PyTorch's formulas (docs/hardware/arithmetic.md R2.5-R2.7)."""
     if kind == KIND["conv"]:
         return tuple(  # type: ignore[return-value]
             (n + 2 * p - d * (k - 1) - 1) // s + 1
@@ -265,7 +266,7 @@ def _weight_fields(layer: Layer, kind: int, f: dict[str, int], force64: bool) ->
 
 def _operands(layer: Layer, network: Network) -> tuple[tuple[int, ...], int, int, bool]:
     """Channels per operand, common H and W, and whether the data is 1-D; EmitError if the
-    operands cannot be read together (arithmetic.md §4)."""
+    operands cannot be read together (docs/hardware/arithmetic.md §4)."""
     if len(layer.inputs) > MAX_OPERANDS:
         raise _fail(layer, f"{len(layer.inputs)} operands (the C runtime takes {MAX_OPERANDS})")
     if layer.split_operands:

@@ -8,7 +8,7 @@ its quadrant (YAML ``bias_group``) counts as single-quadrant and goes there. Eac
 32-bit word on the bus. A streaming first layer on the MAX78000 has one more unused entry
 first. Depthwise layers come before all others, in layer order, with a slice in every
 quadrant of their input (targets/max7800x/depthwise_bias.py). A layer whose bias repeats an
-earlier layer's reads its entries (dedup.py). Learned from the vendor tool's izer/kbias.py.
+earlier layer's reads its entries (dedup.py). Learned from the vendor tool's bias allocator.
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from cnnforge.devices import get_device
 from cnnforge.targets.max7800x.depthwise_bias import depthwise_bias
+from cnnforge.targets.max7800x.device import get_device
 from cnnforge.targets.max7800x.firmware.dedup import bias_duplicates
 from cnnforge.targets.max7800x.firmware.facts import LayerFacts
 from cnnforge.targets.max7800x.firmware.regmap import RegisterMap
@@ -97,8 +97,8 @@ def _stream_skip(f: LayerFacts, rmap: RegisterMap) -> int:
 
 def stream_skip(index: int, streaming: bool, rmap: RegisterMap) -> int:
     """1 for a streaming first layer on a part whose streaming bias reads one entry late
-    (MAX78000): its bias starts an entry after its offset (izer/kbias.py's work-around), and
-    the hardware reads it there."""
+    (MAX78000): its bias starts an entry after its offset (a work-around of the vendor's bias
+    allocator), and the hardware reads it there."""
     return int(index == 0 and streaming and not rmap.stream_bias_ok)
 
 

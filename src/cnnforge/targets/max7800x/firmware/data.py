@@ -5,7 +5,7 @@ per pixel, passes interleaved per pixel; CHW keeps each channel in its own insta
 per word. Known answers: per output pixel and instance, the word the last layer writes (8-bit:
 four channels' bytes, masked to the processors that hold one; 32-bit: a word per channel),
 sorted by mask then address and grouped into runs (address, mask, count, values...), 0 ends.
-Learned from the vendor tool's izer/load.py, izer/unload.py and izer/apbaccess.py.
+Learned from the vendor tool's input loader, unload code and register writer.
 """
 
 from __future__ import annotations
@@ -75,9 +75,9 @@ def processor_blocks(
 
 
 def fifo_blocks(f: LayerFacts, x: np.ndarray) -> list[np.ndarray]:
-    """The words each FIFO carries for the sample ``x`` (C, H, W), FIFO k feeding quadrant k's
-    first processors: HWC, per pixel the (up to) four channels of the quadrant's processors 0-3
-    in one word; CHW, one channel per FIFO, four pixels per word (the vendor's izer/load.py)."""
+    """The words each FIFO carries for the sample ``x`` (C, H, W), FIFO k feeding quadrant k's first
+    processors: HWC, per pixel the (up to) four channels of the quadrant's processors 0-3 in one
+    word; CHW, one channel per FIFO, four pixels per word (the vendor tool's input loader)."""
     x = np.asarray(x).astype(np.int64).reshape(x.shape[0], -1)
     channels, pixels = x.shape
     u8 = (x & 0xFF).astype(np.uint32)

@@ -5,8 +5,8 @@ places them by, run from those first entries."""
 
 from __future__ import annotations
 
-from cnnforge.devices import get_device
 from cnnforge.targets.max7800x.depthwise_bias import DepthwiseBiasError, depthwise_bias
+from cnnforge.targets.max7800x.device import get_device
 from cnnforge.targets.max7800x.firmware.regmap import RegisterMap
 
 

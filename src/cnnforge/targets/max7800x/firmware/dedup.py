@@ -7,8 +7,8 @@ copy would be laid out the same way: kernels also need the same output processor
 convolution kind, bias the same kind (depthwise or not), the same first output processor
 within its instance and the same streaming skip; depthwise bias the same processors. (The
 vendor shares in those other cases too; its firmware then reads another layout than the
-layer's, so cnnforge keeps a copy there.) Learned from the vendor tool's izer/kdedup.py and
-izer/backend/max7800x.py (``kernel_ptrs``, ``bias_ptrs``).
+layer's, so cnnforge keeps a copy there.) Learned from the vendor tool's kdedup and
+the vendor tool's backend (``kernel_ptrs``, ``bias_ptrs``).
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ control bit 29); otherwise each quadrant writes its channels' results at its own
 write pointer per quadrant, a time-slot step of 4 instances). The time slots count the
 quadrant's channels (broadcast: up to 4 per processor group); post-processing bits 30 and 24 are
 on, and with bias each quadrant of the input reads its own slice (bias.py,
-targets/max7800x/depthwise_bias.py). Learned from the vendor tool's izer/backend/max7800x.py
+targets/max7800x/depthwise_bias.py). Learned from the vendor tool's backend
 (the time-slot count, write pointer, time-slot offset, layer control, output channel and
 post-processing registers) and checked word for word on the host against the vendor's
 firmware (tests/data/firmware_state/depthwise-*.npz).

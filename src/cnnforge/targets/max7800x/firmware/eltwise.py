@@ -1,27 +1,26 @@
 """The element-wise fields of a layer's registers (``eltwise: add|sub|xor|or`` over
 ``operands`` inputs, alone or before a convolution).
 
-The operands lie interleaved in data memory at the layer's read pointer (the plan's write gaps);
-the row and stride counters step over all of them (registers.py multiplies by ``operands``).
-What this module adds is the 1D / element-wise control word's operation, operand count, "pool
-first" and "convolution follows" bits, and for operands of several passes (more than 64
-channels) the write pointer's time-slot step and, on the MAX78000, the one-long-pass form.
-On the MAX78002 a layer that average-pools right after an element-wise layer needs a small
-layer before it that resets the pooling logic. Learned from the vendor tool's
-izer/backend/max7800x.py (the 1D, rows, layer control 2, kernel memory and time-slot offset
-registers; the reset layer), izer/izer.py and izer/op.py (the operation's encoding), checked word
-for word on the host against the vendor's firmware for the same YAML + checkpoint
-(tests/data/firmware_state/eltwise-*.npz).
+The operands lie interleaved in data memory at the layer's read pointer (the plan's write gaps); the
+row and stride counters step over all of them (registers.py multiplies by ``operands``). What this
+module adds is the 1D / element-wise control word's operation, operand count, "pool first" and
+"convolution follows" bits, and for operands of several passes (more than 64 channels) the write
+pointer's time-slot step and, on the MAX78000, the one-long-pass form. On the MAX78002 a layer that
+average-pools right after an element-wise layer needs a small layer before it that resets the
+pooling logic. Learned from the vendor tool's backend (the 1D, rows, layer control 2, kernel memory
+and time-slot offset registers; the reset layer), the vendor tool's main program and its operation
+encoding, checked word for word on the host against the vendor's firmware for the same YAML +
+checkpoint (tests/data/firmware_state/eltwise-*.npz).
 """
 
 from __future__ import annotations
 
-from cnnforge.devices import get_device
 from cnnforge.ir import Op
+from cnnforge.targets.max7800x.device import get_device
 from cnnforge.targets.max7800x.firmware.facts import LayerFacts
 from cnnforge.targets.max7800x.firmware.regmap import RegisterMap, put
 
-# The operation field's encoding (izer/op.py ENCODING).
+# The operation field's encoding (the vendor tool's operation encoding).
 ELTWISE_FN = {"sub": 0, "add": 1, "or": 2, "xor": 3}
 
 

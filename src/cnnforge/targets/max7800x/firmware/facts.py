@@ -14,9 +14,9 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from cnnforge.devices import get_device
 from cnnforge.geometry import layer_in_channels
 from cnnforge.ir import Activation, Layer, Network, Op, PoolKind
+from cnnforge.targets.max7800x.device import get_device
 from cnnforge.targets.max7800x.placement import Placement, Plan
 from cnnforge.targets.max7800x.streaming import rollover_words
 
@@ -69,7 +69,7 @@ class LayerFacts:
 
     @functools.cached_property
     def in_expand(self) -> int:
-        """Input passes: ceil(channels / 64) (devices.md §2)."""
+        """Input passes: ceil(channels / 64) (docs/hardware/devices.md §2)."""
         return max(1, math.ceil(self.in_channels / 64))
 
     @functools.cached_property
@@ -212,7 +212,7 @@ def network_facts(network: Network, plan: Plan) -> list[LayerFacts]:
 def _stretched(f: LayerFacts, layer: Layer) -> LayerFacts:
     """A dilated Conv1d runs as an undilated one whose kernel has ``dilation - 1`` zeros
     between its taps, (k - 1) x dilation + 1 long (the same output; the vendor tool's
-    izer/backend/max7800x.py stretches kernels so while they fit the 9 taps of a column)."""
+    backend stretches kernels so while they fit the 9 taps of a column)."""
     d = layer.dilation[0] if layer.op is Op.CONV1D and layer.dilation else 1
     if d == 1 or f.weights is None:
         return f
@@ -229,7 +229,7 @@ def _stretched(f: LayerFacts, layer: Layer) -> LayerFacts:
 def as_3x3(facts: list[LayerFacts]) -> list[LayerFacts]:
     """A 1x1 convolution that streams, or follows a layer that streams, runs on the 3x3 kernel
     hardware: its kernels in the centre of a 3x3, padded by 1 (the same output; the vendor
-    tool's izer/backend/max7800x.py does this for the devices whose streaming needs it)."""
+    tool's backend does this for the devices whose streaming needs it)."""
     out = []
     for f in facts:
         after = f.index > 0 and facts[f.index - 1].streaming

@@ -17,9 +17,9 @@ from pathlib import Path
 
 import numpy as np
 
-from cnnforge.devices import MAX78000, MAX78002
 from cnnforge.owners import scratch_dir
 from cnnforge.resources import tool_ran_out
+from cnnforge.targets.max7800x.device import MAX78000, MAX78002
 from cnnforge.targets.max7800x.firmware.regmap import MAPS
 
 HOST = Path(__file__).with_name("host")

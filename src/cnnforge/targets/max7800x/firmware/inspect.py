@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import asdict, fields
 from pathlib import Path
 
-from cnnforge.devices import MAX78000, MAX78002
+from cnnforge.targets.max7800x.device import MAX78000, MAX78002
 from cnnforge.targets.max7800x.firmware.decode import DecodedLayer, decode_state
 from cnnforge.targets.max7800x.firmware.hostrun import StateImage
 from cnnforge.targets.max7800x.firmware.interpret import read_setup

@@ -8,7 +8,7 @@ of the large memory. Layers whose input mask is all 64 processors are placed fir
 with the "express" loader: per processor, each run of consecutive columns is one record (the
 address with the column index in its low bits, the word count, the 9-byte columns packed big-end
 first into 32-bit words). A layer whose kernels repeat an earlier layer's uses its columns
-(dedup.py). Learned from the vendor tool's izer/kernels.py and izer/apbaccess.py.
+(dedup.py). Learned from the vendor tool's kernel packer and register writer.
 """
 
 from __future__ import annotations

@@ -1,23 +1,23 @@
 """``--mlator``: cnn_unload reads an 8-bit output channel by channel through the mlator register.
 
 The mlator (a quadrant's control register REG_MLAT) returns one byte lane of four consecutive
-data-memory words per 32-bit read, so one channel's H x W bytes come out as ceil(H*W / 4) words
-in channel-major order. Learned from the vendor tool's embedded ``cnn_unload``
-(izer/unload.py, ``unload``) and izer/tornadocnn.py (REG_MLAT, LREG_WPTR_BASE, LREG_LCTL2,
-READY_SEL = 0 on both parts). Per channel the vendor writes layer 0's write pointer base of the
-quadrant (the pixel index, 0 at a channel's start), layer 0's LCTL2 (the pass), CTL = READY_SEL
-<< 1 | 1 << 3 | 1 << 16 (load the pointer) | lane << 17 (the byte), reads the mlator once to
-prime it, then once per four pixels, and writes CTL = READY_SEL << 1 | 1 << 3 (off).
+data-memory words per 32-bit read, so one channel's H x W bytes come out as ceil(H*W / 4) words in
+channel-major order. Learned from the vendor tool's embedded ``cnn_unload`` (its
+unload code, ``unload``) and its device description (REG_MLAT, LREG_WPTR_BASE, LREG_LCTL2, READY_SEL
+= 0 on both parts). Per channel the vendor writes layer 0's write pointer base of the quadrant (the
+pixel index, 0 at a channel's start), layer 0's LCTL2 (the pass), CTL = READY_SEL << 1 | 1 << 3 | 1
+<< 16 (load the pointer) | lane << 17 (the byte), reads the mlator once to prime it, then once per
+four pixels, and writes CTL = READY_SEL << 1 | 1 << 3 (off).
 
-cnnforge writes that sequence, value for value, only for an output layer where the vendor's
-other mlator path agrees with it: its RTL-simulation check (izer/unload.py, ``verify``) writes
-the channel's whole SRAM offset (instance, quadrant and out_offset included) as the pointer, the
-same number only for an output at offset 0 in processors 0-3. The vendor's own out_buf index
-(row * H + col) and channel count (one per processor lane) are the pixel's and the channel's
-only for a square (or 1-row / 1-column) frame whose C channels sit in processors 0..C-1; with a
-write gap the pixels are not in the consecutive words the mlator reads. Any other output layer
-is unloaded plainly, with a note saying why (as the vendor's "Ignoring --mlator" warnings do for
-32-bit outputs and small or odd frames).
+cnnforge writes that sequence, value for value, only for an output layer where the vendor's other
+mlator path agrees with it: its RTL-simulation check (the vendor tool's unload code, ``verify``)
+writes the channel's whole SRAM offset (instance, quadrant and out_offset included) as the pointer,
+the same number only for an output at offset 0 in processors 0-3. The vendor's own out_buf index
+(row * H + col) and channel count (one per processor lane) are the pixel's and the channel's only
+for a square (or 1-row / 1-column) frame whose C channels sit in processors 0..C-1; with a write gap
+the pixels are not in the consecutive words the mlator reads. Any other output layer is unloaded
+plainly, with a note saying why (as the vendor's "Ignoring --mlator" warnings do for 32-bit outputs
+and small or odd frames).
 """
 
 from __future__ import annotations

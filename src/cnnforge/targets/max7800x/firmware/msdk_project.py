@@ -5,7 +5,7 @@ Without ``--riscv``: the MSDK's project template, ``Makefile`` (part and board, 
 ``project.mk`` for the user's settings. With ``--riscv``: the dual-core build of the MSDK's
 RISC-V CNN examples, ``Makefile`` (joins both images), ``Makefile.ARM`` (main.c) and
 ``Makefile.RISCV`` (main_riscv.c, cnn.c, softmax.c). Learned from the vendor tool's
-``izer/assets.py`` and its Makefile templates and from the MSDK's CNN examples; the templates
+the vendor tool's project templates and Makefiles and from the MSDK's CNN examples; the templates
 are cnnforge's own (``templates/*.j2``). docs/firmware.md says how to build and flash.
 """
 
@@ -16,7 +16,7 @@ from importlib import resources
 
 import jinja2
 
-from cnnforge.devices import MAX78000, MAX78002
+from cnnforge.targets.max7800x.device import MAX78000, MAX78002
 from cnnforge.targets.max7800x.firmware.firmware import Firmware
 
 # Where the folder sits when MAXIM_PATH is not set: the MSDK's Examples/<part>/CNN/<name>/.

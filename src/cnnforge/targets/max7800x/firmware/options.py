@@ -2,7 +2,7 @@
 
 One frozen record, passed from the CLI (``compile --softmax ...``) through the pipeline to
 ``build_firmware`` and the writer. The names and meanings are the vendor tool's (ai8x-synthesis
-``izer/commandline.py``, ``izer/toplevel.py``, ``izer/backend/max7800x.py``); docs/firmware.md
+the vendor tool's command line, top-level code and backend); docs/firmware.md
 says what each changes in the folder. ``refusal`` names an option the device or the network
 cannot honour (a one-line error before anything is written).
 """

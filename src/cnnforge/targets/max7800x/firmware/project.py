@@ -9,7 +9,7 @@ cnn_unload out, ``--boost P.N`` drives the boost pin while the accelerator runs.
 
 from __future__ import annotations
 
-from cnnforge.devices import MAX78002
+from cnnforge.targets.max7800x.device import MAX78002
 from cnnforge.targets.max7800x.firmware.firmware import HEADER, Firmware
 from cnnforge.targets.max7800x.firmware.regmap import FIFO_DATA, FIFO_STAT
 

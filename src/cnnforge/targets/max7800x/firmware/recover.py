@@ -24,11 +24,11 @@ import numpy as np
 import torch
 import yaml
 
-from cnnforge.devices import get_device
 from cnnforge.errors import ConfigError
 from cnnforge.ir import BINARY_BITS, Layer, Network, Op, Quantized
 from cnnforge.owners import scratch_dir
 from cnnforge.targets.max7800x.ai8x_checkpoint_writer import layer_state
+from cnnforge.targets.max7800x.device import get_device
 from cnnforge.targets.max7800x.firmware import kernels
 from cnnforge.targets.max7800x.firmware.decode import DecodedLayer, DecodeError, packed_outputs
 from cnnforge.targets.max7800x.firmware.facts import LayerFacts, network_facts
@@ -36,8 +36,8 @@ from cnnforge.targets.max7800x.firmware.regmap import MAPS
 from cnnforge.targets.max7800x.firmware.speedups import physical_columns
 from cnnforge.targets.max7800x.placement import Plan
 
-# The vendor-pair reader (frontend.ai8x.load_ai8x, given by the pipeline: the frontend sits above
-# the targets): (yaml, checkpoint, input shape, device=...) -> (network, plan).
+# The vendor-pair reader (targets.max7800x.ai8x.load_ai8x, handed in by firmware_read.py):
+# (yaml, checkpoint, input shape, device=...) -> (network, plan).
 PairReader = Callable[..., tuple[Network, Plan]]
 
 INPUT = -1
@@ -219,9 +219,9 @@ def _kernel(ly: DecodedLayer) -> tuple[int, int]:
 
 
 def pins_bias(layers: list[DecodedLayer], flow: Flow, flatten_first: bool) -> bool:
-    """Whether the YAML names each layer's bias quadrant (``bias_group``). Named, the vendor
-    packs a quadrant's biases in layer order (flatten layers first where ``flatten_first``:
-    spec devices.md §4), so naming reproduces the firmware's offsets when they follow that
+    """Whether the YAML names each layer's bias quadrant (``bias_group``). Named, the vendor packs a
+    quadrant's biases in layer order (flatten layers first where ``flatten_first``: spec
+    docs/hardware/devices.md §4), so naming reproduces the firmware's offsets when they follow that
     order (cnnforge's plans, a vendor YAML with ``bias_group``); otherwise they came from the
     vendor's own size-ordered allocation, which the unnamed YAML makes again."""
     for q in {ly.bias_quadrant for ly in layers} - {None}:

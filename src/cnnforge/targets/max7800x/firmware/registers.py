@@ -1,7 +1,7 @@
 """The register values of a planned network: cnn_init's global registers and cnn_configure's
 per-layer, per-quadrant registers, each with what it means (docs/firmware.md has the fields).
 
-Learned from the vendor tool's izer/backend/max7800x.py and checked word for word on the host
+Learned from the vendor tool's backend and checked word for word on the host
 (hostrun.py); the streaming and FIFO values are stream.py's, the element-wise bits eltwise.py's,
 the depthwise fields depthwise.py's, calcx4 / read-ahead / tcalc speedups.py's. Cases the
 writer does not cover (docs/firmware.md "What the writer covers") are refused with
@@ -13,8 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from cnnforge.arithmetic import implicit_shift
-from cnnforge.devices import get_device
 from cnnforge.ir import BINARY_BITS, Op
+from cnnforge.targets.max7800x.device import get_device
 from cnnforge.targets.max7800x.firmware.bias import BiasLayout
 from cnnforge.targets.max7800x.firmware.depthwise import depthwise_refusal, depthwise_values
 from cnnforge.targets.max7800x.firmware.eltwise import (
@@ -118,7 +118,7 @@ def init_writes(
 
 
 # The memory self-test (BIST) that zeroes a memory: (what, request, done bits, error bit), learned
-# from the vendor's izer/tornadocnn.py (BIST_*) and izer/backend/max7800x.py (--zero-sram).
+# from the vendor tool's device description (BIST_*) and backend (--zero-sram).
 _BIST = {
     False: (
         ("data memory", 1 << 0, 1 << 27 | 1 << 18, 1 << 14),

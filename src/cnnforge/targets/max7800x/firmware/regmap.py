@@ -1,6 +1,6 @@
 """The CNN accelerator's register and memory map, per device (docs/firmware.md).
 
-Learned from the vendor tool's device description (ai8x-synthesis izer/tornadocnn.py) and checked
+Learned from the vendor tool's device description and checked
 word for word against the set-up its firmware leaves on the host (hostrun.py). All addresses are
 absolute AHB/APB addresses; quadrant ``q`` repeats its block at ``q * quadrant_stride``.
 """
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from cnnforge.devices import MAX78000, MAX78002
+from cnnforge.targets.max7800x.device import MAX78000, MAX78002
 
 APB_BASE = 0x5000_0000
 # Layer registers (index into the per-layer register file) and what they hold.

@@ -199,13 +199,14 @@ def run_self_test(
     """Simulate the decoded network on ``x`` (None: the firmware's own sample) -> (its outputs,
     the known-answer check; None with a given ``x``)."""
     from cnnforge.sim import simulate
+    from cnnforge.targets.max7800x.device import get_device
 
     network, plan = decoded.network, decoded.plan
     facts = network_facts(network, plan)
     own = x is None
     if x is None:
         x = decoded.sample()
-    result = simulate(network, x, device=decoded.device, all_layers=own)
+    result = simulate(network, x, device=get_device(decoded.device), all_layers=own)
     outputs = {k: v.numpy() for k, v in result.outputs.items()}
     if not own:
         return outputs, None

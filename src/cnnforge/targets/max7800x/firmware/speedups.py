@@ -1,20 +1,19 @@
 """The MAX78002's speed-ups (docs/firmware.md "calcx4, read-ahead"): what they change in the
 kernel memory and the layer registers. The results are the same.
 
-calcx4 (YAML `calcx4`, the vendor's --calcx4): four output channels computed at once, each from
-its own quarter of the kernel memory.
-The layer's output channels are reordered (0, 4, 8, ... first), its kernels placed as usual
-(``kernels.py``: a calcx4 layer after one without searches from the bottom and takes 4 x the
-column it finds), then column ``start + i`` goes to quarter ``i // n`` at ``start / 4 + i % n``
-(``n``: a quarter's share, from the layer's kernel count as the vendor counts it). The
-registers name the first column in that layout, the output-channel count / 4, the bias entry
-/ 4 (its bias starts at a multiple of 4), post-processing bit 29; the first layer's kernel
-length is / 4 too. Read-ahead (YAML `readahead`, --read-ahead): layer control bit 17 and the
-passes - 1 at bit 26 (/ 4 with tcalc); a streaming layer starts a pooling stride later. tcalc
-(YAML `tcalc`; by default on with read-ahead over several passes): post-processing bit 31, the
-pass counter in 4s (the streaming pass count rounds up to 4). Learned from the vendor tool's
-izer/kernels.py, izer/apbaccess.py (write_kern), izer/kbias.py and izer/backend/max7800x.py;
-checked word for word against its firmware.
+calcx4 (YAML `calcx4`, the vendor's --calcx4): four output channels computed at once, each from its
+own quarter of the kernel memory. The layer's output channels are reordered (0, 4, 8, ... first),
+its kernels placed as usual (``kernels.py``: a calcx4 layer after one without searches from the
+bottom and takes 4 x the column it finds), then column ``start + i`` goes to quarter ``i // n`` at
+``start / 4 + i % n`` (``n``: a quarter's share, from the layer's kernel count as the vendor counts
+it). The registers name the first column in that layout, the output-channel count / 4, the bias
+entry / 4 (its bias starts at a multiple of 4), post-processing bit 29; the first layer's kernel
+length is / 4 too. Read-ahead (YAML `readahead`, --read-ahead): layer control bit 17 and the passes
+- 1 at bit 26 (/ 4 with tcalc); a streaming layer starts a pooling stride later. tcalc (YAML
+`tcalc`; by default on with read-ahead over several passes): post-processing bit 31, the pass
+counter in 4s (the streaming pass count rounds up to 4). Learned from the vendor tool's kernel
+packer, register writer (write_kern), bias allocator and backend; checked word for word against its
+firmware.
 """
 
 from __future__ import annotations

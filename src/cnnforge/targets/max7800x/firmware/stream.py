@@ -1,7 +1,7 @@
 """The streaming and FIFO register values: stream start, the read pointer's deltas, the rollover,
 the TRAM of streaming layers, the input frame size and the FIFO control (docs/firmware.md).
 
-Learned from the vendor tool's izer/backend/max7800x.py (the MAX78000 formulas, and the
+Learned from the vendor tool's backend (the MAX78000 formulas, and the
 MAX78002's "new streaming" ones with its default --debug-new-streaming and pipeline) and checked
 word for word on the host against the vendor's firmware (tests/data/firmware_state: the --fifo
 demos, their --fifo variants, cnnforge's own cats-dogs plan). The rollover is the plan's own

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import numpy as np
 
-from cnnforge.devices import MAX78000, MAX78002
 from cnnforge.ir import BINARY_BITS
+from cnnforge.targets.max7800x.device import MAX78000, MAX78002
 from cnnforge.targets.max7800x.firmware import mlator, msdk_project, project
 from cnnforge.targets.max7800x.firmware.data import table_runs
 from cnnforge.targets.max7800x.firmware.firmware import HEADER, Firmware

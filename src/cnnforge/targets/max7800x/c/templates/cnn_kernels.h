@@ -3,7 +3,7 @@
  * A layer runs as prep (pooling, element-wise fold or concatenation into int8 CHW) then its main
  * operation (conv, transposed conv, linear, copy) and the output stage (shift-round, saturate,
  * activate; or the raw 32-bit accumulator when wide). The integer semantics mirror cnnforge's
- * arithmetic.py, rule by rule (shared/spec/arithmetic.md). C99, no malloc, no floating point.
+ * arithmetic.py, rule by rule (docs/hardware/arithmetic.md). C99, no malloc, no floating point.
  */
 #ifndef CNN_KERNELS_H
 #define CNN_KERNELS_H

@@ -9,18 +9,18 @@ lose precision -- with the first and the last weight layer kept at 8 bits as lon
 layer can still be narrowed (they are the most sensitive to quantization in practice). Ties go
 to the later layer (deeper layers have more redundancy).
 
-A record without the MAX7800x kernel memory (HLS stores weights in ROM arrays) gets the widest
-width everywhere. The budget: the device's total kernel words, each layer's need rounded up to
-the 4-word start alignment of the kernel allocator (devices.md §3), AND a simple kernel map must
-exist (``plan.kernel_words.skyline_fits``), so that the planner has room to place the layers.
+(A target without kernel memory gets the widest width everywhere: passes/target_rules.py.) The
+budget: the device's total kernel words, each layer's need rounded up to the 4-word start alignment
+of the kernel allocator (docs/hardware/devices.md §3), AND a simple kernel map must exist
+(``plan.kernel_words.skyline_fits``), so that the planner has room to place the layers.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-from cnnforge.devices import Capabilities, Max7800xDevice
+from cnnforge.devices import Capabilities
 from cnnforge.ir import Network
+from cnnforge.passes.target_rules import WeightChoice
+from cnnforge.targets.max7800x.device import Max7800xDevice, as_max7800x
 from cnnforge.targets.max7800x.kernel_words import (
     KernelNeed,
     aligned_words,
@@ -30,20 +30,6 @@ from cnnforge.targets.max7800x.kernel_words import (
     network_kernel_needs,
     skyline_fits,
 )
-
-
-@dataclass(frozen=True)
-class WeightChoice:
-    """Chosen widths by layer name, the resulting needs, and whether they fit the budget."""
-
-    bits: dict[str, int]
-    needs: tuple[KernelNeed, ...]
-    budget_words: int
-    fits: bool
-
-    def narrowed(self, widest: int = 8) -> dict[str, int]:
-        """The layers given fewer than ``widest`` bits."""
-        return {name: b for name, b in self.bits.items() if b != widest}
 
 
 def _next_width(bits: int, allowed: tuple[int, ...]) -> int | None:
@@ -88,10 +74,8 @@ def choose_weight_bits(
 
     ``fits`` is False when even the narrowest widths do not fit; ``bits`` is then the narrowest.
     """
+    device = as_max7800x(device)
     allowed = tuple(sorted({b for b in (allowed or device.allowed_weight_bits) if b > 0}))
-    if not isinstance(device, Max7800xDevice):  # no kernel memory to fit: the widest everywhere
-        widest = {x.name: max(allowed) for x in network.layers if x.has_weights}
-        return WeightChoice(widest, (), 0, True)
     capacity = kernel_capacity(device)
     budget = capacity.total_words
     bits = {n.layer: max(allowed) for n in network_kernel_needs(network, device)}

@@ -1,8 +1,9 @@
 """One vendor YAML layer plus its paired checkpoint weights -> one hardware IR ``Layer``.
 
-Applies the vendor tool's defaults and geometry (../shared/spec/network-yaml.md §3-§5) and the
-integer semantics of the checkpoint (checkpoint-format.md §4.3, §5; arithmetic.md R1.6, R2.1):
-weights as stored, bias ``floor(stored / 2^(weight_bits-1))``, shift from the YAML or checkpoint.
+Applies the vendor tool's defaults and geometry (docs/hardware/network-yaml.md §3-§5) and the
+integer semantics of the checkpoint (docs/hardware/checkpoint-format.md §4.3, §5;
+docs/hardware/arithmetic.md R1.6, R2.1): weights as stored, bias ``floor(stored /
+2^(weight_bits-1))``, shift from the YAML or checkpoint.
 """
 
 from __future__ import annotations
@@ -19,10 +20,10 @@ from cnnforge.arithmetic import (
 )
 from cnnforge.devices import Capabilities
 from cnnforge.errors import ConfigError
-from cnnforge.frontend.ai8x_checkpoint import CheckpointLayer
-from cnnforge.frontend.ai8x_yaml import YamlLayer
 from cnnforge.ir import BINARY_BITS, INPUT, Activation, Layer, Op, Pooling, Quantized
 from cnnforge.ranges import verify_quantized
+from cnnforge.targets.max7800x.ai8x_checkpoint import CheckpointLayer
+from cnnforge.targets.max7800x.ai8x_yaml import YamlLayer
 
 
 @dataclass(frozen=True)
@@ -155,7 +156,8 @@ def _axes(values: tuple[int, ...], n: int, y: YamlLayer, ctx: LayerContext, key:
 
 
 def _passthrough(y: YamlLayer, ctx: LayerContext, channels: int, dims: tuple[int, ...]) -> Layer:
-    """A weightless layer: copy, pool-only or element-wise (network-yaml.md §5 "Passthrough")."""
+    """A weightless layer: copy, pool-only or element-wise (docs/hardware/network-yaml.md §5
+    "Passthrough")."""
     checks = (
         (
             y.activation is not Activation.NONE,
@@ -256,7 +258,7 @@ def _kernel_of(y, ck, ctx, dims: tuple[int, ...], n: int) -> tuple[int, ...]:
 
 
 def _conv(y, ck, ctx, channels: int, dims: tuple[int, ...]) -> dict:
-    """Conv1d/Conv2d geometry (arithmetic.md R2.5, R2.6)."""
+    """Conv1d/Conv2d geometry (docs/hardware/arithmetic.md R2.5, R2.6)."""
     n = 1 if y.op is Op.CONV1D else 2
     kernel = _kernel_of(y, ck, ctx, dims, n)
     pad = 1 if y.pad is None else y.pad
@@ -291,7 +293,8 @@ def _conv(y, ck, ctx, channels: int, dims: tuple[int, ...]) -> dict:
 
 
 def _convtranspose(y, ck, ctx, channels: int, dims: tuple[int, ...]) -> dict:
-    """ConvTranspose2d geometry: 3x3, stride 2, output_padding 1 (arithmetic.md R2.7)."""
+    """ConvTranspose2d geometry: 3x3, stride 2, output_padding 1
+    (docs/hardware/arithmetic.md R2.7)."""
     kernel = _kernel_of(y, ck, ctx, dims, 2)
     pad = 1 if y.pad is None else y.pad
     opad = 1 if y.output_pad is None else y.output_pad
@@ -321,7 +324,8 @@ def _convtranspose(y, ck, ctx, channels: int, dims: tuple[int, ...]) -> dict:
 
 
 def _linear(y, ck, ctx, channels: int, dims: tuple[int, ...]) -> dict:
-    """Linear on 1x1 data, or on a flattened C x H x W input (arithmetic.md R2.8, R5.1)."""
+    """Linear on 1x1 data, or on a flattened C x H x W input (docs/hardware/arithmetic.md R2.8,
+    R5.1)."""
     if ck.weight.ndim != 2:
         _fail(
             y,
@@ -421,7 +425,7 @@ def _quantized(y: YamlLayer, ck: CheckpointLayer, ctx: LayerContext) -> Quantize
 
 
 def _check_op_keys(y: YamlLayer, layer: Layer, ctx: LayerContext) -> None:
-    """Keys that only some operations (or devices) accept (network-yaml.md §5)."""
+    """Keys that only some operations (or devices) accept (docs/hardware/network-yaml.md §5)."""
     convs = (Op.CONV2D, Op.CONV1D, Op.CONVTRANSPOSE2D)
     depthwise = y.op is not Op.LINEAR and y.groups == layer.in_channels == layer.out_channels
     dev = ctx.device.name

@@ -1,6 +1,6 @@
 """The compile step that writes the MAX7800x firmware: OUT/firmware/.
 
-An MSDK project with the vendor tool's file names and API (targets/max7800x/firmware), written
+An MSDK project with the vendor tool's file names and API (firmware/), written
 by default for MAX78000/MAX78002 (``--no-firmware``: not). A network the writer does not cover
 yet is a note, unless the firmware was asked for (``--firmware`` or one of the vendor's
 code-generation options): then it is an error, before anything is written. With ``--run`` the
@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from cnnforge.errors import EmitError, InputError
 from cnnforge.pipeline.state import CompileState
+from cnnforge.targets.max7800x.state import keep, own
 
 if TYPE_CHECKING:
     from cnnforge.targets.max7800x.firmware.firmware import Firmware
@@ -32,10 +33,11 @@ def step_firmware(state: CompileState, workdir: Path) -> CompileState:
     from cnnforge.targets.max7800x.firmware.options import FirmwareOptions, OptionRefused
     from cnnforge.targets.max7800x.firmware.writer import write_folder
 
-    asked = o.firmware is True or o.firmware_options != FirmwareOptions()
+    options = o.firmware_options or FirmwareOptions()
+    asked = o.firmware is True or options != FirmwareOptions()
     try:
         fw = build_firmware(
-            state.network, state.plan, state.sample, state.answer, o.firmware_options
+            state.network, own(state).plan, state.sample, state.answer, options
         )
     except OptionRefused as exc:
         hint = "drop the option (docs/firmware.md)"
@@ -58,7 +60,7 @@ def step_firmware(state: CompileState, workdir: Path) -> CompileState:
     if o.run:
         _check_on_host(fw, folder)
     # The code is built for the Cortex-M4 only with --run (it takes a compiler's time).
-    state = state.with_(flash=flash_bytes(fw, folder, measure=state.options.run))
+    state = keep(state, flash=flash_bytes(fw, folder, measure=state.options.run))
     return state.wrote(*(f"{FIRMWARE_DIR}/{p.name}" for p in written))
 
 

@@ -1,7 +1,7 @@
-"""A firmware folder read back into cnnforge's network and plan (issue 26): the decoder and the
-recovery of targets/max7800x/firmware with the ai8x frontend as the vendor-pair reader (the
-frontend sits above the targets, so the pipeline joins them). Bad input (no cnn.c, an unknown
-part, a folder the decoder cannot read) is an InputError: one line, exit 2."""
+"""A firmware folder read back into cnnforge's network and plan: the decoder and the recovery
+of firmware/ with the vendor-pair reader (ai8x.py) that turns the recovered pair into both.
+Bad input (no cnn.c, an unknown part, a folder the decoder cannot read) is an InputError: one
+line, exit 2."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ import functools
 from pathlib import Path
 from typing import Any
 
-from cnnforge.devices import DEVICE_NAMES, DEVICES
 from cnnforge.errors import InputError
-from cnnforge.frontend.ai8x import load_ai8x
+from cnnforge.targets.max7800x.ai8x import load_ai8x
+from cnnforge.targets.max7800x.device import DEVICE_NAMES, DEVICES
 from cnnforge.targets.max7800x.firmware import selftest
 from cnnforge.targets.max7800x.firmware.hostrun import StateImage
 

@@ -1,26 +1,28 @@
-"""The compile recipe of an HLS target (its entry in pipeline.targets.TARGETS names it).
+"""The compile recipe of the HLS target (its entry, entry.py, names it).
 
-Shared with the MAX78000/MAX78002 recipe: load, lower and check, quantize, simulate (the known
-answer), float model, summary. Own steps: the HLS plan (buffers, estimate), the HLS C++
+Shared with every recipe (pipeline/steps.py): load, lower and check, quantize, simulate (the
+known answer), float model, summary. Own steps: the HLS plan (buffers, estimate), the HLS C++
 project in ``hls/``, its C-simulation with ``--run`` (under ASan/UBSan with ``--sanitize``) and
-``report.md`` (resource table beside seed 001's, register map, float vs quantized).
+``report.md`` (resource table, register map, float vs quantized).
 """
 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from cnnforge.devices import Capabilities
 from cnnforge.errors import EmitError
 from cnnforge.ir import Network
 from cnnforge.owners import scratch_dir
+from cnnforge.passes.target_rules import TargetRules
 from cnnforge.pipeline.state import CompileState, Steps
 from cnnforge.pipeline.steps import (
-    lower_and_check,
     step_float,
     step_load,
+    step_lower,
     step_quantize,
     step_simulate,
     step_summary,
@@ -45,16 +47,25 @@ def place_hls(network: Network, device: Capabilities) -> HlsPlan:
     return plan_hls(network, device)
 
 
-def step_lower_hls(state: CompileState, workdir: Path) -> CompileState:
-    """Lower and check as for every target, placing with ``place_hls`` (as check does)."""
-    del workdir
-    return lower_and_check(state, place_hls)
+#: What the checker asks of the HLS target: its placement (its RAM is sized there).
+RULES = TargetRules(place=place_hls)
+
+
+@dataclass(frozen=True)
+class HlsState:
+    """What the HLS steps keep beside the shared compile state (its ``target_state``)."""
+
+    plan: HlsPlan
+
+    def summary_facts(self) -> dict[str, Any]:
+        """The HLS target adds no fact to the summary."""
+        return {}
 
 
 def step_plan_hls(state: CompileState, workdir: Path) -> CompileState:
     """Ping-pong buffers, skip stores (liveness), accumulator widths, resource estimate."""
     del workdir
-    return state.with_(hls_plan=place_hls(state.network, state.device))
+    return state.with_(target_state=HlsState(place_hls(state.network, state.device)))
 
 
 def step_emit_hls(state: CompileState, workdir: Path) -> CompileState:
@@ -96,14 +107,14 @@ def step_report_hls(state: CompileState, workdir: Path) -> CompileState:
     from cnnforge.targets.hls.report import report_markdown, resources
 
     (workdir / REPORT).write_text(report_markdown(state), "utf-8")
-    data = resources(state.hls_plan)
+    data = resources(state.target_state.plan)
     (workdir / RESOURCES).write_text(json.dumps(data, indent=1) + "\n", "utf-8")
     return state.wrote(REPORT, RESOURCES)
 
 
 STEPS: Steps = (
     ("load", step_load),
-    ("lower and check", step_lower_hls),
+    ("lower and check", step_lower),
     ("quantize", step_quantize),
     ("plan (HLS buffers)", step_plan_hls),
     ("simulate", step_simulate),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from cnnforge.pipeline.demo import run_demo
+from cnnforge.api.walkthrough import run_demo
 from cnnforge.training.demo import quick_train, shipped_checkpoint
 
 

@@ -1,6 +1,7 @@
-"""The ``cnnforge plan`` sequence for the MAX7800x: get the quantized network (the one way,
-pipeline.quantized), plan, validate, write the vendor pair (network.yaml + checkpoint), a sample
-input and the readable plan. Imported vendor pairs are re-planned or only validated.
+"""The ``cnnforge plan`` sequence of the MAX7800x (its entry's ``planner`` and ``write``): get
+the quantized network (the one way, pipeline.quantized), plan, validate, write the vendor pair
+(network.yaml + checkpoint), a sample input and the readable plan. Imported vendor pairs are
+re-planned or only validated.
 
 The output directory appears whole or not at all (cnnforge.outputs.atomic_output_dir).
 """
@@ -8,14 +9,12 @@ The output directory appears whole or not at all (cnnforge.outputs.atomic_output
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
-from cnnforge.devices import Capabilities, Max7800xDevice, as_max7800x
+from cnnforge.devices import Capabilities
 from cnnforge.errors import EmitError, InputError
 from cnnforge.ir import Network
 from cnnforge.outputs import atomic_output_dir, safe_file_stem
@@ -27,9 +26,12 @@ from cnnforge.pipeline.sources import (
     read_calibration,
     read_sample,
 )
+from cnnforge.pipeline.state import PlanRequest
+from cnnforge.targets.max7800x.device import Max7800xDevice, as_max7800x
 from cnnforge.targets.max7800x.metrics import PlanMetrics, plan_metrics
 from cnnforge.targets.max7800x.placement import Plan
 from cnnforge.targets.max7800x.planner import plan_network
+from cnnforge.targets.max7800x.rules import RULES
 from cnnforge.targets.max7800x.validate import Issue, raise_on_issues, validate_plan
 
 SAMPLE_SEED = 0
@@ -46,24 +48,6 @@ class PlanResult:
     issues: tuple[Issue, ...] = ()
     files: tuple[str, ...] = field(default=())
     sample: np.ndarray | None = None  # the --sample, written instead of a seeded random one
-
-
-@dataclass(frozen=True)
-class PlanRequest:
-    """What ``cnnforge plan`` was asked to plan (see the CLI's help for each option)."""
-
-    model: str | None = None
-    input_shape: tuple[int, ...] | None = None
-    model_args: Mapping[str, Any] = field(default_factory=dict)
-    checkpoint: Path | None = None
-    weight_bits: int | str | Mapping[str, int] | None = None
-    sample: Path | np.ndarray | None = None  # calibrates PTQ as compile's --sample does
-    calibration: Path | np.ndarray | None = None  # as compile's --calibration
-    ai8x_yaml: Path | None = None
-    ai8x_checkpoint: Path | None = None
-    allow_overlap: bool = False
-    validate_only: bool = False
-    in_place: bool = True
 
 
 def plan_request(request: PlanRequest, device: Capabilities) -> PlanResult:
@@ -86,7 +70,7 @@ def plan_request(request: PlanRequest, device: Capabilities) -> PlanResult:
     calibration = read_calibration(request.calibration, request.input_shape)
     quantized = quantized_from_source(
         source, request.input_shape, request.model_args, device, request.weight_bits,
-        calibration=calibration, sample=read,
+        rules=RULES, calibration=calibration, sample=read,
     )  # fmt: skip
     result = plan_and_validate(quantized.network, device, request.in_place)
     if read is None:
@@ -96,7 +80,7 @@ def plan_request(request: PlanRequest, device: Capabilities) -> PlanResult:
 
 
 def _vendor(request: PlanRequest, device: Max7800xDevice) -> PlanResult:
-    from cnnforge.frontend.ai8x import load_ai8x
+    from cnnforge.targets.max7800x.ai8x import load_ai8x
 
     network, vendor_plan = load_ai8x(
         request.ai8x_yaml,

@@ -33,7 +33,8 @@ NAME_PATTERN = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}")
 #: What YAML does not allow in a stream (yaml.reader.Reader.NON_PRINTABLE): control characters.
 _CONTROL = re.compile("[^\x09\x0a\x0d\x20-\x7e\x85\xa0-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
 
-# network-yaml.md §2-§3: the value types of each key ("list": of scalars, at most MAX_LIST).
+# docs/hardware/network-yaml.md §2-§3: the value types of each key ("list": of scalars, at most
+# MAX_LIST).
 _INT, _STR, _BOOL, _NULL, _LIST, _MAP = "integer", "text", "true/false", "null", "list", "map"
 GLOBAL_TYPES: dict[str, tuple[str, ...]] = {
     "arch": (_STR, _INT),
@@ -249,7 +250,7 @@ def _check_text(key: Any, value: str, where: str) -> None:
 
 # ---- checkpoint values -----------------------------------------------------------------------
 
-#: dtypes of stored values: real numbers, dense, on the CPU (checkpoint-format.md §3).
+#: dtypes of stored values: real numbers, dense, on the CPU (docs/hardware/checkpoint-format.md §3).
 CHECKPOINT_DTYPES = frozenset(
     {
         torch.float16,
@@ -354,7 +355,7 @@ def inert_optimizer_globals(names: list[str], path: str) -> list[tuple[type, str
     """Stand-ins for the ``torch.optim`` classes a checkpoint names; any other global refused.
 
     Vendor checkpoints store ``optimizer_type`` (a class); allowing the real class would let a
-    crafted pickle run its constructor during the load (checkpoint-format.md §1).
+    crafted pickle run its constructor during the load (docs/hardware/checkpoint-format.md §1).
     """
     out = []
     for name in names:

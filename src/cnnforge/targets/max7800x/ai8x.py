@@ -1,30 +1,38 @@
 """Import a vendor network YAML + quantized checkpoint as a hardware ``Network`` and its ``Plan``.
 
-The YAML gives the layer structure and the placement (processors, offsets, gaps), the checkpoint
-the integer weights, paired positionally like the vendor tool does
-(../shared/spec/checkpoint-format.md §5). The input size comes from the sample input, as in the
-vendor tool (network-yaml.md §4 "Dimensions"). Every inconsistency is a ``ConfigError`` naming
-the YAML file and line. See docs/ai8x-format.md for what cnnforge reads differently.
+The YAML gives the layer structure and the placement (processors, offsets, gaps), the checkpoint the
+integer weights, paired positionally like the vendor tool does
+(docs/hardware/checkpoint-format.md §5). The input size comes from the sample input, as in the
+vendor tool (docs/hardware/network-yaml.md §4 "Dimensions"). Every inconsistency is a
+``ConfigError`` naming the YAML file and line. See docs/ai8x-format.md for what cnnforge reads
+differently.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from cnnforge.devices import Max7800xDevice, get_device
 from cnnforge.errors import ConfigError
-from cnnforge.frontend.ai8x_checkpoint import CheckpointData, CheckpointLayer, read_checkpoint
-from cnnforge.frontend.ai8x_layers import LayerContext, build_layer
-from cnnforge.frontend.ai8x_rules import check_streaming, duplicate_copy
-from cnnforge.frontend.ai8x_yaml import YamlConfig, YamlLayer, read_yaml_config
 from cnnforge.geometry import layer_in_channels, passes, processors_per_pass
 from cnnforge.ir import INPUT, Layer, Network, Op
 from cnnforge.resources import check_input_shape
+from cnnforge.targets.max7800x.ai8x_checkpoint import (
+    CheckpointData,
+    CheckpointLayer,
+    read_checkpoint,
+)
+from cnnforge.targets.max7800x.ai8x_layers import LayerContext, build_layer
+from cnnforge.targets.max7800x.ai8x_rules import check_streaming, duplicate_copy
+from cnnforge.targets.max7800x.ai8x_yaml import YamlConfig, YamlLayer, read_yaml_config
+from cnnforge.targets.max7800x.device import Max7800xDevice, get_device
 from cnnforge.targets.max7800x.placement import Placement, Plan
+
+if TYPE_CHECKING:
+    from cnnforge.pipeline.sources import ModelSource
 
 
 @dataclass(frozen=True)
@@ -53,6 +61,13 @@ def load_ai8x(
     return model.network, model.plan
 
 
+def pair_network(
+    source: ModelSource, input_shape: tuple[int, ...] | None, device: Max7800xDevice
+) -> Network:
+    """The network of a vendor-pair source (its ``Target.read_pair``; the plan is not needed)."""
+    return load_ai8x(source.ai8x_yaml, source.ai8x_checkpoint, input_shape, device=device)[0]
+
+
 def read_ai8x(
     yaml_path: Path | str,
     checkpoint_path: Path | str,
@@ -67,13 +82,13 @@ def read_ai8x(
 ) -> Ai8xModel:
     """Import a vendor YAML + ``-q`` checkpoint (input shape: given, else the sample input).
 
-    The vendor command-line flags that matter are options: ``overlap_data`` marks the
-    plan as relying on ``--overlap-data``; ``avg_pool_rounding`` (``--avg-pool-rounding``,
-    arithmetic.md R3.6) sets the network's global average-pool rounding; ``fifo`` (``--fifo``;
-    None: as a streaming first layer needs) feeds the input through the FIFOs; ``calcx4`` and
-    ``read_ahead`` (``--calcx4``, ``--read-ahead``, MAX78002) set those speed-ups on every layer,
-    as the YAML keys do per layer. ``--softmax`` is computed on the host after the network and
-    changes nothing here.
+    The vendor command-line flags that matter are options: ``overlap_data`` marks the plan as
+    relying on ``--overlap-data``; ``avg_pool_rounding`` (``--avg-pool-rounding``,
+    docs/hardware/arithmetic.md R3.6) sets the network's global average-pool rounding; ``fifo``
+    (``--fifo``; None: as a streaming first layer needs) feeds the input through the FIFOs;
+    ``calcx4`` and ``read_ahead`` (``--calcx4``, ``--read-ahead``, MAX78002) set those speed-ups on
+    every layer, as the YAML keys do per layer. ``--softmax`` is computed on the host after the
+    network and changes nothing here.
     """
     cfg = read_yaml_config(yaml_path)
     ckpt = read_checkpoint(checkpoint_path)
@@ -229,7 +244,8 @@ def _plan(
     overlap: bool,
     speedups: tuple[bool, bool] = (False, False),
 ) -> Plan:
-    """Placements from the YAML with the vendor's defaults (network-yaml.md §3.2, §4);
+    """Placements from the YAML with the vendor's defaults (docs/hardware/network-yaml.md
+    §3.2, §4);
     ``speedups``: the vendor's --calcx4 and --read-ahead (every layer)."""
     data_format = _data_format(cfg)
     _check_speedups(cfg, device, speedups)

@@ -1,10 +1,7 @@
 """The checker's rules on the MAX7800x memories: data memory, bias memory, kernel memory.
 
-Only a ``Max7800xDevice`` has these memories; on another record (HLS sizes its own RAM in its
-planner) every rule here yields nothing and the checker runs the target-neutral rules alone
-(check_rules.py, check_limits.py). Each rule reads the MAX record's fields (devices.md §2-§4),
-so this module and passes/weight_bits.py are the checker's MAX7800x part
-(tests/project/test_architecture.py lists them).
+The shared checker (passes/check.py) runs them through the MAX7800x ``TargetRules`` (rules.py) after
+the target-neutral rules; each reads the MAX record's fields (docs/hardware/devices.md §2-§4).
 """
 
 from __future__ import annotations
@@ -12,33 +9,26 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator
 
-from cnnforge.devices import Capabilities, Max7800xDevice
+from cnnforge.devices import Capabilities
 from cnnforge.ir import BINARY_BITS, INPUT, Layer, Network
-from cnnforge.passes.check_rules import Context, Violation
+from cnnforge.passes.check_rules import Context, Violation, network_violation
 from cnnforge.passes.geometry import has_bias, input_channels
-from cnnforge.passes.weight_bits import choose_weight_bits
+from cnnforge.passes.target_rules import WeightMemory
+from cnnforge.targets.max7800x.device import Max7800xDevice, as_max7800x
 from cnnforge.targets.max7800x.kernel_words import KernelNeed, kernel_capacity, network_kernel_needs
+from cnnforge.targets.max7800x.weight_bits import choose_weight_bits
 
-WORD_BYTES = 4  # one data-memory word: 4 channels of one pixel (devices.md §2)
+WORD_BYTES = 4  # one data-memory word: 4 channels of one pixel (docs/hardware/devices.md §2)
 WIDE_BYTES = 4  # a 32-bit output channel takes a word of its own
-KERNEL_WORD_BYTES = 9  # one 72-bit kernel word holds 9 bytes of weights (devices.md §3)
-NETWORK = "network"  # the "layer" of network-wide violations
-
-
-def max_device(device: Capabilities) -> Max7800xDevice | None:
-    """The MAX7800x record ``device`` is, or None for a target without its memories."""
-    return device if isinstance(device, Max7800xDevice) else None
-
-
-def network_violation(network: Network, rule: str, actual, limit, hint: str) -> Violation:
-    """A violation of the whole network (its "layer" is ``NETWORK``)."""
-    return Violation(NETWORK, network.name, rule, str(actual), str(limit), hint)
+#: One 72-bit kernel word holds 9 bytes of weights (docs/hardware/devices.md §3).
+KERNEL_WORD_BYTES = 9
 
 
 def data_memory(ctx: Context, layer: Layer) -> Iterator[Violation]:
-    """Each input and output tensor of a layer fits one data-memory instance (devices.md §2)."""
-    dev = max_device(ctx.device)
-    if dev is None or not layer.is_hardware:
+    """Each input and output tensor of a layer fits one data-memory instance
+    (docs/hardware/devices.md §2)."""
+    dev = as_max7800x(ctx.device)
+    if not layer.is_hardware:
         return
     limit = dev.instance_bytes
     in_shape = ctx.network.input_shapes(layer)[0]
@@ -60,9 +50,9 @@ def data_memory(ctx: Context, layer: Layer) -> Iterator[Violation]:
 
 
 def bias(ctx: Context, layer: Layer) -> Iterator[Violation]:
-    """A layer's bias values sit in one quadrant's bias memory (devices.md §4)."""
-    dev = max_device(ctx.device)
-    if dev is None or not layer.has_weights or not has_bias(layer):
+    """A layer's bias values sit in one quadrant's bias memory (docs/hardware/devices.md §4)."""
+    dev = as_max7800x(ctx.device)
+    if not layer.has_weights or not has_bias(layer):
         return
     limit = dev.bias_entries_per_quadrant
     n = layer.out_channels
@@ -75,9 +65,7 @@ def bias(ctx: Context, layer: Layer) -> Iterator[Violation]:
 
 def kernel_memory(ctx: Context, bits: dict[str, int] | None) -> Iterator[Violation]:
     """Kernel words per layer (on its processors) and in total against the device."""
-    dev = max_device(ctx.device)
-    if dev is None:
-        return
+    dev = as_max7800x(ctx.device)
     needs = network_kernel_needs(ctx.network, dev, bits)
     capacity = kernel_capacity(dev)
     by_name = {x.name: x for x in ctx.network.layers}
@@ -117,10 +105,9 @@ def _kernel_hint(
 
 
 def bias_memory(ctx: Context) -> Iterator[Violation]:
-    """All bias values together fit the bias memories of the quadrants (devices.md §4)."""
-    dev = max_device(ctx.device)
-    if dev is None:
-        return
+    """All bias values together fit the bias memories of the quadrants
+    (docs/hardware/devices.md §4)."""
+    dev = as_max7800x(ctx.device)
     total = sum(x.out_channels for x in ctx.network.layers if x.has_weights and has_bias(x))
     limit = dev.bias_entries_per_quadrant * dev.quadrants
     if total > limit:
@@ -131,9 +118,7 @@ def bias_memory(ctx: Context) -> Iterator[Violation]:
 
 def binary_mix(ctx: Context, bits: dict[str, int] | None) -> Iterator[Violation]:
     """Binary (-1/+1) and 1-bit (-1/0) weights cannot be mixed in one network (R1.2)."""
-    dev = max_device(ctx.device)
-    if dev is None:
-        return
+    dev = as_max7800x(ctx.device)
     used = {n.weight_bits for n in network_kernel_needs(ctx.network, dev, bits)}
     if BINARY_BITS in used and 1 in used:
         hint = "use either binary or 1-bit weights"
@@ -147,35 +132,10 @@ def network_memory(ctx: Context, bits: dict[str, int] | None) -> Iterator[Violat
     yield from binary_mix(ctx, bits)
 
 
-def streaming_count(network: Network, device: Capabilities) -> int:
-    """Layers that stream through the FIFOs (targets/max7800x/streaming.py; 0 elsewhere)."""
-    from cnnforge.targets.max7800x.streaming import streaming_layers
-
-    dev = max_device(device)
-    return 0 if dev is None else streaming_layers(network, dev)
-
-
-def streamed_away(
-    network: Network, device: Capabilities, violations: list[Violation]
-) -> tuple[Violation, ...]:
-    """Data-memory violations that streaming the first layers through the FIFO resolves (the
-    planner then streams them, plan/streaming.py): their inputs and all but the last output."""
-    n = streaming_count(network, device)
-    ins = {x.name for x in network.layers[:n]}
-    outs = {x.name for x in network.layers[: max(n - 1, 0)]}
-    return tuple(
-        v
-        for v in violations
-        if (v.rule == "data-memory-input" and v.layer in ins)
-        or (v.rule == "data-memory-output" and v.layer in outs)
-    )
-
-
-def kernel_report(
+def weight_memory(
     network: Network, device: Capabilities, bits: dict[str, int] | None
-) -> tuple[tuple[KernelNeed, ...], int]:
-    """The kernel needs of every weight layer and the kernel words available (none elsewhere)."""
-    dev = max_device(device)
-    if dev is None:
-        return (), 0
-    return network_kernel_needs(network, dev, bits), kernel_capacity(dev).total_words
+) -> WeightMemory:
+    """The kernel needs of every weight layer and the kernel words available (check's report)."""
+    dev = as_max7800x(device)
+    needs = network_kernel_needs(network, dev, bits)
+    return WeightMemory(needs, kernel_capacity(dev).total_words, KERNEL_WORD_BYTES)

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import numpy as np
 
-from cnnforge.devices import MAX78000
+from cnnforge.api.targets import compile_model
 from cnnforge.outputs import atomic_output_dir
-from cnnforge.pipeline.compile import compile_model
 from cnnforge.pipeline.state import CompileOptions, CompileState
+from cnnforge.targets.max7800x.device import MAX78000
 from cnnforge.training.demo import (
     HELD_OUT,
     MODEL,

@@ -1,10 +1,20 @@
-"""Small, deterministic pieces of C text: array initializers, literals, packed weights, checksum."""
+"""What every C/C++ emitter with a known-answer self-test shares (the MAX7800x portable C and
+firmware, the HLS C++): deterministic pieces of C text (array initializers, literals, packed
+weights, the FNV-1a checksum), the sample and the known answer as the flat vectors the test
+embeds, and running a built test."""
 
 from __future__ import annotations
 
+import math
+import subprocess
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
 import numpy as np
 
-from cnnforge.errors import EmitError
+from cnnforge.errors import EmitError, InputError
+from cnnforge.ir import Network
 
 PER_LINE = 24
 BYTE_TEXTS = tuple(str(v) for v in range(-128, 256))  # the decimal text of every byte value
@@ -46,7 +56,8 @@ def c_comment(text: str) -> str:
 
 
 def pack_rows(rows: np.ndarray, bits: int, binary: bool) -> np.ndarray:
-    """Pack each row of b-bit weights little-endian into whole bytes (arithmetic.md R1.2).
+    """Pack each row of b-bit weights little-endian into whole bytes
+    (docs/hardware/arithmetic.md R1.2).
 
     Two's complement fields; binary weights store bit 1 for -1 and bit 0 for +1.
     """
@@ -118,3 +129,53 @@ def _powers(base: int, n: int) -> np.ndarray:
     steps = np.ones(-(-n // 1024), dtype=np.uint32)  # (base**1024)**j
     steps[1:] = np.cumprod(np.full(steps.size - 1, block[-1], dtype=np.uint32))
     return (steps[:, None] * block[None, :]).reshape(-1)[:n]
+
+
+def sample_vector(network: Network, sample_in: np.ndarray) -> np.ndarray:
+    """The sample as the flat int8 CHW vector the C reads; InputError naming both shapes."""
+    arr = np.asarray(sample_in)
+    shape = tuple(network.input_shape)
+    if arr.shape not in (shape, (1, *shape)):
+        raise InputError(
+            f"sample shape {arr.shape} does not match the model input {shape}",
+            hint=f"give an array of shape {shape} (or {(1, *shape)})",
+        )
+    check_range(arr, -128, 127, "sample values", "sample input")
+    return arr.reshape(-1).astype(np.int64)
+
+
+def output_vector(
+    network: Network, sample_out: Mapping[str, np.ndarray] | np.ndarray
+) -> np.ndarray:
+    """The known answer: every network output flattened (CHW), concatenated in order."""
+    if not isinstance(sample_out, Mapping):
+        if len(network.outputs) != 1:
+            raise EmitError("one array given for a network with several outputs")
+        sample_out = {network.outputs[0]: sample_out}
+    parts = []
+    for name in network.outputs:
+        expected = math.prod(network.shape_of(name))
+        value = np.asarray(sample_out[name]).reshape(-1).astype(np.int64)
+        if value.size != expected:
+            raise EmitError(f"known answer of {name} has {value.size} values, not {expected}")
+        parts.append(value)
+    return np.concatenate(parts)
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """The self-test's verdict and its output line(s)."""
+
+    passed: bool
+    output: str
+    returncode: int
+
+
+def run_exe(exe: Path, args: tuple[str, ...] = (), *, timeout: float = 600.0) -> RunResult:
+    """Run a self-test executable; PASS means exit status 0 and a PASS line."""
+    proc = subprocess.run(
+        [str(exe), *args], capture_output=True, text=True, timeout=timeout, check=False
+    )
+    text = (proc.stdout + proc.stderr).strip()
+    passed = proc.returncode == 0 and text.startswith("PASS")
+    return RunResult(passed, text, proc.returncode)

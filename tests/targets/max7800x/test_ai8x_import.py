@@ -1,4 +1,5 @@
-"""Importing the vendor's YAML + checkpoint pairs (frontend/ai8x.py) and rejecting bad input."""
+"""Importing the vendor's YAML + checkpoint pairs (targets/max7800x/ai8x.py) and rejecting bad
+input."""
 
 from __future__ import annotations
 
@@ -8,10 +9,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from cnnforge.devices import MAX78000
 from cnnforge.errors import ConfigError
-from cnnforge.frontend.ai8x import load_ai8x, read_ai8x
 from cnnforge.ir import INPUT, Op
+from cnnforge.targets.max7800x.ai8x import load_ai8x, read_ai8x
+from cnnforge.targets.max7800x.device import MAX78000
 from cnnforge.targets.max7800x.kernel_words import processors_per_pass
 
 PAIRS = {
@@ -27,7 +28,8 @@ def pair(ai8x: Path, key: str) -> tuple[Path, Path]:
 
 
 def test_processors_per_pass_rule():
-    # network-yaml.md §4: 48 -> 48, 112 -> 56 (2 passes), 100 -> 52, 64 -> 64, 65 -> 36
+    # docs/hardware/network-yaml.md §4: 48 -> 48, 112 -> 56 (2 passes), 100 -> 52, 64 -> 64, 65 ->
+    # 36
     counts = (1, 48, 64, 65, 100, 112, 128, 1024)
     assert [processors_per_pass(c, MAX78000) for c in counts] == [
         1, 48, 64, 36, 52, 56, 64, 64,
@@ -345,12 +347,14 @@ def test_bad_checkpoints(ai8x_data, tmp_path):
 
 
 def test_network_for_cli_sources(ai8x_data):
+    from cnnforge.api.targets import get_target
     from cnnforge.errors import InputError
     from cnnforge.pipeline.sources import network_for_cli
 
+    max78000 = get_target("MAX78000")
     yaml_path, ckpt = pair(ai8x_data, "mnist")
-    assert network_for_cli("unet-voc", (3, 64, 64), None, None, device="MAX78000") is None
-    assert network_for_cli(None, None, yaml_path, ckpt, device="MAX78000").name == "ai85net5"
+    assert network_for_cli("unet-voc", (3, 64, 64), None, None, max78000) is None
+    assert network_for_cli(None, None, yaml_path, ckpt, max78000).name == "ai85net5"
     for args, message in [
         ((None, None, None, None), "no network given"),
         (("m", None, None, None), "MODEL needs --input-shape"),
@@ -358,7 +362,7 @@ def test_network_for_cli_sources(ai8x_data):
         (("m", None, yaml_path, ckpt), "not both"),
     ]:
         with pytest.raises(InputError, match=message):
-            network_for_cli(*args, device="MAX78000")
+            network_for_cli(*args, max78000)
 
 
 def test_in_sequences_by_name_and_input(tmp_path):

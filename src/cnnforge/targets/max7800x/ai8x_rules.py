@@ -1,11 +1,11 @@
 """Vendor rules the ai8x importer applies across layers: streaming / FIFO, duplicated weights.
 
-Streaming: the YAML's `streaming` flags and the ``--fifo`` option go into the plan; the rules
-about which layers may stream are checked here with the YAML line (network-yaml.md §5
-"Streaming"), the rollover-buffer memory rules by ``plan.validate`` (plan/streaming.py).
-Duplicated weights: some vendor checkpoints hold the state_dict twice, once with the
-``module.`` prefix of ``DataParallel`` and once without; the vendor pairs the first copy (its
-loader stops after the YAML's weight layers, checkpoint-format.md §5), so does cnnforge.
+Streaming: the YAML's `streaming` flags and the ``--fifo`` option go into the plan; the rules about
+which layers may stream are checked here with the YAML line (docs/hardware/network-yaml.md §5
+"Streaming"), the rollover-buffer memory rules by ``plan.validate`` (plan/streaming.py). Duplicated
+weights: some vendor checkpoints hold the state_dict twice, once with the ``module.`` prefix of
+``DataParallel`` and once without; the vendor pairs the first copy (its loader stops after the
+YAML's weight layers, docs/hardware/checkpoint-format.md §5), so does cnnforge.
 """
 
 from __future__ import annotations
@@ -14,11 +14,11 @@ from dataclasses import replace
 
 import numpy as np
 
-from cnnforge.devices import Max7800xDevice
 from cnnforge.errors import ConfigError
-from cnnforge.frontend.ai8x_checkpoint import CheckpointData
-from cnnforge.frontend.ai8x_yaml import YamlConfig
 from cnnforge.ir import Network
+from cnnforge.targets.max7800x.ai8x_checkpoint import CheckpointData
+from cnnforge.targets.max7800x.ai8x_yaml import YamlConfig
+from cnnforge.targets.max7800x.device import Max7800xDevice
 from cnnforge.targets.max7800x.placement import Plan
 from cnnforge.targets.max7800x.streaming import streaming_structure
 

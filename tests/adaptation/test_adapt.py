@@ -161,7 +161,7 @@ def _stop(record) -> None:
 def test_resume_continues_the_same_run(tmp_path: Path, capsys) -> None:
     """A run stopped after its first epoch, resumed, ends with the uninterrupted run's weights."""
     from cnnforge.adaptation.run import adapt_model
-    from cnnforge.pipeline.targets import device_for
+    from cnnforge.api.targets import get_target
     from cnnforge.training.loop import TrainConfig
     from cnnforge.training.run import DataSpec
 
@@ -172,7 +172,7 @@ def test_resume_continues_the_same_run(tmp_path: Path, capsys) -> None:
     )
     with pytest.raises(_Stop):
         adapt_model(
-            f"{MODELS}:TinyNormUNet", {}, None, device=device_for("MAX78000", "check"),
+            f"{MODELS}:TinyNormUNet", {}, None, target=get_target("MAX78000"),
             data=DataSpec("shapes", None, 16, 32, 16, 0), out=tmp_path / "b",
             config=TrainConfig(epochs=2, batch_size=32, lr=3e-3, seed=0), on_epoch=_stop,
             allow_untrained=True,
@@ -285,7 +285,7 @@ def test_kernel_stride_dilation_rows(layer: nn.Module, row: str, convs: int) -> 
     """Each such layer becomes 3x3 convs or an unpadded pool with the same output shape; none
     of these rows is exact, and the check then passes the layer."""
     from cnnforge.adaptation.run import check_fits
-    from cnnforge.pipeline.targets import device_for
+    from cnnforge.api.targets import get_target
 
     model = nn.Sequential(nn.Conv2d(3, 3, 1), layer, nn.Conv2d(layer_out(layer), 4, 1)).eval()
     adapted, reps = replace_ops(model)
@@ -293,7 +293,7 @@ def test_kernel_stride_dilation_rows(layer: nn.Module, row: str, convs: int) -> 
     x = torch.rand(1, 3, 16, 16)
     assert adapted(x).shape == model(x).shape
     assert sum(isinstance(m, nn.Conv2d) for m in adapted[1].modules()) == convs
-    assert check_fits(adapted, (3, 16, 16), device_for("MAX78000", "check")).fits
+    assert check_fits(adapted, (3, 16, 16), get_target("MAX78000")).fits
 
 
 def layer_out(layer: nn.Module) -> int:
@@ -320,20 +320,20 @@ def test_depth_cut_removes_repeats_until_the_layers_fit() -> None:
     layer count passes; each cut is a replacement (row depth) and the rest still runs."""
     from cnnforge.adaptation.depth import too_deep
     from cnnforge.adaptation.run import check_fits, preflight
-    from cnnforge.pipeline.targets import device_for
+    from cnnforge.api.targets import get_target
     from support.adapt_models import Block, Deep
 
-    device = device_for("MAX78000", "check")
+    target = get_target("MAX78000")
     model = Deep().eval()
-    assert too_deep(model, (3, 16, 16), device)
-    adapted, reps = preflight(model, (3, 16, 16), device)
+    assert too_deep(model, (3, 16, 16), target)
+    adapted, reps = preflight(model, (3, 16, 16), target)
     cuts = [r.path for r in reps if r.row == "depth"]
     assert cuts and cuts[0] == "stage2.11" and all(r.exact is False for r in reps)
     assert "stage1.0" not in cuts and "stage2.0" not in cuts
-    assert check_fits(adapted, (3, 16, 16), device).fits
+    assert check_fits(adapted, (3, 16, 16), target).fits
     put_back = copy.deepcopy(adapted)
     set_module(put_back, cuts[-1], Block(16 if cuts[-1].startswith("stage1") else 32))
-    assert too_deep(put_back, (3, 16, 16), device)  # no more cut than needed
+    assert too_deep(put_back, (3, 16, 16), target)  # no more cut than needed
     assert adapted(torch.zeros(1, 3, 16, 16)).shape == (1, 5, 16, 16)
 
 
@@ -383,9 +383,9 @@ def test_the_width_search_reuses_the_check_of_the_unchanged_model(monkeypatch) -
     reused, not captured and checked again; a wider try (a new model) is checked on its own;
     the search ends as it does alone."""
     import cnnforge.adaptation.run as run
-    from cnnforge.pipeline.targets import device_for
+    from cnnforge.api.targets import get_target
 
-    device, shape = device_for("MAX78000", "check"), (3, 16, 16)
+    target, shape = get_target("MAX78000"), (3, 16, 16)
     wide = nn.Sequential(
         nn.Conv2d(3, 192, 3, padding=1), nn.ReLU(), nn.Conv2d(192, 192, 3, padding=1), nn.ReLU(),
         nn.Conv2d(192, 5, 1),
@@ -394,11 +394,11 @@ def test_the_width_search_reuses_the_check_of_the_unchanged_model(monkeypatch) -
     check = run.check_fits
     monkeypatch.setattr(run, "check_fits", lambda *a: calls.append(a[0]) or check(*a))
     for width in ("1", "auto"):
-        alone = run.choose_width(replace_ops(copy.deepcopy(wide).eval())[0], shape, device, width)
+        alone = run.choose_width(replace_ops(copy.deepcopy(wide).eval())[0], shape, target, width)
         calls.clear()
         checked = run.Checked()
-        adapted, _ = run.preflight(wide.eval(), shape, device, checked)
-        _, w, cap, tries, _ = run.choose_width(adapted, shape, device, width, checked)
+        adapted, _ = run.preflight(wide.eval(), shape, target, checked)
+        _, w, cap, tries, _ = run.choose_width(adapted, shape, target, width, checked)
         assert tries == alone[3] and (w, cap) == alone[1:3] and len(tries) > 1
         unchanged = [t for t in tries if t["width"] == 1 and t["cap"] is None]
         assert len(calls) == 1 + len(tries) - len(unchanged) and calls[0] is adapted

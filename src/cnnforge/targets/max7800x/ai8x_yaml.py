@@ -1,9 +1,9 @@
 """Reading a vendor (ai8x-synthesis) network YAML into validated per-layer records.
 
 The file is parsed with a safe loader that rejects duplicate keys and remembers the line of every
-mapping and key, so each error names ``file:line`` (../shared/spec/network-yaml.md §1). Keys and
-values are checked per network-yaml.md §2-§3; what needs the checkpoint (channels, shapes) is
-checked later by ``frontend.ai8x``.
+mapping and key, so each error names ``file:line`` (docs/hardware/network-yaml.md §1). Keys and
+values are checked per docs/hardware/network-yaml.md §2-§3; what needs the checkpoint (channels,
+shapes) is checked later by ``targets.max7800x.ai8x``.
 """
 
 from __future__ import annotations
@@ -16,10 +16,15 @@ from typing import Any
 import yaml
 
 from cnnforge.errors import ConfigError
-from cnnforge.frontend.ai8x_validate import BoundedSafeLoader, check_yaml_types, read_input_text
 from cnnforge.ir import BINARY_BITS, Activation, EltwiseOp, Op, PoolKind
+from cnnforge.targets.max7800x.ai8x_validate import (
+    BoundedSafeLoader,
+    check_yaml_types,
+    read_input_text,
+)
 
-# network-yaml.md §2: global keys. Known but not supported by cnnforge: the values of the dict.
+# docs/hardware/network-yaml.md §2: global keys. Known but not supported by cnnforge: the values of
+# the dict.
 GLOBAL_KEYS = frozenset({"arch", "dataset", "layers", "output_map", "unload", "snoop"})
 GLOBAL_UNSUPPORTED = {
     "data_buffer": "rolling data buffers (TCN networks)",
@@ -27,7 +32,7 @@ GLOBAL_UNSUPPORTED = {
     "weights": "built-in test data (arch: test)",
 }
 
-# network-yaml.md §3: canonical key -> aliases (only one spelling may be given).
+# docs/hardware/network-yaml.md §3: canonical key -> aliases (only one spelling may be given).
 ALIASES = {
     "operation": ("operation", "op", "operator", "convolution"),
     "activate": ("activate", "activation"),
@@ -150,7 +155,7 @@ class YamlLayer:
     output_processors: int | None
     in_offset: int | None
     out_offset: int | None
-    in_sequences: tuple[int | str, ...] | None  # raw references, resolved by frontend.ai8x
+    in_sequences: tuple[int | str, ...] | None  # raw references, resolved by targets.max7800x.ai8x
     write_gap: int
     in_channels: int | None
     out_channels: int | None
@@ -158,7 +163,7 @@ class YamlLayer:
     bias_group: int | None
     output: bool
     next_sequence: int | str | None = None  # raw; only "the next layer" is supported
-    streaming: bool = False  # network-yaml.md §5 "Streaming"
+    streaming: bool = False  # docs/hardware/network-yaml.md §5 "Streaming"
     calcx4: bool = False  # MAX78002 speed-ups (the results are the same): placement.py
     readahead: bool = False
     tcalc: bool | None = None
@@ -245,7 +250,7 @@ def load_yaml_text(text: str, filename: str) -> Any:
 
 
 def read_yaml_config(path: Path | str) -> YamlConfig:
-    """Read and check a vendor network YAML (network-yaml.md §1-§3)."""
+    """Read and check a vendor network YAML (docs/hardware/network-yaml.md §1-§3)."""
     path = Path(path)
     doc = load_yaml_text(read_input_text(path), str(path))
     check_yaml_types(doc, str(path))  # issue 18: typed, bounded values from here on
@@ -442,7 +447,7 @@ def _canonical(raw: _Map, index: int, path: str) -> dict[str, tuple[Any, int]]:
             raise ConfigError(
                 f"layer {index}: unknown key {key!r}",
                 where=where,
-                hint="see network-yaml.md §3 for the keys of a layer",
+                hint="see docs/hardware/network-yaml.md §3 for the keys of a layer",
             )
         canon = next((c for c, names in ALIASES.items() if key in names), key)
         if canon in out:
@@ -487,7 +492,7 @@ def _operation(
 
 
 def _parse_layer(raw: _Map, index: int, path: str) -> YamlLayer:
-    """Check one layer's keys and values (network-yaml.md §3)."""
+    """Check one layer's keys and values (docs/hardware/network-yaml.md §3)."""
     keys = _canonical(raw, index, path)
     get = functools.partial(_value, keys, path)
     if "processors" not in keys:

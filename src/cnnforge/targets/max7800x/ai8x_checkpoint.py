@@ -1,7 +1,7 @@
 """Reading a vendor quantized checkpoint (``*-q.pth.tar``) safely into per-layer records.
 
 Loads with ``torch.load(weights_only=True)``, ``torch.optim`` classes named in it replaced by
-inert stand-ins (../shared/spec/checkpoint-format.md §1; ``ai8x_validate``), and groups the
+inert stand-ins (docs/hardware/checkpoint-format.md §1; ``ai8x_validate``), and groups the
 state_dict into weight layers in stored order, the order the vendor tool pairs them with YAML
 layers (§5).
 """
@@ -17,17 +17,17 @@ import numpy as np
 import torch
 
 from cnnforge.errors import ConfigError
-from cnnforge.frontend.ai8x_validate import (
+from cnnforge.samples import refuse_npy
+from cnnforge.targets.max7800x.ai8x_validate import (
     check_checkpoint_doc,
     check_regular_file,
     inert_optimizer_globals,
 )
-from cnnforge.samples import refuse_npy
 
 
 @dataclass(frozen=True, eq=False)
 class CheckpointLayer:
-    """The keys of one weight-owning module ``module`` (checkpoint-format.md §3)."""
+    """The keys of one weight-owning module ``module`` (docs/hardware/checkpoint-format.md §3)."""
 
     module: str  # key prefix P of P.op.weight (or P.weight)
     weight_key: str
@@ -138,7 +138,7 @@ def _integers(tensor: Any, key: str, where: str) -> np.ndarray:
 
 def _layer(state: dict[str, Any], key: str, where: str) -> CheckpointLayer:
     operation = key[: -len(".weight")]
-    # The vendor's rule (izer/checkpoint.py): P.X.weight keeps its shift and bits at P.*
+    # The vendor's rule (its checkpoint loader): P.X.weight keeps its shift and bits at P.*
     module = key.rsplit(".", 2)[0] if key.count(".") >= 2 else operation
     weight = _integers(state[key], key, where).astype(np.int64)
     bias = state.get(operation + ".bias")
