@@ -233,11 +233,11 @@ def test_piped_train_shows_no_progress_bar(tmp_path: Path) -> None:
 def test_adapt_table_cuts_no_column(width: int, monkeypatch: pytest.MonkeyPatch) -> None:
     """Each replacement's "was" and "now" are whole in the table at 80 and 120 columns."""
     from cnnforge.adaptation.run import AdaptResult, preflight
+    from cnnforge.api.targets import get_target
     from cnnforge.cli import adapt as cli_adapt
-    from cnnforge.pipeline.targets import device_for
     from support.adapt_models import TinyNormUNet
 
-    _, reps = preflight(TinyNormUNet(), (3, 16, 16), device_for("MAX78000", "check"))
+    _, reps = preflight(TinyNormUNet(), (3, 16, 16), get_target("MAX78000"))
     assert all(r.before.endswith(")") and r.after.endswith(")") for r in reps)
     assert "BatchNorm2d(16)" in {r.after for r in reps}  # short, whole: no statistics flags
     screen = io.StringIO()
