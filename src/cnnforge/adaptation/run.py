@@ -291,15 +291,8 @@ def adapt_model(
                              spec_json, loop)  # fmt: skip
         student.eval()
         run.commit()  # no float epochs: the directory appears before adapted.py names its path
-        step("building the QAT network")
-        qat = _qat_network(
-            copy.deepcopy(student).cpu(), shape, target, train_set, out, _name(spec)
-        )
-        sample = val_set[0][0].numpy().astype(np.int64)  # compile's --sample (the vendor's type)
-        replace_bytes(out / "sample.npy", _npy_bytes(sample))
-        step("quantization-aware training")
-        _qat(qat, teacher, (train_set, val_set), config, out, qat_epochs, place, loop)
-        replace_bytes(out / "adapted.pth", torch_bytes(to_cpu(qat.state_dict())))
+        qat = _quantization_aware(student, teacher, shape, target, (train_set, val_set), config,
+                                  out, _name(spec), qat_epochs, place, loop, step)  # fmt: skip
         step("scoring")
         result = AdaptResult(
             reps, w, cap, tries, scores=_scores(teacher, student, qat, val_set, classes, place),
@@ -310,6 +303,21 @@ def adapt_model(
         text = json.dumps(result.to_dict(), indent=1) + "\n"
         replace_bytes(out / "adapt.json", text.encode("utf-8"))  # last: the run is complete
         return result
+
+
+def _quantization_aware(
+    student, teacher, shape, target, splits, config, out, origin, epochs, place, loop, step
+) -> nn.Module:
+    """The distilled student lowered for ``target`` (adapted.py, compile's sample.npy), trained
+    quantization-aware from the teacher; its weights written as adapted.pth."""
+    step("building the QAT network")
+    qat = _qat_network(copy.deepcopy(student).cpu(), shape, target, splits[0], out, origin)
+    sample = splits[1][0][0].numpy().astype(np.int64)  # compile's --sample (the vendor's type)
+    replace_bytes(out / "sample.npy", _npy_bytes(sample))
+    step("quantization-aware training")
+    _qat(qat, teacher, splits, config, out, epochs, place, loop)
+    replace_bytes(out / "adapted.pth", torch_bytes(to_cpu(qat.state_dict())))
+    return qat
 
 
 def _npy_bytes(array: np.ndarray) -> bytes:
