@@ -82,3 +82,64 @@ def test_the_toy_target_touches_only_its_folder_and_imports_no_other_target(toy)
         for node in ast.walk(ast.parse(text)):
             if isinstance(node, ast.ImportFrom) and node.module:
                 assert not node.module.startswith("cnnforge.targets"), (path, node.module)
+
+
+def _cli(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    from cnnforge.cli import main
+
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    out = capsys.readouterr()
+    return int(exc.value.code or 0), out.out, out.err
+
+
+def test_a_targets_own_options_reach_the_cli_without_editing_it(
+    toy, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A target's own `compile` option, declared in its folder (its ``Target.options``, listed
+    by ``targets.declared_options``), is in `compile --help`, goes to its reader, and is refused
+    for the other targets."""
+    import dataclasses
+
+    from cnnforge.targets.toy import entry as toy_entry
+
+    from cnnforge.cli import compile as compile_cli
+    from cnnforge.target_options import TargetOption, TargetOptions
+
+    read: list[dict] = []
+
+    def reader(values: dict, in_place: bool) -> tuple[dict, tuple[str, ...]]:
+        read.append(values)
+        return {}, ("--toy-turbo",) if values["toy_turbo"] else ()
+
+    option = TargetOption("toy_turbo", "--toy-turbo", "Toy: run the toy at double speed.")
+    declared = TargetOptions((option,), reader)
+    record = dataclasses.replace(toy_entry.TARGET, options=declared)
+    monkeypatch.setattr(table, "TARGETS", (*table.TARGETS[:-1], record))
+    every = cnnforge.targets.declared_options
+    monkeypatch.setattr(cnnforge.targets, "declared_options", lambda: (*every(), declared))
+    command = compile_cli.compile_command
+    monkeypatch.setattr(command, "__signature__", command.__signature__)  # restored after
+    monkeypatch.setattr(command, "__annotations__", dict(command.__annotations__))
+    compile_cli.declare_target_options()
+    assert record.option_flags == {"--toy-turbo"}
+
+    code, out, _ = _cli(["compile", "--help"], capsys)
+    assert code == 0 and "--toy-turbo" in out and "run the toy at double speed" in out
+    model = tmp_path / "toy_model.py"
+    model.write_text("from torch import nn\n\n\ndef Net():\n    return nn.Sequential("
+                     "nn.Conv2d(3, 8, 3, padding=1), nn.ReLU(), nn.Conv2d(8, 4, 1))\n")  # fmt: skip
+    np.save(tmp_path / "x.npy", np.random.default_rng(0).integers(-128, 128, (3, 8, 8)))
+    args = ["compile", f"{model}:Net", "-i", "3,8,8", "--ptq", "--sample", str(tmp_path / "x.npy"),
+            "--toy-turbo"]  # fmt: skip
+    code, _, err = _cli([*args, "-d", "MAX78000", "-o", str(tmp_path / "max")], capsys)
+    assert code == 2 and "--toy-turbo is for TOY, not for --device MAX78000" in err, err
+    code, _, err = _cli([*args, "-d", "toy", "-o", str(tmp_path / "toy")], capsys)
+    assert code == 0, err
+    assert read[-1] == {"toy_turbo": True} and (tmp_path / "toy" / "layers.txt").is_file()
+
+
+def test_the_cli_lists_the_options_of_every_target_of_the_table() -> None:
+    """``targets.declared_options`` (light, for --help) names exactly the table's options."""
+    from_table = {id(t.options) for t in table.TARGETS if t.options is not None}
+    assert {id(o) for o in cnnforge.targets.declared_options()} == from_table

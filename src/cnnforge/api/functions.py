@@ -237,7 +237,6 @@ def compile(  # the command's name: cnnforge.compile(...) in a script
     """
     from cnnforge.api.targets import get_target
     from cnnforge.pipeline import CompileOptions
-    from cnnforge.targets.max7800x.firmware.options import FirmwareOptions
 
     target = get_target(device)  # resolved once: the recipe refuses a target without one
     options = CompileOptions(
@@ -259,7 +258,7 @@ def compile(  # the command's name: cnnforge.compile(...) in a script
         in_place=in_place,
         firmware=firmware,
         fifo=fifo,
-        firmware_options=firmware_options or FirmwareOptions(),
+        firmware_options=firmware_options,  # None: the recipe's defaults
         probe=probe,
         sanitize=sanitize,
         max_verify=max_verify,

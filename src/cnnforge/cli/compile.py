@@ -2,26 +2,18 @@
 
 from __future__ import annotations
 
+import inspect
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import typer
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from cnnforge import targets
 from cnnforge.cli.app import app
 from cnnforge.cli.common import console, parse_model_args, parse_shape, parse_weight_bits
 from cnnforge.targets.max7800x.device import DEFAULT_DEVICE, DEVICE_NAMES
-
-if TYPE_CHECKING:
-    from cnnforge.targets.max7800x.firmware.options import FirmwareOptions
-
-
-def _vendor_flag(flag: str, text: str, metavar: str | None = None) -> Any:
-    """The typer option of one of the vendor's firmware code-generation options: a switch, off
-    unless given, or (with a ``metavar``) a value, None unless given."""
-    default = False if metavar is None else None
-    return typer.Option(default, flag, metavar=metavar, help=f"Firmware (vendor option): {text}")
 
 
 @app.command("compile")
@@ -72,95 +64,19 @@ def compile_command(
     cpu: bool = typer.Option(
         False, "--cpu", help="Simulate the known answer on the CPU even where a GPU is present."
     ),
-    firmware: bool = typer.Option(
-        None,
-        "--firmware/--no-firmware",
-        help="MAX78000/MAX78002: firmware/, the MSDK project (cnn.c, weights.h, main.c, ...) "
-        "with the vendor tool's API, runs on the part (c/ runs anywhere); with --run its set-up "
-        "is checked on the host. Default: written where the writer covers the network (else a "
-        "note); --firmware: or fail; --no-firmware: not. See docs/firmware.md.",
-    ),
-    softmax: bool = _vendor_flag(
-        "--softmax",
-        "main.c unloads the 32-bit outputs and prints their softmax per class (softmax.c).",
-    ),
-    overlap_data: bool = typer.Option(
-        False,
-        "--overlap-data",
-        help="Vendor option: a layer may write its output over its own "
-        "dying input (cnnforge plans so by default; the opposite of --no-in-place).",
-    ),
-    mlator: bool = _vendor_flag(
-        "--mlator",
-        "cnn_unload reads an 8-bit output channel by channel through the mlator register "
-        "(out_buf: channel-major bytes, 4 pixels a word), with the vendor's register writes; an "
-        "output layer where the vendor's two mlator sequences disagree (or it ignores --mlator: "
-        "32-bit, frame not a multiple of 4) is unloaded plainly, with a note. With --no-unload: "
-        "no change.",
-    ),
-    no_unload: bool = _vendor_flag("--no-unload", "no cnn_unload (unless --softmax)."),
-    new_kernel_loader: bool = _vendor_flag(
-        "--new-kernel-loader",
-        "load the kernels from weights.h's records. Always so (the vendor's default); accepted "
-        "for its command lines.",
-    ),
-    zero_sram: bool = _vendor_flag(
-        "--zero-sram",
-        "cnn_init zeroes the data, kernel, TRAM and bias memories by BIST; all-zero kernel "
-        "columns are then not loaded.",
-    ),
-    boost: str = _vendor_flag(
-        "--boost",
-        "main.c turns the boost circuit's GPIO on while the accelerator runs, e.g. 2.5.",
-        metavar="PORT.PIN",
-    ),
-    no_kat: bool = _vendor_flag(
-        "--no-kat", "main.c without the known-answer check (no sampleoutput.h)."
-    ),
-    max_checklines: int = _vendor_flag(
-        "--max-checklines",
-        "check only the first N output words of the known answer.",
-        metavar="N",
-    ),
-    riscv: bool = _vendor_flag(
-        "--riscv",
-        "the RISC-V layout of the vendor's mnist-riscv: main.c boots the RISC-V core, "
-        "main_riscv.c runs the self-test there.",
-    ),
-    calcx4: bool = _vendor_flag(
-        "--calcx4",
-        "MAX78002: four output channels at once (a vendor pair: every layer; a model: every "
-        "3x3 Conv2d that can take it). Same results, faster.",
-    ),
-    read_ahead: bool = _vendor_flag(
-        "--read-ahead",
-        "MAX78002: layers read their next input ahead (a vendor pair: every layer; a model: "
-        "every weight layer whose input and output lie in different memories). Same results.",
-    ),
-    fifo: bool = typer.Option(
-        False,
-        "--fifo",
-        help="MAX78000/MAX78002 (the vendor's --fifo): the input arrives through the FIFOs, the "
-        "first layer streams; an error when it cannot.",
-    ),
     no_in_place: bool = typer.Option(
         False,
         "--no-in-place",
         help="Keep every live tensor apart: no layer writes over its own dying input, so the "
         "vendor tool needs no --overlap-data (may not fit where the in-place plan does).",
     ),
+    **target_values: Any,
 ) -> None:
     """Model -> vendor YAML + checkpoint, portable C with a known-answer self-test (the
     simulator's output on --sample), report.html; --run builds and runs the C."""
     from cnnforge.api import compile as compile_model
 
-    options = _firmware_options(
-        softmax=softmax, overlap_data=overlap_data, mlator=mlator, unload=not no_unload,
-        new_kernel_loader=True, zero_sram=zero_sram, boost=boost, kat=not no_kat,
-        max_checklines=max_checklines, riscv=riscv, calcx4=calcx4, read_ahead=read_ahead,
-    )  # fmt: skip
-    del new_kernel_loader  # the only loader cnnforge writes
-    _check_firmware_options(device, firmware, options, in_place=not no_in_place, fifo=fifo)
+    target_args = _target_options(device, target_values, in_place=not no_in_place)
 
     def run_compile(on_step: Any) -> Any:
         return compile_model(
@@ -170,60 +86,47 @@ def compile_command(
             weight_bits=None if weight_bits is None else _weight_bits(weight_bits, device),
             model_args=parse_model_args(model_arg), ai8x_yaml=ai8x_yaml,
             ai8x_checkpoint=ai8x_checkpoint, report=report, in_place=not no_in_place,
-            firmware=firmware, firmware_options=options, fifo=fifo, probe=probe, sanitize=sanitize,
-            max_verify=max_verify, cpu=cpu,
-            on_step=on_step,
+            probe=probe, sanitize=sanitize, max_verify=max_verify, cpu=cpu, on_step=on_step,
+            **target_args,
         )  # fmt: skip
 
     _print_summary(_with_progress(run_compile).summary, output)
 
 
-def _firmware_options(boost: str | None, **flags: Any) -> FirmwareOptions:
-    """The vendor's code-generation options as one record (``--boost``'s port.pin parsed)."""
-    from cnnforge.errors import InputError
-    from cnnforge.targets.max7800x.firmware.options import FirmwareOptions, parse_boost
+def declare_target_options() -> None:
+    """Give ``compile_command`` the options the targets declare (``targets.declared_options``,
+    before ``--no-in-place``): the typer command and its ``--help`` are read from its signature."""
+    compile_command.__dict__.pop("__signature__", None)
+    shared = list(inspect.signature(compile_command, eval_str=True).parameters.values())
+    own = [
+        inspect.Parameter(
+            o.name,
+            inspect.Parameter.POSITIONAL_OR_KEYWORD,
+            annotation=o.kind,
+            default=typer.Option(o.default, o.flag, metavar=o.metavar, help=o.help),
+        )
+        for declared in targets.declared_options()
+        for o in declared.options
+    ]
+    *before, no_in_place, _values = shared  # _values: **target_values, which takes them
+    signature = inspect.Signature([*before, *own, no_in_place])
+    compile_command.__signature__ = signature  # type: ignore[attr-defined]
+    compile_command.__annotations__.update({p.name: p.annotation for p in own})
 
-    try:
-        pin = None if boost is None else parse_boost(boost)
-    except ValueError as exc:
-        raise InputError(str(exc), where="--boost", hint="give port.pin, e.g. --boost 2.5") from exc
-    return FirmwareOptions(boost=pin, **flags)
 
-
-def _check_firmware_options(
-    device: str,
-    firmware: bool | None,
-    options: FirmwareOptions,
-    in_place: bool,
-    fifo: bool = False,
-) -> None:
-    """The firmware and its options (and --fifo) are for the targets whose records take them
-    (``Target.option_flags``), not with --no-firmware (but for those the plan holds:
-    --overlap-data, --calcx4, --read-ahead); --overlap-data contradicts --no-in-place."""
+def _target_options(device: str, values: dict[str, Any], in_place: bool) -> dict[str, Any]:
+    """``cnnforge.compile``'s target keyword arguments from the values of the targets' own
+    options (each target's reader checks its own); an option given for a target that does not
+    take it is refused, naming those that do."""
     from cnnforge.api.targets import TARGETS, get_target
     from cnnforge.errors import InputError
-    from cnnforge.targets.max7800x.firmware.options import FirmwareOptions
 
-    given = [f for f in options.flags() if f.startswith("--")]
-    if options.overlap_data and not in_place:
-        raise InputError(
-            "--overlap-data lets a layer write over its own input, --no-in-place forbids it",
-            where="--overlap-data",
-            hint="drop one of the two",
-        )
-    plan_options = ("--overlap-data", "--calcx4", "--read-ahead")  # the YAML says them too
-    code_options = [f for f in given if f not in plan_options]
-    kept = FirmwareOptions(
-        overlap_data=options.overlap_data, calcx4=options.calcx4, read_ahead=options.read_ahead
-    )
-    if firmware is False and options != kept:
-        raise InputError(
-            f"{code_options[0]} is an option of the firmware, and --no-firmware writes none",
-            where=code_options[0],
-            hint=f"drop {code_options[0]} or --no-firmware",
-        )
-    asked = ["--firmware"] if firmware else []
-    asked += (["--fifo"] if fifo else []) + [f for f in given if f != "--overlap-data"]
+    args: dict[str, Any] = {}
+    asked: list[str] = []
+    for declared in targets.declared_options():
+        read, given = declared.read({o.name: values[o.name] for o in declared.options}, in_place)
+        args.update(read)
+        asked += given
     refused = [f for f in asked if f not in get_target(device).option_flags]
     if refused:  # the targets whose records take the option, named in the message
         takers = [t.name for t in TARGETS if refused[0] in t.option_flags]
@@ -232,6 +135,7 @@ def _check_firmware_options(
             where=refused[0],
             hint=f"drop {refused[0]}, or compile for --device {' or '.join(takers)}",
         )
+    return args
 
 
 def _with_progress(run_compile: Any) -> Any:
@@ -274,9 +178,11 @@ def _print_summary(facts: dict, output: Path) -> None:
     table.add_column("what", style="bold")
     table.add_column("value")
     table.add_row("network", f"{facts['network']} on {facts['device']}, {facts['layers']} layers")
-    table.add_row("MACs", f"{facts['macs']:,}")
-    table.add_row("C arena", f"{facts['c_arena_bytes']:,} bytes")
-    table.add_row("known answer", f"{facts['outputs']:,} outputs, checksum {facts['checksum']}")
+    if facts["macs"] is not None:  # an emitted project with a self-test (a toy target: none)
+        table.add_row("MACs", f"{facts['macs']:,}")
+        table.add_row("C arena", f"{facts['c_arena_bytes']:,} bytes")
+        known = f"{facts['outputs']:,} outputs, checksum {facts['checksum']}"
+        table.add_row("known answer", known)
     table.add_row(
         "files", ", ".join(facts["files"][:8]) + (" ..." if len(facts["files"]) > 8 else "")
     )
@@ -290,3 +196,6 @@ def _print_summary(facts: dict, output: Path) -> None:
     for note in facts["notes"]:
         table.add_row("note", note)
     console.print(table)
+
+
+declare_target_options()

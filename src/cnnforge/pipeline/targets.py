@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from cnnforge.errors import InputError
 from cnnforge.passes.target_rules import NO_RULES, TargetRules
 from cnnforge.pipeline.state import Steps
+from cnnforge.target_options import TargetOptions
 
 if TYPE_CHECKING:
     from cnnforge.ir import Network
@@ -36,7 +37,6 @@ FloatCheck = Callable[..., "tuple[Any, Network, tuple[Violation, ...]]"]
 #: A target's vendor-pair reader: (the source, a pipeline.sources.ModelSource; the input shape;
 #: the device record) -> the network.
 PairReader = Callable[[Any, "tuple[int, ...] | None", Any], "Network"]
-
 
 @dataclass(frozen=True)
 class Target:
@@ -58,7 +58,7 @@ class Target:
     plans: PlanKind = "none"
     report: tuple[str, ...] = ()  # the report files its recipe writes
     read_pair: PairReader | None = None  # reads the vendor pair (--ai8x-yaml) for this device
-    option_flags: frozenset[str] = frozenset()  # the target-only `compile` options it takes
+    options: TargetOptions | None = None  # its own `compile` options (the CLI lists them)
     check_float: FloatCheck | None = None  # `cnnforge check` on the float model (no layers)
 
     def matches(self, text: str) -> bool:
@@ -67,6 +67,12 @@ class Target:
         if self.parse is not None:
             key = key.split(":", 1)[0]
         return key in {self.name.upper(), *(a.upper() for a in self.aliases)}
+
+    @property
+    def option_flags(self) -> frozenset[str]:
+        """The `compile` flags only this target (and those sharing its options) takes."""
+        own = self.options.options if self.options else ()
+        return frozenset(o.flag.split("/")[0] for o in own if o.only_its_own)
 
     def resolve(self, text: str) -> Target:
         """This record with the device ``text`` names (a parametrised target reads its

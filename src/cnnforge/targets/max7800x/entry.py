@@ -9,13 +9,8 @@ from cnnforge.pipeline.targets import Target
 from cnnforge.targets.max7800x import plan_flow, recipe
 from cnnforge.targets.max7800x.ai8x import pair_network
 from cnnforge.targets.max7800x.device import DEVICES, Max7800xDevice
+from cnnforge.targets.max7800x.firmware.options import TARGET_OPTIONS
 from cnnforge.targets.max7800x.rules import RULES
-
-#: The `compile` options only the MAX7800x parts take: the firmware, its vendor options, --fifo.
-OPTION_FLAGS = frozenset(
-    {"--firmware", "--fifo", "--softmax", "--mlator", "--no-unload", "--zero-sram", "--boost",
-     "--no-kat", "--max-checklines", "--riscv", "--calcx4", "--read-ahead"}
-)  # fmt: skip
 
 
 def _entry(device: Max7800xDevice) -> Target:
@@ -33,7 +28,7 @@ def _entry(device: Max7800xDevice) -> Target:
         plans="place",
         report=(REPORT, SUMMARY),
         read_pair=pair_network,
-        option_flags=OPTION_FLAGS,
+        options=TARGET_OPTIONS,
     )
 
 

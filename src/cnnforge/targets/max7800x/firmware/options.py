@@ -10,8 +10,13 @@ cannot honour (a one-line error before anything is written).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
-from cnnforge.targets.max7800x.firmware.facts import LayerFacts
+from cnnforge.errors import InputError
+from cnnforge.target_options import TargetOption, TargetOptions
+
+if TYPE_CHECKING:
+    from cnnforge.targets.max7800x.firmware.facts import LayerFacts
 
 
 class OptionRefused(ValueError):
@@ -114,3 +119,106 @@ def refusal(options: FirmwareOptions, facts: list[LayerFacts], outputs: tuple[st
     if options.max_checklines is not None and options.max_checklines < 1:
         return "--max-checklines must be at least 1"
     return ""
+
+
+def _vendor(name: str, text: str, kind: type = bool, metavar: str | None = None) -> TargetOption:
+    """One of the vendor's code-generation options: a switch, off unless given, or (with a
+    ``metavar``) a value, None unless given."""
+    flag = "--" + name.replace("_", "-")
+    default = False if metavar is None else None
+    return TargetOption(name, flag, f"Firmware (vendor option): {text}", default, kind, metavar)
+
+
+#: The `compile` options of the MAX7800x parts, in the order `compile --help` lists them.
+CLI_OPTIONS = (
+    TargetOption(
+        "firmware",
+        "--firmware/--no-firmware",
+        "MAX78000/MAX78002: firmware/, the MSDK project (cnn.c, weights.h, main.c, ...) "
+        "with the vendor tool's API, runs on the part (c/ runs anywhere); with --run its set-up "
+        "is checked on the host. Default: written where the writer covers the network (else a "
+        "note); --firmware: or fail; --no-firmware: not. See docs/firmware.md.",
+        default=None,
+    ),
+    _vendor("softmax", "main.c unloads the 32-bit outputs and prints their softmax per class "
+            "(softmax.c)."),
+    TargetOption(
+        "overlap_data",
+        "--overlap-data",
+        "Vendor option: a layer may write its output over its own "
+        "dying input (cnnforge plans so by default; the opposite of --no-in-place).",
+        only_its_own=False,
+    ),
+    _vendor("mlator", "cnn_unload reads an 8-bit output channel by channel through the mlator "
+            "register (out_buf: channel-major bytes, 4 pixels a word), with the vendor's register "
+            "writes; an output layer where the vendor's two mlator sequences disagree (or it "
+            "ignores --mlator: 32-bit, frame not a multiple of 4) is unloaded plainly, with a "
+            "note. With --no-unload: no change."),
+    _vendor("no_unload", "no cnn_unload (unless --softmax)."),
+    _vendor("new_kernel_loader", "load the kernels from weights.h's records. Always so (the "
+            "vendor's default); accepted for its command lines."),
+    _vendor("zero_sram", "cnn_init zeroes the data, kernel, TRAM and bias memories by BIST; "
+            "all-zero kernel columns are then not loaded."),
+    _vendor("boost", "main.c turns the boost circuit's GPIO on while the accelerator runs, e.g. "
+            "2.5.", str, "PORT.PIN"),
+    _vendor("no_kat", "main.c without the known-answer check (no sampleoutput.h)."),
+    _vendor("max_checklines", "check only the first N output words of the known answer.", int,
+            "N"),
+    _vendor("riscv", "the RISC-V layout of the vendor's mnist-riscv: main.c boots the RISC-V "
+            "core, main_riscv.c runs the self-test there."),
+    _vendor("calcx4", "MAX78002: four output channels at once (a vendor pair: every layer; a "
+            "model: every 3x3 Conv2d that can take it). Same results, faster."),
+    _vendor("read_ahead", "MAX78002: layers read their next input ahead (a vendor pair: every "
+            "layer; a model: every weight layer whose input and output lie in different "
+            "memories). Same results."),
+    TargetOption(
+        "fifo",
+        "--fifo",
+        "MAX78000/MAX78002 (the vendor's --fifo): the input arrives through the FIFOs, the "
+        "first layer streams; an error when it cannot.",
+    ),
+)
+_PLAN_FLAGS = ("--overlap-data", "--calcx4", "--read-ahead")  # the YAML says them too
+
+
+def read_cli_options(
+    values: dict[str, Any], in_place: bool
+) -> tuple[dict[str, Any], tuple[str, ...]]:
+    """``cnnforge.compile``'s firmware, firmware_options and fifo from the CLI's values, and
+    the flags given that only the MAX7800x parts take; --overlap-data contradicts
+    --no-in-place, the firmware's own options contradict --no-firmware."""
+    v = dict(values)
+    firmware, fifo, boost = v.pop("firmware"), v.pop("fifo"), v.pop("boost")
+    del v["new_kernel_loader"]  # the only loader cnnforge writes
+    try:
+        pin = None if boost is None else parse_boost(boost)
+    except ValueError as exc:
+        raise InputError(str(exc), where="--boost", hint="give port.pin, e.g. --boost 2.5") from exc
+    options = FirmwareOptions(
+        boost=pin, unload=not v.pop("no_unload"), kat=not v.pop("no_kat"), **v
+    )
+    given = [f for f in options.flags() if f.startswith("--")]
+    if options.overlap_data and not in_place:
+        raise InputError(
+            "--overlap-data lets a layer write over its own input, --no-in-place forbids it",
+            where="--overlap-data",
+            hint="drop one of the two",
+        )
+    code = [f for f in given if f not in _PLAN_FLAGS]
+    kept = FirmwareOptions(
+        overlap_data=options.overlap_data, calcx4=options.calcx4, read_ahead=options.read_ahead
+    )
+    if firmware is False and options != kept:
+        raise InputError(
+            f"{code[0]} is an option of the firmware, and --no-firmware writes none",
+            where=code[0],
+            hint=f"drop {code[0]} or --no-firmware",
+        )
+    asked = ["--firmware"] if firmware else []
+    asked += (["--fifo"] if fifo else []) + [f for f in given if f != "--overlap-data"]
+    compile_args = {"firmware": firmware, "firmware_options": options, "fifo": fifo}
+    return compile_args, tuple(asked)
+
+
+#: The MAX7800x parts' `compile` options (pipeline.targets.Target.options).
+TARGET_OPTIONS = TargetOptions(CLI_OPTIONS, read_cli_options)
