@@ -35,7 +35,6 @@ if TYPE_CHECKING:
     from cnnforge.devices import Capabilities
     from cnnforge.frontend.loading import ModelSpec
     from cnnforge.ir import Network
-    from cnnforge.pipeline import CompileOptions
     from cnnforge.pipeline.targets import Target
     from cnnforge.targets.max7800x.firmware.options import FirmwareOptions
     from cnnforge.training.loop import EpochRecord
@@ -116,13 +115,13 @@ def quantize(
     from cnnforge.pipeline.sources import model_source, read_calibration
     target = _target(device, "quantize")
     dev = target.device
-    path = None if output is None else Path(output)
+    path = _path(output)
     if path is not None and path.exists() and not overwrite:  # refused before any work
         raise InputError(f"{path} already exists", hint="pass --overwrite or choose another -o")
     shape = _shape(model, input_shape)
     if shape is None and calibration is not None:
         raise InputError("--calibration needs --input-shape", hint="e.g. -i 3,64,64")
-    ckpt = None if checkpoint is None else Path(checkpoint)
+    ckpt = _path(checkpoint)
     q = quantized_from_source(
         model_source(model, ckpt),  # type: ignore[arg-type]  # a model object is a spec too
         shape,
@@ -177,12 +176,12 @@ def plan(
         model=model,  # type: ignore[arg-type]  # the planner takes a model object as a spec too
         input_shape=shape,
         model_args=dict(model_args or {}),
-        checkpoint=None if checkpoint is None else Path(checkpoint),
+        checkpoint=_path(checkpoint),
         weight_bits=weight_bits,
         sample=array_of(sample),
         calibration=array_of(calibration),
-        ai8x_yaml=None if ai8x_yaml is None else Path(ai8x_yaml),
-        ai8x_checkpoint=None if ai8x_checkpoint is None else Path(ai8x_checkpoint),
+        ai8x_yaml=_path(ai8x_yaml),
+        ai8x_checkpoint=_path(ai8x_checkpoint),
         allow_overlap=allow_overlap,
         validate_only=validate_only,
         in_place=in_place,
@@ -236,53 +235,25 @@ def compile(  # the command's name: cnnforge.compile(...) in a script
     True
     """
     from cnnforge.api.targets import get_target
-    from cnnforge.pipeline import CompileOptions
+    from cnnforge.pipeline import CompileOptions, run_recipe
 
     target = get_target(device)  # resolved once: the recipe refuses a target without one
     options = CompileOptions(
         output=Path(output_dir or "out"),  # None: a new temporary folder's, below
         model=model,  # type: ignore[arg-type]  # the steps take a model object as a spec too
-        device=target.name,
-        checkpoint=None if checkpoint is None else Path(checkpoint),
-        ptq=ptq,
-        sample=array_of(sample),
-        calibration=array_of(calibration),
-        input_shape=None if input_shape is None else tuple(int(n) for n in input_shape),
-        model_args=dict(model_args or {}),
-        weight_bits=weight_bits,
-        ai8x_yaml=None if ai8x_yaml is None else Path(ai8x_yaml),
-        ai8x_checkpoint=None if ai8x_checkpoint is None else Path(ai8x_checkpoint),
-        overwrite=overwrite,
-        run=run,
-        report=report,
-        in_place=in_place,
-        firmware=firmware,
-        fifo=fifo,
-        firmware_options=firmware_options,  # None: the recipe's defaults
-        probe=probe,
-        sanitize=sanitize,
-        max_verify=max_verify,
-        cpu=cpu,
-    )
-    if output_dir is not None:
-        return _compile(target, options, on_step, progress)
-    with scratch_dir("compile", keep=True) as scratch:  # kept for inspection when it succeeds
-        return _compile(target, replace(options, output=scratch / "out"), on_step, progress)
-
-
-def _compile(
-    target: Target,
-    options: CompileOptions,
-    on_step: Callable[[str, int, int], None] | None,
-    progress: bool,
-) -> Compiled:
-    from cnnforge.pipeline import run_recipe
-
-    if on_step is not None:
-        return Compiled(run_recipe(target, options, on_step), options.output)
-    with _progress(progress, "compile") as show:
-        state = run_recipe(target, options, show)
-    return Compiled(state, options.output)
+        device=target.name, checkpoint=_path(checkpoint), ptq=ptq, sample=array_of(sample),
+        calibration=array_of(calibration), input_shape=_ints(input_shape),
+        model_args=dict(model_args or {}), weight_bits=weight_bits, ai8x_yaml=_path(ai8x_yaml),
+        ai8x_checkpoint=_path(ai8x_checkpoint), overwrite=overwrite, run=run, report=report,
+        in_place=in_place, firmware=firmware, fifo=fifo, firmware_options=firmware_options,
+        probe=probe, sanitize=sanitize, max_verify=max_verify, cpu=cpu,
+    )  # fmt: skip
+    with contextlib.ExitStack() as stack:
+        if output_dir is None:  # kept for inspection when it succeeds
+            scratch = stack.enter_context(scratch_dir("compile", keep=True))
+            options = replace(options, output=scratch / "out")
+        show = on_step or stack.enter_context(_progress(progress, "compile"))
+        return Compiled(run_recipe(target, options, show), options.output)
 
 
 def simulate(
@@ -318,8 +289,8 @@ def budget(
     """
     from cnnforge.targets.generic.run import plan_budget
 
-    shape = None if input_shape is None else tuple(int(n) for n in input_shape)
-    ckpt = None if checkpoint is None else Path(checkpoint)
+    shape = _ints(input_shape)
+    ckpt = _path(checkpoint)
     _target, network, planned = plan_budget(
         model,
         device,
@@ -363,10 +334,10 @@ def evaluate(
     from cnnforge.training.run import model_classes
 
     device = choose_device(cpu=cpu, gpus=gpus)
-    ckpt = None if checkpoint is None else Path(checkpoint)
+    ckpt = _path(checkpoint)
     net = load_model(model, model_args, ckpt)
     classes = model_classes(net, size, fold)
-    folder = None if data is None else Path(data)
+    folder = _path(data)
     count = val_length if length is None else length  # length: val_length's old name
     ds = make_dataset(
         dataset, split, data=folder, size=size, num_classes=classes, length=count, seed=seed
@@ -433,11 +404,11 @@ def train(
         model,  # type: ignore[arg-type]  # load_model takes a model object as a spec too
         dict(model_args or {}),
         dataset=dataset,
-        data=None if data is None else Path(data),
+        data=_path(data),
         size=size,
         config=config,
         out_dir=Path(output_dir),
-        policy_path=None if qat_policy is None else Path(qat_policy),
+        policy_path=_path(qat_policy),
         qat=qat,
         lengths=(train_length, val_length),
         resume=resume,
@@ -451,6 +422,14 @@ def train(
 
 
 # ---- helpers -------------------------------------------------------------------------------
+
+
+def _path(path: str | Path | None) -> Path | None:
+    return None if path is None else Path(path)
+
+
+def _ints(shape: Sequence[int] | None) -> tuple[int, ...] | None:
+    return None if shape is None else tuple(int(n) for n in shape)
 
 
 def _device(device: str | Capabilities, command: str) -> Capabilities:
@@ -495,12 +474,12 @@ def _network(
     from cnnforge.pipeline.sources import load_limits, network_for_cli
 
     if vendor != (None, None) or model is None:
-        shape = None if input_shape is None else tuple(int(n) for n in input_shape)
+        shape = _ints(input_shape)
         reader = target or _target(DEFAULT_DEVICE, "analyze")
         network = network_for_cli(model, shape, vendor[0], vendor[1], reader)
         if network is not None:
             return network
-    ckpt = None if checkpoint is None else Path(checkpoint)
+    ckpt = _path(checkpoint)
     shape = _shape(model, input_shape)
     device = None if target is None else target.device
     return load_network(model, shape, dict(model_args or {}), ckpt, **load_limits(device))

@@ -113,16 +113,11 @@ def run_budget(
         model, device, shape, model_args=parse_model_args(model_arg), checkpoint=checkpoint,
         points=points,
     )  # fmt: skip
-    network, plan = planned.network, planned.plan
-    target = plan.target
+    plan = planned.plan
+    images = None if scored[0] is None else scored[1]  # --dataset shapes: images scored
     lines = []  # everything that can fail runs before the first line is printed
     if accuracy:
-        from cnnforge.frontend import untrained_note
-
-        untrained_note(model, checkpoint, "the accuracy figures")
-        lines.append(_accuracy_line(network, target))
-        if scored[0] is not None:
-            lines.append(_scores_line(network, target, scored[1]))
+        lines = _accuracy_lines(model, checkpoint, planned.network, plan.target, images)
     if json_out not in (None, "-"):
         with atomic_output_file(Path(json_out)) as tmp:
             tmp.write_text(report.to_json(plan), encoding="utf-8")
@@ -142,6 +137,20 @@ def _write_text(plan, path: Path) -> None:
     """generic-plan.txt: the tables as the terminal shows them, unfolded."""
     with path.open("w", encoding="utf-8") as fh:
         _print(make_console(file=fh), plan)
+
+
+def _accuracy_lines(
+    model: str | None, checkpoint: Path | None, network, target, images: int | None
+) -> list[str]:
+    """``--accuracy``'s lines: the integers against float and, given ``images``, the scores
+    on that many shapes val images."""
+    from cnnforge.frontend import untrained_note
+
+    untrained_note(model, checkpoint, "the accuracy figures")
+    lines = [_accuracy_line(network, target)]
+    if images is not None:
+        lines.append(_scores_line(network, target, images))
+    return lines
 
 
 def _accuracy_line(network, target) -> str:

@@ -7,7 +7,6 @@ from pathlib import Path
 from typing import Any
 
 import typer
-from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from cnnforge import targets
@@ -77,20 +76,17 @@ def compile_command(
     from cnnforge.api import compile as compile_model
 
     target_args = _target_options(device, target_values, in_place=not no_in_place)
-
-    def run_compile(on_step: Any) -> Any:
-        return compile_model(
-            model, device=device, input_shape=parse_shape(input_shape) if input_shape else None,
-            ptq=ptq, checkpoint=checkpoint, sample=sample, calibration=calibration,
-            output_dir=output, overwrite=overwrite, run=run,
-            weight_bits=None if weight_bits is None else _weight_bits(weight_bits, device),
-            model_args=parse_model_args(model_arg), ai8x_yaml=ai8x_yaml,
-            ai8x_checkpoint=ai8x_checkpoint, report=report, in_place=not no_in_place,
-            probe=probe, sanitize=sanitize, max_verify=max_verify, cpu=cpu, on_step=on_step,
-            **target_args,
-        )  # fmt: skip
-
-    _print_summary(_with_progress(run_compile).summary, output)
+    compiled = compile_model(
+        model, device=device, input_shape=parse_shape(input_shape) if input_shape else None,
+        ptq=ptq, checkpoint=checkpoint, sample=sample, calibration=calibration,
+        output_dir=output, overwrite=overwrite, run=run,
+        weight_bits=None if weight_bits is None else _weight_bits(weight_bits, device),
+        model_args=parse_model_args(model_arg), ai8x_yaml=ai8x_yaml,
+        ai8x_checkpoint=ai8x_checkpoint, report=report, in_place=not no_in_place, probe=probe,
+        sanitize=sanitize, max_verify=max_verify, cpu=cpu, progress=console.is_terminal,
+        **target_args,
+    )  # fmt: skip
+    _print_summary(compiled.summary, output)
 
 
 def declare_target_options() -> None:
@@ -136,23 +132,6 @@ def _target_options(device: str, values: dict[str, Any], in_place: bool) -> dict
             hint=f"drop {refused[0]}, or compile for --device {' or '.join(takers)}",
         )
     return args
-
-
-def _with_progress(run_compile: Any) -> Any:
-    """Run the compile with a transient progress line naming the current step (on a terminal
-    only: piped, a progress display leaves a blank line even when the command fails)."""
-    if not console.is_terminal:
-        return run_compile(lambda *_: None)
-    columns = (TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn())
-    with Progress(*columns, console=console, transient=True) as progress:
-        task = progress.add_task("compile", total=None)
-
-        def on_step(name: str, index: int, total: int) -> None:
-            progress.update(
-                task, description=f"[{index + 1}/{total}] {name}", total=total, completed=index
-            )
-
-        return run_compile(on_step)
 
 
 def _weight_bits(text: str, device: str) -> int | str:

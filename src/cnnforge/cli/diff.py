@@ -14,6 +14,7 @@ status 0 when every common layer is equal, 1 when one differs, 2 on bad input.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import typer
 from rich.table import Table
@@ -38,13 +39,27 @@ def diff_command(
     if found.comparison is None:
         _print_firmware(found)
         return
+    _print_layers(found.comparison, a, b, all_layers)
+    first = found.comparison.first_divergence
+    if first is None:
+        console.print(f"all {len(found.comparison.layers)} common layers are equal", markup=False)
+        return
+    console.print(
+        f"first divergence: layer {first.layer} at {first.first_index}: "
+        f"{_fmt(first.a_value)} vs {_fmt(first.b_value)} ({first.differing} values differ)",
+        markup=False,
+    )
+    raise typer.Exit(1)
+
+
+def _print_layers(result: Any, a: Path, b: Path, all_layers: bool) -> None:
+    """The table of layers (those that differ and the last, or ``all_layers``), A's layer
+    order and the layers only one side has."""
     from cnnforge.targets.max7800x.c.probe import layer_order
 
-    result = found.comparison
     table = Table(title=f"{a} vs {b}")
     for col in ("layer", "shape", "differing", "max |a-b|", "first at", "a", "b"):
         table.add_column(col)
-    first = result.first_divergence
     for d in result.layers:
         if all_layers or not d.equal or d is result.layers[-1]:
             where = "" if d.first_index is None else str(d.first_index)
@@ -62,15 +77,6 @@ def diff_command(
     for label, names in (("only in A", result.only_a), ("only in B", result.only_b)):
         if names:
             console.print(f"{label}: {', '.join(names)}", markup=False)
-    if first is None:
-        console.print(f"all {len(result.layers)} common layers are equal", markup=False)
-        return
-    console.print(
-        f"first divergence: layer {first.layer} at {first.first_index}: "
-        f"{_fmt(first.a_value)} vs {_fmt(first.b_value)} ({first.differing} values differ)",
-        markup=False,
-    )
-    raise typer.Exit(1)
 
 
 def _print_firmware(found) -> None:

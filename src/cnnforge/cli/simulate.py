@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import typer
 
@@ -29,6 +29,7 @@ from cnnforge.targets.max7800x.device import DEFAULT_DEVICE, DEVICE_NAMES
 if TYPE_CHECKING:
     import numpy as np
 
+    from cnnforge.devices import Capabilities
     from cnnforge.ir import Network
     from cnnforge.pipeline.targets import Target
 
@@ -120,7 +121,6 @@ def simulate(
 ) -> None:
     """Simulate bit-exactly (on a CUDA GPU where one is present, else the CPU: the same
     numbers); write the output (and every layer's output with --layers)."""
-    from cnnforge.api.running import run_network_full
     from cnnforge.api.targets import device_for, get_target
     from cnnforge.pipeline.sources import VENDOR, model_source, pair_network
 
@@ -129,11 +129,10 @@ def simulate(
         return
     if input_path is None or output is None:
         raise InputError("--input and --output are required (or --firmware FOLDER)")
-    device = device or DEFAULT_DEVICE
     data = read_input_array(input_path)
     shape = parse_shape(input_shape) if input_shape else _shape_from_data(data)
     source = model_source(model, checkpoint, network_path, ai8x_yaml, ai8x_checkpoint)
-    target = get_target(device)
+    target = get_target(device or DEFAULT_DEVICE)
     dev = device_for(target, "simulate")
     network = pair_network(source, shape, target) if source.kind == VENDOR else None
     network = network or resolve_network(
@@ -147,20 +146,36 @@ def simulate(
         clip=clip,
     )
     batch_input(data, network, input_path)  # the CLI's message for a wrong shape, first
+    first = _run_and_write(network, dev, input_path, (output, layers_dir), overwrite, cpu)
+    console.print(
+        f"{network.name}: {len(network)} layers, output {first.shape} -> {output}", highlight=False
+    )
+
+
+def _run_and_write(
+    network: Network,
+    dev: Capabilities,
+    input_path: Path,
+    outputs_to: tuple[Path, Path | None],
+    overwrite: bool,
+    cpu: bool,
+) -> np.ndarray:
+    """Simulate the file at ``input_path`` (its floats go through the network's host input
+    step) and write the output (and every layer's to a folder): both or neither; the first
+    output."""
+    from cnnforge.api.running import run_network_full
+
+    output, layers_dir = outputs_to
     with atomic_outputs() as staged:  # both outputs or neither
         out_file = staged.file(output, overwrite)
         out_layers = None if layers_dir is None else staged.directory(layers_dir, overwrite)
-        # the file, not ``data``: its floats go through the network's host input step
         outputs, layers = run_network_full(
             network, input_path, dev, all_layers=layers_dir is not None, cpu=cpu
         )
         write_outputs(outputs, out_file)
         if out_layers is not None:
             _write_layers(layers, out_layers)
-    first = next(iter(outputs.values()))
-    console.print(
-        f"{network.name}: {len(network)} layers, output {first.shape} -> {output}", highlight=False
-    )
+    return next(iter(outputs.values()))
 
 
 def _write_layers(layers: dict[str, np.ndarray], folder: Path) -> None:
@@ -211,23 +226,27 @@ def simulate_firmware(
         highlight=False,
         markup=False,
     )
-    if test is None:
-        return
+    if test is not None and not _known_answer_passes(test):
+        raise typer.Exit(1)
+
+
+def _known_answer_passes(test: Any) -> bool:
+    """Print the folder's known-answer verdict (a firmware.selftest record); False on FAIL."""
     if not test.checked:  # written with --no-kat: no sampleoutput.h, no table
         console.print("known answer: none in the folder (no sampleoutput.h table; written with "
                       "--no-kat?), nothing to check", highlight=False, markup=False)  # fmt: skip
-        return
+        return True
     if test.passed:
         console.print(f"known answer (sampleoutput.h): PASS, {test.checked} words equal",
                       highlight=False)  # fmt: skip
-        return
+        return True
     console.print(
         f"known answer (sampleoutput.h): FAIL, {test.failed} of {test.checked} words differ"
         + (f"; first {test.first}" if test.first else ""),
         highlight=False,
         markup=False,
     )
-    raise typer.Exit(1)
+    return False
 
 
 def _shape_from_data(data: np.ndarray) -> tuple[int, ...]:

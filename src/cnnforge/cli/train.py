@@ -89,13 +89,18 @@ def train(
     finally:
         shutdown()
     if ctx.is_main and history:
-        qat_epochs = [r for r in history if r.phase == "qat"]
-        best = max(qat_epochs or history, key=lambda r: r.miou)  # what best.pth holds
-        console.print(
-            f"best mIoU {best.miou:.4f} at epoch {best.epoch} ({best.phase}); "
-            f"checkpoints in {out}/ (last.pth, best.pth)",
-            highlight=False,
-        )
+        _print_best(history, out)
+
+
+def _print_best(history: list[EpochRecord], out: Path) -> None:
+    """The epoch best.pth holds (the best QAT epoch, else the best float one)."""
+    qat_epochs = [r for r in history if r.phase == "qat"]
+    best = max(qat_epochs or history, key=lambda r: r.miou)
+    console.print(
+        f"best mIoU {best.miou:.4f} at epoch {best.epoch} ({best.phase}); "
+        f"checkpoints in {out}/ (last.pth, best.pth)",
+        highlight=False,
+    )
 
 
 def _print_epoch(record: EpochRecord) -> None:
