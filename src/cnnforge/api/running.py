@@ -40,20 +40,9 @@ def run_network_full(
     from cnnforge.samples import load_input_array, with_host_input
     from cnnforge.sim import simulate
 
-    shape = tuple(network.input_shape)
     read = load_input_array(array_of(x), "x")  # floats: the host normalizes them first
-    data = with_host_input(read, network.host_input, len(shape)).values
-    if len(shape) == 2 and data.ndim >= 3 and data.shape[-1] == 1 and data.shape[-3:-1] == shape:
-        data = data[..., 0]  # 1-D data as the vendor's samples hold it: C x L x 1
-    if data.shape == shape:
-        batch, added = data[None], True
-    elif data.shape[1:] == shape:
-        batch, added = data, False
-    else:
-        raise InputError(
-            f"x has shape {tuple(data.shape)}, the network takes {shape}",
-            hint="give C,H,W or N,C,H,W",
-        )
+    data = with_host_input(read, network.host_input, len(network.input_shape)).values
+    batch, added = batched(data, network, "x")
     on = choose_device(cpu=cpu)
     result = simulate(network, torch.from_numpy(batch).to(on), all_layers=all_layers, device=device)
 
@@ -64,6 +53,25 @@ def run_network_full(
     outputs = {k: unbatch(v) for k, v in result.outputs.items()}
     layers = {k: unbatch(v) for k, v in result.layers.items()} if all_layers else {}
     return outputs, layers
+
+
+def batched(
+    data: np.ndarray, network: Network, name: str, where: str | None = None
+) -> tuple[np.ndarray, bool]:
+    """(N, ...) input and whether a batch axis was added; InputError naming ``name`` (and
+    ``where``) when the shape is not the network's."""
+    shape = tuple(network.input_shape)
+    if len(shape) == 2 and data.ndim >= 3 and data.shape[-1] == 1 and data.shape[-3:-1] == shape:
+        data = data[..., 0]  # 1-D data as the vendor's samples hold it: C x L x 1
+    if data.shape == shape:
+        return data[None], True
+    if data.shape[1:] == shape:
+        return data, False
+    raise InputError(
+        f"{name} has shape {tuple(data.shape)}, the network takes {shape}",
+        where=where,
+        hint="give C,H,W or N,C,H,W",
+    )
 
 
 def array_of(value: Any) -> Any:

@@ -7,24 +7,27 @@ from pathlib import Path
 import typer
 
 from cnnforge.cli.app import app
-from cnnforge.cli.common import console, model_input_shape, parse_model_args
+from cnnforge.cli.common import (
+    ai8x_checkpoint_option,
+    console,
+    model_arg_option,
+    model_argument,
+    model_input_shape,
+    parse_model_args,
+)
 from cnnforge.outputs import atomic_outputs
 
 
 @app.command("analyze")
 def analyze(
-    model: str = typer.Argument(
-        None, help="path/to/file.py:Name, package.module:Name, or a short name (unet-voc)."
-    ),
+    model: str = model_argument(),
     input_shape: str = typer.Option(
         None,
         "--input-shape",
         "-i",
         help="Input shape without batch: C,H,W (or C,L for 1-D); shipped models know theirs.",
     ),
-    model_arg: list[str] = typer.Option(
-        None, "--model-arg", help="Constructor argument key=value (repeatable)."
-    ),
+    model_arg: list[str] = model_arg_option(),
     checkpoint: Path = typer.Option(
         None, "--checkpoint", help="state_dict to load (weights-only .pth/.pt)."
     ),
@@ -43,9 +46,7 @@ def analyze(
     ai8x_yaml: Path = typer.Option(
         None, "--ai8x-yaml", help="Analyze a vendor network YAML (with --ai8x-checkpoint)."
     ),
-    ai8x_checkpoint: Path = typer.Option(
-        None, "--ai8x-checkpoint", help="The vendor quantized checkpoint of --ai8x-yaml."
-    ),
+    ai8x_checkpoint: Path = ai8x_checkpoint_option(),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace existing output files."),
 ) -> None:
     """Per-layer parameters, MACs, receptive field, activation and parameter memory, totals."""

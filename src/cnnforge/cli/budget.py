@@ -25,6 +25,8 @@ from cnnforge.cli.common import (
     console,
     err_console,
     make_console,
+    model_arg_option,
+    model_argument,
     old_name,
     parse_model_args,
     parse_shape,
@@ -37,9 +39,7 @@ from cnnforge.outputs import atomic_output_file
 @app.command("budget")
 def budget(
     cli: typer.Context,
-    model: str = typer.Argument(
-        None, help="path/to/file.py:Name, package.module:Name, or a short name (unet-voc)."
-    ),
+    model: str = model_argument(),
     device: str = typer.Option(
         "generic",
         "--device",
@@ -50,9 +50,7 @@ def budget(
     input_shape: str = typer.Option(
         None, "--input-shape", "-i", help="C,H,W (or C,L); shipped models know theirs."
     ),
-    model_arg: list[str] = typer.Option(
-        None, "--model-arg", help="Constructor argument key=value (repeatable)."
-    ),
+    model_arg: list[str] = model_arg_option(),
     checkpoint: Path = typer.Option(None, "--checkpoint", help="state_dict to load."),
     json_out: str = typer.Option(None, "--json", help="Write the plan as JSON to FILE ('-')."),
     output: Path = typer.Option(None, "--output", "-o", help="Write the report files to DIR."),

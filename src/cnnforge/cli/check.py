@@ -13,7 +13,15 @@ import typer
 from rich.table import Table
 
 from cnnforge.cli.app import app
-from cnnforge.cli.common import console, model_input_shape, parse_model_args, parse_weight_bits
+from cnnforge.cli.common import (
+    ai8x_checkpoint_option,
+    console,
+    model_arg_option,
+    model_argument,
+    model_input_shape,
+    parse_model_args,
+    parse_weight_bits,
+)
 from cnnforge.outputs import atomic_output_file
 from cnnforge.targets.max7800x.device import DEFAULT_DEVICE, DEVICE_NAMES
 
@@ -25,9 +33,7 @@ if TYPE_CHECKING:
 
 @app.command("check")
 def check(
-    model: str = typer.Argument(
-        None, help="path/to/file.py:Name, package.module:Name, or a short name (unet-voc)."
-    ),
+    model: str = model_argument(),
     device: str = typer.Option(
         DEFAULT_DEVICE, "--device", "-d", help=f"{DEVICE_NAMES}, HLS or generic[:KEY=VALUE,...]."
     ),
@@ -43,9 +49,7 @@ def check(
         help="Weight width for all layers (8, 4, 2, 1) or 'auto'; default: the layers' own "
         "(quantized/imported) or 8.",
     ),
-    model_arg: list[str] = typer.Option(
-        None, "--model-arg", help="Constructor argument key=value (repeatable)."
-    ),
+    model_arg: list[str] = model_arg_option(),
     checkpoint: Path = typer.Option(
         None, "--checkpoint", help="state_dict to load (weights-only .pth/.pt)."
     ),
@@ -53,9 +57,7 @@ def check(
     ai8x_yaml: Path = typer.Option(
         None, "--ai8x-yaml", help="Check a vendor network YAML (with --ai8x-checkpoint)."
     ),
-    ai8x_checkpoint: Path = typer.Option(
-        None, "--ai8x-checkpoint", help="The vendor quantized checkpoint of --ai8x-yaml."
-    ),
+    ai8x_checkpoint: Path = ai8x_checkpoint_option(),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace an existing --json FILE."),
     verbose: bool = typer.Option(
         False, "--verbose", "-v", help="List every rewrite and per-layer weight width."

@@ -236,3 +236,22 @@ def say_where(verb: str, world_size: int = 1) -> Any:
         console.print(f"{verb} on {describe(device)}{ranks}", highlight=False, markup=False)
 
     return show
+
+
+# ---- the options several commands declare alike
+
+
+def model_argument() -> Any:
+    return typer.Argument(
+        None, help="path/to/file.py:Name, package.module:Name, or a short name (unet-voc)."
+    )
+
+
+def model_arg_option() -> Any:
+    return typer.Option(None, "--model-arg", help="Constructor argument key=value (repeatable).")
+
+
+def ai8x_checkpoint_option() -> Any:
+    return typer.Option(
+        None, "--ai8x-checkpoint", help="The vendor quantized checkpoint of --ai8x-yaml."
+    )

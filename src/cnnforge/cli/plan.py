@@ -16,7 +16,9 @@ from rich.table import Table
 
 from cnnforge.cli.app import app
 from cnnforge.cli.common import (
+    ai8x_checkpoint_option,
     console,
+    model_arg_option,
     model_input_shape,
     parse_model_args,
     parse_weight_bits,
@@ -55,13 +57,9 @@ def plan(
     weight_bits: str = typer.Option(
         None, "--weight-bits", help="8, 4, 2, 1 or auto (float models; default 8)."
     ),
-    model_arg: list[str] = typer.Option(
-        None, "--model-arg", help="Constructor argument key=value (repeatable)."
-    ),
+    model_arg: list[str] = model_arg_option(),
     ai8x_yaml: Path = typer.Option(None, "--ai8x-yaml", help="A vendor network YAML."),
-    ai8x_checkpoint: Path = typer.Option(
-        None, "--ai8x-checkpoint", help="The vendor quantized checkpoint of --ai8x-yaml."
-    ),
+    ai8x_checkpoint: Path = ai8x_checkpoint_option(),
     allow_overlap: bool = typer.Option(
         False, "--allow-overlap", help="Accept what the vendor's --overlap-data accepts."
     ),

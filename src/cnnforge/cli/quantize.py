@@ -11,6 +11,7 @@ from rich.table import Table
 from cnnforge.cli.app import app
 from cnnforge.cli.common import (
     console,
+    model_arg_option,
     model_input_shape,
     parse_bits_option,
     parse_model_args,
@@ -38,9 +39,7 @@ def quantize(
     checkpoint: Path = typer.Option(
         None, "--checkpoint", help="Float state_dict to load (weights-only .pth/.pt)."
     ),
-    model_arg: list[str] = typer.Option(
-        None, "--model-arg", help="Constructor argument key=value (repeatable)."
-    ),
+    model_arg: list[str] = model_arg_option(),
     weight_bits: list[str] = typer.Option(
         None, "--weight-bits", help="8, 4, 2 or 1 for all layers; LAYER=BITS per layer (repeat)."
     ),

@@ -14,8 +14,10 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
+from cnnforge.api.running import batched
 from cnnforge.cli.app import app
 from cnnforge.cli.common import (
+    ai8x_checkpoint_option,
     console,
     parse_bits_option,
     parse_model_args,
@@ -62,22 +64,6 @@ def resolve_network(
     ).network
 
 
-def batch_input(data: np.ndarray, network: Network, path: Path) -> tuple[np.ndarray, bool]:
-    """(N, ...) input and whether a batch axis was added; InputError on a shape mismatch."""
-    shape = tuple(network.input_shape)
-    if len(shape) == 2 and data.ndim >= 3 and data.shape[-1] == 1 and data.shape[-3:-1] == shape:
-        data = data[..., 0]  # 1-D data as the vendor's samples hold it: C x L x 1
-    if data.shape == shape:
-        return data[None], True
-    if data.shape[1:] == shape:
-        return data, False
-    raise InputError(
-        f"--input has shape {data.shape}, the network takes {shape}",
-        where=str(path),
-        hint="give C,H,W or N,C,H,W",
-    )
-
-
 def _file_name(layer: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]", "_", layer) + ".npy"
 
@@ -100,9 +86,7 @@ def simulate(
     ai8x_yaml: Path = typer.Option(
         None, "--ai8x-yaml", help="Vendor network YAML (with --ai8x-checkpoint), instead of MODEL."
     ),
-    ai8x_checkpoint: Path = typer.Option(
-        None, "--ai8x-checkpoint", help="The vendor quantized checkpoint of --ai8x-yaml."
-    ),
+    ai8x_checkpoint: Path = ai8x_checkpoint_option(),
     checkpoint: Path = typer.Option(
         None, "--checkpoint", help="With MODEL: float/QAT state_dict, or a quantized checkpoint."
     ),
@@ -145,7 +129,7 @@ def simulate(
         weight_bits=parse_bits_option(weight_bits),
         clip=clip,
     )
-    batch_input(data, network, input_path)  # the CLI's message for a wrong shape, first
+    batched(data, network, "--input", str(input_path))  # the CLI's message for a wrong shape
     first = _run_and_write(network, dev, input_path, (output, layers_dir), overwrite, cpu)
     console.print(
         f"{network.name}: {len(network)} layers, output {first.shape} -> {output}", highlight=False
@@ -210,7 +194,7 @@ def simulate_firmware(
     x = None
     if input_path is not None:
         x = read_input_array(input_path)
-        batch_input(x, network, input_path)
+        batched(x, network, "--input", str(input_path))
     try:
         outputs, test = run_self_test(decoded, x)
     except NotImplementedError as exc:
