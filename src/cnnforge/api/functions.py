@@ -289,16 +289,8 @@ def budget(
     """
     from cnnforge.targets.generic.run import plan_budget
 
-    shape = _ints(input_shape)
-    ckpt = _path(checkpoint)
-    _target, network, planned = plan_budget(
-        model,
-        device,
-        shape,
-        dict(model_args or {}),
-        ckpt,
-        points,  # type: ignore[arg-type]
-    )
+    args = (_ints(input_shape), dict(model_args or {}), _path(checkpoint), points)
+    _target, network, planned = plan_budget(model, device, *args)  # type: ignore[arg-type]
     return Budget(planned, network)
 
 
@@ -334,13 +326,11 @@ def evaluate(
     from cnnforge.training.run import model_classes
 
     device = choose_device(cpu=cpu, gpus=gpus)
-    ckpt = _path(checkpoint)
-    net = load_model(model, model_args, ckpt)
+    net = load_model(model, model_args, _path(checkpoint))
     classes = model_classes(net, size, fold)
-    folder = _path(data)
     count = val_length if length is None else length  # length: val_length's old name
     ds = make_dataset(
-        dataset, split, data=folder, size=size, num_classes=classes, length=count, seed=seed
+        dataset, split, data=_path(data), size=size, num_classes=classes, length=count, seed=seed
     )
     if on_start is not None:
         on_start(device)

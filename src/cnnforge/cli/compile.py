@@ -140,16 +140,17 @@ def _weight_bits(text: str, device: str) -> int | str:
     return parse_weight_bits(text, widths=device_for(device, "compile").weight_bits)
 
 
+#: Which folder is which: the portable C runs anywhere, the firmware only on the part.
+_FOLDERS = (
+    ("c/", "c/ portable C, runs anywhere (--run runs it on this host)"),
+    ("firmware/", "firmware/ the MSDK project, runs on the {device} (docs/firmware.md)"),
+    ("ai8x/", "ai8x/ the vendor tool's YAML + checkpoint"),
+)
+
+
 def _folders(files: list[str], device: str) -> str:
-    """Which folder is which: the portable C runs anywhere, the firmware only on the part."""
-    out = []
-    if any(f.startswith("c/") for f in files):
-        out.append("c/ portable C, runs anywhere (--run runs it on this host)")
-    if any(f.startswith("firmware/") for f in files):
-        out.append(f"firmware/ the MSDK project, runs on the {device} (docs/firmware.md)")
-    if any(f.startswith("ai8x/") for f in files):
-        out.append("ai8x/ the vendor tool's YAML + checkpoint")
-    return "; ".join(out) or "-"
+    found = [text for folder, text in _FOLDERS if any(f.startswith(folder) for f in files)]
+    return "; ".join(found).format(device=device) or "-"
 
 
 def _print_summary(facts: dict, output: Path) -> None:
