@@ -231,3 +231,32 @@ def test_in_place_layers_of_the_vendor_unet_equal_the_word_level_run(ai8x_data) 
     assert in_place_layers(camvid.network, camvid.plan) == _overwrites_without_flag(
         camvid.network, camvid.plan
     )
+
+
+@given(
+    st.sets(st.sampled_from(["softmax", "mlator", "no_unload", "zero_sram", "no_kat", "riscv",
+                             "calcx4", "read_ahead", "overlap_data", "new_kernel_loader"])),
+    st.none() | st.tuples(st.integers(0, 3), st.integers(0, 31)),
+    st.none() | st.integers(1, 99),
+)  # fmt: skip
+def test_compile_reads_its_firmware_flags_as_the_vendor_tool_does(
+    switches: set[str], boost: tuple[int, int] | None, checklines: int | None
+) -> None:
+    """The MAX7800x options compile declares (targets/max7800x/firmware/options.py) give the
+    record the same vendor flags give, and the record gives those flags back."""
+    from cnnforge.targets.max7800x.firmware.options import (
+        CLI_OPTIONS,
+        TARGET_OPTIONS,
+        FirmwareOptions,
+    )
+
+    values = {o.name: o.default for o in CLI_OPTIONS} | {name: True for name in switches}
+    values |= {"boost": None if boost is None else f"{boost[0]}.{boost[1]}",
+               "max_checklines": checklines}  # fmt: skip
+    options = TARGET_OPTIONS.read(values, True)[0]["firmware_options"]
+    on = {n: n in switches for n in ("softmax", "mlator", "zero_sram", "riscv", "calcx4",
+                                      "read_ahead", "overlap_data")}  # fmt: skip
+    expected = FirmwareOptions(unload="no_unload" not in switches, kat="no_kat" not in switches,
+                               boost=boost, max_checklines=checklines, **on)  # fmt: skip
+    assert options == expected
+    assert FirmwareOptions.from_vendor_flags(options.flags()) == options

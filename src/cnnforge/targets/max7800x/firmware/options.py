@@ -23,6 +23,20 @@ class OptionRefused(ValueError):
     """An option the network cannot honour (the message says why)."""
 
 
+#: The vendor's switches: (field, flag, the field's value when the flag is absent).
+_SWITCHES = (
+    ("softmax", "--softmax", False),
+    ("overlap_data", "--overlap-data", False),
+    ("mlator", "--mlator", False),
+    ("unload", "--no-unload", True),
+    ("zero_sram", "--zero-sram", False),
+    ("kat", "--no-kat", True),
+    ("riscv", "--riscv", False),
+    ("calcx4", "--calcx4", False),
+    ("read_ahead", "--read-ahead", False),
+)
+
+
 @dataclass(frozen=True)
 class FirmwareOptions:
     """What the firmware folder holds beyond the vendor tool's defaults."""
@@ -44,20 +58,7 @@ class FirmwareOptions:
 
     def flags(self) -> tuple[str, ...]:
         """The vendor tool's command-line flags that ask for the same folder."""
-        out: list[str] = []
-        for name, on in (
-            ("--softmax", self.softmax),
-            ("--overlap-data", self.overlap_data),
-            ("--mlator", self.mlator),
-            ("--no-unload", not self.unload),
-            ("--zero-sram", self.zero_sram),
-            ("--no-kat", not self.kat),
-            ("--riscv", self.riscv),
-            ("--calcx4", self.calcx4),
-            ("--read-ahead", self.read_ahead),
-        ):
-            if on:
-                out.append(name)
+        out = [flag for name, flag, unless in _SWITCHES if getattr(self, name) != unless]
         if self.boost is not None:
             out += ["--boost", f"{self.boost[0]}.{self.boost[1]}"]
         if self.max_checklines is not None:
@@ -75,17 +76,9 @@ class FirmwareOptions:
 
         checklines, boost = value("--max-checklines"), value("--boost")
         return cls(
-            softmax="--softmax" in words,
-            overlap_data="--overlap-data" in words,
-            mlator="--mlator" in words,
-            unload="--no-unload" not in words,
-            zero_sram="--zero-sram" in words,
             boost=None if boost is None else parse_boost(boost),
-            kat="--no-kat" not in words,
             max_checklines=None if checklines is None else int(checklines),
-            riscv="--riscv" in words,
-            calcx4="--calcx4" in words,
-            read_ahead="--read-ahead" in words,
+            **{name: (flag in words) != unless for name, flag, unless in _SWITCHES},
         )
 
     @property
@@ -187,16 +180,17 @@ def read_cli_options(
     """``cnnforge.compile``'s firmware, firmware_options and fifo from the CLI's values, and
     the flags given that only the MAX7800x parts take; --overlap-data contradicts
     --no-in-place, the firmware's own options contradict --no-firmware."""
-    v = dict(values)
-    firmware, fifo, boost = v.pop("firmware"), v.pop("fifo"), v.pop("boost")
-    del v["new_kernel_loader"]  # the only loader cnnforge writes
+    words: list[str] = []  # as a vendor command line (--firmware, --fifo: not the folder's)
+    for o in CLI_OPTIONS:
+        if o.kind is bool and values[o.name] is True:
+            words.append(o.flag)
+        elif o.kind is not bool and values[o.name] is not None:
+            words += [o.flag, str(values[o.name])]
     try:
-        pin = None if boost is None else parse_boost(boost)
-    except ValueError as exc:
+        options = FirmwareOptions.from_vendor_flags(words)
+    except ValueError as exc:  # --boost's port.pin
         raise InputError(str(exc), where="--boost", hint="give port.pin, e.g. --boost 2.5") from exc
-    options = FirmwareOptions(
-        boost=pin, unload=not v.pop("no_unload"), kat=not v.pop("no_kat"), **v
-    )
+    firmware, fifo = values["firmware"], values["fifo"]
     given = [f for f in options.flags() if f.startswith("--")]
     if options.overlap_data and not in_place:
         raise InputError(
