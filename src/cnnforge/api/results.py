@@ -15,10 +15,9 @@ if TYPE_CHECKING:
     import numpy as np
 
     from cnnforge.analysis.records import Analysis as AnalysisRecord
-    from cnnforge.analysis.records import LayerStats, Totals
     from cnnforge.devices import Capabilities
     from cnnforge.ir import Network
-    from cnnforge.passes.check import CheckReport, Rewrite, Violation
+    from cnnforge.passes.check import CheckReport
     from cnnforge.pipeline.state import CompileState
 
 
@@ -34,23 +33,23 @@ def html_table(title: str, headers: Sequence[str], rows: Iterable[Sequence[objec
     )
 
 
-@dataclass(frozen=True)
-class Analysis:
-    """``cnnforge.analyze``: per-layer rows and totals (the numbers of ``analyze --json``)."""
+class _Delegating:
+    """A result that wraps a stage's record and answers for its attributes too."""
+
+    _wrapped = "record"  # the field holding the record
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return getattr(object.__getattribute__(self, self._wrapped), name)
+
+
+@dataclass(frozen=True, repr=False)
+class Analysis(_Delegating):
+    """``cnnforge.analyze``: ``.layers`` (per-layer rows), ``.totals`` and ``.to_dict()`` (the
+    JSON document of ``analyze --json``, docs/analyze-json.md)."""
 
     record: AnalysisRecord
-
-    @property
-    def layers(self) -> tuple[LayerStats, ...]:
-        return self.record.layers
-
-    @property
-    def totals(self) -> Totals:
-        return self.record.totals
-
-    def to_dict(self) -> dict[str, Any]:
-        """The JSON document of ``cnnforge analyze --json`` (docs/analyze-json.md)."""
-        return self.record.to_dict()
 
     def __repr__(self) -> str:
         t = self.totals
@@ -69,32 +68,13 @@ class Analysis:
         return html_table(repr(self), ("layer", "op", "output", "params", "MACs"), rows)
 
 
-@dataclass(frozen=True)
-class CheckResult:
-    """``cnnforge.check``: does it fit, every violation at once, the exact rewrites made."""
+@dataclass(frozen=True, repr=False)
+class CheckResult(_Delegating):
+    """``cnnforge.check``: ``.fits``, every ``.violations`` at once, the exact ``.rewrites``,
+    the lowered hardware ``.network`` the verdict is about, ``.to_dict()`` (``check --json``)."""
 
     report: CheckReport
-
-    @property
-    def fits(self) -> bool:
-        return self.report.fits
-
-    @property
-    def violations(self) -> tuple[Violation, ...]:
-        return self.report.violations
-
-    @property
-    def rewrites(self) -> tuple[Rewrite, ...]:
-        return self.report.rewrites
-
-    @property
-    def network(self) -> Network:
-        """The lowered hardware network the verdict is about."""
-        return self.report.network
-
-    def to_dict(self) -> dict[str, Any]:
-        """The JSON document of ``cnnforge check --json``."""
-        return self.report.to_dict()
+    _wrapped = "report"
 
     def __repr__(self) -> str:
         verdict = "fits" if self.fits else "does not fit"
@@ -244,15 +224,6 @@ class Budget:
         from cnnforge.targets.generic import report
 
         return html_table(repr(self), ("what", "value"), report.summary_lines(self.plan))
-
-
-class _Delegating:
-    """A result that wraps a stage's record and answers for its attributes too."""
-
-    def __getattr__(self, name: str) -> Any:
-        if name.startswith("__"):
-            raise AttributeError(name)
-        return getattr(object.__getattribute__(self, "record"), name)
 
 
 @dataclass(frozen=True, repr=False)

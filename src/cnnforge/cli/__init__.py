@@ -1,10 +1,7 @@
 """The ``cnnforge`` command line: a thin layer that parses arguments and calls library functions.
 
-Each command lives in its own module and registers itself on ``app`` when imported: a run
-imports the module of its command alone (cli/commands.py), so ``app`` holds the commands imported
-so far (``commands.register()`` imports them all). Errors of the
-``CnnforgeError`` family become one line on stderr and exit status 2; nothing else of the
-program's logic lives here.
+Each command module registers itself on ``app`` when imported (cli/commands.py imports the one
+run); errors of the ``CnnforgeError`` family become one line on stderr and exit status 2.
 """
 
 from __future__ import annotations
@@ -42,11 +39,8 @@ def _usage_line(exc: typer.TyperException, argv: list[str]) -> str:
 
 
 def _error_line(text: str) -> None:
-    """One plain line on stderr: no markup, emoji codes or highlighting (``file.yaml:100:``).
-
-    Under ``torchrun`` with several processes the line names the rank it comes from
-    (``error: rank 1: ...``), since every rank's stderr reaches the same terminal.
-    """
+    """One plain line on stderr (no markup, emoji or highlighting: ``file.yaml:100:``); under
+    torchrun it names its rank (``error: rank 1: ...``): every rank's stderr shares a terminal."""
     rank = _torchrun_rank()
     if rank is not None:
         text = f"error: rank {rank}: {text.removeprefix('error: ')}"
@@ -106,13 +100,8 @@ def _nothing_running() -> bool:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Entry point: run the app, turning cnnforge errors into one line and exit status 2.
-
-    Warnings and notes (errors.Note) raised while a command runs are shown after it succeeds
-    (one line each) and dropped when it fails, so an error stays one line. ``sys.exit`` or
-    ``KeyboardInterrupt`` raised by the user's model code is an error naming where, not a
-    silent exit.
-    """
+    """Run the app: cnnforge errors become one line and exit status 2; warnings and notes are
+    shown (one line each) only when the command succeeds, so an error stays one line."""
     with warnings.catch_warnings(record=True) as caught, interrupts_raise():
         warnings.simplefilter("default")
         code = _run(argv)
