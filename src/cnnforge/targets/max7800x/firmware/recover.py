@@ -153,7 +153,7 @@ def data_flow(layers: list[DecodedLayer]) -> Flow:
         flat = ly.flatten or (ly.op != "passthrough" and ly.in_expand > passes)
         in_channels.append(cin)
         flatten.append(flat)
-        if ly.op == "passthrough":
+        if ly.op == "passthrough" or ly.depthwise:  # a depthwise layer: one output per input
             channels.append(cin)
         else:
             channels.append(_out_channels(layers, ly, out_maps[i]))
