@@ -446,6 +446,7 @@ def recover(
         raise DecodeError("no layers")
     layers = without_pool_resets(layers, device)
     flow = data_flow(layers)
+    _check_unwritten_reads(layers, flow, device)
     text = pair_text(layers, flow, data_format, MAPS[device].flatten_bias_first)
     shape = input_shape(layers[0], flow)
     fifo = layers[0].fifo  # the vendor's --fifo (a flag, not a YAML key)
@@ -467,6 +468,22 @@ def recover(
         }
         ckpt = _checkpoint(layers, weights, bias)
         return _read(read, layers, text, ckpt, shape, device, tmp, fifo)
+
+
+def _check_unwritten_reads(layers: list[DecodedLayer], flow: Flow, device: str) -> None:
+    """Refuse a later layer reading memory no layer writes, away from the network input: data
+    the firmware itself keeps there (the vendor's rolling `data_buffer`), not in the folder."""
+    first = layers[0]
+    for ly in layers[1:]:
+        if flow.sources[ly.index] != [INPUT]:
+            continue
+        if ly.in_offset != first.in_offset or ly.in_map & ~first.in_map:
+            addr = MAPS[device].layer(max(_ffs(ly.in_map), 0) // 16, ly.index, "rptr_base")
+            raise DecodeError(
+                f"register 0x{addr:08x}: layer {ly.index} reads offset 0x{ly.in_offset:04x} on "
+                f"processors 0x{ly.in_map:016x}, which no layer writes and the input does not "
+                "fill (a data buffer the firmware keeps, the vendor's `data_buffer`): not read back"
+            )
 
 
 def _in_pixels(ly: DecodedLayer, flow: Flow) -> int:
