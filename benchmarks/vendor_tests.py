@@ -18,6 +18,7 @@ or the first column's one-line reason. Then a table per family and the totals.
     python benchmarks/vendor_tests.py [--device MAX78000] [--only NAME|FAMILY ...]
         [--work /tmp/vendor_tests] [--jobs 1] [--table] [--capture NAME ...]
     python benchmarks/vendor_tests.py --demos   (the demo networks without a checkpoint)
+    python benchmarks/vendor_tests.py --handmade   (configurations neither has: depthwise_multipass)
     python benchmarks/vendor_tests.py --smoke   (the stored subset, no vendor tool needed)
 
 The vendor tool's outputs are kept in ``--work`` (default /tmp/vendor_tests), so a rerun only
@@ -47,6 +48,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tests.support.vendor_store import (
+    ARCH,
     STORE,
     StoredCase,
     load_image,
@@ -318,6 +320,50 @@ def run_demos(izer: Path, work: Path, devices: list[str], only: list[str] | None
     return 0
 
 
+def depthwise_multipass(channels: int = 70) -> tuple[str, Pair, np.ndarray]:
+    """A depthwise layer over more channels than its processors hold, in passes that round them
+    up (the vendor: 70 channels, 2 passes, 36 processors), between layers whose biases share a
+    quadrant (so the producer's channel count is exact): neither the suite nor a stored demo
+    has one (the MAX78002 MobileNetV2 does, too large to store)."""
+    procs = f"0x{(1 << 4 * -(-channels // 8)) - 1:016x}"  # 2 passes: half, in fours
+    text = (
+        f"arch: {ARCH}\ndataset: test\nlayers:\n"
+        f"  - {{processors: 0x7, output_processors: {procs}, out_offset: 0x2000, operation: conv2d,"
+        " kernel_size: 3x3, pad: 1, activate: ReLU, data_format: HWC, bias_group: 0}\n"
+        f"  - {{processors: {procs}, output_processors: {procs}, out_offset: 0, operation: conv2d,"
+        f" kernel_size: 3x3, pad: 1, groups: {channels}, activate: ReLU}}\n"
+        f"  - {{processors: {procs}, output_processors: 0x3ff, out_offset: 0x2000, operation: "
+        "conv2d, kernel_size: 1x1, pad: 0, activate: None, bias_group: 0}\n"
+    )
+    rng = np.random.default_rng(1)
+    state: dict = {}
+    shapes = (
+        ((channels, 3, 3, 3), True),
+        ((channels, 1, 3, 3), False),
+        ((10, channels, 1, 1), True),
+    )
+    for k, (shape, bias) in enumerate(shapes):
+        state[f"l{k}.op.weight"] = rng.integers(-128, 128, shape).astype(np.float32)
+        if bias:
+            state[f"l{k}.op.bias"] = (rng.integers(-128, 128, shape[0]) * 128).astype(np.float32)
+        state[f"l{k}.output_shift"] = np.array([-3.0 if k else -1.0], np.float32)
+        state[f"l{k}.weight_bits"] = np.full(1, 8, np.float32)
+    sample = np.random.default_rng(2).integers(-128, 128, (3, 8, 8)).astype(np.int64)
+    return f"depthwise-multipass-{channels}ch", Pair(text, state), sample
+
+
+def run_handmade(work: Path) -> int:
+    """The hand-made configurations (depthwise_multipass) on the MAX78002, as the suite's."""
+    print(header(), flush=True)
+    name, pair, x = depthwise_multipass()
+    sample = work / "pairs" / name / "sample.npy"
+    sample.parent.mkdir(parents=True, exist_ok=True)
+    np.save(sample, x)
+    row = measure_pair(pair, name, sample, (), work, Row("MAX78002", name, "depthwise"))
+    print(row.line(), flush=True)
+    return 0
+
+
 def capture(names: list[str], work: Path) -> None:
     """Store the named cases (DEVICE-NAME, measured before: their pair, sample and vendor
     folder are in ``work``; a demo: demos/DEVICE-NAME) for CI, each with the columns it passes
@@ -368,6 +414,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--capture", nargs="+", metavar="DEVICE-NAME", help="store for CI")
     parser.add_argument("--demos", action="store_true", help="the demos without a checkpoint")
     parser.add_argument("--smoke", action="store_true", help="the stored subset only")
+    parser.add_argument("--handmade", action="store_true", help="the hand-made configurations")
     args = parser.parse_args(argv)
     if args.smoke:
         return smoke()
@@ -377,6 +424,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.demos:
         return run_demos(izer, args.work / "demos", list(args.device or DEVICES), args.only)
+    if args.handmade:
+        return run_handmade(args.work / "handmade")
     if args.capture:
         capture(args.capture, args.work)
         return 0

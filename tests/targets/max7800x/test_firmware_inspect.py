@@ -164,3 +164,23 @@ def test_interpreter_reads_compiles_own_firmware(
     facts = network_facts(state.network, state.target_state.plan)
     got = decode_state(dict(mine.state.tolist()), device)
     assert differences(got, facts, device, exact=False) == []
+
+
+@pytest.mark.parametrize(
+    ("case", "layer", "flag", "bias"),
+    [("depthwise-MAX78002-mobilenet", 1, "depthwise", r"(q\d@\d+ ?)+"),
+     ("eltwise-MAX78002-add", None, r"add of 2", None)],
+)  # fmt: skip
+def test_inspect_names_depthwise_and_element_wise_layers(case, layer, flag, bias, tmp_path):
+    """The table says which layers are depthwise (broadcasting or not) or element-wise (the
+    operation and its operands), and where a depthwise layer's per-channel bias lies (one
+    slice per quadrant: q@first entry), as the registers say."""
+    from cnnforge.targets.max7800x.firmware.inspect import read_folder, rows
+    from support.firmware_cases import case_firmware
+
+    write_folder(case_firmware(case), tmp_path)
+    table = rows(read_folder(tmp_path, None)[2])
+    hits = [r for r in table if re.search(flag, r[-1])]
+    assert hits, table
+    if layer is not None:
+        assert hits[0][0] == str(layer) and re.fullmatch(bias, hits[0][-2]), hits[0]

@@ -287,8 +287,6 @@ def test_random_planned_networks_simulate_back(network) -> None:
             fw = build_firmware(planned, plan, x, outs)
         except (PlanError, NotImplementedError, ValueError):
             continue
-        if any(f.groups > 1 for f in fw.facts):
-            continue  # depthwise layers are not read back yet (decode.py)
         event(f"element-wise layers: {any(f.operands > 1 for f in fw.facts)}")
         with tempfile.TemporaryDirectory() as name:
             write_folder(fw, Path(name))

@@ -119,3 +119,23 @@ def test_the_snoop_registers_are_written_and_a_layer_link_is_not_decoded(tmp_pat
         state[rmap.layer(q, 0, "next")] = 1 << 7 | 3
     with pytest.raises(DecodeError, match=r"^register 0x51100000: layer 0 links to layer 3"):
         decode_state(state, "MAX78002")
+
+
+def test_a_layer_reading_memory_no_layer_writes_is_refused_by_name() -> None:
+    """A later layer reading where no layer writes and the input does not lie (the vendor's
+    rolling `data_buffer`, kept by the firmware's own code: kinetics) is refused in one line
+    naming its read-pointer register, not misread as a second network input."""
+    from cnnforge.targets.max7800x.firmware.decode import DecodeError
+    from cnnforge.targets.max7800x.firmware.regmap import MAPS
+
+    case = load_stored(STORE / "MAX78002-depthwise-multipass-70ch.npz")
+    assert case.image is not None
+    rmap = MAPS["MAX78002"]
+    state = {int(a): int(v) for a, v in case.image.state}
+    moved = {rmap.layer(q, 1, "rptr_base") for q in range(4)} & set(state)
+    assert moved
+    state.update({a: 0x6000 // 4 for a in moved})
+    image = dataclasses.replace(case.image, state=np.array(sorted(state.items()), np.uint32))
+    where = f"register 0x{rmap.layer(0, 1, 'rptr_base'):08x}: layer 1 reads offset 0x6000"
+    with pytest.raises(DecodeError, match=rf"^{where} .*`data_buffer`\): not read back$"):
+        decode_firmware_image(image, case.records)

@@ -1,10 +1,5 @@
-"""Accelerator state back to the network: the register map of regmap.py read the other way.
-
-A state is {address: 32-bit word}, as hostrun.py dumps it and the state images store it. Each
-field is the inverse of its writer in registers.py / kernels.py / bias.py (docs/firmware.md has
-the one table, read both ways). Values the hardware cannot hold, or that contradict each other,
-are :class:`DecodeError` naming the register address.
-"""
+"""Accelerator state ({address: word}) back to hardware layers: registers.py / kernels.py / bias.py
+read the other way (docs/firmware.md's table); bad values are DecodeErrors naming the register."""
 
 from __future__ import annotations
 
@@ -118,9 +113,8 @@ def decode_state(
     records: list[tuple[int, list[int]]] | None = None,
     start: dict[int, int] | None = None,
 ) -> list[DecodedLayer]:
-    """Every hardware layer of an accelerator state; ``records``: the kernel loader's
-    (address, words), which make the kernels exact where the host state overlaps them;
-    ``start``: cnn_start's quadrant-control stores."""
+    """Every hardware layer of a state; ``records`` (the kernel loader's) make kernels exact where
+    the host state overlaps them; ``start``: cnn_start's quadrant-control stores."""
     rmap = MAPS[device]
     layers, groups = layer_count(state, rmap)
     out = [_layer(state, rmap, i, groups) for i in range(layers)]
@@ -141,11 +135,8 @@ def decode_state(
 def _streaming(
     state: dict[int, int], rmap: RegisterMap, layers: list[DecodedLayer], groups: list[int]
 ) -> None:
-    """Streaming layers and the FIFO input (stream.py read back): a layer streams when it has a
-    rollover (written for streaming layers fed by the FIFOs) or, after the first, a stream start
-    or deltas (zero for a layer that does not stream); streaming layers come first, one after
-    the other. The input arrives through the FIFOs when the FIFO control enables one or the
-    quadrant control's FIFO bit is on."""
+    """Streaming layers (a rollover, or after the first a stream start / deltas; they come first,
+    in a row) and FIFO input (FIFO control or the quadrant's FIFO bit): stream.py read back."""
     idx = rmap.layer_index
     # MAX78002: the streaming registers follow one another per layer, so only the first layers
     # (8: the distance to the next register) have their own; the later ones alias theirs.
@@ -196,9 +187,8 @@ class _Registers:
 
 
 def _check_in_order(reg: _Registers, layers: int) -> None:
-    """The MAX78002's next-layer register: a link (bit 7) to a layer other than the next one
-    (the vendor's `next_sequence` / `snoop_sequence`: conditional execution) or a stop (bit 8)
-    before the last layer; cnnforge decodes layers that run in order only."""
+    """Refuse a MAX78002 next-layer link (bit 7) past the next layer or a stop (bit 8) before the
+    last (the vendor's conditional execution): cnnforge decodes layers that run in order only."""
     nxt = reg("next")
     target = nxt & 0x7F
     if nxt >> 7 & 1 and target != reg.i + 1:
@@ -238,10 +228,8 @@ def depthwise_fields(reg: _Registers, in_map: int) -> tuple[bool, bool, tuple]:
 
 
 def packed_outputs(ly: DecodedLayer) -> int:
-    """The processors a layer writes that packs what it reads per quadrant (a passthrough, a
-    depthwise convolution that does not broadcast): each quadrant's channels one after the
-    other from that quadrant's write pointer (a depthwise layer's time slots from its first
-    lane; a passthrough's from the lane of its first input processor)."""
+    """The processors a packing layer writes (a passthrough; a depthwise layer that does not
+    broadcast): per quadrant its channels in a row from its write pointer's lane."""
     bases = dict(ly.out_bases)
     first = (ly.in_map & -ly.in_map).bit_length() - 1 if ly.in_map else 0
     out = 0
@@ -304,9 +292,8 @@ def _pooling(reg: _Registers) -> tuple[list[int], list[int]]:
 
 
 def _strides(reg: _Registers, op: str, pooling: bool) -> tuple[tuple[int, int], tuple[int, int]]:
-    """(pool stride, convolution stride): one register, the pooling's (a layer that does not
-    pool steps over its input as a 1x1 pooling of that stride would; convolutions have no
-    stride of their own)."""
+    """(pool stride, convolution stride) from the one register, the pooling's: a layer that does
+    not pool steps as a 1x1 pooling of that stride would."""
     del pooling
     offs = reg.rmap.mp_stride_offs
     s = reg("stride") & ((1 << offs) - 1 if offs is not None else 0xFFFF)
@@ -407,6 +394,28 @@ def _bias_place(reg: _Registers) -> tuple[int | None, int]:
     return bias_q, bias_offset
 
 
+def _output_shift(post: int, conv: bool, quant: int) -> int:
+    """The checkpoint's output shift: the register adds narrow weights' own, 8 - bits."""
+    shift = get(post, "shift")
+    shift = -(shift & 15) if shift & 16 else shift
+    return shift - implicit_shift(quant) if conv else shift
+
+
+def _kernel_place(
+    reg: _Registers, conv: bool, calcx4: bool, kernel: tuple[int, int]
+) -> tuple[int, int, int]:
+    """(start field, end field, first kernel) of a layer's kernel columns."""
+    kstart, kend = _kernel_fields(reg, conv)
+    if calcx4:  # the start field names the first column in the quartered memory
+        length = kend - kstart
+        kstart = _unquartered(kstart // 8, reg.rmap) * 8
+        kend = kstart + length
+    ksize = kernel[0] * kernel[1]
+    oned = reg("oned")
+    kernel_start = (kstart // 8 * ksize + get(oned, "kernel_sad")) // 9 if conv and ksize else 0
+    return kstart, kend, kernel_start
+
+
 def _layer(state: dict[int, int], rmap: RegisterMap, i: int, groups: list[int]) -> DecodedLayer:
     """Layer ``i`` as the registers of its quadrants ``groups`` say it."""
     reg = _Registers(state, rmap, i, groups)
@@ -426,22 +435,13 @@ def _layer(state: dict[int, int], rmap: RegisterMap, i: int, groups: list[int]) 
     pool_stride, stride = _strides(reg, op, pooling)
     dims, pads = _dims_and_pads(reg, pool, dil)
     quant = WEIGHT_BITS[get(post, "weight_size")] if conv else 8
-    shift = get(post, "shift")
-    shift = -(shift & 15) if shift & 16 else shift
-    if conv:  # the register adds narrow weights' own shift, 8 - bits (registers.py)
-        shift -= implicit_shift(quant)
+    shift = _output_shift(post, conv, quant)
     out_base, out_offset = _output_place(reg, in_map)
     span = _bits(lctl2, rmap.xpch_max_offs, 9) // quant + 1 if conv else 0
     wide = bool(get(lctl, "wide"))
     out_expand, write_gap = _expansion(reg, conv, wide)
-    kstart, kend = _kernel_fields(reg, conv)
     calcx4 = conv and bool(get(post, "calcx4"))
-    if calcx4:  # the start field names the first column in the quartered memory
-        length = kend - kstart
-        kstart = _unquartered(kstart // 8, rmap) * 8
-        kend = kstart + length
-    ksize = kernel[0] * kernel[1]
-    kernel_start = (kstart // 8 * ksize + get(oned, "kernel_sad")) // 9 if conv and ksize else 0
+    kstart, kend, kernel_start = _kernel_place(reg, conv, calcx4, kernel)
     bias_q, bias_offset = _bias_place(reg)
     if calcx4 and bias_q is not None and not get(post, "depthwise"):
         bias_offset *= 4  # the entry / 4: a calcx4 layer's bias starts at a multiple of 4
@@ -520,20 +520,9 @@ def _kernels(
     layers: list[DecodedLayer],
     records: list[tuple[int, list[int]]] | None,
 ) -> None:
-    """Each weight layer's kernel columns per input processor.
-
-    The express loader streams a run of 9-byte columns as big-end 32-bit words from the address
-    of the run's first column (base + 4 x column). Given the loader's records (weights.h), the
-    columns are exact; from a state alone, a run's words end where the next run's address starts
-    (the host harness keeps the last word written there), so a layer's bytes are those up to it.
-    """
-    cols: dict[tuple[int, int], bytes] = {}
-    if records is not None:
-        for addr, words in records:
-            p, col = _kernel_address(rmap, addr)
-            raw = b"".join(int(w).to_bytes(4, "big") for w in words)
-            for k in range(len(raw) // 9):
-                cols[p, col + k] = raw[9 * k : 9 * k + 9]
+    """Each weight layer's kernel columns per input processor: exact from the loader's records
+    (weights.h), else each run's words up to the next run's address (the host keeps the last)."""
+    cols = _recorded_columns(rmap, records or [])
     for p in range(64):
         for ly in layers:  # calcx4: the processor's columns as loaded (recover.py orders them)
             if ly.calcx4 and ly.in_map >> p & 1:
@@ -543,15 +532,7 @@ def _kernels(
              and not ly.calcx4),
             key=lambda ly: ly.kernel_start,
         )  # fmt: skip
-        runs: list[list[int]] = []  # [first column, end column]
-        for ly in mine:
-            n = kernel_columns(ly)
-            if ly.kernel_start + n > rmap.kernel_columns(p):
-                raise _kernel_error(rmap, ly, p, n)
-            if runs and ly.kernel_start <= runs[-1][1]:
-                runs[-1][1] = max(runs[-1][1], ly.kernel_start + n)
-            else:
-                runs.append([ly.kernel_start, ly.kernel_start + n])
+        runs = _runs(rmap, p, mine)
         if records is None:
             for k, (first, end) in enumerate(runs):
                 limit = runs[k + 1][0] if k + 1 < len(runs) else first + 3 * (end - first)
@@ -568,6 +549,34 @@ def _kernels(
                 # output processor it skips): zeros
                 out += cols.get((p, c), bytes(9))
             ly.kernels[p] = out
+
+
+def _recorded_columns(
+    rmap: RegisterMap, records: list[tuple[int, list[int]]]
+) -> dict[tuple[int, int], bytes]:
+    """(processor, column) -> 9 bytes: a record's big-end words from its first column on."""
+    cols: dict[tuple[int, int], bytes] = {}
+    for addr, words in records:
+        p, col = _kernel_address(rmap, addr)
+        raw = b"".join(int(w).to_bytes(4, "big") for w in words)
+        for k in range(len(raw) // 9):
+            cols[p, col + k] = raw[9 * k : 9 * k + 9]
+    return cols
+
+
+def _runs(rmap: RegisterMap, p: int, mine: list[DecodedLayer]) -> list[list[int]]:
+    """Processor ``p``'s runs of kernel columns [first, end) (layers by first column); a layer
+    past the processor's kernel memory is a DecodeError."""
+    runs: list[list[int]] = []
+    for ly in mine:
+        n = kernel_columns(ly)
+        if ly.kernel_start + n > rmap.kernel_columns(p):
+            raise _kernel_error(rmap, ly, p, n)
+        if runs and ly.kernel_start <= runs[-1][1]:
+            runs[-1][1] = max(runs[-1][1], ly.kernel_start + n)
+        else:
+            runs.append([ly.kernel_start, ly.kernel_start + n])
+    return runs
 
 
 def _kernel_address(rmap: RegisterMap, addr: int) -> tuple[int, int]:

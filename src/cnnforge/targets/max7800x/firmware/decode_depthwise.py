@@ -1,7 +1,5 @@
-"""A depthwise convolution's bias read back (depthwise.py and depthwise_bias.py the other way):
-each quadrant of its input holds a slice from the entry its post-processing register names
-(times 4 when broadcasting); which channel each entry of a slice holds is the layout the writer
-places them by, run from those first entries."""
+"""A depthwise layer's bias read back: per input quadrant a slice from the entry its post register
+names (x 4 broadcasting), channels placed by the writer's own layout (depthwise_bias.py)."""
 
 from __future__ import annotations
 

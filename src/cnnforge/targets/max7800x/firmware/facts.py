@@ -1,10 +1,5 @@
-"""What the firmware needs to know of each hardware layer, derived from the network and its plan.
-
-One ``LayerFacts`` per hardware layer, in the terms the register fields are written in
-(docs/firmware.md): processor masks, passes ("expansion"), input size before pooling, pooling,
-padding, stride, weight bits, output width, flags. Every value comes from cnnforge's
-``Network`` + ``Plan``; nothing here reads a vendor file.
-"""
+"""What the firmware needs of each hardware layer, in the register fields' terms (docs/firmware.md),
+from cnnforge's Network + Plan only (no vendor file)."""
 
 from __future__ import annotations
 
@@ -121,26 +116,11 @@ def layer_facts(
     network: Network, layer: Layer, place: Placement, index: int, chw: bool
 ) -> LayerFacts:
     """The facts of one hardware layer."""
-    in_shape = network.input_shapes(layer)[0]
-    dims = tuple(in_shape[1:]) + (1,) * (3 - len(in_shape))
+    dims = (*network.input_shapes(layer)[0][1:], 1, 1)  # 1-D and vector data: 1s after
     in_dims = (int(dims[0]), int(dims[1]))
-    pool = (1, 1)
-    pool_stride = (1, 1)
-    pool_dilation = (1, 1)
-    pooled = in_dims
-    if layer.pool is not None:
-        pool = _pair(layer.pool.size, 1)
-        pool_stride = _pair(layer.pool.stride, 1)
-        pool_dilation = _pair(layer.pool.dilation_or_ones(), 1)
-        pooled = _pair(tuple(layer.pool.output_dims(in_dims[: len(layer.pool.size)])), 1)
-    q = layer.quant
-    weights = None if q is None or layer.op is Op.PASSTHROUGH else np.asarray(q.weights)
-    if weights is not None and layer.op is Op.CONVTRANSPOSE2D:  # (in, out, kh, kw), flipped
-        weights = np.flip(weights, axis=(2, 3)).swapaxes(0, 1)
+    pool, pool_stride, pool_dilation, pooled = _pooling(layer, in_dims)
+    q, weights, kernel = layer.quant, _weights(layer), _kernel(layer)
     bias = None if q is None or q.bias is None else np.asarray(q.bias).astype(np.int64)
-    kernel = _pair(layer.kernel_size, 1) if layer.op in (Op.CONV2D, Op.CONVTRANSPOSE2D) else (1, 1)
-    if layer.op is Op.CONV1D:
-        kernel = (layer.kernel_size[0], 1)
     return LayerFacts(
         index=index,
         name=layer.name,
@@ -183,6 +163,34 @@ def layer_facts(
     )
 
 
+def _kernel(layer: Layer) -> tuple[int, int]:
+    """Kernel rows x columns as the hardware runs it (Conv1d: k x 1; 1x1 for the rest)."""
+    if layer.op is Op.CONV1D:
+        return (layer.kernel_size[0], 1)
+    if layer.op in (Op.CONV2D, Op.CONVTRANSPOSE2D):
+        return _pair(layer.kernel_size, 1)
+    return (1, 1)
+
+
+def _weights(layer: Layer) -> np.ndarray | None:
+    """The layer's weights as (out, in, kh, kw) (a transposed convolution's flipped back)."""
+    q = layer.quant
+    weights = None if q is None or layer.op is Op.PASSTHROUGH else np.asarray(q.weights)
+    if weights is not None and layer.op is Op.CONVTRANSPOSE2D:  # (in, out, kh, kw), flipped
+        weights = np.flip(weights, axis=(2, 3)).swapaxes(0, 1)
+    return weights
+
+
+def _pooling(layer: Layer, in_dims: tuple[int, int]) -> tuple[tuple[int, int], ...]:
+    """(size, stride, dilation, pooled dims) of a layer's pooling ((1, 1)s and ``in_dims``
+    without one)."""
+    if layer.pool is None:
+        return (1, 1), (1, 1), (1, 1), in_dims
+    pooled = _pair(tuple(layer.pool.output_dims(in_dims[: len(layer.pool.size)])), 1)
+    return (_pair(layer.pool.size, 1), _pair(layer.pool.stride, 1),
+            _pair(layer.pool.dilation_or_ones(), 1), pooled)  # fmt: skip
+
+
 def _hw_padding(layer: Layer, kernel: tuple[int, int]) -> tuple[int, int]:
     if layer.op is Op.LINEAR:
         return (0, 0)
@@ -210,9 +218,8 @@ def network_facts(network: Network, plan: Plan) -> list[LayerFacts]:
 
 
 def _stretched(f: LayerFacts, layer: Layer) -> LayerFacts:
-    """A dilated Conv1d runs as an undilated one whose kernel has ``dilation - 1`` zeros
-    between its taps, (k - 1) x dilation + 1 long (the same output; the vendor tool's
-    backend stretches kernels so while they fit the 9 taps of a column)."""
+    """A dilated Conv1d as an undilated one whose kernel has ``dilation - 1`` zeros between taps
+    (the same output; the vendor's backend does so while it fits a column's 9 taps)."""
     d = layer.dilation[0] if layer.op is Op.CONV1D and layer.dilation else 1
     if d == 1 or f.weights is None:
         return f
@@ -227,9 +234,8 @@ def _stretched(f: LayerFacts, layer: Layer) -> LayerFacts:
 
 
 def as_3x3(facts: list[LayerFacts]) -> list[LayerFacts]:
-    """A 1x1 convolution that streams, or follows a layer that streams, runs on the 3x3 kernel
-    hardware: its kernels in the centre of a 3x3, padded by 1 (the same output; the vendor
-    tool's backend does this for the devices whose streaming needs it)."""
+    """A 1x1 convolution that streams or follows one runs on the 3x3 hardware: its kernel centred,
+    padded by 1 (the same output; for the devices whose streaming needs it)."""
     out = []
     for f in facts:
         after = f.index > 0 and facts[f.index - 1].streaming

@@ -61,7 +61,8 @@ def rows(layers: list[DecodedLayer]) -> list[list[str]]:
     for ly in layers:
         named = (("flatten", ly.flatten), ("chw", ly.chw), ("32-bit out", ly.wide),
                  ("avg pool", ly.pool_avg), ("streaming", ly.streaming),
-                 ("fifo input", ly.fifo))  # fmt: skip
+                 ("fifo input", ly.fifo), (f"{ly.eltwise} of {ly.operands}", ly.operands > 1),
+                 ("depthwise", ly.depthwise), ("broadcast", ly.broadcast))  # fmt: skip
         flags = [n for n, on in named if on]
         k = "x".join(map(str, ly.kernel)) if ly.kernel != (0, 0) else "2D"
         out.append([
@@ -72,10 +73,16 @@ def rows(layers: list[DecodedLayer]) -> list[list[str]]:
             "x".join(map(str, ly.pool)) + (f"/{ly.pool_stride[0]}" if ly.pool != (1, 1) else ""),
             str(ly.stride[0]), str(ly.padding[0]),
             "relu" if ly.relu else ("abs" if ly.abs else "none"), str(ly.output_shift),
-            str(ly.weight_bits), f"q{ly.bias_quadrant}@{ly.bias_offset}"
-            if ly.bias_quadrant is not None else "-", ",".join(flags),
+            str(ly.weight_bits), _bias_cell(ly), ",".join(flags),
         ])  # fmt: skip
     return out
+
+
+def _bias_cell(ly: DecodedLayer) -> str:
+    """Where the bias lies: quadrant@first entry (a depthwise layer: one per quadrant's slice)."""
+    if ly.bias_quadrant is not None:
+        return f"q{ly.bias_quadrant}@{ly.bias_offset}"
+    return " ".join(f"q{q}@{first}" for q, first in ly.slices) or "-"
 
 
 def contradictions(dev: str, image: StateImage, layers: list[DecodedLayer]) -> list[str]:

@@ -1,12 +1,5 @@
-"""Read a firmware folder's set-up without compiling or running it: the state it would leave.
-
-``cnn.c`` and ``main.c`` are preprocessed (the C preprocessor only, against stand-in headers:
-``host/`` for the MSDK, ``host/libc`` for the C library) and parsed with pycparser; then only the
-subset firmware generators write is interpreted -- stores to fixed addresses, the kernel loader's
-and memcpy loops over constant arrays, FIFO writes, waits on the accelerator's registers, the
-set-up functions' calls to each other. Anything else is a :class:`FirmwareError` naming file:line.
-The result equals hostrun.py's :class:`StateImage` word for word, with nothing of the folder run.
-"""
+"""A firmware folder's set-up read without compiling or running it (preprocessed, parsed, only what
+generators write interpreted; else FirmwareError at file:line): hostrun.py's StateImage, exactly."""
 
 from __future__ import annotations
 
@@ -471,9 +464,8 @@ class Interpreter:
         self.m.mem[word] = (self.m.mem.get(word, 0) & ~mask | (v << shift) & mask) & 0xFFFF_FFFF
 
     def _record(self, p: Ptr, v: int) -> None:
-        """Kernel-memory stores as the express loader's records: a byte store to ``addr | 1``
-        starts one at ``addr``, word stores to the next address continue it (decode.py reads
-        them exactly; the address space alone overlaps a run's tail with the next run)."""
+        """Kernel stores as the express loader's records: a byte store to ``addr | 1`` starts
+        one, word stores to the next address continue it (decode.py reads them exactly)."""
         r = self.rmap
         rel = p.addr - r.kernel(0, 0)
         if not 0 <= rel < 4 * r.quadrant_stride or (

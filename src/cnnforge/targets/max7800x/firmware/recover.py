@@ -1,14 +1,5 @@
-"""Decoded layers back to a vendor pair (YAML + checkpoint), and so to cnnforge's network and plan.
-
-The registers (decode.py) hold the placement and the arithmetic, not the channel counts or the
-data flow; these are read from the placement: a layer's sources are the latest earlier layers
-writing the offset it reads on the processors it reads (several: a concatenation), its output
-processors those its readers enable (the registers keep only the span). The weights are put back
-where kernels.py put them by running kernels.layout on index tags (the layout is a permutation,
-so the tags say which weight each kernel-memory field holds); the biases by bias.py's rule.
-The pair is then read by the ai8x frontend, the one reading of vendor pairs (given by the
-pipeline), twice: with zero weights for the placement's facts, then with the recovered ones.
-"""
+"""Decoded layers back to a vendor pair (YAML + checkpoint) and so to cnnforge's network and plan:
+the data flow from the placement, weights by kernels.layout on index tags (docs/firmware.md)."""
 
 from __future__ import annotations
 
@@ -49,10 +40,8 @@ def _ffs(x: int) -> int:
 
 
 def _span(ly: DecodedLayer) -> int:
-    """The processors a layer may write: the span from its output base; a depthwise layer
-    that broadcasts: those it reads; a passthrough or another depthwise layer: per quadrant the
-    processors it reads, packed (decode.packed_outputs: the vendor's "packed version of the
-    input processors")."""
+    """The processors a layer may write: its output span; broadcasting depthwise: those it reads;
+    a passthrough or other depthwise layer: those it reads, packed (decode.packed_outputs)."""
     if ly.broadcast:
         return ly.in_map
     if ly.op == "passthrough" or ly.depthwise:
@@ -84,10 +73,8 @@ def _writes(ly: DecodedLayer, offset: int, stride: int | None) -> bool:
 def _sources(
     layers: list[DecodedLayer], spans: list[int], ly: DecodedLayer, passes: int, strict: bool
 ) -> list[int]:
-    """The layers (in reading order) whose output ``ly`` reads: per pass and processor, the
-    latest earlier layer writing there (INPUT: none, the network input). The operands of an
-    element-wise layer lie interleaved word by word: operand k's pass e at ``in_offset +
-    4 (e x operands + k)`` (each written with ``write_gap = operands - 1``); one source each."""
+    """The earlier layers ``ly`` reads (per pass and processor the latest writer; INPUT: none);
+    element-wise operands lie word-interleaved at ``in_offset + 4 (e x operands + k)``."""
     found: list[int] = []
     k_all = ly.operands
     for k in range(k_all):
@@ -153,7 +140,7 @@ def data_flow(layers: list[DecodedLayer]) -> Flow:
         flat = ly.flatten or (ly.op != "passthrough" and ly.in_expand > passes)
         in_channels.append(cin)
         flatten.append(flat)
-        if ly.op == "passthrough":
+        if ly.op == "passthrough" or ly.depthwise:  # a depthwise layer: one output per input
             channels.append(cin)
         else:
             channels.append(_out_channels(layers, ly, out_maps[i]))
@@ -164,9 +151,8 @@ def data_flow(layers: list[DecodedLayer]) -> Flow:
 def _operations(
     layers: list[DecodedLayer], sources: list[list[int]], flatten: list[bool]
 ) -> list[str]:
-    """Each layer's YAML operation. The registers of a 1x1 convolution are the same for 2-D
-    data, 1-D data (Conv1d, kernel 1) and a vector (a linear layer): the rank of the data it
-    reads says which (2: image, 1: 1-D, 0: vector; the input's: 1 when a Conv1d reads it)."""
+    """Each layer's YAML operation: a 1x1 convolution's registers are the same for images, 1-D data
+    and vectors, so the rank of the data it reads says conv2d, conv1d or linear."""
     ranks: list[int] = []
     ops: list[str] = []
     for i, ly in enumerate(layers):
@@ -183,9 +169,8 @@ def _operations(
 
 
 def _out_channels(layers: list[DecodedLayer], ly: DecodedLayer, out_map: int) -> int:
-    """Output channels: processors x passes, unless the passes round the processors up to whole
-    instances (facts._per_pass); then the bias memory tells, where the layer's bias is followed by
-    another layer's in the same quadrant (bias.py: entries lead + channels long, back to back)."""
+    """Output channels: processors x passes, unless passes round processors up to whole
+    instances; then the next bias in its quadrant tells (bias.py: lead + channels entries)."""
     most = out_map.bit_count() * ly.out_expand
     if ly.out_expand == 1 or ly.bias_quadrant is None:
         return most
@@ -219,11 +204,8 @@ def _kernel(ly: DecodedLayer) -> tuple[int, int]:
 
 
 def pins_bias(layers: list[DecodedLayer], flow: Flow, flatten_first: bool) -> bool:
-    """Whether the YAML names each layer's bias quadrant (``bias_group``). Named, the vendor packs a
-    quadrant's biases in layer order (flatten layers first where ``flatten_first``: spec
-    docs/hardware/devices.md §4), so naming reproduces the firmware's offsets when they follow that
-    order (cnnforge's plans, a vendor YAML with ``bias_group``); otherwise they came from the
-    vendor's own size-ordered allocation, which the unnamed YAML makes again."""
+    """Whether the YAML names bias quadrants (``bias_group``): when each quadrant's offsets follow
+    layer order (flatten first if ``flatten_first``); else the vendor's allocation remakes them."""
     for q in {ly.bias_quadrant for ly in layers} - {None}:
         mine = sorted(
             (ly for ly in layers if ly.bias_quadrant == q),
@@ -265,19 +247,8 @@ def yaml_layer(
         d["operands"] = ly.operands
         if not ly.pool_first:
             d["pool_first"] = False
-    k = _kernel(ly)
     if conv and not flow.flatten[i] and op != "linear":
-        if op == "conv1d":
-            d["kernel_size"] = k[0]
-            d["pad"] = ly.padding[0]
-        elif ly.op == "convtranspose2d":
-            d["kernel_size"] = f"{k[0]}x{k[1]}"
-            d["pad"] = k[0] - 1 - ly.padding[0]
-        else:
-            d["kernel_size"] = f"{k[0]}x{k[1]}"
-            d["pad"] = ly.padding[0]
-        if ly.stride[0] != 1 and ly.op != "convtranspose2d":
-            d["stride"] = ly.stride[0]
+        d.update(_kernel_keys(ly, op))
     if ly.depthwise:
         d["conv_groups"] = flow.in_channels[i]
     d.update(_pool(ly))
@@ -286,32 +257,39 @@ def yaml_layer(
         d["quantization"] = "binary" if ly.binary else ly.weight_bits
     if pin_bias and ly.bias_quadrant is not None:
         d["bias_group"] = ly.bias_quadrant
-    if ly.wide:
-        d["output_width"] = 32
-    if ly.streaming:
-        d["streaming"] = True
-    if ly.calcx4:
-        d["calcx4"] = True
-    if ly.read_ahead:
-        d["readahead"] = True
+    flags = (("output_width", ly.wide, 32), ("streaming", ly.streaming, True),
+             ("calcx4", ly.calcx4, True), ("readahead", ly.read_ahead, True))  # fmt: skip
+    d.update({key: value for key, on, value in flags if on})
     if ly.tcalc != (ly.read_ahead and ly.in_expand > 1):  # its default (facts.py)
         d["tcalc"] = ly.tcalc
     return d
 
 
+def _kernel_keys(ly: DecodedLayer, op: str) -> dict[str, Any]:
+    """A convolution's kernel_size, pad and stride as the YAML spells them for ``op``."""
+    k = _kernel(ly)
+    if op == "conv1d":
+        d: dict[str, Any] = {"kernel_size": k[0], "pad": ly.padding[0]}
+    elif ly.op == "convtranspose2d":
+        d = {"kernel_size": f"{k[0]}x{k[1]}", "pad": k[0] - 1 - ly.padding[0]}
+    else:
+        d = {"kernel_size": f"{k[0]}x{k[1]}", "pad": ly.padding[0]}
+    if ly.stride[0] != 1 and ly.op != "convtranspose2d":
+        d["stride"] = ly.stride[0]
+    return d
+
+
 def _flattens_input(ly: DecodedLayer) -> bool:
-    """Whether a layer reading the network input flattens it: its flatten bit, or more passes
-    than its processors' channels need (passes x pixels below 16 leave the bit clear; a
-    multi-pass input fills its processors: at least 64 x (passes - 1) channels)."""
+    """Whether a layer flattens the network input: its flatten bit, or more passes than its channels
+    need (few pixels leave the bit clear; a multi-pass input has > 64 x (passes - 1) channels)."""
     n = ly.in_map.bit_count()
     more = ly.in_expand > 1 and n * ly.in_expand <= 64 * (ly.in_expand - 1)
     return ly.flatten or (ly.op != "passthrough" and more)
 
 
 def input_shape(ly: DecodedLayer, flow: Flow) -> tuple[int, ...]:
-    """The network input the first layer reads: channels, then its rows (and columns); a
-    flattening first layer's pixels as one column (its registers count only them). A first
-    element-wise layer's operands are the input's channel groups (its channels x operands)."""
+    """The network input: channels, then rows (and columns); a flattening first layer's pixels as
+    one column; a first element-wise layer's operands as channel groups."""
     c = flow.in_channels[0] * ly.operands
     if flow.flatten[0] and flow.sources[0] == [INPUT]:
         return (c, _in_pixels(ly, flow), 1)
@@ -399,11 +377,8 @@ def pair_text(layers: list[DecodedLayer], flow: Flow, data_format: str, flatten_
 
 
 def with_emulated_passes(layers: list[DecodedLayer], device: str) -> list[DecodedLayer]:
-    """``layers`` with the passes of the MAX78000's one-long-pass element-wise layers put back.
-
-    That part runs an element-wise layer over several passes (other than 2 operands x 2 passes)
-    as one pass of passes x rows (eltwise.py ``emulated``): its registers say 1 pass and the
-    rows times the passes. Its operands' producers say the passes (each writes them all)."""
+    """``layers`` with the passes put back of the MAX78000's element-wise layers run as one pass of
+    passes x rows (eltwise.py ``emulated``); their operands' producers say how many."""
     if not get_device(device).eltwise_multipass_plain_only:
         return layers
     spans = [_span(ly) for ly in layers]
@@ -421,10 +396,8 @@ def with_emulated_passes(layers: list[DecodedLayer], device: str) -> list[Decode
 
 
 def without_pool_resets(layers: list[DecodedLayer], device: str) -> list[DecodedLayer]:
-    """``layers`` without the MAX78002's average-pool reset layers (eltwise.py
-    ``avgpool_reset``: before a layer that average-pools right after an element-wise layer, a
-    passthrough of one pixel of processor 0 at that layer's pointers, which the layer then
-    overwrites; no part of the network), the others renumbered."""
+    """``layers`` without the MAX78002's average-pool reset passthroughs (eltwise.py
+    ``avgpool_reset``; no part of the network), the others renumbered."""
     if not MAPS[device].avgpool_reset_after_eltwise:
         return layers
     drop = {
@@ -446,6 +419,7 @@ def recover(
         raise DecodeError("no layers")
     layers = without_pool_resets(layers, device)
     flow = data_flow(layers)
+    _check_unwritten_reads(layers, flow, device)
     text = pair_text(layers, flow, data_format, MAPS[device].flatten_bias_first)
     shape = input_shape(layers[0], flow)
     fifo = layers[0].fifo  # the vendor's --fifo (a flag, not a YAML key)
@@ -467,6 +441,22 @@ def recover(
         }
         ckpt = _checkpoint(layers, weights, bias)
         return _read(read, layers, text, ckpt, shape, device, tmp, fifo)
+
+
+def _check_unwritten_reads(layers: list[DecodedLayer], flow: Flow, device: str) -> None:
+    """Refuse a later layer reading memory no layer writes, away from the network input: data
+    the firmware itself keeps there (the vendor's rolling `data_buffer`), not in the folder."""
+    first = layers[0]
+    for ly in layers[1:]:
+        if flow.sources[ly.index] != [INPUT]:
+            continue
+        if ly.in_offset != first.in_offset or ly.in_map & ~first.in_map:
+            addr = MAPS[device].layer(max(_ffs(ly.in_map), 0) // 16, ly.index, "rptr_base")
+            raise DecodeError(
+                f"register 0x{addr:08x}: layer {ly.index} reads offset 0x{ly.in_offset:04x} on "
+                f"processors 0x{ly.in_map:016x}, which no layer writes and the input does not "
+                "fill (a data buffer the firmware keeps, the vendor's `data_buffer`): not read back"
+            )
 
 
 def _in_pixels(ly: DecodedLayer, flow: Flow) -> int:

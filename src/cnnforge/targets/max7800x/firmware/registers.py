@@ -1,12 +1,5 @@
-"""The register values of a planned network: cnn_init's global registers and cnn_configure's
-per-layer, per-quadrant registers, each with what it means (docs/firmware.md has the fields).
-
-Learned from the vendor tool's backend and checked word for word on the host
-(hostrun.py); the streaming and FIFO values are stream.py's, the element-wise bits eltwise.py's,
-the depthwise fields depthwise.py's, calcx4 / read-ahead / tcalc speedups.py's. Cases the
-writer does not cover (docs/firmware.md "What the writer covers") are refused with
-``NotImplementedError`` naming the feature rather than written wrong.
-"""
+"""The register values of a planned network (cnn_init's and cnn_configure's), each with its meaning;
+cases the writer does not cover raise NotImplementedError naming the feature (docs/firmware.md)."""
 
 from __future__ import annotations
 
@@ -87,9 +80,8 @@ def init_writes(
     fifo: bool = False,
     zero_sram: bool = False,
 ) -> list[Write]:
-    """cnn_init: stop the state machine, memory control, layer count (MAX78002: clear first);
-    ``fifo``: the input arrives through the FIFOs (their bit is on from here); ``zero_sram``
-    (the vendor's --zero-sram): then zero every quadrant's memories by BIST."""
+    """cnn_init: stop, memory control, layer count (MAX78002: clear first); ``fifo``: FIFO input bit
+    on; ``zero_sram`` (the vendor's --zero-sram): zero every quadrant's memories by BIST."""
     out = []
     groups = groups_used(facts)
     if rmap.require_reg_clear:  # clocks on (the pipeline stays on), then clear and wait

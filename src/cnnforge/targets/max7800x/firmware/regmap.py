@@ -1,9 +1,5 @@
-"""The CNN accelerator's register and memory map, per device (docs/firmware.md).
-
-Learned from the vendor tool's device description and checked
-word for word against the set-up its firmware leaves on the host (hostrun.py). All addresses are
-absolute AHB/APB addresses; quadrant ``q`` repeats its block at ``q * quadrant_stride``.
-"""
+"""The CNN accelerator's register and memory map per device (docs/firmware.md), absolute addresses;
+quadrant ``q`` repeats its block at ``q * quadrant_stride``."""
 
 from __future__ import annotations
 
