@@ -1,13 +1,5 @@
-"""Planning a float network for a generic accelerator: schedule, allocation, traffic, bounds.
-
-``plan_generic(network, target)`` fuses the network into steps, plans every candidate schedule
-into ``target.onchip_bytes`` and keeps the one that moves the fewest DDR bytes, then measures
-it: the least on-chip memory that needs no transfer (and the step where the peak occurs), the
-DDR bytes and the lower bound along a sweep of budgets (the curve down to budget 0, where the
-engine streams every blob through DDR), weights streamed per inference, and a cycle estimate.
-Beside this whole-blob plan it plans the same schedule tiled (tiling.py: fused groups on row
-bands) with its own bound, at the budget and along the same curve.
-"""
+"""Planning a float network for a generic accelerator: the schedule moving the fewest DDR bytes,
+whole-blob and tiled, with bounds and the curve over budgets (docs/generic-target.md)."""
 
 from __future__ import annotations
 

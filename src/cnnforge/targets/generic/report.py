@@ -1,10 +1,5 @@
-"""The generic target's report: rich tables, JSON (``cnnforge-generic-plan/1``), SVG, HTML.
-
-The whole-blob plan (steps, blobs) and the tiled plan (fused groups on row bands) side by
-side, with both bounds. The SVG plot (DDR bytes, activations + weights, against the on-chip
-budget: both plans and both bounds) is written directly as text: no plotting library,
-byte-identical across runs.
-"""
+"""The generic target's report: rich tables, JSON (``cnnforge-generic-plan/1``), and SVG/HTML
+written as text (byte-identical across runs)."""
 
 from __future__ import annotations
 

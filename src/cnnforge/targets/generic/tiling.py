@@ -1,23 +1,5 @@
-"""Tiled, fused schedules: groups of steps run on row bands under the on-chip budget.
-
-The schedule (schedule.py) is cut into consecutive groups. A group of one step runs as the
-whole-blob plan runs it. A fused group of several steps runs on row bands (bands.py): the
-blobs it writes and reads only inside itself never exist whole, they live in line buffers;
-the blobs it reads from before or writes for later are whole, on chip or in DDR, as the
-allocator (memory.py) decides, with the group's line buffers and the weights it keeps
-reserved on chip for its whole run. A group's weights are needed once per band: those that
-stay on chip (largest first, in what the budget leaves) are read once, the others once per
-band. Every weight is streamed at least once, as in the whole-blob plan.
-
-The planner chooses groups and band counts by dynamic programming over the schedule: a
-group's line buffers depend only on its steps and band count, and the whole blobs live
-during it only on where it starts and ends, so each candidate group has a cost of its own:
-weight bytes from DDR plus the bytes its whole blobs overflow the budget by, counted twice
-(written and read) or once (one spill may cover several groups; both are tried), plus the
-input rows read again where halos are recomputed and the budget overflows. The allocator then
-measures the chosen groups, the all-untiled plan and the groups chosen for a neighbouring
-budget; the plan moving the fewest DDR bytes (activations + weights) is kept.
-"""
+"""Tiled, fused schedules: groups of steps run on row bands under the on-chip budget, chosen by
+dynamic programming over the schedule (docs/generic-target.md "Tiled, fused schedules")."""
 
 from __future__ import annotations
 
@@ -231,9 +213,8 @@ class Tiler:
         return TiledBound(activations, weights)
 
     def _whole_only(self, blob: str, budget: int) -> bool:
-        """True when ``blob`` cannot live in line buffers only: a network output, written or
-        read by a step that reads whole blobs, or read by a step whose one output row needs
-        more of its rows than ``budget`` holds."""
+        """True when ``blob`` cannot live in line buffers only: a network output, touched by a step
+        reading whole blobs, or needing more rows per output row than ``budget`` holds."""
         life = self.life
         producer = life.steps[life.produced[blob]]
         if blob in life.outputs or not producer.tileable:
@@ -252,9 +233,8 @@ class Tiler:
     def plan(
         self, budget: int, hints: Sequence[Layout] = (), untiled: Allocation | None = None
     ) -> TiledPlan:
-        """The best measured plan (DDR bytes, then activation bytes) of the groups the DP
-        chooses, the all-untiled groups (``untiled``: their allocation, if already made) and
-        the ``hints`` (layouts chosen for other budgets)."""
+        """The best measured plan (DDR bytes, then activation bytes) of the DP's groups, the untiled
+        groups and the ``hints`` (layouts chosen for other budgets)."""
         singles = tuple((k, k, None) for k in range(self.life.n))
         layouts = [self._choose(budget, cost) for cost in OVERFLOW_COSTS]
         best = None

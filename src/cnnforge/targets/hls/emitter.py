@@ -1,12 +1,5 @@
-"""HLS C++ for a quantized network: top function, engines, ROMs, register map, testbench.
-
-``emit_hls(network, sample, answer, out_dir, target)`` writes a Vitis HLS project
-(docs/hls-target.md): ``<top>.cpp``/``.h`` (AXI-Stream in and out, AXI-Lite registers,
-ping-pong RAMs and skip stores from ``emit.hls.plan``), ``cnnforge_hls.h`` (the engines),
-``regmap.h`` + ``regmap.md``, ``tb.cpp`` + ``sample.h`` (the known-answer C-simulation) and a
-Makefile. Per layer, a reader type composes the input view (pooling, element-wise fold,
-concatenation) that the layer's engine pulls values from.
-"""
+"""HLS C++ for a quantized network: top function, engines, ROMs, register map, known-answer
+testbench and Makefile (docs/hls-target.md)."""
 
 from __future__ import annotations
 

@@ -1,10 +1,5 @@
-"""The compile recipe of the HLS target (its entry, entry.py, names it).
-
-Shared with every recipe (pipeline/steps.py): load, lower and check, quantize, simulate (the
-known answer), float model, summary. Own steps: the HLS plan (buffers, estimate), the HLS C++
-project in ``hls/``, its C-simulation with ``--run`` (under ASan/UBSan with ``--sanitize``) and
-``report.md`` (resource table, register map, float vs quantized).
-"""
+"""The compile recipe of the HLS target: the shared steps plus the HLS plan, the C++ project, its
+C-simulation (``--run``, ``--sanitize``) and report.md."""
 
 from __future__ import annotations
 

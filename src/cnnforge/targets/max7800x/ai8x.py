@@ -1,12 +1,5 @@
-"""Import a vendor network YAML + quantized checkpoint as a hardware ``Network`` and its ``Plan``.
-
-The YAML gives the layer structure and the placement (processors, offsets, gaps), the checkpoint the
-integer weights, paired positionally like the vendor tool does
-(docs/hardware/checkpoint-format.md §5). The input size comes from the sample input, as in the
-vendor tool (docs/hardware/network-yaml.md §4 "Dimensions"). Every inconsistency is a
-``ConfigError`` naming the YAML file and line. See docs/ai8x-format.md for what cnnforge reads
-differently.
-"""
+"""Import a vendor network YAML + quantized checkpoint as a hardware ``Network`` and its ``Plan``;
+every inconsistency is a ``ConfigError`` at the YAML's file:line (docs/ai8x-format.md)."""
 
 from __future__ import annotations
 
@@ -80,16 +73,8 @@ def read_ai8x(
     calcx4: bool = False,
     read_ahead: bool = False,
 ) -> Ai8xModel:
-    """Import a vendor YAML + ``-q`` checkpoint (input shape: given, else the sample input).
-
-    The vendor command-line flags that matter are options: ``overlap_data`` marks the plan as
-    relying on ``--overlap-data``; ``avg_pool_rounding`` (``--avg-pool-rounding``,
-    docs/hardware/arithmetic.md R3.6) sets the network's global average-pool rounding; ``fifo``
-    (``--fifo``; None: as a streaming first layer needs) feeds the input through the FIFOs;
-    ``calcx4`` and ``read_ahead`` (``--calcx4``, ``--read-ahead``, MAX78002) set those speed-ups on
-    every layer, as the YAML keys do per layer. ``--softmax`` is computed on the host after the
-    network and changes nothing here.
-    """
+    """Import a vendor YAML + ``-q`` checkpoint (input shape: given, else the sample's); the options
+    are the vendor flags that matter (``--overlap-data``, ``--fifo``, ``--calcx4``, ...)."""
     cfg = read_yaml_config(yaml_path)
     ckpt = read_checkpoint(checkpoint_path)
     _check_arch(cfg, ckpt)
@@ -244,8 +229,7 @@ def _plan(
     overlap: bool,
     speedups: tuple[bool, bool] = (False, False),
 ) -> Plan:
-    """Placements from the YAML with the vendor's defaults (docs/hardware/network-yaml.md
-    §3.2, §4);
+    """Placements from the YAML with the vendor's defaults (docs/hardware/network-yaml.md §3.2, §4);
     ``speedups``: the vendor's --calcx4 and --read-ahead (every layer)."""
     data_format = _data_format(cfg)
     _check_speedups(cfg, device, speedups)

@@ -1,10 +1,5 @@
-"""One vendor YAML layer plus its paired checkpoint weights -> one hardware IR ``Layer``.
-
-Applies the vendor tool's defaults and geometry (docs/hardware/network-yaml.md §3-§5) and the
-integer semantics of the checkpoint (docs/hardware/checkpoint-format.md §4.3, §5;
-docs/hardware/arithmetic.md R1.6, R2.1): weights as stored, bias ``floor(stored /
-2^(weight_bits-1))``, shift from the YAML or checkpoint.
-"""
+"""One vendor YAML layer plus its paired checkpoint weights -> one hardware IR ``Layer``, with the
+vendor's defaults (docs/hardware/network-yaml.md §3-§5, checkpoint-format.md §4.3, §5)."""
 
 from __future__ import annotations
 
@@ -100,10 +95,8 @@ def _input_geometry(y: YamlLayer, ctx: LayerContext) -> tuple[int, tuple[int, ..
 
 
 def _split_operands(y: YamlLayer, ctx: LayerContext, channels: int) -> int:
-    """One operand's channels of an element-wise layer without `in_sequences` on the network
-    input: the vendor splits the input's channels into `operands` equal consecutive groups
-    (docs/ai8x-format.md); the input is loaded with the operands interleaved word by word (HWC
-    only). Another layer's output, written without that interleave, is refused."""
+    """Input channels of an element-wise first layer: ``operands`` equal consecutive groups, loaded
+    interleaved word by word (HWC only, docs/ai8x-format.md); another layer's output is refused."""
     if ctx.inputs != (INPUT,):
         _fail(
             y,

@@ -1,13 +1,5 @@
-"""The read boundary of the vendor pair: bounded reading, YAML value types, checkpoint values.
-
-Everything a vendor YAML or checkpoint holds is checked here, by type and size, before the
-importer (``ai8x_yaml``, ``ai8x_checkpoint``, ``ai8x_layers``) sees it, so the importer never
-meets an ill-typed value: one ``ConfigError`` names the file, the key or YAML line, what was
-found and what is allowed. Bounds: files are regular files of at most ``MAX_YAML_BYTES``, YAML
-nesting at most ``MAX_DEPTH`` deep with at most ``MAX_ALIASES`` aliases, texts at most
-``MAX_TEXT`` characters; names that reach file names, YAML and C (``arch``, ``dataset``, layer
-names) match ``NAME_PATTERN``.
-"""
+"""The read boundary of the vendor pair: bounded files and YAML, value types and names checked
+before the importer sees them, each error one ``ConfigError`` naming file and key or line."""
 
 from __future__ import annotations
 
@@ -352,11 +344,8 @@ class _InertOptimizer:
 
 
 def inert_optimizer_globals(names: list[str], path: str) -> list[tuple[type, str]]:
-    """Stand-ins for the ``torch.optim`` classes a checkpoint names; any other global refused.
-
-    Vendor checkpoints store ``optimizer_type`` (a class); allowing the real class would let a
-    crafted pickle run its constructor during the load (docs/hardware/checkpoint-format.md §1).
-    """
+    """Stand-ins for the ``torch.optim`` classes a checkpoint names, so no crafted pickle runs a
+    real constructor (docs/hardware/checkpoint-format.md §1); any other global refused."""
     out = []
     for name in names:
         module, _, attr = name.rpartition(".")

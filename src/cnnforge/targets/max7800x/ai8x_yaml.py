@@ -1,10 +1,5 @@
-"""Reading a vendor (ai8x-synthesis) network YAML into validated per-layer records.
-
-The file is parsed with a safe loader that rejects duplicate keys and remembers the line of every
-mapping and key, so each error names ``file:line`` (docs/hardware/network-yaml.md §1). Keys and
-values are checked per docs/hardware/network-yaml.md §2-§3; what needs the checkpoint (channels,
-shapes) is checked later by ``targets.max7800x.ai8x``.
-"""
+"""Reading a vendor network YAML into validated per-layer records: a safe loader that refuses
+duplicate keys and keeps line numbers, so errors name file:line (docs/hardware/network-yaml.md)."""
 
 from __future__ import annotations
 

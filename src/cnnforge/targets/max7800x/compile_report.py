@@ -1,9 +1,5 @@
-"""report.html: one self-contained page (inline SVG figures) describing a compile.
-
-Sections: summary, analysis table, device check (rewrites, violations), the plan (data memory
-map, kernel map, processor utilization), cycle estimate per layer, float vs quantized outputs on
-the sample (segmentation: the class masks side by side), the C build facts.
-"""
+"""report.html: one self-contained page (inline SVG figures) describing a compile: analysis, check,
+plan, cycles, float vs quantized outputs, the C build."""
 
 from __future__ import annotations
 

@@ -1,7 +1,5 @@
-"""A firmware folder read back into cnnforge's network and plan: the decoder and the recovery
-of firmware/ with the vendor-pair reader (ai8x.py) that turns the recovered pair into both.
-Bad input (no cnn.c, an unknown part, a folder the decoder cannot read) is an InputError: one
-line, exit 2."""
+"""A firmware folder read back into cnnforge's network and plan (the decoder, then the vendor-pair
+reader); bad input is a one-line InputError."""
 
 from __future__ import annotations
 

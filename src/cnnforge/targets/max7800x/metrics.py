@@ -1,11 +1,5 @@
-"""Figures of a plan: data-memory footprint, kernel and bias use, estimated cycles.
-
-Used by the readable plan (plan/report.py) and by benchmarks/plan_vs_handwritten.py, so that our
-plans and the vendor's hand-written ones are measured by the same code. Footprint is measured on the
-words each tensor really occupies (docs/hardware/devices.md §2 addressing, gaps excluded):
-``high_water`` is the highest byte used in any instance; ``peak_live`` the largest number of bytes
-holding live data at one time (in-place layers count their overlap once).
-"""
+"""Figures of a plan (data-memory footprint on the words really used, kernel and bias use, cycles),
+shared by the readable plan and the benchmark against hand-written plans."""
 
 from __future__ import annotations
 

@@ -1,10 +1,5 @@
-"""The ``cnnforge plan`` sequence of the MAX7800x (its entry's ``planner`` and ``write``): get
-the quantized network (the one way, pipeline.quantized), plan, validate, write the vendor pair
-(network.yaml + checkpoint), a sample input and the readable plan. Imported vendor pairs are
-re-planned or only validated.
-
-The output directory appears whole or not at all (cnnforge.outputs.atomic_output_dir).
-"""
+"""The ``cnnforge plan`` sequence of the MAX7800x: quantize, plan (or re-plan / validate a vendor
+pair), validate and write the pair, a sample and the readable plan, atomically."""
 
 from __future__ import annotations
 

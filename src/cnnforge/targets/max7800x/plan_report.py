@@ -1,11 +1,5 @@
-"""The readable plan: plan.json, plan.md (per-layer table, utilization, cycles) and pictures.
-
-Pictures (matplotlib, Agg): one data-memory map per layer (instances x byte offsets, every tensor
-live during that layer drawn where it sits; the layer's inputs and output outlined) and a kernel map
-(processors x kernel columns, one colour per layer). They show what a reader of the vendor's
-hand-written YAML has to reverse-engineer: where concatenations sit side by side, which words
-interleave, and how long skip tensors stay.
-"""
+"""The readable plan: plan.json, plan.md (per-layer table, utilization, cycles) and matplotlib maps
+of data memory per layer, kernels, and the timeline."""
 
 from __future__ import annotations
 

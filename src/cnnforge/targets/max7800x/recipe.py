@@ -1,14 +1,5 @@
-"""The MAX78000/MAX78002 compile recipe: a model (or vendor pair) to vendor files, portable C,
-the MSDK firmware, the known answer and report.html. Its own steps sit between the shared
-ones (pipeline/steps.py); what they keep is one ``state.Max7800xState`` (the compile state's
-``target_state``):
-
-    load -> lower and check -> quantize -> plan -> simulate the sample (the known answer)
-    -> float model -> vendor YAML + checkpoint -> portable C -> firmware -> [build and run]
-    -> report -> summary
-
-Stages are imported inside the steps that use them (``cnnforge --help`` stays light).
-"""
+"""The MAX78000/MAX78002 compile recipe: its own steps (plan, vendor pair, C, firmware, run, report)
+between the shared ones; stages are imported inside the steps (``--help`` stays light)."""
 
 from __future__ import annotations
 

@@ -1,9 +1,5 @@
-"""Figures of the HTML report, each a function returning an inline ``data:image/svg+xml`` URI.
-
-The figures are rectangles, bars, dots and small images, so they are written as SVG text
-directly (no plotting library to import on every compile). Fixed sizes, fixed number formats and
-no timestamps: the report is byte-identical across runs.
-"""
+"""Figures of the HTML report as inline ``data:image/svg+xml`` URIs, written as SVG text (no
+plotting library, byte-identical across runs)."""
 
 from __future__ import annotations
 

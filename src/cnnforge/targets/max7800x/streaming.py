@@ -1,13 +1,5 @@
-"""Streaming (FIFO) layers: the vendor's rules and the rollover buffer of each streaming layer.
-
-A streaming layer starts computing before its whole input exists: the input arrives through the
-FIFOs (first layer, the vendor's ``--fifo``) or from the previous streaming layer, into a circular
-buffer of ``rollover`` words at ``in_offset`` in each input instance. The arithmetic is unchanged;
-only memory differs (docs/hardware/devices.md §6 "Streaming layers", §7 "Streaming and FIFOs";
-docs/hardware/network-yaml.md §5 "Streaming"). The rollover formulas are the vendor backend's
-(the vendor tool's backend, register FMAX) for the plain case: no overrides, no
-read-ahead.
-"""
+"""Streaming (FIFO) layers: the vendor's rules and each streaming layer's rollover buffer
+(docs/hardware/devices.md §6-§7, docs/hardware/network-yaml.md §5 "Streaming")."""
 
 from __future__ import annotations
 

@@ -1,14 +1,5 @@
-"""An independent check of any plan, ours or imported: ``validate_plan`` -> a tuple of ``Issue``.
-
-It does not trust the planner. Static rules (docs/hardware/devices.md §7: processor counts, offsets,
-bounds, write-pointer range, passthrough masks, kernel and bias capacity) are checked per layer;
-then the whole network is run at word level (plan/wordsim.py): every layer's reads and writes follow
-docs/hardware/devices.md §2 addressing on a model of the 16 data-memory instances that records which
-tensor, channel and pixel each byte lane holds. A read that finds anything but the expected channel
-and pixel (wrong offset, wrong concatenation order, missing interleave, overwritten skip tensor) and
-a write over data still live are issues. ``allow_overlap`` accepts what the vendor's
-``--overlap-data`` accepts: a layer writing over its own inputs that die with it.
-"""
+"""An independent check of any plan, ours or imported: static rules per layer
+(docs/hardware/devices.md §7), then a word-level run (wordsim.py) -> a tuple of ``Issue``."""
 
 from __future__ import annotations
 
@@ -41,11 +32,8 @@ def validate_plan(
     allow_overlap: bool = False,
     in_place: bool = True,
 ) -> tuple[Issue, ...]:
-    """Every rule ``plan`` breaks on ``device`` (empty when the plan is valid).
-
-    ``in_place=False``: also report layers overwriting their own input where that is proven
-    safe (plan/inplace.py), i.e. the vendor simulator's check without ``--overlap-data``.
-    """
+    """Every rule ``plan`` breaks on ``device`` (empty when valid); ``in_place=False`` also reports
+    proven-safe overwrites of a layer's own input (as the vendor without ``--overlap-data``)."""
     dev = get_device(device)
     issues = _structure(network, plan, dev)
     if issues:
@@ -228,9 +216,8 @@ def passthrough_masks_ok(in_mask: int, out_mask: int, dev: Max7800xDevice) -> bo
 
 
 def spec_kernel_words(network: Network, layer: Layer, out_mask: int, dev: Max7800xDevice) -> int:
-    """72-bit kernel words per input processor of a placed weight layer, derived here from
-    docs/hardware/devices.md §3 and the placed output mask (not from the planner's sizing
-    helpers)."""
+    """72-bit kernel words per input processor of a placed weight layer, derived from
+    docs/hardware/devices.md §3 and the output mask (not the planner's helpers)."""
     shape = main_input_shape(network, layer)
     flat = layer.flatten
     ksize = 1 if flat or not layer.kernel_size else math.prod(layer.kernel_size)

@@ -1,10 +1,5 @@
-"""Write portable C99 for a quantized hardware ``Network``, with a known-answer self-test.
-
-``emit_c`` writes ``cnn.h``/``cnn.c`` (layer table, static arena, vendor-style API),
-``cnn_kernels.h``/``cnn_kernels.c`` (the shared integer kernels), ``weights.h``,
-``sampledata.h``, ``sampleoutput.h``, ``main.c`` and a ``Makefile`` into an existing directory.
-Output is a pure function of the inputs (byte-identical across runs).
-"""
+"""Write portable C99 for a quantized hardware ``Network`` with a known-answer self-test, byte-
+identical across runs."""
 
 from __future__ import annotations
 
@@ -300,14 +295,8 @@ def emit_c(
     force_acc64: bool = False,
     output_exponents: Mapping[str, int] | None = None,
 ) -> EmittedC:
-    """Write the C project for ``network`` into the existing directory ``out_dir``.
-
-    ``sample_out`` is the simulator's answer for ``sample_in`` (``SimResult.outputs`` or one
-    array); ``max_verify`` limits the values stored for element-wise comparison (the checksum
-    still covers all). ``api`` prefixes the public functions (``cnn_init`` ...).
-    ``force_acc64`` makes every conv use the int64 reference kernel (for tests).
-    ``output_exponents``: calibrated PTQ scales of the outputs, for the host steps (emit/c/host.py).
-    """
+    """Write the C project for ``network`` and its known answer into ``out_dir`` (``max_verify``:
+    values compared one by one; ``api``: function prefix; ``force_acc64``: int64 kernels)."""
     _check_network(network)
     if not api.isidentifier():
         raise InputError(f"C API prefix {api!r} is not an identifier")

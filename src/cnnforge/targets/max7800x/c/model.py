@@ -1,17 +1,5 @@
-"""Plain-data description of each hardware layer as the generated C runtime executes it.
-
-Every tensor is seen as CHW bytes (1-D data as C x 1 x L, vectors as C x 1 x 1). A layer runs in
-two phases that mirror the hardware pipeline (ir.py, docs/hardware/arithmetic.md §2-§5):
-
-1. *prep*: pooling, element-wise fold or concatenation of the operands -> an int8 CHW tensor of
-   ``pc x ph x pw`` (skipped when the layer reads one operand unchanged);
-2. *main*: convolution / transposed convolution / linear / copy, then shift-round, saturate and
-   activate (or the raw 32-bit accumulator when wide).
-
-``describe_layer`` turns a ``Layer`` into a ``CLayer`` whose fields become the members of the C
-struct ``cnn_layer_t`` (same names, same order), so the struct and its initializers are generated
-from this one definition.
-"""
+"""Plain-data description of each hardware layer as the generated C runs it (prep, then main phase;
+docs/hardware/arithmetic.md §2-§5); ``CLayer``'s fields are the C struct's members, in order."""
 
 from __future__ import annotations
 
@@ -212,11 +200,8 @@ def expected_out_dims(f: dict[str, int], kind: int, oph: int, opw: int) -> tuple
 
 
 def weight_rows(layer: Layer) -> np.ndarray:
-    """Integer weights as (out_channels, weights per output channel), in the C loop order.
-
-    Conv: PyTorch (out, in/g, k...) already is. Transposed conv: PyTorch (in, out/g, kh, kw)
-    becomes (out, in/g, kh, kw) so that each output channel's weights are contiguous.
-    """
+    """Integer weights as (out_channels, weights per output channel) in the C loop order (transposed
+    conv: PyTorch's (in, out/g, kh, kw) becomes (out, in/g, kh, kw))."""
     assert layer.quant is not None
     w = np.asarray(layer.quant.weights, dtype=np.int64)
     if layer.op is Op.CONVTRANSPOSE2D:
