@@ -233,41 +233,12 @@ def _plan(
     ``speedups``: the vendor's --calcx4 and --read-ahead (every layer)."""
     data_format = _data_format(cfg)
     _check_speedups(cfg, device, speedups)
-    placements = []
-    notes = []
-    prev_out = 0
+    placements: list[Placement] = []
+    notes: list[str] = []
     for i, (y, layer) in enumerate(zip(cfg.layers, network.layers, strict=True)):
         _check_processors(cfg, y, network, layer, data_format if i == 0 else "HWC", device)
-        out_map = _check_output_map(cfg, y, layer, _output_map(cfg, y, i), device)
-        if y.out_offset is None:
-            notes.append(f"{y.label()}: `out_offset` defaults to 0")
-        if y.pool_kind is not None and not y.pool_stride:
-            notes.append(f"{y.label()}: pool stride defaults to 1")
-        in_offset = prev_out if y.in_offset is None else y.in_offset
-        out_offset = y.out_offset or 0
-        for key, value in (("in_offset", in_offset), ("out_offset", out_offset)):
-            if value % 4:
-                raise ConfigError(
-                    f"{y.label()}: `{key}` {value:#x} is not a multiple of 4",
-                    where=f"{cfg.path}:{y.line_of(key)}",
-                    hint="offsets address 32-bit words",
-                )
-        placements.append(
-            Placement(
-                layer=layer.name,
-                in_processors=y.processors,
-                out_processors=out_map,
-                in_offset=in_offset,
-                out_offset=out_offset,
-                write_gap=y.write_gap,
-                bias_quadrant=y.bias_group,
-                streaming=y.streaming,
-                calcx4=y.calcx4 or speedups[0],
-                read_ahead=y.readahead or speedups[1],
-                tcalc=y.tcalc,
-            )
-        )
-        prev_out = out_offset
+        prev_out = placements[-1].out_offset if placements else 0
+        placements.append(_placement(cfg, y, i, layer, prev_out, speedups, device, notes))
     if cfg.snoop and not device.snoop_registers:
         raise ConfigError(
             f"`snoop` (the data-snooping registers) does not exist on the {device.name}",
@@ -276,6 +247,47 @@ def _plan(
         )
     return Plan(device, data_format, tuple(placements), allow_overlap=overlap,
                 notes=tuple(notes), snoop=cfg.snoop)  # fmt: skip
+
+
+def _placement(
+    cfg: YamlConfig,
+    y: YamlLayer,
+    i: int,
+    layer: Layer,
+    prev_out: int,
+    speedups: tuple[bool, bool],
+    device: Max7800xDevice,
+    notes: list[str],
+) -> Placement:
+    """Layer ``i``'s placement (input offset default: the previous output's); the defaults the
+    vendor applies silently are added to ``notes``."""
+    out_map = _check_output_map(cfg, y, layer, _output_map(cfg, y, i), device)
+    if y.out_offset is None:
+        notes.append(f"{y.label()}: `out_offset` defaults to 0")
+    if y.pool_kind is not None and not y.pool_stride:
+        notes.append(f"{y.label()}: pool stride defaults to 1")
+    in_offset = prev_out if y.in_offset is None else y.in_offset
+    out_offset = y.out_offset or 0
+    for key, value in (("in_offset", in_offset), ("out_offset", out_offset)):
+        if value % 4:
+            raise ConfigError(
+                f"{y.label()}: `{key}` {value:#x} is not a multiple of 4",
+                where=f"{cfg.path}:{y.line_of(key)}",
+                hint="offsets address 32-bit words",
+            )
+    return Placement(
+        layer=layer.name,
+        in_processors=y.processors,
+        out_processors=out_map,
+        in_offset=in_offset,
+        out_offset=out_offset,
+        write_gap=y.write_gap,
+        bias_quadrant=y.bias_group,
+        streaming=y.streaming,
+        calcx4=y.calcx4 or speedups[0],
+        read_ahead=y.readahead or speedups[1],
+        tcalc=y.tcalc,
+    )
 
 
 def _check_speedups(cfg: YamlConfig, device: Max7800xDevice, flags: tuple[bool, bool]) -> None:
