@@ -186,9 +186,6 @@ def simulate_tiled(
     return run.whole
 
 
-# ---- one layer on a band of rows --------------------------------------------------------------
-
-
 def layer_rows(q: QuantizedGeneric, layer: Layer, lo: int, hi: int, fetch: Fetch) -> torch.Tensor:
     """Output rows ``lo``..``hi`` of ``layer``, reading its inputs' rows through ``fetch``."""
     stages = layer_stages(layer, q.network.shape_of(layer.inputs[0]), layer.out_shape)

@@ -104,7 +104,6 @@ class _Run:
         self.blob_read: dict[str, int] = dict.fromkeys(life.size, 0)
         self.blob_written: dict[str, int] = dict.fromkeys(life.size, 0)
 
-    # ---- bookkeeping ------------------------------------------------------------------------
     def used(self) -> int:
         return sum(b.size for b in {id(b): b for b in self.onchip.values()}.values())
 
@@ -124,7 +123,6 @@ class _Run:
             self.written[position] += self.life.size[blob]
             self.blob_written[blob] += self.life.size[blob]
 
-    # ---- the schedule -----------------------------------------------------------------------
     def execute(self) -> None:
         life = self.life
         if life.size[INPUT] <= self.room(0) and (INPUT, 0) not in self.forced:

@@ -206,9 +206,6 @@ def to_json(plan: GenericPlan) -> str:
     return json.dumps(to_dict(plan), indent=1) + "\n"
 
 
-# ---- text ----------------------------------------------------------------------------------
-
-
 def summary_lines(plan: GenericPlan) -> list[tuple[str, str]]:
     """(label, value) pairs of the totals, for printing."""
     t = totals(plan)
@@ -351,8 +348,6 @@ def groups_table(plan: GenericPlan) -> Table:
     title = f"tiled schedule on {plan.target.name}: groups (fused groups run on row bands)"
     return _table(title, GROUP_COLUMNS, ("group",), map(_group_cells, group_rows(plan)))
 
-
-# ---- SVG and HTML --------------------------------------------------------------------------
 
 _W, _H, _L, _R, _T, _B = 640, 360, 80, 20, 30, 50
 

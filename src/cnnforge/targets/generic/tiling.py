@@ -133,7 +133,6 @@ class Tiler:
     def weight_bytes(self, step: Step) -> int:
         return 0 if step.name in self.resident else step.weights * self.target.weight_bytes
 
-    # ---- candidates (independent of the budget) ---------------------------------------------
     def _candidates(self) -> dict[int, _Candidates]:
         """End position -> every fused group ending there (shortest, fewest bands first)."""
         rows: dict[int, list[tuple[int, int, int, int, int, int]]] = {}
@@ -197,7 +196,6 @@ class Tiler:
             out[last] = total
         return out
 
-    # ---- the bound --------------------------------------------------------------------------
     def bound(self, budget: int) -> TiledBound:
         """Weights read once; a blob larger than ``budget`` that some step needs whole is
         written to DDR once (unless it is the input, which starts there) and read once."""
@@ -229,7 +227,6 @@ class Tiler:
                 return True
         return False
 
-    # ---- a plan for one budget --------------------------------------------------------------
     def plan(
         self, budget: int, hints: Sequence[Layout] = (), untiled: Allocation | None = None
     ) -> TiledPlan:

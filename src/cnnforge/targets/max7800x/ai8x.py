@@ -182,9 +182,6 @@ def _inputs(cfg: YamlConfig, y: YamlLayer, names: dict[int, str]) -> tuple[str, 
     return tuple(out)
 
 
-# ---- input shape ---------------------------------------------------------------------------
-
-
 def sample_path(yaml_path: Path | str, dataset: str) -> Path | None:
     """The vendor's default sample input ``sample_<dataset>.npy`` near the YAML, if any."""
     base = Path(yaml_path).resolve().parent
@@ -217,9 +214,6 @@ def _input_shape(cfg: YamlConfig, given: tuple[int, ...] | None) -> tuple[int, .
         shape = shape[:2]  # the vendor tool holds 1-D data as C x L x 1 (its samples too)
     check_input_shape(shape, "input shape")  # absurd sizes, inputs beyond memory (issue 27)
     return shape
-
-
-# ---- plan ----------------------------------------------------------------------------------
 
 
 def _plan(

@@ -72,9 +72,6 @@ _SCALARS = (_INT, _STR, _BOOL, _NULL)
 _NAMED = frozenset({"arch", "dataset", "name"})
 
 
-# ---- reading files ---------------------------------------------------------------------------
-
-
 def check_regular_file(path: Path, what: str) -> None:
     """``path`` is an existing regular file (a FIFO or device would hang or never end)."""
     try:
@@ -153,9 +150,6 @@ class BoundedSafeLoader(yaml.SafeLoader):
             return super().compose_node(parent, index)
         finally:
             self._depth -= 1
-
-
-# ---- YAML value types ------------------------------------------------------------------------
 
 
 def _kind(value: Any) -> str:
@@ -240,21 +234,10 @@ def _check_text(key: Any, value: str, where: str) -> None:
         )
 
 
-# ---- checkpoint values -----------------------------------------------------------------------
-
 #: dtypes of stored values: real numbers, dense, on the CPU (docs/hardware/checkpoint-format.md §3).
 CHECKPOINT_DTYPES = frozenset(
-    {
-        torch.float16,
-        torch.bfloat16,
-        torch.float32,
-        torch.float64,
-        torch.int8,
-        torch.uint8,
-        torch.int16,
-        torch.int32,
-        torch.int64,
-    }
+    {torch.float16, torch.bfloat16, torch.float32, torch.float64, torch.int8, torch.uint8}
+    | {torch.int16, torch.int32, torch.int64}
 )
 #: Stored integers (weights, bias, shifts) are far below this in magnitude.
 MAX_MAGNITUDE = 2**31
@@ -328,9 +311,6 @@ def check_checkpoint_value(value: Any, what: str, path: str) -> None:
         raise ConfigError(
             f"`{what}` holds {biggest:g}", where=path, hint=f"allowed: |value| < {MAX_MAGNITUDE}"
         )
-
-
-# ---- the checkpoint loader's globals ---------------------------------------------------------
 
 
 class _InertOptimizer:

@@ -140,9 +140,6 @@ class YamlConfig:
     snoop_line: int = 0
 
 
-# ---- safe loading with line numbers ---------------------------------------------------------
-
-
 class _Map(dict):
     """A YAML mapping that remembers its own line and the line of each key."""
 
@@ -193,9 +190,6 @@ def load_yaml_text(text: str, filename: str) -> Any:
         raise ConfigError(f"YAML error: {exc}", where=filename) from None
     finally:
         loader.dispose()
-
-
-# ---- global structure -------------------------------------------------------------------------
 
 
 def read_yaml_config(path: Path | str) -> YamlConfig:
@@ -301,9 +295,6 @@ def _check_names(layers: tuple[YamlLayer, ...], path: str) -> None:
         seen.add(layer.name)
 
 
-# ---- value parsers ----------------------------------------------------------------------------
-
-
 def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
@@ -386,9 +377,6 @@ def _reference(value: Any, key: str, where: str) -> int | str:
     if not (_is_int(value) or isinstance(value, str)):
         raise ConfigError(f"`{key}` {value!r} is not a layer number or name", where=where)
     return value
-
-
-# ---- one layer ---------------------------------------------------------------------------------
 
 
 def _canonical(raw: _Map, index: int, path: str) -> dict[str, tuple[Any, int]]:

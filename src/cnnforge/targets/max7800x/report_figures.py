@@ -167,9 +167,6 @@ def rect_map(
     return _svg(ax.width, ax.height, body)
 
 
-# ---- images (segmentation masks) --------------------------------------------------------------
-
-
 def png_bytes(rgb: np.ndarray) -> bytes:
     """A minimal PNG (8-bit RGB, no metadata) of an H x W x 3 uint8 array."""
     h, w, _ = rgb.shape

@@ -240,9 +240,6 @@ def _buffers(network: Network, plan: Plan, dev: Max7800xDevice) -> list[StreamIs
     return out
 
 
-# ---- planning ---------------------------------------------------------------------------------
-
-
 def _input_bytes(network: Network, index: int, dev: Max7800xDevice) -> int:
     """Bytes of layer ``index``'s whole input in one instance (HWC; the network input may be CHW,
     a byte per pixel, when it has few channels: docs/hardware/devices.md §2)."""

@@ -83,9 +83,6 @@ def _load_template(name: str) -> str:
     return folder.joinpath("templates", name).read_text("utf-8")
 
 
-# ---- layout -------------------------------------------------------------------------------
-
-
 def _tables(network: Network, force_acc64: bool) -> _Tables:
     """Describe every layer, then place the input, outputs and prep scratch in the arena."""
     live = live_intervals(network)  # the planner's liveness (cnnforge.geometry)
@@ -114,9 +111,6 @@ def _check_wide_consumers(network: Network) -> None:
             where=f"layer {layer.name}",
             hint="only a network output may be wide (output_width 32)",
         )
-
-
-# ---- C text of the layer table -------------------------------------------------------------
 
 
 def _shape_text(shape: tuple[int, ...]) -> str:
@@ -150,9 +144,6 @@ def _layer_fields(cl: CLayer, layer: Layer, t: _Tables, index: int) -> list[tupl
 def _layer_comment(layer: Layer) -> str:
     ins = ", ".join(layer.inputs)
     return c_comment(f"{layer.name}: {layer.op.value} {_shape_text(layer.out_shape)} <- {ins}")
-
-
-# ---- weights.h ----------------------------------------------------------------------------
 
 
 def _weights_h(network: Network, clayers: tuple[CLayer, ...]) -> str:
@@ -196,9 +187,6 @@ def _check_values(layer: Layer, wbits: int) -> None:
         )
 
 
-# ---- samples --------------------------------------------------------------------------------
-
-
 def _by_name(
     network: Network, sample_out: Mapping[str, np.ndarray] | np.ndarray
 ) -> Mapping[str, np.ndarray]:
@@ -215,9 +203,6 @@ def _macs(cl: CLayer) -> int:
     if cl.kind == KIND["linear"]:
         return cl.oc * cl.row_len
     return 0
-
-
-# ---- the entry point ---------------------------------------------------------------------------
 
 
 def _context(network: Network, t: _Tables, api: str) -> dict[str, object]:
