@@ -13,7 +13,7 @@ from cnnforge.targets.generic.memory import Allocation, allocate
 from cnnforge.targets.generic.schedule import candidate_orders
 from cnnforge.targets.generic.steps import StepGraph, fuse_steps
 from cnnforge.targets.generic.target import GenericTarget
-from cnnforge.targets.generic.tiling import TiledBound, TiledPlan, Tiler
+from cnnforge.targets.generic.tiling import TiledBound, TiledPlan, Tiler, keep_largest
 
 CURVE_POINTS = 24
 
@@ -142,12 +142,7 @@ def _curve(
 
 
 def _resident_weights(graph: StepGraph, target: GenericTarget) -> frozenset[str]:
-    """Steps whose weights stay in the weight store (largest first while they fit)."""
-    room = target.weight_onchip_bytes
-    keep = []
-    for step in sorted(graph.steps, key=lambda s: (-s.weights, s.name)):
-        need = step.weights * target.weight_bytes
-        if 0 < need <= room:
-            keep.append(step.name)
-            room -= need
-    return frozenset(keep)
+    """Steps whose weights stay in the weight store (largest, then by name, while they fit)."""
+    steps = sorted(graph.steps, key=lambda s: s.name)
+    need = [s.weights * target.weight_bytes for s in steps]
+    return frozenset(steps[i].name for i in keep_largest(need, target.weight_onchip_bytes))

@@ -319,7 +319,7 @@ class Tiler:
             return Group(first, last, steps, None, frozenset(), sum(weights), 0, 0)
         bands = self._walk(first, last, count)
         whole = self._whole_bytes(first)[last]
-        kept = _keep(weights, max(0, budget - whole - bands.line_buffer_bytes))
+        kept = keep_largest(weights, max(0, budget - whole - bands.line_buffer_bytes))
         kept_bytes = sum(weights[i] for i in kept)
         ddr = kept_bytes + (sum(weights) - kept_bytes) * count
         names = frozenset(steps[i].name for i in kept)
@@ -329,8 +329,8 @@ class Tiler:
         return Group(first, last, steps, bands, names, ddr, lines, kept_bytes, extra, read)
 
 
-def _keep(weights: Sequence[int], room: int) -> list[int]:
-    """Indices of the weights kept on chip in ``room`` bytes: largest first while they fit."""
+def keep_largest(weights: Sequence[int], room: int) -> list[int]:
+    """Indices of the weights that fit in ``room`` bytes, largest first (ties in order)."""
     kept = []
     for i in sorted(range(len(weights)), key=lambda i: -weights[i]):
         if 0 < weights[i] <= room:
