@@ -33,10 +33,6 @@ def _template() -> jinja2.Template:
     return env.from_string(text)
 
 
-def _popcount(mask: int) -> int:
-    return bin(mask).count("1")
-
-
 def analysis_rows(network: Network, dev: Capabilities) -> list[dict[str, Any]]:
     """The analysis table (analysis.analyze_network) as plain rows."""
     from cnnforge.analysis import analyze_network
@@ -70,8 +66,8 @@ def plan_rows(network: Network, plan: Plan) -> list[dict[str, Any]]:
         rows.append(
             {
                 "name": layer.name,
-                "in_procs": _popcount(p.in_processors),
-                "out_procs": _popcount(p.out_processors),
+                "in_procs": p.in_processors.bit_count(),
+                "out_procs": p.out_processors.bit_count(),
                 "in_mask": f"0x{p.in_processors:016x}",
                 "out_mask": f"0x{p.out_processors:016x}",
                 "in_off": f"0x{p.in_offset:04x}",

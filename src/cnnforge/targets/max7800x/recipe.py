@@ -137,14 +137,9 @@ def step_emit_c(state: CompileState, workdir: Path) -> CompileState:
 
     c_dir = workdir / C_DIR
     c_dir.mkdir()
-    emitted = emit_c(
-        state.network,
-        state.sample,
-        state.answer,
-        c_dir,
-        max_verify=state.options.max_verify,
-        output_exponents=state.output_exponents,
-    )
+    exponents, max_verify = state.output_exponents, state.options.max_verify
+    emitted = emit_c(state.network, state.sample, state.answer, c_dir, max_verify=max_verify,
+                     output_exponents=exponents)  # fmt: skip
     notes = (*state.notes, *_macs_note(state.source, state.network, emitted.macs, state.device))
     return state.with_(emitted=emitted, notes=notes).wrote(*(f"{C_DIR}/{f}" for f in emitted.files))
 

@@ -46,6 +46,8 @@ C_ENUMS = {
     "act": ("CNNK_ACT_NONE", "CNNK_ACT_RELU", "CNNK_ACT_ABS"),
 }
 TEMPLATES = ("cnn.h", "cnn.c", "main.c", "Makefile")
+#: The network's name inside a C string: no escapes, no format directives, no trigraphs.
+_C_STRING_SAFE = str.maketrans({"\\": "/", "%": "%%", '"': "'", "?": "_"})
 
 
 @dataclass(frozen=True)
@@ -229,11 +231,7 @@ def _context(network: Network, t: _Tables, api: str) -> dict[str, object]:
     return {
         "p": api,
         "net_name": c_comment(network.name),
-        "net_name_c": c_comment(network.name)
-        .replace("\\", "/")
-        .replace("%", "%%")
-        .replace('"', "'")
-        .replace("?", "_"),  # inside a C string: no escapes, no trigraphs
+        "net_name_c": c_comment(network.name).translate(_C_STRING_SAFE),
         "in_shape_text": "x".join(str(n) for n in network.input_shape),
         "input_size": math.prod(network.input_shape),
         "outputs_text": ", ".join(
