@@ -160,15 +160,8 @@ def compare_layer(name: str, a: np.ndarray, b: np.ndarray, tolerance: float = 0)
         return LayerDiff(name, a.shape, 0, float(diff.max(initial=0)))
     flat = int(np.argmax(bad.reshape(-1)))
     index = tuple(int(i) for i in np.unravel_index(flat, a.shape))
-    return LayerDiff(
-        name,
-        a.shape,
-        count,
-        float(diff.max()),
-        index,
-        a.reshape(-1)[flat].item(),
-        b.reshape(-1)[flat].item(),
-    )
+    values = (x.reshape(-1)[flat].item() for x in (a, b))
+    return LayerDiff(name, a.shape, count, float(diff.max()), index, *values)
 
 
 def compare(
@@ -189,9 +182,8 @@ def compare(
         for n in common
     )
     used = {pairs[n] for n in common}
-    return DiffResult(
-        rows, tuple(n for n in a if n not in common), tuple(n for n in b if n not in used)
-    )
+    only_a, only_b = (n for n in a if n not in common), (n for n in b if n not in used)
+    return DiffResult(rows, tuple(only_a), tuple(only_b))
 
 
 def find_network(path: Path | str) -> Network | None:
