@@ -1,5 +1,5 @@
 """One vendor YAML layer plus its paired checkpoint weights -> one hardware IR ``Layer``, with the
-vendor's defaults (docs/hardware/network-yaml.md §3-§5, checkpoint-format.md §4.3, §5)."""
+vendor's defaults (docs/hardware/network-yaml.md §3-§5, docs/hardware/checkpoint-format.md §5)."""
 
 from __future__ import annotations
 
