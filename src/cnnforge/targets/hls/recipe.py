@@ -79,13 +79,9 @@ def step_csim(state: CompileState, workdir: Path) -> CompileState:
         return state
     from cnnforge.targets.hls.build import csim
 
+    sanitize = getattr(state.options, "sanitize", False)
     with scratch_dir("hls") as tmp:
-        result = csim(
-            workdir / HLS_DIR,
-            state.emitted.top,
-            sanitize=getattr(state.options, "sanitize", False),
-            build_dir=Path(tmp),
-        )
+        result = csim(workdir / HLS_DIR, state.emitted.top, sanitize=sanitize, build_dir=Path(tmp))
     if not result.passed:
         raise EmitError(
             f"the HLS C-simulation failed: {result.output[:2000]}",

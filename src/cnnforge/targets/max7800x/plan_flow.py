@@ -77,13 +77,9 @@ def plan_request(request: PlanRequest, device: Capabilities) -> PlanResult:
 def _vendor(request: PlanRequest, device: Max7800xDevice) -> PlanResult:
     from cnnforge.targets.max7800x.ai8x import load_ai8x
 
-    network, vendor_plan = load_ai8x(
-        request.ai8x_yaml,
-        request.ai8x_checkpoint,
-        request.input_shape,
-        device=device.name,
-        overlap_data=request.allow_overlap,
-    )
+    pair, overlap = (request.ai8x_yaml, request.ai8x_checkpoint), request.allow_overlap
+    network, vendor_plan = load_ai8x(*pair, request.input_shape, device=device.name,
+                                     overlap_data=overlap)  # fmt: skip
     if request.validate_only:
         return validate_imported(
             network, vendor_plan, device, request.allow_overlap, request.in_place
