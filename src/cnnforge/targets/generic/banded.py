@@ -1,17 +1,5 @@
-"""The integer simulation of a tiled plan: fused groups run band by band from line buffers.
-
-``simulate_tiled(q, plan, x)`` runs ``plan``'s groups in order on the quantized network ``q``
-(integer.py's layers): a group of one step on whole blobs, a fused group band by band as
-bands.py schedules it. In band i every step computes its new output rows from its inputs'
-line buffers only: an input read from a whole blob is copied into its buffer a band at a
-time, rows are dropped as soon as no reader of the group needs them, and a read of a row not
-held, or a buffer holding more rows than planned, is an error (so the plan's line buffer
-sizes are checked, not assumed). A layer on a band of rows runs the same integer layer with
-the rows above and below the band as explicit rows: the input rows it reads, padding rows
-(zero, or -inf for max pooling) where they fall outside the blob, and no row padding in the
-layer itself. The result is every whole blob's integers, to be compared with
-``integer.simulate_generic`` bit for bit.
-"""
+"""The integer simulation of a tiled plan: fused groups run band by band from line buffers, so the
+plan's line-buffer sizes are checked, not assumed (docs/generic-target.md "Tiled")."""
 
 from __future__ import annotations
 
@@ -196,9 +184,6 @@ def simulate_tiled(
         for name in q.network.outputs:  # an output may be a concatenation of blobs
             run.value(name)
     return run.whole
-
-
-# ---- one layer on a band of rows --------------------------------------------------------------
 
 
 def layer_rows(q: QuantizedGeneric, layer: Layer, lo: int, hi: int, fetch: Fetch) -> torch.Tensor:

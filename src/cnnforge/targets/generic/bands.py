@@ -1,27 +1,5 @@
-"""A fused group of steps run band by band, and the line buffers that this takes.
-
-The group's whole inputs (blobs written before it) are read in ``count`` bands of rows: by the
-end of band i an input of H rows has been read through row ceil(H (i + 1) / count) - 1. In
-each band every step of the group, in order, computes the new output rows that the rows now
-available allow (rows.py, ``chain_ready``), so a chain, residual branches included, advances
-together and the last band finishes every blob. Rows are kept, not recomputed: a blob read
-inside the group lives in a line buffer holding, in band i, the rows from the lowest row any
-of its readers in the group still needs (the halo: ``chain_first`` of the reader's next row)
-through the last row written; its size is the most rows it ever holds. That takes no extra
-operations and reads every input row from DDR once; recomputing halos instead would need the
-same rows and more, so keeping them is the better choice for an engine that runs bands in
-order. Blobs written by the group and read only after it are written out whole as their rows
-come (to chip or DDR, as an untiled step writes), so they take no line buffer.
-
-An engine that cannot keep rows from one band to the next (``halo=recompute``: bands run
-independently) recomputes them instead: ``recompute`` gives each band the rows it computes,
-from the lowest row any reader in the group needs in that band, back through the group; the
-rows computed again are extra operations, the input rows read again extra DDR reads (when the
-input is in DDR), and the buffers hold one band's rows.
-
-``BandWalk`` is built one step at a time: the planner extends a group step by step and reads
-``line_buffer_bytes``; the simulator replays the chosen group from its ``Bands``.
-"""
+"""A fused group of steps run band by band, and the line buffers (or recomputed halos) this takes
+(docs/generic-target.md "Tiled, fused schedules")."""
 
 from __future__ import annotations
 

@@ -1,17 +1,5 @@
-"""A lower bound on the DDR bytes any plan of one schedule needs in a given on-chip budget.
-
-At step k the live bytes L_k (lifetimes.py) exceed the budget B by E_k = max(0, L_k - B), so
-at least E_k bytes of blobs live at k are off chip then. Relax blobs into independent bytes:
-- every off-chip byte of a blob other than the input was written to DDR once: the writes are at
-  least the least number of bytes whose live ranges cover every E_k;
-- an off-chip byte is read back before the use that ends the stretch it was off chip in: cut
-  each blob's live range at its uses (segments [produced, use 1], (use 1, use 2], ...); the
-  reads are at least the least number of segment bytes covering every E_k (an output's stretch
-  after its last use is free: the host reads it from DDR at the end).
-Both are interval-covering problems with unit costs, solved exactly by a left-to-right sweep
-that takes bytes from the covering interval that reaches furthest (the classic exchange
-argument); reads + writes >= the two minima, so their sum bounds every plan from below.
-"""
+"""A lower bound on the DDR bytes any plan of one schedule needs in an on-chip budget: two exact
+interval-covering sweeps over the bytes live beyond the budget (writes and reads)."""
 
 from __future__ import annotations
 

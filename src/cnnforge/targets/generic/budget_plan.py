@@ -1,13 +1,5 @@
-"""Planning a float network for a generic accelerator: schedule, allocation, traffic, bounds.
-
-``plan_generic(network, target)`` fuses the network into steps, plans every candidate schedule
-into ``target.onchip_bytes`` and keeps the one that moves the fewest DDR bytes, then measures
-it: the least on-chip memory that needs no transfer (and the step where the peak occurs), the
-DDR bytes and the lower bound along a sweep of budgets (the curve down to budget 0, where the
-engine streams every blob through DDR), weights streamed per inference, and a cycle estimate.
-Beside this whole-blob plan it plans the same schedule tiled (tiling.py: fused groups on row
-bands) with its own bound, at the budget and along the same curve.
-"""
+"""Planning a float network for a generic accelerator: the schedule moving the fewest DDR bytes,
+whole-blob and tiled, with bounds and the curve over budgets (docs/generic-target.md)."""
 
 from __future__ import annotations
 
@@ -21,7 +13,7 @@ from cnnforge.targets.generic.memory import Allocation, allocate
 from cnnforge.targets.generic.schedule import candidate_orders
 from cnnforge.targets.generic.steps import StepGraph, fuse_steps
 from cnnforge.targets.generic.target import GenericTarget
-from cnnforge.targets.generic.tiling import TiledBound, TiledPlan, Tiler
+from cnnforge.targets.generic.tiling import TiledBound, TiledPlan, Tiler, keep_largest
 
 CURVE_POINTS = 24
 
@@ -150,12 +142,7 @@ def _curve(
 
 
 def _resident_weights(graph: StepGraph, target: GenericTarget) -> frozenset[str]:
-    """Steps whose weights stay in the weight store (largest first while they fit)."""
-    room = target.weight_onchip_bytes
-    keep = []
-    for step in sorted(graph.steps, key=lambda s: (-s.weights, s.name)):
-        need = step.weights * target.weight_bytes
-        if 0 < need <= room:
-            keep.append(step.name)
-            room -= need
-    return frozenset(keep)
+    """Steps whose weights stay in the weight store (largest, then by name, while they fit)."""
+    steps = sorted(graph.steps, key=lambda s: s.name)
+    need = [s.weights * target.weight_bytes for s in steps]
+    return frozenset(steps[i].name for i in keep_largest(need, target.weight_onchip_bytes))

@@ -1,6 +1,5 @@
-"""The generic on-chip-budget accelerator as an entry of the table of targets (api/targets.py):
-a parametrised target (``generic:onchip=3MiB,...``) that ``cnnforge plan`` and ``budget`` plan
-on the float model and ``check`` judges by its integer rules; it cannot be compiled."""
+"""The generic on-chip-budget accelerator (``generic:onchip=3MiB,...``) as an entry of the table of
+targets (api/targets.py): planned and checked, never compiled."""
 
 from __future__ import annotations
 

@@ -1,25 +1,5 @@
-"""Integer semantics of a generic accelerator, as data, and a bit-exact simulator of them.
-
-``IntegerSemantics`` says how the target computes: activations and weights are signed
-fixed-point integers of ``act_bits`` / ``weight_bits`` (from the target's bytes per element),
-the accumulator and bias ``act_bits + weight_bits + 16`` bits, each tensor with its own
-power-of-two scale (``frac`` fractional bits); a weight layer
-accumulates exactly (bias at the accumulator's scale), then shifts right by ``s`` rounding
-half up (``(acc + 2**(s-1)) >> s``, arithmetic shift) and saturates to ``act_bits``; average
-pooling rounds its sum / window half up the same way; element-wise operands and concatenated
-parts are first shifted to the output's scale. ReLU, ReLU6/Hardtanh (clamps), Abs, max
-pooling, nearest upsampling, zero padding and flatten are exact. A weight layer's input pooling
-runs first (at the input's scale) and its fused activation last, on the output's integers, as
-the float model orders them (sim/float_eval). Sigmoid, Tanh, LeakyReLU, softmax and opaque
-layers have no integer semantics here: they are refused, naming the layer and what it lacks.
-
-``quantize_generic`` folds BatchNorm and picks the scales from a float calibration run;
-``simulate_generic`` runs the integers. The integer engine is the simulator's (``sim/``): its
-exact sums of products (``sim.exact.accumulate`` on float64, exact because every accumulator
-is bounded below 2**53, checked per layer, not assumed) and its pooling windows
-(``sim.float_eval.pool_float``); this module adds the generic target's scales, rounding and
-saturation. banded.py runs the same layers on row bands.
-"""
+"""Integer semantics of a generic accelerator, as data, and a bit-exact simulator of them over
+``sim/``'s exact sums and pooling (docs/generic-target.md "Integer semantics")."""
 
 from __future__ import annotations
 
@@ -137,9 +117,8 @@ def _check_integer(layer: Layer) -> None:
 
 
 def integer_refusals(network: Network) -> tuple[tuple[Layer, str], ...]:
-    """Every layer of the BatchNorm-folded ``network`` these semantics do not define, and what
-    it lacks: ``cnnforge check -d generic:...`` lists them; ``quantize_generic`` (``budget
-    --accuracy``) refuses the first, so check exit 0 means the integers run."""
+    """Every layer of the folded ``network`` these semantics do not define, and what it lacks
+    (listed by ``check``; ``quantize_generic`` refuses the first)."""
     from cnnforge.passes.fold_bn import fold_batchnorm
 
     folded = fold_batchnorm(network)
@@ -230,10 +209,8 @@ def weighted(
     *,
     checked: bool = False,
 ) -> torch.Tensor:
-    """A conv/linear layer's integers: the exact sum of products (``sim.exact``), the bias at
-    the accumulator's scale, the shift rounding half up, saturation. ``geo`` replaces the
-    layer's geometry (banded.py: no padding rows on a band); ``checked``: the caller has run
-    ``check_accumulator`` for this layer already."""
+    """A conv/linear layer's integers: exact sum, bias, shift rounding half up, saturation (``geo``:
+    banded.py's geometry; ``checked``: the accumulator bound is already checked)."""
     if not checked:
         check_accumulator(q, layer)
     w = torch.as_tensor(q.weights[layer.name])

@@ -1,15 +1,5 @@
-"""Blob lifetimes of a schedule: sizes, producers, uses, live bytes per step (in-place aware).
-
-Conventions shared by the planner (memory.py) and the lower bound (bound.py): positions are the
-steps of the schedule, 0..n-1; the network input is live from position 0 (it is on chip when the
-run starts, with a clean copy in DDR); a network output stays live through position n-1 (the
-host reads it at the end, from chip or DDR); a blob is live from the step that writes it through
-the last step that reads it, both included, so a step's inputs and its output count together.
-An element-wise step may write its output over an operand of the same size that it reads for
-the last time (``GenericTarget.inplace``): the two then take one buffer at that step.
-A position may also be a fused group of steps run on row bands (tiling.py): it reads and writes
-several whole blobs and ``reserved`` bytes of its own (line buffers, weights kept on chip).
-"""
+"""Blob lifetimes of a schedule: sizes, producers, uses, live bytes per step (in-place aware), the
+conventions the planner (memory.py) and the bound (bound.py) share."""
 
 from __future__ import annotations
 

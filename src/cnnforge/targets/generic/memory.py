@@ -1,19 +1,5 @@
-"""Allocation of blobs into an on-chip budget, spilling to DDR by furthest next use (Belady).
-
-The engine runs one step at a time; a step may read an input straight from DDR and write its
-output straight to DDR (the engine streams them: what xfDNN does with blobs that do not fit).
-Every byte moved between chip and DDR is counted: a spill writes a blob that has no DDR copy
-yet (a blob is immutable, so a second eviction of it is free), a read brings a blob from DDR
-(streamed into the step, and kept on chip when it is needed again and room can be made).
-When room is needed for a blob (a step's output, or a reloaded input), blobs on chip that the
-step does not read and whose next use is later than the new blob's are evicted, furthest next
-use first; if that cannot make room, the new blob goes to (or stays in) DDR instead.
-
-Offsets: every on-chip residency is a buffer (bytes x steps); buffers are placed first fit at
-the lowest free offset, in the best of a few orders (by size as TFLite's arena planner does, by
-first use, by last use, by area). A buffer that lands beyond the budget (fragmentation) is
-forced off chip and planning reruns.
-"""
+"""Allocation of blobs into an on-chip budget, spilling to DDR by furthest next use (Belady), then
+first-fit offsets in the best of a few orders (docs/generic-target.md "The model")."""
 
 from __future__ import annotations
 
@@ -118,7 +104,6 @@ class _Run:
         self.blob_read: dict[str, int] = dict.fromkeys(life.size, 0)
         self.blob_written: dict[str, int] = dict.fromkeys(life.size, 0)
 
-    # ---- bookkeeping ------------------------------------------------------------------------
     def used(self) -> int:
         return sum(b.size for b in {id(b): b for b in self.onchip.values()}.values())
 
@@ -138,7 +123,6 @@ class _Run:
             self.written[position] += self.life.size[blob]
             self.blob_written[blob] += self.life.size[blob]
 
-    # ---- the schedule -----------------------------------------------------------------------
     def execute(self) -> None:
         life = self.life
         if life.size[INPUT] <= self.room(0) and (INPUT, 0) not in self.forced:
@@ -257,11 +241,8 @@ _PLACEMENT_ORDERS = (
 
 
 def _place(buffers: list[_Buffer], limits: list[int]) -> int:
-    """Offsets by first fit over time-overlapping buffers, the best of a few orders; the arena.
-
-    Where positions reserve bytes (fused groups' line buffers) the limits differ: the buffers
-    with the lowest limit are also tried first, and the placement leaving fewest buffers above
-    their limits wins, then the smaller arena."""
+    """Offsets by first fit over time-overlapping buffers, the best of a few orders (fewest buffers
+    above their limits, then the smaller arena); the arena."""
     uniform = len(set(limits)) <= 1
     orders = _PLACEMENT_ORDERS
     if not uniform:

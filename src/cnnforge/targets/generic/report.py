@@ -1,10 +1,5 @@
-"""The generic target's report: rich tables, JSON (``cnnforge-generic-plan/1``), SVG, HTML.
-
-The whole-blob plan (steps, blobs) and the tiled plan (fused groups on row bands) side by
-side, with both bounds. The SVG plot (DDR bytes, activations + weights, against the on-chip
-budget: both plans and both bounds) is written directly as text: no plotting library,
-byte-identical across runs.
-"""
+"""The generic target's report: rich tables, JSON (``cnnforge-generic-plan/1``), and SVG/HTML
+written as text (byte-identical across runs)."""
 
 from __future__ import annotations
 
@@ -211,9 +206,6 @@ def to_json(plan: GenericPlan) -> str:
     return json.dumps(to_dict(plan), indent=1) + "\n"
 
 
-# ---- text ----------------------------------------------------------------------------------
-
-
 def summary_lines(plan: GenericPlan) -> list[tuple[str, str]]:
     """(label, value) pairs of the totals, for printing."""
     t = totals(plan)
@@ -259,19 +251,9 @@ def _candidates(plan: GenericPlan) -> str:
     return ", ".join(f"{name} {ddr:,}" for name, ddr in plan.schedules.items())
 
 
-STEP_COLUMNS = (
-    "#",
-    "step",
-    "op",
-    "inputs",
-    "output",
-    "ops",
-    "read",
-    "written",
-    "weights",
-    "live",
-    "cycles",
-)
+STEP_COLUMNS = ("#", "step", "op", "inputs", "output", "ops", "read", "written", "weights")
+STEP_COLUMNS += ("live", "cycles")
+_STEP_NUMBERS = ("ops", "read_bytes", "written_bytes", "weight_ddr_bytes", "live_bytes", "cycles")
 
 
 def _step_cells(row: dict[str, Any]) -> list[str]:
@@ -282,127 +264,90 @@ def _step_cells(row: dict[str, Any]) -> list[str]:
         row["op"] + (" in place" if row["in_place"] else ""),
         ", ".join(row["inputs"]),
         _shape(tuple(row["out_shape"])),
-        *(
-            f"{row[key]:,}"
-            for key in (
-                "ops",
-                "read_bytes",
-                "written_bytes",
-                "weight_ddr_bytes",
-                "live_bytes",
-                "cycles",
-            )
-        ),
+        *(f"{row[key]:,}" for key in _STEP_NUMBERS),
     ]
 
 
-def steps_table(plan: GenericPlan) -> Table:
-    table = Table(title=f"{plan.graph.name}: schedule on {plan.target.name}", title_justify="left")
-    for col in STEP_COLUMNS:
-        table.add_column(col, justify="left" if col in ("step", "op", "inputs") else "right")
-    for row in step_rows(plan):
-        table.add_row(*_step_cells(row))
+def _table(title: str, columns: tuple[str, ...], left: tuple[str, ...], rows: Any) -> Table:
+    """A rich table of ``columns`` (those in ``left`` left-justified) holding ``rows`` of cells."""
+    table = Table(title=title, title_justify="left")
+    for col in columns:
+        table.add_column(col, justify="left" if col in left else "right")
+    for cells in rows:
+        table.add_row(*cells)
     return table
+
+
+def steps_table(plan: GenericPlan) -> Table:
+    title = f"{plan.graph.name}: schedule on {plan.target.name}"
+    rows = map(_step_cells, step_rows(plan))
+    return _table(title, STEP_COLUMNS, ("step", "op", "inputs"), rows)
+
+
+BLOB_COLUMNS = ("blob", "bytes", "interval", "on chip [offset, end) @ steps", "DDR", "moved")
+
+
+def _blob_cells(row: dict[str, Any]) -> list[str]:
+    """The printed cells of one blob row (BLOB_COLUMNS)."""
+    ranges = "; ".join(
+        f"[{r['offset']:,}, {r['end']:,}) @ {r['steps'][0]}-{r['steps'][1]}" for r in row["onchip"]
+    )
+    return [
+        row["name"],
+        f"{row['bytes']:,}",
+        f"{row['interval'][0]}-{row['interval'][1]}",
+        ranges or "-",
+        "yes" if row["ddr"] else "-",
+        f"{row['written_bytes'] + row['read_bytes']:,}",
+    ]
 
 
 def blobs_table(plan: GenericPlan) -> Table:
-    table = Table(title="blobs: live interval (steps), on-chip ranges, DDR", title_justify="left")
-    for col in ("blob", "bytes", "interval", "on chip [offset, end) @ steps", "DDR", "moved"):
-        table.add_column(col, justify="right" if col in ("bytes", "moved") else "left")
-    for row in blob_rows(plan):
-        ranges = "; ".join(
-            f"[{r['offset']:,}, {r['end']:,}) @ {r['steps'][0]}-{r['steps'][1]}"
-            for r in row["onchip"]
-        )
-        table.add_row(
-            row["name"],
-            f"{row['bytes']:,}",
-            f"{row['interval'][0]}-{row['interval'][1]}",
-            ranges or "-",
-            "yes" if row["ddr"] else "-",
-            f"{row['written_bytes'] + row['read_bytes']:,}",
-        )
-    return table
+    title = "blobs: live interval (steps), on-chip ranges, DDR"
+    left = BLOB_COLUMNS[:1] + BLOB_COLUMNS[2:5]
+    return _table(title, BLOB_COLUMNS, left, map(_blob_cells, blob_rows(plan)))
 
 
-CURVE_COLUMNS = (
-    "on-chip budget",
-    "DDR bytes (plan)",
-    "lower bound",
-    "tiled: activations",
-    "tiled: weights",
-    "tiled bound",
-)
+CURVE_COLUMNS = ("on-chip budget", "DDR bytes (plan)", "lower bound", "tiled: activations")
+CURVE_COLUMNS += ("tiled: weights", "tiled bound")
 
 
 def _curve_cells(c: CurvePoint) -> list[str]:
     """Whole-blob plan and bound (activations), tiled plan (activations, weights) and its
     bound (activations + weights) at one budget."""
-    return [
-        f"{c.budget:,}",
-        f"{c.transfer_bytes:,}",
-        f"{c.lower_bound:,}",
-        f"{c.tiled.activation_bytes:,}",
-        f"{c.tiled.weight_bytes:,}",
-        f"{c.tiled_bound.ddr_bytes:,}",
-    ]
+    values = (c.budget, c.transfer_bytes, c.lower_bound, c.tiled.activation_bytes)
+    return [f"{v:,}" for v in (*values, c.tiled.weight_bytes, c.tiled_bound.ddr_bytes)]
 
 
 def curve_table(plan: GenericPlan) -> Table:
-    table = Table(
-        title=f"DDR bytes against the on-chip budget (whole-blob plan: weights "
-        f"{plan.weight_ddr_bytes:,} more)",
-        title_justify="left",
+    title = (
+        f"DDR bytes against the on-chip budget (whole-blob plan: weights "
+        f"{plan.weight_ddr_bytes:,} more)"
     )
-    for col in CURVE_COLUMNS:
-        table.add_column(col, justify="right")
-    for c in plan.curve:
-        table.add_row(*_curve_cells(c))
-    return table
+    return _table(title, CURVE_COLUMNS, (), map(_curve_cells, plan.curve))
 
 
-GROUP_COLUMNS = (
-    "#",
-    "group",
-    "steps",
-    "bands",
-    "band rows in/out",
-    "line buffers",
-    "kept weights",
-    "on chip",
-    "read",
-    "written",
-    "weights",
-    "extra ops",
-)
+GROUP_COLUMNS = ("#", "group", "steps", "bands", "band rows in/out", "line buffers")
+GROUP_COLUMNS += ("kept weights", "on chip", "read", "written", "weights", "extra ops")
+_GROUP_NUMBERS = ("line_buffer_bytes", "kept_weight_bytes", "onchip_bytes", "read_bytes")
+_GROUP_NUMBERS += ("written_bytes", "weight_ddr_bytes", "extra_ops")
 
 
 def _group_cells(row: dict[str, Any]) -> list[str]:
-    numbers = ("line_buffer_bytes", "kept_weight_bytes", "onchip_bytes", "read_bytes")
-    more = ("written_bytes", "weight_ddr_bytes", "extra_ops")
     return [
         str(row["position"]),
         row["name"],
         str(len(row["steps"])),
         str(row["bands"]),
         "-" if row["band_rows"] is None else f"{row['band_rows']}/{row['output_band_rows']}",
-        *(f"{row[key]:,}" for key in (*numbers, *more)),
+        *(f"{row[key]:,}" for key in _GROUP_NUMBERS),
     ]
 
 
 def groups_table(plan: GenericPlan) -> Table:
-    table = Table(
-        title=f"tiled schedule on {plan.target.name}: groups (fused groups run on row bands)",
-        title_justify="left",
-    )
-    for col in GROUP_COLUMNS:
-        table.add_column(col, justify="left" if col == "group" else "right")
-    for row in group_rows(plan):
-        table.add_row(*_group_cells(row))
-    return table
+    title = f"tiled schedule on {plan.target.name}: groups (fused groups run on row bands)"
+    return _table(title, GROUP_COLUMNS, ("group",), map(_group_cells, group_rows(plan)))
 
-
-# ---- SVG and HTML --------------------------------------------------------------------------
 
 _W, _H, _L, _R, _T, _B = 640, 360, 80, 20, 30, 50
 
@@ -466,37 +411,19 @@ def curve_svg(plan: GenericPlan) -> str:
     return "\n".join(parts) + "\n"
 
 
+def _html_table(columns: tuple[str, ...], rows: Any) -> str:
+    """``<table>``: a header row of ``columns``, then one row per list of cells (escaped)."""
+    esc = html.escape
+    body = "".join("<tr>" + "".join(f"<td>{esc(v)}</td>" for v in r) + "</tr>" for r in rows)
+    return "<table><tr>" + "".join(f"<th>{h}</th>" for h in columns) + f"</tr>{body}</table>"
+
+
 def to_html(plan: GenericPlan) -> str:
     """A standalone report.html: the totals, the curve, the schedule and the blobs."""
     esc = html.escape
     rows = "".join(f"<tr><th>{esc(k)}</th><td>{esc(v)}</td></tr>" for k, v in summary_lines(plan))
-    head = STEP_COLUMNS
-    step_html = "".join(
-        "<tr>" + "".join(f"<td>{esc(v)}</td>" for v in _step_cells(r)) + "</tr>"
-        for r in step_rows(plan)
-    )
-    blob_html = "".join(
-        f"<tr><td>{esc(b['name'])}</td><td>{b['bytes']:,}</td>"
-        f"<td>{b['interval'][0]}-{b['interval'][1]}</td><td>"
-        + esc(
-            "; ".join(
-                f"[{r['offset']:,}, {r['end']:,}) @ {r['steps'][0]}-{r['steps'][1]}"
-                for r in b["onchip"]
-            )
-            or "-"
-        )
-        + f"</td><td>{'yes' if b['ddr'] else '-'}</td></tr>"
-        for b in blob_rows(plan)
-    )
-    curve_html = "".join(
-        "<tr>" + "".join(f"<td>{esc(v)}</td>" for v in _curve_cells(c)) + "</tr>"
-        for c in plan.curve
-    )
-    group_html = "".join(
-        "<tr>" + "".join(f"<td>{esc(v)}</td>" for v in _group_cells(r)) + "</tr>"
-        for r in group_rows(plan)
-    )
     title = f"{esc(plan.graph.name)} on {esc(plan.target.name)}"
+    blobs = (cells[:5] for cells in map(_blob_cells, blob_rows(plan)))
     return (
         "<!DOCTYPE html>\n<html><head><meta charset='utf-8'>"
         f"<title>{title}</title><style>body{{font-family:sans-serif}}"
@@ -504,13 +431,9 @@ def to_html(plan: GenericPlan) -> str:
         "text-align:left}</style></head><body>\n"
         f"<h1>{title}</h1>\n<section id='generic-target'>\n<h2>Generic accelerator plan</h2>\n"
         f"<table>{rows}</table>\n<h3>DDR bytes against the on-chip budget</h3>\n"
-        f"{curve_svg(plan)}<table><tr>"
-        + "".join(f"<th>{h}</th>" for h in CURVE_COLUMNS)
-        + f"</tr>{curve_html}</table>\n<h3>Tiled schedule: groups</h3>\n<table><tr>"
-        + "".join(f"<th>{h}</th>" for h in GROUP_COLUMNS)
-        + f"</tr>{group_html}</table>\n<h3>Schedule</h3>\n<table><tr>"
-        + "".join(f"<th>{h}</th>" for h in head)
-        + f"</tr>{step_html}</table>\n<h3>Blobs</h3>\n<table><tr><th>blob</th><th>bytes</th>"
-        f"<th>interval</th><th>on chip [offset, end) @ steps</th><th>DDR</th></tr>{blob_html}"
-        "</table>\n</section>\n</body></html>\n"
+        f"{curve_svg(plan)}{_html_table(CURVE_COLUMNS, map(_curve_cells, plan.curve))}\n"
+        "<h3>Tiled schedule: groups</h3>\n"
+        f"{_html_table(GROUP_COLUMNS, map(_group_cells, group_rows(plan)))}\n<h3>Schedule</h3>\n"
+        f"{_html_table(STEP_COLUMNS, map(_step_cells, step_rows(plan)))}\n<h3>Blobs</h3>\n"
+        f"{_html_table(BLOB_COLUMNS[:5], blobs)}\n</section>\n</body></html>\n"
     )

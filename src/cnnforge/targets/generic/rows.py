@@ -1,22 +1,5 @@
-"""Which input rows a layer reads for a range of its output rows: the geometry of row bands.
-
-A tiled engine runs a layer on a band of output rows (axis 2 of N, C, H[, W]; the length of
-1-D data); each output row reads a window of input rows, so a band reads its rows plus a halo.
-A layer is a chain of stages in the order it computes them (a weight layer's input pooling,
-then its convolution), each one of:
-
-- ``window``: output row o reads input rows o*s - p .. o*s - p + span - 1 (convolution,
-  pooling; span = dilation x (kernel - 1) + 1; rows outside the input are padding);
-- ``transposed``: a transposed convolution, input row i feeding output rows i*s - p + j*d;
-- ``upsample``: nearest, output row o copies input row o // factor;
-- ``pad``: output row o is input row o - pad (zero padding or cropping).
-
-Activations, element-wise ops, concatenation and a folded BatchNorm read the same rows (no
-stage). Linear layers, flatten, softmax, opaque layers and bilinear upsampling read whole
-blobs: ``layer_stages`` gives None. Functions take ints or numpy integer arrays (one entry per
-band) and clip to the input, except ``raw_*``, which the simulator uses to add the padding rows
-itself.
-"""
+"""Which input rows a layer reads for a range of its output rows: the geometry of row bands (window,
+transposed, upsample and pad stages; None for layers that read whole blobs)."""
 
 from __future__ import annotations
 

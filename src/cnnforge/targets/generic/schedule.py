@@ -1,12 +1,5 @@
-"""Topological orders of the steps, and the choice among them.
-
-Three candidates: the network's own order; a greedy order that runs, among the ready steps,
-the one that grows the live memory least (frees most); a depth-first order that continues
-from the blob written last (finishing a branch before starting another keeps skip
-connections, as in a U-Net, from waiting longer than they must). ``plan_generic`` plans each
-and keeps the one that moves the fewest DDR bytes at the target's budget (then the smallest
-peak), so the choice is measured, not assumed.
-"""
+"""Topological orders of the steps (the network's, greedy least-growth, depth-first); the planner
+measures each and keeps the best."""
 
 from __future__ import annotations
 

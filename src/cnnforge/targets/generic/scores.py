@@ -1,8 +1,5 @@
-"""Quantized accuracy on the generic target, as ``cnnforge evaluate`` reports it for the MAX7800x
-(training/evaluate.py): the float network and the target's bit-exact integers (integer.py) scored
-on the same segmentation images (pixel accuracy, mIoU), with the pixels where their arg-max
-classes agree.
-"""
+"""Quantized accuracy on the generic target: float and bit-exact integer segmentation scored on the
+same images, as ``cnnforge evaluate`` reports it for the MAX7800x."""
 
 from __future__ import annotations
 
@@ -45,9 +42,8 @@ def evaluate_generic(
     *,
     batch_size: int = 32,
 ) -> GenericEvaluation:
-    """Quantize ``network`` for ``target`` on float ``calibration`` (N, C, H, W), then score float
-    and integer arg-max segmentation on ``dataset`` (images in the hardware range [-128, 127], read
-    as ``x / 128`` as the MAX7800x path does, docs/hardware/arithmetic.md R6.1)."""
+    """Quantize ``network`` on ``calibration``, then score float and integer segmentation on
+    ``dataset`` (images read as ``x / 128``, docs/hardware/arithmetic.md R6.1)."""
     q = quantize_generic(network, target, calibration)
     out = q.network.outputs[0]
     cms: dict[str, np.ndarray] = {}

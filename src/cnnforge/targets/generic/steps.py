@@ -1,18 +1,5 @@
-"""The float network as a generic accelerator runs it: fused steps reading and writing blobs.
-
-Fusion follows what such engines (xfDNN) do: a convolution or linear layer absorbs the
-BatchNorm after it (folded) and an activation after that; an element-wise op or a pooling layer
-absorbs its activation; concatenation and flatten move no data (the consumer reads the parts),
-and Dropout/Identity are already gone. A layer is absorbed only when its producer's output has
-no other reader and is not a network output, so every blob a step writes is one the network
-really needs. Steps work on shapes only (no tensors), so planning ResNet-50 takes milliseconds.
-
-Operations, counted as xfDNN counts them (its published ResNet-50 and GoogLeNet-v1 figures are
-reproduced exactly this way): 2 x MACs of convolutions (transposed ones too) + pooling, the
-window area x output elements (max and average) + element-wise, (operands - 1) x output
-elements. Not counted there: fully connected layers (xfDNN runs them on the host; here they are
-``fc_ops`` = 2 x MACs, kept apart), activations, folded BatchNorm, concat/flatten/upsample/pad.
-"""
+"""The float network as a generic accelerator runs it: fused steps on blob shapes, with operations
+counted as xfDNN counts them (docs/generic-target.md "The model")."""
 
 from __future__ import annotations
 

@@ -1,23 +1,5 @@
-"""Tiled, fused schedules: groups of steps run on row bands under the on-chip budget.
-
-The schedule (schedule.py) is cut into consecutive groups. A group of one step runs as the
-whole-blob plan runs it. A fused group of several steps runs on row bands (bands.py): the
-blobs it writes and reads only inside itself never exist whole, they live in line buffers;
-the blobs it reads from before or writes for later are whole, on chip or in DDR, as the
-allocator (memory.py) decides, with the group's line buffers and the weights it keeps
-reserved on chip for its whole run. A group's weights are needed once per band: those that
-stay on chip (largest first, in what the budget leaves) are read once, the others once per
-band. Every weight is streamed at least once, as in the whole-blob plan.
-
-The planner chooses groups and band counts by dynamic programming over the schedule: a
-group's line buffers depend only on its steps and band count, and the whole blobs live
-during it only on where it starts and ends, so each candidate group has a cost of its own:
-weight bytes from DDR plus the bytes its whole blobs overflow the budget by, counted twice
-(written and read) or once (one spill may cover several groups; both are tried), plus the
-input rows read again where halos are recomputed and the budget overflows. The allocator then
-measures the chosen groups, the all-untiled plan and the groups chosen for a neighbouring
-budget; the plan moving the fewest DDR bytes (activations + weights) is kept.
-"""
+"""Tiled, fused schedules: groups of steps run on row bands under the on-chip budget, chosen by
+dynamic programming over the schedule (docs/generic-target.md "Tiled, fused schedules")."""
 
 from __future__ import annotations
 
@@ -151,7 +133,6 @@ class Tiler:
     def weight_bytes(self, step: Step) -> int:
         return 0 if step.name in self.resident else step.weights * self.target.weight_bytes
 
-    # ---- candidates (independent of the budget) ---------------------------------------------
     def _candidates(self) -> dict[int, _Candidates]:
         """End position -> every fused group ending there (shortest, fewest bands first)."""
         rows: dict[int, list[tuple[int, int, int, int, int, int]]] = {}
@@ -215,7 +196,6 @@ class Tiler:
             out[last] = total
         return out
 
-    # ---- the bound --------------------------------------------------------------------------
     def bound(self, budget: int) -> TiledBound:
         """Weights read once; a blob larger than ``budget`` that some step needs whole is
         written to DDR once (unless it is the input, which starts there) and read once."""
@@ -231,9 +211,8 @@ class Tiler:
         return TiledBound(activations, weights)
 
     def _whole_only(self, blob: str, budget: int) -> bool:
-        """True when ``blob`` cannot live in line buffers only: a network output, written or
-        read by a step that reads whole blobs, or read by a step whose one output row needs
-        more of its rows than ``budget`` holds."""
+        """True when ``blob`` cannot live in line buffers only: a network output, touched by a step
+        reading whole blobs, or needing more rows per output row than ``budget`` holds."""
         life = self.life
         producer = life.steps[life.produced[blob]]
         if blob in life.outputs or not producer.tileable:
@@ -248,13 +227,11 @@ class Tiler:
                 return True
         return False
 
-    # ---- a plan for one budget --------------------------------------------------------------
     def plan(
         self, budget: int, hints: Sequence[Layout] = (), untiled: Allocation | None = None
     ) -> TiledPlan:
-        """The best measured plan (DDR bytes, then activation bytes) of the groups the DP
-        chooses, the all-untiled groups (``untiled``: their allocation, if already made) and
-        the ``hints`` (layouts chosen for other budgets)."""
+        """The best measured plan (DDR bytes, then activation bytes) of the DP's groups, the untiled
+        groups and the ``hints`` (layouts chosen for other budgets)."""
         singles = tuple((k, k, None) for k in range(self.life.n))
         layouts = [self._choose(budget, cost) for cost in OVERFLOW_COSTS]
         best = None
@@ -342,7 +319,7 @@ class Tiler:
             return Group(first, last, steps, None, frozenset(), sum(weights), 0, 0)
         bands = self._walk(first, last, count)
         whole = self._whole_bytes(first)[last]
-        kept = _keep(weights, max(0, budget - whole - bands.line_buffer_bytes))
+        kept = keep_largest(weights, max(0, budget - whole - bands.line_buffer_bytes))
         kept_bytes = sum(weights[i] for i in kept)
         ddr = kept_bytes + (sum(weights) - kept_bytes) * count
         names = frozenset(steps[i].name for i in kept)
@@ -352,8 +329,8 @@ class Tiler:
         return Group(first, last, steps, bands, names, ddr, lines, kept_bytes, extra, read)
 
 
-def _keep(weights: Sequence[int], room: int) -> list[int]:
-    """Indices of the weights kept on chip in ``room`` bytes: largest first while they fit."""
+def keep_largest(weights: Sequence[int], room: int) -> list[int]:
+    """Indices of the weights that fit in ``room`` bytes, largest first (ties in order)."""
     kept = []
     for i in sorted(range(len(weights)), key=lambda i: -weights[i]):
         if 0 < weights[i] <= room:

@@ -1,12 +1,5 @@
-"""The HLS plan: which buffer holds each tensor, accumulator widths, and the resource estimate.
-
-Buffers (docs/hls-target.md §6): a tensor read only by the next layer lives in one of two
-activation RAMs used ping-pong (layer i writes ``ping`` when i is even, ``pong`` when odd; the
-input counts as layer -1); every other tensor (a U-Net skip, a network output read later) gets a
-skip store, shared first-fit by tensors whose live intervals (cnnforge.geometry, the planner's own
-analysis) do not overlap, and sized by its largest tenant. The estimate (§7) counts ROM bits,
-RAM bits, multipliers and cycles at the target's parallelism and II.
-"""
+"""The HLS plan: ping-pong activation RAMs and shared skip stores per tensor (docs/hls-target.md
+§6), accumulator widths, and the resource estimate (§7)."""
 
 from __future__ import annotations
 

@@ -1,9 +1,5 @@
-"""C-simulation of an emitted HLS project: g++ against the open ap_types headers, then run.
-
-The headers come from the ``hls4ml`` package (``hls4ml/templates/vivado/ap_types``, the test
-extra) or from ``$CNNFORGE_AP_TYPES``; cnnforge never copies them. They are included with
-``-isystem`` so that ``-Wall -Wextra -Werror`` judge the generated code, not the headers.
-"""
+"""C-simulation of an emitted HLS project: g++ against the ap_types headers of hls4ml or
+``$CNNFORGE_AP_TYPES`` (``-isystem``: ``-Werror`` judges only our code), then run."""
 
 from __future__ import annotations
 

@@ -1,13 +1,5 @@
-"""FPGA targets built from HLS C++ (docs/hls-target.md): frozen records of numbers, like devices.py.
-
-An ``HlsTarget`` is a ``Capabilities`` record, so every shared stage that asks what a target
-computes (checker, legalizer, quantizer, simulator) works on it unchanged; its limits are set so the
-shared lowering produces the layers the HLS engines implement (stride-1 convolutions, 3x3 stride-2
-transposed convolutions, pools, element-wise ops, concatenation). It has no MAX7800x memories:
-on-chip RAM is sized by its own planner (buffer_plan.py, docs/hls-target.md §6). The fields below
-the ``Capabilities`` ones are the FPGA's own: accumulator width (§2), parallelism, clock and the
-AXI-Lite register map (§5), which is compatible with the reference design's (docs/hls-target.md §5).
-"""
+"""FPGA targets from HLS C++ (docs/hls-target.md): ``Capabilities`` whose limits make the shared
+lowering produce what the engines implement, plus accumulator, parallelism, clock and registers."""
 
 from __future__ import annotations
 

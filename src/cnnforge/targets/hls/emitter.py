@@ -1,12 +1,5 @@
-"""HLS C++ for a quantized network: top function, engines, ROMs, register map, testbench.
-
-``emit_hls(network, sample, answer, out_dir, target)`` writes a Vitis HLS project
-(docs/hls-target.md): ``<top>.cpp``/``.h`` (AXI-Stream in and out, AXI-Lite registers,
-ping-pong RAMs and skip stores from ``emit.hls.plan``), ``cnnforge_hls.h`` (the engines),
-``regmap.h`` + ``regmap.md``, ``tb.cpp`` + ``sample.h`` (the known-answer C-simulation) and a
-Makefile. Per layer, a reader type composes the input view (pooling, element-wise fold,
-concatenation) that the layer's engine pulls values from.
-"""
+"""HLS C++ for a quantized network: top function, engines, ROMs, register map, known-answer
+testbench and Makefile (docs/hls-target.md)."""
 
 from __future__ import annotations
 
@@ -64,20 +57,14 @@ def emit_hls(
     answer = output_vector(network, sample_out)
     top = "cnnforge_top"
     ctx = _context(network, plan, target, ns, top)
-    env = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(str(TEMPLATES)),
-        trim_blocks=True,
-        lstrip_blocks=True,
-        keep_trailing_newline=True,
-        undefined=jinja2.StrictUndefined,
-    )
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATES)), trim_blocks=True,
+                             lstrip_blocks=True, keep_trailing_newline=True,
+                             undefined=jinja2.StrictUndefined)  # fmt: skip
     checksum = fnv1a32(answer)
+    rendered = {f"{top}.h": "top.h", f"{top}.cpp": "top.cpp", "regmap.h": "regmap.h"}
+    rendered |= {"tb.cpp": "tb.cpp", "Makefile": "Makefile"}
     texts = {
-        f"{top}.h": env.get_template("top.h.j2").render(ctx),
-        f"{top}.cpp": env.get_template("top.cpp.j2").render(ctx),
-        "regmap.h": env.get_template("regmap.h.j2").render(ctx),
-        "tb.cpp": env.get_template("tb.cpp.j2").render(ctx),
-        "Makefile": env.get_template("Makefile.j2").render(ctx),
+        **{out: env.get_template(f"{name}.j2").render(ctx) for out, name in rendered.items()},
         ENGINES_HEADER: (TEMPLATES / ENGINES_HEADER).read_text("utf-8"),
         "sample.h": _sample_h(ns, sample, answer, checksum),
         "regmap.md": regmap_markdown(network, plan, target),

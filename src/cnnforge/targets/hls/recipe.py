@@ -1,10 +1,5 @@
-"""The compile recipe of the HLS target (its entry, entry.py, names it).
-
-Shared with every recipe (pipeline/steps.py): load, lower and check, quantize, simulate (the
-known answer), float model, summary. Own steps: the HLS plan (buffers, estimate), the HLS C++
-project in ``hls/``, its C-simulation with ``--run`` (under ASan/UBSan with ``--sanitize``) and
-``report.md`` (resource table, register map, float vs quantized).
-"""
+"""The compile recipe of the HLS target: the shared steps plus the HLS plan, the C++ project, its
+C-simulation (``--run``, ``--sanitize``) and report.md."""
 
 from __future__ import annotations
 
@@ -84,13 +79,9 @@ def step_csim(state: CompileState, workdir: Path) -> CompileState:
         return state
     from cnnforge.targets.hls.build import csim
 
+    sanitize = getattr(state.options, "sanitize", False)
     with scratch_dir("hls") as tmp:
-        result = csim(
-            workdir / HLS_DIR,
-            state.emitted.top,
-            sanitize=getattr(state.options, "sanitize", False),
-            build_dir=Path(tmp),
-        )
+        result = csim(workdir / HLS_DIR, state.emitted.top, sanitize=sanitize, build_dir=Path(tmp))
     if not result.passed:
         raise EmitError(
             f"the HLS C-simulation failed: {result.output[:2000]}",

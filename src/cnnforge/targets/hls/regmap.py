@@ -1,9 +1,5 @@
-"""The AXI-Lite register map of an HLS top function as a markdown table (regmap.md).
-
-Offsets come from the target (targets.hls.device.HlsTarget, docs/hls-target.md §5); the first four
-match the reference design's (0x000 control, 0x010 {height, width}, 0x020 {kernel_size, padding},
-0x030 {in_channels, out_channels}).
-"""
+"""The AXI-Lite register map of an HLS top function as a markdown table (regmap.md); offsets from
+the target (docs/hls-target.md §5)."""
 
 from __future__ import annotations
 

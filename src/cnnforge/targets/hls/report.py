@@ -12,15 +12,11 @@ from cnnforge.targets.hls.regmap import register_rows
 
 #: The reference design's resources by module, as its HLS tool scores their area
 #: (docs/hls-target.md §7).
-REFERENCE_TABLE = {
-    "conv2d": 6647,
-    "batchnorm": 9894,
-    "maxpool": 3650,
-    "transconv": 7194,
-    "ROM": 393216,
-    "top": 423251,
-}
+REFERENCE_TABLE = dict(
+    conv2d=6647, batchnorm=9894, maxpool=3650, transconv=7194, ROM=393216, top=423251
+)
 ENGINE_ORDER = ("conv2d", "transconv", "copy")
+_LAYER_KEYS = ("engine", "buffer", "acc_bits", "macs", "cycles", "rom_bits")
 
 
 def resources(plan: HlsPlan) -> dict[str, Any]:
@@ -58,15 +54,7 @@ def resources(plan: HlsPlan) -> dict[str, Any]:
             "milliseconds": cycles / (t.clock_mhz * 1e3),
         },
         "layers": [
-            {
-                "name": lp.layer.name,
-                "engine": lp.engine,
-                "buffer": lp.buffer,
-                "acc_bits": lp.acc_bits,
-                "macs": lp.macs,
-                "cycles": lp.cycles,
-                "rom_bits": lp.rom_bits,
-            }
+            {"name": lp.layer.name, **{k: getattr(lp, k) for k in _LAYER_KEYS}}
             for lp in plan.layers
         ],
     }
@@ -78,79 +66,105 @@ def agreement_rows(state: CompileState) -> list[tuple[str, str, float]]:
     return [(a.name, "-" if a.argmax is None else f"{a.argmax:.4f}", a.mean_lsb) for a in rows]
 
 
+def _row(*cells: object) -> str:
+    return "| " + " | ".join(map(str, cells)) + " |"
+
+
+def _table(head: tuple[str, ...], rows: Any) -> list[str]:
+    """A markdown table: header, separator, one line per row of cells."""
+    return [_row(*head), "|" + "---|" * len(head), *(_row(*cells) for cells in rows)]
+
+
 def report_markdown(state: CompileState) -> str:
     """report.md for one compile."""
     plan = state.target_state.plan if state.target_state is not None else None
     net = state.network
     if plan is None or net is None:
         raise ValueError("report.md needs the HLS plan and the compiled network")
-    r = resources(plan)
-    t, total = plan.target, r["total"]
+    r, t = resources(plan), plan.target
     bits = sorted({x.quant.weight_bits for x in net.layers if x.quant is not None})
     lines = [
         f"# {net.name} on {t.name} (HLS C++)",
         "",
         f"W{'/'.join(map(str, bits))}A{t.activation_bits}; {t.macs_per_cycle} MACs per cycle "
         f"per engine, II={t.initiation_interval}, {t.clock_mhz:g} MHz; {len(net.layers)} layers.",
-        "",
-        "## Resources per engine",
-        "",
-        "| Engine | Layers | ROM bits | Line buffer bits | Multipliers | Pool comparators "
-        "| Acc bits | MACs | Cycles |",
-        "|---|---|---|---|---|---|---|---|---|",
     ]
-    for name, e in r["engines"].items():
-        lines.append(
-            f"| {name} | {e['layers']} | {e['rom_bits']:,} | {e['line_buffer_bits']:,} | "
-            f"{e['multipliers']} | {e['pool_comparators']} | {e['acc_bits']} | {e['macs']:,} | "
-            f"{e['cycles']:,} |"
-        )
-    lines += ["", "## Activation RAM", "", "| Buffer | Bits | Tenants |", "|---|---|---|"]
-    for buf, nbits in r["ram_bits"].items():
-        tenants = [n for n, b in plan.tensor_buffer.items() if b == buf]
-        lines.append(f"| {buf} | {nbits:,} | {', '.join(tenants)} |")
-    lines += [
-        "",
-        "## Total",
-        "",
+    sections = [
+        ("Resources per engine", _engine_table(r)),
+        ("Activation RAM", _ram_table(r, plan)),
+        ("Total", _total_lines(r, t.clock_mhz)),
+        ("Beside the reference design", _reference_lines(r)),
+        ("AXI-Lite register map (bundle ctrl)", _regmap_table(t)),
+        ("Float vs quantized on the sample", _agreement_table(state)),
+        ("Layers", _layer_table(r)),
+    ]
+    for title, body in sections:
+        if body:
+            lines += ["", f"## {title}", "", *body]
+    return "\n".join(lines) + "\n"
+
+
+def _engine_table(r: dict[str, Any]) -> list[str]:
+    head = ("Engine", "Layers", "ROM bits", "Line buffer bits", "Multipliers")
+    head += ("Pool comparators", "Acc bits", "MACs", "Cycles")
+    rows = (
+        (name, e["layers"], f"{e['rom_bits']:,}", f"{e['line_buffer_bits']:,}", e["multipliers"],
+         e["pool_comparators"], e["acc_bits"], f"{e['macs']:,}", f"{e['cycles']:,}")
+        for name, e in r["engines"].items()
+    )  # fmt: skip
+    return _table(head, rows)
+
+
+def _ram_table(r: dict[str, Any], plan: HlsPlan) -> list[str]:
+    rows = (
+        (buf, f"{nbits:,}", ", ".join(n for n, b in plan.tensor_buffer.items() if b == buf))
+        for buf, nbits in r["ram_bits"].items()
+    )
+    return _table(("Buffer", "Bits", "Tenants"), rows)
+
+
+def _total_lines(r: dict[str, Any], clock_mhz: float) -> list[str]:
+    total = r["total"]
+    return [
         f"- ROM: {total['rom_bits']:,} bits (weights and biases)",
         f"- RAM: {total['ram_bits']:,} bits (ping, pong, skip stores, line buffers)",
         f"- Multipliers: {total['multipliers']}",
         f"- Cycles: {total['cycles']:,} (stream in/out included) = "
-        f"{total['milliseconds']:.2f} ms at {t.clock_mhz:g} MHz",
-        "",
-        "## Beside the reference design",
-        "",
+        f"{total['milliseconds']:.2f} ms at {clock_mhz:g} MHz",
+    ]
+
+
+def _reference_lines(r: dict[str, Any]) -> list[str]:
+    return [
         "The reference design's figures are its HLS tool's area scores per module (batch",
         "normalization had its own module); ours are counts: multipliers, comparators, ROM and RAM",
         "bits.",
         "",
         "| | conv2d | batchnorm | maxpool | transconv | ROM | top |",
         "|---|---|---|---|---|---|---|",
-        "| reference design | " + " | ".join(f"{v:,}" for v in REFERENCE_TABLE.values()) + " |",
+        _row("reference design", *(f"{v:,}" for v in REFERENCE_TABLE.values())),
         _ours_row(r),
-        "",
-        "## AXI-Lite register map (bundle ctrl)",
-        "",
-        "| Offset | Register | Description |",
-        "|---|---|---|",
-        *(f"| {o} | {n} | {d} |" for o, n, d in register_rows(t)),
-        "",
     ]
-    rows = agreement_rows(state)
-    if rows:
-        lines += ["## Float vs quantized on the sample", "", "| Output | Argmax agreement "
-                  "| Mean abs error (LSB) |", "|---|---|---|"]  # fmt: skip
-        lines += [f"| {n} | {a} | {e:.3f} |" for n, a, e in rows]
-        lines.append("")
-    lines += ["## Layers", "", "| Layer | Engine | Output buffer | Acc bits | MACs | Cycles "
-              "| ROM bits |", "|---|---|---|---|---|---|---|"]  # fmt: skip
-    for x in r["layers"]:
-        lines.append(
-            f"| {x['name']} | {x['engine']} | {x['buffer']} | {x['acc_bits']} | {x['macs']:,} "
-            f"| {x['cycles']:,} | {x['rom_bits']:,} |"
-        )
-    return "\n".join(lines) + "\n"
+
+
+def _regmap_table(t: Any) -> list[str]:
+    return _table(("Offset", "Register", "Description"), register_rows(t))
+
+
+def _agreement_table(state: CompileState) -> list[str]:
+    """Float vs quantized per output (empty: no float outputs to compare)."""
+    rows = [(n, a, f"{e:.3f}") for n, a, e in agreement_rows(state)]
+    return _table(("Output", "Argmax agreement", "Mean abs error (LSB)"), rows) if rows else []
+
+
+def _layer_table(r: dict[str, Any]) -> list[str]:
+    head = ("Layer", "Engine", "Output buffer", "Acc bits", "MACs", "Cycles", "ROM bits")
+    rows = (
+        (x["name"], x["engine"], x["buffer"], x["acc_bits"], f"{x['macs']:,}", f"{x['cycles']:,}",
+         f"{x['rom_bits']:,}")
+        for x in r["layers"]
+    )  # fmt: skip
+    return _table(head, rows)
 
 
 def _ours_row(r: dict[str, Any]) -> str:

@@ -1,12 +1,5 @@
-"""Import a vendor network YAML + quantized checkpoint as a hardware ``Network`` and its ``Plan``.
-
-The YAML gives the layer structure and the placement (processors, offsets, gaps), the checkpoint the
-integer weights, paired positionally like the vendor tool does
-(docs/hardware/checkpoint-format.md §5). The input size comes from the sample input, as in the
-vendor tool (docs/hardware/network-yaml.md §4 "Dimensions"). Every inconsistency is a
-``ConfigError`` naming the YAML file and line. See docs/ai8x-format.md for what cnnforge reads
-differently.
-"""
+"""Import a vendor network YAML + quantized checkpoint as a hardware ``Network`` and its ``Plan``;
+every inconsistency is a ``ConfigError`` at the YAML's file:line (docs/ai8x-format.md)."""
 
 from __future__ import annotations
 
@@ -80,16 +73,8 @@ def read_ai8x(
     calcx4: bool = False,
     read_ahead: bool = False,
 ) -> Ai8xModel:
-    """Import a vendor YAML + ``-q`` checkpoint (input shape: given, else the sample input).
-
-    The vendor command-line flags that matter are options: ``overlap_data`` marks the plan as
-    relying on ``--overlap-data``; ``avg_pool_rounding`` (``--avg-pool-rounding``,
-    docs/hardware/arithmetic.md R3.6) sets the network's global average-pool rounding; ``fifo``
-    (``--fifo``; None: as a streaming first layer needs) feeds the input through the FIFOs;
-    ``calcx4`` and ``read_ahead`` (``--calcx4``, ``--read-ahead``, MAX78002) set those speed-ups on
-    every layer, as the YAML keys do per layer. ``--softmax`` is computed on the host after the
-    network and changes nothing here.
-    """
+    """Import a vendor YAML + ``-q`` checkpoint (input shape: given, else the sample's); the options
+    are the vendor flags that matter (``--overlap-data``, ``--fifo``, ``--calcx4``, ...)."""
     cfg = read_yaml_config(yaml_path)
     ckpt = read_checkpoint(checkpoint_path)
     _check_arch(cfg, ckpt)
@@ -197,9 +182,6 @@ def _inputs(cfg: YamlConfig, y: YamlLayer, names: dict[int, str]) -> tuple[str, 
     return tuple(out)
 
 
-# ---- input shape ---------------------------------------------------------------------------
-
-
 def sample_path(yaml_path: Path | str, dataset: str) -> Path | None:
     """The vendor's default sample input ``sample_<dataset>.npy`` near the YAML, if any."""
     base = Path(yaml_path).resolve().parent
@@ -234,9 +216,6 @@ def _input_shape(cfg: YamlConfig, given: tuple[int, ...] | None) -> tuple[int, .
     return shape
 
 
-# ---- plan ----------------------------------------------------------------------------------
-
-
 def _plan(
     cfg: YamlConfig,
     network: Network,
@@ -244,46 +223,16 @@ def _plan(
     overlap: bool,
     speedups: tuple[bool, bool] = (False, False),
 ) -> Plan:
-    """Placements from the YAML with the vendor's defaults (docs/hardware/network-yaml.md
-    §3.2, §4);
+    """Placements from the YAML with the vendor's defaults (docs/hardware/network-yaml.md §3.2, §4);
     ``speedups``: the vendor's --calcx4 and --read-ahead (every layer)."""
     data_format = _data_format(cfg)
     _check_speedups(cfg, device, speedups)
-    placements = []
-    notes = []
-    prev_out = 0
+    placements: list[Placement] = []
+    notes: list[str] = []
     for i, (y, layer) in enumerate(zip(cfg.layers, network.layers, strict=True)):
         _check_processors(cfg, y, network, layer, data_format if i == 0 else "HWC", device)
-        out_map = _check_output_map(cfg, y, layer, _output_map(cfg, y, i), device)
-        if y.out_offset is None:
-            notes.append(f"{y.label()}: `out_offset` defaults to 0")
-        if y.pool_kind is not None and not y.pool_stride:
-            notes.append(f"{y.label()}: pool stride defaults to 1")
-        in_offset = prev_out if y.in_offset is None else y.in_offset
-        out_offset = y.out_offset or 0
-        for key, value in (("in_offset", in_offset), ("out_offset", out_offset)):
-            if value % 4:
-                raise ConfigError(
-                    f"{y.label()}: `{key}` {value:#x} is not a multiple of 4",
-                    where=f"{cfg.path}:{y.line_of(key)}",
-                    hint="offsets address 32-bit words",
-                )
-        placements.append(
-            Placement(
-                layer=layer.name,
-                in_processors=y.processors,
-                out_processors=out_map,
-                in_offset=in_offset,
-                out_offset=out_offset,
-                write_gap=y.write_gap,
-                bias_quadrant=y.bias_group,
-                streaming=y.streaming,
-                calcx4=y.calcx4 or speedups[0],
-                read_ahead=y.readahead or speedups[1],
-                tcalc=y.tcalc,
-            )
-        )
-        prev_out = out_offset
+        prev_out = placements[-1].out_offset if placements else 0
+        placements.append(_placement(cfg, y, i, layer, prev_out, speedups, device, notes))
     if cfg.snoop and not device.snoop_registers:
         raise ConfigError(
             f"`snoop` (the data-snooping registers) does not exist on the {device.name}",
@@ -292,6 +241,47 @@ def _plan(
         )
     return Plan(device, data_format, tuple(placements), allow_overlap=overlap,
                 notes=tuple(notes), snoop=cfg.snoop)  # fmt: skip
+
+
+def _placement(
+    cfg: YamlConfig,
+    y: YamlLayer,
+    i: int,
+    layer: Layer,
+    prev_out: int,
+    speedups: tuple[bool, bool],
+    device: Max7800xDevice,
+    notes: list[str],
+) -> Placement:
+    """Layer ``i``'s placement (input offset default: the previous output's); the defaults the
+    vendor applies silently are added to ``notes``."""
+    out_map = _check_output_map(cfg, y, layer, _output_map(cfg, y, i), device)
+    if y.out_offset is None:
+        notes.append(f"{y.label()}: `out_offset` defaults to 0")
+    if y.pool_kind is not None and not y.pool_stride:
+        notes.append(f"{y.label()}: pool stride defaults to 1")
+    in_offset = prev_out if y.in_offset is None else y.in_offset
+    out_offset = y.out_offset or 0
+    for key, value in (("in_offset", in_offset), ("out_offset", out_offset)):
+        if value % 4:
+            raise ConfigError(
+                f"{y.label()}: `{key}` {value:#x} is not a multiple of 4",
+                where=f"{cfg.path}:{y.line_of(key)}",
+                hint="offsets address 32-bit words",
+            )
+    return Placement(
+        layer=layer.name,
+        in_processors=y.processors,
+        out_processors=out_map,
+        in_offset=in_offset,
+        out_offset=out_offset,
+        write_gap=y.write_gap,
+        bias_quadrant=y.bias_group,
+        streaming=y.streaming,
+        calcx4=y.calcx4 or speedups[0],
+        read_ahead=y.readahead or speedups[1],
+        tcalc=y.tcalc,
+    )
 
 
 def _check_speedups(cfg: YamlConfig, device: Max7800xDevice, flags: tuple[bool, bool]) -> None:

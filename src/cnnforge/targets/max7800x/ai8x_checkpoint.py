@@ -1,10 +1,5 @@
-"""Reading a vendor quantized checkpoint (``*-q.pth.tar``) safely into per-layer records.
-
-Loads with ``torch.load(weights_only=True)``, ``torch.optim`` classes named in it replaced by
-inert stand-ins (docs/hardware/checkpoint-format.md §1; ``ai8x_validate``), and groups the
-state_dict into weight layers in stored order, the order the vendor tool pairs them with YAML
-layers (§5).
-"""
+"""Reading a vendor quantized checkpoint (``*-q.pth.tar``) safely (``weights_only``, inert optimizer
+stand-ins) into per-layer records in stored order (docs/hardware/checkpoint-format.md §1, §5)."""
 
 from __future__ import annotations
 

@@ -1,10 +1,5 @@
-"""Write a quantized hardware ``Network``'s weights as a vendor (ai8x) ``-q`` checkpoint.
-
-Layout per docs/hardware/checkpoint-format.md §7: ``arch``, ``epoch``, ``state_dict``, ``extras``
-only (loadable with ``weights_only=True``, nothing allow-listed); per weight layer, in layer order,
-``P.op.weight`` (torch layout, ConvTranspose2d not flipped), ``P.op.bias`` stored as ``b *
-2^(bits-1)`` (docs/hardware/arithmetic.md R1.6), and the six float32 scalars ai8x-training expects.
-"""
+"""Write a quantized hardware ``Network``'s weights as a vendor (ai8x) ``-q`` checkpoint, loadable
+with ``weights_only=True`` (layout: docs/hardware/checkpoint-format.md §7)."""
 
 from __future__ import annotations
 

@@ -1,10 +1,5 @@
-"""One vendor YAML layer plus its paired checkpoint weights -> one hardware IR ``Layer``.
-
-Applies the vendor tool's defaults and geometry (docs/hardware/network-yaml.md §3-§5) and the
-integer semantics of the checkpoint (docs/hardware/checkpoint-format.md §4.3, §5;
-docs/hardware/arithmetic.md R1.6, R2.1): weights as stored, bias ``floor(stored /
-2^(weight_bits-1))``, shift from the YAML or checkpoint.
-"""
+"""One vendor YAML layer plus its paired checkpoint weights -> one hardware IR ``Layer``, with the
+vendor's defaults (docs/hardware/network-yaml.md §3-§5, docs/hardware/checkpoint-format.md §5)."""
 
 from __future__ import annotations
 
@@ -13,11 +8,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from cnnforge.arithmetic import (
-    bias_from_checkpoint,
-    dequantize_params,
-    implicit_shift,
-)
+from cnnforge.arithmetic import bias_from_checkpoint, dequantize_params, implicit_shift
 from cnnforge.devices import Capabilities
 from cnnforge.errors import ConfigError
 from cnnforge.ir import BINARY_BITS, INPUT, Activation, Layer, Op, Pooling, Quantized
@@ -62,64 +53,39 @@ def _input_geometry(y: YamlLayer, ctx: LayerContext) -> tuple[int, tuple[int, ..
     dims = ctx.in_shapes[0][1:]
     for shape in ctx.in_shapes[1:]:
         if shape[1:] != dims:
-            _fail(
-                y,
-                ctx,
-                f"inputs of different sizes cannot be combined ({list(dims)} vs {list(shape[1:])})",
-                "in_sequences",
+            what = (
+                f"inputs of different sizes cannot be combined ({list(dims)} vs {list(shape[1:])})"
             )
+            _fail(y, ctx, what, "in_sequences")
     if y.in_dim is not None and tuple(y.in_dim) not in (dims, dims[:1]):
-        _fail(
-            y,
-            ctx,
-            f"`in_dim` {list(y.in_dim)} differs from the input size {list(dims)}",
-            "in_dim",
-            "cnnforge does not support reshaping with `in_dim`",
-        )
+        what = f"`in_dim` {list(y.in_dim)} differs from the input size {list(dims)}"
+        _fail(y, ctx, what, "in_dim", "cnnforge does not support reshaping with `in_dim`")
     chans = [s[0] for s in ctx.in_shapes]
     if y.eltwise is not None:
         if len(chans) == 1 and y.operands > 1:
             return _split_operands(y, ctx, chans[0]), dims
         if len(chans) != y.operands:
-            _fail(
-                y,
-                ctx,
-                f"{y.operands} operands but {len(chans)} inputs",
-                "in_sequences",
-                "list one `in_sequences` entry per operand",
-            )
+            what = f"{y.operands} operands but {len(chans)} inputs"
+            _fail(y, ctx, what, "in_sequences", "list one `in_sequences` entry per operand")
         if len(set(chans)) != 1:
-            _fail(
-                y,
-                ctx,
-                f"element-wise operands with different channel counts {chans}",
-                "in_sequences",
-            )
+            what = f"element-wise operands with different channel counts {chans}"
+            _fail(y, ctx, what, "in_sequences")
         return chans[0], dims
     return sum(chans), dims
 
 
 def _split_operands(y: YamlLayer, ctx: LayerContext, channels: int) -> int:
-    """One operand's channels of an element-wise layer without `in_sequences` on the network
-    input: the vendor splits the input's channels into `operands` equal consecutive groups
-    (docs/ai8x-format.md); the input is loaded with the operands interleaved word by word (HWC
-    only). Another layer's output, written without that interleave, is refused."""
+    """Input channels of an element-wise first layer: ``operands`` equal consecutive groups, loaded
+    interleaved word by word (HWC only, docs/ai8x-format.md); another layer's output is refused."""
     if ctx.inputs != (INPUT,):
-        _fail(
-            y,
-            ctx,
+        what = (
             f"an element-wise operation over one layer's output split into {y.operands} "
-            "operands (no `in_sequences`) is not supported by cnnforge",
-            "operands",
-            "list one `in_sequences` entry per operand",
+            "operands (no `in_sequences`) is not supported by cnnforge"
         )
+        _fail(y, ctx, what, "operands", "list one `in_sequences` entry per operand")
     if channels % y.operands:
-        _fail(
-            y,
-            ctx,
-            f"the network input's {channels} channels do not split into {y.operands} operands",
-            "operands",
-        )
+        what = f"the network input's {channels} channels do not split into {y.operands} operands"
+        _fail(y, ctx, what, "operands")
     if y.data_format == "CHW":
         _fail(y, ctx, "an element-wise operation on CHW input (the vendor takes HWC only)",
               "data_format")  # fmt: skip
@@ -159,26 +125,17 @@ def _passthrough(y: YamlLayer, ctx: LayerContext, channels: int, dims: tuple[int
     """A weightless layer: copy, pool-only or element-wise (docs/hardware/network-yaml.md §5
     "Passthrough")."""
     checks = (
-        (
-            y.activation is not Activation.NONE,
-            "a passthrough layer cannot have an activation",
-            "activate",
-        ),
+        (y.activation is not Activation.NONE, "a passthrough layer cannot have an activation",
+         "activate"),
         (bool(y.pad), "a passthrough layer cannot pad", "pad"),
         (bool(y.output_shift), "`output_shift` must be 0 on a passthrough layer", "output_shift"),
         (y.wide, "a passthrough layer must have `output_width: 8`", "output_width"),
         (y.flatten, "`flatten` needs a linear layer", "flatten"),
-        (
-            y.kernel_size not in (None, (1, 1), (1,)),
-            "a passthrough layer has a 1x1 kernel",
-            "kernel_size",
-        ),
-        (
-            y.quantization is not None,
-            "a passthrough layer has no weights to quantize",
-            "quantization",
-        ),
-    )
+        (y.kernel_size not in (None, (1, 1), (1,)), "a passthrough layer has a 1x1 kernel",
+         "kernel_size"),
+        (y.quantization is not None, "a passthrough layer has no weights to quantize",
+         "quantization"),
+    )  # fmt: skip
     for bad, what, key in checks:
         if bad:
             _fail(y, ctx, what, key)
@@ -216,11 +173,14 @@ def _weight_layer(
 
 def _check_in_channels(y, ck, ctx, expected: int, actual: int) -> None:
     if expected != actual:
+        what = (
+            f"the checkpoint's `{ck.weight_key}` {list(ck.weight.shape)} takes {actual} input "
+            f"channels, but the layer's input has {expected}"
+        )
         _fail(
             y,
             ctx,
-            f"the checkpoint's `{ck.weight_key}` {list(ck.weight.shape)} takes {actual} input "
-            f"channels, but the layer's input has {expected}",
+            what,
             "in_sequences",
             "the YAML and the checkpoint do not describe the same network (check the layer order)",
         )
@@ -232,26 +192,21 @@ def _kernel_check(y: YamlLayer, ck: CheckpointLayer, ctx: LayerContext, kernel: 
     given = y.kernel_size * len(kernel) if len(y.kernel_size) == 1 else y.kernel_size
     if tuple(given) != tuple(kernel):
         text = "x".join(map(str, kernel))
-        _fail(
-            y,
-            ctx,
+        what = (
             f"`kernel_size` {'x'.join(map(str, given))} does not match the checkpoint's "
-            f"`{ck.weight_key}` ({text})",
-            "kernel_size",
-            f"set `kernel_size: {text}`",
+            f"`{ck.weight_key}` ({text})"
         )
+        _fail(y, ctx, what, "kernel_size", f"set `kernel_size: {text}`")
 
 
 def _kernel_of(y, ck, ctx, dims: tuple[int, ...], n: int) -> tuple[int, ...]:
     """The kernel size of n-D weights on n-D data, checked against the YAML `kernel_size`."""
     if ck.weight.ndim != n + 2 or len(dims) != n:
-        _fail(
-            y,
-            ctx,
+        what = (
             f"{y.op.value} needs {n}-D data and {n + 2}-D weights; got input "
-            f"{list(dims)} and `{ck.weight_key}` {list(ck.weight.shape)}",
-            "operation",
+            f"{list(dims)} and `{ck.weight_key}` {list(ck.weight.shape)}"
         )
+        _fail(y, ctx, what, "operation")
     kernel = tuple(int(k) for k in ck.weight.shape[2:])
     _kernel_check(y, ck, ctx, kernel)
     return kernel
@@ -264,12 +219,8 @@ def _conv(y, ck, ctx, channels: int, dims: tuple[int, ...]) -> dict:
     pad = 1 if y.pad is None else y.pad
     dil = y.dilation
     if n == 2 and (kernel not in ((1, 1), (3, 3)) or dil != 1):
-        _fail(
-            y,
-            ctx,
-            f"conv2d supports 1x1 and 3x3 kernels without dilation, not {kernel}",
-            "kernel_size",
-        )
+        what = f"conv2d supports 1x1 and 3x3 kernels without dilation, not {kernel}"
+        _fail(y, ctx, what, "kernel_size")
     if pad >= kernel[0] or pad > (3 if n == 1 else 2):
         _fail(y, ctx, f"pad {pad} must be smaller than the kernel ({kernel[0]}) and <= 2", "pad")
     if any(s != 1 for s in y.stride):
@@ -299,12 +250,8 @@ def _convtranspose(y, ck, ctx, channels: int, dims: tuple[int, ...]) -> dict:
     pad = 1 if y.pad is None else y.pad
     opad = 1 if y.output_pad is None else y.output_pad
     if kernel != (3, 3) or opad != 1 or pad > 2 or any(s != 2 for s in y.stride):
-        _fail(
-            y,
-            ctx,
-            "convtranspose2d supports 3x3, stride 2, output_pad 1, pad 0..2 only",
-            "kernel_size",
-        )
+        what = "convtranspose2d supports 3x3, stride 2, output_pad 1, pad 0..2 only"
+        _fail(y, ctx, what, "kernel_size")
     groups = y.groups
     in_ch = int(ck.weight.shape[0])
     out_ch = int(ck.weight.shape[1]) * groups
@@ -327,12 +274,8 @@ def _linear(y, ck, ctx, channels: int, dims: tuple[int, ...]) -> dict:
     """Linear on 1x1 data, or on a flattened C x H x W input (docs/hardware/arithmetic.md R2.8,
     R5.1)."""
     if ck.weight.ndim != 2:
-        _fail(
-            y,
-            ctx,
-            f"a linear layer needs 2-D weights, not `{ck.weight_key}` {list(ck.weight.shape)}",
-            "operation",
-        )
+        what = f"a linear layer needs 2-D weights, not `{ck.weight_key}` {list(ck.weight.shape)}"
+        _fail(y, ctx, what, "operation")
     if y.kernel_size not in (None, (1, 1), (1,)):
         _fail(y, ctx, "a linear layer has no `kernel_size`", "kernel_size")
     if y.pad:
@@ -343,13 +286,8 @@ def _linear(y, ck, ctx, channels: int, dims: tuple[int, ...]) -> dict:
     if y.flatten and pixels > 256:
         _fail(y, ctx, f"`flatten` needs at most 256 pixels per channel, not {pixels}", "flatten")
     if not y.flatten and pixels != 1:
-        _fail(
-            y,
-            ctx,
-            f"a linear layer needs 1x1 data, not {list(dims)}",
-            "flatten",
-            "add `flatten: true`",
-        )
+        what = f"a linear layer needs 1x1 data, not {list(dims)}"
+        _fail(y, ctx, what, "flatten", "add `flatten: true`")
     in_ch = int(ck.weight.shape[1])
     _check_in_channels(y, ck, ctx, channels * pixels, in_ch)
     out_ch = int(ck.weight.shape[0])
@@ -376,10 +314,11 @@ def _weight_bits(y: YamlLayer, ck: CheckpointLayer, ctx: LayerContext) -> int:
     else:
         bits = ck.weight_bits or 8
     if bits not in ctx.device.allowed_weight_bits:
+        what = f"weight width {bits} is not available on {ctx.device.name}"
         _fail(
             y,
             ctx,
-            f"weight width {bits} is not available on {ctx.device.name}",
+            what,
             "quantization",
             f"allowed: {', '.join(map(str, ctx.device.allowed_weight_bits))}",
         )
@@ -391,11 +330,8 @@ def _quantized(y: YamlLayer, ck: CheckpointLayer, ctx: LayerContext) -> Quantize
     bias = None
     if ck.bias is not None:
         if ck.bias.shape != (int(ck.weight.shape[1 if y.op is Op.CONVTRANSPOSE2D else 0]),):
-            _fail(
-                y,
-                ctx,
-                f"`{ck.module}` bias of shape {list(ck.bias.shape)} does not match its weights",
-            )
+            what = f"`{ck.module}` bias of shape {list(ck.bias.shape)} does not match its weights"
+            _fail(y, ctx, what)
         bias = bias_from_checkpoint(ck.bias, ck.weight_bits)  # R1.6: the checkpoint's bits
     shift = ck.output_shift if y.output_shift is None else y.output_shift
     quant = Quantized(weight_bits=bits, weights=ck.weight, bias=bias, output_shift=shift)
@@ -414,13 +350,11 @@ def _quantized(y: YamlLayer, ck: CheckpointLayer, ctx: LayerContext) -> Quantize
                 else f"holds a non-integer value ({p.first})"
             )
             _fail(y, ctx, f"`{ck.module}` bias {what}")
-        _fail(
-            y,
-            ctx,
+        what = (
             f"output shift {shift} + {implicit_shift(bits)} (implicit) = {p.low} is "
-            f"outside [{p.lo}, {p.hi}]",
-            "output_shift",
+            f"outside [{p.lo}, {p.hi}]"
         )
+        _fail(y, ctx, what, "output_shift")
     return quant
 
 

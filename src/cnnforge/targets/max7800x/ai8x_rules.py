@@ -1,12 +1,5 @@
-"""Vendor rules the ai8x importer applies across layers: streaming / FIFO, duplicated weights.
-
-Streaming: the YAML's `streaming` flags and the ``--fifo`` option go into the plan; the rules about
-which layers may stream are checked here with the YAML line (docs/hardware/network-yaml.md §5
-"Streaming"), the rollover-buffer memory rules by ``plan.validate`` (plan/streaming.py). Duplicated
-weights: some vendor checkpoints hold the state_dict twice, once with the ``module.`` prefix of
-``DataParallel`` and once without; the vendor pairs the first copy (its loader stops after the
-YAML's weight layers, docs/hardware/checkpoint-format.md §5), so does cnnforge.
-"""
+"""Vendor rules the ai8x importer applies across layers: which layers may stream (the YAML line
+named) and which copy of a twice-stored state_dict is paired (the first, as the vendor does)."""
 
 from __future__ import annotations
 

@@ -1,13 +1,5 @@
-"""The read boundary of the vendor pair: bounded reading, YAML value types, checkpoint values.
-
-Everything a vendor YAML or checkpoint holds is checked here, by type and size, before the
-importer (``ai8x_yaml``, ``ai8x_checkpoint``, ``ai8x_layers``) sees it, so the importer never
-meets an ill-typed value: one ``ConfigError`` names the file, the key or YAML line, what was
-found and what is allowed. Bounds: files are regular files of at most ``MAX_YAML_BYTES``, YAML
-nesting at most ``MAX_DEPTH`` deep with at most ``MAX_ALIASES`` aliases, texts at most
-``MAX_TEXT`` characters; names that reach file names, YAML and C (``arch``, ``dataset``, layer
-names) match ``NAME_PATTERN``.
-"""
+"""The read boundary of the vendor pair: bounded files and YAML, value types and names checked
+before the importer sees them, each error one ``ConfigError`` naming file and key or line."""
 
 from __future__ import annotations
 
@@ -78,9 +70,6 @@ _LAYER_GROUPS: tuple[tuple[tuple[str, ...], tuple[str, ...]], ...] = (
 LAYER_TYPES = {key: kinds for keys, kinds in _LAYER_GROUPS for key in keys}
 _SCALARS = (_INT, _STR, _BOOL, _NULL)
 _NAMED = frozenset({"arch", "dataset", "name"})
-
-
-# ---- reading files ---------------------------------------------------------------------------
 
 
 def check_regular_file(path: Path, what: str) -> None:
@@ -161,9 +150,6 @@ class BoundedSafeLoader(yaml.SafeLoader):
             return super().compose_node(parent, index)
         finally:
             self._depth -= 1
-
-
-# ---- YAML value types ------------------------------------------------------------------------
 
 
 def _kind(value: Any) -> str:
@@ -248,21 +234,10 @@ def _check_text(key: Any, value: str, where: str) -> None:
         )
 
 
-# ---- checkpoint values -----------------------------------------------------------------------
-
 #: dtypes of stored values: real numbers, dense, on the CPU (docs/hardware/checkpoint-format.md §3).
 CHECKPOINT_DTYPES = frozenset(
-    {
-        torch.float16,
-        torch.bfloat16,
-        torch.float32,
-        torch.float64,
-        torch.int8,
-        torch.uint8,
-        torch.int16,
-        torch.int32,
-        torch.int64,
-    }
+    {torch.float16, torch.bfloat16, torch.float32, torch.float64, torch.int8, torch.uint8}
+    | {torch.int16, torch.int32, torch.int64}
 )
 #: Stored integers (weights, bias, shifts) are far below this in magnitude.
 MAX_MAGNITUDE = 2**31
@@ -338,9 +313,6 @@ def check_checkpoint_value(value: Any, what: str, path: str) -> None:
         )
 
 
-# ---- the checkpoint loader's globals ---------------------------------------------------------
-
-
 class _InertOptimizer:
     """Stands in for a ``torch.optim`` class named in a vendor checkpoint: nothing of it runs."""
 
@@ -352,11 +324,8 @@ class _InertOptimizer:
 
 
 def inert_optimizer_globals(names: list[str], path: str) -> list[tuple[type, str]]:
-    """Stand-ins for the ``torch.optim`` classes a checkpoint names; any other global refused.
-
-    Vendor checkpoints store ``optimizer_type`` (a class); allowing the real class would let a
-    crafted pickle run its constructor during the load (docs/hardware/checkpoint-format.md §1).
-    """
+    """Stand-ins for the ``torch.optim`` classes a checkpoint names, so no crafted pickle runs a
+    real constructor (docs/hardware/checkpoint-format.md §1); any other global refused."""
     out = []
     for name in names:
         module, _, attr = name.rpartition(".")

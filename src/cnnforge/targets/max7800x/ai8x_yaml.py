@@ -1,10 +1,5 @@
-"""Reading a vendor (ai8x-synthesis) network YAML into validated per-layer records.
-
-The file is parsed with a safe loader that rejects duplicate keys and remembers the line of every
-mapping and key, so each error names ``file:line`` (docs/hardware/network-yaml.md §1). Keys and
-values are checked per docs/hardware/network-yaml.md §2-§3; what needs the checkpoint (channels,
-shapes) is checked later by ``targets.max7800x.ai8x``.
-"""
+"""Reading a vendor network YAML into validated per-layer records: a safe loader that refuses
+duplicate keys and keeps line numbers, so errors name file:line (docs/hardware/network-yaml.md)."""
 
 from __future__ import annotations
 
@@ -40,52 +35,6 @@ ALIASES = {
     "read_gap": ("read_gap", "in_skip"),
     "bias_group": ("bias_group", "bias_quadrant"),
 }
-LAYER_KEYS = frozenset(
-    {
-        "processors",
-        "output_processors",
-        "eltwise",
-        "operands",
-        "pool_first",
-        "kernel_size",
-        "pad",
-        "stride",
-        "output_pad",
-        "dilation",
-        "quantization",
-        "output_shift",
-        "output_width",
-        "data_format",
-        "flatten",
-        "in_offset",
-        "out_offset",
-        "in_sequences",
-        "write_gap",
-        "in_channels",
-        "out_channels",
-        "in_dim",
-        "output",
-        "name",
-        "sequence",
-        "next_sequence",
-        "max_pool",
-        "avg_pool",
-        "pool_stride",
-        "pool_dilation",
-        "calcx4",
-        "readahead",
-        "tcalc",
-        "bypass",
-        "in_crop",
-        "in_channel_skip",
-        "streaming",
-        "simulated_sequence",
-        "snoop_sequence",
-        "weight_source",
-        "buffer_shift",
-        "buffer_insert",
-    }
-) | frozenset(a for names in ALIASES.values() for a in names)
 # Keys the vendor accepts whose behaviour cnnforge does not model (yet): error, not silence.
 LAYER_UNSUPPORTED = {
     "bypass": "kernel bypass",
@@ -191,9 +140,6 @@ class YamlConfig:
     snoop_line: int = 0
 
 
-# ---- safe loading with line numbers ---------------------------------------------------------
-
-
 class _Map(dict):
     """A YAML mapping that remembers its own line and the line of each key."""
 
@@ -244,9 +190,6 @@ def load_yaml_text(text: str, filename: str) -> Any:
         raise ConfigError(f"YAML error: {exc}", where=filename) from None
     finally:
         loader.dispose()
-
-
-# ---- global structure -------------------------------------------------------------------------
 
 
 def read_yaml_config(path: Path | str) -> YamlConfig:
@@ -352,9 +295,6 @@ def _check_names(layers: tuple[YamlLayer, ...], path: str) -> None:
         seen.add(layer.name)
 
 
-# ---- value parsers ----------------------------------------------------------------------------
-
-
 def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
@@ -408,7 +348,7 @@ def _ints(value: Any, key: str, where: str, lo: int, hi: int) -> tuple[int, ...]
     return tuple(_int(v, key, where, lo, hi) for v in items)
 
 
-def _kernel(value: Any, where: str) -> tuple[int, ...]:
+def _kernel(value: Any, key: str, where: str) -> tuple[int, ...]:
     """`3x3`, `1x1` or an integer (conv1d length; a square 2-D kernel)."""
     if _is_int(value):
         return (_int(value, "kernel_size", where, 1, 9),)
@@ -419,7 +359,7 @@ def _kernel(value: Any, where: str) -> tuple[int, ...]:
     raise ConfigError(f"unsupported value {value!r} for `kernel_size`", where=where)
 
 
-def _sequences(value: Any, where: str) -> tuple[int | str, ...]:
+def _sequences(value: Any, key: str, where: str) -> tuple[int | str, ...]:
     items = value if isinstance(value, list) else [value]
     if not items or len(items) > 16:
         raise ConfigError("`in_sequences` must name 1 to 16 layers", where=where)
@@ -429,13 +369,14 @@ def _sequences(value: Any, where: str) -> tuple[int | str, ...]:
     return tuple(items)
 
 
+def _name(value: Any, key: str, where: str) -> str:
+    return str(value)
+
+
 def _reference(value: Any, key: str, where: str) -> int | str:
     if not (_is_int(value) or isinstance(value, str)):
         raise ConfigError(f"`{key}` {value!r} is not a layer number or name", where=where)
     return value
-
-
-# ---- one layer ---------------------------------------------------------------------------------
 
 
 def _canonical(raw: _Map, index: int, path: str) -> dict[str, tuple[Any, int]]:
@@ -491,6 +432,47 @@ def _operation(
     return op, eltwise
 
 
+#: YamlLayer field <- key, parser, default, the parser's bounds or choices; in the order checked.
+_FIELDS = (
+    ("pool_stride", "pool_stride", _ints, (), 1, 16),
+    ("pool_dilation", "pool_dilation", _ints, (), 1, 16),
+    ("pool_first", "pool_first", _bool, True),
+    ("activation", "activate", _choice, Activation.NONE, ACTIVATIONS),
+    ("kernel_size", "kernel_size", _kernel, None),
+    ("pad", "pad", _int, None, 0, 3),
+    ("stride", "stride", _ints, (), 1, 16),
+    ("output_pad", "output_pad", _int, None, 0, 2),
+    ("dilation", "dilation", _int, 1, 1, 2047),
+    ("groups", "conv_groups", _int, 1, 1, 1024),
+    ("quantization", "quantization", _choice, None, QUANTIZATION),
+    ("output_shift", "output_shift", _int, None, -32, 32),
+    ("wide", "output_width", _choice, False, {8: False, 32: True}),
+    ("data_format", "data_format", _choice, None, DATA_FORMATS),
+    ("flatten", "flatten", _bool, False),
+    ("processors", "processors", _mask, None),
+    ("output_processors", "output_processors", _mask, None),
+    ("in_offset", "in_offset", _int, None, 0),
+    ("out_offset", "out_offset", _int, None, 0),
+    ("in_sequences", "in_sequences", _sequences, None),
+    ("write_gap", "write_gap", _int, 0, 0, 15),
+    ("in_channels", "in_channels", _int, None, 1, 2048),
+    ("out_channels", "out_channels", _int, None, 1, 2048),
+    ("in_dim", "in_dim", _ints, None, 1, 2048),
+    ("bias_group", "bias_group", _int, None, 0, 3),
+    ("output", "output", _bool, False),
+    ("next_sequence", "next_sequence", _reference, None),
+    ("streaming", "streaming", _bool, False),
+    ("calcx4", "calcx4", _bool, False),
+    ("readahead", "readahead", _bool, False),
+    ("tcalc", "tcalc", _bool, None),
+)
+#: docs/hardware/network-yaml.md §3: every key a layer may hold (aliases included).
+LAYER_KEYS = frozenset(
+    {key for _, key, *_ in _FIELDS} | {a for names in ALIASES.values() for a in names}
+    | {"eltwise", "operands", "max_pool", "avg_pool", "name", "sequence"} | set(LAYER_UNSUPPORTED)
+)  # fmt: skip
+
+
 def _parse_layer(raw: _Map, index: int, path: str) -> YamlLayer:
     """Check one layer's keys and values (docs/hardware/network-yaml.md §3)."""
     keys = _canonical(raw, index, path)
@@ -499,48 +481,20 @@ def _parse_layer(raw: _Map, index: int, path: str) -> YamlLayer:
         raise ConfigError(f"layer {index}: `processors` is missing", where=f"{path}:{raw.line}")
     op, eltwise = _operation(keys, index, path)
     pool_kind, pool_size = _pool(keys, index, path)
-    name = get("name", lambda v, k, w: str(v))
+    name = get("name", _name)
+    operands = get("operands", _int, 2, 2, 16) if eltwise else 1
+    fields = {field: get(key, *parse) for field, key, *parse in _FIELDS}
     return YamlLayer(
         index=index,
         line=raw.line,
         name=name,
         op=op,
         eltwise=eltwise,
-        operands=get("operands", _int, 2, 2, 16) if eltwise else 1,
+        operands=operands,
         pool_kind=pool_kind,
         pool_size=pool_size,
-        pool_stride=get("pool_stride", _ints, (), 1, 16),
-        pool_dilation=get("pool_dilation", _ints, (), 1, 16),
-        pool_first=get("pool_first", _bool, True),
-        activation=get("activate", _choice, Activation.NONE, ACTIVATIONS),
-        kernel_size=get("kernel_size", lambda v, k, w: _kernel(v, w)),
-        pad=get("pad", _int, None, 0, 3),
-        stride=get("stride", _ints, (), 1, 16),
-        output_pad=get("output_pad", _int, None, 0, 2),
-        dilation=get("dilation", _int, 1, 1, 2047),
-        groups=get("conv_groups", _int, 1, 1, 1024),
-        quantization=get("quantization", _choice, None, QUANTIZATION),
-        output_shift=get("output_shift", _int, None, -32, 32),
-        wide=get("output_width", _choice, 8, {8: 8, 32: 32}) == 32,
-        data_format=get("data_format", _choice, None, DATA_FORMATS),
-        flatten=get("flatten", _bool, False),
-        processors=get("processors", _mask),
-        output_processors=get("output_processors", _mask),
-        in_offset=get("in_offset", _int, None, 0),
-        out_offset=get("out_offset", _int, None, 0),
-        in_sequences=get("in_sequences", lambda v, k, w: _sequences(v, w)),
-        write_gap=get("write_gap", _int, 0, 0, 15),
-        in_channels=get("in_channels", _int, None, 1, 2048),
-        out_channels=get("out_channels", _int, None, 1, 2048),
-        in_dim=get("in_dim", _ints, None, 1, 2048),
-        bias_group=get("bias_group", _int, None, 0, 3),
-        output=get("output", _bool, False),
-        next_sequence=get("next_sequence", _reference),
-        streaming=get("streaming", _bool, False),
-        calcx4=get("calcx4", _bool, False),
-        readahead=get("readahead", _bool, False),
-        tcalc=get("tcalc", _bool, None),
         key_lines=tuple((k, line) for k, (_, line) in keys.items()),
+        **fields,
     )
 
 

@@ -1,12 +1,5 @@
-"""Write a placed hardware ``Network`` as the vendor's network YAML (ai8x-synthesis).
-
-Built from plain dicts, one per layer, dumped with a safe dumper that writes processor masks
-as 64-bit hex; a comment names each layer. Every value is written explicitly (processors,
-output processors, offsets), so the file does not depend on the vendor tool's defaults
-(docs/hardware/network-yaml.md §3-§5). Weights, bias and output shifts go into the checkpoint
-(emit/ai8x_checkpoint.py); the YAML adds `quantization` only where the vendor tool would
-otherwise infer another width (all-zero or all-+-1 weights, binary layers).
-"""
+"""Write a placed hardware ``Network`` as the vendor's network YAML, every placement value explicit
+(docs/hardware/network-yaml.md §3-§5); weights go into the checkpoint."""
 
 from __future__ import annotations
 

@@ -1,8 +1,5 @@
-"""The checker's rules on the MAX7800x memories: data memory, bias memory, kernel memory.
-
-The shared checker (passes/check.py) runs them through the MAX7800x ``TargetRules`` (rules.py) after
-the target-neutral rules; each reads the MAX record's fields (docs/hardware/devices.md §2-§4).
-"""
+"""The checker's rules on the MAX7800x data, bias and kernel memories, run through its
+``TargetRules`` (rules.py; docs/hardware/devices.md §2-§4)."""
 
 from __future__ import annotations
 

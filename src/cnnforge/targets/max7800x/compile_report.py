@@ -1,9 +1,5 @@
-"""report.html: one self-contained page (inline SVG figures) describing a compile.
-
-Sections: summary, analysis table, device check (rewrites, violations), the plan (data memory
-map, kernel map, processor utilization), cycle estimate per layer, float vs quantized outputs on
-the sample (segmentation: the class masks side by side), the C build facts.
-"""
+"""report.html: one self-contained page (inline SVG figures) describing a compile: analysis, check,
+plan, cycles, float vs quantized outputs, the C build."""
 
 from __future__ import annotations
 
@@ -35,10 +31,6 @@ def _template() -> jinja2.Template:
     text = folder.joinpath("report.html.j2").read_text("utf-8")
     env = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined)
     return env.from_string(text)
-
-
-def _popcount(mask: int) -> int:
-    return bin(mask).count("1")
 
 
 def analysis_rows(network: Network, dev: Capabilities) -> list[dict[str, Any]]:
@@ -74,8 +66,8 @@ def plan_rows(network: Network, plan: Plan) -> list[dict[str, Any]]:
         rows.append(
             {
                 "name": layer.name,
-                "in_procs": _popcount(p.in_processors),
-                "out_procs": _popcount(p.out_processors),
+                "in_procs": p.in_processors.bit_count(),
+                "out_procs": p.out_processors.bit_count(),
                 "in_mask": f"0x{p.in_processors:016x}",
                 "out_mask": f"0x{p.out_processors:016x}",
                 "in_off": f"0x{p.in_offset:04x}",

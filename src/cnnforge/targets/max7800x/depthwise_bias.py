@@ -1,19 +1,5 @@
-"""Where a depthwise convolution keeps its bias: a slice in every quadrant it spans
-(docs/hardware/devices.md §4, docs/firmware.md "Bias memory").
-
-Depthwise layers are placed before all other layers' bias, in layer order, each quadrant's slice
-at that quadrant's fill so far. Every processor of the span from the first input processor
-(processor 0 when the layer spans quadrants or broadcasts: quadrants before its own then hold
-empty entries too) to the last (broadcast: the end of its quadrant) takes one entry per output
-pass, in processor order, in its quadrant; an entry belongs to the channel of that processor
-(unused processors: an empty entry). Without broadcast the first
-quadrant's processors count from that quadrant's start. In broadcast mode (output processors =
-input processors) each quadrant's slice starts at a multiple of 4 and the 16 entries of a
-quadrant hold the channels of processors 0, 4, 8, 12, 1, 5, ... (the four processors of an
-instance are read in parallel); trailing empty entries of the last quadrant are given back.
-Learned from the vendor tool's bias allocator and checked word for word against its firmware
-(tests/data/firmware_state/depthwise-*.npz).
-"""
+"""Where a depthwise convolution keeps its bias: a slice in every quadrant it spans, as the vendor's
+allocator does (docs/hardware/devices.md §4, docs/firmware.md "Bias memory")."""
 
 from __future__ import annotations
 
@@ -29,9 +15,8 @@ def _ffs(x: int) -> int:
 
 @dataclass(frozen=True)
 class DepthwiseBias:
-    """A depthwise layer's bias slices: the first entry the layer's registers name per quadrant
-    of its input, and per quadrant touched the first entry written with, from there, the channel
-    each entry holds (None: an unused entry)."""
+    """A depthwise layer's bias slices: per input quadrant the first entry its registers name, and
+    per quadrant touched the first entry written and the channel of each entry (None: unused)."""
 
     offsets: dict[int, int] = field(default_factory=dict)
     entries: dict[int, tuple[int, list[int | None]]] = field(default_factory=dict)
@@ -94,9 +79,8 @@ def depthwise_bias(
 
 
 def _columns(span: int, start: int, last: int, channels: int, dev: Max7800xDevice) -> list:
-    """Per processor from ``start``: the channel (of the first pass) whose bias it takes, None
-    where the span skips a processor. The vendor inserts the gaps at the processor's number,
-    not its place from ``start``; a gap past the end fails."""
+    """Per processor from ``start``: the channel whose bias it takes (None: a gap, inserted at the
+    processor's number as the vendor does); a gap past the end fails."""
     width = processors_per_pass(channels, dev)
     columns: list[int | None] = list(range(width))
     for p in range(start, last + 1):

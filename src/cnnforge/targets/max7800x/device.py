@@ -1,12 +1,5 @@
-"""The MAX78000 and MAX78002 as frozen records: ``Capabilities`` plus their own memories.
-
-``Max7800xDevice`` adds what only MAX7800x code reads (processors, quadrants, kernel, data and
-bias memories, streaming, clocks, addresses) to the target-neutral ``devices.Capabilities``.
-Each field cites its section of docs/hardware/devices.md (§1 is the side-by-side table, §8
-the machine-readable copy). Fields equal on both parts carry their value as the default; the
-two instances below give the rest. Where the manual and the vendor tool disagree the tool's
-value is used (docs/hardware/devices.md §9).
-"""
+"""The MAX78000 and MAX78002 as frozen records: ``Capabilities`` plus their own memories, each field
+citing docs/hardware/devices.md (the vendor tool's value where it and the manual disagree, §9)."""
 
 from __future__ import annotations
 
@@ -18,9 +11,8 @@ from cnnforge.errors import InputError
 
 @dataclass(frozen=True, kw_only=True)
 class Max7800xDevice(Capabilities):
-    """One MAX7800x part: its capabilities plus processors, memories, streaming, clocks and memory
-    addresses (docs/hardware/devices.md §1-§8). Only MAX7800x code (this package) reads the fields
-    below ``Capabilities``'."""
+    """One MAX7800x part: its capabilities plus processors, memories, streaming, clocks and
+    addresses (docs/hardware/devices.md §1-§8), read only by this package."""
 
     # ---- identity (§1 "Die name / izer device code") ----------------------------------------
     die: str

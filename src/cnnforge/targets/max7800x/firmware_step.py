@@ -1,13 +1,5 @@
-"""The compile step that writes the MAX7800x firmware: OUT/firmware/.
-
-An MSDK project with the vendor tool's file names and API (firmware/), written
-by default for MAX78000/MAX78002 (``--no-firmware``: not). A network the writer does not cover
-yet is a note, unless the firmware was asked for (``--firmware`` or one of the vendor's
-code-generation options): then it is an error, before anything is written. With ``--run`` the
-firmware's set-up is also built and run on the host and the state it leaves is compared, word
-for word, with what the plan says (kernels, bias, registers, input), and its code is
-built for the Cortex-M4 to count its flash bytes (without: an estimate).
-"""
+"""The compile step that writes the MAX7800x firmware (OUT/firmware/, an MSDK project); with
+``--run`` its set-up state is checked word for word against the plan and its flash bytes counted."""
 
 from __future__ import annotations
 

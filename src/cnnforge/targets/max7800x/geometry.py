@@ -1,10 +1,5 @@
-"""The MAX7800x kernel and bias memory formulas, asked of its device record.
-
-The kernel count ``kc`` of a weight layer and the 72-bit words its kernels pack into
-(docs/hardware/devices.md §3), the output slots of an output mask, and the bias entries a
-layer takes (§4). The planner (kernels.py, kernel_words.py) and the independent validator
-(validate.py) both ask here, so the two cannot drift apart.
-"""
+"""The MAX7800x kernel and bias memory formulas (docs/hardware/devices.md §3-§4), asked by both the
+planner and the independent validator so the two cannot drift apart."""
 
 from __future__ import annotations
 
@@ -24,11 +19,8 @@ def kernel_count(
     pixels: int,
     device: Capabilities,
 ) -> int:
-    """kc of docs/hardware/devices.md §3: kernels per input processor for ``slots`` output slots S.
-
-    S * E_out * E_in; depthwise: E_in; flatten: (S * E_out - unused slots) * pixels * E_in,
-    ``pixels`` the H*W flattened per channel.
-    """
+    """kc of docs/hardware/devices.md §3: kernels per input processor for ``slots`` output slots S
+    (S * E_out * E_in; depthwise: E_in; flatten: per ``pixels``)."""
     cout = out_channels
     e_in, e_out = passes(in_channels, device), passes(cout, device)
     if layer.groups > 1:
@@ -41,18 +33,15 @@ def kernel_count(
 
 def kernel_slots(out_mask: int, device: Max7800xDevice) -> int:
     """S of docs/hardware/devices.md §3 with the filler kernels of a mask not starting at a multiple
-    of 4: last
-    - first + 1, ``first`` rounded down to the 4-processor instance (the safe budget)."""
+    of 4 (``first`` rounded down to its 4-processor instance)."""
     first = (out_mask & -out_mask).bit_length() - 1
     last = out_mask.bit_length() - 1
     return last - (first - first % device.processors_per_instance) + 1
 
 
 def packed_kernel_words(kernels: int, ksize: int, weight_bits: int, device: Max7800xDevice) -> int:
-    """72-bit words for ``kernels`` kernels of ``ksize`` b-bit weights (vendor formula, §3).
-
-    ceil((kc * ksize * b + (kc mod q) * ksize * (q - 1)) / 72), q = 8 / b.
-    """
+    """72-bit words for ``kernels`` kernels of ``ksize`` b-bit weights (vendor formula, §3):
+    ceil((kc * ksize * b + (kc mod q) * ksize * (q - 1)) / 72), q = 8 / b."""
     bits = abs(weight_bits) if weight_bits != BINARY_BITS else 1
     q = 8 // bits
     pad = (kernels % q) * ksize * (q - 1)

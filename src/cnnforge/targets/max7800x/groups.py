@@ -1,20 +1,5 @@
-"""Which tensors must be laid out together, and the copy layers needed when they cannot be.
-
-A multi-input layer reads its inputs as one tensor (docs/hardware/devices.md §2, §6):
-
-- a concatenation of at most 64 channels reads its parts on *adjacent* processor ranges at one
-  offset, in argument order (``ADJACENT``);
-- an element-wise layer, or a concatenation above 64 channels, reads its parts *interleaved*
-  word by word: every part on the same processors, written with ``write_gap = parts - 1`` at
-  ``offset + 4*i`` (``INTERLEAVED``; docs/hardware/unet.md §1.1.4).
-
-Every tensor belongs to exactly one ``Group`` (``SINGLE`` when no multi-input layer constrains
-it). A tensor that a group cannot use where it is (the network input, a tensor already claimed
-by another group, an interleaved part that another layer also reads plainly, a network output)
-is copied by a passthrough layer inserted right before the consumer — the vendor's ``pt`` layer
-of the large U-Net (docs/hardware/unet.md §2). This is decided for the whole graph before any
-processor is chosen, so consumer constraints reach the producers.
-"""
+"""Which tensors must be laid out together (adjacent or interleaved, docs/hardware/devices.md §2,
+§6), and the passthrough copies inserted when they cannot be (docs/hardware/unet.md §2)."""
 
 from __future__ import annotations
 

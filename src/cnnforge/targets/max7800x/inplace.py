@@ -1,19 +1,5 @@
-"""Proven in-place layers: when a layer's output may overlap its own (dying) input.
-
-docs/hardware/devices.md §6 forbids a layer's output to intersect its inputs "unless proven". The
-proof here: the hardware produces output pixels in raster order, and an input pixel is read no later
-than when the first output pixel that needs it is computed. So writing output pixel q is safe when
-every word written so far lies below the first word of the earliest input pixel any later output
-still needs. With single-pass 8-bit input and output (one word per pixel) that is
-
-    in_offset/4 - out_offset/4 >= max over q of ((q + 1) - first_needed(q + 1)) + margin
-
-where first_needed(q) is the smallest input pixel index read by outputs q, q+1, ... (suffix minimum
-over the window tops). The vendor's large U-Net relies on exactly this (its 3x3 dec0 trails its
-input by 108 pixels where 89 are needed, docs/hardware/unet.md /
-docs/hardware/network-yaml.md §7.2). Only plain single-input convolutions and passthroughs without
-element-wise operands, without flatten, single pass in and out, 8-bit output, qualify.
-"""
+"""Proven in-place layers: an output may overlap its own dying input while every word written
+trails the earliest input pixel a later output still reads (outputs come in raster order)."""
 
 from __future__ import annotations
 
@@ -32,7 +18,8 @@ _ELIGIBLE = frozenset({Op.CONV2D, Op.CONV1D, Op.PASSTHROUGH})
 
 
 def in_place_words(network: Network, layer: Layer, dev: Max7800xDevice) -> int | None:
-    """Words the output must start below the input to overlap it safely; None: never in place."""
+    """Words the output must start below the input: max over q of q - the first pixel outputs q..
+    read, plus the margin (one word per pixel); None: never in place."""
     if layer.op not in _ELIGIBLE or len(layer.inputs) != 1 or layer.eltwise is not None:
         return None
     if layer.flatten or layer.wide or layer.groups > 1:

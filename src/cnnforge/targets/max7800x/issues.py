@@ -1,8 +1,5 @@
-"""``Issue``: one rule a plan breaks, shared by the validator and the word-level run.
-
-A leaf of ``plan/`` (it imports nothing of cnnforge) so that plan/validate.py and
-plan/wordsim.py both import it without importing each other.
-"""
+"""``Issue``: one rule a plan breaks, shared by the validator and the word-level run (a leaf module,
+so neither imports the other)."""
 
 from __future__ import annotations
 

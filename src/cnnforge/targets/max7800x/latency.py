@@ -1,12 +1,5 @@
-"""The vendor's latency model: estimated CNN clock cycles per layer (docs/hardware/devices.md §5).
-
-A transcription of the formulas in docs/hardware/devices.md §5 (the vendor tool's latency model):
-network cycles = 1 (start) + the sum over layers. ``LatencyInputs`` holds the model's per-layer
-variables in hardware terms; ``layer_inputs`` derives them from a placed layer. The model is the
-vendor's for MAX78000; on MAX78002 it is a relative cost only. One change, from board measurements
-(docs/firmware.md, "Latency"): a streaming layer costs
-1.18 times its cycles without streaming, where the vendor guesses 1.5.
-"""
+"""The vendor's latency model: estimated CNN clock cycles per layer (docs/hardware/devices.md §5;
+streaming costs 1.18x, measured on boards, docs/firmware.md "Latency")."""
 
 from __future__ import annotations
 
@@ -98,11 +91,8 @@ def layer_inputs(
     kernel_start: int = 0,
     pre_on_multi: bool = True,
 ) -> LatencyInputs:
-    """The model's variables for ``layer`` reading ``in_shape`` (C, dims...) before pooling.
-
-    ``kernels_per_processor`` is the kernel count kc per input processor
-    (docs/hardware/devices.md §3); ``out_words_per_pixel`` is S for passthrough layers.
-    """
+    """The model's variables for ``layer`` reading ``in_shape`` (C, dims...) before pooling (kc per
+    input processor, docs/hardware/devices.md §3; S for passthrough layers)."""
     dims = tuple(in_shape[1:]) or (1,)
     pool = tuple(layer.pool.size) if layer.pool is not None else (1,) * len(dims)
     pooled = layer.pool.output_dims(dims) if layer.pool is not None else dims

@@ -1,13 +1,5 @@
-"""Processor masks: which processors (hence data-memory instances and byte lanes) hold a tensor.
-
-Every group of tensors (plan/groups.py) is one unit on a contiguous processor range starting at a
-multiple of 4 (docs/hardware/devices.md §6: masks that start at a multiple of 4 waste no kernels and
-suit sub-8-bit weights). Units are placed in the order they are born; each takes the start that
-keeps the busiest resource it touches least loaded: data-memory words of the instances it occupies
-while it lives, and kernel words of the processors whose kernels its readers keep (a layer's kernels
-live in its input processors, docs/hardware/devices.md §3). A passthrough layer's output must sit on
-its input's processors (docs/hardware/devices.md §6 "Passthrough"), so those parts are pinned.
-"""
+"""Processor masks: every group of tensors on a processor range from a multiple of 4, placed at the
+start that keeps its busiest resource least loaded (docs/hardware/devices.md §3, §6)."""
 
 from __future__ import annotations
 
@@ -161,11 +153,8 @@ def assign_masks(
     data_format: str,
     policy: str = "low",
 ) -> dict[str, int]:
-    """``{tensor: processor mask}`` for every tensor (see the module docstring).
-
-    ``policy`` breaks ties between equally loaded starts: ``low`` (lowest start), ``high``,
-    or ``long-high`` (long-lived tensors such as U-Net skips high, the rest low).
-    """
+    """``{tensor: processor mask}`` for every tensor; ``policy`` breaks ties between equal starts:
+    ``low``, ``high`` or ``long-high`` (long-lived tensors high)."""
     units = sorted((make_unit(network, g, live, dev) for g in groups), key=lambda u: u.birth)
     readers = _kernel_readers(network, dev)
     loads = _Loads(network, dev)

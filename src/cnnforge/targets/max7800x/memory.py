@@ -1,12 +1,5 @@
-"""Data-memory offsets by liveness: no two live tensors share a word (docs/hardware/devices.md §6).
-
-Each tensor is a rectangle: (set of instances) x [offset, offset + span) x [birth, death].
-Offsets are chosen per unit (plan/masks.py; all parts of a group share one base offset,
-interleaved part i sits at base + 4*i) so that rectangles live at the same time never
-intersect, keeping the highest address used low: units are placed largest first at the lowest
-offset where they fit ("greedy by size", the strategy of arena planners), with a first-fit in
-birth order as the fallback. Unlike ping-pong this reuses memory as soon as a tensor dies.
-"""
+"""Data-memory offsets by liveness, largest unit first at the lowest offset that fits: no two live
+tensors share a word (docs/hardware/devices.md §6)."""
 
 from __future__ import annotations
 
@@ -67,9 +60,8 @@ def unit_rects(
     in_place: bool = True,
     spans: dict[str, int] | None = None,
 ) -> tuple[Rect, ...]:
-    """The rectangles of a unit's parts, relative to its base offset (``in_place``: with the
-    partners each part may overwrite in place; ``spans``: tensors held in smaller buffers, the
-    streamed ones of plan/streaming.py, never overwritten in place)."""
+    """The rectangles of a unit's parts relative to its base offset (``in_place``: with the partners
+    each may overwrite; ``spans``: streamed tensors' smaller buffers)."""
     k = len(unit.group.parts) if unit.group.kind is GroupKind.INTERLEAVED else 1
     spans = spans or {}
     return tuple(
@@ -116,11 +108,8 @@ def assign_offsets(
     in_place: bool = False,
     spans: dict[str, int] | None = None,
 ) -> dict[str, int]:
-    """``{tensor: out offset}`` (bytes); raises ``PlanError`` when no placement fits.
-
-    ``in_place``: let proven in-place layers overwrite their dying input (plan/inplace.py);
-    the planner asks for this only when no placement without any overlap fits.
-    """
+    """``{tensor: out offset}`` (bytes), or ``PlanError``; ``in_place``: proven in-place layers may
+    overwrite their dying input (asked only when nothing else fits)."""
     rects = [unit_rects(network, u, masks, live, data_format, dev, in_place, spans) for u in units]
     by_size = sorted(range(len(units)), key=lambda i: _size_key(rects[i], units[i]))
     by_size_late = sorted(

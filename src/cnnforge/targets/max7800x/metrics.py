@@ -1,11 +1,5 @@
-"""Figures of a plan: data-memory footprint, kernel and bias use, estimated cycles.
-
-Used by the readable plan (plan/report.py) and by benchmarks/plan_vs_handwritten.py, so that our
-plans and the vendor's hand-written ones are measured by the same code. Footprint is measured on the
-words each tensor really occupies (docs/hardware/devices.md §2 addressing, gaps excluded):
-``high_water`` is the highest byte used in any instance; ``peak_live`` the largest number of bytes
-holding live data at one time (in-place layers count their overlap once).
-"""
+"""Figures of a plan (data-memory footprint on the words really used, kernel and bias use, cycles),
+shared by the readable plan and the benchmark against hand-written plans."""
 
 from __future__ import annotations
 
@@ -19,6 +13,7 @@ from cnnforge.ir import INPUT, Network
 from cnnforge.targets.max7800x.device import Max7800xDevice, get_device
 from cnnforge.targets.max7800x.kernels import bias_length, has_bias, kernel_words_placed
 from cnnforge.targets.max7800x.latency import START_CYCLES
+from cnnforge.targets.max7800x.masks import instances_of
 from cnnforge.targets.max7800x.placement import Placement, Plan
 
 
@@ -57,9 +52,7 @@ def tensor_words(
     """(16-bit instance mask, word indices) a tensor occupies in each of its instances."""
     place = tensor_layout(plan, name)
     geo = tensor_geometry(network, name, dev)
-    mask = place.out_processors
-    lanes = dev.processors_per_instance
-    inst = sum(1 << k for k in range(dev.processors // lanes) if mask >> (lanes * k) & 0xF)
+    inst = instances_of(place.out_processors, dev)
     base = place.out_offset // 4
     reader = _streamed_reader(network, plan, name)
     if reader is not None:  # held in its reader's rollover buffer (plan/streaming.py)
@@ -77,12 +70,10 @@ def tensor_words(
 
 def _streamed_reader(network: Network, plan: Plan, name: str) -> int | None:
     """The streaming layer reading ``name`` when the tensor never exists whole, else None."""
-    names = [INPUT, *(x.name for x in network.layers)]
-    index = names.index(name)
-    streamed = 0
-    while streamed < len(plan.placements) and plan.placements[streamed].streaming:
-        streamed += 1
-    return index if index < streamed else None
+    from cnnforge.targets.max7800x.streaming import streaming_prefix
+
+    index = [INPUT, *(x.name for x in network.layers)].index(name)
+    return index if index < streaming_prefix(plan) else None
 
 
 def live_cells(

@@ -1,10 +1,5 @@
-"""The placement of a hardware ``Network`` on a device: the data a vendor YAML carries.
-
-A ``Plan`` has one ``Placement`` per layer of the network it was made for, in the same order
-(the planner may first insert passthrough copy layers, returning the new network with the plan).
-Masks are 64-bit processor masks (bit p = processor p, docs/hardware/devices.md §6); offsets
-are byte offsets inside every data-memory instance the layer touches.
-"""
+"""The placement of a hardware ``Network`` on a device, one ``Placement`` per layer: the data a
+vendor YAML carries (masks: bit p = processor p; byte offsets, docs/hardware/devices.md §6)."""
 
 from __future__ import annotations
 

@@ -1,10 +1,5 @@
-"""The ``cnnforge plan`` sequence of the MAX7800x (its entry's ``planner`` and ``write``): get
-the quantized network (the one way, pipeline.quantized), plan, validate, write the vendor pair
-(network.yaml + checkpoint), a sample input and the readable plan. Imported vendor pairs are
-re-planned or only validated.
-
-The output directory appears whole or not at all (cnnforge.outputs.atomic_output_dir).
-"""
+"""The ``cnnforge plan`` sequence of the MAX7800x: quantize, plan (or re-plan / validate a vendor
+pair), validate and write the pair, a sample and the readable plan, atomically."""
 
 from __future__ import annotations
 
@@ -82,13 +77,9 @@ def plan_request(request: PlanRequest, device: Capabilities) -> PlanResult:
 def _vendor(request: PlanRequest, device: Max7800xDevice) -> PlanResult:
     from cnnforge.targets.max7800x.ai8x import load_ai8x
 
-    network, vendor_plan = load_ai8x(
-        request.ai8x_yaml,
-        request.ai8x_checkpoint,
-        request.input_shape,
-        device=device.name,
-        overlap_data=request.allow_overlap,
-    )
+    pair, overlap = (request.ai8x_yaml, request.ai8x_checkpoint), request.allow_overlap
+    network, vendor_plan = load_ai8x(*pair, request.input_shape, device=device.name,
+                                     overlap_data=overlap)  # fmt: skip
     if request.validate_only:
         return validate_imported(
             network, vendor_plan, device, request.allow_overlap, request.in_place

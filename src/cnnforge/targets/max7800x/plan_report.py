@@ -1,11 +1,5 @@
-"""The readable plan: plan.json, plan.md (per-layer table, utilization, cycles) and pictures.
-
-Pictures (matplotlib, Agg): one data-memory map per layer (instances x byte offsets, every tensor
-live during that layer drawn where it sits; the layer's inputs and output outlined) and a kernel map
-(processors x kernel columns, one colour per layer). They show what a reader of the vendor's
-hand-written YAML has to reverse-engineer: where concatenations sit side by side, which words
-interleave, and how long skip tensors stay.
-"""
+"""The readable plan: plan.json, plan.md (per-layer table, utilization, cycles) and matplotlib maps
+of data memory per layer, kernels, and the timeline."""
 
 from __future__ import annotations
 
@@ -22,31 +16,25 @@ from cnnforge.targets.max7800x.metrics import PlanMetrics, tensor_words
 from cnnforge.targets.max7800x.placement import Plan
 
 PLAN_SCHEMA = "cnnforge-plan/1"
+_PLACEMENT_KEYS = ("in_offset", "out_offset", "write_gap", "kernel_start", "kernel_words")
+_PLACEMENT_KEYS += ("bias_quadrant", "bias_offset", "cycles")
 
 
 def plan_dict(network: Network, plan: Plan, metrics: PlanMetrics) -> dict[str, Any]:
     """plan.json: the placements (masks as hex), the metrics and the notes."""
-    layers = []
-    for layer, p in zip(network.layers, plan.placements, strict=True):
-        layers.append(
-            {
-                "layer": p.layer,
-                "op": layer.label(),
-                "inputs": list(layer.inputs),
-                "out_shape": list(layer.out_shape),
-                "copy": is_copy(layer),
-                "processors": f"0x{p.in_processors:016x}",
-                "output_processors": f"0x{p.out_processors:016x}",
-                "in_offset": p.in_offset,
-                "out_offset": p.out_offset,
-                "write_gap": p.write_gap,
-                "kernel_start": p.kernel_start,
-                "kernel_words": p.kernel_words,
-                "bias_quadrant": p.bias_quadrant,
-                "bias_offset": p.bias_offset,
-                "cycles": p.cycles,
-            }
-        )
+    layers = [
+        {
+            "layer": p.layer,
+            "op": layer.label(),
+            "inputs": list(layer.inputs),
+            "out_shape": list(layer.out_shape),
+            "copy": is_copy(layer),
+            "processors": f"0x{p.in_processors:016x}",
+            "output_processors": f"0x{p.out_processors:016x}",
+            **{key: getattr(p, key) for key in _PLACEMENT_KEYS},
+        }
+        for layer, p in zip(network.layers, plan.placements, strict=True)
+    ]
     return {
         "schema": PLAN_SCHEMA,
         "network": network.name,
@@ -158,25 +146,16 @@ def memory_map_png(
             continue
         lo, hi = 4 * int(idx.min()), 4 * (int(idx.max()) + 1)
         role = name == layer.name or name in layer.inputs
+        style = dict(color=colors(k % 20), alpha=0.8 if role else 0.35, lw=1.2)
         for i in range(16):
             if inst >> i & 1:
                 ax.add_patch(
-                    plt.Rectangle(
-                        (i, lo),
-                        0.9,
-                        hi - lo,
-                        color=colors(k % 20),
-                        alpha=0.8 if role else 0.35,
-                        ec="black" if role else "none",
-                        lw=1.2,
-                    )
+                    plt.Rectangle((i, lo), 0.9, hi - lo, ec="black" if role else "none", **style)
                 )
         first = (inst & -inst).bit_length() - 1
         ax.text(first + 0.05, lo, name if name != INPUT else "input", fontsize=6, va="bottom")
-    ax.set_xlim(0, 16)
-    ax.set_ylim(0, dev.instance_bytes)
+    ax.set(xlim=(0, 16), ylim=(0, dev.instance_bytes), ylabel="byte offset")
     ax.set_xlabel("data-memory instance (processors 4k..4k+3)")
-    ax.set_ylabel("byte offset")
     ax.set_title(_text(f"layer {index}: {layer.name} ({layer.label()}) - live data"), fontsize=9)
     fig.savefig(path, dpi=72)
     if own:
@@ -196,10 +175,8 @@ def kernel_map_png(network: Network, plan: Plan, device: Max7800xDevice | str, p
         ax.broken_barh(bars, (p.kernel_start, p.kernel_words), color=colors(k % 20))
         first = (p.in_processors & -p.in_processors).bit_length() - 1
         ax.text(first, p.kernel_start, p.layer, fontsize=5, va="bottom")
-    ax.set_xlim(0, dev.processors)
-    ax.set_ylim(0, max(dev.kernel_words_large, dev.kernel_words_small))
-    ax.set_xlabel("processor")
-    ax.set_ylabel("kernel column (72-bit words)")
+    ax.set(xlim=(0, dev.processors), ylim=(0, max(dev.kernel_words_large, dev.kernel_words_small)))
+    ax.set(xlabel="processor", ylabel="kernel column (72-bit words)")
     ax.set_title(_text(f"{network.name}: kernel memory on {plan.device.name}"), fontsize=9)
     fig.tight_layout()
     fig.savefig(path, dpi=80)
@@ -218,9 +195,9 @@ def timeline_png(network: Network, plan: Plan, device: Max7800xDevice | str, pat
             top.broken_barh(
                 [(r, w) for r, w in runs], (i + dx - 0.5, 0.45), color=colors(i % 20), alpha=shade
             )
-    top.set_ylabel("layer (light: reads, dark: writes)")
-    top.set_xlim(0, dev.processors)
-    top.set_xlabel("processor")
+    top.set(
+        ylabel="layer (light: reads, dark: writes)", xlim=(0, dev.processors), xlabel="processor"
+    )
     top.invert_yaxis()
     top.set_title(_text(f"{network.name} on {plan.device.name}: processors per layer"), fontsize=9)
     for k, (name, (birth, death)) in enumerate(live_intervals(network).items()):
@@ -231,9 +208,8 @@ def timeline_png(network: Network, plan: Plan, device: Max7800xDevice | str, pat
             bottom.broken_barh(
                 [(lo, hi - lo)], (birth - 0.5, end - birth + 0.5), color=colors(k % 20), alpha=0.5
             )
-    bottom.set_xlim(0, dev.instance_bytes)
+    bottom.set(xlim=(0, dev.instance_bytes), ylabel="layer (live tensors)")
     bottom.set_xlabel("byte offset (every instance the tensor uses)")
-    bottom.set_ylabel("layer (live tensors)")
     bottom.invert_yaxis()
     fig.tight_layout()
     fig.savefig(path, dpi=72)

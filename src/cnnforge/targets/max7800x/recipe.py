@@ -1,14 +1,5 @@
-"""The MAX78000/MAX78002 compile recipe: a model (or vendor pair) to vendor files, portable C,
-the MSDK firmware, the known answer and report.html. Its own steps sit between the shared
-ones (pipeline/steps.py); what they keep is one ``state.Max7800xState`` (the compile state's
-``target_state``):
-
-    load -> lower and check -> quantize -> plan -> simulate the sample (the known answer)
-    -> float model -> vendor YAML + checkpoint -> portable C -> firmware -> [build and run]
-    -> report -> summary
-
-Stages are imported inside the steps that use them (``cnnforge --help`` stays light).
-"""
+"""The MAX78000/MAX78002 compile recipe: its own steps (plan, vendor pair, C, firmware, run, report)
+between the shared ones; stages are imported inside the steps (``--help`` stays light)."""
 
 from __future__ import annotations
 
@@ -146,14 +137,9 @@ def step_emit_c(state: CompileState, workdir: Path) -> CompileState:
 
     c_dir = workdir / C_DIR
     c_dir.mkdir()
-    emitted = emit_c(
-        state.network,
-        state.sample,
-        state.answer,
-        c_dir,
-        max_verify=state.options.max_verify,
-        output_exponents=state.output_exponents,
-    )
+    exponents, max_verify = state.output_exponents, state.options.max_verify
+    emitted = emit_c(state.network, state.sample, state.answer, c_dir, max_verify=max_verify,
+                     output_exponents=exponents)  # fmt: skip
     notes = (*state.notes, *_macs_note(state.source, state.network, emitted.macs, state.device))
     return state.with_(emitted=emitted, notes=notes).wrote(*(f"{C_DIR}/{f}" for f in emitted.files))
 

@@ -1,9 +1,5 @@
-"""Figures of the HTML report, each a function returning an inline ``data:image/svg+xml`` URI.
-
-The figures are rectangles, bars, dots and small images, so they are written as SVG text
-directly (no plotting library to import on every compile). Fixed sizes, fixed number formats and
-no timestamps: the report is byte-identical across runs.
-"""
+"""Figures of the HTML report as inline ``data:image/svg+xml`` URIs, written as SVG text (no
+plotting library, byte-identical across runs)."""
 
 from __future__ import annotations
 
@@ -169,9 +165,6 @@ def rect_map(
         )
     body.append(ax.border())
     return _svg(ax.width, ax.height, body)
-
-
-# ---- images (segmentation masks) --------------------------------------------------------------
 
 
 def png_bytes(rgb: np.ndarray) -> bytes:

@@ -1,18 +1,5 @@
-"""The MAX78002's speed-ups in a plan: calcx4 and read-ahead (docs/firmware.md "calcx4,
-read-ahead"; the results are the same, the layer runs faster).
-
-``with_speedups`` turns them on (``compile --calcx4`` / ``--read-ahead``) for every layer
-that can take them (read-ahead: not on streaming layers, whose buffers it lengthens);
-``speedup_issues`` names the layers of any plan (an imported one too) that break the vendor
-tool's rules for them: read-ahead keeps a layer's input and output in different memories of
-the data-memory instance (by offset, at the first and the last word), and a streaming
-read-ahead layer's buffer in another memory than every earlier streaming layer's; calcx4
-needs output channels in fours and no depthwise convolution (the vendor tool fails on those).
-Where calcx4 is turned on here, also a 3x3 Conv2d whose output processors start at a
-multiple of 4 without gaps and fill no more than its channels' kernels (the layout the
-vendor's calcx4 kernel placement holds). Learned
-from the vendor tool's backend and kernel packer.
-"""
+"""The MAX78002's calcx4 and read-ahead in a plan (docs/firmware.md "calcx4, read-ahead"): turning
+them on where they may go, and naming the layers that break the vendor tool's rules for them."""
 
 from __future__ import annotations
 
@@ -74,9 +61,8 @@ def calcx4_conflict(layer: Layer) -> str:
 
 
 def _calcx4_fits(layer: Layer, place: Placement, dev: Max7800xDevice) -> bool:
-    """A 3x3 Conv2d on output processors from a multiple of 4, without gaps, whose kernels
-    (processors x output passes) fill no more than the vendor's count (its channels) in
-    fours: the quarters then hold them all."""
+    """A 3x3 Conv2d on gap-free output processors from a multiple of 4 whose kernels fit the
+    vendor's count in fours (the quarters then hold them all)."""
     out = place.out_processors
     first = (out & -out).bit_length() - 1
     contiguous = (out >> first) & ((out >> first) + 1) == 0

@@ -1,13 +1,5 @@
-"""Streaming (FIFO) layers: the vendor's rules and the rollover buffer of each streaming layer.
-
-A streaming layer starts computing before its whole input exists: the input arrives through the
-FIFOs (first layer, the vendor's ``--fifo``) or from the previous streaming layer, into a circular
-buffer of ``rollover`` words at ``in_offset`` in each input instance. The arithmetic is unchanged;
-only memory differs (docs/hardware/devices.md §6 "Streaming layers", §7 "Streaming and FIFOs";
-docs/hardware/network-yaml.md §5 "Streaming"). The rollover formulas are the vendor backend's
-(the vendor tool's backend, register FMAX) for the plain case: no overrides, no
-read-ahead.
-"""
+"""Streaming (FIFO) layers: the vendor's rules and each streaming layer's rollover buffer
+(docs/hardware/devices.md §6-§7, docs/hardware/network-yaml.md §5 "Streaming")."""
 
 from __future__ import annotations
 
@@ -16,6 +8,7 @@ from dataclasses import dataclass
 from cnnforge.geometry import layer_in_channels, passes
 from cnnforge.ir import INPUT, Layer, Network, Op
 from cnnforge.targets.max7800x.device import Max7800xDevice, get_device
+from cnnforge.targets.max7800x.masks import instances_of
 from cnnforge.targets.max7800x.placement import Placement, Plan
 
 INCREASE_START = 2  # the vendor's default `--increase-start` (MAX78000 formula)
@@ -37,15 +30,6 @@ def streaming_prefix(plan: Plan) -> int:
     while n < len(plan.placements) and plan.placements[n].streaming:
         n += 1
     return n
-
-
-def _instances(mask: int, dev: Max7800xDevice) -> int:
-    """Bit k set when instance k holds data of a processor in ``mask`` (tc ``datamem_map``)."""
-    out = 0
-    for p in range(dev.processors):
-        if mask >> p & 1:
-            out |= 1 << (p // dev.processors_per_instance)
-    return out
 
 
 def _closed_overlap(a: tuple[int, int], b: tuple[int, int]) -> bool:
@@ -225,7 +209,7 @@ def _buffers(network: Network, plan: Plan, dev: Max7800xDevice) -> list[StreamIs
             (end >= dev.instance_bytes, "in_offset", "streaming-bounds",
              f"{where} passes the instance size {dev.instance_bytes:#x}"),
         ]  # fmt: skip
-        inst = _instances(place.in_processors, dev)
+        inst = instances_of(place.in_processors, dev)
         rules += [
             (other & inst != 0 and _closed_overlap((start, end), (a, b)), "in_offset",
              "streaming-buffers", f"{where} overlaps {network.layers[j].name}'s {a:#x}-{b:#x}")
@@ -237,7 +221,7 @@ def _buffers(network: Network, plan: Plan, dev: Max7800xDevice) -> list[StreamIs
         place, layer = plan.placements[n - 1], network.layers[n - 1]
         pixels = layer.out_shape[1] * (layer.out_shape[2] if len(layer.out_shape) > 2 else 1)
         span = (place.out_offset, place.out_offset + pixels * 4 * (4 if layer.wide else 1))
-        inst = _instances(place.out_processors, dev)
+        inst = instances_of(place.out_processors, dev)
         out += [
             StreamIssue(n - 1, "out_offset", "streaming-output-overlap",
                         f"the output {span[0]:#x}-{span[1]:#x} overlaps the streaming buffer "
@@ -246,9 +230,6 @@ def _buffers(network: Network, plan: Plan, dev: Max7800xDevice) -> list[StreamIs
             if other & inst and _closed_overlap(span, (a, b))
         ]  # fmt: skip
     return out
-
-
-# ---- planning ---------------------------------------------------------------------------------
 
 
 def _input_bytes(network: Network, index: int, dev: Max7800xDevice) -> int:

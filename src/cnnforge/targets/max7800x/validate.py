@@ -1,14 +1,5 @@
-"""An independent check of any plan, ours or imported: ``validate_plan`` -> a tuple of ``Issue``.
-
-It does not trust the planner. Static rules (docs/hardware/devices.md §7: processor counts, offsets,
-bounds, write-pointer range, passthrough masks, kernel and bias capacity) are checked per layer;
-then the whole network is run at word level (plan/wordsim.py): every layer's reads and writes follow
-docs/hardware/devices.md §2 addressing on a model of the 16 data-memory instances that records which
-tensor, channel and pixel each byte lane holds. A read that finds anything but the expected channel
-and pixel (wrong offset, wrong concatenation order, missing interleave, overwritten skip tensor) and
-a write over data still live are issues. ``allow_overlap`` accepts what the vendor's
-``--overlap-data`` accepts: a layer writing over its own inputs that die with it.
-"""
+"""An independent check of any plan, ours or imported: static rules per layer
+(docs/hardware/devices.md §7), then a word-level run (wordsim.py) -> a tuple of ``Issue``."""
 
 from __future__ import annotations
 
@@ -41,11 +32,8 @@ def validate_plan(
     allow_overlap: bool = False,
     in_place: bool = True,
 ) -> tuple[Issue, ...]:
-    """Every rule ``plan`` breaks on ``device`` (empty when the plan is valid).
-
-    ``in_place=False``: also report layers overwriting their own input where that is proven
-    safe (plan/inplace.py), i.e. the vendor simulator's check without ``--overlap-data``.
-    """
+    """Every rule ``plan`` breaks on ``device`` (empty when valid); ``in_place=False`` also reports
+    proven-safe overwrites of a layer's own input (as the vendor without ``--overlap-data``)."""
     dev = get_device(device)
     issues = _structure(network, plan, dev)
     if issues:
@@ -78,26 +66,16 @@ def raise_on_issues(issues: tuple[Issue, ...], what: str = "the plan") -> None:
 
 def _structure(network: Network, plan: Plan, dev: Max7800xDevice) -> list[Issue]:
     if len(plan.placements) != len(network.layers):
-        return [
-            Issue(
-                network.name,
-                "structure",
-                f"{len(plan.placements)} placements for {len(network.layers)} layers",
-            )
-        ]
+        message = f"{len(plan.placements)} placements for {len(network.layers)} layers"
+        return [Issue(network.name, "structure", message)]
     out = [
         Issue(layer.name, "structure", f"the placement is for {place.layer!r}")
         for layer, place in zip(network.layers, plan.placements, strict=True)
         if place.layer != layer.name
     ]
     if len(network.layers) > dev.max_layers:
-        out.append(
-            Issue(
-                network.name,
-                "layer-count",
-                f"{len(network.layers)} layers exceed {dev.max_layers} on {dev.name}",
-            )
-        )
+        message = f"{len(network.layers)} layers exceed {dev.max_layers} on {dev.name}"
+        out.append(Issue(network.name, "layer-count", message))
     used = 0
     for place in plan.placements:
         used |= place.in_processors | place.out_processors
@@ -130,36 +108,27 @@ def _mask_issues(
         if not 0 < mask < 1 << dev.processors:
             out.append(("mask-range", f"`{key}` {mask:#x} is not a non-zero 64-bit mask"))
         elif mask.bit_count() != geo.processors:
-            out.append(
-                (
-                    "processor-count",
-                    f"{geo.channels} channels need {geo.processors} processors per pass "
-                    f"({geo.passes} pass(es)) but `{key}` {mask:#018x} has {mask.bit_count()}",
-                )
+            message = (
+                f"{geo.channels} channels need {geo.processors} processors per pass "
+                f"({geo.passes} pass(es)) but `{key}` {mask:#018x} has {mask.bit_count()}"
             )
+            out.append(("processor-count", message))
     if chw and any((place.in_processors >> (4 * k) & 0xF).bit_count() > 1 for k in range(16)):
-        out.append(
-            (
-                "chw-mask",
-                f"CHW input needs one processor per instance, not {place.in_processors:#x}",
-            )
-        )
+        message = f"CHW input needs one processor per instance, not {place.in_processors:#x}"
+        out.append(("chw-mask", message))
     if layer.groups > 1:  # depthwise alignment (docs/hardware/devices.md §6)
         first_out = (place.out_processors & -place.out_processors).bit_length() - 1
         first_in = (place.in_processors & -place.in_processors).bit_length() - 1
         spans = (place.in_processors >> first_in).bit_length() + first_in % 16 > 16
         if first_out % 4 or (spans and first_in % 4):
             out.append(("depthwise-mask", "depthwise masks must start at a multiple of 4"))
-    if layer.op is Op.PASSTHROUGH and not passthrough_masks_ok(
-        place.in_processors, place.out_processors, dev
-    ):
-        out.append(
-            (
-                "passthrough-mask",
-                f"output map {place.out_processors:#018x} is not the input map "
-                f"{place.in_processors:#018x} packed per quadrant",
-            )
+    masks = place.in_processors, place.out_processors
+    if layer.op is Op.PASSTHROUGH and not passthrough_masks_ok(*masks, dev):
+        message = (
+            f"output map {place.out_processors:#018x} is not the input map "
+            f"{place.in_processors:#018x} packed per quadrant"
         )
+        out.append(("passthrough-mask", message))
     return out
 
 
@@ -175,48 +144,35 @@ def _memory_issues(
     operands = layer.operand_count
     in_bytes = geo_in.pixels * geo_in.passes * operands * (1 if chw else 4)
     end = dev.instance_bytes
-    if place.in_offset + in_bytes > end and not place.streaming:  # streaming: plan/streaming.py
-        out.append(
-            (
-                "input-bounds",
-                f"input of {in_bytes} bytes at {place.in_offset:#x} "
-                f"passes the instance end {end:#x}",
-            )
-        )
+    if place.in_offset + in_bytes > end and not place.streaming:  # streaming: streaming.py
+        message = f"input of {in_bytes} bytes at {place.in_offset:#x} passes the instance end"
+        out.append(("input-bounds", f"{message} {end:#x}"))
     out_bytes = out_span(geo_out.pixels, geo_out.passes, place.write_gap, layer.wide)
     last = layer.name in network.outputs
     if place.out_offset + out_bytes > end and (not place.streaming or last):
-        out.append(
-            (
-                "output-bounds",
-                f"output of {out_bytes} bytes at {place.out_offset:#x} "
-                f"passes the instance end {end:#x}",
-            )
-        )
+        message = f"output of {out_bytes} bytes at {place.out_offset:#x} passes the instance end"
+        out.append(("output-bounds", f"{message} {end:#x}"))
     if geo_out.passes * (place.write_gap + 1) > 1 << dev.write_ptr_inc_bits:
-        out.append(
-            (
-                "write-gap",
-                f"{geo_out.passes} output passes x (write_gap "
-                f"{place.write_gap} + 1) exceed {1 << dev.write_ptr_inc_bits}",
-            )
+        message = (
+            f"{geo_out.passes} output passes x (write_gap "
+            f"{place.write_gap} + 1) exceed {1 << dev.write_ptr_inc_bits}"
         )
+        out.append(("write-gap", message))
     if any(name != "input" and network.layer(name).wide for name in layer.inputs):
         out.append(("wide-input", "reads a 32-bit (wide) output; only 8-bit data can be read"))
     return out
 
 
 def out_span(pixels: int, out_passes: int, gap: int, wide: bool) -> int:
-    """Bytes from ``out_offset`` to the end of the last word written
-    (docs/hardware/devices.md §2)."""
+    """Bytes from ``out_offset`` to the end of the last word written (docs/hardware/devices.md
+    §2)."""
     if wide:
         return 4 * ((pixels * out_passes - 1) * 4 * (gap + 1) + 4)
     return 4 * ((pixels * out_passes - 1) * (gap + 1) + 1)
 
 
 def passthrough_masks_ok(in_mask: int, out_mask: int, dev: Max7800xDevice) -> bool:
-    """Per quadrant, the output bits are the input bits packed together
-    (docs/hardware/devices.md §6)."""
+    """Per quadrant, the output bits are the input bits packed (docs/hardware/devices.md §6)."""
     for q in range(dev.quadrants):
         a = in_mask >> (dev.processors_per_quadrant * q) & 0xFFFF
         b = out_mask >> (dev.processors_per_quadrant * q) & 0xFFFF
@@ -228,9 +184,8 @@ def passthrough_masks_ok(in_mask: int, out_mask: int, dev: Max7800xDevice) -> bo
 
 
 def spec_kernel_words(network: Network, layer: Layer, out_mask: int, dev: Max7800xDevice) -> int:
-    """72-bit kernel words per input processor of a placed weight layer, derived here from
-    docs/hardware/devices.md §3 and the placed output mask (not from the planner's sizing
-    helpers)."""
+    """72-bit kernel words per input processor of a placed weight layer, derived from
+    docs/hardware/devices.md §3 and the output mask (not the planner's helpers)."""
     shape = main_input_shape(network, layer)
     flat = layer.flatten
     ksize = 1 if flat or not layer.kernel_size else math.prod(layer.kernel_size)
@@ -246,88 +201,75 @@ def _kernel_issues(network: Network, plan: Plan, dev: Max7800xDevice) -> list[Is
     out: list[Issue] = []
     taken: dict[int, list[tuple[int, int, str]]] = {}
     for layer, place in zip(network.layers, plan.placements, strict=True):
-        if not layer.has_weights:
-            continue
-        words = spec_kernel_words(network, layer, place.out_processors, dev)
-        procs = [p for p in range(dev.processors) if place.in_processors >> p & 1]
-        start = place.kernel_start
-        if start is not None and place.kernel_words < words:
-            out.append(
-                Issue(
-                    layer.name,
-                    "kernel-words",
-                    f"the plan keeps {place.kernel_words} kernel words per processor, "
-                    f"docs/hardware/devices.md §3 gives {words} for these masks",
-                )
-            )
-        if start is None:
-            start = _greedy_start(taken, procs, words, dev)
-            if start is None:
-                out.append(
-                    Issue(
-                        layer.name,
-                        "kernel-memory",
-                        f"kernel memory exhausted: "
-                        f"{words} words per processor do not fit on {procs[0]}-"
-                        f"{procs[-1]}",
-                    )
-                )
-                continue
-        elif start % dev.kernel_start_align:
-            out.append(
-                Issue(
-                    layer.name,
-                    "kernel-align",
-                    f"kernel start {start} is not a multiple of {dev.kernel_start_align}",
-                )
-            )
-        over = [p for p in procs if start + words > dev.kernel_words(p)]
-        if over:
-            out.append(
-                Issue(
-                    layer.name,
-                    "kernel-memory",
-                    f"columns {start}..{start + words} pass "
-                    f"the capacity of processor {over[0]} ({dev.kernel_words(over[0])})",
-                )
-            )
-        out.extend(_kernel_clash(network, layer, procs, start, words, taken, plan))
-        for p in procs:
-            taken.setdefault(p, []).append((start, start + words, layer.name))
+        if layer.has_weights:
+            found = _kernel_columns(network, plan, layer, place, taken, dev)
+            out.extend(Issue(layer.name, rule, message) for rule, message in found)
     return out
 
 
-def _kernel_clash(network, layer, procs, start, words, taken, plan) -> list[Issue]:
+def _kernel_columns(
+    network: Network,
+    plan: Plan,
+    layer: Layer,
+    place: Placement,
+    taken: dict[int, list[tuple[int, int, str]]],
+    dev: Max7800xDevice,
+) -> list[tuple[str, str]]:
+    """One weight layer's kernel columns: sized, aligned, in range and not shared (or allocated
+    the vendor's way); they join ``taken`` (processor -> columns held)."""
+    out = []
+    words = spec_kernel_words(network, layer, place.out_processors, dev)
+    procs = [p for p in range(dev.processors) if place.in_processors >> p & 1]
+    start = place.kernel_start
+    if start is None:
+        start = _greedy_start(taken, procs, words, dev)
+        if start is None:
+            message = f"{words} words per processor do not fit on {procs[0]}-{procs[-1]}"
+            return [("kernel-memory", f"kernel memory exhausted: {message}")]
+    else:
+        if place.kernel_words < words:
+            message = (
+                f"the plan keeps {place.kernel_words} kernel words per processor, "
+                f"docs/hardware/devices.md §3 gives {words} for these masks"
+            )
+            out.append(("kernel-words", message))
+        if start % dev.kernel_start_align:
+            message = f"kernel start {start} is not a multiple of {dev.kernel_start_align}"
+            out.append(("kernel-align", message))
+    over = [p for p in procs if start + words > dev.kernel_words(p)]
+    if over:
+        message = (
+            f"columns {start}..{start + words} pass "
+            f"the capacity of processor {over[0]} ({dev.kernel_words(over[0])})"
+        )
+        out.append(("kernel-memory", message))
+    out.extend(_kernel_clash(network, layer, procs, start, words, taken, plan))
+    for p in procs:
+        taken.setdefault(p, []).append((start, start + words, layer.name))
+    return out
+
+
+def _kernel_clash(network, layer, procs, start, words, taken, plan) -> list[tuple[str, str]]:
     for p in procs:
         for a, b, other in taken.get(p, ()):
             overlap = a < start + words and start < b
             if overlap and not _same_kernels(plan, layer, network.layer(other)):
-                return [
-                    Issue(
-                        layer.name,
-                        "kernel-overlap",
-                        f"kernel columns {start}..{start + words}"
-                        f" of processor {p} overlap layer {other}'s {a}..{b}",
-                    )
-                ]
+                message = (
+                    f"kernel columns {start}..{start + words}"
+                    f" of processor {p} overlap layer {other}'s {a}..{b}"
+                )
+                return [("kernel-overlap", message)]
     return []
 
 
 def _same_kernels(plan: Plan, a: Layer, b: Layer) -> bool:
     """Two layers may share columns when they hold identical quantized weights there."""
     pa, pb = plan.placement(a.name), plan.placement(b.name)
-    same_place = (pa.kernel_start, pa.kernel_words, pa.in_processors) == (
-        pb.kernel_start,
-        pb.kernel_words,
-        pb.in_processors,
-    )
-    qa, qb = a.quant, b.quant
-    return (
-        same_place
-        and qa is not None
-        and qb is not None
-        and qa.weight_bits == qb.weight_bits
-        and np.array_equal(qa.weights, qb.weights)
+    fields = ("kernel_start", "kernel_words", "in_processors")
+    if any(getattr(pa, f) != getattr(pb, f) for f in fields) or a.quant is None or b.quant is None:
+        return False
+    return a.quant.weight_bits == b.quant.weight_bits and np.array_equal(
+        a.quant.weights, b.quant.weights
     )
 
 
@@ -363,24 +305,14 @@ def _bias_issues(network: Network, plan: Plan, dev: Max7800xDevice) -> list[Issu
             out.append(Issue(layer.name, "bias-group", f"bias quadrant {q} does not exist"))
             continue
         start = fill[q] if place.bias_offset is None else place.bias_offset
+        entries = f"bias entries {start}..{start + n}"
         clash = [name for a, b, name in spans[q] if a < start + n and start < b]
         if clash:
-            out.append(
-                Issue(
-                    layer.name,
-                    "bias-overlap",
-                    f"bias entries {start}..{start + n} of quadrant {q} overlap layer {clash[0]}'s",
-                )
-            )
+            message = f"{entries} of quadrant {q} overlap layer {clash[0]}'s"
+            out.append(Issue(layer.name, "bias-overlap", message))
         if start + n > dev.bias_entries_per_quadrant:
-            out.append(
-                Issue(
-                    layer.name,
-                    "bias-memory",
-                    f"bias entries {start}..{start + n} pass "
-                    f"the {dev.bias_entries_per_quadrant} of quadrant {q}",
-                )
-            )
+            message = f"{entries} pass the {dev.bias_entries_per_quadrant} of quadrant {q}"
+            out.append(Issue(layer.name, "bias-memory", message))
         spans[q].append((start, start + n, layer.name))
         fill[q] = max(fill[q], start + n)
     return out

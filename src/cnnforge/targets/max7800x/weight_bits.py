@@ -1,19 +1,5 @@
-"""``--weight-bits auto``: per-layer weight widths that make a network fit kernel memory.
-
-The rule (documented for the user in the check report): start with every weight layer at the
-widest width the device allows (8 bits). While the network's kernel words exceed the budget,
-narrow ONE layer to the next allowed width (8 -> 4 -> 2 -> 1; binary is never chosen
-automatically). The layer chosen is, among the layers at the widest width still in use, the one
-whose narrowing saves the most kernel words -- the largest layers first, so the fewest weights
-lose precision -- with the first and the last weight layer kept at 8 bits as long as any other
-layer can still be narrowed (they are the most sensitive to quantization in practice). Ties go
-to the later layer (deeper layers have more redundancy).
-
-(A target without kernel memory gets the widest width everywhere: passes/target_rules.py.) The
-budget: the device's total kernel words, each layer's need rounded up to the 4-word start alignment
-of the kernel allocator (docs/hardware/devices.md §3), AND a simple kernel map must exist
-(``plan.kernel_words.skyline_fits``), so that the planner has room to place the layers.
-"""
+"""``--weight-bits auto``: narrow one layer at a time, the largest saving first (first and last
+layer last), until kernel memory fits (docs/hardware/devices.md §3)."""
 
 from __future__ import annotations
 
@@ -70,10 +56,8 @@ def _pick(
 def choose_weight_bits(
     network: Network, device: Capabilities, allowed: tuple[int, ...] | None = None
 ) -> WeightChoice:
-    """Per-layer widths by the rule of the module docstring (``allowed``: default the device's).
-
-    ``fits`` is False when even the narrowest widths do not fit; ``bits`` is then the narrowest.
-    """
+    """Per-layer widths by the module's rule (``allowed``: default the device's); ``fits`` is False
+    when even the narrowest do not fit (``bits`` is then the narrowest)."""
     device = as_max7800x(device)
     allowed = tuple(sorted({b for b in (allowed or device.allowed_weight_bits) if b > 0}))
     capacity = kernel_capacity(device)

@@ -1,15 +1,5 @@
-"""Word-level run of a plan: what every byte lane of data memory holds, layer after layer.
-
-A model of the 16 data-memory instances as 64 byte lanes (processor p = instance p // 4, lane
-p % 4) of ``instance_bytes / 4`` words. Each lane records the tensor, channel and pixel written
-there. Layers run in order; each first reads (docs/hardware/devices.md §2 input addressing: word
-``in_offset/4 + (pixel*E + pass)*K + operand``, channel ``pass*T + j`` on the j-th processor of
-the input mask) and every read must find the expected channel and pixel, then writes (output
-addressing: ``out_offset/4 + (pixel*E_out + pass)*(write_gap + 1)``; 32-bit output: one word per
-channel). A write touches whole words (the other lanes of the instance are written too), and
-may not land on data still live (cnnforge.geometry) unless ``allow_overlap`` and the data is the
-layer's own input dying with it. The network input is loaded where the first layer reads it.
-"""
+"""Word-level run of a plan: what every byte lane of the 16 data-memory instances holds, layer after
+layer, with each read and write checked (docs/hardware/devices.md §2 addressing)."""
 
 from __future__ import annotations
 
@@ -47,10 +37,8 @@ def _procs(mask: int, dev: Max7800xDevice) -> np.ndarray:
 def simulate_words(
     network: Network, plan: Plan, dev: Max7800xDevice, allow_overlap: bool, in_place: bool = True
 ) -> list:
-    """The issues found by running ``plan`` at word level (see the module docstring).
-
-    ``in_place``: accept a layer overwriting its dying input where plan/inplace.py proves it.
-    """
+    """The issues found by running ``plan`` at word level; ``in_place``: accept a layer overwriting
+    its dying input where inplace.py proves it."""
     names = [INPUT, *(x.name for x in network.layers)]
     ids = {n: i for i, n in enumerate(names)}
     live = live_intervals(network)
@@ -123,12 +111,8 @@ def _written(
 
 
 def in_place_layers(network: Network, plan: Plan) -> tuple[str, ...]:
-    """Layers that write over words of their own input (which dies with them in a valid plan).
-
-    The vendor tool accepts these only with ``--overlap-data``. For a plan the validator
-    accepts, an input's words are intact until its reader runs, so comparing each layer's
-    written words with its inputs' is what the word-level run would find, without the run.
-    """
+    """Layers writing over their own (dying) input, which the vendor accepts only with
+    ``--overlap-data``: found by comparing written words with the inputs', without the run."""
     chw = plan.data_format == "CHW"
     dev = plan.device
     lanes = dev.processors_per_instance
@@ -200,9 +184,8 @@ def _write(mem, network, index, name, place, ids, live, names, overlap, chw=Fals
 
 
 def _load_split_input(mem, network: Network, place: Placement, ids) -> list:
-    """The network input of an element-wise first layer over its channel groups
-    (ir.Layer.split_operands): group k loaded where operand k is read, word ``(pixel*E + pass)
-    *K + k`` of the layer's input processors (the vendor tool's input loader's interleave)."""
+    """The network input of an element-wise first layer over its channel groups, group k where
+    operand k is read (the vendor's input loader's interleave)."""
     first = network.layers[0]
     geo = layer_in_geometry(network, first, mem.dev)  # one operand's channels
     procs = _procs(place.in_processors, mem.dev)

@@ -1,12 +1,5 @@
-"""Static arena layout of the generated C: liveness over the layer order, first-fit offsets.
-
-Every tensor the C code keeps (the input copy, each layer's output, each layer's prep scratch)
-is a ``Buffer`` live from the step that writes it to the last step that reads it (network
-outputs stay live to the end). Buffers whose lifetimes overlap never share bytes; the others
-reuse memory. The result is a compile-time constant size and one constant offset per buffer.
-Step -1 is ``cnn_load_input``; step i is layer i. The intervals come from the planner's
-``geometry.live_intervals`` (the emitter builds the buffers), the offsets from ``allocate``.
-"""
+"""Static arena layout of the generated C: buffers live from writer to last reader (step -1 loads
+the input) get first-fit constant offsets; overlapping lifetimes never share bytes."""
 
 from __future__ import annotations
 

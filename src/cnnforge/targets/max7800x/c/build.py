@@ -44,10 +44,8 @@ def compile_c(
 def build_and_run(
     c_dir: Path, *, sanitize: bool = False, build_dir: Path | None = None, cc: str = "cc"
 ) -> RunResult:
-    """Compile the project in ``c_dir`` (optionally with sanitizers) and run its self-test.
-
-    The executable goes to ``build_dir`` (default ``c_dir``).
-    """
+    """Compile the project in ``c_dir`` (optionally with sanitizers) into ``build_dir`` (default
+    ``c_dir``) and run its self-test."""
     c_dir = Path(c_dir)
     exe = Path(build_dir or c_dir) / ("cnn_test_asan" if sanitize else "cnn_test")
     compile_c(c_dir, exe.resolve(), extra=SANITIZE_CFLAGS if sanitize else (), cc=cc)

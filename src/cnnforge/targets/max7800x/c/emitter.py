@@ -1,10 +1,5 @@
-"""Write portable C99 for a quantized hardware ``Network``, with a known-answer self-test.
-
-``emit_c`` writes ``cnn.h``/``cnn.c`` (layer table, static arena, vendor-style API),
-``cnn_kernels.h``/``cnn_kernels.c`` (the shared integer kernels), ``weights.h``,
-``sampledata.h``, ``sampleoutput.h``, ``main.c`` and a ``Makefile`` into an existing directory.
-Output is a pure function of the inputs (byte-identical across runs).
-"""
+"""Write portable C99 for a quantized hardware ``Network`` with a known-answer self-test, byte-
+identical across runs."""
 
 from __future__ import annotations
 
@@ -51,6 +46,8 @@ C_ENUMS = {
     "act": ("CNNK_ACT_NONE", "CNNK_ACT_RELU", "CNNK_ACT_ABS"),
 }
 TEMPLATES = ("cnn.h", "cnn.c", "main.c", "Makefile")
+#: The network's name inside a C string: no escapes, no format directives, no trigraphs.
+_C_STRING_SAFE = str.maketrans({"\\": "/", "%": "%%", '"': "'", "?": "_"})
 
 
 @dataclass(frozen=True)
@@ -88,9 +85,6 @@ def _load_template(name: str) -> str:
     return folder.joinpath("templates", name).read_text("utf-8")
 
 
-# ---- layout -------------------------------------------------------------------------------
-
-
 def _tables(network: Network, force_acc64: bool) -> _Tables:
     """Describe every layer, then place the input, outputs and prep scratch in the arena."""
     live = live_intervals(network)  # the planner's liveness (cnnforge.geometry)
@@ -119,9 +113,6 @@ def _check_wide_consumers(network: Network) -> None:
             where=f"layer {layer.name}",
             hint="only a network output may be wide (output_width 32)",
         )
-
-
-# ---- C text of the layer table -------------------------------------------------------------
 
 
 def _shape_text(shape: tuple[int, ...]) -> str:
@@ -155,9 +146,6 @@ def _layer_fields(cl: CLayer, layer: Layer, t: _Tables, index: int) -> list[tupl
 def _layer_comment(layer: Layer) -> str:
     ins = ", ".join(layer.inputs)
     return c_comment(f"{layer.name}: {layer.op.value} {_shape_text(layer.out_shape)} <- {ins}")
-
-
-# ---- weights.h ----------------------------------------------------------------------------
 
 
 def _weights_h(network: Network, clayers: tuple[CLayer, ...]) -> str:
@@ -201,9 +189,6 @@ def _check_values(layer: Layer, wbits: int) -> None:
         )
 
 
-# ---- samples --------------------------------------------------------------------------------
-
-
 def _by_name(
     network: Network, sample_out: Mapping[str, np.ndarray] | np.ndarray
 ) -> Mapping[str, np.ndarray]:
@@ -220,9 +205,6 @@ def _macs(cl: CLayer) -> int:
     if cl.kind == KIND["linear"]:
         return cl.oc * cl.row_len
     return 0
-
-
-# ---- the entry point ---------------------------------------------------------------------------
 
 
 def _context(network: Network, t: _Tables, api: str) -> dict[str, object]:
@@ -249,11 +231,7 @@ def _context(network: Network, t: _Tables, api: str) -> dict[str, object]:
     return {
         "p": api,
         "net_name": c_comment(network.name),
-        "net_name_c": c_comment(network.name)
-        .replace("\\", "/")
-        .replace("%", "%%")
-        .replace('"', "'")
-        .replace("?", "_"),  # inside a C string: no escapes, no trigraphs
+        "net_name_c": c_comment(network.name).translate(_C_STRING_SAFE),
         "in_shape_text": "x".join(str(n) for n in network.input_shape),
         "input_size": math.prod(network.input_shape),
         "outputs_text": ", ".join(
@@ -300,14 +278,8 @@ def emit_c(
     force_acc64: bool = False,
     output_exponents: Mapping[str, int] | None = None,
 ) -> EmittedC:
-    """Write the C project for ``network`` into the existing directory ``out_dir``.
-
-    ``sample_out`` is the simulator's answer for ``sample_in`` (``SimResult.outputs`` or one
-    array); ``max_verify`` limits the values stored for element-wise comparison (the checksum
-    still covers all). ``api`` prefixes the public functions (``cnn_init`` ...).
-    ``force_acc64`` makes every conv use the int64 reference kernel (for tests).
-    ``output_exponents``: calibrated PTQ scales of the outputs, for the host steps (emit/c/host.py).
-    """
+    """Write the C project for ``network`` and its known answer into ``out_dir`` (``max_verify``:
+    values compared one by one; ``api``: function prefix; ``force_acc64``: int64 kernels)."""
     _check_network(network)
     if not api.isidentifier():
         raise InputError(f"C API prefix {api!r} is not an identifier")
@@ -331,38 +303,41 @@ def emit_c(
     texts = {name: _env().get_template(name + ".j2").render(ctx) for name in TEMPLATES}
     texts.update({name: _load_template(name) for name in STATIC_FILES})
     texts["weights.h"] = _weights_h(network, t.clayers)
-    texts["sampledata.h"] = _sampledata_h(sample)
-    if host_input:  # the model's input before the host step, for cnn_host_input's check
-        head, tail = texts["sampledata.h"].rsplit("\n#endif", 1)
-        raw_text = c_doubles("cnn_sample_raw", raw)
-        texts["sampledata.h"] = f"{head}\n{raw_text}\n#endif{tail}"
-    texts["sampleoutput.h"] = _sampleoutput_h(answer[:verify], verify, checksum)
-    if steps:  # the host steps' expected results, for the self-test
-        head, tail = texts["sampleoutput.h"].rsplit("\n#endif", 1)
-        expected_text = c_doubles("cnn_host_expected", expected)
-        texts["sampleoutput.h"] = f"{head}\n{expected_text}\n#endif{tail}"
+    texts["sampledata.h"] = _sampledata_h(sample, raw if host_input else None)
+    host_expected = expected if steps else None
+    texts["sampleoutput.h"] = _sampleoutput_h(answer[:verify], verify, checksum, host_expected)
     for name, text in texts.items():
         (Path(out_dir) / name).write_text(text, "utf-8")
     macs = int(str(ctx["macs"]))
     return EmittedC(tuple(sorted(texts)), t.arena.size, macs, answer.size, verify, checksum)
 
 
-def _sampledata_h(sample: np.ndarray) -> str:
+def _sampledata_h(sample: np.ndarray, raw: np.ndarray | None) -> str:
+    """The sample; ``raw``: the model's input before the host step, for cnn_host_input's check."""
+    body = c_array("int8_t", "cnn_sample_input", sample)
+    if raw is not None:
+        body += "\n" + c_doubles("cnn_sample_raw", raw)
     return (
         "/* sampledata.h: the known-answer test's input (int8 CHW), generated by cnnforge. */\n"
         "#ifndef CNN_SAMPLEDATA_H\n#define CNN_SAMPLEDATA_H\n\n#include <stdint.h>\n\n"
-        + c_array("int8_t", "cnn_sample_input", sample)
+        + body
         + "\n#endif /* CNN_SAMPLEDATA_H */\n"
     )
 
 
-def _sampleoutput_h(values: np.ndarray, count: int, checksum: int) -> str:
+def _sampleoutput_h(
+    values: np.ndarray, count: int, checksum: int, host_expected: np.ndarray | None
+) -> str:
+    """The known answer; ``host_expected``: the host steps' results, for the self-test."""
+    body = c_array("cnn_output_t", "cnn_sample_output", values)
+    if host_expected is not None:
+        body += "\n" + c_doubles("cnn_host_expected", host_expected)
     return (
         "/* sampleoutput.h: the simulator's answer for sampledata.h, generated by cnnforge.\n"
         " * The first CNN_VERIFY_COUNT outputs are compared one by one; CNN_OUTPUT_CHECKSUM\n"
         " * covers all of them. */\n"
         '#ifndef CNN_SAMPLEOUTPUT_H\n#define CNN_SAMPLEOUTPUT_H\n\n#include "cnn.h"\n\n'
         f"#define CNN_VERIFY_COUNT {count}L\n#define CNN_OUTPUT_CHECKSUM 0x{checksum:08x}UL\n\n"
-        + c_array("cnn_output_t", "cnn_sample_output", values)
+        + body
         + "\n#endif /* CNN_SAMPLEOUTPUT_H */\n"
     )

@@ -1,17 +1,6 @@
-"""The host steps of the portable C: the input normalization before the accelerator and
-softmax / log_softmax / argmax after it.
-
-``Network.host_input`` (passes/host_input.py) gives the C ``cnn_host_input``: the model's float
-input to the int8 input, exactly as samples.with_host_input computes it; the self-test runs it
-on ``cnn_sample_raw`` (the model input the host normalizes to the sample) and compares with
-the int8 sample, value by value.
-
-``Network.host_reduce`` (passes/host_ops.py) says which outputs the host post-processes over
-their channels. The C gets ``cnn_host_output`` (double precision, its own exp/log so that no
-libm is needed) and the self-test compares its result with the values computed here from the
-known answer in float64 (1e-9 relative; argmax exactly). Only emitted when a network has host
-steps, so every other network's C stays byte-identical.
-"""
+"""The host steps of the portable C: input normalization before the accelerator, softmax /
+log_softmax / argmax after it, each checked by the self-test; emitted only where a network has
+them."""
 
 from __future__ import annotations
 

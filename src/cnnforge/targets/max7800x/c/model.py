@@ -1,17 +1,5 @@
-"""Plain-data description of each hardware layer as the generated C runtime executes it.
-
-Every tensor is seen as CHW bytes (1-D data as C x 1 x L, vectors as C x 1 x 1). A layer runs in
-two phases that mirror the hardware pipeline (ir.py, docs/hardware/arithmetic.md §2-§5):
-
-1. *prep*: pooling, element-wise fold or concatenation of the operands -> an int8 CHW tensor of
-   ``pc x ph x pw`` (skipped when the layer reads one operand unchanged);
-2. *main*: convolution / transposed convolution / linear / copy, then shift-round, saturate and
-   activate (or the raw 32-bit accumulator when wide).
-
-``describe_layer`` turns a ``Layer`` into a ``CLayer`` whose fields become the members of the C
-struct ``cnn_layer_t`` (same names, same order), so the struct and its initializers are generated
-from this one definition.
-"""
+"""Plain-data description of each hardware layer as the generated C runs it (prep, then main phase;
+docs/hardware/arithmetic.md §2-§5); ``CLayer``'s fields are the C struct's members, in order."""
 
 from __future__ import annotations
 
@@ -21,16 +9,7 @@ import numpy as np
 
 from cnnforge.arithmetic import accumulator_bound, right_shift
 from cnnforge.errors import EmitError
-from cnnforge.ir import (
-    BINARY_BITS,
-    Activation,
-    EltwiseOp,
-    Layer,
-    Network,
-    Op,
-    Pooling,
-    PoolKind,
-)
+from cnnforge.ir import BINARY_BITS, Activation, EltwiseOp, Layer, Network, Op, Pooling, PoolKind
 from cnnforge.ranges import verify_quantized
 
 # Codes shared with the C runtime (templates/cnn.c.j2 defines the same names).
@@ -151,44 +130,26 @@ def _pool_fields(layer: Layer, h: int, w: int, one_d: bool) -> dict[str, int]:
         )
     if one_d:  # the synthesizer's pool1d ignores the dilation (R3.7, §8.9), as the simulator
         p = Pooling(p.kind, p.size, p.stride)
-    kh, kw = _pair(p.size, 1, one_d)
-    sh, sw = _pair(p.stride, 1, one_d)
-    dh, dw = _pair(p.dilation_or_ones(), 1, one_d)
+    f = dict(pool=POOL[p.kind])
+    f["pool_kh"], f["pool_kw"] = _pair(p.size, 1, one_d)
+    f["pool_sh"], f["pool_sw"] = _pair(p.stride, 1, one_d)
+    f["pool_dh"], f["pool_dw"] = _pair(p.dilation_or_ones(), 1, one_d)
     dims = p.output_dims((w,) if one_d else (h, w))
-    ph, pw = (1, dims[0]) if one_d else dims
-    if ph <= 0 or pw <= 0:
+    f["ph"], f["pw"] = (1, dims[0]) if one_d else dims
+    if f["ph"] <= 0 or f["pw"] <= 0:
         raise _fail(layer, f"pooling window larger than its {h}x{w} input")
-    return dict(
-        pool=POOL[p.kind],
-        pool_kh=kh,
-        pool_kw=kw,
-        pool_sh=sh,
-        pool_sw=sw,
-        pool_dh=dh,
-        pool_dw=dw,
-        ph=ph,
-        pw=pw,
-    )
+    return f
 
 
 def _main_fields(layer: Layer, kind: int, one_d: bool) -> dict[str, int]:
     if kind in (KIND["linear"], KIND["copy"]):
         return dict(kh=1, kw=1, sh=1, sw=1, pad_h=0, pad_w=0, dh=1, dw=1, groups=1)
-    kh, kw = _pair(layer.kernel_size, 1, one_d)
-    sh, sw = _pair(layer.stride, 1, one_d)
-    pad_h, pad_w = _pair(layer.padding, 0, one_d)
-    dh, dw = _pair(layer.dilation, 1, one_d)
-    return dict(
-        kh=kh,
-        kw=kw,
-        sh=sh,
-        sw=sw,
-        pad_h=pad_h,
-        pad_w=pad_w,
-        dh=dh,
-        dw=dw,
-        groups=max(1, layer.groups),
-    )
+    f = dict(groups=max(1, layer.groups))
+    f["kh"], f["kw"] = _pair(layer.kernel_size, 1, one_d)
+    f["sh"], f["sw"] = _pair(layer.stride, 1, one_d)
+    f["pad_h"], f["pad_w"] = _pair(layer.padding, 0, one_d)
+    f["dh"], f["dw"] = _pair(layer.dilation, 1, one_d)
+    return f
 
 
 def expected_out_dims(f: dict[str, int], kind: int, oph: int, opw: int) -> tuple[int, int]:
@@ -212,11 +173,8 @@ def expected_out_dims(f: dict[str, int], kind: int, oph: int, opw: int) -> tuple
 
 
 def weight_rows(layer: Layer) -> np.ndarray:
-    """Integer weights as (out_channels, weights per output channel), in the C loop order.
-
-    Conv: PyTorch (out, in/g, k...) already is. Transposed conv: PyTorch (in, out/g, kh, kw)
-    becomes (out, in/g, kh, kw) so that each output channel's weights are contiguous.
-    """
+    """Integer weights as (out_channels, weights per output channel) in the C loop order (transposed
+    conv: PyTorch's (in, out/g, kh, kw) becomes (out, in/g, kh, kw))."""
     assert layer.quant is not None
     w = np.asarray(layer.quant.weights, dtype=np.int64)
     if layer.op is Op.CONVTRANSPOSE2D:

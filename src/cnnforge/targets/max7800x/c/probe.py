@@ -1,15 +1,5 @@
-"""Layer-by-layer debugging: per-layer dumps of the C (``--probe``) and comparing two sets.
-
-A *set of layer outputs* is any of: a C probe directory (``manifest.txt`` + ``NNN.bin``), a
-``.npz`` archive (one array per layer name, e.g. ``sim_layers.npz`` of ``compile --probe``), or a
-directory of ``.npy`` files (``cnnforge simulate --layers``). ``compare`` walks the layers of
-the first set in order and names the first one whose values differ, with position and values.
-
-Layers pair by name, unless both sets come with a network description (``network.json`` in the
-set's directory or beside it, as in a compile output directory) and exactly one of the two is
-a hardware network: then ``pair_layers`` pairs each hardware layer with the model-level layer
-whose output it computes (fusion keeps the first layer's name, not the last one's).
-"""
+"""Layer-by-layer debugging: per-layer dumps of the C (``--probe``), ``.npz`` or ``.npy`` sets, and
+``compare`` naming the first layer whose values differ."""
 
 from __future__ import annotations
 
@@ -170,15 +160,8 @@ def compare_layer(name: str, a: np.ndarray, b: np.ndarray, tolerance: float = 0)
         return LayerDiff(name, a.shape, 0, float(diff.max(initial=0)))
     flat = int(np.argmax(bad.reshape(-1)))
     index = tuple(int(i) for i in np.unravel_index(flat, a.shape))
-    return LayerDiff(
-        name,
-        a.shape,
-        count,
-        float(diff.max()),
-        index,
-        a.reshape(-1)[flat].item(),
-        b.reshape(-1)[flat].item(),
-    )
+    values = (x.reshape(-1)[flat].item() for x in (a, b))
+    return LayerDiff(name, a.shape, count, float(diff.max()), index, *values)
 
 
 def compare(
@@ -187,11 +170,8 @@ def compare(
     tolerance: float = 0,
     pairs: dict[str, str] | None = None,
 ) -> DiffResult:
-    """Compare the layers both sets have, in the order of ``a``.
-
-    ``pairs`` (layer of ``a`` -> layer of ``b``, see ``pair_layers``) replaces pairing by name;
-    a pair of different names is shown as ``a_name ~ b_name``.
-    """
+    """Compare the layers both sets have, in the order of ``a``; ``pairs`` (``pair_layers``)
+    replaces pairing by name."""
     if pairs is None:
         pairs = {n: n for n in a}
     common = [n for n in a if pairs.get(n) in b]
@@ -202,15 +182,13 @@ def compare(
         for n in common
     )
     used = {pairs[n] for n in common}
-    return DiffResult(
-        rows, tuple(n for n in a if n not in common), tuple(n for n in b if n not in used)
-    )
+    only_a, only_b = (n for n in a if n not in common), (n for n in b if n not in used)
+    return DiffResult(rows, tuple(only_a), tuple(only_b))
 
 
 def find_network(path: Path | str) -> Network | None:
-    """The network description of a set of layer outputs: ``network.json`` in its directory or in
-    the directory holding it (a compile output directory: ``probe/``, ``sim_layers.npz``), or
-    None when there is none or it is not a cnnforge network."""
+    """The ``network.json`` of a set of layer outputs, in its directory or the one holding it; None
+    when there is none or it is not a cnnforge network."""
     path = Path(path)
     for where in (path, path.parent) if path.is_dir() else (path.parent,):
         if (where / NETWORK).is_file():
@@ -222,14 +200,8 @@ def find_network(path: Path | str) -> Network | None:
 
 
 def pair_layers(hardware: Network, model: Network) -> dict[str, str]:
-    """Hardware layer -> the model-level layer whose output it computes.
-
-    A hardware layer starts at the model-level layer named like its ``module_path`` (or like
-    itself) and takes in the layers fused after it: while the current layer is not a network
-    output, its only consumer keeps the output shape and is not another hardware layer (an
-    activation, an identity), that consumer is the one. Hardware layers with no such model-level
-    layer are left out.
-    """
+    """Hardware layer -> the model-level layer whose output it computes: its own, extended through
+    the sole same-shape consumers fusion absorbed (hardware layers without one are left out)."""
     hardware_names = {layer.name for layer in hardware.layers}
     by_name = {layer.name: layer for layer in model.layers}
     pairs: dict[str, str] = {}
