@@ -93,40 +93,31 @@ def _cli(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str,
     return int(exc.value.code or 0), out.out, out.err
 
 
-TOY_OPTIONS = """from cnnforge.target_options import TargetOption, TargetOptions
-
-read = []
-
-
-def _read(values, in_place):
-    read.append(values)
-    return {}, ("--toy-turbo",) if values["toy_turbo"] else ()
-
-
-TARGET_OPTIONS = TargetOptions(
-    (TargetOption("toy_turbo", "--toy-turbo", "Toy: run the toy at double speed."),), _read
-)
-"""
-
-
 def test_a_targets_own_options_reach_the_cli_without_editing_it(
     toy, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """A target's own `compile` option, declared in its folder (``targets/toy/options.py``,
-    found by ``targets.declared_options``), is in `compile --help`, goes to its reader, and is
-    refused for the other targets."""
+    """A target's own `compile` option, declared in its folder (its ``Target.options``, listed
+    by ``targets.declared_options``), is in `compile --help`, goes to its reader, and is refused
+    for the other targets."""
     import dataclasses
 
-    from cnnforge.cli import compile as compile_cli
-
-    folder = Path(cnnforge.targets.__path__[-1]) / "toy"
-    (folder / "options.py").write_text(TOY_OPTIONS, "utf-8")
     from cnnforge.targets.toy import entry as toy_entry
-    from cnnforge.targets.toy.options import TARGET_OPTIONS, read
 
-    record = dataclasses.replace(toy_entry.TARGET, options=TARGET_OPTIONS)
-    monkeypatch.setattr(table, "TARGETS", (*table.TARGETS[:-1], record))  # its line's record
-    assert TARGET_OPTIONS in cnnforge.targets.declared_options()
+    from cnnforge.cli import compile as compile_cli
+    from cnnforge.target_options import TargetOption, TargetOptions
+
+    read: list[dict] = []
+
+    def reader(values: dict, in_place: bool) -> tuple[dict, tuple[str, ...]]:
+        read.append(values)
+        return {}, ("--toy-turbo",) if values["toy_turbo"] else ()
+
+    option = TargetOption("toy_turbo", "--toy-turbo", "Toy: run the toy at double speed.")
+    declared = TargetOptions((option,), reader)
+    record = dataclasses.replace(toy_entry.TARGET, options=declared)
+    monkeypatch.setattr(table, "TARGETS", (*table.TARGETS[:-1], record))
+    every = cnnforge.targets.declared_options
+    monkeypatch.setattr(cnnforge.targets, "declared_options", lambda: (*every(), declared))
     command = compile_cli.compile_command
     monkeypatch.setattr(command, "__signature__", command.__signature__)  # restored after
     monkeypatch.setattr(command, "__annotations__", dict(command.__annotations__))

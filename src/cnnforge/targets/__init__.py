@@ -7,9 +7,6 @@ A target package owns its planner, writers and reports; what a target provides i
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
-import pkgutil
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -17,12 +14,8 @@ if TYPE_CHECKING:
 
 
 def declared_options() -> tuple[TargetOptions, ...]:
-    """Every target's own `compile` options: the ``TARGET_OPTIONS`` of each target package's
-    ``options`` module, found without importing the targets' heavy parts (``--help`` imports
-    no numpy), so a new target declares its options in its own folder."""
-    found = []
-    for package in sorted(pkgutil.iter_modules(__path__), key=lambda p: p.name):
-        name = f"{__name__}.{package.name}.options"
-        if package.ispkg and importlib.util.find_spec(name) is not None:
-            found.append(importlib.import_module(name).TARGET_OPTIONS)
-    return tuple(found)
+    """Every target's own `compile` options (each its ``Target.options``), imported without
+    the targets' heavy parts: the CLI lists them in ``--help``, which imports no numpy."""
+    from cnnforge.targets.max7800x.firmware.options import TARGET_OPTIONS as max7800x
+
+    return (max7800x,)
