@@ -1,12 +1,5 @@
-"""Where the tensors of training, evaluation and simulation live: a CUDA GPU when one is present,
-else the CPU (``--cpu`` forces the CPU, ``--gpus 0,1`` picks GPUs; ``--device`` stays the target
-chip), and the settings that keep GPU arithmetic exact and reproducible (docs/training.md,
-"Where training runs").
-
-Nothing here changes global state for longer than a ``reproducible_math`` block: what it sets
-(deterministic algorithms, cuDNN's algorithm choice, TF32, the cuBLAS workspace variable) it
-restores on leaving, so a script that calls ``cnnforge.train`` keeps its own settings.
-"""
+"""Where tensors live (a CUDA GPU when present, else the CPU; ``--cpu``, ``--gpus``) and the
+settings that keep GPU arithmetic exact, restored on leaving ``reproducible_math``."""
 
 from __future__ import annotations
 
@@ -50,12 +43,8 @@ def parse_gpus(gpus: str | Sequence[int] | None) -> tuple[int, ...] | None:
 def choose_device(
     *, cpu: bool = False, gpus: str | Sequence[int] | None = None, local_rank: int | None = None
 ) -> torch.device:
-    """The device one process computes on: the CPU with ``cpu``; else GPU ``gpus[local_rank]``
-    (or ``cuda:local_rank`` without ``gpus``) when CUDA is present; else the CPU.
-
-    ``local_rank`` is the process's index on its machine under torchrun (None: one process,
-    which takes one GPU). A GPU that does not exist is an InputError, checked before any work.
-    """
+    """The device one process computes on: the CPU with ``cpu``, else GPU ``gpus[local_rank]`` (or
+    ``cuda:local_rank``) when CUDA is present; a missing GPU is an InputError."""
     indices = parse_gpus(gpus)
     if cpu:
         if indices is not None:

@@ -1,13 +1,5 @@
-"""Who made a staging or temporary folder, and whether that process still runs.
-
-A folder cnnforge writes before its result is complete (an output's staging folder, a build
-folder in the temporary directory) holds a marker, ``.cnnforge-owner.json``, naming the process
-that made it: pid, the process's start time (so a pid the system reuses is not mistaken for it),
-the boot it ran in, its user and host. A run killed with ``kill -9`` or a power cut cannot remove
-its folders; the next cnnforge run that writes in the same directory removes those whose owner
-is a dead cnnforge process of the same user on the same host (``dead_leftovers``), and nothing
-else: not another user's, not a live run's, not a folder without a marker (docs/faults.md).
-"""
+"""Who made a staging or temporary folder (``.cnnforge-owner.json``: pid, start time, boot, user,
+host), so the next run removes only dead cnnforge runs' leftovers (docs/faults.md)."""
 
 from __future__ import annotations
 

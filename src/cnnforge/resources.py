@@ -1,14 +1,5 @@
-"""The memory a request may use, and the check that refuses one needing more, before any work.
-
-A command estimates what it will need from shapes alone (input, activations, weights, the
-simulator's integer buffers) and compares it with a limit: ``--max-memory`` when given, else
-the memory this machine has available (``MemAvailable``). Above it, one ``InputError`` names the
-input, the figure and the limit, instead of minutes of work ending in an allocation failure.
-
-The limit a command was given lives in a ``ContextVar`` that the CLI sets for the one command it
-runs (``memory_limit_set``), so library code deep in the frontend reads it without every call
-in between passing it along; outside the CLI it is unset and the machine's memory applies.
-"""
+"""The memory a request may use (``--max-memory`` or ``MemAvailable``, in a ``ContextVar`` the CLI
+sets) and the check that refuses one needing more, from shapes, before any work."""
 
 from __future__ import annotations
 

@@ -1,12 +1,5 @@
-"""Input arrays from .npy files (samples, simulator inputs, calibration sets), in one place.
-
-The accelerator reads int8 activations that stand for Q7 fractions ``v / 128``
-(docs/hardware/arithmetic.md R1.1). A file may hold those integers directly, or floats in the
-model's own input units; floats
-are converted with ``clip(round_half_even(128 * x), -128, 127)``, the rule the vendor's data loaders
-use (docs/hardware/arithmetic.md §6, R6.1: ``torch.round`` is half to even) so the float model fed
-``x_int / 128`` and the hardware fed ``x_int`` see the same input.
-"""
+"""Input arrays from .npy files: int8 values as they are, floats as ``clip(round_half_even(128 *
+x), -128, 127)`` like the vendor's loaders (docs/hardware/arithmetic.md R1.1, R6.1)."""
 
 from __future__ import annotations
 

@@ -1,12 +1,5 @@
-"""Staging folders: where an output is written until it is complete, and what the next run
-does with one a killed run left (docs/faults.md).
-
-A staging folder ``.NAME.cnnforge-XXXXXXXX/`` beside the output ``NAME`` holds the owner marker
-(owners.py), the output being written (under its own name) and, while ``--overwrite`` puts the
-new output in place, the replaced one (``REPLACED``). Its owner's lock (locks.py) is held while
-it exists; ``sweep`` settles those of dead runs: a replaced output whose place is empty goes
-back, the rest is removed.
-"""
+"""Staging folders ``.NAME.cnnforge-XXXXXXXX/`` where an output is written until complete, and
+``sweep``, which settles those a killed run left (docs/faults.md)."""
 
 from __future__ import annotations
 

@@ -1,13 +1,5 @@
-"""Constant arithmetic on a feature map and ``stack`` + ``sum``/``mean``, as IR layers.
-
-``conv(x) * 4``, ``relu(y) * gain + 0.25`` and ``(x - mean) / std``: a feature map combined with
-a constant that is a scalar or one number per channel is a per-channel affine map
-``y = a * x + b``. It is captured as a BATCHNORM layer with zero mean, unit variance and
-``eps=0`` (``CONSTANT_EPS``), which computes exactly ``a * x + b``; lowering folds it into the
-conv before it (fold_bn) or into a 1x1/unpadded conv after it (passes/fold_constants.py).
-``torch.stack(features).sum(dim=0)`` (smp's FPN merge) is an N-input add; ``mean`` is that add
-followed by the constant scale ``1/N``. Shared by the torch.fx and torch.export frontends.
-"""
+"""Constant arithmetic on a feature map (``a * x + b``) as an ``eps=0`` BATCHNORM layer, and
+``stack`` + ``sum``/``mean`` as an N-input add; shared by the fx and export frontends."""
 
 from __future__ import annotations
 

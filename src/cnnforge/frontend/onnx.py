@@ -1,18 +1,5 @@
-"""ONNX in: a ``.onnx`` file to the same model-level ``Network`` the PyTorch front door makes.
-
-The ``onnx`` package reads the graph; shapes come from ONNX shape inference after the input is
-fixed to ``1 x input_shape`` (``-i``; a model whose input has dynamic sizes needs it). The ops
-of CNNs map to model-level layers (Conv, ConvTranspose, BatchNormalization, Relu, Clip,
-LeakyRelu, Sigmoid, Tanh, Abs, MaxPool, AveragePool, GlobalAveragePool/MaxPool, Concat,
-Add/Sub/Mul of two feature maps, Mul/Div of a BatchNorm by a constant scalar (folded into it:
-cnnforge.nn's ``bn(y) / 4``), Resize/Upsample, Gemm, MatMul, Flatten, Reshape to (N, -1),
-Pad, Softmax/LogSoftmax, Identity, Dropout); Shape/Size of a feature map are constants (static
-shapes). Any other standard op becomes an OPAQUE layer that ``check`` names, keeping its
-parameters (torch's GroupNorm export, Reshape -> InstanceNormalization -> Reshape -> Mul -> Add,
-is one row as on the PyTorch path); a BatchNorm whose scale and shift are the exporter's
-constants, not parameters, is non-affine as in PyTorch. A file that is not ONNX (or
-truncated), an op unknown to ONNX, dynamic sizes without ``-i``: one ``InputError``/``ModelError``.
-"""
+"""ONNX in: a ``.onnx`` file (shapes by ONNX inference at ``-i``) to the same model-level
+``Network`` as the PyTorch path; ops the device lacks become OPAQUE layers that ``check`` names."""
 
 from __future__ import annotations
 
@@ -275,11 +262,8 @@ class _Importer:
                 self.params.add(name)
 
     def _scale_batchnorm(self, node: Any, data: list[str]) -> bool:
-        """``bn(y) * c`` or ``bn(y) / c`` (c a constant scalar, the BatchNorm read only here) is a
-        BatchNorm with gamma and beta times ``c`` (or ``1/c``): cnnforge.nn's ``bn(y) / 4``
-        (docs/hardware/arithmetic.md R6.5), which the PyTorch path folds with
-        ``fold_bn_arrays(divisor=4)``. For a power-of-two ``c`` the fold is bit-identical to that;
-        True when done."""
+        """Fold ``bn(y) * c`` or ``bn(y) / c`` (c a constant scalar) into the BatchNorm's gamma and
+        beta, as cnnforge.nn's ``bn(y) / 4`` (R6.5); True when done."""
         constants = [t for t in node.input if t in self.const]
         if (
             len(data) != 1

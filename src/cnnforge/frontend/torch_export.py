@@ -1,13 +1,5 @@
-"""The export frontend: ``torch.export.export(..., strict=False)`` -> a model-level ``Network``.
-
-PyTorch 2's own capture runs the model's Python on the example input, so ``isinstance`` tests,
-shape arithmetic and other data-independent control flow come out as eager runs them, where
-torch.fx's symbolic trace may take a different branch. It is slower (0.2-2 s) than torch.fx,
-so capture.py uses it as the fallback. The exported ATen graph is lowered with aten_ops.py;
-each layer keeps its PyTorch module path from the node's ``nn_module_stack`` (named after the
-module for its leaf op, ``module/node`` for functions inside a module). Ops the IR lacks become
-OPAQUE rows, as in the torch.fx frontend.
-"""
+"""The export frontend: ``torch.export.export(..., strict=False)`` -> a model-level ``Network``;
+the fallback where torch.fx's symbolic trace takes a branch eager does not."""
 
 from __future__ import annotations
 

@@ -1,22 +1,5 @@
-"""QAT weight layers: Conv1d, Conv2d, ConvTranspose2d and Linear with the hardware's fused stages.
-
-Each module is one hardware layer (ir.py): optional input pooling -> the weight op -> optional
-BatchNorm (float phase only, vendor ``bn(y)/4``, folded by ``enable_qat``;
-docs/hardware/arithmetic.md R6.5) -> activation none/relu/abs -> 8-bit output (or 32-bit ``wide``).
-Three stages, kept in the buffer ``stage`` so that checkpoints resume in the right one:
-
-- ``FLOAT`` (0): float training, outputs clamped to [-1, 127/128] (R6.3 step 9).
-- ``QAT`` (1): weight quantization with the shift from |[w; b]| (R6.3 steps 2-3), activation
-  quantization, straight-through gradients; the training order of R6.3 (activation first).
-- ``QUANTIZED`` (2): quantized evaluation in exact integers in the hardware order of R2.3
-  (round and saturate, then the activation). For any ``x_int`` in [-128, 127]::
-
-      module(x_int / 128) * 128 == sim(layer, x_int)                      (8-bit output)
-      module(x_int / 128) * 128 == sim(layer, x_int) * 2^(1 - bits)   (wide: Q17.14 for 8 bits)
-
-  where ``layer = module.cnnforge_layer(...)`` and ``sim`` is ``cnnforge.sim.simulate`` (wide
-  outputs come back as float64 so that the identity is exact).
-"""
+"""QAT weight layers (Conv1d/2d, ConvTranspose2d, Linear), each one hardware layer with stages
+FLOAT, QAT and QUANTIZED; quantized, ``module(x / 128) * 128 == sim(layer, x)`` exactly."""
 
 from __future__ import annotations
 
@@ -169,11 +152,8 @@ class _WeightLayer(QATModule):
         return self.bn is not None and not bool(self._scalar("bn_folded"))
 
     def fold_bn(self) -> None:
-        """Fold the float-phase BatchNorm (``bn(y)/4``) into weight and bias; idempotent.
-
-        The folded BatchNorm's parameters no longer reach the output, so they stop training
-        (``requires_grad=False``): DDP and optimizers built afterwards leave them out.
-        """
+        """Fold the float-phase BatchNorm (``bn(y)/4``) into weight and bias, idempotent; its
+        parameters stop training (``requires_grad=False``)."""
         if self._bn_active():
             w, b = self._folded_numpy()
             with torch.no_grad():
@@ -269,11 +249,8 @@ class _WeightLayer(QATModule):
         in_shapes: tuple[tuple[int, ...], ...] = (),
         out_shape: tuple[int, ...] = (),
     ) -> Layer:
-        """This module as one hardware Layer; ``quant`` filled from the QAT stage on.
-
-        Float weights follow the importer's convention (``arithmetic.dequantize_params``) once
-        quantized, the BN-folded float weights before.
-        """
+        """This module as one hardware Layer; ``quant`` filled from the QAT stage on, float weights
+        dequantized (``arithmetic.dequantize_params``) once quantized."""
         layer = Layer(
             name=name,
             op=self.op,

@@ -1,14 +1,5 @@
-"""The device checker: every limit that can be judged before planning, all at once.
-
-``check_network`` runs every per-layer rule (check_rules.py, check_limits.py, and the target's
-own: its ``TargetRules``, passes/target_rules.py) over the layers in model order, then the
-network-wide rules (layer count; the target's memories), and returns ALL violations, each with
-the layer, its PyTorch module path, the rule, the actual value, the device limit and a hint.
-``check_report`` is the whole of ``cnnforge check``: lower the model (fold BN, fuse,
-legalize), pick weight widths (fixed or ``auto``), check, run the planner when nothing else is
-violated (passes/check_plan.py: exit 0 is a promise that ``plan`` and ``compile`` place the
-network), and return a ``CheckReport``. The target's rules come from its record, handed down.
-"""
+"""The device checker: every per-layer and network-wide limit judged before planning, ALL
+violations at once; ``check_report`` is the whole of ``cnnforge check``."""
 
 from __future__ import annotations
 
@@ -47,11 +38,8 @@ def check_network(
     *,
     rules: TargetRules,
 ) -> tuple[Violation, ...]:
-    """Every violation of ``device``'s limits, per layer in model order, then network-wide.
-
-    ``weight_bits``: widths for the kernel-memory estimate (one for all, or by layer name);
-    quantized layers use their own by default. ``rules``: the target's own (its record's).
-    """
+    """Every violation of ``device``'s limits, per layer in model order, then network-wide;
+    ``weight_bits`` sizes the kernel-memory estimate, ``rules`` are the target's own."""
     others = tuple(d for d in rules.siblings if d.name != device.name)
     ctx = Context(network, device, others)
     if isinstance(weight_bits, int):

@@ -1,9 +1,5 @@
-"""The per-layer device rules of ``cnnforge check`` (one small function per rule).
-
-Each rule takes the check context and one layer and yields ``Violation``s. The limits are the
-device's (docs/hardware/devices.md §1, §7; docs/hardware/network-yaml.md §5); where the vendor tool
-only warns about something that breaks the result, the rule still reports it.
-"""
+"""The per-layer device rules of ``cnnforge check``, one small function each yielding
+``Violation``s (docs/hardware/devices.md §1, §7; docs/hardware/network-yaml.md §5)."""
 
 from __future__ import annotations
 

@@ -1,8 +1,5 @@
-"""Shape arithmetic of one layer, shared by the verifier, the legalizer and the checker.
-
-PyTorch conventions (padding per side); pooling per docs/hardware/arithmetic.md R3.2/R3.3 (no
-padding, partial windows dropped); concatenation sums channels, element-wise keeps one operand's.
-"""
+"""Shape arithmetic of one layer for the verifier, legalizer and checker: PyTorch padding, pooling
+per docs/hardware/arithmetic.md R3.2/R3.3 (partial windows dropped)."""
 
 from __future__ import annotations
 

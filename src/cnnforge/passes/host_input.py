@@ -1,15 +1,5 @@
-"""An input normalization at the model's start -> done on the host where the input is prepared.
-
-``(x - mean) / std`` (or ``x * k + b``, torchvision's ``Normalize``, a ``sub_``/``div`` on the
-input) is captured as a constant affine layer reading the network input (frontend/affine.py).
-Folded into the first conv it is exact only when that conv reads no zero padding (a shift does
-not commute with zero padding: the border would see ``offset`` instead of 0). ``host-input``
-removes such a layer when it is the only reader of the input and records its per-channel scale
-and offset in ``Network.host_input``: the accelerator's input becomes the normalized input, so
-the network computes exactly what the model computes. Every consumer applies the step where the
-input is prepared: float evaluation (sim/float_eval.py), float samples and simulator inputs
-(samples.py), the portable C (``cnn_host_input``, checked by the self-test).
-"""
+"""``host-input``: move an input normalization ``(x - mean) / std`` to the host (exact, unlike
+folding it into a padded conv); its scale and offset go to ``Network.host_input``."""
 
 from __future__ import annotations
 

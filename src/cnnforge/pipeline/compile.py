@@ -1,9 +1,5 @@
-"""``run_recipe``: run a target's compile recipe into an output directory, atomically.
-
-Everything is written into a temporary directory that becomes ``options.output`` only when every
-step succeeded (outputs.atomic_output_dir): a failed compile leaves nothing behind and an existing
-directory is replaced only with ``overwrite``. The output is a pure function of the inputs.
-"""
+"""``run_recipe``: run a target's compile recipe into an output directory, atomically
+(outputs.atomic_output_dir): a failed compile leaves nothing behind."""
 
 from __future__ import annotations
 

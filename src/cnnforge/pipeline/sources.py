@@ -1,10 +1,5 @@
-"""Where a command's network comes from, checked in one place, and the sample it runs on.
-
-A command takes exactly one model source: MODEL (with an optional float, QAT or quantized
-``--checkpoint``), a cnnforge quantized checkpoint (``--network``), or the vendor pair
-(``--ai8x-yaml`` with ``--ai8x-checkpoint``). ``model_source`` says which, or raises one
-``InputError`` naming the clash; every command (compile, plan, simulate, check, analyze) uses it.
-"""
+"""Where a command's network comes from (exactly one of MODEL, ``--network``, the vendor pair),
+checked in one place by ``model_source``, and the sample it runs on."""
 
 from __future__ import annotations
 

@@ -1,11 +1,5 @@
-"""The compile steps every target's recipe shares: load the model and the sample, lower and
-check with the target's rules, quantize, simulate the sample (the known answer), run the float
-model, write summary.json. Each step is a plain function ``(CompileState, workdir) ->
-CompileState``; a target's recipe (its ``Target.compile_steps``, e.g.
-targets/max7800x/recipe.py) puts them in order around its own steps.
-
-Stages are imported inside the steps that use them (``cnnforge --help`` stays light).
-"""
+"""The compile steps every target's recipe shares, each ``(CompileState, workdir) -> CompileState``;
+stages are imported inside the steps so ``cnnforge --help`` stays light."""
 
 from __future__ import annotations
 

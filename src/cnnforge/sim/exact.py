@@ -1,30 +1,5 @@
-"""Exact integer sums of products for the weight ops: fast float and plain int64.
-
-``accumulate(kind, x, w, bias, geometry, engine)`` returns the accumulator of
-docs/hardware/arithmetic.md
-R2.3 (sum of products plus ``bias << 7``) as a tensor of integer values, on ``x``'s device:
-
-- ``engine="fast"``: float32 sums of products. Every product |x*w| <= 2^14 is exact and any
-  partial sum stays an exactly representable integer while it is below 2^24 in magnitude
-  (docs/hardware/arithmetic.md R2.3 "Note for a fast simulator"), so the input channels are split
-  into chunks whose worst case (channels x taps x max|x| x max|w| + bias + rounding room) stays
-  below 2^24; the chunk results are summed in float64 (exact below 2^53). One chunk keeps the result
-  in float32, where ``arithmetic.round_shift`` is still exact. Layers with groups that would need
-  chunking use float64 instead. On the CPU the sums are PyTorch's convolutions (oneDNN: direct or
-  GEMM sums, see ``float32_is_exact``); on CUDA they are the ``gemm`` form below, since cuDNN may
-  pick Winograd or FFT convolutions, whose transforms round even on integers.
-- ``engine="gemm"``: ``fast`` with every sum of products written as unfold (im2col) and one
-  matrix product (``_gemm_op``): each output is a plain sum of the same products, so whatever
-  order the BLAS (cuBLAS with TF32 off, MKL, oneDNN) adds them in, every partial sum is a sum
-  of some of them, bounded by the chunk's worst case, and exact. What ``fast`` runs on CUDA;
-  on the CPU the tests run it against ``int64``.
-- ``engine="float64"``: float64 sums without chunking (exact below 2^53; on CUDA the ``gemm``
-  form, whose float64 products and sums are exact in any order); what ``simulate`` uses instead
-  of ``fast`` when ``float32_is_exact()`` is false.
-- ``engine="int64"``: shifted slices and ``einsum`` in int64, ConvTranspose2d done literally as
-  R2.7 describes (zero-stuffing, flipped and swapped kernel). Slow, and on the CPU only (CUDA has
-  no int64 matrix products); it guards the fast paths in the tests.
-"""
+"""Exact integer sums of products for the weight ops (docs/hardware/arithmetic.md R2.3): float32
+in chunks below 2^24 (``fast``/``gemm``), ``float64``, or plain ``int64`` that guards them."""
 
 from __future__ import annotations
 
@@ -62,12 +37,8 @@ def accumulate(
     engine: str = "fast",
     affine: tuple[float, float] | None = None,
 ) -> torch.Tensor:
-    """Accumulator ``sum x*w + (bias << 7)`` of a conv/linear layer, exact (R1.4, R1.5, R2.3).
-
-    With ``affine = (scale, offset)`` from ``arithmetic.rounding_affine`` (float engines only)
-    the result is ``acc * scale + offset``, still exact: the fast path folds the power-of-two
-    scale into the weights and the offset into the bias of its one float32 convolution.
-    """
+    """Accumulator ``sum x*w + (bias << 7)`` of a conv/linear layer, exact (R1.4, R1.5, R2.3);
+    with ``affine`` (float engines) ``acc * scale + offset``, folded into the conv."""
     if engine == "int64":
         assert affine is None, "the int64 engine returns the plain accumulator"
         return _with_bias(_int64_sum(kind, x.to(torch.int64), w.to(torch.int64), geo), bias)

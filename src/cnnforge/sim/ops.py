@@ -1,11 +1,5 @@
-"""One small function per stage of a hardware layer, on batched integer-valued tensors.
-
-The stages run in the order of ir.py's hardware layer: input pooling
-(docs/hardware/arithmetic.md §3) -> element-wise fold or concatenation (§4) -> main operation (§2,
-§5) -> output shift, rounding, saturation and activation (R2.3, R2.4). Tensors hold exact integers,
-as int64 (the ``int64`` engine) or as float32/float64 (the ``fast`` engine, see ``sim.exact``); all
-integer semantics come from ``cnnforge.arithmetic``.
-"""
+"""One small function per stage of a hardware layer (docs/hardware/arithmetic.md §2-§5), on
+batched integer-valued tensors; all integer semantics come from ``cnnforge.arithmetic``."""
 
 from __future__ import annotations
 
@@ -30,11 +24,8 @@ from cnnforge.sim.exact import Geometry, accumulate
 
 
 def pool(x: torch.Tensor, pooling: Pooling, rounding: bool) -> torch.Tensor:
-    """Max or average pooling without padding, partial windows dropped (R3.1-R3.6).
-
-    1-D data follows the synthesizer's ``pool1d`` (R3.7, §8.9): average pooling always
-    truncates and max pooling ignores the dilation.
-    """
+    """Max or average pooling without padding, partial windows dropped (R3.1-R3.6); 1-D follows the
+    synthesizer's ``pool1d`` (R3.7, §8.9)."""
     one_d = x.dim() == 3
     x2 = x.unsqueeze(2) if one_d else x
     size, stride = _two_d(pooling.size), _two_d(pooling.stride)

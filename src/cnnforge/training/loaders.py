@@ -1,11 +1,5 @@
-"""Batches for training and evaluation: images prepared by worker processes (``--workers``),
-pinned and copied to the device without waiting, the workers kept from one epoch to the next;
-each epoch's batches chosen as ever (seed + epoch), however many workers there are.
-
-A bad file met by a worker (a corrupt image, a mask with too many classes) is the same one-line
-``InputError`` the main process would raise: the worker hands the error over instead of the
-batch (torch would re-raise it with the worker's traceback pasted into its message).
-"""
+"""Batches for training and evaluation from worker processes (``--workers``), the same for any
+worker count; a worker's bad file is the main process's one-line ``InputError``."""
 
 from __future__ import annotations
 
@@ -159,15 +153,8 @@ def _collate(items: list[Any], narrowed: bool = False) -> _Batch | _Failed:
 
 
 class ItemCache:
-    """A split's items on the training device, kept as they first arrive (on a GPU narrow
-    integers, docs/training.md "Where training runs"): once every index of an epoch is there, its
-    batches are gathered on the device, and no worker, pinning or copy is involved.
-
-    Sound because every cnnforge dataset item is a pure function of its index (``shapes``
-    renders from (seed, index), files are read without random augmentation). Bounded: a split
-    whose items would take more than ``CACHE_BYTES`` (or an eighth of the memory free where it
-    would live) is not cached, nor one whose items differ in shape or type.
-    """
+    """A split's items kept on the training device once seen (docs/training.md), sound because every
+    item is a pure function of its index; bounded by ``CACHE_BYTES`` and free memory."""
 
     def __init__(self, n: int, device: torch.device) -> None:
         self.n, self.device = n, device
@@ -231,14 +218,8 @@ def free_memory(device: torch.device) -> int:
 
 
 class Batches:
-    """One split's ``(x, mask)`` batches on ``device``, epoch after epoch.
-
-    ``workers`` > 0 prepares them in that many processes, started with the first epoch and kept
-    until ``close``; on CUDA the batches are pinned and copied without blocking the host, their
-    integers narrowed (``NARROW``) on the way and widened again on the device. With
-    ``cache`` the items are kept on the device once seen (``ItemCache``): an epoch whose items
-    are all there is served from it.
-    """
+    """One split's ``(x, mask)`` batches on ``device``, epoch after epoch, from ``workers``
+    processes kept until ``close`` (pinned and narrowed on CUDA), or from the ``cache``."""
 
     def __init__(
         self,

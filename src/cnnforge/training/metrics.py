@@ -1,8 +1,5 @@
-"""Classification and segmentation metrics from an accumulated confusion matrix.
-
-Segmentation ignores the void label (255 in VOC). IoU and Dice of a class absent from both the
-prediction and the ground truth are undefined and left out of the means (NaN per class).
-"""
+"""Classification and segmentation metrics from a confusion matrix; void (255) ignored, and
+classes absent from prediction and truth left out of the means (NaN)."""
 
 from __future__ import annotations
 

@@ -91,14 +91,8 @@ def train_model(
     on_start: Callable[[torch.device], None] | None = None,
     on_batch: Callable[[int, int], None] | None = None,
 ) -> list[EpochRecord]:
-    """Build the model, the data and the trainer; train (or resume) and return the history.
-
-    ``out_dir`` follows the rules of every writer (outputs.RunDirectory): a new or
-    cnnforge-written directory, replaced only with ``overwrite``, continued with ``resume``,
-    one run at a time; a new run's directory appears with its first checkpoint.
-    Training runs on ``device`` (default the CPU) with ``workers`` data-loading processes
-    (None: compute.default_workers); ``on_start(device)`` is called once everything given has
-    been checked, just before the first epoch."""
+    """Build the model, data and trainer; train (or resume) into ``out_dir`` (an
+    outputs.RunDirectory) and return the history; ``on_start(device)`` runs before epoch one."""
     from cnnforge.compute import check_workers, default_workers
     from cnnforge.frontend.torch_fx import load_model
     from cnnforge.training.distributed import local_processes
