@@ -104,9 +104,8 @@ def saturate(y: torch.Tensor, lo: int = ACT_MIN, hi: int = ACT_MAX) -> torch.Ten
 
 
 def activate_int(y: torch.Tensor, activation: str) -> torch.Tensor:
-    """Hardware activation on saturated int8 values (R2.3: Abs(-128) = 127).
-
-    ``activation`` is a ``kinds.Activation`` or its value ("none", "relu", "abs")."""
+    """Hardware activation (a ``kinds.Activation`` or its value) on saturated int8 values (R2.3:
+    Abs(-128) = 127)."""
     if activation == "none":
         return y
     if activation == "relu":

@@ -1,7 +1,5 @@
-"""What every C/C++ emitter with a known-answer self-test shares (the MAX7800x portable C and
-firmware, the HLS C++): deterministic pieces of C text (array initializers, literals, packed
-weights, the FNV-1a checksum), the sample and the known answer as the flat vectors the test
-embeds, and running a built test."""
+"""What every C/C++ emitter with a known-answer self-test shares: deterministic C text pieces,
+the FNV-1a checksum, the flat sample and known-answer vectors, running a built test."""
 
 from __future__ import annotations
 

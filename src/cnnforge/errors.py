@@ -16,9 +16,8 @@ def plain_text(text: str) -> str:
 
 
 class Note(UserWarning):
-    """A fact about a run the user should know (untrained weights, ...): raised with
-    ``warnings.warn(text, Note)``, the CLI prints ``note: text`` only after the command succeeds,
-    as it does other warnings, so a failing command prints its one error line alone."""
+    """A fact about a run the user should know, raised with ``warnings.warn(text, Note)``; the CLI
+    prints ``note: text`` only after the command succeeds."""
 
 
 class CnnforgeError(Exception):

@@ -32,9 +32,8 @@ def words_per_pixel(channels: int, device: Capabilities) -> int:
 
 
 def layer_in_channels(network: Network, layer: Layer) -> int:
-    """Channels the layer's input mask carries: one operand's for element-wise layers (one
-    channel group of a split input, ir.Layer.split_operands), else the concatenation of its
-    inputs (docs/hardware/devices.md §2 "Concatenation")."""
+    """Channels the layer's input mask carries: one operand's for element-wise layers, else the
+    concatenation of its inputs (docs/hardware/devices.md §2)."""
     shapes = network.input_shapes(layer)
     if layer.eltwise is not None:
         return shapes[0][0] // max(1, layer.split_operands)

@@ -197,10 +197,8 @@ class Layer:
 
 @dataclass(frozen=True)
 class HostInput:
-    """An input normalization done on the host where the input is prepared (passes/host_input.py):
-    the accelerator reads ``(x * scale[c] + offset[c]) / 2^exponent`` of the model's input
-    ``x``, per channel; ``exponent`` keeps it inside the int8 input range and the first layer's
-    weights carry ``2^exponent``. ``module_path`` names the user's layer (for reports)."""
+    """An input normalization done on the host (passes/host_input.py): the accelerator reads
+    ``(x * scale[c] + offset[c]) / 2^exponent``; ``module_path`` names the user's layer."""
 
     scale: tuple[float, ...]
     offset: tuple[float, ...]

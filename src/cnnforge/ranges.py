@@ -33,9 +33,8 @@ class RangeProblem:
 def verify_quantized(
     quant: Quantized, wide: bool, *, shift_range: tuple[int, int] = (SHIFT_MIN, SHIFT_MAX)
 ) -> tuple[RangeProblem, ...]:
-    """Weights in the ``weight_bits`` range (binary: -1/+1), bias in the 8-bit bias memory, and
-    -- unless ``wide``, whose shift the hardware ignores (R2.4) -- the total shift in
-    ``shift_range``. An empty tuple: all in range. Unknown widths are the caller's to refuse."""
+    """The out-of-range problems of weights, bias and (unless ``wide``, R2.4) the total shift; an
+    empty tuple when all are in range."""
     problems = []
     binary = quant.weight_bits == BINARY_BITS
     lo, hi = weight_range(quant.weight_bits)

@@ -114,10 +114,8 @@ def check_input_shape(shape: Sequence[int], option: str = "--input-shape") -> No
 
 
 class ResourceError(InputError):
-    """The machine ran out of something a command needs (disk space, quota, open files) or
-    refused a write (read-only file system, permissions). ``cause`` is the ``OSError``,
-    ``path`` the file named (an output inside another's staging folder is named again by the
-    outer one: ``renamed``)."""
+    """The machine ran out of something (disk, quota, open files) or refused a write; ``cause`` is
+    the ``OSError``, ``path`` the file named (``renamed`` by an outer stage)."""
 
     default_hint = "free what ran out, or choose another output path"
     cause: OSError
@@ -201,9 +199,8 @@ def _open_files_limit() -> str:
 
 
 def tool_ran_out(output: str, what: str, returncode: int = 0) -> None:
-    """Raise ``ResourceError`` when a tool cnnforge ran (the C compiler) failed because the
-    machine ran out (its messages, or SIGXFSZ: the file size limit): ``what`` is what it
-    made, ``too many open files building c/main.c: the limit is 12``."""
+    """Raise ``ResourceError`` when a tool cnnforge ran (the C compiler) failed because the machine
+    ran out (its messages, or SIGXFSZ); ``what`` is what it made."""
     import signal
 
     found = next((code for code in _TOOL_ERRNOS if os.strerror(code) in output), None)

@@ -192,9 +192,8 @@ def quantize_floats(data: np.ndarray) -> tuple[np.ndarray, int]:
 
 
 def with_host_input(read: InputArray, step: HostInput | None, ndim: int) -> InputArray:
-    """``read`` as the accelerator's input when the host normalizes it (``step``; ``ndim``: the
-    rank of one sample): floats in model units are normalized, then x 128; integers are taken
-    as already normalized. Without a step, ``read`` as it is."""
+    """``read`` as the accelerator's input when the host normalizes it (``step``): floats are
+    normalized then x 128, integers taken as normalized; without a step, as it is."""
     if step is None or read.floats is None or read.normalized:
         return read
     values, clamped = quantize_floats(step.apply(read.floats, ndim))

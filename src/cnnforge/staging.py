@@ -86,9 +86,8 @@ def settle_stage(stage: Path, path: Path) -> None:
 
 
 def sweep(directory: Path, held: Path | None = None) -> None:
-    """Settle the staging folders dead cnnforge runs of this user left in ``directory`` and
-    remove their lock files. A stage of another output than ``held`` (whose lock the caller
-    holds) is settled under that output's lock, or left while a live run holds it."""
+    """Settle the staging folders dead runs of this user left in ``directory`` and remove their
+    lock files; another output's stage is settled under its lock, or left if held."""
     for stage, marker in dead_leftovers(directory, STAGE_TAG):
         name = marker.get("target")
         if not stage.name.startswith(".") or not isinstance(name, str) or os.sep in name:

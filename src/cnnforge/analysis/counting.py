@@ -101,10 +101,8 @@ def float32_bytes(shape: tuple[int, ...]) -> int:
 
 
 def param_bytes_at(layer: Layer, weight_bits: int) -> int:
-    """Parameter bytes on the device: weights at ``weight_bits`` (-1: binary), bias 1 byte each.
-
-    BatchNorm takes no device memory: it is folded into the preceding convolution.
-    """
+    """Parameter bytes on the device: weights at ``weight_bits`` (-1: binary), bias 1 byte each;
+    BatchNorm is folded and takes none."""
     if not layer.has_weights:
         return 0
     bits = layer.quant.weight_bits if layer.quant is not None else weight_bits

@@ -86,9 +86,8 @@ def affine_layer(
 
 
 def with_parameters(layer: Layer | None, params: list[torch.Tensor]) -> Layer | None:
-    """``layer`` (a constant affine map) keeping the model parameters its constant was computed
-    from (``self.gain = nn.Parameter(...)``), flattened into ``weight``: analyze counts them as
-    the module's parameters, as ``sum(p.numel())`` does; lowering folds the values it uses."""
+    """``layer`` (a constant affine map) keeping the parameters its constant came from, flattened
+    into ``weight``, so analyze counts them as ``sum(p.numel())`` does."""
     if layer is None or not params:
         return layer
     flat = [p.detach().cpu().to(torch.float32).reshape(-1).numpy() for p in params]
@@ -109,10 +108,8 @@ def constant_affine(info: NodeInfo, scale: np.ndarray, shift: np.ndarray) -> Lay
 
 
 def normalize_module(module: Any) -> tuple[np.ndarray, np.ndarray] | None:
-    """``(mean, std)`` of a torchvision-style ``Normalize`` module (``transforms.Normalize``,
-    ``transforms.v2.Normalize``: a class named Normalize with ``mean`` and ``std`` numbers),
-    else None. Its forward checks its input's type and values, which torch.fx cannot trace:
-    the tracer keeps it as a leaf and it is captured as ``(x - mean) / std``."""
+    """``(mean, std)`` of a torchvision-style ``Normalize`` module, else None; torch.fx keeps it as
+    a leaf (its forward is untraceable) and it is captured as ``(x - mean) / std``."""
     if type(module).__name__ != "Normalize" or hasattr(module, "cnnforge_layer"):
         return None
     try:
@@ -137,9 +134,8 @@ def normalize_layer(info: NodeInfo, mean: np.ndarray, std: np.ndarray) -> Layer 
 
 
 def stack_reduce_layers(info: NodeInfo, reduce: str) -> list[Layer]:
-    """``stack(features).sum(0)`` -> an N-input ADD; ``mean(0)`` -> the ADD then ``x / N``.
-
-    One feature stacked: nothing (an alias of it)."""
+    """``stack(features).sum(0)`` -> an N-input ADD; ``mean(0)`` -> the ADD then ``x / N``; one
+    feature stacked: nothing (an alias)."""
     n = len(info.inputs)
     if n == 1:
         return []

@@ -214,10 +214,7 @@ def upsample_layer(info: NodeInfo, mode: str) -> Layer:
 
 
 def pad_layer(info: NodeInfo, pad: object, mode: str = "constant", value: object = None) -> Layer:
-    """F.pad / nn.ZeroPad2d / nn.ConstantPad2d -> PAD (amounts in F.pad order, last dim first).
-
-    Other modes (reflect, replicate, circular) have no IR op: an OPAQUE row.
-    """
+    """F.pad / nn.ZeroPad2d / nn.ConstantPad2d -> PAD (F.pad order); other modes: an OPAQUE row."""
     amounts = tuple(int(p) for p in pad)  # type: ignore[attr-defined]
     if mode != "constant" and any(amounts):  # padding nothing is the same in every mode
         return opaque_layer(info, f"pad: mode {mode!r}")

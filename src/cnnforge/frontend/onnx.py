@@ -197,9 +197,8 @@ class _Importer:
         return f"{self.path.name}: node {node.name or node.op_type}"
 
     def _fold_constants(self) -> list[Any]:
-        """Evaluate the nodes that compute on constants only (shape arithmetic of an unfolded
-        export) and make their outputs initializers, so shape inference sees them; the nodes
-        that are left, in order."""
+        """Turn nodes computing on constants only into initializers (so shape inference sees
+        them); return the nodes left, in order."""
         from onnx import numpy_helper
 
         left, folded = [], []
@@ -305,10 +304,8 @@ class _Importer:
         return readers[0]
 
     def _group_norm(self, node: Any, data: list[str]) -> bool:
-        """torch's export of ``nn.GroupNorm``: Reshape to (1, G, -1) -> InstanceNormalization
-        (the exporter's ones and zeros) -> Reshape back -> Mul by gamma -> Add beta. One OPAQUE
-        row ``onnx.GroupNormalization`` holding gamma and beta, as the PyTorch path's
-        ``nn.GroupNorm`` row; True when the pattern is there."""
+        """torch's ``nn.GroupNorm`` export (Reshape -> InstanceNormalization -> Reshape -> Mul ->
+        Add) as one OPAQUE ``onnx.GroupNormalization`` row with gamma and beta; True if found."""
         norm = self._sole_reader(node.output[0], "InstanceNormalization")
         back = norm and self._sole_reader(norm.output[0], "Reshape")
         if back is None or len(data) != 1 or set(norm.input[1:]) & self.params:

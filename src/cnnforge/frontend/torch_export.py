@@ -165,9 +165,8 @@ class _ExportBuilder(LayerLog):
             self.alias[feeds[0]] = self.alias[node]
 
     def _stacked(self, node: fx.Node, op: str) -> bool:
-        """``aten.stack`` of same-shape feature maps along dim 0 (kept aside) and its
-        ``sum``/``mean`` over dim 0 (an N-input add); another reader of such a stack fails
-        naming the op. False for nodes that are neither."""
+        """``aten.stack`` of same-shape maps along dim 0 and its ``sum``/``mean`` (an N-input
+        add); another reader of such a stack fails. False for nodes that are neither."""
         if op == "stack":
             items = node.args[0]
             dim = node.args[1] if len(node.args) > 1 else node.kwargs.get("dim", 0)

@@ -304,9 +304,8 @@ class _Builder(LayerLog):
         return opaque_layer(info, _op_name(node))
 
     def _stacked(self, node: fx.Node) -> bool:
-        """``torch.stack`` of same-shape feature maps along dim 0 (kept aside) and its
-        ``sum``/``mean`` over dim 0 (an N-input add); any other reader of such a stack fails
-        naming the op. False for nodes that are neither."""
+        """``torch.stack`` of same-shape maps along dim 0 and its ``sum``/``mean`` (an N-input
+        add); another reader of such a stack fails. False for nodes that are neither."""
         if node.op == "call_function" and node.target is torch.stack:
             items = node.args[0] if node.args else node.kwargs.get("tensors")
             dim = node.args[1] if len(node.args) > 1 else node.kwargs.get("dim", 0)
@@ -383,10 +382,8 @@ class _Builder(LayerLog):
         return found
 
     def _weighted(self, node: fx.Node, info: NodeInfo, sources: list[fx.Node]) -> Layer | None:
-        """``F.conv2d(x, self.weight, ...)`` / ``F.linear`` whose weight and bias are parameters
-        or constants computed from them (weight standardization): the conv or linear layer
-        an ``nn.Conv2d``/``nn.Linear`` would give, with the real weight values. None when
-        ``node`` is no such call (the input is not the only feature map)."""
+        """``F.conv2d``/``F.linear`` on parameters (or constants computed from them) as the layer
+        ``nn.Conv2d``/``nn.Linear`` would give, or None when ``node`` is no such call."""
         mapper = WEIGHT_FUNCTIONS.get(node.target) if node.op == "call_function" else None
         if mapper is None or not sources or sources[0] not in self.alias:
             return None

@@ -60,10 +60,8 @@ class UNetVOC(nn.Module):
 def conv_bn(
     in_channels: int, out_channels: int, kernel_size: int, relu: bool = True, pool: bool = False
 ) -> nn.Sequential:
-    """The vendor's FusedConv2dBN(ReLU) in plain torch: [maxpool 2] -> conv (bias) -> BN -> ReLU.
-
-    BatchNorm has no affine parameters, as the vendor's ``batchnorm='NoAffine'``.
-    """
+    """The vendor's FusedConv2dBN(ReLU) in plain torch: [maxpool 2] -> conv -> non-affine BN ->
+    ReLU."""
     layers: list[nn.Module] = [nn.MaxPool2d(2)] if pool else []
     layers += [
         nn.Conv2d(in_channels, out_channels, kernel_size, padding=kernel_size // 2),

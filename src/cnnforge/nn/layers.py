@@ -64,9 +64,8 @@ class QATModule(nn.Module):
         self.register_buffer("qat_shift_quantile", torch.tensor(1.0, dtype=torch.float64))
 
     def _scalar(self, name: str) -> int | float | bool:
-        """The value of the one-element buffer ``name``, read from the device once and again
-        only when the buffer is replaced or written in place (its version counter moves): on a
-        GPU every read waits for the queued work, and forward reads these on every call."""
+        """The one-element buffer ``name``'s value, re-read from the device only when the buffer
+        changes (a GPU read waits for queued work)."""
         buffer = self._buffers[name]
         assert buffer is not None
         try:
@@ -304,10 +303,8 @@ class _Conv(_WeightLayer):
 
 
 class Conv2d(_Conv):
-    """QAT Conv2d with optional input pooling, BatchNorm (float phase), relu/abs, wide output.
-
-    ``pool``: None, "max" or "avg" with ``pool_size``/``pool_stride``/``pool_dilation``.
-    """
+    """QAT Conv2d with optional input pooling (``pool``: None, "max", "avg"), BatchNorm (float
+    phase), relu/abs and wide output."""
 
     op = Op.CONV2D
     ndim = 2

@@ -145,10 +145,8 @@ def beyond_weight_bits(
     violations: tuple[Violation, ...],
     rules: TargetRules,
 ) -> tuple[Violation, ...]:
-    """Only kernel memory is short: plan with the narrowest widths that fit it, so that the
-    placement constraints no width changes (concatenation interleaving, channel structure)
-    are listed in the same run; the ``--weight-bits auto`` suggestion is withdrawn when they
-    exist (it would not suffice)."""
+    """Only kernel memory is short: plan at the narrowest widths, so width-independent placement
+    constraints show in the same run (then ``--weight-bits auto`` is not suggested)."""
     choice = rules.choose_weight_bits(network, device, None)
     if not choice.fits:
         return violations
@@ -170,9 +168,8 @@ _MADE_WEIGHTS = frozenset({"upsample-nearest", "eltwise-activation", "passthroug
 def _made_by_rewrite(
     violation: Violation, model: Network, lowered: Network, rewrites: tuple[Rewrite, ...]
 ) -> Violation:
-    """A violation on a layer a rewrite turned into a conv (an identity conv carrying an
-    activation, a nearest upsample as identity kernels) names the rewrite and the user's op;
-    kernel memory there is not the user's weights to narrow."""
+    """A violation on a conv a rewrite made names the rewrite and the user's op (its kernel memory
+    is not the user's weights to narrow)."""
     made = [r for r in rewrites if r.layer == violation.layer and r.rule in _MADE_WEIGHTS]
     if not made or violation.layer not in {x.name for x in lowered.layers}:
         return violation
@@ -192,9 +189,8 @@ def check_report(
     *,
     rules: TargetRules,
 ) -> CheckReport:
-    """Lower ``network`` for ``device``, choose widths (``"auto"``, a width, a dict, or None for
-    the layers' own, else the device's default), check it with the target's ``rules`` and place
-    it with their placer (the target's compile planner), as its record hands them down."""
+    """Lower ``network`` for ``device``, choose widths, check it with the target's ``rules`` and
+    place it with their placer, as the target's record hands them down."""
     lowered = lower_to_hardware(network, device)
     net = lowered.network
     if weight_bits == "auto":

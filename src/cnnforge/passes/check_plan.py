@@ -29,9 +29,8 @@ def _as_compiled(network: Network, device: Capabilities, bits: dict[str, int]) -
 def placement_violations(
     network: Network, device: Capabilities, bits: dict[str, int], placer: Placer | None
 ) -> tuple[Violation, ...]:
-    """The target's planner's verdict on ``network`` (hardware layers, no other violation) as
-    violations: ``placer`` is what the target's compile recipe calls (its ``TargetRules``;
-    None: the target has no placement beyond the per-layer rules)."""
+    """The target's planner's verdict on ``network`` as violations; ``placer`` is what the compile
+    recipe calls (None: no placement beyond the per-layer rules)."""
     if placer is None:
         return ()
     try:

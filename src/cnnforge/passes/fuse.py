@@ -240,9 +240,8 @@ def eltwise_activation(
 
 
 def why_no_eltwise_act(device: Capabilities | None, inner: Layer) -> str:
-    """Why an activation after the element-wise ``inner`` cannot ride an identity conv ('' if
-    it can): more than one pass (64 channels) of in-flight element-wise with a conv is allowed
-    only by the device's multi-pass rule (MAX78000: 2 operands x 2 passes only)."""
+    """Why an activation after element-wise ``inner`` cannot ride an identity conv ('' if it can):
+    several passes in flight need the device's multi-pass rule."""
     channels, operands = inner.out_shape[0], len(inner.inputs)
     if _in_flight_allowed(device, operands, channels, bias=False):
         return ""
@@ -283,10 +282,8 @@ def _passes(channels: int, device: Capabilities | None) -> int:
 def _in_flight_allowed(
     device: Capabilities | None, operands: int, channels: int, bias: bool
 ) -> bool:
-    """Element-wise in flight with a conv over several passes (docs/hardware/devices.md §1
-    "Element-wise with multi-pass"): device-specific, so only with a device that allows it; one
-    pass always. A conv with bias: never on a device without ``eltwise_multipass_conv_bias``
-    (the MAX78002: the vendor tool refuses it for one pass too) nor without a device."""
+    """Element-wise in flight with a conv over several passes: only on a device allowing it
+    (docs/hardware/devices.md §1), with a bias only given ``eltwise_multipass_conv_bias``."""
     if bias and (device is None or not device.eltwise_multipass_conv_bias):
         return False
     passes = _passes(channels, device)  # one pass: in-flight element-wise always legal
@@ -300,9 +297,8 @@ def _in_flight_allowed(
 def fuse_eltwise(
     network: Network, layer: Layer, device: Capabilities | None
 ) -> tuple[Network, Rewrite] | None:
-    """ELTWISE followed by a conv2d -> element-wise "in flight" in the conv (R4.1, R4.3); so is
-    a passthrough element-wise layer without pooling (cnnforge.nn's Add before a Conv2d, as
-    adapt writes the fused layer)."""
+    """ELTWISE (or a passthrough element-wise layer without pooling) followed by a conv2d ->
+    element-wise "in flight" in the conv (R4.1, R4.3)."""
     plain = layer.op is Op.PASSTHROUGH and layer.pool is None
     if not (layer.op is Op.ELTWISE or plain) or layer.eltwise not in HARDWARE_ELTWISE:
         return None

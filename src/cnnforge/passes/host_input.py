@@ -37,9 +37,8 @@ def why_not_host_input(network: Network, layer: Layer) -> str:
 
 
 def input_exponent(scale: np.ndarray, shift: np.ndarray) -> int:
-    """The ``e`` that brings the normalized input into the accelerator's ``[-1, 1]``: the
-    model's input is assumed in ``[0, 1]`` (torchvision's images), or ``[0, 255]`` when a mean
-    exceeds 1; as quant/scales.py chooses activation exponents (``ceil(log2 peak)``)."""
+    """The ``e`` bringing the normalized input into ``[-1, 1]``, the input assumed in ``[0, 1]``
+    (``[0, 255]`` when a mean exceeds 1), as quant/scales.py chooses exponents."""
     mean = -shift / scale
     top = 255.0 if np.any(np.abs(mean) > 1) else 1.0
     peak = float(np.max(np.maximum(np.abs(shift), np.abs(scale * top + shift))))
@@ -47,10 +46,8 @@ def input_exponent(scale: np.ndarray, shift: np.ndarray) -> int:
 
 
 def host_input(network: Network, layer: Layer) -> tuple[Network, Rewrite] | None:
-    """A constant affine map on the input that cannot fold exactly -> ``Network.host_input``;
-    when the normalized input would leave the int8 range, the host also divides it by ``2^e``
-    and a scale ``2^e`` stays in its place, which fold-constant-into-conv puts into the conv
-    (a power of two: exact, and a scale commutes with zero padding)."""
+    """A constant affine map on the input that cannot fold exactly -> ``Network.host_input``, with
+    a ``2^e`` scale left for the first conv when the input would leave the int8 range."""
     if not is_constant_affine(layer) or not why_not_folded(network, layer):
         return None
     if why_not_host_input(network, layer):

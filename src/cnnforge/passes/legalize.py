@@ -162,9 +162,8 @@ def _insert_subsample(
 
 
 def split_maxpool(network: Network, layer: Layer) -> tuple[Network, Rewrite] | None:
-    """Max pooling k x k, stride k with k > 16 -> a passthrough pooling a x a (stride a) before
-    the layer, which then pools b x b (stride b), k = a * b: the max of maxima over the same
-    aligned windows, and floor(floor(n / a) / b) = floor(n / k) windows (R3.2, R3.4)."""
+    """Max pooling k x k / stride k, k > 16 -> a x a in a passthrough, then b x b on the layer
+    (k = a * b): the same windows, exactly (R3.2, R3.4)."""
     pool = layer.pool
     if pool is None or pool.kind is not PoolKind.MAX or layer.eltwise is not None:
         return None
@@ -211,9 +210,8 @@ def linear_1x1_flatten(network: Network, layer: Layer) -> tuple[Network, Rewrite
 
 
 def upsample_nearest(network: Network, layer: Layer) -> tuple[Network, Rewrite] | None:
-    """Nearest 2x upsampling -> ConvTranspose2d k=3 s=2 p=1 output_padding=1 whose kernel is the
-    identity on [1:3, 1:3]: each input pixel lands on its 2x2 block, exactly (x * 1.0) in float;
-    in integers when quantized as weights 64 with output shift 1 (see fuse.eltwise_activation)."""
+    """Nearest 2x upsampling -> ConvTranspose2d k=3 s=2 p=1 output_padding=1 with identity kernels
+    on [1:3, 1:3]: exact (integers as in fuse.eltwise_activation)."""
     if layer.op is not Op.UPSAMPLE or layer.upsample_mode != "nearest":
         return None
     if tuple(layer.scale_factor) != (2, 2) or len(layer.out_shape) != 3:

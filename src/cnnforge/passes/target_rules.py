@@ -31,9 +31,8 @@ class WeightChoice:
 
 @dataclass(frozen=True)
 class WeightMemory:
-    """What the check report shows of a target's weight memory: per-layer needs (records with
-    ``layer``, ``module_path``, ``weight_bits``, ``processors``, ``words``, ``total_words``),
-    the words available, and the bytes one word holds."""
+    """A target's weight memory in the check report: per-layer needs, the words available and the
+    bytes one word holds."""
 
     needs: tuple[Any, ...] = ()
     capacity_words: int = 0

@@ -140,9 +140,8 @@ def load_source(
     model_args: Mapping[str, Any],
     device: Capabilities | None,
 ) -> tuple[Network, bool]:
-    """The network of a MODEL or --network source, and whether it is a quantized checkpoint
-    taken as saved (else a model-level float network). With a ``device`` (None: no limit), a
-    MODEL's channel counts are checked against its limit before tracing (frontend/footprint.py)."""
+    """The network of a MODEL or --network source, and whether it is a quantized checkpoint taken
+    as saved; a ``device`` limits a MODEL's channels before tracing."""
     path = quantized_checkpoint(source)
     if path is not None:
         from cnnforge.checkpoint import load_quantized

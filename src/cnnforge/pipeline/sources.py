@@ -141,9 +141,8 @@ def network_for_cli(
     ai8x_checkpoint: Path | str | None,
     target: Target,
 ) -> Network | None:
-    """For commands taking MODEL or ``--ai8x-yaml``/``--ai8x-checkpoint``: the network of the
-    vendor pair (read by ``target``'s reader), or None when MODEL (with its input shape) is to
-    be loaded; exactly one source (above)."""
+    """The network of the vendor pair (read by ``target``'s reader), or None when MODEL is to be
+    loaded; exactly one source."""
     source = model_source(
         model,
         ai8x_yaml=None if ai8x_yaml is None else Path(ai8x_yaml),

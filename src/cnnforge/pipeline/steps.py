@@ -88,9 +88,8 @@ def _read_calibration(state: CompileState, shape: tuple[int, ...]) -> CompileSta
 
 
 def step_lower(state: CompileState, workdir: Path) -> CompileState:
-    """Fold, fuse and legalize, choose weight widths, check every device limit and place with
-    the target's checker rules: what ``cnnforge check`` runs (api.targets.check_for, with the
-    same record's rules), so check and compile agree."""
+    """Lower, choose widths, check and place with the target's rules: what ``cnnforge check``
+    runs, so check and compile agree."""
     del workdir
     rules = state.target.rules
     if state.source is None:  # already hardware: check only

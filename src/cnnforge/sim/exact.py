@@ -59,10 +59,8 @@ def _apply(acc: torch.Tensor, affine: tuple[float, float] | None) -> torch.Tenso
 
 
 def float32_is_exact(device: torch.device = CPU) -> bool:
-    """False when PyTorch's float32 sums of products on ``device`` may be inexact (R2.3 note):
-    reduced-precision math (TF32/bf16), or on the CPU oneDNN switched off so that batches >= 16
-    go to NNPACK, whose Winograd/FFT convolutions round (seen: errors of 17 on 3x3 int8 layers).
-    On CUDA only cuBLAS matters (the sums are matrix products there): TF32 must be off."""
+    """False when float32 sums of products on ``device`` may be inexact (R2.3 note): TF32/bf16,
+    or NNPACK's Winograd/FFT convolutions on the CPU when oneDNN is off."""
     if device.type == "cuda":
         return float32_matmul_exact(device)
     try:
@@ -107,9 +105,8 @@ def _fast_sum(
 
 
 def _channels_per_sum(x, w, bias, channels: int) -> int:
-    """Input channels per float32 sum: channels x taps x max|x| x max|w| + |bias << 7| plus the
-    rounding offset must stay within 2^24. Layer inputs are int8 (|x| <= 128); the actual
-    maximum of ``x`` is only computed when that bound is too coarse."""
+    """Input channels per float32 sum so that the worst case (channels x taps x max|x| x max|w| +
+    bias + rounding) stays within 2^24."""
     taps = max(1, w[0, 0].numel()) if w.dim() > 2 else 1
     bias_term = _max_abs(bias) << BIAS_SHIFT if bias is not None else 0
     room = FLOAT32_EXACT - bias_term - ROUND_ROOM
@@ -190,9 +187,8 @@ UNFOLD_BYTES = 1 << 28
 def _gemm_op(
     kind: Op, x: torch.Tensor, w: torch.Tensor, geo: Geometry, bias: torch.Tensor | None
 ) -> torch.Tensor:
-    """Sums of products as matrix products (module docstring, ``engine="gemm"``): linear as
-    ``x @ w.T``; conv1d as a conv2d of height 1; the transposed conv as the stride-1 conv of the
-    zero-stuffed input (R2.7, ``_transposed_as_conv``); then ``_gemm_conv2d``."""
+    """Sums of products as matrix products (``engine="gemm"``); the transposed conv as the stride-1
+    conv of the zero-stuffed input (R2.7)."""
     if kind is Op.LINEAR:
         y = torch.matmul(x, w.t())
         return y if bias is None else y + bias
@@ -207,8 +203,7 @@ def _gemm_op(
 def _gemm_conv2d(
     x: torch.Tensor, w: torch.Tensor, geo: Geometry, bias: torch.Tensor | None
 ) -> torch.Tensor:
-    """Conv2d as unfold (every receptive field a column, channel-major like ``w``) and, per
-    group, (out/g, in/g*kh*kw) @ (in/g*kh*kw, positions); the batch in slices of at most
+    """Conv2d as unfold and one matrix product per group, the batch in slices of at most
     ``UNFOLD_BYTES`` of columns."""
     n, c, h, wd = x.shape
     out_ch, cg, kh, kw = w.shape
@@ -241,9 +236,8 @@ def _as_2d(geo: Geometry) -> Geometry:
 def _transposed_as_conv(
     x: torch.Tensor, w: torch.Tensor, geo: Geometry
 ) -> tuple[torch.Tensor, torch.Tensor, Geometry]:
-    """R2.7: the input zero-stuffed by the stride and padded by d*(k-1)-p (plus output_padding
-    bottom/right), the kernel flipped in both axes with in/out swapped; convolving these at
-    stride 1 is the transposed convolution (any dtype and device)."""
+    """R2.7: the input zero-stuffed by the stride and padded, the kernel flipped with in/out
+    swapped; a stride-1 conv of these is the transposed convolution."""
     n, c, h, wd = x.shape
     cin, og, kh, kw = w.shape
     g = geo.groups

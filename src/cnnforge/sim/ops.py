@@ -147,9 +147,8 @@ _WEIGHT_OP_FNS = MappingProxyType(
 
 
 def weight_op(layer: Layer, x: torch.Tensor, w, bias, engine: str) -> torch.Tensor:
-    """The main op and its output stage: shift, round, saturate, activate; or the raw
-    accumulator of a wide layer (R2.3, R2.4). The float engines let the convolution apply the
-    rounding's scale and offset (``arithmetic.rounding_affine``) and only floor and clip here."""
+    """The main op and its output stage (shift, round, saturate, activate), or a wide layer's raw
+    accumulator (R2.3, R2.4)."""
     assert layer.quant is not None
     shift, op = layer.quant.total_shift, _WEIGHT_OP_FNS[layer.op]
     if layer.wide or engine == "int64":

@@ -30,9 +30,8 @@ class DistContext:
         return self.rank == 0
 
     def wrap(self, model: nn.Module) -> nn.Module:
-        """DDP around ``model`` as it trains now: only parameters with ``requires_grad`` are
-        reduced, so wrap again when a phase changes which parameters train (QAT's folded
-        BatchNorm is frozen). No ``find_unused_parameters``: every trainable one must be used."""
+        """DDP around ``model`` as it trains now (only ``requires_grad`` parameters): wrap again
+        when a phase changes what trains."""
         if self.world_size == 1:
             return model
         if self.device.type == "cuda":

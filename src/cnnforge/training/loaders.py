@@ -27,18 +27,16 @@ SOCKET_SUFFIX = len("/pymp-XXXXXXXX/listener-XXXXXXXX")
 
 
 def worker_sockets_fit() -> bool:
-    """Whether a worker's socket path fits under the temporary directory. Where it does not,
-    a worker cannot hand a batch over (torch prints the OSError in the worker's thread and
-    the trainer waits for the batch forever), so the loading stays in the training process."""
+    """Whether a worker's socket path fits under the temporary directory; where not, batches
+    cannot be handed over, so loading stays in the training process."""
     return len(os.fsencode(tempfile.gettempdir())) + SOCKET_SUFFIX <= SOCKET_PATH_MAX
 CACHE_BYTES = 4 << 30  # the most one split's cached items take (ItemCache)
 FORK_WARNING = r".*use of fork\(\) may lead to deadlocks"
 
 
 class EpochBatches(Sampler[list[int]]):
-    """The index batches of the epoch set by ``set_epoch``: in order, or shuffled by a generator
-    seeded ``seed + epoch`` (shuffled under DDP: this rank's share, DistributedSampler's order;
-    with ``replay_world`` > 1: the union batches of such a run, distributed.replay_batches)."""
+    """The index batches of the epoch set by ``set_epoch``: in order, or shuffled seeded
+    ``seed + epoch`` (under DDP or ``replay_world``, in DistributedSampler's order)."""
 
     def __init__(
         self, n: int, batch: int, *, shuffle: bool, seed: int = 0, replay_world: int = 1
@@ -114,9 +112,8 @@ NARROW = {torch.int16: torch.int8, torch.int64: torch.uint8}
 
 @dataclass
 class _Batch:
-    """A batch as it travels from a worker: its item indices and its tensors (bound for a GPU:
-    integers in the narrowest type that holds them, a quarter of the bytes to share, pin and
-    copy), with the types the dataset gave them (restored on the device)."""
+    """A batch as it travels from a worker: its item indices and tensors (narrowed for a GPU)
+    with the types the dataset gave them (restored on the device)."""
 
     indices: torch.Tensor
     tensors: tuple[torch.Tensor, ...]

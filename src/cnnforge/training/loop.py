@@ -163,10 +163,8 @@ def load_checkpoint(path: Path) -> dict[str, Any]:
 
 
 class Trainer:
-    """Trains ``model`` on ``train_set``, validating on ``val_set``, writing to ``out_dir``.
-
-    The model moves to ``device`` (default the CPU); ``workers`` data-loading processes serve
-    both splits (0: the main process loads)."""
+    """Trains ``model`` on ``train_set`` on ``device``, validating on ``val_set``, writing to
+    ``out_dir``; ``workers`` data-loading processes (0: the main process)."""
 
     def __init__(
         self,

@@ -14,10 +14,8 @@ from cnnforge.training.datasets import VOID
 def confusion_matrix(
     pred: torch.Tensor, target: torch.Tensor, num_classes: int, ignore_index: int = VOID
 ) -> np.ndarray:
-    """``cm[t, p]`` = number of pixels (or samples) of true class t predicted as p.
-
-    Counted on the CPU (the pairs' indices copied there): CUDA's bincount adds with atomics,
-    which torch's deterministic mode reports as nondeterministic in some versions."""
+    """``cm[t, p]`` = pixels (or samples) of true class t predicted as p, counted on the CPU
+    (CUDA's bincount uses atomics, nondeterministic)."""
     pred = pred.reshape(-1).to(torch.int64)
     target = target.reshape(-1).to(torch.int64)
     keep = target != ignore_index

@@ -22,8 +22,7 @@ if TYPE_CHECKING:
 
 def folded_input_shape(model: nn.Module, size: int, fold: int = 1) -> tuple[int, int, int]:
     """The (C, H, W) the model sees for ``size`` x ``size`` images folded space-to-depth by
-    ``fold``: its first layer's in_channels (already the folded count) at ``size / fold``.
-    The one place train, evaluate and the class probe derive the folded shape."""
+    ``fold``: the one place train, evaluate and the class probe derive it."""
     channels = _in_channels(model)
     if fold < 1 or size % fold or channels % (fold * fold):
         raise InputError(
