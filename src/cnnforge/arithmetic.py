@@ -174,9 +174,6 @@ def eltwise_fold(op: str, operands: list[torch.Tensor], wide: bool = False) -> t
     return result if wide else saturate(result)
 
 
-# ---- the float view used by QAT (R6.2, R6.3) -----------------------------------------------
-
-
 def quantize_activation_float(
     y: torch.Tensor, wide: bool = False, saturate: bool = True
 ) -> torch.Tensor:
@@ -233,9 +230,6 @@ def output_unit(weight_bits: int, output_shift: int, wide: bool, exponent: int =
     return unit * 2.0**exponent / ACT_SCALE
 
 
-# ---- the vendor checkpoint's scaling (R1.6) ---------------------------------------------------
-
-
 def checkpoint_bias_divisor(stored_bits: int) -> int:
     """``2^(b-1)``: a quantized checkpoint stores the bias times this; ``b`` is the checkpoint's
     ``weight_bits`` entry, 8 when absent or 0 (R1.6)."""
@@ -253,9 +247,6 @@ def bias_to_checkpoint(bias: Any, stored_bits: int) -> np.ndarray:
     ``bias_from_checkpoint`` inverts it."""
     stored = np.asarray(bias, dtype=np.int64) * checkpoint_bias_divisor(stored_bits)
     return stored.astype(np.float32)
-
-
-# ---- generic fixed point (docs/generic-target.md): power-of-two scales, any width --------------
 
 
 def saturate_signed(x: torch.Tensor, bits: int) -> torch.Tensor:

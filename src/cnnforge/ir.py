@@ -313,8 +313,6 @@ class Network:
     def is_quantized(self) -> bool:
         return all(layer.quant is not None for layer in self.layers if layer.has_weights)
 
-    # ---- JSON ---------------------------------------------------------------------------
-
     def to_json(self, indent: int | None = 1) -> str:
         """Lossless JSON (schema ``cnnforge-network/1``)."""
         doc = {"schema": JSON_SCHEMA, **_encode(self)}
@@ -336,8 +334,6 @@ class Network:
         doc.pop("schema")
         return _decode(Network, doc)
 
-
-# ---- JSON helpers (generic over the frozen dataclasses above) -----------------------------
 
 def _depth(text: str) -> int:
     """The deepest nesting of brackets in JSON ``text``, strings skipped (for the message)."""

@@ -106,7 +106,6 @@ class _Importer:
         for out in graph.output:
             self.readers[out.name] = self.readers.get(out.name, 0) + 1
 
-    # ---- shapes --------------------------------------------------------------------------
     def _infer(self, input_shape: Sequence[int] | None) -> tuple[int, ...]:
         import onnx
 
@@ -162,7 +161,6 @@ class _Importer:
             )
         return shape[1:]
 
-    # ---- the graph -----------------------------------------------------------------------
     def network(self, input_shape: Sequence[int] | None) -> Network:
         import onnx
 

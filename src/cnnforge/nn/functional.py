@@ -43,9 +43,6 @@ def to_int(x: torch.Tensor) -> torch.Tensor:
     return torch.round(x.detach().to(torch.float64) * ACT_SCALE).to(torch.int64)
 
 
-# ---- parameters ---------------------------------------------------------------------------
-
-
 @dataclass(frozen=True)
 class IntParams:
     """Integer weights/bias and the checkpoint ``output_shift`` of one layer (R6.3 steps 2-3)."""
@@ -84,9 +81,6 @@ def effective(values: torch.Tensor, q: torch.Tensor, bits: int, shift: int) -> t
     """QAT weight ``q / 2^(b-1)`` (shift excluded) with a straight-through gradient."""
     scaled = values * 2.0**-shift
     return ste(scaled, q.to(values.dtype) / 2.0 ** (abs(bits) - 1))
-
-
-# ---- pooling --------------------------------------------------------------------------------
 
 
 def make_pooling(

@@ -145,8 +145,6 @@ class _WeightLayer(QATModule):
         self.bn = bn_cls(out_channels) if batchnorm else None
         self.register_buffer("bn_folded", torch.tensor(False))
 
-    # -- parameters ---------------------------------------------------------------------------
-
     def _bn_active(self) -> bool:
         return self.bn is not None and not bool(self._scalar("bn_folded"))
 
@@ -186,8 +184,6 @@ class _WeightLayer(QATModule):
     def quantized_params(self) -> IntParams:
         """Integer weights, bias and output shift as the hardware gets them (R6.3, R6.6)."""
         return int_params(self.weight, self.bias, self.bits(), self.shift_quantile)
-
-    # -- forward --------------------------------------------------------------------------------
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """Float, QAT or exact quantized evaluation, by stage (module docstring)."""
@@ -238,8 +234,6 @@ class _WeightLayer(QATModule):
         if self.wide:
             return y.double() * output_unit(q.weight_bits, q.output_shift, wide=True)
         return y.to(x.dtype) / ACT_SCALE
-
-    # -- export ---------------------------------------------------------------------------------
 
     def cnnforge_layer(
         self,

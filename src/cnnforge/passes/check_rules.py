@@ -111,9 +111,6 @@ def _fmt(values) -> str:
     return "x".join(str(v) for v in values) if values else "-"
 
 
-# ---- operators ---------------------------------------------------------------------------
-
-
 def unsupported_op(ctx: Context, layer: Layer) -> Iterator[Violation]:
     """Model-level layers left after lowering: no hardware operation computes them."""
     if layer.is_hardware:

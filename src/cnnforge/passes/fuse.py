@@ -70,9 +70,6 @@ def _only_input_is(layer: Layer, name: str) -> bool:
     return layer.inputs == (name,)
 
 
-# ---- rules: each looks at one layer and returns (network, record) or None -----------------
-
-
 def relu_before_maxpool(network: Network, layer: Layer) -> tuple[Network, Rewrite] | None:
     """maxpool -> ReLU becomes ReLU -> maxpool (equal: ReLU is monotone, R3.4), so the ReLU can
     join the conv before the pool and the pool the layer after it."""

@@ -32,8 +32,6 @@ from cnnforge.pipeline.state import (
 )
 from cnnforge.samples import FLOAT_RULE, HOST_RULE, InputArray, with_host_input
 
-# ---- steps ---------------------------------------------------------------------------------
-
 
 def step_load(state: CompileState, workdir: Path) -> CompileState:
     """Read the sample and load the model (PyTorch spec or quantized checkpoint); a target that

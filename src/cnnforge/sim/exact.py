@@ -55,9 +55,6 @@ def _apply(acc: torch.Tensor, affine: tuple[float, float] | None) -> torch.Tenso
     return acc.mul_(affine[0]).add_(affine[1])  # float64, |acc| < 2^53: exact
 
 
-# ---- fast path --------------------------------------------------------------------------------
-
-
 def float32_is_exact(device: torch.device = CPU) -> bool:
     """False when float32 sums of products on ``device`` may be inexact (R2.3 note): TF32/bf16,
     or NNPACK's Winograd/FFT convolutions on the CPU when oneDNN is off."""
@@ -178,8 +175,6 @@ def _float_op(
     return F.linear(x, w, bias)
 
 
-# ---- gemm form: unfold + one matrix product -----------------------------------------------------
-
 #: Bytes of unfolded input one matrix product may take (larger batches go in slices).
 UNFOLD_BYTES = 1 << 28
 
@@ -251,9 +246,6 @@ def _transposed_as_conv(
     wt = w.reshape(g, cin // g, og, kh, kw).transpose(1, 2).reshape(g * og, cin // g, kh, kw)
     geo1 = Geometry(stride=(1, 1), padding=(0, 0), dilation=(dh, dw), groups=g)
     return padded, wt.flip(-1, -2), geo1
-
-
-# ---- int64 path -------------------------------------------------------------------------------
 
 
 def _int64_sum(kind: Op, x: torch.Tensor, w: torch.Tensor, geo: Geometry) -> torch.Tensor:

@@ -101,9 +101,6 @@ def _param(layer: Layer, value: np.ndarray | None, like: torch.Tensor) -> torch.
     return torch.from_numpy(np.asarray(value)).to(like.dtype)
 
 
-# ---- stages ---------------------------------------------------------------------------------
-
-
 def pool_float(x: torch.Tensor, pool: Pooling, padding: tuple[int, ...] = ()) -> torch.Tensor:
     """PyTorch max/avg pooling (floor mode, zero padding counted in averages)."""
     nd = x.dim() - 2
@@ -178,9 +175,6 @@ def main_op_float(layer: Layer, x: torch.Tensor) -> torch.Tensor:
     if layer.flatten or all(d == 1 for d in x.shape[2:]):
         x = x.reshape(x.shape[0], -1)
     return F.linear(x, w, b)
-
-
-# ---- layers -----------------------------------------------------------------------------------
 
 
 def _hardware(layer: Layer, xs: list[torch.Tensor]) -> torch.Tensor:

@@ -20,7 +20,6 @@ from cnnforge.ir import Layer, Op, Pooling, PoolKind
 from cnnforge.sim.exact import Geometry, accumulate
 
 # ---- pooling (docs/hardware/arithmetic.md §3)
-# ---------------------------------------------------------------
 
 
 def pool(x: torch.Tensor, pooling: Pooling, rounding: bool) -> torch.Tensor:
@@ -77,7 +76,6 @@ def _windows(x: torch.Tensor, size, stride, dilation) -> list[torch.Tensor]:
 
 
 # ---- combining inputs (docs/hardware/arithmetic.md §4, ir.Layer.is_concat)
-# ----------------------------------
 
 
 def operands(layer: Layer, xs: list[torch.Tensor]) -> list[torch.Tensor]:
@@ -100,7 +98,6 @@ def combine(layer: Layer, xs: list[torch.Tensor]) -> torch.Tensor:
 
 
 # ---- main operations (docs/hardware/arithmetic.md §2, §5)
-# ---------------------------------------------------
 
 
 def geometry(layer: Layer) -> Geometry:

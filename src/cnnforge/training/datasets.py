@@ -52,9 +52,6 @@ def unfold(x: torch.Tensor, factor: int) -> torch.Tensor:
     return torch.nn.functional.pixel_shuffle(x, factor) if factor > 1 else x
 
 
-# ---- shapes: a procedural dataset shipped as code -----------------------------------------
-
-
 @dataclass(frozen=True)
 class ShapesConfig:
     """Parameters of the procedural ``shapes`` set; every image is a function of (seed, index)."""
@@ -187,9 +184,6 @@ class ShapesDataset(Dataset):
     def __getitem__(self, index: int) -> tuple[torch.Tensor, torch.Tensor]:
         planes, mask = render_shapes_planar(self.offset + index, self.config)
         return _planes_to_hardware_range(planes), torch.from_numpy(mask.astype(np.int64))
-
-
-# ---- files on disk: VOC layout and plain folders --------------------------------------------
 
 
 def _read_image(path: Path, size: int | None) -> np.ndarray:

@@ -201,8 +201,6 @@ class Trainer:
         self.optimizer = make_optimizer(self.model, config)
         self.scheduler = make_scheduler(self.optimizer, config)
 
-    # ---- state ---------------------------------------------------------------------------
-
     def resume(self, path: Path) -> None:
         """Continue from a ``last.pth``: weights, QAT state, optimizer, schedule, history."""
         payload = load_checkpoint(path)
@@ -239,8 +237,6 @@ class Trainer:
             "config": json.dumps(asdict(self.config), sort_keys=True),
             "model": json.dumps(self.model_spec, sort_keys=True),
         }
-
-    # ---- the loop ------------------------------------------------------------------------
 
     def fit(self) -> list[EpochRecord]:
         """Run the remaining epochs; returns the full history. Each epoch computes under
