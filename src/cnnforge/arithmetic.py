@@ -116,12 +116,7 @@ def activate_int(y: torch.Tensor, activation: str) -> torch.Tensor:
 
 
 def finish_output(
-    acc: torch.Tensor,
-    total_shift: int,
-    activation: str,
-    wide: bool,
-    *,
-    inplace: bool = False,
+    acc: torch.Tensor, total_shift: int, activation: str, wide: bool, *, inplace: bool = False
 ) -> torch.Tensor:
     """Accumulator (bias included) to layer output: shift/round, saturate, activate (R2.3/R2.4);
     ``inplace=True`` (floats only) reuses ``acc``'s memory."""

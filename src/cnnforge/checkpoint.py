@@ -157,8 +157,7 @@ def _check_layers(network: Network, layers: Any, path: Path) -> None:
         entry = layers.get(layer.name)
         if not isinstance(entry, dict) or not _same(entry.get("weight"), layer.quant.weights):
             raise InputError(
-                f"layer {layer.name}: weights differ from the network description",
-                where=str(path),
+                f"layer {layer.name}: weights differ from the network description", where=str(path)
             )
         if entry.get("output_shift") != layer.quant.output_shift or not _same(
             entry.get("bias"), layer.quant.bias

@@ -34,8 +34,7 @@ def parse_memory(text: str, option: str = "--max-memory") -> int:
     value = float(match.group(1)) * _UNITS[match.group(2).upper()] if match else math.nan
     if not match or not math.isfinite(value) or value < 1 or value > 2**60:
         raise InputError(
-            f"{option} {text!r} is not a memory size",
-            hint="write a size such as 512M, 8G or 1.5GB",
+            f"{option} {text!r} is not a memory size", hint="write a size such as 512M, 8G or 1.5GB"
         )
     return int(value)
 
@@ -131,10 +130,7 @@ class ResourceError(InputError):
 _RAN_OUT = {
     errno.ENOSPC: ("no space left on device", "free some space there or choose another path"),
     errno.EDQUOT: ("disk quota exceeded", "free some of your quota or choose another path"),
-    errno.EFBIG: (
-        "file size limit exceeded",
-        "raise the limit (ulimit -f) or choose another path",
-    ),
+    errno.EFBIG: ("file size limit exceeded", "raise the limit (ulimit -f) or choose another path"),
     errno.EROFS: ("read-only file system", "choose a path on a writable file system"),
     errno.EACCES: ("permission denied", "choose a path you may write, or change its permissions"),
     errno.EPERM: ("operation not permitted", "choose a path you may write"),

@@ -14,13 +14,7 @@ import numpy as np
 
 from cnnforge.arithmetic import ACT_MAX, ACT_MIN, ACT_SCALE
 from cnnforge.errors import InputError
-from cnnforge.resources import (
-    format_bytes,
-    is_resource_error,
-    require,
-    resource_error,
-    shape_text,
-)
+from cnnforge.resources import format_bytes, is_resource_error, require, resource_error, shape_text
 
 if TYPE_CHECKING:
     from cnnforge.ir import HostInput

@@ -85,9 +85,7 @@ def _export_fallback(
                 hint=fx_problem.hint or exc.hint,
             ) from None
         raise ModelError(
-            f"{fx_problem.describe('torch.fx')}, and {exc.what}",
-            where=exc.where,
-            hint=exc.hint,
+            f"{fx_problem.describe('torch.fx')}, and {exc.what}", where=exc.where, hint=exc.hint
         ) from None
     mismatch = compare(exported, x, eager)
     if mismatch is None:

@@ -96,8 +96,7 @@ def _resolve(spec: str) -> tuple[Any, str]:
     if not sep or len(head) <= 1:  # no colon (or a Windows drive letter only): a short name
         if spec.endswith(".py") or "/" in spec:
             raise InputError(
-                f"model {spec!r} does not name a class or function",
-                hint=f"write {spec}:ClassName",
+                f"model {spec!r} does not name a class or function", hint=f"write {spec}:ClassName"
             )
         return (lambda **kw: models.build_model(spec, **kw)), spec
     if not name.isidentifier():

@@ -16,12 +16,7 @@ from torch import nn
 from torch.export.graph_signature import InputKind, OutputKind
 
 from cnnforge.errors import ModelError
-from cnnforge.frontend.affine import (
-    ARITHMETIC,
-    affine_layer,
-    stack_reduce_layers,
-    with_parameters,
-)
+from cnnforge.frontend.affine import ARITHMETIC, affine_layer, stack_reduce_layers, with_parameters
 from cnnforge.frontend.aten_ops import ATEN_MAPPERS
 from cnnforge.frontend.captured import Captured, LayerLog, leaves
 from cnnforge.frontend.fx_modules import NodeInfo, opaque_layer, unique_name

@@ -127,12 +127,7 @@ class _WeightLayer(QATModule):
     ndim: int
 
     def _init_stages(
-        self,
-        out_channels: int,
-        pool: Pooling | None,
-        activation: str,
-        wide: bool,
-        batchnorm: bool,
+        self, out_channels: int, pool: Pooling | None, activation: str, wide: bool, batchnorm: bool
     ) -> None:
         self.pool = pool
         self.activation = Activation(activation)

@@ -140,10 +140,7 @@ INDEPENDENT = "independent of weight bits"
 
 
 def beyond_weight_bits(
-    network: Network,
-    device: Capabilities,
-    violations: tuple[Violation, ...],
-    rules: TargetRules,
+    network: Network, device: Capabilities, violations: tuple[Violation, ...], rules: TargetRules
 ) -> tuple[Violation, ...]:
     """Only kernel memory is short: plan at the narrowest widths, so width-independent placement
     constraints show in the same run (then ``--weight-bits auto`` is not suggested)."""

@@ -7,13 +7,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from cnnforge.ir import (
-    HARDWARE_ELTWISE,
-    INPUT,
-    Layer,
-    Network,
-    Op,
-)
+from cnnforge.ir import HARDWARE_ELTWISE, INPUT, Layer, Network, Op
 from cnnforge.passes.fold_constants import is_constant_affine, why_not_folded
 from cnnforge.passes.fuse import hardware_activation, why_no_eltwise_act
 from cnnforge.passes.geometry import input_channels

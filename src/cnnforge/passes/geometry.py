@@ -42,10 +42,4 @@ def expected_out_shape(network: Network, layer: Layer) -> tuple[int, ...] | None
     return None
 
 
-__all__ = [
-    "conv_out_dims",
-    "expected_out_shape",
-    "has_bias",
-    "input_channels",
-    "pooled_dims",
-]
+__all__ = ["conv_out_dims", "expected_out_shape", "has_bias", "input_channels", "pooled_dims"]

@@ -72,9 +72,7 @@ def _gain_layer(layer: Layer, exponent: int) -> Layer | None:
         return None
     n = len(layer.batchnorm.weight) if layer.batchnorm.weight is not None else 0
     bn = dataclasses.replace(
-        layer.batchnorm,
-        weight=np.full(n, 2.0**exponent, np.float32),
-        bias=np.zeros(n, np.float32),
+        layer.batchnorm, weight=np.full(n, 2.0**exponent, np.float32), bias=np.zeros(n, np.float32)
     )
     return dataclasses.replace(layer, batchnorm=bn, weight=None)
 

@@ -14,9 +14,7 @@ from cnnforge.pipeline.targets import Target
 
 
 def run_recipe(
-    target: Target,
-    options: CompileOptions,
-    on_step: Callable[[str, int, int], None] | None = None,
+    target: Target, options: CompileOptions, on_step: Callable[[str, int, int], None] | None = None
 ) -> CompileState:
     """Run ``target``'s recipe; the output directory appears only if all steps succeed.
     ``on_step(name, i, n)`` is called before each step."""

@@ -215,9 +215,7 @@ def step_quantize(state: CompileState, workdir: Path) -> CompileState:
         network, state.device, state.weight_bits or 8, calibration=values, used=used
     )
     return state.with_(
-        network=q.network,
-        output_exponents=dict(q.output_exponents),
-        notes=(*state.notes, *q.notes),
+        network=q.network, output_exponents=dict(q.output_exponents), notes=(*state.notes, *q.notes)
     )
 
 

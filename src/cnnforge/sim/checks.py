@@ -6,11 +6,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from cnnforge.arithmetic import (
-    ACT_MAX,
-    ACT_MIN,
-    WEIGHT_WIDTHS,
-)
+from cnnforge.arithmetic import ACT_MAX, ACT_MIN, WEIGHT_WIDTHS
 from cnnforge.devices import Capabilities
 from cnnforge.errors import SimulationError
 from cnnforge.ir import (

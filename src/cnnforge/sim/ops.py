@@ -134,12 +134,7 @@ def linear(layer: Layer, x, w, bias, engine: str, affine=None) -> torch.Tensor:
 
 
 _WEIGHT_OP_FNS = MappingProxyType(
-    {
-        Op.CONV1D: conv1d,
-        Op.CONV2D: conv2d,
-        Op.CONVTRANSPOSE2D: convtranspose2d,
-        Op.LINEAR: linear,
-    }
+    {Op.CONV1D: conv1d, Op.CONV2D: conv2d, Op.CONVTRANSPOSE2D: convtranspose2d, Op.LINEAR: linear}
 )
 
 

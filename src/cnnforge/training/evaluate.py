@@ -138,11 +138,7 @@ def _three_ways(
 
 
 def _float_only(
-    model: nn.Module,
-    batches: Batches,
-    num_classes: int,
-    fold_factor: int,
-    max_images: int | None,
+    model: nn.Module, batches: Batches, num_classes: int, fold_factor: int, max_images: int | None
 ) -> Evaluation:
     """The float row of a model without QAT layers; the other rows say why they are absent."""
     cm = None
