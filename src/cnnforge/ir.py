@@ -114,7 +114,8 @@ class Quantized:
 
 @dataclass(frozen=True, eq=False)
 class Layer:
-    """One layer; see the module docstring for the hardware pipeline it stands for."""
+    """One layer: model level, or hardware ``pool -> eltwise/concat -> op -> activation -> output``
+    (8-bit clamped or 32-bit wide)."""
 
     name: str
     op: Op

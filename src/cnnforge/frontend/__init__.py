@@ -58,16 +58,8 @@ def load_network(
     ``Network``, seeded with ``UNTRAINED_SEED``; refused early when over memory or device limits."""
     from cnnforge.frontend.onnx import is_onnx_spec
 
-    # an ONNX file: the same model-level Network (frontend/onnx.py)
     if isinstance(spec, str) and is_onnx_spec(spec):
-        from cnnforge.frontend.onnx import load_onnx
-
-        if model_args or checkpoint is not None:
-            raise InputError(
-                "--model-arg and --checkpoint do not apply to an ONNX file",
-                hint="the .onnx file carries its weights: drop --model-arg and --checkpoint",
-            )
-        return load_onnx(spec, input_shape)
+        return _load_onnx_spec(spec, input_shape, model_args, checkpoint)
     import torch
 
     from cnnforge.frontend.capture import capture
@@ -103,6 +95,20 @@ def load_network(
         raise
     except Exception as exc:  # raised in the user's own code (an attribute, a hook): theirs
         raise model_code_error(exc) from None
+
+
+def _load_onnx_spec(
+    spec: str, input_shape: Sequence[int] | None, model_args: Any, checkpoint: Path | None
+) -> Network:
+    """An ONNX file: the same model-level Network (frontend/onnx.py), which carries its weights."""
+    from cnnforge.frontend.onnx import load_onnx
+
+    if model_args or checkpoint is not None:
+        raise InputError(
+            "--model-arg and --checkpoint do not apply to an ONNX file",
+            hint="the .onnx file carries its weights: drop --model-arg and --checkpoint",
+        )
+    return load_onnx(spec, input_shape)
 
 
 def _check_rows(shape: tuple[int, ...], max_rows: int, device: str) -> None:

@@ -32,6 +32,28 @@ _ACTIVATIONS = {
 }
 _ELTWISE = {"Add": EltwiseOp.ADD, "Sub": EltwiseOp.SUB, "Mul": EltwiseOp.MUL}
 _PASS = frozenset({"Identity", "Dropout"})
+#: The ``_Importer`` method mapping each ONNX op (activations and element-wise ops aside).
+_MAPPERS = {
+    "Conv": "_conv",
+    "ConvTranspose": "_conv",
+    "BatchNormalization": "_batchnorm",
+    "LeakyRelu": "_leaky_relu",
+    "Clip": "_clip",
+    "MaxPool": "_pool",
+    "AveragePool": "_pool",
+    "GlobalAveragePool": "_global_pool",
+    "GlobalMaxPool": "_global_pool",
+    "Concat": "_concat",
+    "Resize": "_resize",
+    "Upsample": "_resize",
+    "Gemm": "_linear",
+    "MatMul": "_linear",
+    "Flatten": "_flatten",
+    "Reshape": "_flatten",
+    "Pad": "_pad",
+    "Softmax": "_softmax",
+    "LogSoftmax": "_softmax",
+}
 
 
 def is_onnx_spec(spec: str) -> bool:
@@ -394,60 +416,60 @@ class _Importer:
 
     def _map(self, node: Any, op: str, data: list[str]) -> Layer:
         attrs = _attributes(node)
-        if op in ("Conv", "ConvTranspose"):
-            return self._conv(node, data, attrs, transposed=op == "ConvTranspose")
-        if op == "BatchNormalization":
-            scale, bias, mean, var = (
-                self._constant_input(node, i, "statistics") for i in (1, 2, 3, 4)
-            )
-            if not {node.input[1], node.input[2]} & self.params:  # exporter's ones/zeros
-                scale = bias = None  # a non-affine BatchNorm, as on the PyTorch path
-            params = BatchNormParams(mean, var, float(attrs.get("epsilon", 1e-5)), scale, bias)
-            return self._layer(node, Op.BATCHNORM, data, batchnorm=params)
         if op in _ACTIVATIONS:
             return self._layer(node, Op.ACTIVATION, data, activation=_ACTIVATIONS[op])
-        if op == "LeakyRelu":
-            slope = (float(attrs.get("alpha", 0.01)),)
-            return self._layer(
-                node, Op.ACTIVATION, data, activation=Activation.LEAKYRELU, activation_params=slope
-            )
-        if op == "Clip":
-            return self._clip(node, data, attrs)
-        if op in ("MaxPool", "AveragePool"):
-            return self._pool(node, data, attrs)
-        if op in ("GlobalAveragePool", "GlobalMaxPool"):
-            dims = self._shape(data[0], node)[1:]
-            kind = PoolKind.AVG if op == "GlobalAveragePool" else PoolKind.MAX
-            return self._layer(
-                node, Op.POOL, data, pool=Pooling(kind, dims, dims), padding=(0,) * len(dims)
-            )
-        if op == "Concat":
-            if _axis(attrs.get("axis", 1), len(self._shape(data[0], node)) + 1) != 1:
-                return self._opaque(node, data)
-            return self._layer(node, Op.CONCAT, data)
         if op in _ELTWISE:
-            if len(data) != 2 or self._shape(data[0], node) != self._shape(data[1], node):
-                return self._opaque(node, data)
-            return self._layer(node, Op.ELTWISE, data, eltwise=_ELTWISE[op])
-        if op in ("Resize", "Upsample"):
-            return self._resize(node, data, attrs)
-        if op in ("Gemm", "MatMul"):
-            return self._linear(node, data, attrs)
-        if op in ("Flatten", "Reshape"):
-            out = self._shape(node.output[0], node)
-            if len(out) != 1 or (op == "Flatten" and attrs.get("axis", 1) != 1):
-                return self._opaque(node, data)
-            return self._layer(node, Op.FLATTEN, data)
-        if op == "Pad":
-            return self._pad(node, data, attrs)
-        if op in ("Softmax", "LogSoftmax"):
-            rank = len(self._shape(data[0], node)) + 1
-            axis = _axis(attrs.get("axis", -1), rank) - 1
-            kind = "softmax" if op == "Softmax" else "log_softmax"
-            return self._layer(node, Op.SOFTMAX, data, axis=axis, reduce_kind=kind)
-        return self._opaque(node, data)
+            return self._eltwise(node, data, attrs)
+        handler = _MAPPERS.get(op)
+        return (
+            self._opaque(node, data)
+            if handler is None
+            else getattr(self, handler)(node, data, attrs)
+        )
 
-    def _conv(self, node: Any, data: list[str], attrs: dict, transposed: bool) -> Layer:
+    def _batchnorm(self, node: Any, data: list[str], attrs: dict) -> Layer:
+        scale, bias, mean, var = (self._constant_input(node, i, "statistics") for i in (1, 2, 3, 4))
+        if not {node.input[1], node.input[2]} & self.params:  # exporter's ones/zeros
+            scale = bias = None  # a non-affine BatchNorm, as on the PyTorch path
+        params = BatchNormParams(mean, var, float(attrs.get("epsilon", 1e-5)), scale, bias)
+        return self._layer(node, Op.BATCHNORM, data, batchnorm=params)
+
+    def _leaky_relu(self, node: Any, data: list[str], attrs: dict) -> Layer:
+        slope = (float(attrs.get("alpha", 0.01)),)
+        return self._layer(
+            node, Op.ACTIVATION, data, activation=Activation.LEAKYRELU, activation_params=slope
+        )
+
+    def _global_pool(self, node: Any, data: list[str], attrs: dict) -> Layer:
+        dims = self._shape(data[0], node)[1:]
+        kind = PoolKind.AVG if node.op_type == "GlobalAveragePool" else PoolKind.MAX
+        return self._layer(
+            node, Op.POOL, data, pool=Pooling(kind, dims, dims), padding=(0,) * len(dims)
+        )
+
+    def _concat(self, node: Any, data: list[str], attrs: dict) -> Layer:
+        if _axis(attrs.get("axis", 1), len(self._shape(data[0], node)) + 1) != 1:
+            return self._opaque(node, data)
+        return self._layer(node, Op.CONCAT, data)
+
+    def _eltwise(self, node: Any, data: list[str], attrs: dict) -> Layer:
+        if len(data) != 2 or self._shape(data[0], node) != self._shape(data[1], node):
+            return self._opaque(node, data)
+        return self._layer(node, Op.ELTWISE, data, eltwise=_ELTWISE[node.op_type])
+
+    def _flatten(self, node: Any, data: list[str], attrs: dict) -> Layer:
+        out = self._shape(node.output[0], node)
+        if len(out) != 1 or (node.op_type == "Flatten" and attrs.get("axis", 1) != 1):
+            return self._opaque(node, data)
+        return self._layer(node, Op.FLATTEN, data)
+
+    def _softmax(self, node: Any, data: list[str], attrs: dict) -> Layer:
+        axis = _axis(attrs.get("axis", -1), len(self._shape(data[0], node)) + 1) - 1
+        kind = "softmax" if node.op_type == "Softmax" else "log_softmax"
+        return self._layer(node, Op.SOFTMAX, data, axis=axis, reduce_kind=kind)
+
+    def _conv(self, node: Any, data: list[str], attrs: dict) -> Layer:
+        transposed = node.op_type == "ConvTranspose"
         weight = self._constant_input(node, 1, "weight")
         bias = self._constant_input(node, 2, "bias")
         assert weight is not None

@@ -45,7 +45,7 @@ BN_DIVISOR = 4.0  # the vendor's bn(y)/4 (docs/hardware/arithmetic.md R6.5)
 
 
 class Stage(IntEnum):
-    """Training stage of a QAT module (see the module docstring)."""
+    """Training stage of a QAT module, kept in the buffer ``stage`` so checkpoints resume in it."""
 
     FLOAT = 0
     QAT = 1
@@ -181,7 +181,7 @@ class _WeightLayer(QATModule):
         return int_params(self.weight, self.bias, self.bits(), self.shift_quantile)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """Float, QAT or exact quantized evaluation, by stage (module docstring)."""
+        """Float, QAT or exact quantized evaluation, by stage."""
         stage = self.current_stage
         if stage is Stage.QUANTIZED:
             return self._forward_int(x)

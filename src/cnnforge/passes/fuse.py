@@ -386,6 +386,6 @@ def fuse_with_log(
 
 
 def fuse(network: Network, device: Capabilities | None) -> Network:
-    """Fuse model-level layers into hardware layers (see the module docstring); ``device``
+    """Fuse model-level layers into hardware layers (the rules below); ``device``
     enables its device-specific fusions (multi-pass element-wise in flight); None: none of them."""
     return fuse_with_log(network, device)[0]

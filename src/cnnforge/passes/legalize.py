@@ -265,5 +265,5 @@ def legalize_with_log(network: Network) -> tuple[Network, tuple[Rewrite, ...]]:
 
 
 def legalize(network: Network) -> Network:
-    """Apply the exact rewrites of the module docstring until none applies."""
+    """Apply the exact rewrites below until none applies."""
     return legalize_with_log(network)[0]

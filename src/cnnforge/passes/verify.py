@@ -84,8 +84,8 @@ def _check_split(layer: Layer, shapes: tuple[tuple[int, ...], ...]) -> None:
 
 
 def verify(network: Network) -> None:
-    """Raise ``InputError`` unless ``network`` satisfies the IR invariants (module docstring);
-    device limits are checked by passes.check, not here."""
+    """Raise ``InputError`` naming the layer unless names are unique, references earlier, shapes
+    and weights consistent; device limits are passes.check's."""
     if not network.input_shape or any(n <= 0 for n in network.input_shape):
         raise InputError(f"IR invariant broken: input shape {list(network.input_shape)}")
     _check_references(network)

@@ -93,7 +93,6 @@ def train_model(
     """Build the model, data and trainer; train (or resume) into ``out_dir`` (an
     outputs.RunDirectory) and return the history; ``on_start(device)`` runs before epoch one."""
     from cnnforge.compute import check_workers, default_workers
-    from cnnforge.frontend.torch_fx import load_model
     from cnnforge.training.distributed import local_processes
 
     if workers is None:
@@ -106,11 +105,10 @@ def train_model(
             "nothing to resume: no last.pth", where=str(out_dir), hint="run without --resume"
         )
     with _run_directory(out_dir, overwrite, resume) as run:
-        torch.manual_seed(config.seed)  # the initial weights are part of a deterministic run
-        model = load_model(spec, model_args, None)
-        num_classes = model_classes(model, size, config.fold)
         data_spec = DataSpec(dataset, data, size, lengths[0], lengths[1], config.seed)
-        train_set, val_set = data_spec.splits(num_classes)
+        model, num_classes, (train_set, val_set) = _model_and_data(
+            spec, model_args, data_spec, config
+        )
         trainer = Trainer(
             model,
             train_set,
@@ -131,6 +129,19 @@ def train_model(
         if on_start is not None:
             on_start(device)
         return trainer.fit()
+
+
+def _model_and_data(
+    spec: str, model_args: dict[str, Any], data_spec: DataSpec, config: TrainConfig
+) -> tuple[torch.nn.Module, int, tuple[Any, Any]]:
+    """The model built under ``config.seed`` (its initial weights are part of a deterministic
+    run), its class count and the data splits for it."""
+    from cnnforge.frontend.torch_fx import load_model
+
+    torch.manual_seed(config.seed)
+    model = load_model(spec, model_args, None)
+    num_classes = model_classes(model, data_spec.size, config.fold)
+    return model, num_classes, data_spec.splits(num_classes)
 
 
 def _run_directory(
