@@ -1,5 +1,6 @@
 """QAT weight layers (Conv1d/2d, ConvTranspose2d, Linear), each one hardware layer with stages
-FLOAT, QAT and QUANTIZED; quantized, ``module(x / 128) * 128 == sim(layer, x)`` exactly."""
+FLOAT, QAT and QUANTIZED; quantized, ``module(x / 128) * 128 == sim(layer, x)`` exactly (wide
+outputs: ``sim(layer, x) * 2^(1 - bits)``, as float64)."""
 
 from __future__ import annotations
 
