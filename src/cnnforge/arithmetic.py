@@ -1,12 +1,5 @@
-"""The integer semantics of the MAX78000/MAX78002, in one place.
-
-Shared by the simulator (``sim/``), the QAT modules (``nn/``), quantization (``quant/``) and, as
-the reference its C twin is tested against, the C emitter. Every rule cites
-docs/hardware/arithmetic.md. Functions take and return torch tensors; integer tensors are int64
-(exact), float tensors are whatever the caller trains in. The parameter scalings (weight units,
-vendor checkpoint bias) take and return numpy arrays, as the IR stores them. A leaf: it imports
-nothing of cnnforge.
-"""
+"""The integer semantics of the MAX78000/MAX78002 in one place (docs/hardware/arithmetic.md),
+shared by the simulator, the QAT modules, quantization and the C emitter's tests."""
 
 from __future__ import annotations
 
@@ -45,12 +38,8 @@ def add_bias(acc: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
 
 
 def accumulator_bound(weights: Any, bias: Any | None = None) -> int:
-    """Largest |accumulator| a layer can reach (R1.4, R1.5).
-
-    Worst case over output channels (axis 0 of ``weights``, the conv layout; pass the
-    transposed conv's weights with out-channels first) of ``sum |w| * 128 + |b| << 7``: int8
-    inputs are at most 128 in magnitude (R1.1) and the bias enters as ``b << 7`` (R1.5).
-    """
+    """Largest |accumulator| a layer can reach (R1.4, R1.5): the worst output channel (axis 0 of
+    ``weights``) of ``sum |w| * 128 + |b| << 7``."""
     w = torch.as_tensor(np.asarray(weights)).to(torch.int64).abs()
     if w.numel() == 0:
         return 0
@@ -83,14 +72,8 @@ def right_shift(total_shift: int) -> int:
 
 
 def round_shift(acc: torch.Tensor, total_shift: int, *, inplace: bool = False) -> torch.Tensor:
-    """``floor(0.5 + acc * 2^s / 128)`` exactly (R2.3; edge cases §8.1-8.3).
-
-    On int64 the integer form of R2.3. A float tensor of integer values is accepted too (the
-    fast simulator): scaling by a power of two is exact, so ``floor(acc * 2^(s-7) + 0.5)`` is
-    exact in float64 for |acc| < 2^52, and in float32 whenever |acc| + 2^(6-s) <= 2^24 (the sum
-    ``acc + 2^(k-1)`` is then a representable integer; for s >= 7 no offset is added at all,
-    see ``rounding_affine``). ``inplace`` (floats only) overwrites ``acc``.
-    """
+    """``floor(0.5 + acc * 2^s / 128)`` exactly (R2.3, §8.1-8.3), on int64 or on floats holding
+    integers (exact in float32 while |acc| + 2^(6-s) <= 2^24); ``inplace`` for floats only."""
     if acc.is_floating_point():
         scale, offset = rounding_affine(total_shift)
         if inplace:
@@ -100,12 +83,8 @@ def round_shift(acc: torch.Tensor, total_shift: int, *, inplace: bool = False) -
 
 
 def rounding_affine(total_shift: int) -> tuple[float, float]:
-    """``(scale, offset)`` with ``round_shift(acc, s) == floor(acc * scale + offset)`` (R2.3).
-
-    ``scale = 2^(s-7)`` is a power of two, so a float convolution may carry it in its weights
-    and the offset in its bias (exact under the bounds of sim.exact). For s >= 7 the scaled
-    accumulator is already an integer and the offset is 0.
-    """
+    """``(scale, offset)`` with ``round_shift(acc, s) == floor(acc * scale + offset)`` (R2.3);
+    ``scale = 2^(s-7)`` is a power of two, so a float conv may carry both."""
     k = right_shift(total_shift)
     return 2.0**-k, (0.5 if k > 0 else 0.0)
 
@@ -125,9 +104,8 @@ def saturate(y: torch.Tensor, lo: int = ACT_MIN, hi: int = ACT_MAX) -> torch.Ten
 
 
 def activate_int(y: torch.Tensor, activation: str) -> torch.Tensor:
-    """Hardware activation on saturated int8 values (R2.3: Abs(-128) = 127).
-
-    ``activation`` is a ``kinds.Activation`` or its value ("none", "relu", "abs")."""
+    """Hardware activation (a ``kinds.Activation`` or its value) on saturated int8 values (R2.3:
+    Abs(-128) = 127)."""
     if activation == "none":
         return y
     if activation == "relu":
@@ -138,18 +116,10 @@ def activate_int(y: torch.Tensor, activation: str) -> torch.Tensor:
 
 
 def finish_output(
-    acc: torch.Tensor,
-    total_shift: int,
-    activation: str,
-    wide: bool,
-    *,
-    inplace: bool = False,
+    acc: torch.Tensor, total_shift: int, activation: str, wide: bool, *, inplace: bool = False
 ) -> torch.Tensor:
-    """Accumulator (bias included) to layer output: shift/round, saturate, activate (R2.3/R2.4).
-
-    ``inplace=True`` (float accumulators only) reuses ``acc``'s memory: the same values with
-    one pass fewer over large tensors, for the fast simulator.
-    """
+    """Accumulator (bias included) to layer output: shift/round, saturate, activate (R2.3/R2.4);
+    ``inplace=True`` (floats only) reuses ``acc``'s memory."""
     if wide:
         return acc  # no shift, rounding, clipping or activation (R2.4)
     if not (inplace and acc.is_floating_point()):
@@ -168,11 +138,8 @@ def finish_scaled(scaled: torch.Tensor, activation: str, *, inplace: bool = Fals
 
 
 def avgpool_divide(total: torch.Tensor, count: int, rounding: bool) -> torch.Tensor:
-    """Average of ``count`` int8 values from their sum (R3.5 trunc / R3.6 half away; §8.7-8.8).
-
-    ``total`` is int64 or an integer-valued float (|sum| <= 256 * 128: exact, and floor
-    division of such floats is exact too).
-    """
+    """Average of ``count`` int8 values from their sum (R3.5 trunc / R3.6 half away; §8.7-8.8);
+    ``total`` is int64 or an integer-valued float (exact)."""
     if rounding:
         # round half away from zero: sign(S) * floor((2|S| + n) / 2n)
         mag = (2 * total.abs() + count) // (2 * count)
@@ -182,11 +149,8 @@ def avgpool_divide(total: torch.Tensor, count: int, rounding: bool) -> torch.Ten
 
 
 def eltwise_fold(op: str, operands: list[torch.Tensor], wide: bool = False) -> torch.Tensor:
-    """Left fold in exact integers, one saturation at the end (R4.2); none if wide (R4.4).
-
-    Integer-valued float operands are fine for add/sub (|sum| <= 16 * 128 is exact); or/xor act
-    on the two's-complement patterns, so floats are folded as int64 and converted back.
-    """
+    """Left fold in exact integers, one saturation at the end (R4.2); none if wide (R4.4); or/xor
+    act on two's-complement patterns, so floats are folded as int64."""
     if op in ("or", "xor") and operands[0].is_floating_point():
         ints = [x.to(torch.int64) for x in operands]
         return eltwise_fold(op, ints, wide).to(operands[0].dtype)
@@ -205,17 +169,11 @@ def eltwise_fold(op: str, operands: list[torch.Tensor], wide: bool = False) -> t
     return result if wide else saturate(result)
 
 
-# ---- the float view used by QAT (R6.2, R6.3) -----------------------------------------------
-
-
 def quantize_activation_float(
     y: torch.Tensor, wide: bool = False, saturate: bool = True
 ) -> torch.Tensor:
-    """Hardware rounding of a float output in units of 1/128 (R6.3 steps 8-9), no gradient.
-
-    ``saturate=False`` leaves the [-1, 127/128] clamp to the caller (QAT applies it after the
-    straight-through estimator so that saturated outputs get no gradient, as hardtanh does).
-    """
+    """Hardware rounding of a float output in units of 1/128 (R6.3 steps 8-9), no gradient;
+    ``saturate=False`` leaves the clamp to the caller (QAT, after its estimator)."""
     if wide:
         scale = float(1 << WIDE_FRACTION_BITS)
         return torch.floor(y * scale + 0.5) / scale
@@ -224,12 +182,8 @@ def quantize_activation_float(
 
 
 def shift_for_max(max_abs: float, weight_bits: int) -> int:
-    """Output shift so the largest parameter maps inside the b-bit range (R6.3 step 2, R6.6).
-
-    Returns the YAML/checkpoint ``output_shift`` (without the implicit shift), clamped so that the
-    total shift stays in [-15, 15]. A zero range (all-zero parameters) gives shift 0; a NaN or
-    infinite ``max_abs`` is a ``ValueError`` (the frontend refuses such weights by name).
-    """
+    """YAML/checkpoint ``output_shift`` so the largest parameter fits the b-bit range (R6.3 step 2,
+    R6.6), total shift clamped to [-15, 15]; NaN/inf ``max_abs`` is a ``ValueError``."""
     if not math.isfinite(max_abs):
         raise ValueError(f"shift_for_max: the largest parameter is {max_abs}")
     shift = 0 if max_abs <= 0.0 else -math.floor(math.log2(1.0 / max_abs))
@@ -239,11 +193,8 @@ def shift_for_max(max_abs: float, weight_bits: int) -> int:
 
 
 def quantize_weights(w: torch.Tensor, weight_bits: int, output_shift: int) -> torch.Tensor:
-    """Integer weights (or bias) for a layer of ``output_shift``: R6.3 step 3 / R6.6.
-
-    ``clip(floor(w * 2^(b-1) * 2^-output_shift + 0.5), lo, hi)`` computed in float64 (the power
-    of two scaling is exact), int64 result. Binary layers (MAX78002) take the sign, 0 -> +1.
-    """
+    """Integer weights (or bias) for ``output_shift`` (R6.3 step 3 / R6.6), in float64; binary
+    layers (MAX78002) take the sign, 0 -> +1."""
     w64 = w.detach().to(torch.float64)
     if weight_bits == BINARY_BITS:
         return torch.where(w64 < 0, -1, 1).to(torch.int64)
@@ -253,12 +204,8 @@ def quantize_weights(w: torch.Tensor, weight_bits: int, output_shift: int) -> to
 
 
 def weight_scale(weight_bits: int, output_shift: int, wide: bool) -> float:
-    """Real value of one unit of a layer's integer weights and bias: ``2^(s + 1 - |bits|)``.
-
-    ``s`` is ``output_shift`` for 8-bit outputs (R6.2: the QAT forward multiplies by 2^s_t) and
-    0 for wide outputs, whose shift the hardware ignores (R2.4) and the QAT forward skips (R6.3
-    step 6): the vendor's wide output is Q17.14 whatever ``output_shift`` is (R1.7, §7 example A).
-    """
+    """Real value of one unit of a layer's integer weights and bias, ``2^(s + 1 - |bits|)``: ``s``
+    is ``output_shift`` for 8-bit outputs and 0 for wide ones (R2.4, R6.2)."""
     return 2.0 ** ((0 if wide else output_shift) + 1 - abs(weight_bits))
 
 
@@ -272,17 +219,10 @@ def dequantize_params(
 
 
 def output_unit(weight_bits: int, output_shift: int, wide: bool, exponent: int = 0) -> float:
-    """Real value of one unit of a layer's integer output (R1.1, R1.7, R6.2).
-
-    8-bit outputs: ``1/128``. Wide outputs keep the accumulator, whose unit is the weight unit
-    over 128: ``2^(1 - |bits|) / 128`` (Q17.14 for 8-bit weights; ``output_shift`` plays no part,
-    R1.7/R2.4). A calibrated PTQ activation scale ``2^exponent`` (quant/ptq.py) multiplies either.
-    """
+    """Real value of one unit of a layer's integer output (R1.1, R1.7, R6.2): ``1/128``, or
+    ``2^(1 - |bits|) / 128`` when wide; times a calibrated ``2^exponent``."""
     unit = weight_scale(weight_bits, output_shift, wide) if wide else 1.0
     return unit * 2.0**exponent / ACT_SCALE
-
-
-# ---- the vendor checkpoint's scaling (R1.6) ---------------------------------------------------
 
 
 def checkpoint_bias_divisor(stored_bits: int) -> int:
@@ -302,9 +242,6 @@ def bias_to_checkpoint(bias: Any, stored_bits: int) -> np.ndarray:
     ``bias_from_checkpoint`` inverts it."""
     stored = np.asarray(bias, dtype=np.int64) * checkpoint_bias_divisor(stored_bits)
     return stored.astype(np.float32)
-
-
-# ---- generic fixed point (docs/generic-target.md): power-of-two scales, any width --------------
 
 
 def saturate_signed(x: torch.Tensor, bits: int) -> torch.Tensor:

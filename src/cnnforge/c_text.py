@@ -1,7 +1,5 @@
-"""What every C/C++ emitter with a known-answer self-test shares (the MAX7800x portable C and
-firmware, the HLS C++): deterministic pieces of C text (array initializers, literals, packed
-weights, the FNV-1a checksum), the sample and the known answer as the flat vectors the test
-embeds, and running a built test."""
+"""What every C/C++ emitter with a known-answer self-test shares: deterministic C text pieces,
+the FNV-1a checksum, the flat sample and known-answer vectors, running a built test."""
 
 from __future__ import annotations
 
@@ -56,11 +54,8 @@ def c_comment(text: str) -> str:
 
 
 def pack_rows(rows: np.ndarray, bits: int, binary: bool) -> np.ndarray:
-    """Pack each row of b-bit weights little-endian into whole bytes
-    (docs/hardware/arithmetic.md R1.2).
-
-    Two's complement fields; binary weights store bit 1 for -1 and bit 0 for +1.
-    """
+    """Pack each row of b-bit two's-complement weights little-endian into bytes (R1.2); binary
+    weights store bit 1 for -1 and bit 0 for +1."""
     rows = np.asarray(rows, dtype=np.int64)
     codes = (rows == -1).astype(np.uint8) if binary else (rows & ((1 << bits) - 1))
     shifts = np.arange(bits, dtype=np.uint8)
@@ -86,15 +81,8 @@ FNV_PRIME = 0x01000193
 
 
 def fnv1a32(values: np.ndarray) -> int:
-    """FNV-1a over each value as 4 little-endian bytes of its int32 (main.c's checksum).
-
-    Computed without a per-byte Python loop (a known answer has ~600k bytes; the loop took
-    ~0.07 s): with ``l`` the low byte of the state, ``h ^ b == h + d`` where
-    ``d = (l ^ b) - l``, so the result is ``h0 * P**n + sum(d[k] * P**(n - k))`` mod 2**32.
-    The low bytes follow their own 8-bit recurrence ``l' = ((l ^ b) * P) mod 256``, solved a
-    bit at a time: bit i of ``l'`` is bit i of ``l ^ b`` flipped by bit i of ``(l ^ b) mod 2**i
-    * P`` (an odd multiplier), a function of the lower bits, so each bit plane is a running XOR.
-    """
+    """FNV-1a over each value's 4 little-endian int32 bytes (main.c's checksum), computed without a
+    per-byte Python loop: the low-byte recurrence is solved one bit plane at a time."""
     data = np.asarray(values, dtype=np.int64).astype("<i4").reshape(-1).view(np.uint8)
     n = data.size
     if n == 0:

@@ -1,15 +1,5 @@
-"""cnnforge's own quantized checkpoint: a ``torch.save`` dict that loads with weights_only=True.
-
-Layout (docs/checkpoint-format.md)::
-
-    {"format": "cnnforge-quantized/1", "generator": "cnnforge <version>",
-     "network": "<Network JSON>",          # the whole network, the source of truth
-     "layers": {name: {"weight": int tensor, "bias": int tensor (optional),
-                       "weight_bits": int, "output_shift": int}},  # for inspection, checked
-     "output_scales": {output name: e}}     # calibrated PTQ: output v means v * 2^e / 128
-
-Only strings, ints, dicts and tensors: nothing to allow-list.
-"""
+"""cnnforge's own quantized checkpoint (docs/checkpoint-format.md): a ``torch.save`` dict of
+strings, ints, dicts and tensors that loads with weights_only=True."""
 
 from __future__ import annotations
 
@@ -41,11 +31,8 @@ def save_quantized(
     output_scales: dict[str, int] | None = None,
     network_json: str | None = None,
 ) -> None:
-    """Write ``network`` (quantized, hardware) atomically to ``path``.
-
-    ``output_scales``: ``{output: e}`` from calibrated PTQ (output ``v`` means ``v * 2^e / 128``).
-    ``network_json``: ``network.to_json()`` when the caller has it already (not made twice).
-    """
+    """Write quantized ``network`` atomically to ``path``, with calibrated ``output_scales`` and
+    ``network_json`` when the caller has it already."""
     if not network.is_quantized:
         missing = [x.name for x in network.layers if x.has_weights and x.quant is None]
         raise InputError(f"layers {missing[:4]} are not quantized", hint="run quantize first")
@@ -170,8 +157,7 @@ def _check_layers(network: Network, layers: Any, path: Path) -> None:
         entry = layers.get(layer.name)
         if not isinstance(entry, dict) or not _same(entry.get("weight"), layer.quant.weights):
             raise InputError(
-                f"layer {layer.name}: weights differ from the network description",
-                where=str(path),
+                f"layer {layer.name}: weights differ from the network description", where=str(path)
             )
         if entry.get("output_shift") != layer.quant.output_shift or not _same(
             entry.get("bias"), layer.quant.bias

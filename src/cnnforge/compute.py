@@ -1,12 +1,5 @@
-"""Where the tensors of training, evaluation and simulation live: a CUDA GPU when one is present,
-else the CPU (``--cpu`` forces the CPU, ``--gpus 0,1`` picks GPUs; ``--device`` stays the target
-chip), and the settings that keep GPU arithmetic exact and reproducible (docs/training.md,
-"Where training runs").
-
-Nothing here changes global state for longer than a ``reproducible_math`` block: what it sets
-(deterministic algorithms, cuDNN's algorithm choice, TF32, the cuBLAS workspace variable) it
-restores on leaving, so a script that calls ``cnnforge.train`` keeps its own settings.
-"""
+"""Where tensors live (a CUDA GPU when present, else the CPU; ``--cpu``, ``--gpus``) and the
+settings that keep GPU arithmetic exact, restored on leaving ``reproducible_math``."""
 
 from __future__ import annotations
 
@@ -50,12 +43,8 @@ def parse_gpus(gpus: str | Sequence[int] | None) -> tuple[int, ...] | None:
 def choose_device(
     *, cpu: bool = False, gpus: str | Sequence[int] | None = None, local_rank: int | None = None
 ) -> torch.device:
-    """The device one process computes on: the CPU with ``cpu``; else GPU ``gpus[local_rank]``
-    (or ``cuda:local_rank`` without ``gpus``) when CUDA is present; else the CPU.
-
-    ``local_rank`` is the process's index on its machine under torchrun (None: one process,
-    which takes one GPU). A GPU that does not exist is an InputError, checked before any work.
-    """
+    """The device one process computes on: the CPU with ``cpu``, else GPU ``gpus[local_rank]`` (or
+    ``cuda:local_rank``) when CUDA is present; a missing GPU is an InputError."""
     indices = parse_gpus(gpus)
     if cpu:
         if indices is not None:
@@ -120,10 +109,8 @@ def available_cores() -> int:
 
 
 def default_workers(device: torch.device, processes: int = 1) -> int:
-    """Data-loading worker processes: on a GPU every core but the one that drives it (capped);
-    on the CPU, whose cores also train, none below 4 cores (on 2 cores a worker slows training
-    down: measured, docs/training.md), else one per 8 cores. ``processes``: training processes
-    sharing this machine (torchrun)."""
+    """Data-loading worker processes: every core but one on a GPU (capped); on the CPU none below
+    4 cores (measured, docs/training.md), else one per 8; ``processes`` share the machine."""
     cores = max(1, available_cores() // max(1, processes))
     if device.type == "cuda":
         return max(1, min(MAX_WORKERS, cores - 1))
@@ -142,10 +129,8 @@ def check_workers(workers: int) -> int:
 
 @contextlib.contextmanager
 def reproducible_math(device: torch.device, *, full_precision: bool = True) -> Iterator[None]:
-    """Deterministic algorithms (a warning names an op that has none); on CUDA also cuDNN
-    without autotuning and restricted to deterministic algorithms, cuBLAS's fixed workspace, and
-    with ``full_precision`` float32 products in full precision (TF32 off: QAT's float32 convs
-    then round like the CPU's, docs/training.md). Everything set is restored on leaving."""
+    """Deterministic algorithms, and on CUDA deterministic cuDNN, cuBLAS's fixed workspace and
+    (``full_precision``) TF32 off (docs/training.md); all restored on leaving."""
     saved = _read_settings()
     env_key, env_value = CUBLAS_WORKSPACE
     env_before = os.environ.get(env_key)
@@ -235,9 +220,8 @@ def float32_matmul_exact(device: torch.device) -> bool:
 
 
 def nnpack_enabled() -> bool:
-    """Whether PyTorch may send CPU convolutions to NNPACK (whose Winograd/FFT sums round).
-    torch offers no public getter (``torch.backends.nnpack`` only sets the flag), so this one
-    place reads the private one; a torch without it is taken as "enabled" (the safe answer)."""
+    """Whether PyTorch may send CPU convolutions to NNPACK (whose sums round), read from torch's
+    private flag; a torch without it is taken as "enabled" (the safe answer)."""
     return bool(getattr(torch._C, "_get_nnpack_enabled", lambda: True)())
 
 

@@ -1,14 +1,5 @@
-"""What a target can compute, as the frozen record the shared stages read.
-
-``Capabilities`` is target-neutral: operations, weight and activation widths, per-op limits
-(kernel sizes, strides, channels, pooling, layer count). The shared stages (frontend, passes,
-quant, sim, analysis) read only this record; each target extends it inside its own package with
-its memories and registers (``targets.max7800x.device.Max7800xDevice``,
-``targets.hls.device.HlsTarget``). Code asks the record (``device.max_layers``,
-``device.supports_op(op)``) and never branches on a device name. Each field cites its section of
-docs/hardware/devices.md (§1 is the side-by-side table, §8 the machine-readable copy); the
-defaults are the MAX7800x values.
-"""
+"""What a target can compute, as the frozen, target-neutral ``Capabilities`` record the shared
+stages read (docs/hardware/devices.md); targets extend it in their own packages."""
 
 from __future__ import annotations
 
@@ -29,12 +20,7 @@ PASS_CHANNELS = 64
 @dataclass(frozen=True, kw_only=True)
 class Capabilities:
     """What a target computes, target-neutral: ops, widths and per-op limits
-    (docs/hardware/devices.md §1).
-
-    The shared stages (frontend, passes, quant, sim, analysis) read only these fields; every
-    target's record extends this class with its own memories and registers. Defaults are the
-    MAX7800x values; the fields without one differ between the parts.
-    """
+    (docs/hardware/devices.md §1); targets extend it, defaults are the MAX7800x values."""
 
     name: str
     # ---- layers and dims (§1, §8 `layers`, `dims`) --------------------------------------------

@@ -1,12 +1,5 @@
-"""Files that survive a power cut whole: written beside their path, flushed to the disk
-(``fsync``), renamed into place, and the directory's entry flushed too (docs/faults.md).
-
-Torch files are serialized in memory first (``save_torch``): torch's own writer reports a full
-disk as ``RuntimeError: [enforce fail at inline_container.cc] unexpected pos``, which names
-neither the file nor the cause; written by Python, a failed write is an ``OSError`` with its
-errno (ENOSPC, EDQUOT, EFBIG, ...) and the file. Before a write of more than ``CHECK_BYTES`` the
-free space is compared with what the write needs, so a full disk is named before the write.
-"""
+"""Files that survive a power cut whole: written beside their path, fsynced, renamed into place
+(docs/faults.md); a full disk is named with its errno, checked before large writes."""
 
 from __future__ import annotations
 

@@ -1,8 +1,5 @@
-"""The one exception family of cnnforge: what went wrong, where, and a hint.
-
-Only ``cli`` turns these into exit codes (status 2) and one-line messages; library code raises
-them and never calls ``sys.exit`` (docs/bad-input.md).
-"""
+"""The one exception family of cnnforge: what went wrong, where, and a hint; only ``cli`` turns
+them into exit status 2 and one-line messages (docs/bad-input.md)."""
 
 from __future__ import annotations
 
@@ -19,9 +16,8 @@ def plain_text(text: str) -> str:
 
 
 class Note(UserWarning):
-    """A fact about a run the user should know (untrained weights, ...): raised with
-    ``warnings.warn(text, Note)``, the CLI prints ``note: text`` only after the command succeeds,
-    as it does other warnings, so a failing command prints its one error line alone."""
+    """A fact about a run the user should know, raised with ``warnings.warn(text, Note)``; the CLI
+    prints ``note: text`` only after the command succeeds."""
 
 
 class CnnforgeError(Exception):
@@ -95,12 +91,8 @@ class DistributedError(CnnforgeError):
 
 
 class Interrupted(BaseException):
-    """SIGINT (Ctrl-C) or SIGTERM arrived: the run stops and cleans up as a failure does.
-
-    Raised by the CLI's signal handler; not an ``Exception``, so no ``except Exception`` in
-    the code it passes through swallows it. ``resumable`` is set by a command that leaves a
-    run ``--resume`` continues (train, adapt), so the CLI's hint names the command that works.
-    """
+    """SIGINT or SIGTERM arrived: the run stops and cleans up as a failure does; not an
+    ``Exception``, so nothing swallows it. ``resumable``: the hint names ``--resume``."""
 
     def __init__(self, signum: int) -> None:
         super().__init__(signum)

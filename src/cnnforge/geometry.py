@@ -1,12 +1,5 @@
-"""One formula per hardware fact of the data layout, asked of the typed device record.
-
-Passes and processors per pass (docs/hardware/devices.md §2), the channels and the shape a
-layer's main op reads, and when each tensor is live (§6 "No overwrite of live data").
-Analysis, passes, planners, validator and emitters ask here instead of writing the formulas
-again. Every question takes the target-neutral ``Capabilities`` it is asked of: a caller
-cannot silently get another part's rules. The MAX7800x kernel and bias memory formulas are its
-own (targets/max7800x/geometry.py).
-"""
+"""One formula per hardware fact of the data layout (docs/hardware/devices.md §2, §6), asked of
+the target-neutral ``Capabilities`` so no caller writes the formulas again."""
 
 from __future__ import annotations
 
@@ -39,9 +32,8 @@ def words_per_pixel(channels: int, device: Capabilities) -> int:
 
 
 def layer_in_channels(network: Network, layer: Layer) -> int:
-    """Channels the layer's input mask carries: one operand's for element-wise layers (one
-    channel group of a split input, ir.Layer.split_operands), else the concatenation of its
-    inputs (docs/hardware/devices.md §2 "Concatenation")."""
+    """Channels the layer's input mask carries: one operand's for element-wise layers, else the
+    concatenation of its inputs (docs/hardware/devices.md §2)."""
     shapes = network.input_shapes(layer)
     if layer.eltwise is not None:
         return shapes[0][0] // max(1, layer.split_operands)
@@ -64,12 +56,8 @@ def has_bias(layer: Layer) -> bool:
 
 
 def live_intervals(network: Network) -> dict[str, tuple[int, int]]:
-    """``{tensor: (first, last)}`` layer indices (inclusive) over which each tensor is live.
-
-    ``first`` is the producer's index (``-1`` for the input), ``last`` the index of the last
-    consumer; network outputs end at ``len(network)`` (forever); a tensor nobody reads lives
-    only while its producer writes it.
-    """
+    """``{tensor: (first, last)}`` layer indices (inclusive) over which each tensor is live;
+    the input starts at ``-1`` and network outputs end at ``len(network)``."""
     n = len(network.layers)
     live: dict[str, tuple[int, int]] = {INPUT: (BEFORE_FIRST, BEFORE_FIRST)}
     for i, layer in enumerate(network.layers):

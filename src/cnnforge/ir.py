@@ -1,21 +1,5 @@
-"""The one intermediate representation: a ``Network`` of ``Layer`` records.
-
-A hardware ``Layer`` is the unit the accelerator executes (docs/hardware/network-yaml.md §1):
-
-    optional pooling -> optional element-wise op over N inputs (or concatenation) ->
-    main op (conv1d, conv2d, convtranspose2d, linear, passthrough) ->
-    activation (none/relu/abs) -> output (8-bit clamped, or 32-bit wide)
-
-The PyTorch frontend first produces the same records at *model level*: one ``Layer`` per traced
-PyTorch operation, using the model-level ops too (``batchnorm``, ``activation``, ``pool``,
-``eltwise``, ``concat``, ``flatten``, ``upsample``). The fusion and legalization passes turn such
-a network into hardware layers only; ``Layer.is_hardware`` tells the two apart and the device
-checker reports any model-level layer that is left.
-
-Everything is immutable: edit with ``dataclasses.replace`` and ``Network.with_layers``. Arrays
-(weights) are numpy arrays that must not be mutated after construction. ``Network.to_json`` /
-``Network.from_json`` round-trip losslessly (arrays are stored as base64 of their raw bytes).
-"""
+"""The one intermediate representation: an immutable ``Network`` of ``Layer`` records, model-level
+(one per PyTorch op) or hardware (docs/hardware/network-yaml.md §1)."""
 
 from __future__ import annotations
 
@@ -93,11 +77,8 @@ def fold_bn_arrays(
     groups: int = 1,
     divisor: float = 1.0,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Folded (weight, bias) for ``bn(w * x + b) / divisor`` (float64 math, input dtype out).
-
-    ``out_axis`` is 0 for conv/linear weights and 1 for ConvTranspose2d ``(in, out/g, ...)``,
-    where output channel ``o`` of group ``g`` is ``g * (out/g) + j``: ``groups`` says how many.
-    """
+    """Folded (weight, bias) for ``bn(w * x + b) / divisor`` in float64; ``out_axis`` is 1 for
+    ConvTranspose2d ``(in, out/g, ...)``, with ``groups`` groups."""
     mean = np.asarray(bn.running_mean, dtype=np.float64)
     var = np.asarray(bn.running_var, dtype=np.float64)
     gamma = np.ones_like(mean) if bn.weight is None else np.asarray(bn.weight, np.float64)
@@ -118,13 +99,8 @@ def fold_bn_arrays(
 
 @dataclass(frozen=True, eq=False)
 class Quantized:
-    """Integer parameters of a quantized weight layer (docs/hardware/arithmetic.md §1-2).
-
-    ``weights`` has the float weight's PyTorch layout, integers in the ``weight_bits`` range
-    (``BINARY_BITS``: values -1/+1). ``bias`` holds the int8 bias-memory values (R1.5): the
-    accumulator gets ``bias << 7``. ``output_shift`` is the YAML/checkpoint value; the hardware
-    shift adds the implicit ``8 - |bits|`` (R2.1), see ``total_shift``.
-    """
+    """Integer parameters of a quantized weight layer (docs/hardware/arithmetic.md §1-2): weights in
+    PyTorch layout, bias added as ``bias << 7`` (R1.5), YAML ``output_shift`` (R2.1)."""
 
     weight_bits: int
     weights: np.ndarray
@@ -138,7 +114,8 @@ class Quantized:
 
 @dataclass(frozen=True, eq=False)
 class Layer:
-    """One layer; see the module docstring for the hardware pipeline it stands for."""
+    """One layer: model level, or hardware ``pool -> eltwise/concat -> op -> activation -> output``
+    (8-bit clamped or 32-bit wide)."""
 
     name: str
     op: Op
@@ -221,10 +198,8 @@ class Layer:
 
 @dataclass(frozen=True)
 class HostInput:
-    """An input normalization done on the host where the input is prepared (passes/host_input.py):
-    the accelerator reads ``(x * scale[c] + offset[c]) / 2^exponent`` of the model's input
-    ``x``, per channel; ``exponent`` keeps it inside the int8 input range and the first layer's
-    weights carry ``2^exponent``. ``module_path`` names the user's layer (for reports)."""
+    """An input normalization done on the host (passes/host_input.py): the accelerator reads
+    ``(x * scale[c] + offset[c]) / 2^exponent``; ``module_path`` names the user's layer."""
 
     scale: tuple[float, ...]
     offset: tuple[float, ...]
@@ -339,8 +314,6 @@ class Network:
     def is_quantized(self) -> bool:
         return all(layer.quant is not None for layer in self.layers if layer.has_weights)
 
-    # ---- JSON ---------------------------------------------------------------------------
-
     def to_json(self, indent: int | None = 1) -> str:
         """Lossless JSON (schema ``cnnforge-network/1``)."""
         doc = {"schema": JSON_SCHEMA, **_encode(self)}
@@ -362,8 +335,6 @@ class Network:
         doc.pop("schema")
         return _decode(Network, doc)
 
-
-# ---- JSON helpers (generic over the frozen dataclasses above) -----------------------------
 
 def _depth(text: str) -> int:
     """The deepest nesting of brackets in JSON ``text``, strings skipped (for the message)."""

@@ -1,8 +1,5 @@
-"""The kinds the IR and the integer semantics share: ops, activations, pooling, element-wise ops.
-
-A leaf: it imports nothing of cnnforge (and no torch or numpy), so any module may name these
-without pulling in the IR. ``cnnforge.ir`` re-exports every name for existing imports.
-"""
+"""The kinds the IR and the integer semantics share (ops, activations, pooling, element-wise);
+a leaf importing nothing, re-exported by ``cnnforge.ir``."""
 
 from __future__ import annotations
 

@@ -1,13 +1,5 @@
-"""One writer per output: an advisory lock (``fcntl.flock``) beside each output path.
-
-The lock file ``.NAME.cnnforge-lock`` lives in the output's parent directory, so it exists before
-the output does and outlives an output that is replaced; it holds the pid of the run that has it.
-A second run asking for a held lock is refused at once with the holder's pid (``OutputBusy``).
-The holder removes the file before it lets go, and a run that takes the lock checks that the
-file it locked is still the one at the path (else another run removed it meanwhile and it
-tries again), so no run ever holds a lock on a removed file. A killed holder's lock is free
-(the system drops it with the process); its file is removed by the next run that writes there.
-"""
+"""One writer per output: an advisory ``fcntl.flock`` on ``.NAME.cnnforge-lock`` beside it; a
+second run is refused with the holder's pid, and a killed holder's lock is free."""
 
 from __future__ import annotations
 

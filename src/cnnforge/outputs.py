@@ -1,14 +1,5 @@
-"""Writing results safely: all-or-nothing outputs, and never deleting what cnnforge did not write.
-
-Every command stages its outputs (directories and files) in temporary siblings and renames them
-into place only when all of them are complete (ARCHITECTURE.md "Errors"): a failure leaves
-nothing behind — no temporary entry, no first file of several, no parent directory created for
-the output. Each output directory carries a manifest (``MANIFEST``) listing what cnnforge wrote;
-``--overwrite`` replaces a directory only when it holds nothing else. Refused, each with a
-one-line reason: the current directory (or one above it), a home directory, ``/``, a non-empty
-directory without the manifest, a path through a symbolic link, a target that is not a regular
-file or directory.
-"""
+"""Writing results safely: outputs staged and renamed into place only when all are complete, and
+never deleting what cnnforge did not write (the ``MANIFEST`` lists what it wrote)."""
 
 from __future__ import annotations
 
@@ -192,13 +183,8 @@ class _Target:
 
 
 class OutputSet:
-    """The outputs of one command, staged beside their final paths (see ``atomic_outputs``).
-
-    Each output path is locked for the command (locks.py: a second writer is refused), its
-    directory swept of what killed runs left (``sweep``), and its staging folder marked with
-    this process (owners.py), so that a run killed at any moment leaves nothing the next run
-    does not remove.
-    """
+    """The outputs of one command, staged beside their final paths, locked, swept and marked with
+    this process, so a killed run leaves nothing the next run does not remove."""
 
     def __init__(self) -> None:
         self._targets: list[_Target] = []
@@ -321,11 +307,8 @@ def write_manifest(folder: Path, files: list[str] | tuple[str, ...]) -> None:
 
 @contextlib.contextmanager
 def atomic_outputs() -> Iterator[OutputSet]:
-    """Stage several outputs; all appear if the block succeeds, none (and no leftovers) if not.
-
-    An ``OSError`` about a staged path, or one of a full disk, a quota or a limit, becomes one
-    line naming the output file and what ran out (resources.resource_error).
-    """
+    """Stage several outputs: all appear if the block succeeds, none if not; an ``OSError`` becomes
+    one line naming the output and what ran out (resources.resource_error)."""
     outputs = OutputSet()
     try:
         yield outputs
@@ -369,14 +352,8 @@ def atomic_output_file(path: Path, overwrite: bool = True) -> Iterator[Path]:
 
 
 class RunDirectory:
-    """A directory a long command writes in as it goes (``train``'s checkpoints, ``adapt``'s
-    run), by the rules of every writer: ``check_target`` (an existing directory needs
-    ``overwrite``, start again, or ``resume``, continue), one writer at a time (the lock, held
-    to the end), and whole or not at all: a new run is staged like any output until its first
-    checkpoint is written (``commit``), so a run stopped or killed before that leaves nothing;
-    after it, the directory is a run ``--resume`` continues. ``--resume`` continues an
-    existing directory in place. The manifest lists ``files``, all the directory may hold.
-    """
+    """A directory a long command writes in as it goes (``train``, ``adapt``): one writer, staged
+    until its first checkpoint (``commit``), then continued with ``--resume``."""
 
     def __init__(
         self, path: Path | str, files: tuple[str, ...], *, overwrite: bool, resume: bool

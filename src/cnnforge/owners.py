@@ -1,13 +1,5 @@
-"""Who made a staging or temporary folder, and whether that process still runs.
-
-A folder cnnforge writes before its result is complete (an output's staging folder, a build
-folder in the temporary directory) holds a marker, ``.cnnforge-owner.json``, naming the process
-that made it: pid, the process's start time (so a pid the system reuses is not mistaken for it),
-the boot it ran in, its user and host. A run killed with ``kill -9`` or a power cut cannot remove
-its folders; the next cnnforge run that writes in the same directory removes those whose owner
-is a dead cnnforge process of the same user on the same host (``dead_leftovers``), and nothing
-else: not another user's, not a live run's, not a folder without a marker (docs/faults.md).
-"""
+"""Who made a staging or temporary folder (``.cnnforge-owner.json``: pid, start time, boot, user,
+host), so the next run removes only dead cnnforge runs' leftovers (docs/faults.md)."""
 
 from __future__ import annotations
 
@@ -132,9 +124,8 @@ def dead_leftovers(directory: Path | str, match: str) -> Iterator[tuple[Path, di
 
 
 def remove_tree(path: Path) -> None:
-    """Remove ``path`` (a folder, or a file), ignoring what is already gone. A folder's marker
-    goes last, and only when all else went: a removal cut short (no file descriptor left, a
-    kill) leaves a marked folder the next run's sweep removes."""
+    """Remove ``path`` (a folder or file), ignoring what is gone; a folder's marker goes last, so
+    a removal cut short leaves a marked folder the next sweep removes."""
     path = Path(path)
     if not path.is_dir() or path.is_symlink():
         with contextlib.suppress(OSError):
@@ -157,9 +148,8 @@ def remove_tree(path: Path) -> None:
 
 
 class FdReserve:
-    """A few file descriptors held back for the clean-up: a run that failed because it had
-    none left (EMFILE) closes these first, so that removing its staged folders (one
-    descriptor per folder level) still works."""
+    """A few file descriptors held back so a run that failed with EMFILE can still remove its
+    staged folders."""
 
     def __init__(self, count: int = 2) -> None:
         self._fds: list[int] = []
@@ -188,9 +178,8 @@ def sweep_scratch(directory: Path | str | None = None) -> None:
 
 @contextlib.contextmanager
 def scratch_dir(what: str, *, keep: bool = False) -> Iterator[Path]:
-    """A marked temporary folder ``cnnforge-WHAT-XXXXXXXX`` for the block, removed when it
-    ends; with ``keep`` a result kept when the block succeeds (the marker goes). The folders
-    killed runs left are removed first; one this run leaves when killed, by the next run."""
+    """A marked temporary folder ``cnnforge-WHAT-XXXXXXXX`` for the block, removed when it ends
+    (with ``keep``, a result kept on success); killed runs' folders are removed first."""
     sweep_scratch()
     with FdReserve() as reserve:
         path = Path(tempfile.mkdtemp(prefix=f"{SCRATCH_PREFIX}{what}-"))

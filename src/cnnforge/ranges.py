@@ -1,11 +1,5 @@
-"""The hardware ranges of a quantized layer, checked in one place (docs/hardware/arithmetic.md R1.2,
-R1.5, R2.1).
-
-``verify_quantized`` reports what is out of range as data; the simulator, the C emitter, the
-vendor importer and the device checker each turn a problem into their own error or violation
-(their messages differ on purpose: each names what its user gave). ``wide_readers`` finds
-layers that read a 32-bit output, which only a network output may have (R2.4).
-"""
+"""The hardware ranges of a quantized layer, checked in one place (docs/hardware/arithmetic.md
+R1.2, R1.5, R2.1, R2.4); each caller turns a problem into its own error."""
 
 from __future__ import annotations
 
@@ -19,14 +13,8 @@ from cnnforge.ir import BINARY_BITS, Layer, Network, Quantized
 
 @dataclass(frozen=True)
 class RangeProblem:
-    """One quantized parameter outside its range.
-
-    ``field``: "weights", "bias" or "shift". ``lo``/``hi``: the allowed range. ``low``/``high``:
-    the smallest and largest value found (for the shift: the total shift, twice). ``first``: the
-    first value outside the range (or not an integer). ``integral``: False when some values are not
-    integers (fractions, nan, inf).
-    ``binary``: binary weights, whose range is -1/+1 (0 is out of range too).
-    """
+    """One quantized parameter (``field``) outside its range ``lo``..``hi``: the extremes found,
+    the ``first`` bad value, whether all were ``integral``, and ``binary`` (-1/+1) weights."""
 
     field: str
     lo: int
@@ -45,9 +33,8 @@ class RangeProblem:
 def verify_quantized(
     quant: Quantized, wide: bool, *, shift_range: tuple[int, int] = (SHIFT_MIN, SHIFT_MAX)
 ) -> tuple[RangeProblem, ...]:
-    """Weights in the ``weight_bits`` range (binary: -1/+1), bias in the 8-bit bias memory, and
-    -- unless ``wide``, whose shift the hardware ignores (R2.4) -- the total shift in
-    ``shift_range``. An empty tuple: all in range. Unknown widths are the caller's to refuse."""
+    """The out-of-range problems of weights, bias and (unless ``wide``, R2.4) the total shift; an
+    empty tuple when all are in range."""
     problems = []
     binary = quant.weight_bits == BINARY_BITS
     lo, hi = weight_range(quant.weight_bits)

@@ -1,14 +1,5 @@
-"""The memory a request may use, and the check that refuses one needing more, before any work.
-
-A command estimates what it will need from shapes alone (input, activations, weights, the
-simulator's integer buffers) and compares it with a limit: ``--max-memory`` when given, else
-the memory this machine has available (``MemAvailable``). Above it, one ``InputError`` names the
-input, the figure and the limit, instead of minutes of work ending in an allocation failure.
-
-The limit a command was given lives in a ``ContextVar`` that the CLI sets for the one command it
-runs (``memory_limit_set``), so library code deep in the frontend reads it without every call
-in between passing it along; outside the CLI it is unset and the machine's memory applies.
-"""
+"""The memory a request may use (``--max-memory`` or ``MemAvailable``, in a ``ContextVar`` the CLI
+sets) and the check that refuses one needing more, from shapes, before any work."""
 
 from __future__ import annotations
 
@@ -43,8 +34,7 @@ def parse_memory(text: str, option: str = "--max-memory") -> int:
     value = float(match.group(1)) * _UNITS[match.group(2).upper()] if match else math.nan
     if not match or not math.isfinite(value) or value < 1 or value > 2**60:
         raise InputError(
-            f"{option} {text!r} is not a memory size",
-            hint="write a size such as 512M, 8G or 1.5GB",
+            f"{option} {text!r} is not a memory size", hint="write a size such as 512M, 8G or 1.5GB"
         )
     return int(value)
 
@@ -123,10 +113,8 @@ def check_input_shape(shape: Sequence[int], option: str = "--input-shape") -> No
 
 
 class ResourceError(InputError):
-    """The machine ran out of something a command needs (disk space, quota, open files) or
-    refused a write (read-only file system, permissions). ``cause`` is the ``OSError``,
-    ``path`` the file named (an output inside another's staging folder is named again by the
-    outer one: ``renamed``)."""
+    """The machine ran out of something (disk, quota, open files) or refused a write; ``cause`` is
+    the ``OSError``, ``path`` the file named (``renamed`` by an outer stage)."""
 
     default_hint = "free what ran out, or choose another output path"
     cause: OSError
@@ -142,10 +130,7 @@ class ResourceError(InputError):
 _RAN_OUT = {
     errno.ENOSPC: ("no space left on device", "free some space there or choose another path"),
     errno.EDQUOT: ("disk quota exceeded", "free some of your quota or choose another path"),
-    errno.EFBIG: (
-        "file size limit exceeded",
-        "raise the limit (ulimit -f) or choose another path",
-    ),
+    errno.EFBIG: ("file size limit exceeded", "raise the limit (ulimit -f) or choose another path"),
     errno.EROFS: ("read-only file system", "choose a path on a writable file system"),
     errno.EACCES: ("permission denied", "choose a path you may write, or change its permissions"),
     errno.EPERM: ("operation not permitted", "choose a path you may write"),
@@ -210,9 +195,8 @@ def _open_files_limit() -> str:
 
 
 def tool_ran_out(output: str, what: str, returncode: int = 0) -> None:
-    """Raise ``ResourceError`` when a tool cnnforge ran (the C compiler) failed because the
-    machine ran out (its messages, or SIGXFSZ: the file size limit): ``what`` is what it
-    made, ``too many open files building c/main.c: the limit is 12``."""
+    """Raise ``ResourceError`` when a tool cnnforge ran (the C compiler) failed because the machine
+    ran out (its messages, or SIGXFSZ); ``what`` is what it made."""
     import signal
 
     found = next((code for code in _TOOL_ERRNOS if os.strerror(code) in output), None)

@@ -1,12 +1,5 @@
-"""Input arrays from .npy files (samples, simulator inputs, calibration sets), in one place.
-
-The accelerator reads int8 activations that stand for Q7 fractions ``v / 128``
-(docs/hardware/arithmetic.md R1.1). A file may hold those integers directly, or floats in the
-model's own input units; floats
-are converted with ``clip(round_half_even(128 * x), -128, 127)``, the rule the vendor's data loaders
-use (docs/hardware/arithmetic.md §6, R6.1: ``torch.round`` is half to even) so the float model fed
-``x_int / 128`` and the hardware fed ``x_int`` see the same input.
-"""
+"""Input arrays from .npy files: int8 values as they are, floats as ``clip(round_half_even(128 *
+x), -128, 127)`` like the vendor's loaders (docs/hardware/arithmetic.md R1.1, R6.1)."""
 
 from __future__ import annotations
 
@@ -21,13 +14,7 @@ import numpy as np
 
 from cnnforge.arithmetic import ACT_MAX, ACT_MIN, ACT_SCALE
 from cnnforge.errors import InputError
-from cnnforge.resources import (
-    format_bytes,
-    is_resource_error,
-    require,
-    resource_error,
-    shape_text,
-)
+from cnnforge.resources import format_bytes, is_resource_error, require, resource_error, shape_text
 
 if TYPE_CHECKING:
     from cnnforge.ir import HostInput
@@ -199,9 +186,8 @@ def quantize_floats(data: np.ndarray) -> tuple[np.ndarray, int]:
 
 
 def with_host_input(read: InputArray, step: HostInput | None, ndim: int) -> InputArray:
-    """``read`` as the accelerator's input when the host normalizes it (``step``; ``ndim``: the
-    rank of one sample): floats in model units are normalized, then x 128; integers are taken
-    as already normalized. Without a step, ``read`` as it is."""
+    """``read`` as the accelerator's input when the host normalizes it (``step``): floats are
+    normalized then x 128, integers taken as normalized; without a step, as it is."""
     if step is None or read.floats is None or read.normalized:
         return read
     values, clamped = quantize_floats(step.apply(read.floats, ndim))

@@ -1,12 +1,5 @@
-"""Staging folders: where an output is written until it is complete, and what the next run
-does with one a killed run left (docs/faults.md).
-
-A staging folder ``.NAME.cnnforge-XXXXXXXX/`` beside the output ``NAME`` holds the owner marker
-(owners.py), the output being written (under its own name) and, while ``--overwrite`` puts the
-new output in place, the replaced one (``REPLACED``). Its owner's lock (locks.py) is held while
-it exists; ``sweep`` settles those of dead runs: a replaced output whose place is empty goes
-back, the rest is removed.
-"""
+"""Staging folders ``.NAME.cnnforge-XXXXXXXX/`` where an output is written until complete, and
+``sweep``, which settles those a killed run left (docs/faults.md)."""
 
 from __future__ import annotations
 
@@ -93,9 +86,8 @@ def settle_stage(stage: Path, path: Path) -> None:
 
 
 def sweep(directory: Path, held: Path | None = None) -> None:
-    """Settle the staging folders dead cnnforge runs of this user left in ``directory`` and
-    remove their lock files. A stage of another output than ``held`` (whose lock the caller
-    holds) is settled under that output's lock, or left while a live run holds it."""
+    """Settle the staging folders dead runs of this user left in ``directory`` and remove their
+    lock files; another output's stage is settled under its lock, or left if held."""
     for stage, marker in dead_leftovers(directory, STAGE_TAG):
         name = marker.get("target")
         if not stage.name.startswith(".") or not isinstance(name, str) or os.sep in name:

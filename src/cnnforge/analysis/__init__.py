@@ -1,10 +1,5 @@
-"""Analysis of any ``Network`` (model-level or hardware): params, MACs, receptive fields, memory.
-
-``analyze_network(network, device)`` is the one entry point; it works on traced PyTorch models,
-on fused hardware networks and on networks imported from vendor YAML (a fused layer's pooling
-counts in its receptive field, its params are weights + bias). Definitions: analysis/counting.py
-(MACs, memory), analysis/receptive_field.py, analysis/liveness.py (peak activation memory).
-"""
+"""Analysis of any ``Network`` (model-level, hardware, imported): params, MACs, receptive fields,
+memory; ``analyze_network`` is the one entry point."""
 
 from __future__ import annotations
 
@@ -34,13 +29,8 @@ def analyze_network(
     count: str = "true",
     weight_bits: int | Mapping[str, int] = 8,
 ) -> Analysis:
-    """Analyze ``network``: one ``LayerStats`` per layer and the ``Totals`` (batch 1).
-
-    ``device`` gives the int8 data-memory layout the activation bytes are counted in;
-    ``count`` is ``"true"`` (multiply-accumulates) or ``"thop"`` (thop 0.1.x's count);
-    ``weight_bits`` (one value or per layer name) sizes the parameter memory of unquantized
-    layers; quantized layers use their own bits.
-    """
+    """Analyze ``network``: one ``LayerStats`` per layer and the ``Totals`` (batch 1); ``count`` is
+    ``"true"`` or ``"thop"``, ``weight_bits`` sizes unquantized layers' parameters."""
     if count not in COUNT_MODES:
         raise InputError(f"unknown count mode {count!r}", hint="use --count true or thop")
     bits_of = _bits_lookup(weight_bits)

@@ -1,20 +1,5 @@
-"""Per-layer parameter counts, MACs (true or thop-style) and memory sizes.
-
-True MACs (multiply-accumulates, batch 1): conv = out_elements x (in_channels / groups) x kernel
-area; transposed conv = in_elements x (out_channels / groups) x kernel area; linear = in x out;
-pooling, activations, BatchNorm, element-wise ops, padding and softmax are not MACs. OPAQUE
-layers (ops the device lacks, kept so that analysis never refuses a model) count 0 MACs (no
-formula applies to an arbitrary op) and their own parameters (``weight`` holds them flattened).
-
-``count="thop"`` reproduces thop 0.1.x (``thop.profile``): every conv, transposed ones included,
-= out_elements x (in_channels / groups) x kernel area; linear = in x out; BatchNorm = 2 x
-elements, doubled when affine; AvgPool = out_elements; adaptive average pooling = (window + 1) x
-out_elements; Upsample = out_elements x (1 nearest, 5 linear, 11 bilinear, 259 bicubic);
-everything else 0. thop counts only ``nn.Module`` leaves, while the IR does not record whether a
-layer came from a module or a function, so functional ``F.avg_pool2d``/``F.interpolate`` are
-counted here like their modules, and a pool whose window covers its whole input is counted as
-adaptive (``AdaptiveAvgPool2d(1)``, the usual global pooling).
-"""
+"""Per-layer parameter counts, MACs (true, or ``count="thop"`` to reproduce thop 0.1.x) and
+memory sizes; OPAQUE layers count 0 MACs and their own parameters."""
 
 from __future__ import annotations
 
@@ -102,12 +87,8 @@ def _thop_extra(layer: Layer, in_shape: tuple[int, ...]) -> int:
 
 
 def int8_layout_bytes(shape: tuple[int, ...], device: Capabilities, wide: bool = False) -> int:
-    """Bytes of a tensor in the accelerator's HWC data memory (docs/hardware/devices.md §2,
-    docs/hardware/network-yaml.md §4).
-
-    Each pixel holds one 32-bit word per pass and per group of 4 processors (unused byte lanes
-    count; cnnforge.geometry.words_per_pixel). A 32-bit (wide) output takes 4 bytes per channel.
-    """
+    """Bytes of a tensor in the HWC data memory (docs/hardware/devices.md §2): one 32-bit word per
+    pixel, pass and group of 4 processors; wide outputs take 4 bytes per channel."""
     if not shape:
         return 0
     pixels = math.prod(shape[1:])
@@ -120,10 +101,8 @@ def float32_bytes(shape: tuple[int, ...]) -> int:
 
 
 def param_bytes_at(layer: Layer, weight_bits: int) -> int:
-    """Parameter bytes on the device: weights at ``weight_bits`` (-1: binary), bias 1 byte each.
-
-    BatchNorm takes no device memory: it is folded into the preceding convolution.
-    """
+    """Parameter bytes on the device: weights at ``weight_bits`` (-1: binary), bias 1 byte each;
+    BatchNorm is folded and takes none."""
     if not layer.has_weights:
         return 0
     bits = layer.quant.weight_bits if layer.quant is not None else weight_bits

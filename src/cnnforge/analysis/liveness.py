@@ -1,13 +1,5 @@
-"""Peak activation memory of a network executed layer by layer in its order (batch 1).
-
-Definition: a tensor (the network input or a layer's output) is live from the step that
-produces it (the input: before step 0) through the last step that reads it; network outputs
-stay live to the end. The memory at step i is the sum of the sizes of all tensors live at step
-i, i.e. layer i's inputs, its output, and every tensor still waiting for a later consumer (skip
-connections). The peak is the maximum over steps. Nothing is computed in place, so a model-level
-network (conv, BN and ReLU as separate layers) shows each intermediate tensor; a fused hardware
-network shows the memory the accelerator's layers need.
-"""
+"""Peak activation memory of a network run layer by layer (batch 1): a tensor is live from its
+producer through its last reader; the peak is the largest sum over steps."""
 
 from __future__ import annotations
 

@@ -1,28 +1,5 @@
-"""Receptive fields in the MatConvNet convention, per spatial axis, exact (fractions).
-
-For every tensor: ``size`` = the extent of the network-input window one output pixel sees,
-``stride`` = the distance between neighbouring output pixels' windows (input pixels), ``offset``
-= the centre of the first output pixel's window in 1-based input coordinates. A 3x3 pad-1 conv
-gives (3, 1, 1); a following 2x2 stride-2 pool gives (4, 2, 1.5).
-
-Each operator has its own field (f, t, c) in its input's coordinates; composition is
-``size = size_in + (f - 1) * stride_in``, ``stride = stride_in * t``,
-``offset = offset_in + (c - 1) * stride_in``. For a transposed convolution (upsampling by s,
-crop p, effective kernel k) MatConvNet's rule gives ``f = (k - 1)/s + 1``, ``t = 1/s``,
-``c = (2p - k + 1)/(2s) + 1``. Nearest upsampling by s sees one input pixel (f = 1), other
-modes two (f = 2), with the same t and c as a transposed conv with k = s. Any other op that
-changes the grid (an OPAQUE upsample, say) scales the stride by in/out with c = (1 + t)/2.
-Where several tensors meet (concat, element-wise, a broadcast multiply such as squeeze-excite)
-the largest size is kept, axis by axis, and the stride and offset of the tensor on the output's
-grid (a 1x1 global-pooling branch has no meaningful stride).
-
-Sizes are MatConvNet's arithmetic, not clipped: a window larger than the network input (part of
-it over the padding) is reported as it is, as MatConvNet reports it (a VGG-style stack on a
-32x32 input reaches 36, 52 and 68). Only a global operation makes a field "the whole input"
-(size = the input, centred): a pooling whose window covers its whole input grid (global
-pooling), a Linear or flatten, and through the merge rule a product with such a branch
-(squeeze-excite).
-"""
+"""Receptive fields in the MatConvNet convention (size, stride, offset per axis), exact in
+fractions; a global operation makes a field the whole input."""
 
 from __future__ import annotations
 

@@ -1,8 +1,5 @@
-"""Presenting an ``Analysis``: JSON text, a Markdown report and a rich table.
-
-Sizes use binary units (1 KiB = 1024 B), printed as ``KB``/``MB`` the way users read them;
-receptive fields print as ``size/stride/offset`` per axis (``6x6 /2 @1.5``).
-"""
+"""Presenting an ``Analysis`` as JSON, Markdown or a rich table; binary units printed as
+``KB``/``MB``, receptive fields as ``size/stride/offset`` (``6x6 /2 @1.5``)."""
 
 from __future__ import annotations
 

@@ -1,9 +1,5 @@
-"""Frontends: from a user's model (PyTorch module or vendor YAML + checkpoint) to a ``Network``.
-
-``load_network`` is the one call the pipeline needs for PyTorch models: load (and build) the
-model named by a spec, load its checkpoint, capture it into a model-level float ``Network``
-that computes what the model computes (frontend/capture.py).
-"""
+"""Frontends: from a user's model (PyTorch module, ONNX file) to a float ``Network`` that computes
+what the model computes; ``load_network`` is the one call the pipeline needs."""
 
 from __future__ import annotations
 
@@ -58,31 +54,12 @@ def load_network(
     max_rows: int | None = None,
     device: str = "the device",
 ) -> Network:
-    """Load the model named by ``spec`` (file.py:Name, pkg.mod:Name, short name, an ``nn.Module``
-    object or class) and capture
-    it (torch.fx, else torch.export), checked against the eager model (frontend/capture.py);
-    or import ``spec`` when it is an ``.onnx`` file (``input_shape`` may then be None).
-
-    The model is built with torch's generator seeded with ``UNTRAINED_SEED`` (and restored
-    after), so a model without a checkpoint has the same weights in every command and run.
-    Before that it is built on the meta device and its memory estimated from the shapes
-    (frontend/footprint.py): above the limit (``--max-memory``), or with more channels than
-    ``max_channels`` (``device``'s limit), it is refused before any real work; so is an input
-    with more rows or columns than ``max_rows`` (the device's row/column counter), before the
-    capture.
-    """
+    """Load ``spec`` (file.py:Name, pkg.mod:Name, short name, module, ``.onnx``) as a verified
+    ``Network``, seeded with ``UNTRAINED_SEED``; refused early when over memory or device limits."""
     from cnnforge.frontend.onnx import is_onnx_spec
 
-    # an ONNX file: the same model-level Network (frontend/onnx.py)
     if isinstance(spec, str) and is_onnx_spec(spec):
-        from cnnforge.frontend.onnx import load_onnx
-
-        if model_args or checkpoint is not None:
-            raise InputError(
-                "--model-arg and --checkpoint do not apply to an ONNX file",
-                hint="the .onnx file carries its weights: drop --model-arg and --checkpoint",
-            )
-        return load_onnx(spec, input_shape)
+        return _load_onnx_spec(spec, input_shape, model_args, checkpoint)
     import torch
 
     from cnnforge.frontend.capture import capture
@@ -118,6 +95,20 @@ def load_network(
         raise
     except Exception as exc:  # raised in the user's own code (an attribute, a hook): theirs
         raise model_code_error(exc) from None
+
+
+def _load_onnx_spec(
+    spec: str, input_shape: Sequence[int] | None, model_args: Any, checkpoint: Path | None
+) -> Network:
+    """An ONNX file: the same model-level Network (frontend/onnx.py), which carries its weights."""
+    from cnnforge.frontend.onnx import load_onnx
+
+    if model_args or checkpoint is not None:
+        raise InputError(
+            "--model-arg and --checkpoint do not apply to an ONNX file",
+            hint="the .onnx file carries its weights: drop --model-arg and --checkpoint",
+        )
+    return load_onnx(spec, input_shape)
 
 
 def _check_rows(shape: tuple[int, ...], max_rows: int, device: str) -> None:

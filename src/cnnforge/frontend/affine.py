@@ -1,13 +1,5 @@
-"""Constant arithmetic on a feature map and ``stack`` + ``sum``/``mean``, as IR layers.
-
-``conv(x) * 4``, ``relu(y) * gain + 0.25`` and ``(x - mean) / std``: a feature map combined with
-a constant that is a scalar or one number per channel is a per-channel affine map
-``y = a * x + b``. It is captured as a BATCHNORM layer with zero mean, unit variance and
-``eps=0`` (``CONSTANT_EPS``), which computes exactly ``a * x + b``; lowering folds it into the
-conv before it (fold_bn) or into a 1x1/unpadded conv after it (passes/fold_constants.py).
-``torch.stack(features).sum(dim=0)`` (smp's FPN merge) is an N-input add; ``mean`` is that add
-followed by the constant scale ``1/N``. Shared by the torch.fx and torch.export frontends.
-"""
+"""Constant arithmetic on a feature map (``a * x + b``) as an ``eps=0`` BATCHNORM layer, and
+``stack`` + ``sum``/``mean`` as an N-input add; shared by the fx and export frontends."""
 
 from __future__ import annotations
 
@@ -94,9 +86,8 @@ def affine_layer(
 
 
 def with_parameters(layer: Layer | None, params: list[torch.Tensor]) -> Layer | None:
-    """``layer`` (a constant affine map) keeping the model parameters its constant was computed
-    from (``self.gain = nn.Parameter(...)``), flattened into ``weight``: analyze counts them as
-    the module's parameters, as ``sum(p.numel())`` does; lowering folds the values it uses."""
+    """``layer`` (a constant affine map) keeping the parameters its constant came from, flattened
+    into ``weight``, so analyze counts them as ``sum(p.numel())`` does."""
     if layer is None or not params:
         return layer
     flat = [p.detach().cpu().to(torch.float32).reshape(-1).numpy() for p in params]
@@ -117,10 +108,8 @@ def constant_affine(info: NodeInfo, scale: np.ndarray, shift: np.ndarray) -> Lay
 
 
 def normalize_module(module: Any) -> tuple[np.ndarray, np.ndarray] | None:
-    """``(mean, std)`` of a torchvision-style ``Normalize`` module (``transforms.Normalize``,
-    ``transforms.v2.Normalize``: a class named Normalize with ``mean`` and ``std`` numbers),
-    else None. Its forward checks its input's type and values, which torch.fx cannot trace:
-    the tracer keeps it as a leaf and it is captured as ``(x - mean) / std``."""
+    """``(mean, std)`` of a torchvision-style ``Normalize`` module, else None; torch.fx keeps it as
+    a leaf (its forward is untraceable) and it is captured as ``(x - mean) / std``."""
     if type(module).__name__ != "Normalize" or hasattr(module, "cnnforge_layer"):
         return None
     try:
@@ -145,9 +134,8 @@ def normalize_layer(info: NodeInfo, mean: np.ndarray, std: np.ndarray) -> Layer 
 
 
 def stack_reduce_layers(info: NodeInfo, reduce: str) -> list[Layer]:
-    """``stack(features).sum(0)`` -> an N-input ADD; ``mean(0)`` -> the ADD then ``x / N``.
-
-    One feature stacked: nothing (an alias of it)."""
+    """``stack(features).sum(0)`` -> an N-input ADD; ``mean(0)`` -> the ADD then ``x / N``; one
+    feature stacked: nothing (an alias)."""
     n = len(info.inputs)
     if n == 1:
         return []

@@ -1,12 +1,5 @@
-"""Mapping of ATen operators (``torch.export``'s graph) to model-level ``Layer`` records.
-
-The exported graph's operators are the ATen ops PyTorch dispatches to (``aten.conv2d``,
-``aten.batch_norm``, ``aten.upsample_nearest2d``, ...). Each mapper gets the node's ``NodeInfo``
-and its concrete arguments (feature maps as fake tensors with shapes, parameters as real
-tensors) and returns a ``Layer``, ``None`` for an alias of the input, or raises ``ModelError``
-for a form the IR lacks (the caller keeps such a node as an OPAQUE row). Most arguments follow
-the functional API, so the torch.fx mappers (fx_functions.py) are reused where they match.
-"""
+"""Mapping of ATen operators (``torch.export``'s graph) to model-level ``Layer`` records, reusing
+the torch.fx mappers where the arguments match; unmapped forms stay OPAQUE rows."""
 
 from __future__ import annotations
 

@@ -1,15 +1,5 @@
-"""The front door: capture a PyTorch model as a float ``Network`` that provably computes what the
-model computes on the given input shape.
-
-torch.fx first (fast); its result is checked against the eager model: both run on the same
-seeded random input and every output must agree to float round-off (the network's float
-evaluation, sim/float_eval.py, with OPAQUE layers given the values PyTorch computes for them).
-Where torch.fx cannot trace, or its graph differs from eager (a branch taken on a Python value
-the symbolic trace fixed, such as ``torch.jit.isinstance`` on a proxy), ``torch.export`` (strict
-off) captures it and is checked the same way. Where neither capture matches eager, one-line
-``ModelError`` naming the first differing output and the likely cause. No command continues on
-a graph that does not compute what the user's model computes.
-"""
+"""The front door: capture a PyTorch model (torch.fx, else torch.export) as a float ``Network``
+checked against eager on a seeded input; a capture that differs is a ``ModelError``."""
 
 from __future__ import annotations
 
@@ -48,11 +38,8 @@ def capture(
     *,
     handed_over: bool = False,
 ) -> Network:
-    """The float Network of ``module`` on ``input_shape`` (C,H,W or C,L), checked against eager.
-
-    ``handed_over``: the caller will neither use nor change ``module`` again (load_network), so
-    the Network's parameter arrays may view its storage instead of copies.
-    """
+    """The float Network of ``module`` on ``input_shape`` (C,H,W or C,L), checked against eager;
+    ``handed_over``: the module is not used again, so arrays may view its storage."""
     network = _capture(module, tuple(int(n) for n in input_shape), name)
     return network if handed_over else owned_arrays(network)
 
@@ -98,9 +85,7 @@ def _export_fallback(
                 hint=fx_problem.hint or exc.hint,
             ) from None
         raise ModelError(
-            f"{fx_problem.describe('torch.fx')}, and {exc.what}",
-            where=exc.where,
-            hint=exc.hint,
+            f"{fx_problem.describe('torch.fx')}, and {exc.what}", where=exc.where, hint=exc.hint
         ) from None
     mismatch = compare(exported, x, eager)
     if mismatch is None:

@@ -15,14 +15,8 @@ from cnnforge.ir import INPUT, Layer, Network
 
 @dataclass
 class Captured:
-    """A captured network and what the equivalence check needs from its capture.
-
-    ``output_layers``: one layer name per tensor the model returns (pytree order, duplicates
-    kept); ``graph``/``graph_args``: the captured graph and a function from the input to its
-    arguments, run to give the layers in ``given_nodes`` the values PyTorch computes for them:
-    OPAQUE layers (no float semantics in the IR) and cnnforge.nn QAT modules (their eager
-    forward simulates quantization, the IR's float evaluation does not).
-    """
+    """A captured network plus what the eager check needs: the returned ``output_layers`` and the
+    graph run to give ``given_nodes`` (OPAQUE and QAT layers) the values PyTorch computes."""
 
     network: Network
     output_layers: tuple[str, ...]
@@ -88,12 +82,8 @@ class LayerLog:
 
 
 def owned_arrays(network: Network) -> Network:
-    """``network`` with a private copy of every parameter array that views other storage.
-
-    The mappers' arrays view the module's parameters (copying 100 MB of ResNet-50 weights
-    costs a sixth of a verified capture); a caller that keeps the module, which it may still
-    train or change, gets arrays that never alias torch storage.
-    """
+    """``network`` with private copies of arrays that view other storage, so a caller that keeps
+    (and may train) the module never sees its arrays alias torch storage."""
     return replace(network, layers=tuple(_owned(layer) for layer in network.layers))
 
 

@@ -1,13 +1,5 @@
-"""A model's size from its shapes alone, before it is built for real, traced or run (issue 27).
-
-The model is built once on torch's ``meta`` device (no memory behind any tensor) and run there
-on a meta input: every module's output shape is seen without a byte of activations. From that:
-weight bytes, the float32 activations capture keeps, and the int64 buffers the simulator uses;
-above the memory limit (resources.py) the request is refused with those figures. Channel
-counts are compared with a device's limit here too, so ``check`` of a 100,000-class model
-answers at once. A model that cannot be built or run on ``meta`` (data-dependent code, CPU
-constants) gets no estimate and goes on to the usual path.
-"""
+"""A model's memory and channel counts from its shapes alone (built and run on ``meta``), so an
+oversized request is refused before any real work (issue 27)."""
 
 from __future__ import annotations
 

@@ -1,10 +1,5 @@
-"""Mapping of traced functions and tensor methods (``F.relu``, ``torch.cat``, ``+``, ``x.view``).
-
-Each mapper gets the node's ``NodeInfo`` and its *concrete* arguments from shape propagation
-(tensors and Python values) and returns a ``Layer``, or ``None`` when the call computes nothing
-(dropout, ``contiguous``, a reshape to the same shape): the node then aliases its first input.
-Conventions: docs/internal-apis.md, "Model-level conventions of a traced network".
-"""
+"""Mapping of traced functions and tensor methods (``F.relu``, ``torch.cat``, ``+``, ``x.view``) to
+layers (docs/internal-apis.md); ``None`` where the node aliases its first input."""
 
 from __future__ import annotations
 

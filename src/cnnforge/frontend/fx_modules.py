@@ -1,9 +1,5 @@
-"""Mapping of traced ``torch.nn`` modules to model-level ``Layer`` records.
-
-Follows the conventions table of docs/internal-apis.md ("Model-level conventions of a traced
-network"). Each mapper takes the module and a ``NodeInfo`` (name, inputs, shapes) and returns a
-``Layer``, or ``None`` for modules that compute nothing (Dropout, Identity).
-"""
+"""Mapping of traced ``torch.nn`` modules to model-level ``Layer`` records (docs/internal-apis.md);
+``None`` for modules that compute nothing (Dropout, Identity)."""
 
 from __future__ import annotations
 
@@ -218,10 +214,7 @@ def upsample_layer(info: NodeInfo, mode: str) -> Layer:
 
 
 def pad_layer(info: NodeInfo, pad: object, mode: str = "constant", value: object = None) -> Layer:
-    """F.pad / nn.ZeroPad2d / nn.ConstantPad2d -> PAD (amounts in F.pad order, last dim first).
-
-    Other modes (reflect, replicate, circular) have no IR op: an OPAQUE row.
-    """
+    """F.pad / nn.ZeroPad2d / nn.ConstantPad2d -> PAD (F.pad order); other modes: an OPAQUE row."""
     amounts = tuple(int(p) for p in pad)  # type: ignore[attr-defined]
     if mode != "constant" and any(amounts):  # padding nothing is the same in every mode
         return opaque_layer(info, f"pad: mode {mode!r}")
@@ -238,12 +231,8 @@ def softmax_layer(info: NodeInfo, dim: object, kind: str, rank: int) -> Layer:
 
 
 def opaque_layer(info: NodeInfo, kind: str, params: tuple[torch.Tensor, ...] = ()) -> Layer:
-    """An op cnnforge cannot lower, kept as an OPAQUE row so analysis never refuses a model.
-
-    ``kind`` names the op (``nn.GroupNorm``, ``aten.hardswish``), optionally followed by
-    ``": why"`` when the op is known but used in a form the IR lacks. Its parameters are kept,
-    flattened into ``weight``, so that parameter counts stay exact.
-    """
+    """An op cnnforge cannot lower (``kind``, optionally ``": why"``), kept as an OPAQUE row with
+    its parameters flattened into ``weight``, so analysis never refuses a model."""
     flat = [to_numpy(p).reshape(-1) for p in params if p is not None]
     weight = np.concatenate(flat) if flat else None
     return info.layer(Op.OPAQUE, opaque_kind=kind, weight=weight)

@@ -1,13 +1,5 @@
-"""Output shapes of the layers CNNs are made of, by formula, for the torch.fx shape propagation.
-
-Meta kernels give the same shapes, but the first ones a process runs import torch._dynamo and
-the symbolic-shape machinery (1-2 s, several times a verified capture of ResNet-50): so the
-common modules and functions get their shape here, and everything else, or anything a
-formula's preconditions reject (mismatched channels, string padding, an output size below 1),
-runs its meta kernel, keeping torch's rules and error messages the reference. A wrong formula
-cannot give a wrong graph: the float evaluation checks every layer's shape
-(sim/checks.py) and the capture is compared with eager (frontend/capture.py).
-"""
+"""Output shapes of common CNN layers by formula (meta kernels cost 1-2 s to warm up); anything a
+formula rejects runs its meta kernel, and the eager check catches any wrong formula."""
 
 from __future__ import annotations
 
@@ -27,11 +19,8 @@ Shape = tuple[int, ...]
 
 
 def module_shape(module: nn.Module, args: Sequence[Any], kwargs: dict[str, Any]) -> Shape | None:
-    """The output shape of leaf ``module`` called on ``args`` (one tensor), or None.
-
-    Exact torch classes only: a subclass (a QAT module, a 'same'-padding conv) may compute
-    another shape in its own forward.
-    """
+    """The output shape of leaf ``module`` on ``args`` (one tensor), or None; exact torch classes
+    only, since a subclass may compute another shape."""
     if len(args) != 1 or kwargs or not isinstance(args[0], torch.Tensor):
         return None
     x, kind = args[0], type(module)

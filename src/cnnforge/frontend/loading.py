@@ -1,11 +1,5 @@
-"""Finding, building and loading a user's PyTorch model: ``file.py:Name``, ``pkg.mod:Name``, names.
-
-A model is named as ``path/to/file.py:Name`` (a ``nn.Module`` class or a factory function;
-a file inside a package imports as part of its package), ``package.module:Name`` (found in the
-current directory too) or a short name registered in ``cnnforge.models``. Checkpoints load with
-``torch.load(..., weights_only=True)`` only, as a bare state_dict or a dict holding
-``state_dict``; keys saved from DistributedDataParallel (``module.`` prefix) are accepted.
-"""
+"""Finding, building and loading a user's model (``file.py:Name``, ``pkg.mod:Name``, short names);
+checkpoints load with ``weights_only=True``, DistributedDataParallel prefixes accepted."""
 
 from __future__ import annotations
 
@@ -43,12 +37,8 @@ def load_model(
     *,
     before_build: Callable[[Any, str], None] | None = None,
 ) -> nn.Module:
-    """Build the model named by ``spec`` with ``model_args`` and load ``checkpoint`` if given.
-
-    ``before_build(factory, where)`` runs once the factory is found, before it is called (the
-    memory and device checks of frontend/footprint.py). An ``nn.Module`` object is deep-copied,
-    so nothing cnnforge does (evaluation mode, a loaded checkpoint, training) changes the
-    caller's model."""
+    """Build the model named by ``spec`` (an object is deep-copied), call ``before_build(factory,
+    where)`` first (footprint checks), and load ``checkpoint`` if given."""
     model_args = dict(model_args or {})
     if isinstance(spec, nn.Module):
         return _loaded(_copy(spec, model_args), checkpoint)
@@ -106,8 +96,7 @@ def _resolve(spec: str) -> tuple[Any, str]:
     if not sep or len(head) <= 1:  # no colon (or a Windows drive letter only): a short name
         if spec.endswith(".py") or "/" in spec:
             raise InputError(
-                f"model {spec!r} does not name a class or function",
-                hint=f"write {spec}:ClassName",
+                f"model {spec!r} does not name a class or function", hint=f"write {spec}:ClassName"
             )
         return (lambda **kw: models.build_model(spec, **kw)), spec
     if not name.isidentifier():

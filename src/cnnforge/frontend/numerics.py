@@ -1,11 +1,5 @@
-"""Numbers a model must hold before cnnforge traces it: finite, non-empty parameters, valid
-batch norms.
-
-NaN or infinite weights, biases or buffers, and batch norms with a negative running variance
-(``var + eps <= 0`` included) cannot be quantized into anything meaningful; they are a
-``ModelError`` naming the parameter and its module path, before ``check`` can say "fits".
-A zero running variance is allowed: ``var + eps`` stays positive (the documented rule).
-"""
+"""Numbers a model must hold before tracing: finite parameters and batch norms with ``var + eps >
+0``; anything else is a ``ModelError`` naming the parameter, since it cannot be quantized."""
 
 from __future__ import annotations
 

@@ -1,18 +1,5 @@
-"""ONNX in: a ``.onnx`` file to the same model-level ``Network`` the PyTorch front door makes.
-
-The ``onnx`` package reads the graph; shapes come from ONNX shape inference after the input is
-fixed to ``1 x input_shape`` (``-i``; a model whose input has dynamic sizes needs it). The ops
-of CNNs map to model-level layers (Conv, ConvTranspose, BatchNormalization, Relu, Clip,
-LeakyRelu, Sigmoid, Tanh, Abs, MaxPool, AveragePool, GlobalAveragePool/MaxPool, Concat,
-Add/Sub/Mul of two feature maps, Mul/Div of a BatchNorm by a constant scalar (folded into it:
-cnnforge.nn's ``bn(y) / 4``), Resize/Upsample, Gemm, MatMul, Flatten, Reshape to (N, -1),
-Pad, Softmax/LogSoftmax, Identity, Dropout); Shape/Size of a feature map are constants (static
-shapes). Any other standard op becomes an OPAQUE layer that ``check`` names, keeping its
-parameters (torch's GroupNorm export, Reshape -> InstanceNormalization -> Reshape -> Mul -> Add,
-is one row as on the PyTorch path); a BatchNorm whose scale and shift are the exporter's
-constants, not parameters, is non-affine as in PyTorch. A file that is not ONNX (or
-truncated), an op unknown to ONNX, dynamic sizes without ``-i``: one ``InputError``/``ModelError``.
-"""
+"""ONNX in: a ``.onnx`` file (shapes by ONNX inference at ``-i``) to the same model-level
+``Network`` as the PyTorch path; ops the device lacks become OPAQUE layers that ``check`` names."""
 
 from __future__ import annotations
 
@@ -45,6 +32,28 @@ _ACTIVATIONS = {
 }
 _ELTWISE = {"Add": EltwiseOp.ADD, "Sub": EltwiseOp.SUB, "Mul": EltwiseOp.MUL}
 _PASS = frozenset({"Identity", "Dropout"})
+#: The ``_Importer`` method mapping each ONNX op (activations and element-wise ops aside).
+_MAPPERS = {
+    "Conv": "_conv",
+    "ConvTranspose": "_conv",
+    "BatchNormalization": "_batchnorm",
+    "LeakyRelu": "_leaky_relu",
+    "Clip": "_clip",
+    "MaxPool": "_pool",
+    "AveragePool": "_pool",
+    "GlobalAveragePool": "_global_pool",
+    "GlobalMaxPool": "_global_pool",
+    "Concat": "_concat",
+    "Resize": "_resize",
+    "Upsample": "_resize",
+    "Gemm": "_linear",
+    "MatMul": "_linear",
+    "Flatten": "_flatten",
+    "Reshape": "_flatten",
+    "Pad": "_pad",
+    "Softmax": "_softmax",
+    "LogSoftmax": "_softmax",
+}
 
 
 def is_onnx_spec(spec: str) -> bool:
@@ -119,7 +128,6 @@ class _Importer:
         for out in graph.output:
             self.readers[out.name] = self.readers.get(out.name, 0) + 1
 
-    # ---- shapes --------------------------------------------------------------------------
     def _infer(self, input_shape: Sequence[int] | None) -> tuple[int, ...]:
         import onnx
 
@@ -175,7 +183,6 @@ class _Importer:
             )
         return shape[1:]
 
-    # ---- the graph -----------------------------------------------------------------------
     def network(self, input_shape: Sequence[int] | None) -> Network:
         import onnx
 
@@ -210,9 +217,8 @@ class _Importer:
         return f"{self.path.name}: node {node.name or node.op_type}"
 
     def _fold_constants(self) -> list[Any]:
-        """Evaluate the nodes that compute on constants only (shape arithmetic of an unfolded
-        export) and make their outputs initializers, so shape inference sees them; the nodes
-        that are left, in order."""
+        """Turn nodes computing on constants only into initializers (so shape inference sees
+        them); return the nodes left, in order."""
         from onnx import numpy_helper
 
         left, folded = [], []
@@ -275,11 +281,8 @@ class _Importer:
                 self.params.add(name)
 
     def _scale_batchnorm(self, node: Any, data: list[str]) -> bool:
-        """``bn(y) * c`` or ``bn(y) / c`` (c a constant scalar, the BatchNorm read only here) is a
-        BatchNorm with gamma and beta times ``c`` (or ``1/c``): cnnforge.nn's ``bn(y) / 4``
-        (docs/hardware/arithmetic.md R6.5), which the PyTorch path folds with
-        ``fold_bn_arrays(divisor=4)``. For a power-of-two ``c`` the fold is bit-identical to that;
-        True when done."""
+        """Fold ``bn(y) * c`` or ``bn(y) / c`` (c a constant scalar) into the BatchNorm's gamma and
+        beta, as cnnforge.nn's ``bn(y) / 4`` (R6.5); True when done."""
         constants = [t for t in node.input if t in self.const]
         if (
             len(data) != 1
@@ -321,10 +324,8 @@ class _Importer:
         return readers[0]
 
     def _group_norm(self, node: Any, data: list[str]) -> bool:
-        """torch's export of ``nn.GroupNorm``: Reshape to (1, G, -1) -> InstanceNormalization
-        (the exporter's ones and zeros) -> Reshape back -> Mul by gamma -> Add beta. One OPAQUE
-        row ``onnx.GroupNormalization`` holding gamma and beta, as the PyTorch path's
-        ``nn.GroupNorm`` row; True when the pattern is there."""
+        """torch's ``nn.GroupNorm`` export (Reshape -> InstanceNormalization -> Reshape -> Mul ->
+        Add) as one OPAQUE ``onnx.GroupNormalization`` row with gamma and beta; True if found."""
         norm = self._sole_reader(node.output[0], "InstanceNormalization")
         back = norm and self._sole_reader(norm.output[0], "Reshape")
         if back is None or len(data) != 1 or set(norm.input[1:]) & self.params:
@@ -415,60 +416,60 @@ class _Importer:
 
     def _map(self, node: Any, op: str, data: list[str]) -> Layer:
         attrs = _attributes(node)
-        if op in ("Conv", "ConvTranspose"):
-            return self._conv(node, data, attrs, transposed=op == "ConvTranspose")
-        if op == "BatchNormalization":
-            scale, bias, mean, var = (
-                self._constant_input(node, i, "statistics") for i in (1, 2, 3, 4)
-            )
-            if not {node.input[1], node.input[2]} & self.params:  # exporter's ones/zeros
-                scale = bias = None  # a non-affine BatchNorm, as on the PyTorch path
-            params = BatchNormParams(mean, var, float(attrs.get("epsilon", 1e-5)), scale, bias)
-            return self._layer(node, Op.BATCHNORM, data, batchnorm=params)
         if op in _ACTIVATIONS:
             return self._layer(node, Op.ACTIVATION, data, activation=_ACTIVATIONS[op])
-        if op == "LeakyRelu":
-            slope = (float(attrs.get("alpha", 0.01)),)
-            return self._layer(
-                node, Op.ACTIVATION, data, activation=Activation.LEAKYRELU, activation_params=slope
-            )
-        if op == "Clip":
-            return self._clip(node, data, attrs)
-        if op in ("MaxPool", "AveragePool"):
-            return self._pool(node, data, attrs)
-        if op in ("GlobalAveragePool", "GlobalMaxPool"):
-            dims = self._shape(data[0], node)[1:]
-            kind = PoolKind.AVG if op == "GlobalAveragePool" else PoolKind.MAX
-            return self._layer(
-                node, Op.POOL, data, pool=Pooling(kind, dims, dims), padding=(0,) * len(dims)
-            )
-        if op == "Concat":
-            if _axis(attrs.get("axis", 1), len(self._shape(data[0], node)) + 1) != 1:
-                return self._opaque(node, data)
-            return self._layer(node, Op.CONCAT, data)
         if op in _ELTWISE:
-            if len(data) != 2 or self._shape(data[0], node) != self._shape(data[1], node):
-                return self._opaque(node, data)
-            return self._layer(node, Op.ELTWISE, data, eltwise=_ELTWISE[op])
-        if op in ("Resize", "Upsample"):
-            return self._resize(node, data, attrs)
-        if op in ("Gemm", "MatMul"):
-            return self._linear(node, data, attrs)
-        if op in ("Flatten", "Reshape"):
-            out = self._shape(node.output[0], node)
-            if len(out) != 1 or (op == "Flatten" and attrs.get("axis", 1) != 1):
-                return self._opaque(node, data)
-            return self._layer(node, Op.FLATTEN, data)
-        if op == "Pad":
-            return self._pad(node, data, attrs)
-        if op in ("Softmax", "LogSoftmax"):
-            rank = len(self._shape(data[0], node)) + 1
-            axis = _axis(attrs.get("axis", -1), rank) - 1
-            kind = "softmax" if op == "Softmax" else "log_softmax"
-            return self._layer(node, Op.SOFTMAX, data, axis=axis, reduce_kind=kind)
-        return self._opaque(node, data)
+            return self._eltwise(node, data, attrs)
+        handler = _MAPPERS.get(op)
+        return (
+            self._opaque(node, data)
+            if handler is None
+            else getattr(self, handler)(node, data, attrs)
+        )
 
-    def _conv(self, node: Any, data: list[str], attrs: dict, transposed: bool) -> Layer:
+    def _batchnorm(self, node: Any, data: list[str], attrs: dict) -> Layer:
+        scale, bias, mean, var = (self._constant_input(node, i, "statistics") for i in (1, 2, 3, 4))
+        if not {node.input[1], node.input[2]} & self.params:  # exporter's ones/zeros
+            scale = bias = None  # a non-affine BatchNorm, as on the PyTorch path
+        params = BatchNormParams(mean, var, float(attrs.get("epsilon", 1e-5)), scale, bias)
+        return self._layer(node, Op.BATCHNORM, data, batchnorm=params)
+
+    def _leaky_relu(self, node: Any, data: list[str], attrs: dict) -> Layer:
+        slope = (float(attrs.get("alpha", 0.01)),)
+        return self._layer(
+            node, Op.ACTIVATION, data, activation=Activation.LEAKYRELU, activation_params=slope
+        )
+
+    def _global_pool(self, node: Any, data: list[str], attrs: dict) -> Layer:
+        dims = self._shape(data[0], node)[1:]
+        kind = PoolKind.AVG if node.op_type == "GlobalAveragePool" else PoolKind.MAX
+        return self._layer(
+            node, Op.POOL, data, pool=Pooling(kind, dims, dims), padding=(0,) * len(dims)
+        )
+
+    def _concat(self, node: Any, data: list[str], attrs: dict) -> Layer:
+        if _axis(attrs.get("axis", 1), len(self._shape(data[0], node)) + 1) != 1:
+            return self._opaque(node, data)
+        return self._layer(node, Op.CONCAT, data)
+
+    def _eltwise(self, node: Any, data: list[str], attrs: dict) -> Layer:
+        if len(data) != 2 or self._shape(data[0], node) != self._shape(data[1], node):
+            return self._opaque(node, data)
+        return self._layer(node, Op.ELTWISE, data, eltwise=_ELTWISE[node.op_type])
+
+    def _flatten(self, node: Any, data: list[str], attrs: dict) -> Layer:
+        out = self._shape(node.output[0], node)
+        if len(out) != 1 or (node.op_type == "Flatten" and attrs.get("axis", 1) != 1):
+            return self._opaque(node, data)
+        return self._layer(node, Op.FLATTEN, data)
+
+    def _softmax(self, node: Any, data: list[str], attrs: dict) -> Layer:
+        axis = _axis(attrs.get("axis", -1), len(self._shape(data[0], node)) + 1) - 1
+        kind = "softmax" if node.op_type == "Softmax" else "log_softmax"
+        return self._layer(node, Op.SOFTMAX, data, axis=axis, reduce_kind=kind)
+
+    def _conv(self, node: Any, data: list[str], attrs: dict) -> Layer:
+        transposed = node.op_type == "ConvTranspose"
         weight = self._constant_input(node, 1, "weight")
         bias = self._constant_input(node, 2, "bias")
         assert weight is not None

@@ -1,11 +1,5 @@
-"""The ONNX import's equivalence gate: the imported network computes what onnxruntime computes.
-
-The PyTorch front door checks its capture against the eager model (frontend/capture.py); an
-ONNX file is checked the same way against onnxruntime, the reference runtime for the format, on
-one seeded random input. Every layer the IR computes is compared (OPAQUE layers have no float
-semantics in the IR and take onnxruntime's value, as the PyTorch gate feeds them eager values),
-so a mis-mapped operator is an error naming its layer, never a different network.
-"""
+"""The ONNX import's equivalence gate: every layer of the imported network must compute what
+onnxruntime computes on one seeded input, so a mis-mapped operator is an error naming it."""
 
 from __future__ import annotations
 

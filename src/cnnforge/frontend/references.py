@@ -1,11 +1,5 @@
-"""What a model reference (``file.py:Name``, ``package.module:Name``) may name, checked before
-anything it names is called.
-
-Allowed: an ``nn.Module`` subclass (from anywhere), or a function defined in the named module
-itself, where that module is the user's (not the standard library, torch or cnnforge). So
-``subprocess:getoutput`` or ``torch.hub:load`` is refused without being called (issue 18).
-Registered short names (``cnnforge.models``) do not come here.
-"""
+"""What a model reference (``file.py:Name``) may name, checked before it is called: an ``nn.Module``
+subclass, or a function of the user's own module (so ``subprocess:getoutput`` is refused)."""
 
 from __future__ import annotations
 

@@ -1,13 +1,5 @@
-"""The export frontend: ``torch.export.export(..., strict=False)`` -> a model-level ``Network``.
-
-PyTorch 2's own capture runs the model's Python on the example input, so ``isinstance`` tests,
-shape arithmetic and other data-independent control flow come out as eager runs them, where
-torch.fx's symbolic trace may take a different branch. It is slower (0.2-2 s) than torch.fx,
-so capture.py uses it as the fallback. The exported ATen graph is lowered with aten_ops.py;
-each layer keeps its PyTorch module path from the node's ``nn_module_stack`` (named after the
-module for its leaf op, ``module/node`` for functions inside a module). Ops the IR lacks become
-OPAQUE rows, as in the torch.fx frontend.
-"""
+"""The export frontend: ``torch.export.export(..., strict=False)`` -> a model-level ``Network``;
+the fallback where torch.fx's symbolic trace takes a branch eager does not."""
 
 from __future__ import annotations
 
@@ -24,12 +16,7 @@ from torch import nn
 from torch.export.graph_signature import InputKind, OutputKind
 
 from cnnforge.errors import ModelError
-from cnnforge.frontend.affine import (
-    ARITHMETIC,
-    affine_layer,
-    stack_reduce_layers,
-    with_parameters,
-)
+from cnnforge.frontend.affine import ARITHMETIC, affine_layer, stack_reduce_layers, with_parameters
 from cnnforge.frontend.aten_ops import ATEN_MAPPERS
 from cnnforge.frontend.captured import Captured, LayerLog, leaves
 from cnnforge.frontend.fx_modules import NodeInfo, opaque_layer, unique_name
@@ -173,9 +160,8 @@ class _ExportBuilder(LayerLog):
             self.alias[feeds[0]] = self.alias[node]
 
     def _stacked(self, node: fx.Node, op: str) -> bool:
-        """``aten.stack`` of same-shape feature maps along dim 0 (kept aside) and its
-        ``sum``/``mean`` over dim 0 (an N-input add); another reader of such a stack fails
-        naming the op. False for nodes that are neither."""
+        """``aten.stack`` of same-shape maps along dim 0 and its ``sum``/``mean`` (an N-input
+        add); another reader of such a stack fails. False for nodes that are neither."""
         if op == "stack":
             items = node.args[0]
             dim = node.args[1] if len(node.args) > 1 else node.kwargs.get("dim", 0)

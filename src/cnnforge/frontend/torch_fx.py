@@ -1,13 +1,5 @@
-"""PyTorch frontend: torch.fx tracing + shape propagation -> a model-level ``Network``.
-
-``trace(module, (3, 64, 64))`` symbolically traces the module (modules with a
-``cnnforge_layer`` method and standard ``torch.nn`` layers stay leaves), runs the graph once on a
-batch of one to learn every tensor's shape (on the meta device, so nothing is computed; a real
-zero forward when a module needs values), then maps each node to a ``Layer`` following
-docs/internal-apis.md. Layers are named after their PyTorch module path (the fx node name for
-functions) so that every later message can point at the user's code. Untraceable models,
-unsupported operations and input shapes the model cannot take raise one-line cnnforge errors.
-"""
+"""PyTorch frontend: torch.fx tracing + shape propagation -> a model-level ``Network`` whose layers
+are named after their module path, so every later message points at the user's code."""
 
 from __future__ import annotations
 
@@ -68,11 +60,8 @@ class _Tracer(fx.Tracer):
 
 
 def trace_graph(module: nn.Module) -> fx.GraphModule:
-    """Symbolically trace ``module``; ModelError naming the user's file:line when fx cannot.
-
-    A bare leaf (``trace(nn.Conv2d(...))``) is wrapped so that it is mapped like a submodule,
-    named after its class (``conv2d``).
-    """
+    """Symbolically trace ``module`` (a bare leaf is wrapped, named after its class); ModelError
+    naming the user's file:line when fx cannot."""
     tracer = _Tracer()
     if tracer.is_leaf_module(module, ""):
         module = nn.Sequential(OrderedDict([(type(module).__name__.lower(), module)]))
@@ -93,12 +82,8 @@ def _defaults(module: nn.Module) -> dict[str, Any]:
 
 
 class _ShapeRecorder(fx.Interpreter):
-    """Runs the graph once, keeping each node's value and concrete arguments.
-
-    With ``meta=True`` every tensor lives on the meta device (shapes only, no arithmetic):
-    common layers get their shape by formula (frontend/fx_shapes.py, no cold meta kernels),
-    other module calls see meta copies of their parameters through ``functional_call``.
-    """
+    """Runs the graph once, keeping each node's value and concrete arguments; with ``meta=True``
+    on the meta device (shapes only; fx_shapes.py formulas for common layers)."""
 
     def __init__(self, gm: fx.GraphModule, meta: bool) -> None:
         super().__init__(gm)
@@ -190,11 +175,8 @@ def _propagate(gm: fx.GraphModule, input_shape: tuple[int, ...]) -> _ShapeRecord
 
 
 def trace(module: nn.Module, input_shape: Sequence[int], name: str | None = None) -> Network:
-    """Trace ``module`` on an input of ``input_shape`` (C,H,W or C,L) into a float Network.
-
-    The torch.fx capture alone, unverified: commands capture through ``frontend.capture``,
-    which checks the result against the eager model and falls back to torch.export.
-    """
+    """Trace ``module`` on an input of ``input_shape`` (C,H,W or C,L) into a float Network,
+    unverified (commands capture through ``frontend.capture``)."""
     return owned_arrays(capture_fx(module, input_shape, name).network)
 
 
@@ -322,9 +304,8 @@ class _Builder(LayerLog):
         return opaque_layer(info, _op_name(node))
 
     def _stacked(self, node: fx.Node) -> bool:
-        """``torch.stack`` of same-shape feature maps along dim 0 (kept aside) and its
-        ``sum``/``mean`` over dim 0 (an N-input add); any other reader of such a stack fails
-        naming the op. False for nodes that are neither."""
+        """``torch.stack`` of same-shape maps along dim 0 and its ``sum``/``mean`` (an N-input
+        add); another reader of such a stack fails. False for nodes that are neither."""
         if node.op == "call_function" and node.target is torch.stack:
             items = node.args[0] if node.args else node.kwargs.get("tensors")
             dim = node.args[1] if len(node.args) > 1 else node.kwargs.get("dim", 0)
@@ -401,10 +382,8 @@ class _Builder(LayerLog):
         return found
 
     def _weighted(self, node: fx.Node, info: NodeInfo, sources: list[fx.Node]) -> Layer | None:
-        """``F.conv2d(x, self.weight, ...)`` / ``F.linear`` whose weight and bias are parameters
-        or constants computed from them (weight standardization): the conv or linear layer
-        an ``nn.Conv2d``/``nn.Linear`` would give, with the real weight values. None when
-        ``node`` is no such call (the input is not the only feature map)."""
+        """``F.conv2d``/``F.linear`` on parameters (or constants computed from them) as the layer
+        ``nn.Conv2d``/``nn.Linear`` would give, or None when ``node`` is no such call."""
         mapper = WEIGHT_FUNCTIONS.get(node.target) if node.op == "call_function" else None
         if mapper is None or not sources or sources[0] not in self.alias:
             return None

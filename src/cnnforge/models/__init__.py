@@ -1,8 +1,5 @@
-"""Models shipped with cnnforge, by short name (``cnnforge analyze unet-voc ...``).
-
-The registry is built by a function on each call (no module-level mutable state) and imports
-lazily, so that a model family's dependencies load only when that family is asked for.
-"""
+"""Models shipped with cnnforge by short name, in a registry built per call and imported lazily
+(a family's dependencies load only when it is asked for)."""
 
 from __future__ import annotations
 

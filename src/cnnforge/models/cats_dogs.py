@@ -1,11 +1,5 @@
-"""Plain-PyTorch twin of the vendor's cats-vs-dogs classifier (ai8x-synthesis
-networks/cats-dogs-hwc.yaml, arch ai85cdnet): its layer list, written with ``torch.nn`` only.
-
-Six 3x3 convolutions with ReLU (max pooling 2/2 before layers 2-5), then a linear layer on the
-flattened 16x8x8 map; 3x128x128 input, 2 classes. The input (16384 pixels per channel) is larger
-than one pass of MAX78000 data memory (8192 words per instance), which is why the vendor streams
-its first two layers through the FIFO; cnnforge's planner has to find that itself.
-"""
+"""Plain-PyTorch twin of the vendor's cats-vs-dogs classifier (ai85cdnet), whose input exceeds
+one pass of data memory, so the planner must find FIFO streaming itself."""
 
 from __future__ import annotations
 

@@ -1,12 +1,5 @@
-"""A small MAX78000-friendly U-Net built from ``cnnforge.nn`` QAT modules.
-
-Every layer is one hardware layer by construction (docs/hardware/unet.md §1.1): 3x3 convolutions
-with pad 1, max pooling fused into the next convolution's input, 3x3 stride-2 transposed
-convolutions with output_padding 1, channel counts in multiples of 4 so concatenations are legal
-(docs/hardware/devices.md §2), and a 1x1 head with a wide (32-bit) output holding the class logits.
-At 8-bit weights the whole network needs about 300 kernel words per processor of the 768 a MAX78000
-has, so it fits without ``--weight-bits auto``.
-"""
+"""A small MAX78000-friendly U-Net from ``cnnforge.nn`` QAT modules, every layer one hardware layer
+by construction (docs/hardware/unet.md §1.1); fits at 8-bit weights."""
 
 from __future__ import annotations
 

@@ -1,11 +1,5 @@
-"""Plain-PyTorch U-Nets shipped with cnnforge: the flagship test models of the whole pipeline.
-
-``UNetVOC`` is the plain PyTorch U-Net of docs/hardware/unet.md §1: 486,613
-parameters on a 3x64x64 input. ``UNetLarge`` is a plain ``torch.nn`` equivalent of the vendor's
-large CamVid U-Net (docs/hardware/unet.md §2; networks/camvid-unet-large.yaml): the same layer
-names, channels and operations, written without any ai8x module so that the frontend, the passes
-and the planner must do the work the vendor's author did by hand.
-"""
+"""Plain-PyTorch U-Nets (docs/hardware/unet.md): ``UNetVOC`` and ``UNetLarge``, a ``torch.nn`` twin
+of the vendor's CamVid U-Net that the frontend, passes and planner must handle."""
 
 from __future__ import annotations
 
@@ -66,10 +60,8 @@ class UNetVOC(nn.Module):
 def conv_bn(
     in_channels: int, out_channels: int, kernel_size: int, relu: bool = True, pool: bool = False
 ) -> nn.Sequential:
-    """The vendor's FusedConv2dBN(ReLU) in plain torch: [maxpool 2] -> conv (bias) -> BN -> ReLU.
-
-    BatchNorm has no affine parameters, as the vendor's ``batchnorm='NoAffine'``.
-    """
+    """The vendor's FusedConv2dBN(ReLU) in plain torch: [maxpool 2] -> conv -> non-affine BN ->
+    ReLU."""
     layers: list[nn.Module] = [nn.MaxPool2d(2)] if pool else []
     layers += [
         nn.Conv2d(in_channels, out_channels, kernel_size, padding=kernel_size // 2),
@@ -88,11 +80,8 @@ def up_conv(in_channels: int, out_channels: int) -> nn.ConvTranspose2d:
 
 
 class UNetLarge(nn.Module):
-    """The vendor's large CamVid U-Net (``ai85unetlarge``) in plain torch.
-
-    Input: 48 channels of 88x88 (3x352x352 folded 4x4); output 64 channels = 4 classes x 16 fold
-    positions. Layer names follow networks/camvid-unet-large.yaml (docs/hardware/unet.md §2).
-    """
+    """The vendor's large CamVid U-Net (``ai85unetlarge``) in plain torch: 48x88x88 in (3x352x352
+    folded 4x4), 64 channels out (docs/hardware/unet.md §2)."""
 
     def __init__(self, in_channels: int = 48, num_classes: int = 4, fold_ratio: int = 4) -> None:
         super().__init__()

@@ -1,10 +1,5 @@
-"""cnnforge.nn: QAT modules that train in float and evaluate exactly as the accelerator computes.
-
-Put them in a plain ``torch.nn.Module`` model (with ``torch.cat`` for concatenation); the
-frontend traces each one as a single hardware layer through its ``cnnforge_layer`` method.
-Stages: float -> ``enable_qat(model, policy)`` -> ``set_quantized_eval(model)``; in the last,
-``module(x_int / 128) * 128 == sim(x_int)`` bit for bit (see nn/layers.py for the wide case).
-"""
+"""cnnforge.nn: QAT modules that train in float and, after ``enable_qat`` and
+``set_quantized_eval``, evaluate bit for bit as the accelerator computes (nn/layers.py)."""
 
 from cnnforge.nn.eltwise import Add, Or, Pool, Sub, Xor
 from cnnforge.nn.layers import Conv1d, Conv2d, ConvTranspose2d, Linear, QATModule, Stage

@@ -1,15 +1,5 @@
-"""QAT element-wise layers (Add, Sub, Or, Xor over N operands) and the pooling-only layer.
-
-Both become hardware PASSTHROUGH layers (no weights, output_shift 0). Element-wise: each operand
-is pooled first (``pool_first=True``, R3.8) or the saturated result is pooled once (R4.3), the
-operands are folded left in exact integers and saturated once (R4.2). In quantized evaluation
-(stage QUANTIZED) for int8 inputs ``x_i``::
-
-    module(x_0 / 128, x_1 / 128, ...) * 128 == sim(layer, x_0, x_1, ...)
-
-In the float and QAT stages Add/Sub act on floats and clamp to [-1, 127/128]; Or/Xor always act on
-the int8 patterns (``round(128 x)``) and have no gradient.
-"""
+"""QAT element-wise layers (Add, Sub, Or, Xor over N operands) and the pooling-only layer, both
+hardware PASSTHROUGH layers; quantized they match the simulator exactly (R4.2)."""
 
 from __future__ import annotations
 

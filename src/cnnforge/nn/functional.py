@@ -1,9 +1,5 @@
-"""Building blocks of the QAT modules: straight-through estimators, pooling in float, QAT and
-exact-integer form, and the weight/shift quantization shared by QAT and quantized evaluation.
-
-The integer rules themselves (rounding, shift, saturation, average division, weight rounding) are
-called from ``cnnforge.arithmetic``; this module only arranges tensors around them.
-"""
+"""Building blocks of the QAT modules (straight-through estimators, pooling, weight/shift
+quantization), arranging tensors around the rules of ``cnnforge.arithmetic``."""
 
 from __future__ import annotations
 
@@ -36,12 +32,8 @@ def clamp_activation(y: torch.Tensor) -> torch.Tensor:
 
 
 def quantize_output_ste(y: torch.Tensor, wide: bool) -> torch.Tensor:
-    """QAT activation quantization floor(128 y + 0.5)/128 with a straight-through gradient.
-
-    The clamp comes after the estimator, on the unclamped rounded value, so an output beyond
-    [-1, 127/128] gets no gradient (a clamp on an already clamped value would pass it through
-    and keep pushing saturated units further out).
-    """
+    """QAT activation quantization floor(128 y + 0.5)/128 with a straight-through gradient; the
+    clamp comes after the estimator, so saturated outputs get no gradient."""
     q = quantize_activation_float(y.detach(), wide=wide, saturate=False)
     return ste(y, q) if wide else clamp_activation(ste(y, q))
 
@@ -49,9 +41,6 @@ def quantize_output_ste(y: torch.Tensor, wide: bool) -> torch.Tensor:
 def to_int(x: torch.Tensor) -> torch.Tensor:
     """``x_int`` from ``x = x_int / 128`` (exact for such inputs), int64."""
     return torch.round(x.detach().to(torch.float64) * ACT_SCALE).to(torch.int64)
-
-
-# ---- parameters ---------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -92,9 +81,6 @@ def effective(values: torch.Tensor, q: torch.Tensor, bits: int, shift: int) -> t
     """QAT weight ``q / 2^(b-1)`` (shift excluded) with a straight-through gradient."""
     scaled = values * 2.0**-shift
     return ste(scaled, q.to(values.dtype) / 2.0 ** (abs(bits) - 1))
-
-
-# ---- pooling --------------------------------------------------------------------------------
 
 
 def make_pooling(

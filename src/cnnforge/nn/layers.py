@@ -1,22 +1,6 @@
-"""QAT weight layers: Conv1d, Conv2d, ConvTranspose2d and Linear with the hardware's fused stages.
-
-Each module is one hardware layer (ir.py): optional input pooling -> the weight op -> optional
-BatchNorm (float phase only, vendor ``bn(y)/4``, folded by ``enable_qat``;
-docs/hardware/arithmetic.md R6.5) -> activation none/relu/abs -> 8-bit output (or 32-bit ``wide``).
-Three stages, kept in the buffer ``stage`` so that checkpoints resume in the right one:
-
-- ``FLOAT`` (0): float training, outputs clamped to [-1, 127/128] (R6.3 step 9).
-- ``QAT`` (1): weight quantization with the shift from |[w; b]| (R6.3 steps 2-3), activation
-  quantization, straight-through gradients; the training order of R6.3 (activation first).
-- ``QUANTIZED`` (2): quantized evaluation in exact integers in the hardware order of R2.3
-  (round and saturate, then the activation). For any ``x_int`` in [-128, 127]::
-
-      module(x_int / 128) * 128 == sim(layer, x_int)                      (8-bit output)
-      module(x_int / 128) * 128 == sim(layer, x_int) * 2^(1 - bits)   (wide: Q17.14 for 8 bits)
-
-  where ``layer = module.cnnforge_layer(...)`` and ``sim`` is ``cnnforge.sim.simulate`` (wide
-  outputs come back as float64 so that the identity is exact).
-"""
+"""QAT weight layers (Conv1d/2d, ConvTranspose2d, Linear), each one hardware layer with stages
+FLOAT, QAT and QUANTIZED; quantized, ``module(x / 128) * 128 == sim(layer, x)`` exactly (wide
+outputs: ``sim(layer, x) * 2^(1 - bits)``, as float64)."""
 
 from __future__ import annotations
 
@@ -62,7 +46,7 @@ BN_DIVISOR = 4.0  # the vendor's bn(y)/4 (docs/hardware/arithmetic.md R6.5)
 
 
 class Stage(IntEnum):
-    """Training stage of a QAT module (see the module docstring)."""
+    """Training stage of a QAT module, kept in the buffer ``stage`` so checkpoints resume in it."""
 
     FLOAT = 0
     QAT = 1
@@ -81,9 +65,8 @@ class QATModule(nn.Module):
         self.register_buffer("qat_shift_quantile", torch.tensor(1.0, dtype=torch.float64))
 
     def _scalar(self, name: str) -> int | float | bool:
-        """The value of the one-element buffer ``name``, read from the device once and again
-        only when the buffer is replaced or written in place (its version counter moves): on a
-        GPU every read waits for the queued work, and forward reads these on every call."""
+        """The one-element buffer ``name``'s value, re-read from the device only when the buffer
+        changes (a GPU read waits for queued work)."""
         buffer = self._buffers[name]
         assert buffer is not None
         try:
@@ -145,12 +128,7 @@ class _WeightLayer(QATModule):
     ndim: int
 
     def _init_stages(
-        self,
-        out_channels: int,
-        pool: Pooling | None,
-        activation: str,
-        wide: bool,
-        batchnorm: bool,
+        self, out_channels: int, pool: Pooling | None, activation: str, wide: bool, batchnorm: bool
     ) -> None:
         self.pool = pool
         self.activation = Activation(activation)
@@ -163,17 +141,12 @@ class _WeightLayer(QATModule):
         self.bn = bn_cls(out_channels) if batchnorm else None
         self.register_buffer("bn_folded", torch.tensor(False))
 
-    # -- parameters ---------------------------------------------------------------------------
-
     def _bn_active(self) -> bool:
         return self.bn is not None and not bool(self._scalar("bn_folded"))
 
     def fold_bn(self) -> None:
-        """Fold the float-phase BatchNorm (``bn(y)/4``) into weight and bias; idempotent.
-
-        The folded BatchNorm's parameters no longer reach the output, so they stop training
-        (``requires_grad=False``): DDP and optimizers built afterwards leave them out.
-        """
+        """Fold the float-phase BatchNorm (``bn(y)/4``) into weight and bias, idempotent; its
+        parameters stop training (``requires_grad=False``)."""
         if self._bn_active():
             w, b = self._folded_numpy()
             with torch.no_grad():
@@ -208,10 +181,8 @@ class _WeightLayer(QATModule):
         """Integer weights, bias and output shift as the hardware gets them (R6.3, R6.6)."""
         return int_params(self.weight, self.bias, self.bits(), self.shift_quantile)
 
-    # -- forward --------------------------------------------------------------------------------
-
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """Float, QAT or exact quantized evaluation, by stage (module docstring)."""
+        """Float, QAT or exact quantized evaluation, by stage."""
         stage = self.current_stage
         if stage is Stage.QUANTIZED:
             return self._forward_int(x)
@@ -260,8 +231,6 @@ class _WeightLayer(QATModule):
             return y.double() * output_unit(q.weight_bits, q.output_shift, wide=True)
         return y.to(x.dtype) / ACT_SCALE
 
-    # -- export ---------------------------------------------------------------------------------
-
     def cnnforge_layer(
         self,
         name: str,
@@ -269,11 +238,8 @@ class _WeightLayer(QATModule):
         in_shapes: tuple[tuple[int, ...], ...] = (),
         out_shape: tuple[int, ...] = (),
     ) -> Layer:
-        """This module as one hardware Layer; ``quant`` filled from the QAT stage on.
-
-        Float weights follow the importer's convention (``arithmetic.dequantize_params``) once
-        quantized, the BN-folded float weights before.
-        """
+        """This module as one hardware Layer; ``quant`` filled from the QAT stage on, float weights
+        dequantized (``arithmetic.dequantize_params``) once quantized."""
         layer = Layer(
             name=name,
             op=self.op,
@@ -327,10 +293,8 @@ class _Conv(_WeightLayer):
 
 
 class Conv2d(_Conv):
-    """QAT Conv2d with optional input pooling, BatchNorm (float phase), relu/abs, wide output.
-
-    ``pool``: None, "max" or "avg" with ``pool_size``/``pool_stride``/``pool_dilation``.
-    """
+    """QAT Conv2d with optional input pooling (``pool``: None, "max", "avg"), BatchNorm (float
+    phase), relu/abs and wide output."""
 
     op = Op.CONV2D
     ndim = 2

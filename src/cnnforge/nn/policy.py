@@ -1,18 +1,5 @@
-"""The QAT policy (the vendor's qat_policy.yaml) and the stage switches of a whole model.
-
-Policy file (docs/hardware/arithmetic.md R6.4)::
-
-    start_epoch: 240          # epoch at which the trainer calls enable_qat
-    weight_bits: 8            # default weight width (8, 4, 2, 1)
-    shift_quantile: 1.0       # optional: quantile of |params| that sets the shift (1.0 = max)
-    overrides:                # optional, per module path
-      enc1.conv: {weight_bits: 4}
-      head: 2                 # short form
-
-Typical loop: train in float; at ``policy.start_epoch`` call ``enable_qat(model, policy)`` (folds
-BatchNorm, so build the optimizer again); for evaluation/export call
-``set_quantized_eval(model)``.
-"""
+"""The QAT policy (docs/hardware/arithmetic.md R6.4: start_epoch, weight_bits, shift_quantile,
+per-module overrides) and the stage switches of a whole model."""
 
 from __future__ import annotations
 
@@ -108,12 +95,8 @@ def enable_qat(model: nn.Module, policy: QATPolicy | None = None) -> nn.Module:
 
 
 def set_quantized_eval(model: nn.Module, *, avg_pool_rounding: bool = False) -> nn.Module:
-    """Switch every module to exact integer evaluation and ``model.eval()``.
-
-    Modules still in the float stage are quantized with their own bits (default 8) after folding
-    BatchNorm. ``avg_pool_rounding`` must match the Network's flag
-    (docs/hardware/arithmetic.md R3.6).
-    """
+    """Switch every module to exact integer evaluation and ``model.eval()`` (float-stage modules
+    quantized at their own bits); ``avg_pool_rounding`` as the Network's (R3.6)."""
     for _, module in qat_modules(model):
         module.avg_pool_rounding = avg_pool_rounding
         _to_stage(module, Stage.QUANTIZED, None, "")

@@ -1,14 +1,5 @@
-"""The device checker: every limit that can be judged before planning, all at once.
-
-``check_network`` runs every per-layer rule (check_rules.py, check_limits.py, and the target's
-own: its ``TargetRules``, passes/target_rules.py) over the layers in model order, then the
-network-wide rules (layer count; the target's memories), and returns ALL violations, each with
-the layer, its PyTorch module path, the rule, the actual value, the device limit and a hint.
-``check_report`` is the whole of ``cnnforge check``: lower the model (fold BN, fuse,
-legalize), pick weight widths (fixed or ``auto``), check, run the planner when nothing else is
-violated (passes/check_plan.py: exit 0 is a promise that ``plan`` and ``compile`` place the
-network), and return a ``CheckReport``. The target's rules come from its record, handed down.
-"""
+"""The device checker: every per-layer and network-wide limit judged before planning, ALL
+violations at once; ``check_report`` is the whole of ``cnnforge check``."""
 
 from __future__ import annotations
 
@@ -47,11 +38,8 @@ def check_network(
     *,
     rules: TargetRules,
 ) -> tuple[Violation, ...]:
-    """Every violation of ``device``'s limits, per layer in model order, then network-wide.
-
-    ``weight_bits``: widths for the kernel-memory estimate (one for all, or by layer name);
-    quantized layers use their own by default. ``rules``: the target's own (its record's).
-    """
+    """Every violation of ``device``'s limits, per layer in model order, then network-wide;
+    ``weight_bits`` sizes the kernel-memory estimate, ``rules`` are the target's own."""
     others = tuple(d for d in rules.siblings if d.name != device.name)
     ctx = Context(network, device, others)
     if isinstance(weight_bits, int):
@@ -152,15 +140,10 @@ INDEPENDENT = "independent of weight bits"
 
 
 def beyond_weight_bits(
-    network: Network,
-    device: Capabilities,
-    violations: tuple[Violation, ...],
-    rules: TargetRules,
+    network: Network, device: Capabilities, violations: tuple[Violation, ...], rules: TargetRules
 ) -> tuple[Violation, ...]:
-    """Only kernel memory is short: plan with the narrowest widths that fit it, so that the
-    placement constraints no width changes (concatenation interleaving, channel structure)
-    are listed in the same run; the ``--weight-bits auto`` suggestion is withdrawn when they
-    exist (it would not suffice)."""
+    """Only kernel memory is short: plan at the narrowest widths, so width-independent placement
+    constraints show in the same run (then ``--weight-bits auto`` is not suggested)."""
     choice = rules.choose_weight_bits(network, device, None)
     if not choice.fits:
         return violations
@@ -182,9 +165,8 @@ _MADE_WEIGHTS = frozenset({"upsample-nearest", "eltwise-activation", "passthroug
 def _made_by_rewrite(
     violation: Violation, model: Network, lowered: Network, rewrites: tuple[Rewrite, ...]
 ) -> Violation:
-    """A violation on a layer a rewrite turned into a conv (an identity conv carrying an
-    activation, a nearest upsample as identity kernels) names the rewrite and the user's op;
-    kernel memory there is not the user's weights to narrow."""
+    """A violation on a conv a rewrite made names the rewrite and the user's op (its kernel memory
+    is not the user's weights to narrow)."""
     made = [r for r in rewrites if r.layer == violation.layer and r.rule in _MADE_WEIGHTS]
     if not made or violation.layer not in {x.name for x in lowered.layers}:
         return violation
@@ -204,9 +186,8 @@ def check_report(
     *,
     rules: TargetRules,
 ) -> CheckReport:
-    """Lower ``network`` for ``device``, choose widths (``"auto"``, a width, a dict, or None for
-    the layers' own, else the device's default), check it with the target's ``rules`` and place
-    it with their placer (the target's compile planner), as its record hands them down."""
+    """Lower ``network`` for ``device``, choose widths, check it with the target's ``rules`` and
+    place it with their placer, as the target's record hands them down."""
     lowered = lower_to_hardware(network, device)
     net = lowered.network
     if weight_bits == "auto":

@@ -1,9 +1,5 @@
-"""Per-layer resource and data-flow rules of ``cnnforge check``: channels, sizes, data memory,
-pooling, element-wise, concatenation, flatten, activation/output, bias and quantization.
-
-Limits from docs/hardware/devices.md §1/§2/§7 and docs/hardware/network-yaml.md §4/§5, all asked
-from the device.
-"""
+"""Per-layer resource and data-flow rules of ``cnnforge check``, limits asked from the device
+(docs/hardware/devices.md §1/§2/§7, docs/hardware/network-yaml.md §4/§5)."""
 
 from __future__ import annotations
 

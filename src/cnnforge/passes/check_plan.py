@@ -1,18 +1,5 @@
-"""``cnnforge check`` is a promise: it runs the planner, so exit 0 means ``plan`` and ``compile``
-place the network.
-
-Each target's placement is its own (the MAX7800x planner; the HLS plan: engines, widths,
-buffers): the target's rules (passes/target_rules.py) hand its compile recipe's planner to
-``check_report``.
-
-The per-layer rules judge each limit alone; whether data memory, concatenation interleaving and
-the kernel map work out together only the planner (plan/planner.py, tens of milliseconds) can
-say. ``placement_violations`` plans the checked network with the weight widths check chose
-(quantized post-training as ``compile --ptq`` does, so kernel sharing and packing match) and
-turns a ``PlanError`` into a ``Violation``. (Every automatic plan passes plan.validate; the
-property test of tests/passes/test_check_promise.py holds check to that, so check need not pay
-for it.)
-"""
+"""``cnnforge check`` runs the target's planner, so exit 0 promises that ``plan`` and ``compile``
+place the network; a ``PlanError`` becomes a ``Violation``."""
 
 from __future__ import annotations
 
@@ -42,9 +29,8 @@ def _as_compiled(network: Network, device: Capabilities, bits: dict[str, int]) -
 def placement_violations(
     network: Network, device: Capabilities, bits: dict[str, int], placer: Placer | None
 ) -> tuple[Violation, ...]:
-    """The target's planner's verdict on ``network`` (hardware layers, no other violation) as
-    violations: ``placer`` is what the target's compile recipe calls (its ``TargetRules``;
-    None: the target has no placement beyond the per-layer rules)."""
+    """The target's planner's verdict on ``network`` as violations; ``placer`` is what the compile
+    recipe calls (None: no placement beyond the per-layer rules)."""
     if placer is None:
         return ()
     try:

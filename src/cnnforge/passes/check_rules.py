@@ -1,9 +1,5 @@
-"""The per-layer device rules of ``cnnforge check`` (one small function per rule).
-
-Each rule takes the check context and one layer and yields ``Violation``s. The limits are the
-device's (docs/hardware/devices.md §1, §7; docs/hardware/network-yaml.md §5); where the vendor tool
-only warns about something that breaks the result, the rule still reports it.
-"""
+"""The per-layer device rules of ``cnnforge check``, one small function each yielding
+``Violation``s (docs/hardware/devices.md §1, §7; docs/hardware/network-yaml.md §5)."""
 
 from __future__ import annotations
 
@@ -11,13 +7,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from cnnforge.ir import (
-    HARDWARE_ELTWISE,
-    INPUT,
-    Layer,
-    Network,
-    Op,
-)
+from cnnforge.ir import HARDWARE_ELTWISE, INPUT, Layer, Network, Op
 from cnnforge.passes.fold_constants import is_constant_affine, why_not_folded
 from cnnforge.passes.fuse import hardware_activation, why_no_eltwise_act
 from cnnforge.passes.geometry import input_channels
@@ -113,9 +103,6 @@ def constant_hint(network: Network, layer: Layer) -> str:
 def _fmt(values) -> str:
     values = tuple(values)
     return "x".join(str(v) for v in values) if values else "-"
-
-
-# ---- operators ---------------------------------------------------------------------------
 
 
 def unsupported_op(ctx: Context, layer: Layer) -> Iterator[Violation]:

@@ -1,21 +1,5 @@
-"""Unequal concatenations -> equal parts by appending zero channels (an exact rewrite).
-
-The vendor tool joins only concatenated parts of equal channel counts, and every part but the last
-must be a multiple of 4 channels (docs/hardware/network-yaml.md §5 "Concatenation",
-docs/hardware/devices.md §2). U-Nets whose decoder widths differ from the encoder's concatenate [32,
-64], [32, 16]... so ``concat-pad-channels`` grows every smaller part to ``m`` = the largest count
-rounded up to a multiple of 4, with channels that are exactly zero:
-
-- the part's producer emits them (a conv/linear with zero weights and zero bias on the new
-  output channels: act(0) = 0 for none/ReLU/Abs, and 0 in integers too), and every reader of the
-  part gets zero weights on them, so nothing else changes; or, where the producer cannot (the
-  network input, a passthrough, a network output, a reader that is not a plain conv),
-- a new 1x1 identity conv copies the part and appends the zero channels (weights 0/1, exact in
-  float and, quantized as 64 with shift 1, in integers: quant/ptq.py ``_selection_quant``).
-
-The concatenation's consumer gets zero weights on the appended channels, so it computes the
-same sums. Requires hardware layers (run in legalize, after ``fuse``).
-"""
+"""``concat-pad-channels``: grow unequal concatenated parts to equal multiples of 4 with exactly
+zero channels (docs/hardware/network-yaml.md §5), the vendor tool's condition; exact."""
 
 from __future__ import annotations
 

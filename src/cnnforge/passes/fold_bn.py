@@ -1,23 +1,5 @@
-"""Fold BatchNorm layers into the convolution or linear layer that produces their input.
-
-Plain PyTorch (eval-mode) semantics: ``y = gamma * (x - mu) / sqrt(var + eps) + beta``, with
-gamma = 1 and beta = 0 for a non-affine BatchNorm. Folding a BN that follows ``z = w * x + b``
-gives, per output channel ``o`` with ``a_o = gamma_o / sqrt(var_o + eps)``::
-
-    w'[o] = w[o] * a_o          b'[o] = (b[o] - mu_o) * a_o + beta_o     (b = 0 if absent)
-
-The vendor's QAT modules apply ``bn(y) / 4`` (docs/hardware/arithmetic.md R6.5); ``fold_bn_arrays``
-takes ``divisor=4`` for that. Arithmetic is done in float64 and the result is cast back to the dtype
-of the original weight (so a float64 network folds exactly to ~1e-15 relative, a float32 one to
-float32 rounding).
-
-Requires: a topologically ordered model-level network. Guarantees: every folded BATCHNORM is gone,
-its consumers (and ``network.outputs``) now name the producing layer, which keeps its own name.
-Declines (leaves the BATCHNORM in place, for fusion/the checker to report) when the producer is
-not a float conv/linear layer, is already quantized, applies something after its sum that BN
-would have to see through (a fused activation, wide output), is a network output itself, or has
-consumers other than this BN.
-"""
+"""Fold BatchNorm into the conv/linear producing its input (in float64; ``divisor=4`` for the
+vendor's ``bn(y) / 4``, docs/hardware/arithmetic.md R6.5); declines where inexact."""
 
 from __future__ import annotations
 

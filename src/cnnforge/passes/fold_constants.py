@@ -1,20 +1,5 @@
-"""Fold captured constant arithmetic (``x * 4``, ``x * gain + 0.25``) into a neighbouring conv.
-
-The frontend captures a feature map combined with a per-channel constant as an affine BATCHNORM
-layer with ``eps=0`` (frontend/affine.py: ``y = a * x + b`` exactly). After fold_bn has folded
-those that follow a conv/linear into it, what is left is folded here:
-
-- ``merge-constants``: two affine maps in a row are one, ``a2 * (a1 * x + b1) + b2``.
-- ``fold-constant-into-conv``: an affine map before a conv/linear that is its only reader::
-
-      w'[o, j] = w[o, j] * a[c(o, j)]      b'[o] = b[o] + sum_{j, k} w[o, j, k] * b[c(o, j)]
-
-  where ``c(o, j)`` is the input channel of weight column ``j`` in the group of ``o``. Exact
-  (up to float rounding) when the conv reads no zero padding or the shift is zero (a scale
-  commutes with zero padding; a shift does not: the border would see ``b`` instead of 0).
-
-A shift left before a zero-padded conv stays a BATCHNORM layer, which check reports with why.
-"""
+"""Fold captured constant affine maps (``x * 4``, ``x * gain + 0.25``) into a following conv,
+exact unless a shift meets zero padding (then it stays for ``check``)."""
 
 from __future__ import annotations
 

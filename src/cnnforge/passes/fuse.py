@@ -1,36 +1,5 @@
-"""Fusion: a model-level network (one layer per PyTorch op) -> hardware layers.
-
-The accelerator runs ``pool -> element-wise -> main op -> activation`` as ONE layer
-(docs/hardware/network-yaml.md §1, docs/hardware/arithmetic.md §3-§5). This pass folds the
-model-level ``pool``, ``activation``, ``eltwise``, ``concat`` and ``flatten`` layers into their
-neighbours:
-
-- an activation right after a conv/linear becomes that layer's activation when it is exact
-  under the hardware's output clamp to [-1, 127/128] (docs/hardware/arithmetic.md R1.1, R2.3), see
-  ``hardware_activation``;
-- Flatten followed by Linear becomes a linear layer with ``flatten``; a Flatten of 1-D data
-  vanishes;
-- nested element-wise ops of one kind merge into one N-operand op (R4.2: a left fold with a
-  single saturation, so the merged op is at least as exact);
-- a pool followed by a conv/transposed conv/linear/passthrough becomes that layer's input pooling
-  (R3.1); an element-wise op followed by a conv2d is fused "in flight" (R4.1), with
-  ``pool_first=False`` when the conv already pools (R4.3, at most 2 operands);
-- ReLU after max pooling moves before it (ReLU is monotone); an activation after a
-  concatenation moves into the concatenated convs; ReLU/Abs on an output that is already
-  non-negative is dropped;
-- an element-wise op followed by ReLU/Abs becomes an identity 1x1 conv carrying both (a
-  passthrough layer cannot activate);
-- a concatenation becomes the multiple inputs of its consumer;
-- what is left of pool / element-wise / concat becomes a passthrough layer;
-- first of all, softmax/log_softmax/argmax of an output moves to the host (passes/host_ops.py),
-  F.pad of size zero vanishes and a symmetric zero F.pad becomes the padding of
-  the conv reading it (passes/pad_rewrites.py).
-
-Requires: a topologically ordered network, BatchNorm already folded (``fold_bn``). Guarantees:
-a layer is only absorbed when its output has no other reader and is not a network output, so
-the network computes the same function (up to the documented activation clamp). Declines
-silently where no exact fusion exists; ``passes.check`` reports what remains.
-"""
+"""Fusion: model-level layers -> hardware layers ``pool -> eltwise -> op -> activation``
+(docs/hardware/network-yaml.md §1); only exact fusions, the rest is left for ``check``."""
 
 from __future__ import annotations
 
@@ -81,13 +50,8 @@ MAX_POOL_LAST_OPERANDS = 2
 
 
 def hardware_activation(layer: Layer) -> Activation | None:
-    """The hardware activation equal to a model-level one after the output clamp, or None.
-
-    Exact cases (the 8-bit output is clamped to [-1, 127/128] after the activation, R2.3):
-    ReLU -> ReLU; Abs -> Abs; ReLU6 -> ReLU (6 > 127/128); Hardtanh(lo, hi) -> None when
-    lo <= -1 and hi >= 127/128, -> ReLU when lo == 0 and hi >= 127/128. LeakyReLU, Sigmoid, Tanh
-    and other Hardtanh ranges have no exact hardware form (None).
-    """
+    """The hardware activation equal to a model-level one after the output clamp to [-1, 127/128]
+    (R2.3), or None: ReLU, Abs, ReLU6 -> ReLU, some Hardtanh ranges."""
     act = layer.activation
     if act in (Activation.RELU, Activation.ABS, Activation.NONE):
         return act
@@ -104,9 +68,6 @@ def hardware_activation(layer: Layer) -> Activation | None:
 
 def _only_input_is(layer: Layer, name: str) -> bool:
     return layer.inputs == (name,)
-
-
-# ---- rules: each looks at one layer and returns (network, record) or None -----------------
 
 
 def relu_before_maxpool(network: Network, layer: Layer) -> tuple[Network, Rewrite] | None:
@@ -235,12 +196,8 @@ def merge_eltwise(network: Network, layer: Layer) -> tuple[Network, Rewrite] | N
 def eltwise_activation(
     network: Network, layer: Layer, device: Capabilities | None
 ) -> tuple[Network, Rewrite] | None:
-    """op(a, b, ...) -> ReLU/Abs: a passthrough cannot activate, so the pair becomes a 1x1 conv2d
-    with identity weights carrying the element-wise op in flight and the activation. Exact in float;
-    in integers only when quantized as weights 64 with output shift 1 (as the vendor's "fake
-    passthrough", docs/hardware/network-yaml.md §8) -- max-based PTQ clips 1.0 to 127/128. Any
-    channel count where the device runs the op in flight with a conv (docs/hardware/devices.md §1
-    "Element-wise with multi-pass"; the identity conv has no bias); see ``why_no_eltwise_act``."""
+    """op(a, b, ...) -> ReLU/Abs becomes an identity 1x1 conv carrying both (a passthrough cannot
+    activate; docs/hardware/network-yaml.md §8); see ``why_no_eltwise_act``."""
     if layer.op is not Op.ACTIVATION or len(layer.inputs) != 1:
         return None
     act = hardware_activation(layer)
@@ -280,9 +237,8 @@ def eltwise_activation(
 
 
 def why_no_eltwise_act(device: Capabilities | None, inner: Layer) -> str:
-    """Why an activation after the element-wise ``inner`` cannot ride an identity conv ('' if
-    it can): more than one pass (64 channels) of in-flight element-wise with a conv is allowed
-    only by the device's multi-pass rule (MAX78000: 2 operands x 2 passes only)."""
+    """Why an activation after element-wise ``inner`` cannot ride an identity conv ('' if it can):
+    several passes in flight need the device's multi-pass rule."""
     channels, operands = inner.out_shape[0], len(inner.inputs)
     if _in_flight_allowed(device, operands, channels, bias=False):
         return ""
@@ -323,10 +279,8 @@ def _passes(channels: int, device: Capabilities | None) -> int:
 def _in_flight_allowed(
     device: Capabilities | None, operands: int, channels: int, bias: bool
 ) -> bool:
-    """Element-wise in flight with a conv over several passes (docs/hardware/devices.md §1
-    "Element-wise with multi-pass"): device-specific, so only with a device that allows it; one
-    pass always. A conv with bias: never on a device without ``eltwise_multipass_conv_bias``
-    (the MAX78002: the vendor tool refuses it for one pass too) nor without a device."""
+    """Element-wise in flight with a conv over several passes: only on a device allowing it
+    (docs/hardware/devices.md §1), with a bias only given ``eltwise_multipass_conv_bias``."""
     if bias and (device is None or not device.eltwise_multipass_conv_bias):
         return False
     passes = _passes(channels, device)  # one pass: in-flight element-wise always legal
@@ -340,9 +294,8 @@ def _in_flight_allowed(
 def fuse_eltwise(
     network: Network, layer: Layer, device: Capabilities | None
 ) -> tuple[Network, Rewrite] | None:
-    """ELTWISE followed by a conv2d -> element-wise "in flight" in the conv (R4.1, R4.3); so is
-    a passthrough element-wise layer without pooling (cnnforge.nn's Add before a Conv2d, as
-    adapt writes the fused layer)."""
+    """ELTWISE (or a passthrough element-wise layer without pooling) followed by a conv2d ->
+    element-wise "in flight" in the conv (R4.1, R4.3)."""
     plain = layer.op is Op.PASSTHROUGH and layer.pool is None
     if not (layer.op is Op.ELTWISE or plain) or layer.eltwise not in HARDWARE_ELTWISE:
         return None
@@ -433,6 +386,6 @@ def fuse_with_log(
 
 
 def fuse(network: Network, device: Capabilities | None) -> Network:
-    """Fuse model-level layers into hardware layers (see the module docstring); ``device``
+    """Fuse model-level layers into hardware layers (the rules below); ``device``
     enables its device-specific fusions (multi-pass element-wise in flight); None: none of them."""
     return fuse_with_log(network, device)[0]

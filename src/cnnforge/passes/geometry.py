@@ -1,8 +1,5 @@
-"""Shape arithmetic of one layer, shared by the verifier, the legalizer and the checker.
-
-PyTorch conventions (padding per side); pooling per docs/hardware/arithmetic.md R3.2/R3.3 (no
-padding, partial windows dropped); concatenation sums channels, element-wise keeps one operand's.
-"""
+"""Shape arithmetic of one layer for the verifier, legalizer and checker: PyTorch padding, pooling
+per docs/hardware/arithmetic.md R3.2/R3.3 (partial windows dropped)."""
 
 from __future__ import annotations
 
@@ -45,10 +42,4 @@ def expected_out_shape(network: Network, layer: Layer) -> tuple[int, ...] | None
     return None
 
 
-__all__ = [
-    "conv_out_dims",
-    "expected_out_shape",
-    "has_bias",
-    "input_channels",
-    "pooled_dims",
-]
+__all__ = ["conv_out_dims", "expected_out_shape", "has_bias", "input_channels", "pooled_dims"]

@@ -1,15 +1,5 @@
-"""An input normalization at the model's start -> done on the host where the input is prepared.
-
-``(x - mean) / std`` (or ``x * k + b``, torchvision's ``Normalize``, a ``sub_``/``div`` on the
-input) is captured as a constant affine layer reading the network input (frontend/affine.py).
-Folded into the first conv it is exact only when that conv reads no zero padding (a shift does
-not commute with zero padding: the border would see ``offset`` instead of 0). ``host-input``
-removes such a layer when it is the only reader of the input and records its per-channel scale
-and offset in ``Network.host_input``: the accelerator's input becomes the normalized input, so
-the network computes exactly what the model computes. Every consumer applies the step where the
-input is prepared: float evaluation (sim/float_eval.py), float samples and simulator inputs
-(samples.py), the portable C (``cnn_host_input``, checked by the self-test).
-"""
+"""``host-input``: move an input normalization ``(x - mean) / std`` to the host (exact, unlike
+folding it into a padded conv); its scale and offset go to ``Network.host_input``."""
 
 from __future__ import annotations
 
@@ -47,9 +37,8 @@ def why_not_host_input(network: Network, layer: Layer) -> str:
 
 
 def input_exponent(scale: np.ndarray, shift: np.ndarray) -> int:
-    """The ``e`` that brings the normalized input into the accelerator's ``[-1, 1]``: the
-    model's input is assumed in ``[0, 1]`` (torchvision's images), or ``[0, 255]`` when a mean
-    exceeds 1; as quant/scales.py chooses activation exponents (``ceil(log2 peak)``)."""
+    """The ``e`` bringing the normalized input into ``[-1, 1]``, the input assumed in ``[0, 1]``
+    (``[0, 255]`` when a mean exceeds 1), as quant/scales.py chooses exponents."""
     mean = -shift / scale
     top = 255.0 if np.any(np.abs(mean) > 1) else 1.0
     peak = float(np.max(np.maximum(np.abs(shift), np.abs(scale * top + shift))))
@@ -57,10 +46,8 @@ def input_exponent(scale: np.ndarray, shift: np.ndarray) -> int:
 
 
 def host_input(network: Network, layer: Layer) -> tuple[Network, Rewrite] | None:
-    """A constant affine map on the input that cannot fold exactly -> ``Network.host_input``;
-    when the normalized input would leave the int8 range, the host also divides it by ``2^e``
-    and a scale ``2^e`` stays in its place, which fold-constant-into-conv puts into the conv
-    (a power of two: exact, and a scale commutes with zero padding)."""
+    """A constant affine map on the input that cannot fold exactly -> ``Network.host_input``, with
+    a ``2^e`` scale left for the first conv when the input would leave the int8 range."""
     if not is_constant_affine(layer) or not why_not_folded(network, layer):
         return None
     if why_not_host_input(network, layer):
@@ -85,9 +72,7 @@ def _gain_layer(layer: Layer, exponent: int) -> Layer | None:
         return None
     n = len(layer.batchnorm.weight) if layer.batchnorm.weight is not None else 0
     bn = dataclasses.replace(
-        layer.batchnorm,
-        weight=np.full(n, 2.0**exponent, np.float32),
-        bias=np.zeros(n, np.float32),
+        layer.batchnorm, weight=np.full(n, 2.0**exponent, np.float32), bias=np.zeros(n, np.float32)
     )
     return dataclasses.replace(layer, batchnorm=bn, weight=None)
 

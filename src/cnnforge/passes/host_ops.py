@@ -1,14 +1,5 @@
-"""softmax / log_softmax / argmax on a final output -> done on the host after the accelerator.
-
-The accelerator has no exponent or division (docs/hardware/arithmetic.md); a segmentation or
-classification head usually ends in one of these over the channels. ``host-softmax`` removes such a
-SOFTMAX layer when it is a network output over the channel axis, and records its kind in
-``Network.host_reduce``: the network's output becomes the logits, the simulator's known answer is
-taken there (before the host step), the portable C applies it after inference (``cnn_host_output``,
-checked by the self-test) and the float evaluation applies it to the outputs (sim/float_eval.py
-``host_reduce_float``), so the equivalence gate still compares with the user's model. The vendor's
-``--softmax`` computes one softmax over all outputs: the same only for 1x1 outputs.
-"""
+"""``host-softmax``: softmax / log_softmax / argmax over the channels of an output moves to the host
+(the accelerator has no exponent), recorded in ``Network.host_reduce``."""
 
 from __future__ import annotations
 

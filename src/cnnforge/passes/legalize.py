@@ -1,32 +1,5 @@
-"""Exact legal rewrites: hardware layers the device cannot run -> equivalent ones it can.
-
-Every rule here computes exactly the same function on every input (float and integer), and is
-tested numerically on random weights (tests/passes/test_legalize.py):
-
-- ``convtranspose-k2``: ConvTranspose2d k=2, s=2, p=0 -> k=3, s=2, p=1, output_padding=1 with
-  ``w3[:, :, 1:3, 1:3] = w2`` (docs/hardware/unet.md §1.1.3). Proof: PyTorch's transposed conv
-  gives ``y[o] = sum_i x[i] w[o + p - s*i]``; for o = 2i + a (a in {0, 1}) the k=2 layer uses
-  ``w2[a]`` and the k=3, p=1 layer uses ``w3[a + 1]``, and both outputs have 2H rows.
-- ``conv-k2-to-k3``: Conv2d k=2 (pad p, stride s > 1) -> 3x3 with ``w3[..., 1:3, 1:3] = w2`` and
-  pad p + 1: the 3x3 output equals the 2x2 output with one extra last row/column, which the
-  stride drops exactly when (H + 2p - 1) is not a multiple of s (e.g. s=2 on even sizes).
-- ``kernel-embed-3x3``: Conv2d 1x1 with padding, 1x3 or 3x1 -> 3x3 with the kernel in the centre
-  and each pad grown by the same offset ((3 - k) / 2): same output size, same sums.
-- ``stride-to-pool``: Conv1d/Conv2d stride s > 1 -> stride 1 followed by 1x1 pooling with stride
-  s on the next layer (or on a new passthrough layer). Subsampling keeps rows 0, s, 2s...
-  (docs/hardware/arithmetic.md R3.3), ceil((n + 1) / s) = floor(n / s) + 1 of them: the strided
-  output.
-- ``upsample-nearest``: nearest 2x upsampling -> the transposed conv above with identity 2x2
-  kernels (each output pixel copies its source pixel; exact).
-- ``split-maxpool``: max pooling k x k / stride k with k > 16 -> a x a in a new passthrough
-  layer, then b x b on the layer (k = a * b, both <= 16): the same windows, exactly.
-- ``linear-1x1-flatten``: a linear layer flattening 1x1 data needs no flatten (R5.1 on 1x1 data
-  is the identity).
-- ``concat-pad-channels``: unequal concatenated parts get zero channels (passes/concat_channels.py).
-
-Requires hardware layers (run after ``fuse``). Each rule declines where it is not exact; the
-checker reports what is still illegal.
-"""
+"""Exact legal rewrites: hardware layers the device cannot run -> ones it can that compute the
+same function on every input (docs/hardware/unet.md §1.1.3; tests/passes/test_legalize.py)."""
 
 from __future__ import annotations
 
@@ -189,9 +162,8 @@ def _insert_subsample(
 
 
 def split_maxpool(network: Network, layer: Layer) -> tuple[Network, Rewrite] | None:
-    """Max pooling k x k, stride k with k > 16 -> a passthrough pooling a x a (stride a) before
-    the layer, which then pools b x b (stride b), k = a * b: the max of maxima over the same
-    aligned windows, and floor(floor(n / a) / b) = floor(n / k) windows (R3.2, R3.4)."""
+    """Max pooling k x k / stride k, k > 16 -> a x a in a passthrough, then b x b on the layer
+    (k = a * b): the same windows, exactly (R3.2, R3.4)."""
     pool = layer.pool
     if pool is None or pool.kind is not PoolKind.MAX or layer.eltwise is not None:
         return None
@@ -238,9 +210,8 @@ def linear_1x1_flatten(network: Network, layer: Layer) -> tuple[Network, Rewrite
 
 
 def upsample_nearest(network: Network, layer: Layer) -> tuple[Network, Rewrite] | None:
-    """Nearest 2x upsampling -> ConvTranspose2d k=3 s=2 p=1 output_padding=1 whose kernel is the
-    identity on [1:3, 1:3]: each input pixel lands on its 2x2 block, exactly (x * 1.0) in float;
-    in integers when quantized as weights 64 with output shift 1 (see fuse.eltwise_activation)."""
+    """Nearest 2x upsampling -> ConvTranspose2d k=3 s=2 p=1 output_padding=1 with identity kernels
+    on [1:3, 1:3]: exact (integers as in fuse.eltwise_activation)."""
     if layer.op is not Op.UPSAMPLE or layer.upsample_mode != "nearest":
         return None
     if tuple(layer.scale_factor) != (2, 2) or len(layer.out_shape) != 3:
@@ -294,5 +265,5 @@ def legalize_with_log(network: Network) -> tuple[Network, tuple[Rewrite, ...]]:
 
 
 def legalize(network: Network) -> Network:
-    """Apply the exact rewrites of the module docstring until none applies."""
+    """Apply the exact rewrites below until none applies."""
     return legalize_with_log(network)[0]

@@ -1,10 +1,5 @@
-"""From a model-level network to hardware layers: fold BatchNorm -> fuse -> legalize.
-
-``lower_to_hardware`` is the recipe the rest of cnnforge calls (quantization, planning, compile,
-check); ``LOWERING_STEPS`` spells it out as named steps, each a function
-``(Network, Capabilities | None) -> (Network, rewrites)``. Every change is returned as a ``Rewrite``
-so that ``cnnforge check`` can show what was done to the user's model.
-"""
+"""From a model-level network to hardware layers: fold BatchNorm -> fuse -> legalize, as named
+``LOWERING_STEPS`` whose every change is a ``Rewrite`` that ``cnnforge check`` shows."""
 
 from __future__ import annotations
 
@@ -83,13 +78,8 @@ LOWERING_STEPS: tuple[tuple[str, Step], ...] = (
 def lower_to_hardware(
     network: Network, device: Capabilities | None, *, verify_steps: bool = True
 ) -> Lowered:
-    """Run ``LOWERING_STEPS``; the result may still break device limits (see passes.check).
-    ``device`` None: the device-neutral fusions only (passes.fuse).
-
-    ``verify_steps`` (the default: the gate) checks the IR invariants (passes.verify) before
-    and after every step, and that every step that changed the network still computes what it
-    computed before (``verify_equivalent``, float evaluation on a seeded random input).
-    """
+    """Run ``LOWERING_STEPS`` (device None: device-neutral fusions only), with ``verify_steps``
+    checking the invariants and float equivalence around every step."""
     log: list[Rewrite] = []
     if verify_steps:
         verify(network)

@@ -1,15 +1,5 @@
-"""``F.pad`` / ``nn.ZeroPad2d`` (model-level PAD layers): exact rewrites, and why not otherwise.
-
-The hardware pads only inside a convolution, with zeros, equally on both sides of each axis (0..2,
-docs/hardware/network-yaml.md §5 / docs/hardware/devices.md §1). The classic U-Net ``Up`` block pads
-the upsampled tensor by the size difference to its skip -- zero whenever the input size is divisible
-by 2^depth. So:
-
-- ``drop-zero-pad``: a PAD of size zero is the identity: removed;
-- ``pad-into-conv``: a zero PAD, the same on both sides of every axis, read only by a conv that
-  does not pool: the conv pads by that much more instead (zero padding either way, exact);
-- anything else stays a PAD layer, which ``cnnforge check`` reports with ``pad_hint``.
-"""
+"""``F.pad`` layers: a zero-size pad is dropped and a symmetric zero pad read by a conv becomes its
+padding (docs/hardware/network-yaml.md §5); anything else stays for ``check``."""
 
 from __future__ import annotations
 

@@ -1,10 +1,5 @@
-"""The ``Rewrite`` record every pass returns, and the small graph edits the passes share.
-
-A pass that changes a network reports each change as a ``Rewrite`` (which layer, its PyTorch
-module path, the rule's name, a human-readable detail); ``cnnforge check`` lists them. The graph
-helpers keep a ``Network`` topologically ordered and its references (layer inputs, network
-outputs) consistent when a layer is absorbed into a neighbour, replaced, or inserted.
-"""
+"""The ``Rewrite`` record every pass returns (shown by ``cnnforge check``), and the graph edits the
+passes share, which keep a ``Network`` ordered and its references consistent."""
 
 from __future__ import annotations
 
@@ -94,11 +89,8 @@ def remove_layer(network: Network, name: str, redirect_to: str) -> Network:
 
 
 def absorb_into_consumer(network: Network, producer: Layer, consumer: Layer) -> Network:
-    """Remove ``producer`` and put ``consumer`` (already edited, same name) in its place.
-
-    The consumer keeps its position (after the producer's inputs, so the order stays
-    topological); the producer must have had ``consumer`` as its sole reader.
-    """
+    """Remove ``producer`` (whose sole reader is ``consumer``) and put the edited ``consumer`` in
+    its place, keeping the order topological."""
     layers = [consumer if x.name == consumer.name else x for x in network.layers]
     return network.with_layers(x for x in layers if x.name != producer.name)
 

@@ -1,11 +1,5 @@
-"""What the shared checker asks a target beyond its ``Capabilities``: the target's own rules.
-
-The checker (check.py) and ``--weight-bits auto`` run the target-neutral rules themselves and
-call these hooks for the rest, so no pass imports a target: a target's record (its ``Target``
-in the table) hands its ``TargetRules`` down. ``NO_RULES`` is a target with no memory of its
-own to check and nothing to place (the widest weights everywhere); the MAX7800x memories, its
-width rule, its planner and its FIFO streaming are targets/max7800x/rules.py.
-"""
+"""A target's own rules for the shared checker beyond its ``Capabilities``, handed down by its
+record so no pass imports a target; ``NO_RULES`` has no memory to check."""
 
 from __future__ import annotations
 
@@ -37,9 +31,8 @@ class WeightChoice:
 
 @dataclass(frozen=True)
 class WeightMemory:
-    """What the check report shows of a target's weight memory: per-layer needs (records with
-    ``layer``, ``module_path``, ``weight_bits``, ``processors``, ``words``, ``total_words``),
-    the words available, and the bytes one word holds."""
+    """A target's weight memory in the check report: per-layer needs, the words available and the
+    bytes one word holds."""
 
     needs: tuple[Any, ...] = ()
     capacity_words: int = 0
@@ -70,11 +63,8 @@ def _no_violations(ctx: Context, bits: dict[str, int] | None) -> Iterator[Violat
 
 @dataclass(frozen=True)
 class TargetRules:
-    """The hooks of one target that the shared checker calls (defaults: none of its own).
-
-    ``layer_rules`` pairs each extra per-layer rule with the shared rule it follows in the
-    checker's order (check_limits.py), so violations keep one order per layer.
-    """
+    """The hooks of one target the shared checker calls; ``layer_rules`` pairs each extra rule with
+    the shared rule it follows, so violations keep one order per layer."""
 
     layer_rules: tuple[tuple[LayerRule, LayerRule], ...] = ()
     network_rules: NetworkRules = _no_violations

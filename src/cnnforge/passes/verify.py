@@ -1,15 +1,5 @@
-"""IR invariants of a ``Network``, checked after every pass in tests (STYLE.md "verify").
-
-``verify`` raises ``InputError`` naming the layer and the broken invariant: unique names,
-references only to earlier layers (topological order), existing outputs, positive shapes,
-weights shaped like the layer's geometry, output shapes that follow from the inputs for hardware
-layers, equal operand shapes for element-wise layers, hardware activations on hardware layers.
-It checks consistency only; device limits are ``passes.check``'s job.
-
-``verify_equivalent`` is the numeric gate: a pass's output network must compute what its input
-network computed (float evaluation, sim/float_eval.py, on one seeded random input) up to float
-round-off; ``float_difference`` is the comparison it shares with the frontend's eager check.
-"""
+"""IR invariants of a ``Network`` (``verify``) and the numeric gate that a pass computes what its
+input computed (``verify_equivalent``), checked after every pass in tests."""
 
 from __future__ import annotations
 
@@ -94,8 +84,8 @@ def _check_split(layer: Layer, shapes: tuple[tuple[int, ...], ...]) -> None:
 
 
 def verify(network: Network) -> None:
-    """Raise ``InputError`` unless ``network`` satisfies the IR invariants (module docstring);
-    device limits are checked by passes.check, not here."""
+    """Raise ``InputError`` naming the layer unless names are unique, references earlier, shapes
+    and weights consistent; device limits are passes.check's."""
     if not network.input_shape or any(n <= 0 for n in network.input_shape):
         raise InputError(f"IR invariant broken: input shape {list(network.input_shape)}")
     _check_references(network)
@@ -105,11 +95,8 @@ def verify(network: Network) -> None:
 
 
 def verify_equivalent(before: Network, after: Network, step: str) -> None:
-    """ModelError unless ``after`` computes ``before``'s outputs (in order) on a seeded input.
-
-    Skipped where a float evaluation is impossible: OPAQUE layers (no float semantics) or
-    layers without float weights (imported quantized networks).
-    """
+    """ModelError unless ``after`` computes ``before``'s outputs on a seeded input; skipped for
+    OPAQUE layers or layers without float weights."""
     import torch
 
     from cnnforge.sim.float_eval import CHECK_SEED, float_difference, run_float

@@ -1,17 +1,5 @@
-"""The shared steps every target's recipe uses, and the record a target plugs in with.
-
-- ``targets.Target``: what ``--device NAME`` means and what each command runs for it (each
-  target package builds its own; api/targets.py is the table of them);
-- ``compile``: ``run_recipe(target, CompileOptions)`` runs the target's recipe (its
-  ``compile_steps``) into an output directory, atomically;
-- ``steps``: the steps every recipe shares (load, lower and check, quantize, simulate, float
-  model, summary); ``state``: what they pass along;
-- ``quantized``: the one way to a quantized network (compile, plan, simulate, quantize);
-- ``sources``: the one "exactly one model source" check and the sample readers.
-
-The stage packages below (frontend, passes, quant, sim, analysis) never import this one; the
-targets, the API and the CLI above it do.
-"""
+"""The shared steps every target's recipe uses (load, check, quantize, simulate, summary), and the
+``Target`` record a target plugs in with; stage packages never import this one."""
 
 from __future__ import annotations
 

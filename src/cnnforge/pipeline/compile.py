@@ -1,9 +1,5 @@
-"""``run_recipe``: run a target's compile recipe into an output directory, atomically.
-
-Everything is written into a temporary directory that becomes ``options.output`` only when every
-step succeeded (outputs.atomic_output_dir): a failed compile leaves nothing behind and an existing
-directory is replaced only with ``overwrite``. The output is a pure function of the inputs.
-"""
+"""``run_recipe``: run a target's compile recipe into an output directory, atomically
+(outputs.atomic_output_dir): a failed compile leaves nothing behind."""
 
 from __future__ import annotations
 
@@ -18,13 +14,10 @@ from cnnforge.pipeline.targets import Target
 
 
 def run_recipe(
-    target: Target,
-    options: CompileOptions,
-    on_step: Callable[[str, int, int], None] | None = None,
+    target: Target, options: CompileOptions, on_step: Callable[[str, int, int], None] | None = None
 ) -> CompileState:
-    """Run ``target``'s recipe (its record, resolved from ``options.device`` at the edge); the
-    output directory appears only if all steps succeed. ``on_step(name, i, n)`` is called before
-    each step (progress display)."""
+    """Run ``target``'s recipe; the output directory appears only if all steps succeed.
+    ``on_step(name, i, n)`` is called before each step."""
     steps = target.compile_steps
     if steps is None:  # a target without a recipe is refused first
         raise InputError(
@@ -46,9 +39,8 @@ def run_recipe(
 
 @contextlib.contextmanager
 def _one_torch_thread() -> Iterator[None]:
-    """One intra-op thread while compiling: one sample's layers are too small to share out, and
-    OpenMP workers spinning between layers cost ~30x the work itself on a busy machine (a
-    float32 sum below 2^24 is exact in any order, so the known answer does not change)."""
+    """One intra-op thread while compiling: OpenMP workers spinning between tiny layers cost ~30x
+    the work on a busy machine (sums below 2^24 are exact in any order)."""
     import torch
 
     before = torch.get_num_threads()

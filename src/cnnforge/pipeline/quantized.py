@@ -1,12 +1,5 @@
-"""The one way to a quantized hardware network, used by compile, plan, simulate and quantize.
-
-A cnnforge quantized checkpoint is taken as it is; a model is loaded (frontend), lowered
-(passes.lower), given its weight widths (``None``: the device's default, ``"auto"``: widths
-that fit the target's weight memory, by its ``TargetRules``) and quantized post-training
-(quant.ptq), calibrated on ``--calibration`` or else on the sample when one is given. QAT
-layers keep their integers. The same model and options therefore give the same network from
-every command.
-"""
+"""The one way to a quantized hardware network (compile, plan, simulate, quantize): load, lower,
+pick weight widths and quantize, so every command gets the same network."""
 
 from __future__ import annotations
 
@@ -147,9 +140,8 @@ def load_source(
     model_args: Mapping[str, Any],
     device: Capabilities | None,
 ) -> tuple[Network, bool]:
-    """The network of a MODEL or --network source, and whether it is a quantized checkpoint
-    taken as saved (else a model-level float network). With a ``device`` (None: no limit), a
-    MODEL's channel counts are checked against its limit before tracing (frontend/footprint.py)."""
+    """The network of a MODEL or --network source, and whether it is a quantized checkpoint taken
+    as saved; a ``device`` limits a MODEL's channels before tracing."""
     path = quantized_checkpoint(source)
     if path is not None:
         from cnnforge.checkpoint import load_quantized

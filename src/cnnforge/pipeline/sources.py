@@ -1,10 +1,5 @@
-"""Where a command's network comes from, checked in one place, and the sample it runs on.
-
-A command takes exactly one model source: MODEL (with an optional float, QAT or quantized
-``--checkpoint``), a cnnforge quantized checkpoint (``--network``), or the vendor pair
-(``--ai8x-yaml`` with ``--ai8x-checkpoint``). ``model_source`` says which, or raises one
-``InputError`` naming the clash; every command (compile, plan, simulate, check, analyze) uses it.
-"""
+"""Where a command's network comes from (exactly one of MODEL, ``--network``, the vendor pair),
+checked in one place by ``model_source``, and the sample it runs on."""
 
 from __future__ import annotations
 
@@ -146,9 +141,8 @@ def network_for_cli(
     ai8x_checkpoint: Path | str | None,
     target: Target,
 ) -> Network | None:
-    """For commands taking MODEL or ``--ai8x-yaml``/``--ai8x-checkpoint``: the network of the
-    vendor pair (read by ``target``'s reader), or None when MODEL (with its input shape) is to
-    be loaded; exactly one source (above)."""
+    """The network of the vendor pair (read by ``target``'s reader), or None when MODEL is to be
+    loaded; exactly one source."""
     source = model_source(
         model,
         ai8x_yaml=None if ai8x_yaml is None else Path(ai8x_yaml),

@@ -1,11 +1,5 @@
-"""The compile steps every target's recipe shares: load the model and the sample, lower and
-check with the target's rules, quantize, simulate the sample (the known answer), run the float
-model, write summary.json. Each step is a plain function ``(CompileState, workdir) ->
-CompileState``; a target's recipe (its ``Target.compile_steps``, e.g.
-targets/max7800x/recipe.py) puts them in order around its own steps.
-
-Stages are imported inside the steps that use them (``cnnforge --help`` stays light).
-"""
+"""The compile steps every target's recipe shares, each ``(CompileState, workdir) -> CompileState``;
+stages are imported inside the steps so ``cnnforge --help`` stays light."""
 
 from __future__ import annotations
 
@@ -37,8 +31,6 @@ from cnnforge.pipeline.state import (
     summary,
 )
 from cnnforge.samples import FLOAT_RULE, HOST_RULE, InputArray, with_host_input
-
-# ---- steps ---------------------------------------------------------------------------------
 
 
 def step_load(state: CompileState, workdir: Path) -> CompileState:
@@ -94,9 +86,8 @@ def _read_calibration(state: CompileState, shape: tuple[int, ...]) -> CompileSta
 
 
 def step_lower(state: CompileState, workdir: Path) -> CompileState:
-    """Fold, fuse and legalize, choose weight widths, check every device limit and place with
-    the target's checker rules: what ``cnnforge check`` runs (api.targets.check_for, with the
-    same record's rules), so check and compile agree."""
+    """Lower, choose widths, check and place with the target's rules: what ``cnnforge check``
+    runs, so check and compile agree."""
     del workdir
     rules = state.target.rules
     if state.source is None:  # already hardware: check only
@@ -224,9 +215,7 @@ def step_quantize(state: CompileState, workdir: Path) -> CompileState:
         network, state.device, state.weight_bits or 8, calibration=values, used=used
     )
     return state.with_(
-        network=q.network,
-        output_exponents=dict(q.output_exponents),
-        notes=(*state.notes, *q.notes),
+        network=q.network, output_exponents=dict(q.output_exponents), notes=(*state.notes, *q.notes)
     )
 
 

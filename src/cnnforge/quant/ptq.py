@@ -1,25 +1,5 @@
-"""Post-training quantization of a float hardware Network (docs/hardware/arithmetic.md R6.2, R6.6).
-
-Scheme (docs/quantization.md): a float layer computes ``y = act(conv(x, w) + b)`` on data in
-units where the int8 value ``v`` means ``v / 128`` (R1.1). Choosing a power of two ``2^s`` no
-smaller than the layer's clipping level ``L`` and ``w_int = round(w * 2^(bits-1) / 2^s)`` (same for
-the bias) gives, by R6.2, ``sim(x_int) / 128 ~= float(x_int / 128)`` with ``output_shift = s``:
-the float scale is kept layer by layer and no rescaling is needed between layers.
-
-Optional calibration (``calibration=`` int inputs): layers whose float outputs exceed the int8
-range get an activation scale ``2^e`` (the output then means ``v * 2^e / 128``); the scale is
-divided out of the layer's parameters and multiplied into every consumer's weights, so the
-represented function is unchanged while the outputs stay inside [-1, 1). Element-wise operands
-and the inputs of a pass-through share one scale. ``quantize_with_scales`` returns the scales of
-the outputs; ``quantize_network`` returns only the Network.
-
-A wide (32-bit) output ignores its ``output_shift`` (R2.4): it means ``acc * 2^(1-bits) / 128``
-(Q17.14 for 8 bits, R1.7), so a wide layer quantized with shift ``s`` stands for the float layer
-divided by ``2^s``: its output scale gets ``+ s``, its float weights are ``w_int * 2^(1-bits)``.
-
-Layers that already carry ``quant`` (QAT-trained modules of cnnforge.nn, imported vendor
-checkpoints) are kept as they are: this is the import path of a QAT-trained model.
-"""
+"""Post-training quantization of a float hardware Network (docs/quantization.md; R6.2, R6.6):
+power-of-two shifts keep the float scale per layer; already quantized layers are kept."""
 
 from __future__ import annotations
 
@@ -50,14 +30,8 @@ def quantize_network(
     device: Capabilities | None,
     **options: Any,
 ) -> Network:
-    """Quantize every float weight layer of a hardware ``network`` (see the module docstring).
-
-    ``weight_bits``: one width for all layers or ``{layer name: bits}`` (default: key ``"*"``,
-    else 8). ``clip``: how the clipping level is chosen (max, avgmax, stddev with ``nstd``,
-    ``scale`` x max). ``device``: the record whose weight widths are enforced (None: any of
-    8, 4, 2, 1). ``options``: those of ``quantize_with_scales`` (``calibration``, ``scale``,
-    ``nstd``).
-    """
+    """Quantize every float weight layer of a hardware ``network``; ``weight_bits`` is one width or
+    ``{layer: bits}``, ``clip`` picks the clipping level, ``device`` enforces widths."""
     return quantize_with_scales(network, weight_bits, clip, device=device, **options)[0]
 
 
@@ -201,16 +175,8 @@ def quantize_layer(
 
 
 def _selection_quant(weight: np.ndarray, bias: np.ndarray | None, bits: int) -> Quantized | None:
-    """Exact integers for weights that are all 0 or 1 without bias, else None.
-
-    Such layers copy or add their inputs (the identity convolutions that fusion and
-    legalization create for add+ReLU, nearest upsampling or copies). The max rule would give
-    1.0 -> 2^(b-1), clipped to 2^(b-1) - 1 (docs/hardware/arithmetic.md §8.20), off by one LSB.
-    Instead
-    ``w_int = 2^(b-2)`` with ``output_shift = 1`` (total shift 9 - b,
-    docs/hardware/arithmetic.md R2.1/R2.3) reproduces the float sums exactly: ``(x * 2^(b-2) +
-    2^(b-3)) >> (b-2) == x``.
-    """
+    """Exact integers for 0/1 weights without bias (identity convs), else None: ``2^(b-2)`` with
+    shift 1 reproduces the sums exactly, unlike the max rule (docs/hardware/arithmetic.md §8.20)."""
     w = np.asarray(weight)
     if bits < 2 or not np.isin(w, (0.0, 1.0)).all() or not w.any():
         return None

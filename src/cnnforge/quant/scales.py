@@ -1,11 +1,5 @@
-"""Activation scales from calibration data (power-of-two exponents per layer output).
-
-A layer whose float outputs on the calibration batch reach ``m > 1`` needs its output divided by
-``2^e`` with ``e = ceil(log2 m)`` to stay inside the int8 range (R1.1). Scales must agree where
-the hardware cannot rescale: all inputs of a multi-input layer (concatenation, element-wise
-operands) and the input and output of a pass-through layer share one exponent; the network input
-is fixed at 0. Groups take the largest exponent any member needs. Wide outputs need none (R2.4).
-"""
+"""Power-of-two activation scales from calibration data (R1.1), shared where the hardware cannot
+rescale (multi-input layers, pass-throughs); the network input is fixed at 0."""
 
 from __future__ import annotations
 

@@ -1,9 +1,5 @@
-"""Float vs quantized on the same sample: one rule for every report (MAX7800x, HLS).
-
-An integer output ``q`` of layer ``name`` means ``q * unit`` (arithmetic.output_unit: wide
-outputs, calibrated PTQ exponents); the error is counted in 8-bit LSBs (``1 / ACT_SCALE``), and
-the argmax agreement over channels (axis 0) is given where an output has more than one channel.
-"""
+"""Float vs quantized on the same sample, one rule for every report: error in 8-bit LSBs of each
+output's unit (arithmetic.output_unit) and argmax agreement over channels."""
 
 from __future__ import annotations
 

@@ -1,23 +1,12 @@
-"""What the simulator refuses: inputs and layers it cannot run bit-exactly.
-
-Every refusal is a ``SimulationError`` naming the layer (and its module path or YAML line) with a
-hint, so ``cnnforge simulate`` prints one line and exits 2. Checked: the input's dtype, shape and
-int8 range (docs/hardware/arithmetic.md R1.1); per layer, that it is a quantized hardware layer
-whose op, element-wise operator, activation, groups and weight width exist (on ``device`` when
-given, docs/hardware/devices.md §1), whose integer weights and bias lie in their ranges (R1.2,
-R1.5), and whose total output shift is in [-15, 15] (R2.1).
-"""
+"""What the simulator refuses (inputs and layers it cannot run bit-exactly), each a one-line
+``SimulationError`` naming the layer with a hint (docs/hardware/arithmetic.md R1.1-R2.1)."""
 
 from __future__ import annotations
 
 import numpy as np
 import torch
 
-from cnnforge.arithmetic import (
-    ACT_MAX,
-    ACT_MIN,
-    WEIGHT_WIDTHS,
-)
+from cnnforge.arithmetic import ACT_MAX, ACT_MIN, WEIGHT_WIDTHS
 from cnnforge.devices import Capabilities
 from cnnforge.errors import SimulationError
 from cnnforge.ir import (

@@ -1,15 +1,5 @@
-"""``simulate``: run a quantized hardware ``Network`` on an int8 input batch, bit-exactly.
-
-The network's layers run in order (ir.py: a topological order); each layer is
-``sim.ops.run_layer``. Values between layers are exact integers; the ``fast`` engine keeps them
-in float32 (int8 values) and computes sums of products with PyTorch's float convolutions (on
-CUDA: unfold and matrix products) where that is provably exact (``sim.exact``), ``gemm`` is
-``fast`` in its CUDA form on any device, the ``int64`` engine uses int64 throughout (on the
-CPU), and the ``float64`` engine stands in for ``fast`` where float32 math is set to reduced
-precision (TF32, bf16). All give the same integers; outputs are returned as int64 on the
-device of the input. Intermediate tensors are freed after their last reader unless every
-layer's output is asked for.
-"""
+"""``simulate``: run a quantized hardware ``Network`` on an int8 batch bit-exactly, layer by
+layer; every engine (``fast``, ``gemm``, ``float64``, ``int64``) gives the same integers."""
 
 from __future__ import annotations
 
@@ -45,13 +35,8 @@ def simulate(
     all_layers: bool = False,
     engine: str = "fast",
 ) -> SimResult:
-    """Run ``network`` on ``x`` ((N,) C, H, W or (N,) C, L; int8 values) as the chip would,
-    on the device ``x`` is on (a CUDA tensor: on that GPU); the outputs come back there.
-
-    ``device`` (the chip) also refuses ops and weight widths that device lacks (None: the
-    checks every device shares). Raises
-    ``SimulationError`` naming the layer for anything the simulator cannot run.
-    """
+    """Run ``network`` on ``x`` (int8 values) as the chip would, on ``x``'s device; ``device`` (the
+    chip) refuses what it lacks. ``SimulationError`` names any layer it cannot run."""
     if engine not in ENGINES:
         raise SimulationError(f"unknown engine {engine!r}", hint=f"choose one of {ENGINES}")
     check_network(network, device)

@@ -1,30 +1,5 @@
-"""Exact integer sums of products for the weight ops: fast float and plain int64.
-
-``accumulate(kind, x, w, bias, geometry, engine)`` returns the accumulator of
-docs/hardware/arithmetic.md
-R2.3 (sum of products plus ``bias << 7``) as a tensor of integer values, on ``x``'s device:
-
-- ``engine="fast"``: float32 sums of products. Every product |x*w| <= 2^14 is exact and any
-  partial sum stays an exactly representable integer while it is below 2^24 in magnitude
-  (docs/hardware/arithmetic.md R2.3 "Note for a fast simulator"), so the input channels are split
-  into chunks whose worst case (channels x taps x max|x| x max|w| + bias + rounding room) stays
-  below 2^24; the chunk results are summed in float64 (exact below 2^53). One chunk keeps the result
-  in float32, where ``arithmetic.round_shift`` is still exact. Layers with groups that would need
-  chunking use float64 instead. On the CPU the sums are PyTorch's convolutions (oneDNN: direct or
-  GEMM sums, see ``float32_is_exact``); on CUDA they are the ``gemm`` form below, since cuDNN may
-  pick Winograd or FFT convolutions, whose transforms round even on integers.
-- ``engine="gemm"``: ``fast`` with every sum of products written as unfold (im2col) and one
-  matrix product (``_gemm_op``): each output is a plain sum of the same products, so whatever
-  order the BLAS (cuBLAS with TF32 off, MKL, oneDNN) adds them in, every partial sum is a sum
-  of some of them, bounded by the chunk's worst case, and exact. What ``fast`` runs on CUDA;
-  on the CPU the tests run it against ``int64``.
-- ``engine="float64"``: float64 sums without chunking (exact below 2^53; on CUDA the ``gemm``
-  form, whose float64 products and sums are exact in any order); what ``simulate`` uses instead
-  of ``fast`` when ``float32_is_exact()`` is false.
-- ``engine="int64"``: shifted slices and ``einsum`` in int64, ConvTranspose2d done literally as
-  R2.7 describes (zero-stuffing, flipped and swapped kernel). Slow, and on the CPU only (CUDA has
-  no int64 matrix products); it guards the fast paths in the tests.
-"""
+"""Exact integer sums of products for the weight ops (docs/hardware/arithmetic.md R2.3): float32
+in chunks below 2^24 (``fast``/``gemm``), ``float64``, or plain ``int64`` that guards them."""
 
 from __future__ import annotations
 
@@ -62,12 +37,8 @@ def accumulate(
     engine: str = "fast",
     affine: tuple[float, float] | None = None,
 ) -> torch.Tensor:
-    """Accumulator ``sum x*w + (bias << 7)`` of a conv/linear layer, exact (R1.4, R1.5, R2.3).
-
-    With ``affine = (scale, offset)`` from ``arithmetic.rounding_affine`` (float engines only)
-    the result is ``acc * scale + offset``, still exact: the fast path folds the power-of-two
-    scale into the weights and the offset into the bias of its one float32 convolution.
-    """
+    """Accumulator ``sum x*w + (bias << 7)`` of a conv/linear layer, exact (R1.4, R1.5, R2.3);
+    with ``affine`` (float engines) ``acc * scale + offset``, folded into the conv."""
     if engine == "int64":
         assert affine is None, "the int64 engine returns the plain accumulator"
         return _with_bias(_int64_sum(kind, x.to(torch.int64), w.to(torch.int64), geo), bias)
@@ -84,14 +55,9 @@ def _apply(acc: torch.Tensor, affine: tuple[float, float] | None) -> torch.Tenso
     return acc.mul_(affine[0]).add_(affine[1])  # float64, |acc| < 2^53: exact
 
 
-# ---- fast path --------------------------------------------------------------------------------
-
-
 def float32_is_exact(device: torch.device = CPU) -> bool:
-    """False when PyTorch's float32 sums of products on ``device`` may be inexact (R2.3 note):
-    reduced-precision math (TF32/bf16), or on the CPU oneDNN switched off so that batches >= 16
-    go to NNPACK, whose Winograd/FFT convolutions round (seen: errors of 17 on 3x3 int8 layers).
-    On CUDA only cuBLAS matters (the sums are matrix products there): TF32 must be off."""
+    """False when float32 sums of products on ``device`` may be inexact (R2.3 note): TF32/bf16,
+    or NNPACK's Winograd/FFT convolutions on the CPU when oneDNN is off."""
     if device.type == "cuda":
         return float32_matmul_exact(device)
     try:
@@ -136,9 +102,8 @@ def _fast_sum(
 
 
 def _channels_per_sum(x, w, bias, channels: int) -> int:
-    """Input channels per float32 sum: channels x taps x max|x| x max|w| + |bias << 7| plus the
-    rounding offset must stay within 2^24. Layer inputs are int8 (|x| <= 128); the actual
-    maximum of ``x`` is only computed when that bound is too coarse."""
+    """Input channels per float32 sum so that the worst case (channels x taps x max|x| x max|w| +
+    bias + rounding) stays within 2^24."""
     taps = max(1, w[0, 0].numel()) if w.dim() > 2 else 1
     bias_term = _max_abs(bias) << BIAS_SHIFT if bias is not None else 0
     room = FLOAT32_EXACT - bias_term - ROUND_ROOM
@@ -210,8 +175,6 @@ def _float_op(
     return F.linear(x, w, bias)
 
 
-# ---- gemm form: unfold + one matrix product -----------------------------------------------------
-
 #: Bytes of unfolded input one matrix product may take (larger batches go in slices).
 UNFOLD_BYTES = 1 << 28
 
@@ -219,9 +182,8 @@ UNFOLD_BYTES = 1 << 28
 def _gemm_op(
     kind: Op, x: torch.Tensor, w: torch.Tensor, geo: Geometry, bias: torch.Tensor | None
 ) -> torch.Tensor:
-    """Sums of products as matrix products (module docstring, ``engine="gemm"``): linear as
-    ``x @ w.T``; conv1d as a conv2d of height 1; the transposed conv as the stride-1 conv of the
-    zero-stuffed input (R2.7, ``_transposed_as_conv``); then ``_gemm_conv2d``."""
+    """Sums of products as matrix products (``engine="gemm"``); the transposed conv as the stride-1
+    conv of the zero-stuffed input (R2.7)."""
     if kind is Op.LINEAR:
         y = torch.matmul(x, w.t())
         return y if bias is None else y + bias
@@ -236,8 +198,7 @@ def _gemm_op(
 def _gemm_conv2d(
     x: torch.Tensor, w: torch.Tensor, geo: Geometry, bias: torch.Tensor | None
 ) -> torch.Tensor:
-    """Conv2d as unfold (every receptive field a column, channel-major like ``w``) and, per
-    group, (out/g, in/g*kh*kw) @ (in/g*kh*kw, positions); the batch in slices of at most
+    """Conv2d as unfold and one matrix product per group, the batch in slices of at most
     ``UNFOLD_BYTES`` of columns."""
     n, c, h, wd = x.shape
     out_ch, cg, kh, kw = w.shape
@@ -270,9 +231,8 @@ def _as_2d(geo: Geometry) -> Geometry:
 def _transposed_as_conv(
     x: torch.Tensor, w: torch.Tensor, geo: Geometry
 ) -> tuple[torch.Tensor, torch.Tensor, Geometry]:
-    """R2.7: the input zero-stuffed by the stride and padded by d*(k-1)-p (plus output_padding
-    bottom/right), the kernel flipped in both axes with in/out swapped; convolving these at
-    stride 1 is the transposed convolution (any dtype and device)."""
+    """R2.7: the input zero-stuffed by the stride and padded, the kernel flipped with in/out
+    swapped; a stride-1 conv of these is the transposed convolution."""
     n, c, h, wd = x.shape
     cin, og, kh, kw = w.shape
     g = geo.groups
@@ -286,9 +246,6 @@ def _transposed_as_conv(
     wt = w.reshape(g, cin // g, og, kh, kw).transpose(1, 2).reshape(g * og, cin // g, kh, kw)
     geo1 = Geometry(stride=(1, 1), padding=(0, 0), dilation=(dh, dw), groups=g)
     return padded, wt.flip(-1, -2), geo1
-
-
-# ---- int64 path -------------------------------------------------------------------------------
 
 
 def _int64_sum(kind: Op, x: torch.Tensor, w: torch.Tensor, geo: Geometry) -> torch.Tensor:

@@ -1,14 +1,5 @@
-"""The float semantics of ANY ``Network``: model level, fused hardware layers, or a mix.
-
-Used to prove that rewrites (BN folding, fusion, legalization) preserve what the float model
-computes, and to collect activation ranges for quantization. No quantization happens here: weight
-layers use their float ``weight``/``bias``; a hardware layer runs its stages in the order of ir.py
-(pool -> element-wise or concatenation -> op -> activation; ``pool_first=False`` swaps the first
-two, docs/hardware/arithmetic.md R4.3) and a wide output changes nothing. Model-level layers follow
-PyTorch: batchnorm in eval mode, activations, pools with their own padding, element-wise
-add/sub/mul, concatenation, flatten, upsampling, F.pad (constant) and softmax / log_softmax /
-argmax. OPAQUE layers have no float semantics: their values must be ``given``.
-"""
+"""The float semantics of ANY ``Network`` (model level, hardware, or a mix), to prove rewrites
+exact and collect activation ranges; OPAQUE layers' values must be ``given``."""
 
 from __future__ import annotations
 
@@ -43,17 +34,8 @@ def run_float(
     given: Mapping[str, torch.Tensor] | None = None,
     host: bool | None = None,
 ) -> dict[str, torch.Tensor]:
-    """Float outputs of ``network`` on ``x`` ((N,) C, ...), by name; every layer if asked.
-
-    A floating ``x`` keeps its dtype (weights are cast to it); an integer ``x`` runs in float64.
-    ``host`` (default: not ``all_layers``, which shows what the accelerator computes): ``x`` is
-    the model's input, so the network's host steps apply: its ``host_input`` normalization
-    before the layers and its ``host_reduce`` steps on the outputs; else ``x`` is what the
-    accelerator reads and the outputs are what it computes. ``given`` holds batched values of
-    layers not to compute: OPAQUE layers have no float semantics of their own, so the
-    frontend's equivalence check gives them the value PyTorch computed for the captured graph
-    on the same input.
-    """
+    """Float outputs of ``network`` on ``x`` by name (every layer if asked); ``host`` applies the
+    host steps, ``given`` holds the values of layers not to compute (OPAQUE ones)."""
     given = given or {}
     x = torch.as_tensor(x)
     if not x.is_floating_point():
@@ -117,9 +99,6 @@ def _param(layer: Layer, value: np.ndarray | None, like: torch.Tensor) -> torch.
     if value is None:
         return None
     return torch.from_numpy(np.asarray(value)).to(like.dtype)
-
-
-# ---- stages ---------------------------------------------------------------------------------
 
 
 def pool_float(x: torch.Tensor, pool: Pooling, padding: tuple[int, ...] = ()) -> torch.Tensor:
@@ -198,9 +177,6 @@ def main_op_float(layer: Layer, x: torch.Tensor) -> torch.Tensor:
     return F.linear(x, w, b)
 
 
-# ---- layers -----------------------------------------------------------------------------------
-
-
 def _hardware(layer: Layer, xs: list[torch.Tensor]) -> torch.Tensor:
     if layer.pool is not None and layer.pool_first:
         xs = [pool_float(x, layer.pool) for x in xs]
@@ -270,11 +246,8 @@ CHECK_SEED = 0
 
 
 def float_difference(got: torch.Tensor, want: torch.Tensor) -> str | None:
-    """Why ``got`` is not ``want`` up to float round-off (shape, or max difference), or None.
-
-    NaN and infinities must sit at the same elements (a model may compute ``log`` of a random
-    input); the difference is measured over the finite ones.
-    """
+    """Why ``got`` is not ``want`` up to float round-off, or None; NaN and infinities must sit at
+    the same elements."""
     want = want.detach()
     if tuple(got.shape) != tuple(want.shape):
         return f"shape {tuple(got.shape)} vs {tuple(want.shape)}"

@@ -1,11 +1,5 @@
-"""One small function per stage of a hardware layer, on batched integer-valued tensors.
-
-The stages run in the order of ir.py's hardware layer: input pooling
-(docs/hardware/arithmetic.md §3) -> element-wise fold or concatenation (§4) -> main operation (§2,
-§5) -> output shift, rounding, saturation and activation (R2.3, R2.4). Tensors hold exact integers,
-as int64 (the ``int64`` engine) or as float32/float64 (the ``fast`` engine, see ``sim.exact``); all
-integer semantics come from ``cnnforge.arithmetic``.
-"""
+"""One small function per stage of a hardware layer (docs/hardware/arithmetic.md §2-§5), on
+batched integer-valued tensors; all integer semantics come from ``cnnforge.arithmetic``."""
 
 from __future__ import annotations
 
@@ -26,15 +20,11 @@ from cnnforge.ir import Layer, Op, Pooling, PoolKind
 from cnnforge.sim.exact import Geometry, accumulate
 
 # ---- pooling (docs/hardware/arithmetic.md §3)
-# ---------------------------------------------------------------
 
 
 def pool(x: torch.Tensor, pooling: Pooling, rounding: bool) -> torch.Tensor:
-    """Max or average pooling without padding, partial windows dropped (R3.1-R3.6).
-
-    1-D data follows the synthesizer's ``pool1d`` (R3.7, §8.9): average pooling always
-    truncates and max pooling ignores the dilation.
-    """
+    """Max or average pooling without padding, partial windows dropped (R3.1-R3.6); 1-D follows the
+    synthesizer's ``pool1d`` (R3.7, §8.9)."""
     one_d = x.dim() == 3
     x2 = x.unsqueeze(2) if one_d else x
     size, stride = _two_d(pooling.size), _two_d(pooling.stride)
@@ -86,7 +76,6 @@ def _windows(x: torch.Tensor, size, stride, dilation) -> list[torch.Tensor]:
 
 
 # ---- combining inputs (docs/hardware/arithmetic.md §4, ir.Layer.is_concat)
-# ----------------------------------
 
 
 def operands(layer: Layer, xs: list[torch.Tensor]) -> list[torch.Tensor]:
@@ -109,7 +98,6 @@ def combine(layer: Layer, xs: list[torch.Tensor]) -> torch.Tensor:
 
 
 # ---- main operations (docs/hardware/arithmetic.md §2, §5)
-# ---------------------------------------------------
 
 
 def geometry(layer: Layer) -> Geometry:
@@ -146,19 +134,13 @@ def linear(layer: Layer, x, w, bias, engine: str, affine=None) -> torch.Tensor:
 
 
 _WEIGHT_OP_FNS = MappingProxyType(
-    {
-        Op.CONV1D: conv1d,
-        Op.CONV2D: conv2d,
-        Op.CONVTRANSPOSE2D: convtranspose2d,
-        Op.LINEAR: linear,
-    }
+    {Op.CONV1D: conv1d, Op.CONV2D: conv2d, Op.CONVTRANSPOSE2D: convtranspose2d, Op.LINEAR: linear}
 )
 
 
 def weight_op(layer: Layer, x: torch.Tensor, w, bias, engine: str) -> torch.Tensor:
-    """The main op and its output stage: shift, round, saturate, activate; or the raw
-    accumulator of a wide layer (R2.3, R2.4). The float engines let the convolution apply the
-    rounding's scale and offset (``arithmetic.rounding_affine``) and only floor and clip here."""
+    """The main op and its output stage (shift, round, saturate, activate), or a wide layer's raw
+    accumulator (R2.3, R2.4)."""
     assert layer.quant is not None
     shift, op = layer.quant.total_shift, _WEIGHT_OP_FNS[layer.op]
     if layer.wide or engine == "int64":

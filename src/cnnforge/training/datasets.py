@@ -1,10 +1,5 @@
-"""Segmentation datasets read with Pillow/numpy (no torchvision): ``shapes``, ``voc``, ``folder``.
-
-Every dataset yields ``(x, mask)``: ``x`` is the image in the hardware's integer range, an int16
-tensor (C, H, W) of values in [-128, 127] (docs/hardware/arithmetic.md R6.1: ``clip(round((v - 0.5)
-* 256))`` for pixels v in [0, 1]); training feeds ``x / 128``, evaluation and the simulator feed
-``x``. ``mask`` is an int64 tensor (H, W) of class indices with ``VOID`` (255) for pixels to ignore.
-"""
+"""Segmentation datasets (``shapes``, ``voc``, ``folder``) yielding ``(x, mask)``: int16 images in
+the hardware range (R6.1) and int64 class masks with ``VOID`` (255) ignored."""
 
 from __future__ import annotations
 
@@ -57,9 +52,6 @@ def unfold(x: torch.Tensor, factor: int) -> torch.Tensor:
     return torch.nn.functional.pixel_shuffle(x, factor) if factor > 1 else x
 
 
-# ---- shapes: a procedural dataset shipped as code -----------------------------------------
-
-
 @dataclass(frozen=True)
 class ShapesConfig:
     """Parameters of the procedural ``shapes`` set; every image is a function of (seed, index)."""
@@ -77,17 +69,8 @@ def render_shapes(index: int, config: ShapesConfig) -> tuple[np.ndarray, np.ndar
 
 
 def render_shapes_planar(index: int, config: ShapesConfig) -> tuple[np.ndarray, np.ndarray]:
-    """``render_shapes`` with the image as (3, H, W) planes: what the hardware range wants.
-
-    Written for speed (a 352 x 352 image in a few milliseconds: a GPU's worth of data from a
-    few cores) while each pixel is the same float64 expression, evaluated in the same order, as
-    in the first version, whose images the shipped checkpoint was trained on: the background is
-    a row term plus a column term, one plane per channel (long inner loops), shapes and textures
-    are written only in the box around each shape and only where it is, the distractor is one
-    sine per diagonal (x + y), the noise is drawn as the first version drew it (its normal
-    deviates in pixel-major order, scaled as ``normal`` scales them).
-    tests/training/test_datasets.py holds that first version and checks the two agree bit for bit.
-    """
+    """``render_shapes`` as (3, H, W) planes, fast yet bit-identical to the first version the
+    shipped checkpoint was trained on (tests/training/test_datasets.py checks it)."""
     rng = np.random.default_rng([config.seed, index])
     n = config.size
     centres = np.arange(n, dtype=np.float64) + 0.5  # pixel centres, rows and columns alike
@@ -201,9 +184,6 @@ class ShapesDataset(Dataset):
     def __getitem__(self, index: int) -> tuple[torch.Tensor, torch.Tensor]:
         planes, mask = render_shapes_planar(self.offset + index, self.config)
         return _planes_to_hardware_range(planes), torch.from_numpy(mask.astype(np.int64))
-
-
-# ---- files on disk: VOC layout and plain folders --------------------------------------------
 
 
 def _read_image(path: Path, size: int | None) -> np.ndarray:

@@ -1,11 +1,5 @@
-"""The demo's pieces (its sequence is api.demo.run_demo): the shipped small U-Net and
-checkpoint, retraining, the masks figure and the README.
-
-shipped checkpoint (or ``--train``) -> float / QAT-eval / bit-exact mIoU on a held-out split ->
-``compile`` for MAX78000 with the C self-test run on the host -> masks figure + report.
-The shipped checkpoint was produced by ``TRAIN_COMMAND`` (also in README.md and
-docs/training.md); ``--train`` reruns a shorter version of it.
-"""
+"""The demo's pieces (its sequence is api.demo.run_demo): the shipped small U-Net and checkpoint
+(made by ``TRAIN_COMMAND``), retraining, the masks figure and the README."""
 
 from __future__ import annotations
 

@@ -1,13 +1,5 @@
-"""Multi-process training on torch.distributed (launched by ``torchrun``).
-
-Without ``torchrun`` (no WORLD_SIZE in the environment) everything degrades to one process.
-Each rank computes on its own device (compute.choose_device: ``cuda:LOCAL_RANK``, or the
-``--gpus`` entry of its local rank, or the CPU); the ranks talk over NCCL when every rank has a
-GPU of its own and over gloo otherwise (the CPU, or ranks sharing a GPU: ``--gpus 0,0``).
-BatchNorm under DDP uses *global* batch statistics (``GlobalBatchNorm``: the ranks' sums are
-all-reduced), so N processes with per-process batch B train like one process with batch N*B, on
-the CPU as on GPUs; torch's ``SyncBatchNorm`` would do the same but refuses CPU tensors.
-"""
+"""Multi-process training under ``torchrun`` (one process without it): NCCL or gloo, and
+``GlobalBatchNorm`` so N ranks of batch B train like one of batch N*B, on CPUs too."""
 
 from __future__ import annotations
 
@@ -38,9 +30,8 @@ class DistContext:
         return self.rank == 0
 
     def wrap(self, model: nn.Module) -> nn.Module:
-        """DDP around ``model`` as it trains now: only parameters with ``requires_grad`` are
-        reduced, so wrap again when a phase changes which parameters train (QAT's folded
-        BatchNorm is frozen). No ``find_unused_parameters``: every trainable one must be used."""
+        """DDP around ``model`` as it trains now (only ``requires_grad`` parameters): wrap again
+        when a phase changes what trains."""
         if self.world_size == 1:
             return model
         if self.device.type == "cuda":
@@ -103,12 +94,8 @@ def backend_for(device: torch.device, gpus: tuple[int, ...] | None) -> str:
 def init_from_env(
     device: torch.device = CPU, gpus: tuple[int, ...] | None = None
 ) -> DistContext:
-    """Join the process group torchrun describes, this rank computing on ``device``: NCCL
-    between GPUs, gloo on the CPU or between ranks sharing a GPU (``backend_for``).
-
-    A rank that dies closes its connections, so the others' next collective fails at once;
-    ``timeout()`` bounds a wait on a rank that hangs instead.
-    """
+    """Join torchrun's process group computing on ``device`` (NCCL between GPUs, else gloo);
+    ``timeout()`` bounds a wait on a hung rank."""
     if env_rank() is None:
         return DistContext(device=device)
     if device.type == "cuda":
@@ -144,12 +131,8 @@ class _SumOverRanks(torch.autograd.Function):
 
 
 class GlobalBatchNorm(nn.modules.batchnorm._BatchNorm):
-    """BatchNorm whose training statistics are those of the global batch (all ranks).
-
-    Mean and variance come from all-reduced sums (autograd-aware, so the backward pass sums the
-    ranks' gradients as one process would); the running statistics are updated with the global
-    mean and unbiased variance. Outside training or a process group: plain BatchNorm.
-    """
+    """BatchNorm with the global batch's statistics (autograd-aware all-reduced sums); plain
+    BatchNorm outside training or a process group."""
 
     def _check_input_dim(self, input: torch.Tensor) -> None:
         if input.dim() < 2:
@@ -225,12 +208,8 @@ def shutdown() -> None:
 
 
 def replay_batches(n: int, world: int, *, seed: int, epoch: int, batch: int) -> list[list[int]]:
-    """The global batches of a ``world``-process run (DistributedSampler order), for one process.
-
-    Rank r's k-th batch is ``perm[r::world][k*batch:(k+1)*batch]`` with the sampler's padded
-    permutation; DDP averages the ranks' gradients, which for equal batch sizes is the gradient
-    of their union. Training on these unions in one process therefore replays a DDP run.
-    """
+    """The global batches of a ``world``-process run (DistributedSampler order) for one process:
+    training on these unions replays a DDP run."""
     g = torch.Generator()
     g.manual_seed(seed + epoch)
     perm = torch.randperm(n, generator=g).tolist()

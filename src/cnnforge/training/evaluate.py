@@ -1,15 +1,5 @@
-"""Float vs QAT-eval vs bit-exact: one model scored three ways on the same data.
-
-- ``float``: the trained float weights, no quantization (``cnnforge.nn.set_float``);
-- ``qat-eval``: the QAT modules in quantized evaluation (``set_quantized_eval``);
-- ``bit-exact``: the model traced and lowered to hardware layers, run by the integer simulator.
-
-QAT-eval and bit-exact must agree exactly (nn/layers.py states the identity); ``Evaluation``
-counts the output values where they differ so a regression shows as a number, not a hunch.
-All three run on the given device, a GPU included: QAT-eval's integer convolutions are float64
-sums rounded to integers, and the simulator's engine is exact on CUDA (sim/exact.py), so the
-count is the same on every device (docs/training.md, "Where training runs").
-"""
+"""Float vs QAT-eval vs bit-exact: one model scored three ways on the same data; QAT-eval and
+bit-exact must agree exactly, so ``Evaluation`` counts where they differ."""
 
 from __future__ import annotations
 
@@ -148,11 +138,7 @@ def _three_ways(
 
 
 def _float_only(
-    model: nn.Module,
-    batches: Batches,
-    num_classes: int,
-    fold_factor: int,
-    max_images: int | None,
+    model: nn.Module, batches: Batches, num_classes: int, fold_factor: int, max_images: int | None
 ) -> Evaluation:
     """The float row of a model without QAT layers; the other rows say why they are absent."""
     cm = None

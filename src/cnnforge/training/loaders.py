@@ -1,11 +1,5 @@
-"""Batches for training and evaluation: images prepared by worker processes (``--workers``),
-pinned and copied to the device without waiting, the workers kept from one epoch to the next;
-each epoch's batches chosen as ever (seed + epoch), however many workers there are.
-
-A bad file met by a worker (a corrupt image, a mask with too many classes) is the same one-line
-``InputError`` the main process would raise: the worker hands the error over instead of the
-batch (torch would re-raise it with the worker's traceback pasted into its message).
-"""
+"""Batches for training and evaluation from worker processes (``--workers``), the same for any
+worker count; a worker's bad file is the main process's one-line ``InputError``."""
 
 from __future__ import annotations
 
@@ -33,18 +27,16 @@ SOCKET_SUFFIX = len("/pymp-XXXXXXXX/listener-XXXXXXXX")
 
 
 def worker_sockets_fit() -> bool:
-    """Whether a worker's socket path fits under the temporary directory. Where it does not,
-    a worker cannot hand a batch over (torch prints the OSError in the worker's thread and
-    the trainer waits for the batch forever), so the loading stays in the training process."""
+    """Whether a worker's socket path fits under the temporary directory; where not, batches
+    cannot be handed over, so loading stays in the training process."""
     return len(os.fsencode(tempfile.gettempdir())) + SOCKET_SUFFIX <= SOCKET_PATH_MAX
 CACHE_BYTES = 4 << 30  # the most one split's cached items take (ItemCache)
 FORK_WARNING = r".*use of fork\(\) may lead to deadlocks"
 
 
 class EpochBatches(Sampler[list[int]]):
-    """The index batches of the epoch set by ``set_epoch``: in order, or shuffled by a generator
-    seeded ``seed + epoch`` (shuffled under DDP: this rank's share, DistributedSampler's order;
-    with ``replay_world`` > 1: the union batches of such a run, distributed.replay_batches)."""
+    """The index batches of the epoch set by ``set_epoch``: in order, or shuffled seeded
+    ``seed + epoch`` (under DDP or ``replay_world``, in DistributedSampler's order)."""
 
     def __init__(
         self, n: int, batch: int, *, shuffle: bool, seed: int = 0, replay_world: int = 1
@@ -120,9 +112,8 @@ NARROW = {torch.int16: torch.int8, torch.int64: torch.uint8}
 
 @dataclass
 class _Batch:
-    """A batch as it travels from a worker: its item indices and its tensors (bound for a GPU:
-    integers in the narrowest type that holds them, a quarter of the bytes to share, pin and
-    copy), with the types the dataset gave them (restored on the device)."""
+    """A batch as it travels from a worker: its item indices and tensors (narrowed for a GPU)
+    with the types the dataset gave them (restored on the device)."""
 
     indices: torch.Tensor
     tensors: tuple[torch.Tensor, ...]
@@ -159,15 +150,8 @@ def _collate(items: list[Any], narrowed: bool = False) -> _Batch | _Failed:
 
 
 class ItemCache:
-    """A split's items on the training device, kept as they first arrive (on a GPU narrow
-    integers, docs/training.md "Where training runs"): once every index of an epoch is there, its
-    batches are gathered on the device, and no worker, pinning or copy is involved.
-
-    Sound because every cnnforge dataset item is a pure function of its index (``shapes``
-    renders from (seed, index), files are read without random augmentation). Bounded: a split
-    whose items would take more than ``CACHE_BYTES`` (or an eighth of the memory free where it
-    would live) is not cached, nor one whose items differ in shape or type.
-    """
+    """A split's items kept on the training device once seen (docs/training.md), sound because every
+    item is a pure function of its index; bounded by ``CACHE_BYTES`` and free memory."""
 
     def __init__(self, n: int, device: torch.device) -> None:
         self.n, self.device = n, device
@@ -231,14 +215,8 @@ def free_memory(device: torch.device) -> int:
 
 
 class Batches:
-    """One split's ``(x, mask)`` batches on ``device``, epoch after epoch.
-
-    ``workers`` > 0 prepares them in that many processes, started with the first epoch and kept
-    until ``close``; on CUDA the batches are pinned and copied without blocking the host, their
-    integers narrowed (``NARROW``) on the way and widened again on the device. With
-    ``cache`` the items are kept on the device once seen (``ItemCache``): an epoch whose items
-    are all there is served from it.
-    """
+    """One split's ``(x, mask)`` batches on ``device``, epoch after epoch, from ``workers``
+    processes kept until ``close`` (pinned and narrowed on CUDA), or from the ``cache``."""
 
     def __init__(
         self,

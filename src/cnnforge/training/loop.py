@@ -1,16 +1,5 @@
-"""The training loop: a float phase, then quantization-aware training from ``start_epoch``.
-
-Deterministic by construction: each epoch re-seeds torch (the CPU's and every GPU's generator)
-with ``seed + epoch`` and shuffles with a generator seeded the same way, under deterministic
-algorithms (compute.reproducible_math), so a run resumed from ``last.pth`` continues with exactly
-the losses the uninterrupted run would have had, on the CPU or on a GPU. The model trains on
-``device`` (compute.choose_device); batches come from ``workers`` processes (loaders.Batches).
-QAT epochs run with TF32 off; ``TrainConfig.amp`` trains the float epochs under bfloat16
-autocast. Under ``torchrun`` the loop uses DistributedDataParallel (NCCL on GPUs, gloo on the
-CPU) with a DistributedSampler and global-batch BatchNorm, wrapped anew for each phase (QAT
-freezes the folded BatchNorm); only rank 0 writes checkpoints and logs. Checkpoints hold CPU
-tensors and load with ``torch.load(..., weights_only=True)`` on any machine.
-"""
+"""The training loop: float phase then QAT, re-seeded per epoch so a resumed run repeats the
+uninterrupted one exactly (CPU, GPU, or DistributedDataParallel under torchrun)."""
 
 from __future__ import annotations
 
@@ -113,12 +102,8 @@ def model_logits(model: nn.Module, x: torch.Tensor, config: TrainConfig) -> torc
 def segmentation_loss(
     logits: torch.Tensor, mask: torch.Tensor, reduction: str = "mean", ordered: bool | None = None
 ) -> torch.Tensor:
-    """Cross-entropy over the pixels that are not ``VOID`` (mean or sum).
-
-    On CUDA, torch's own mean/sum of this loss adds with atomics, in a different order on every
-    run; there (``ordered``, by default on CUDA) the per-pixel losses are summed by an ordinary
-    reduction, the same order every time, which keeps a resumed GPU run on the losses of an
-    uninterrupted one. The CPU uses torch's reduction, as always."""
+    """Cross-entropy over the non-``VOID`` pixels; ``ordered`` (default on CUDA) sums without
+    atomics, so a resumed GPU run repeats an uninterrupted one's losses."""
     if not (logits.device.type == "cuda" if ordered is None else ordered):
         return F.cross_entropy(logits, mask, ignore_index=VOID, reduction=reduction)
     total = F.cross_entropy(logits, mask, ignore_index=VOID, reduction="none").sum()
@@ -178,10 +163,8 @@ def load_checkpoint(path: Path) -> dict[str, Any]:
 
 
 class Trainer:
-    """Trains ``model`` on ``train_set``, validating on ``val_set``, writing to ``out_dir``.
-
-    The model moves to ``device`` (default the CPU); ``workers`` data-loading processes serve
-    both splits (0: the main process loads)."""
+    """Trains ``model`` on ``train_set`` on ``device``, validating on ``val_set``, writing to
+    ``out_dir``; ``workers`` data-loading processes (0: the main process)."""
 
     def __init__(
         self,
@@ -217,8 +200,6 @@ class Trainer:
         self._batches: dict[str, Batches] = {}
         self.optimizer = make_optimizer(self.model, config)
         self.scheduler = make_scheduler(self.optimizer, config)
-
-    # ---- state ---------------------------------------------------------------------------
 
     def resume(self, path: Path) -> None:
         """Continue from a ``last.pth``: weights, QAT state, optimizer, schedule, history."""
@@ -256,8 +237,6 @@ class Trainer:
             "config": json.dumps(asdict(self.config), sort_keys=True),
             "model": json.dumps(self.model_spec, sort_keys=True),
         }
-
-    # ---- the loop ------------------------------------------------------------------------
 
     def fit(self) -> list[EpochRecord]:
         """Run the remaining epochs; returns the full history. Each epoch computes under
@@ -370,12 +349,8 @@ class Trainer:
         )
 
     def _write(self, epoch: int, record: EpochRecord) -> None:
-        """Rank 0 only: best.pth on a new best mIoU, last.pth (resumable) every epoch, a log.
-
-        last.pth is written after best.pth: a run killed between them resumes from the epoch
-        before and writes the same best.pth again; the log is rewritten from last.pth's
-        history on resume (``_rewrite_log``), so a resumed run's files equal an uninterrupted
-        run's."""
+        """Rank 0 only: best.pth on a new best mIoU, then last.pth and the log every epoch, so a
+        resumed run's files equal an uninterrupted run's."""
         improved = record.miou > self.best_miou
         if improved:
             self.best_miou = record.miou

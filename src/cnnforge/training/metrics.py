@@ -1,8 +1,5 @@
-"""Classification and segmentation metrics from an accumulated confusion matrix.
-
-Segmentation ignores the void label (255 in VOC). IoU and Dice of a class absent from both the
-prediction and the ground truth are undefined and left out of the means (NaN per class).
-"""
+"""Classification and segmentation metrics from a confusion matrix; void (255) ignored, and
+classes absent from prediction and truth left out of the means (NaN)."""
 
 from __future__ import annotations
 
@@ -17,10 +14,8 @@ from cnnforge.training.datasets import VOID
 def confusion_matrix(
     pred: torch.Tensor, target: torch.Tensor, num_classes: int, ignore_index: int = VOID
 ) -> np.ndarray:
-    """``cm[t, p]`` = number of pixels (or samples) of true class t predicted as p.
-
-    Counted on the CPU (the pairs' indices copied there): CUDA's bincount adds with atomics,
-    which torch's deterministic mode reports as nondeterministic in some versions."""
+    """``cm[t, p]`` = pixels (or samples) of true class t predicted as p, counted on the CPU
+    (CUDA's bincount uses atomics, nondeterministic)."""
     pred = pred.reshape(-1).to(torch.int64)
     target = target.reshape(-1).to(torch.int64)
     keep = target != ignore_index

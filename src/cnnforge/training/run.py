@@ -22,8 +22,7 @@ if TYPE_CHECKING:
 
 def folded_input_shape(model: nn.Module, size: int, fold: int = 1) -> tuple[int, int, int]:
     """The (C, H, W) the model sees for ``size`` x ``size`` images folded space-to-depth by
-    ``fold``: its first layer's in_channels (already the folded count) at ``size / fold``.
-    The one place train, evaluate and the class probe derive the folded shape."""
+    ``fold``: the one place train, evaluate and the class probe derive it."""
     channels = _in_channels(model)
     if fold < 1 or size % fold or channels % (fold * fold):
         raise InputError(
@@ -91,16 +90,9 @@ def train_model(
     on_start: Callable[[torch.device], None] | None = None,
     on_batch: Callable[[int, int], None] | None = None,
 ) -> list[EpochRecord]:
-    """Build the model, the data and the trainer; train (or resume) and return the history.
-
-    ``out_dir`` follows the rules of every writer (outputs.RunDirectory): a new or
-    cnnforge-written directory, replaced only with ``overwrite``, continued with ``resume``,
-    one run at a time; a new run's directory appears with its first checkpoint.
-    Training runs on ``device`` (default the CPU) with ``workers`` data-loading processes
-    (None: compute.default_workers); ``on_start(device)`` is called once everything given has
-    been checked, just before the first epoch."""
+    """Build the model, data and trainer; train (or resume) into ``out_dir`` (an
+    outputs.RunDirectory) and return the history; ``on_start(device)`` runs before epoch one."""
     from cnnforge.compute import check_workers, default_workers
-    from cnnforge.frontend.torch_fx import load_model
     from cnnforge.training.distributed import local_processes
 
     if workers is None:
@@ -113,11 +105,10 @@ def train_model(
             "nothing to resume: no last.pth", where=str(out_dir), hint="run without --resume"
         )
     with _run_directory(out_dir, overwrite, resume) as run:
-        torch.manual_seed(config.seed)  # the initial weights are part of a deterministic run
-        model = load_model(spec, model_args, None)
-        num_classes = model_classes(model, size, config.fold)
         data_spec = DataSpec(dataset, data, size, lengths[0], lengths[1], config.seed)
-        train_set, val_set = data_spec.splits(num_classes)
+        model, num_classes, (train_set, val_set) = _model_and_data(
+            spec, model_args, data_spec, config
+        )
         trainer = Trainer(
             model,
             train_set,
@@ -138,6 +129,19 @@ def train_model(
         if on_start is not None:
             on_start(device)
         return trainer.fit()
+
+
+def _model_and_data(
+    spec: str, model_args: dict[str, Any], data_spec: DataSpec, config: TrainConfig
+) -> tuple[torch.nn.Module, int, tuple[Any, Any]]:
+    """The model built under ``config.seed`` (its initial weights are part of a deterministic
+    run), its class count and the data splits for it."""
+    from cnnforge.frontend.torch_fx import load_model
+
+    torch.manual_seed(config.seed)
+    model = load_model(spec, model_args, None)
+    num_classes = model_classes(model, data_spec.size, config.fold)
+    return model, num_classes, data_spec.splits(num_classes)
 
 
 def _run_directory(
