@@ -37,7 +37,10 @@ REGENERATE = "Regenerate instead of editing."
 
 
 @functools.cache
-def _env() -> jinja2.Environment:
+def templates(c_source: bool = False) -> jinja2.Environment:
+    """The firmware's jinja2 templates (templates/); ``c_source``: a tag's line leaves no trace
+    (trim_blocks, lstrip_blocks), so C templates read as the C they write."""
+
     def load(name: str) -> str:
         folder = resources.files("cnnforge.targets.max7800x.firmware")
         return folder.joinpath("templates", name).read_text("utf-8")
@@ -46,6 +49,8 @@ def _env() -> jinja2.Environment:
         loader=jinja2.FunctionLoader(load),
         keep_trailing_newline=True,
         undefined=jinja2.StrictUndefined,
+        trim_blocks=c_source,
+        lstrip_blocks=c_source,
     )
 
 
@@ -54,7 +59,7 @@ def _render(
 ) -> str:
     header = MAKE_HEADER.format(name=name, device=fw.device, what=what, advice=advice)
     common = {"target": fw.device, "target_lc": fw.device.lower(), "board": BOARD, "depth": DEPTH}
-    return _env().get_template(template).render(header=header, **common, **values)
+    return templates().get_template(template).render(header=header, **common, **values)
 
 
 def build_files(fw: Firmware) -> dict[str, str]:

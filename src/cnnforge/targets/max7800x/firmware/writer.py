@@ -67,69 +67,16 @@ def _write(w: Write) -> str:
 
 
 def cnn_h(fw: Firmware) -> str:
-    count = _unload_words(fw)
-    unload = (
-        "/* Copy the last layer's output words */\nint cnn_unload(uint32_t *out_buf);\n"
-        if fw.options.writes_unload
-        else ""
-    )
-    isr = "/* Interrupt handler: the accelerator finished */\nvoid CNN_ISR(void);\n"
-    isr = "" if fw.options.riscv else isr
+    """cnn.h, the API of cnn.c (templates/cnn.h.j2)."""
     return (
-        HEADER.format(name="cnn.h", device=fw.device, what="API")
-        + f"""
-#ifndef CNNFORGE_CNN_H
-#define CNNFORGE_CNN_H
-
-#include <stdint.h>
-typedef int32_t q31_t;
-typedef int16_t q15_t;
-
-/* Return codes */
-#define CNN_FAIL 0
-#define CNN_OK 1
-
-/* 32-bit output words of the network (what cnn_unload copies) */
-#define CNN_NUM_OUTPUTS {count}
-
-/* Timer that measures the inference, and the pins that show it on a scope */
-#define CNN_INFERENCE_TIMER MXC_TMR0
-#define CNN_START LED_On(1)
-#define CNN_COMPLETE LED_Off(1)
-#define SYS_START LED_On(0)
-#define SYS_COMPLETE LED_Off(0)
-
-/* Software softmax of the unloaded 32-bit outputs (softmax.c) */
-void softmax_q17p14_q15(const q31_t *vec_in, const uint16_t dim_vec, q15_t *p_out);
-void softmax_shift_q17p14_q15(q31_t *vec_in, const uint16_t dim_vec, uint8_t in_shift,
-                              q15_t *p_out);
-
-/* Time of the last inference (set by the interrupt handler) */
-extern volatile uint32_t cnn_time;
-
-/* Word copy used for the weights and the data */
-void memcpy32(uint32_t *dst, const uint32_t *src, int n);
-
-/* Power and clocks: on (clock source and divider of the MSDK), off */
-int cnn_enable(uint32_t clock_source, uint32_t clock_divider);
-int cnn_disable(void);
-/* Bring the state machine into a known state (MAX78002: clear the registers) */
-int cnn_init(void);
-/* Configure every layer */
-int cnn_configure(void);
-/* Load the kernels and the bias values */
-int cnn_load_weights(void);
-int cnn_load_bias(void);
-/* Start, stop, continue the accelerator */
-int cnn_start(void);
-int cnn_stop(void);
-int cnn_continue(void);
-{unload}/* Turn the external boost circuit on or off */
-int cnn_boost_enable(mxc_gpio_regs_t *port, uint32_t pin);
-int cnn_boost_disable(mxc_gpio_regs_t *port, uint32_t pin);
-{isr}
-#endif
-"""
+        msdk_project.templates(c_source=True)
+        .get_template("cnn.h.j2")
+        .render(
+            header=HEADER.format(name="cnn.h", device=fw.device, what="API"),
+            count=_unload_words(fw),
+            unload=fw.options.writes_unload,
+            isr=not fw.options.riscv,
+        )
     )
 
 
