@@ -88,23 +88,22 @@ def check_fits(model: nn.Module, shape: tuple[int, ...], target: Any):
     """check's report for ``model`` (a plain module) at ``shape`` on ``target``'s device."""
     from cnnforge.frontend.capture import capture
     from cnnforge.passes.check import check_report
+    from cnnforge.passes.lower import lower_to_hardware
 
-    return check_report(
-        capture(model, shape, name=type(model).__name__), target.device, rules=target.rules
-    )
+    # lowered once without its per-pass float checks (check's own lowering then changes
+    # nothing): the search's many tries are checks, and the chosen student's lowering for
+    # adapted.py (hardware_network) runs them
+    captured = capture(model, shape, name=type(model).__name__)
+    lowered = lower_to_hardware(captured, target.device, verify_steps=False).network
+    return check_report(lowered, target.device, rules=target.rules)
 
 
 @dataclass
 class Checked:
-    """The model preflight ends with and check's report for it: the width search's try at
-    width 1 without a cap is that model unchanged, whose capture and check it saves."""
+    """The model preflight ends with and check's report for it (the width search reuses it)."""
 
     model: nn.Module | None = None
     report: Any = None
-
-    def report_for(self, model: nn.Module) -> Any:
-        """The report where ``model`` is the checked model itself, else None."""
-        return self.report if model is self.model else None
 
 
 #: Violations no width changes (an op left without hardware form, too many layers).
@@ -199,21 +198,25 @@ def choose_width(
 ) -> tuple[nn.Module, float, int | None, list[dict[str, Any]], dict[str, tuple[int, ...]]]:
     """The largest width (``auto``: ``WIDTHS``, widest first) that check passes, or the given
     one; each at full width and then capped at ``CAP`` channels; and every try (its
-    parameters, whether it fits and why not). ``checked``: preflight's report for ``model``,
-    reused for the one try that leaves it unchanged (width 1, no cap)."""
+    parameters, whether it fits and why not). ``checked``: preflight's report for ``model``."""
     tries: list[dict[str, Any]] = []
     candidates = WIDTHS if width == "auto" else (float(width),)
     graph = None
+    # check depends on the layers' shapes only: a try shaped as an earlier one (wide tries all
+    # capped at CAP, width 1 without a cap = ``model``) reuses that one's report
+    reports = {} if checked is None or checked.model is None else {
+        _shapes(checked.model): checked.report
+    }  # fmt: skip
     for w in candidates:
         for cap in (None, CAP):
             try:
                 if graph is None and (w != 1 or cap is not None):
                     graph = channel_graph(model, shape)
                 student, kept = narrow(model, w, shape, cap, graph)
-                # at width 1 without a cap narrow returns an unchanged copy: model's report
-                # (a wider try is a new model: checked on its own)
-                known = checked.report_for(model) if checked and w == 1 and cap is None else None
-                report = known if known is not None else check_fits(student, shape, target)
+                key = _shapes(student)
+                if key not in reports:
+                    reports[key] = check_fits(student, shape, target)
+                report = reports[key]
             except CnnforgeError as exc:
                 tries.append({"width": w, "cap": cap, "fits": False, "why": str(exc)})
                 continue
@@ -227,6 +230,12 @@ def choose_width(
                 return student, w, cap, tries, kept
     last = "; ".join(f"{t['width']}/{t['cap']}: {t['why']}" for t in tries)
     raise InputError(f"no width makes the model fit {target.name} ({last})", hint="--width")
+
+
+def _shapes(model: nn.Module) -> tuple[str, tuple]:
+    """What check sees of ``model``: its modules (types, channels, kernels, strides) and the
+    shape of every parameter and buffer; two modules alike here get the same report."""
+    return repr(model), tuple((k, tuple(v.shape)) for k, v in model.state_dict().items())
 
 
 def adapt_model(

@@ -198,10 +198,9 @@ def _first(channels: int, count: int) -> Keep:
 
 def _take(values: torch.Tensor, dim: int, keep: Keep, fill: torch.Tensor) -> torch.Tensor:
     """``values`` indexed along ``dim`` by ``keep``; a ``NEW`` entry takes ``fill``'s slice."""
-    picked = [
-        values.select(dim, i) if i != NEW else fill.select(dim, j) for j, i in enumerate(keep)
-    ]
-    return torch.stack(picked, dim).clone()
+    count = values.shape[dim]
+    index = torch.tensor([i if i != NEW else count + j for j, i in enumerate(keep)])
+    return torch.cat([values, fill], dim).index_select(dim, index)
 
 
 def _resized(shape: torch.Size, dim: int, size: int) -> tuple[int, ...]:
