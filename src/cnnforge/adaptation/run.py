@@ -269,49 +269,72 @@ def adapt_model(
     data-loading processes; ``on_start(compute)`` once the model fits, before training.
     ``measure(out, shape)``: the size and predicted latency of the written result (the
     caller's: the target's planner is above this stage)."""
-    from cnnforge.frontend.torch_fx import load_model
-
     _check_teacher(spec, checkpoint, allow_untrained)
     step = on_step or (lambda _: None)
     start = time.monotonic()
     with run_directory(out, ADAPT_FILES, overwrite=overwrite, resume=resume) as run:
         torch.manual_seed(config.seed)
-        teacher = load_model(spec, model_args, checkpoint).eval()
-        shape = (_in_channels(teacher), data.size, data.size)
-        classes = model_classes(teacher, data.size)
-        config = replace(config, num_classes=classes)
-        train_set, val_set = data.splits(classes)
-        step("replacing ops")
-        checked = Checked()
-        adapted, reps = preflight(teacher, shape, target, checked)
-        step("choosing the width")
-        student, w, cap, tries, kept = choose_width(adapted, shape, target, width, checked)
+        s = _fit(spec, model_args, checkpoint, target, data, config, width, step)
         if on_start is not None:
             on_start(compute)
-        for t in tries if on_try is not None else ():  # after the search: a refusal stays one line
+        for t in s.tries if on_try is not None else ():  # after the search: a refusal stays 1 line
             on_try(t)
         resumed = _started(run.path)
-        _measure_norms(student.to(compute), train_set, reps, widened=w > 1, resume=resumed)
+        _measure_norms(s.student.to(compute), s.splits[0], s.reps, widened=s.width > 1,
+                       resume=resumed)  # fmt: skip
         step("distilling")
         place = {"device": compute, "workers": workers}
-        spec_json = {"model": _name(spec), "model_args": model_args, "width": w, "cap": cap}
+        spec_json = {"model": _name(spec), "model_args": model_args, "width": s.width, "cap": s.cap}
         loop = {"resume": resume, "on_epoch": on_epoch, "plateau": plateau, "on_batch": on_batch}
-        distilled = _distill(run, student, teacher, kept, (train_set, val_set), config, place,
+        distilled = _distill(run, s.student, s.teacher, s.kept, s.splits, s.config, place,
                              spec_json, loop)  # fmt: skip
-        student.eval()
+        s.student.eval()
         run.commit()  # no float epochs: the directory appears before adapted.py names its path
-        qat = _quantization_aware(student, teacher, shape, target, (train_set, val_set), config,
+        qat = _quantization_aware(s.student, s.teacher, s.shape, target, s.splits, s.config,
                                   out, _name(spec), qat_epochs, place, loop, step)  # fmt: skip
         step("scoring")
         result = AdaptResult(
-            reps, w, cap, tries, scores=_scores(teacher, student, qat, val_set, classes, place),
-            epochs={"distill": distilled, "qat": _epochs_run(out / "run_qat")},
-            size=_size(teacher, measure, out, shape), minutes=(time.monotonic() - start) / 60,
-            plateau=plateau,
+            s.reps, s.width, s.cap, s.tries, epochs={"distill": distilled,
+            "qat": _epochs_run(out / "run_qat")}, plateau=plateau,
+            scores=_scores(s.teacher, s.student, qat, s.splits[1], s.config.num_classes, place),
+            size=_size(s.teacher, measure, out, s.shape), minutes=(time.monotonic() - start) / 60,
         )  # fmt: skip
         text = json.dumps(result.to_dict(), indent=1) + "\n"
         replace_bytes(out / "adapt.json", text.encode("utf-8"))  # last: the run is complete
         return result
+
+
+@dataclass
+class _Fitted:
+    """The teacher, its data and the student that fits, before any training."""
+
+    teacher: nn.Module
+    shape: tuple[int, ...]
+    config: TrainConfig
+    splits: tuple[Any, Any]
+    reps: list[Replacement]
+    student: nn.Module
+    width: float
+    cap: int | None
+    tries: list[dict[str, Any]]
+    kept: dict[str, tuple[int, ...]]
+
+
+def _fit(spec, model_args, checkpoint, target, data: DataSpec, config, width, step) -> _Fitted:
+    """The teacher loaded, its classes and data, the replacements and the width that fits."""
+    from cnnforge.frontend.torch_fx import load_model
+
+    teacher = load_model(spec, model_args, checkpoint).eval()
+    shape = (_in_channels(teacher), data.size, data.size)
+    classes = model_classes(teacher, data.size)
+    config = replace(config, num_classes=classes)
+    splits = tuple(data.splits(classes))
+    step("replacing ops")
+    checked = Checked()
+    adapted, reps = preflight(teacher, shape, target, checked)
+    step("choosing the width")
+    student, w, cap, tries, kept = choose_width(adapted, shape, target, width, checked)
+    return _Fitted(teacher, shape, config, splits, reps, student, w, cap, tries, kept)
 
 
 def _quantization_aware(
