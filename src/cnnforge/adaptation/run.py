@@ -119,9 +119,8 @@ def _not_by_width(v) -> bool:
 def preflight(
     model: nn.Module, shape: tuple[int, ...], target: Any, checked: Checked | None = None
 ):
-    """Sigmoid gates opened, refusals, the replacements, the depth cut, then what no width
-    fixes: InputError naming every such op at once (before any training); else the adapted
-    module and its replacements (and, given ``checked``, the adapted module's report in it)."""
+    """The adapted module and its replacements (gates, swaps, depth cut; ``checked`` gets its
+    report), or one InputError naming every op no width fixes, before any training."""
     model, gates = open_gates(model)
     refused = refusals(model)
     if refused:
@@ -196,9 +195,8 @@ def choose_width(
     width: str,
     checked: Checked | None = None,
 ) -> tuple[nn.Module, float, int | None, list[dict[str, Any]], dict[str, tuple[int, ...]]]:
-    """The largest width (``auto``: ``WIDTHS``, widest first) that check passes, or the given
-    one; each at full width and then capped at ``CAP`` channels; and every try (its
-    parameters, whether it fits and why not). ``checked``: preflight's report for ``model``."""
+    """The widest try that check passes (``auto``: ``WIDTHS``, each uncapped then capped at
+    ``CAP``) and every try with its parameters and why it fails; ``checked``: preflight's."""
     tries: list[dict[str, Any]] = []
     candidates = WIDTHS if width == "auto" else (float(width),)
     graph = None
@@ -262,13 +260,8 @@ def adapt_model(
     measure: Callable[[Path, tuple[int, ...]], dict[str, Any]] | None = None,
     on_batch: Callable[[int, int], None] | None = None,
 ) -> AdaptResult:
-    """The whole command (see the module docstring). ``out`` follows train's rules
-    (outputs.RunDirectory): created, continued with ``resume`` or replaced with ``overwrite``,
-    one run at a time, appearing with the first checkpoint; adapt.json is written last. The
-    distillation, QAT and scores run on ``compute`` (a GPU or the CPU) with ``workers``
-    data-loading processes; ``on_start(compute)`` once the model fits, before training.
-    ``measure(out, shape)``: the size and predicted latency of the written result (the
-    caller's: the target's planner is above this stage)."""
+    """The whole command (module docstring), training on ``compute``; ``out`` as train's
+    (outputs.RunDirectory), adapt.json written last; ``measure``: the result's size, latency."""
     _check_teacher(spec, checkpoint, allow_untrained)
     step = on_step or (lambda _: None)
     start = time.monotonic()
@@ -417,9 +410,8 @@ def _size(teacher: nn.Module, measure, out: Path, shape: tuple[int, ...]) -> dic
 
 
 def _features(student: nn.Module, teacher: nn.Module, kept: dict[str, tuple[int, ...]]) -> dict:
-    """The conv outputs to match: the narrowed ones (their kept channels), or at full width
-    every conv (all channels); only convs the teacher has at the same path (a stacked 3x3
-    that replaced a 7x7 has no counterpart)."""
+    """The conv outputs to match (kept channels; at full width all) of the convs the teacher
+    has at the same path (a stacked 3x3 that replaced a 7x7 has no counterpart)."""
     convs = {p for p, m in teacher.named_modules() if isinstance(m, _CONVS)}
     if kept:
         return {p: k for p, k in kept.items() if p in convs}
@@ -453,9 +445,8 @@ def hardware_network(student: nn.Module, shape, target, calibration: torch.Tenso
 
 
 def _distill(run: RunDirectory, student, teacher, kept, splits, config, place, spec, loop) -> int:
-    """Float distillation of the student from the original (train's loop in OUT/run,
-    resumable from its last.pth, to its plateau); OUT appears with the first checkpoint.
-    Returns the epochs the run has had."""
+    """Float distillation from the original in OUT/run (resumable, to its plateau; OUT appears
+    with the first checkpoint); the epochs the run has had."""
     trainer = DistillTrainer(
         student, *splits, config, run.path / "run", None, model_spec=spec,
         on_epoch=loop["on_epoch"], teacher=teacher, features=_features(student, teacher, kept),

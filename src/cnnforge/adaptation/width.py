@@ -101,9 +101,8 @@ def narrow(
     cap: int | None = None,
     graph: ChannelGraph | None = None,
 ) -> tuple[nn.Module, dict[str, Keep]]:
-    """A copy of ``model`` at ``multiplier`` (hidden layers at most ``cap`` channels); the
-    original's channel behind each output channel per module path (``NEW`` for an added one).
-    ``graph``: ``channel_graph(model, input_shape)``, made once when several widths are tried."""
+    """A copy of ``model`` at ``multiplier`` (hidden layers at most ``cap`` channels) and, per
+    module path, the original channel behind each output one (``NEW``); ``graph``: shared."""
     model = copy.deepcopy(model).eval()
     if multiplier == 1 and cap is None:
         return model, {}
