@@ -475,6 +475,7 @@ def adapt(say: Report, where: list[Where], sizes: Sizes, clock: Clock, reserve: 
                 "--allow-untrained"]  # fmt: skip
     totals: dict[str, tuple[float, str]] = {}
     per_epoch: dict[str, float] = {}
+    fixed: dict[str, float] = {}
     for w in runs:
         box = min(sizes.adapt_gpu_box_s if w.cuda else sizes.adapt_box_s, clock.left() - reserve)
         with tempfile.TemporaryDirectory(prefix="gpu-bench-adapt-") as tmp:
@@ -494,13 +495,16 @@ def adapt(say: Report, where: list[Where], sizes: Sizes, clock: Clock, reserve: 
         for i, (t, line) in enumerate(lines):
             if i >= table or line.startswith(("epoch", "adapting on", "width", "error")):
                 say(f"    {t:7.1f} s | {line}")
+        starts = [t for t, line in lines if line.startswith("adapting on")]
+        if starts:  # the fixed part: start-up, replacements, the width search
+            fixed[w.label] = starts[0]
         epoch_s = epoch_seconds(lines)
         if epoch_s is not None:
             per_epoch[w.label] = epoch_s
         projected = projection(say, code, lines, epochs + qat_epochs)
         if projected is not None:
             totals[w.label] = (projected, "PROJECTED from its first epochs")
-    adapt_ratios(say, totals, per_epoch)
+    adapt_ratios(say, totals, per_epoch, fixed)
 
 
 def epoch_seconds(lines: list[tuple[float, str]]) -> float | None:
@@ -515,19 +519,33 @@ def epoch_seconds(lines: list[tuple[float, str]]) -> float | None:
 
 
 def adapt_ratios(
-    say: Report, totals: dict[str, tuple[float, str]], per_epoch: dict[str, float]
+    say: Report,
+    totals: dict[str, tuple[float, str]],
+    per_epoch: dict[str, float],
+    fixed: dict[str, float] | None = None,
 ) -> None:
-    """The whole runs' ratio and the training epochs' ratio, GPU against each CPU run."""
-    gpu = next((k for k in totals if k.startswith("GPU")), None)
-    for label, (seconds, how) in totals.items():
-        if gpu is not None and label != gpu:
+    """Side by side per run: the fixed part (until it trains), the median epoch and the whole
+    run; then GPU against each CPU run for each."""
+    fixed = fixed or {}
+    labels = list(dict.fromkeys([*fixed, *per_epoch, *totals]))
+    say(f"{'adapt':26}" + "".join(f"{label[:18]:>20}" for label in labels))
+    rows = (("until it trains (fixed), s", fixed), ("epoch (median), s", per_epoch),
+            ("whole run, s", {k: v[0] for k, v in totals.items()}))  # fmt: skip
+    for name, values in rows:
+        cells = (f"{values[k]:.1f}" if k in values else "-" for k in labels)
+        say(f"{name:26}" + "".join(f"{c:>20}" for c in cells))
+    gpu = next((k for k in labels if k.startswith("GPU")), None)
+    for label in labels if gpu is not None else ():
+        if label == gpu:
+            continue
+        for name, values in (("fixed part", fixed), ("epochs (median)", per_epoch)):
+            if values.get(gpu) and label in values:
+                say(f"adapt {name}: GPU {values[gpu]:.2f} s, {label} {values[label]:.2f} s: "
+                    f"{values[label] / values[gpu]:.1f}x")  # fmt: skip
+        if gpu in totals and label in totals:
+            seconds, how = totals[label]
             say(f"adapt: GPU {totals[gpu][0]:.0f} s, {label} {seconds:.0f} s ({how}): "
                 f"{seconds / totals[gpu][0]:.1f}x")  # fmt: skip
-    gpu_epoch = next((v for k, v in per_epoch.items() if k.startswith("GPU")), None)
-    for label, seconds in per_epoch.items():
-        if gpu_epoch and not label.startswith("GPU"):
-            say(f"adapt epochs (median): GPU {gpu_epoch:.2f} s, {label} {seconds:.2f} s: "
-                f"{seconds / gpu_epoch:.1f}x")  # fmt: skip
 
 
 def projection(

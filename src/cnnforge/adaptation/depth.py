@@ -74,10 +74,8 @@ def depth_rule(v) -> bool:
 def cut_depth(
     model: nn.Module, input_shape: tuple[int, ...], target
 ) -> tuple[nn.Module, list[Replacement]]:
-    """``model`` (changed in place) with the fewest repeats removed that bring the layer count
-    within the device (all of them where none does: check then names the count with the rest);
-    one Replacement (row ``depth``) per block removed. The order of the cuts is fixed before
-    any is made, so the fewest is found by bisection (a check per step, log2 of the repeats)."""
+    """``model`` (in place) with the fewest repeated blocks cut that fit the layer count (all
+    where none does; bisection over a fixed order), one ``depth`` Replacement per block cut."""
     order = cut_order(repeats(model, input_shape))
     low, high = 0, len(order)  # too deep with `low` cuts; `high` cuts: fits, or all there are
     while low + 1 < high:

@@ -69,9 +69,8 @@ def output_gain(model: nn.Module) -> float:
 
 
 def mirrored(x: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Half the batch mirrored left-right (images and masks; drawn from torch's seeded
-    generator, so a resumed epoch draws the same): the teacher labels the mirrored images too,
-    which keeps the student from fitting the few training images."""
+    """Half the batch (seeded draw) mirrored left-right, images and masks: the teacher labels
+    them too, which keeps the student from fitting the few training images."""
     flip = (torch.rand(x.shape[0]) < 0.5).to(x.device)  # drawn on the CPU, on every device
     x = torch.where(flip.view(-1, *[1] * (x.dim() - 1)), x.flip(-1), x)
     mask = torch.where(flip.view(-1, *[1] * (mask.dim() - 1)), mask.flip(-1), mask)
@@ -79,9 +78,8 @@ def mirrored(x: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.T
 
 
 class PlateauSchedule(torch.optim.lr_scheduler.ReduceLROnPlateau):
-    """A constant rate until validation mIoU stops improving, then lower (module constants);
-    ``finished`` once a plateau is reached at the lowest rate. Its state is the scheduler's,
-    saved in every ``last.pth``, so a resumed run continues the same schedule."""
+    """A constant rate, lowered at each plateau of validation mIoU, ``finished`` at one at the
+    lowest rate; saved in every ``last.pth``, so a resumed run continues it."""
 
     def __init__(self, optimizer: torch.optim.Optimizer) -> None:
         lowest = [g["lr"] * PLATEAU_FACTOR**PLATEAU_DROPS * 0.999 for g in optimizer.param_groups]

@@ -88,23 +88,22 @@ def check_fits(model: nn.Module, shape: tuple[int, ...], target: Any):
     """check's report for ``model`` (a plain module) at ``shape`` on ``target``'s device."""
     from cnnforge.frontend.capture import capture
     from cnnforge.passes.check import check_report
+    from cnnforge.passes.lower import lower_to_hardware
 
-    return check_report(
-        capture(model, shape, name=type(model).__name__), target.device, rules=target.rules
-    )
+    # lowered once without its per-pass float checks (check's own lowering then changes
+    # nothing): the search's many tries are checks, and the chosen student's lowering for
+    # adapted.py (hardware_network) runs them
+    captured = capture(model, shape, name=type(model).__name__)
+    lowered = lower_to_hardware(captured, target.device, verify_steps=False).network
+    return check_report(lowered, target.device, rules=target.rules)
 
 
 @dataclass
 class Checked:
-    """The model preflight ends with and check's report for it: the width search's try at
-    width 1 without a cap is that model unchanged, whose capture and check it saves."""
+    """The model preflight ends with and check's report for it (the width search reuses it)."""
 
     model: nn.Module | None = None
     report: Any = None
-
-    def report_for(self, model: nn.Module) -> Any:
-        """The report where ``model`` is the checked model itself, else None."""
-        return self.report if model is self.model else None
 
 
 #: Violations no width changes (an op left without hardware form, too many layers).
@@ -120,9 +119,8 @@ def _not_by_width(v) -> bool:
 def preflight(
     model: nn.Module, shape: tuple[int, ...], target: Any, checked: Checked | None = None
 ):
-    """Sigmoid gates opened, refusals, the replacements, the depth cut, then what no width
-    fixes: InputError naming every such op at once (before any training); else the adapted
-    module and its replacements (and, given ``checked``, the adapted module's report in it)."""
+    """The adapted module and its replacements (gates, swaps, depth cut; ``checked`` gets its
+    report), or one InputError naming every op no width fixes, before any training."""
     model, gates = open_gates(model)
     refused = refusals(model)
     if refused:
@@ -197,23 +195,26 @@ def choose_width(
     width: str,
     checked: Checked | None = None,
 ) -> tuple[nn.Module, float, int | None, list[dict[str, Any]], dict[str, tuple[int, ...]]]:
-    """The largest width (``auto``: ``WIDTHS``, widest first) that check passes, or the given
-    one; each at full width and then capped at ``CAP`` channels; and every try (its
-    parameters, whether it fits and why not). ``checked``: preflight's report for ``model``,
-    reused for the one try that leaves it unchanged (width 1, no cap)."""
+    """The widest try that check passes (``auto``: ``WIDTHS``, each uncapped then capped at
+    ``CAP``) and every try with its parameters and why it fails; ``checked``: preflight's."""
     tries: list[dict[str, Any]] = []
     candidates = WIDTHS if width == "auto" else (float(width),)
     graph = None
+    # check depends on the layers' shapes only: a try shaped as an earlier one (wide tries all
+    # capped at CAP, width 1 without a cap = ``model``) reuses that one's report
+    reports = {} if checked is None or checked.model is None else {
+        _shapes(checked.model): checked.report
+    }  # fmt: skip
     for w in candidates:
         for cap in (None, CAP):
             try:
                 if graph is None and (w != 1 or cap is not None):
                     graph = channel_graph(model, shape)
                 student, kept = narrow(model, w, shape, cap, graph)
-                # at width 1 without a cap narrow returns an unchanged copy: model's report
-                # (a wider try is a new model: checked on its own)
-                known = checked.report_for(model) if checked and w == 1 and cap is None else None
-                report = known if known is not None else check_fits(student, shape, target)
+                key = _shapes(student)
+                if key not in reports:
+                    reports[key] = check_fits(student, shape, target)
+                report = reports[key]
             except CnnforgeError as exc:
                 tries.append({"width": w, "cap": cap, "fits": False, "why": str(exc)})
                 continue
@@ -227,6 +228,12 @@ def choose_width(
                 return student, w, cap, tries, kept
     last = "; ".join(f"{t['width']}/{t['cap']}: {t['why']}" for t in tries)
     raise InputError(f"no width makes the model fit {target.name} ({last})", hint="--width")
+
+
+def _shapes(model: nn.Module) -> tuple[str, tuple]:
+    """What check sees of ``model``: its modules (types, channels, kernels, strides) and the
+    shape of every parameter and buffer; two modules alike here get the same report."""
+    return repr(model), tuple((k, tuple(v.shape)) for k, v in model.state_dict().items())
 
 
 def adapt_model(
@@ -253,56 +260,74 @@ def adapt_model(
     measure: Callable[[Path, tuple[int, ...]], dict[str, Any]] | None = None,
     on_batch: Callable[[int, int], None] | None = None,
 ) -> AdaptResult:
-    """The whole command (see the module docstring). ``out`` follows train's rules
-    (outputs.RunDirectory): created, continued with ``resume`` or replaced with ``overwrite``,
-    one run at a time, appearing with the first checkpoint; adapt.json is written last. The
-    distillation, QAT and scores run on ``compute`` (a GPU or the CPU) with ``workers``
-    data-loading processes; ``on_start(compute)`` once the model fits, before training.
-    ``measure(out, shape)``: the size and predicted latency of the written result (the
-    caller's: the target's planner is above this stage)."""
-    from cnnforge.frontend.torch_fx import load_model
-
+    """The whole command (module docstring), training on ``compute``; ``out`` as train's
+    (outputs.RunDirectory), adapt.json written last; ``measure``: the result's size, latency."""
     _check_teacher(spec, checkpoint, allow_untrained)
     step = on_step or (lambda _: None)
     start = time.monotonic()
     with run_directory(out, ADAPT_FILES, overwrite=overwrite, resume=resume) as run:
         torch.manual_seed(config.seed)
-        teacher = load_model(spec, model_args, checkpoint).eval()
-        shape = (_in_channels(teacher), data.size, data.size)
-        classes = model_classes(teacher, data.size)
-        config = replace(config, num_classes=classes)
-        train_set, val_set = data.splits(classes)
-        step("replacing ops")
-        checked = Checked()
-        adapted, reps = preflight(teacher, shape, target, checked)
-        step("choosing the width")
-        student, w, cap, tries, kept = choose_width(adapted, shape, target, width, checked)
+        s = _fit(spec, model_args, checkpoint, target, data, config, width, step)
         if on_start is not None:
             on_start(compute)
-        for t in tries if on_try is not None else ():  # after the search: a refusal stays one line
+        for t in s.tries if on_try is not None else ():  # after the search: a refusal stays 1 line
             on_try(t)
         resumed = _started(run.path)
-        _measure_norms(student.to(compute), train_set, reps, widened=w > 1, resume=resumed)
+        _measure_norms(s.student.to(compute), s.splits[0], s.reps, widened=s.width > 1,
+                       resume=resumed)  # fmt: skip
         step("distilling")
         place = {"device": compute, "workers": workers}
-        spec_json = {"model": _name(spec), "model_args": model_args, "width": w, "cap": cap}
+        spec_json = {"model": _name(spec), "model_args": model_args, "width": s.width, "cap": s.cap}
         loop = {"resume": resume, "on_epoch": on_epoch, "plateau": plateau, "on_batch": on_batch}
-        distilled = _distill(run, student, teacher, kept, (train_set, val_set), config, place,
+        distilled = _distill(run, s.student, s.teacher, s.kept, s.splits, s.config, place,
                              spec_json, loop)  # fmt: skip
-        student.eval()
+        s.student.eval()
         run.commit()  # no float epochs: the directory appears before adapted.py names its path
-        qat = _quantization_aware(student, teacher, shape, target, (train_set, val_set), config,
+        qat = _quantization_aware(s.student, s.teacher, s.shape, target, s.splits, s.config,
                                   out, _name(spec), qat_epochs, place, loop, step)  # fmt: skip
         step("scoring")
         result = AdaptResult(
-            reps, w, cap, tries, scores=_scores(teacher, student, qat, val_set, classes, place),
-            epochs={"distill": distilled, "qat": _epochs_run(out / "run_qat")},
-            size=_size(teacher, measure, out, shape), minutes=(time.monotonic() - start) / 60,
-            plateau=plateau,
+            s.reps, s.width, s.cap, s.tries, epochs={"distill": distilled,
+            "qat": _epochs_run(out / "run_qat")}, plateau=plateau,
+            scores=_scores(s.teacher, s.student, qat, s.splits[1], s.config.num_classes, place),
+            size=_size(s.teacher, measure, out, s.shape), minutes=(time.monotonic() - start) / 60,
         )  # fmt: skip
         text = json.dumps(result.to_dict(), indent=1) + "\n"
         replace_bytes(out / "adapt.json", text.encode("utf-8"))  # last: the run is complete
         return result
+
+
+@dataclass
+class _Fitted:
+    """The teacher, its data and the student that fits, before any training."""
+
+    teacher: nn.Module
+    shape: tuple[int, ...]
+    config: TrainConfig
+    splits: tuple[Any, Any]
+    reps: list[Replacement]
+    student: nn.Module
+    width: float
+    cap: int | None
+    tries: list[dict[str, Any]]
+    kept: dict[str, tuple[int, ...]]
+
+
+def _fit(spec, model_args, checkpoint, target, data: DataSpec, config, width, step) -> _Fitted:
+    """The teacher loaded, its classes and data, the replacements and the width that fits."""
+    from cnnforge.frontend.torch_fx import load_model
+
+    teacher = load_model(spec, model_args, checkpoint).eval()
+    shape = (_in_channels(teacher), data.size, data.size)
+    classes = model_classes(teacher, data.size)
+    config = replace(config, num_classes=classes)
+    splits = tuple(data.splits(classes))
+    step("replacing ops")
+    checked = Checked()
+    adapted, reps = preflight(teacher, shape, target, checked)
+    step("choosing the width")
+    student, w, cap, tries, kept = choose_width(adapted, shape, target, width, checked)
+    return _Fitted(teacher, shape, config, splits, reps, student, w, cap, tries, kept)
 
 
 def _quantization_aware(
@@ -385,9 +410,8 @@ def _size(teacher: nn.Module, measure, out: Path, shape: tuple[int, ...]) -> dic
 
 
 def _features(student: nn.Module, teacher: nn.Module, kept: dict[str, tuple[int, ...]]) -> dict:
-    """The conv outputs to match: the narrowed ones (their kept channels), or at full width
-    every conv (all channels); only convs the teacher has at the same path (a stacked 3x3
-    that replaced a 7x7 has no counterpart)."""
+    """The conv outputs to match (kept channels; at full width all) of the convs the teacher
+    has at the same path (a stacked 3x3 that replaced a 7x7 has no counterpart)."""
     convs = {p for p, m in teacher.named_modules() if isinstance(m, _CONVS)}
     if kept:
         return {p: k for p, k in kept.items() if p in convs}
@@ -421,9 +445,8 @@ def hardware_network(student: nn.Module, shape, target, calibration: torch.Tenso
 
 
 def _distill(run: RunDirectory, student, teacher, kept, splits, config, place, spec, loop) -> int:
-    """Float distillation of the student from the original (train's loop in OUT/run,
-    resumable from its last.pth, to its plateau); OUT appears with the first checkpoint.
-    Returns the epochs the run has had."""
+    """Float distillation from the original in OUT/run (resumable, to its plateau; OUT appears
+    with the first checkpoint); the epochs the run has had."""
     trainer = DistillTrainer(
         student, *splits, config, run.path / "run", None, model_spec=spec,
         on_epoch=loop["on_epoch"], teacher=teacher, features=_features(student, teacher, kept),

@@ -101,9 +101,8 @@ def narrow(
     cap: int | None = None,
     graph: ChannelGraph | None = None,
 ) -> tuple[nn.Module, dict[str, Keep]]:
-    """A copy of ``model`` at ``multiplier`` (hidden layers at most ``cap`` channels); the
-    original's channel behind each output channel per module path (``NEW`` for an added one).
-    ``graph``: ``channel_graph(model, input_shape)``, made once when several widths are tried."""
+    """A copy of ``model`` at ``multiplier`` (hidden layers at most ``cap`` channels) and, per
+    module path, the original channel behind each output one (``NEW``); ``graph``: shared."""
     model = copy.deepcopy(model).eval()
     if multiplier == 1 and cap is None:
         return model, {}
@@ -198,10 +197,9 @@ def _first(channels: int, count: int) -> Keep:
 
 def _take(values: torch.Tensor, dim: int, keep: Keep, fill: torch.Tensor) -> torch.Tensor:
     """``values`` indexed along ``dim`` by ``keep``; a ``NEW`` entry takes ``fill``'s slice."""
-    picked = [
-        values.select(dim, i) if i != NEW else fill.select(dim, j) for j, i in enumerate(keep)
-    ]
-    return torch.stack(picked, dim).clone()
+    count = values.shape[dim]
+    index = torch.tensor([i if i != NEW else count + j for j, i in enumerate(keep)])
+    return torch.cat([values, fill], dim).index_select(dim, index)
 
 
 def _resized(shape: torch.Size, dim: int, size: int) -> tuple[int, ...]:
