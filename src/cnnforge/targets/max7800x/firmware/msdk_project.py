@@ -36,17 +36,18 @@ MAKE_HEADER = """\
 REGENERATE = "Regenerate instead of editing."
 
 
+def template_text(name: str) -> str:
+    """The text of templates/``name`` as stored (softmax.c is copied into the folder as is)."""
+    folder = resources.files("cnnforge.targets.max7800x.firmware")
+    return folder.joinpath("templates", name).read_text("utf-8")
+
+
 @functools.cache
 def templates(c_source: bool = False) -> jinja2.Environment:
     """The firmware's jinja2 templates (templates/); ``c_source``: a tag's line leaves no trace
     (trim_blocks, lstrip_blocks), so C templates read as the C they write."""
-
-    def load(name: str) -> str:
-        folder = resources.files("cnnforge.targets.max7800x.firmware")
-        return folder.joinpath("templates", name).read_text("utf-8")
-
     return jinja2.Environment(
-        loader=jinja2.FunctionLoader(load),
+        loader=jinja2.FunctionLoader(template_text),
         keep_trailing_newline=True,
         undefined=jinja2.StrictUndefined,
         trim_blocks=c_source,
