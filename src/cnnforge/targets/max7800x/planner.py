@@ -77,17 +77,9 @@ def plan_network(
     # Streamed tensors sit in rollover buffers that all live while the streaming layers run.
     names = [INPUT, *(x.name for x in network.layers)][:streamed]
     live.update({name: (live[INPUT][0], streamed - 1) for name in names})
-    results, errors = [], []
-    for policy in MASK_POLICIES:
-        try:
-            results.append(
-                _attempt(network, groups, live, dev, data_format, policy, in_place, spans)
-            )
-        except PlanError as exc:
-            errors.append(exc)
-    if not results:
-        raise errors[0]
-    network, layer_masks, offsets, kernels, bias = min(results, key=lambda r: r[0])[1:]
+    network, layer_masks, offsets, kernels, bias = _best_attempt(
+        network, groups, live, dev, data_format, in_place, spans
+    )
     placements = _placements(network, groups, layer_masks, offsets, kernels, bias, dev)
     for i in range(streamed):
         p = dataclasses.replace(placements[i], streaming=True)
@@ -170,6 +162,22 @@ def _placements(
 
 #: Tie-break policies of the mask assignment tried in turn; the lowest data-memory top wins.
 MASK_POLICIES = ("low", "long-high", "high")
+
+
+def _best_attempt(network, groups, live, dev, data_format, in_place, spans) -> tuple:
+    """The lowest-topped placement over the mask policies: (network, masks, offsets, kernels,
+    bias); the first policy's PlanError when none places."""
+    results, errors = [], []
+    for policy in MASK_POLICIES:
+        try:
+            results.append(
+                _attempt(network, groups, live, dev, data_format, policy, in_place, spans)
+            )
+        except PlanError as exc:
+            errors.append(exc)
+    if not results:
+        raise errors[0]
+    return min(results, key=lambda r: r[0])[1:]
 
 
 def _attempt(network, groups, live, dev, data_format, policy, in_place, spans) -> tuple:

@@ -326,10 +326,9 @@ def _fill_bytes(
 ) -> int:
     """``_fill`` for 8-bit kernels, a run of whole kernels at a time (the same bytes, faster)."""
     ksize = f.ksize
-    in_exp, t_in, t_out = f.in_expand, f.in_expand_thresh, f.out_expand_thresh
+    in_exp, t_in = f.in_expand, f.in_expand_thresh
     in_ch, nrows, out_ch = f.in_channels, rows.shape[0], f.out_channels
     start_col = _ffs(f.out_map) % 4
-    this_map_init = f.out_map >> _ffs(f.out_map)
     table = np.concatenate(
         [(rows[:, ::-1] & 0xFF).astype(np.uint8), np.zeros((1, ksize), np.uint8)]
     )
@@ -350,23 +349,7 @@ def _fill_bytes(
             used[p, first + total // 9] = total % 9
         return col_target + total // 9
 
-    # The output map's gaps are the same for every processor: runs of output channels
-    # [lo, hi) whose kernels stream back to back, then ``gap`` columns skipped.
-    segments: list[tuple[int, int, int]] = []
-    m = lo = 0
-    for _ in range(f.out_expand):
-        this_map = this_map_init
-        for _ in range(t_out):
-            if this_map != 0 and this_map & 1 == 0:
-                gap = 0
-                while this_map & 1 == 0:
-                    gap += 1
-                    this_map >>= 1
-                segments.append((lo, m, gap))
-                lo = m
-            this_map >>= 1
-            m += 1
-    segments.append((lo, m, 0))
+    segments = _out_segments(f)
     ie_offs = np.arange(in_exp) * t_in
     for ch, p in enumerate(_input_processors(f)):
         col_target, col_bytes = divmod(start_col * ksize * in_exp, 9)
@@ -381,6 +364,27 @@ def _fill_bytes(
         col_target = _past_partial(used, p, offs, col_target)
         put(p, col_target, np.zeros(9 * max(0, start_col + length - col_target), np.uint8))
     return length
+
+
+def _out_segments(f: LayerFacts) -> list[tuple[int, int, int]]:
+    """The output map's gaps, the same for every processor: runs of output channels [lo, hi)
+    whose kernels stream back to back, then ``gap`` columns skipped."""
+    segments: list[tuple[int, int, int]] = []
+    m = lo = 0
+    for _ in range(f.out_expand):
+        this_map = f.out_map >> _ffs(f.out_map)
+        for _ in range(f.out_expand_thresh):
+            if this_map != 0 and this_map & 1 == 0:
+                gap = 0
+                while this_map & 1 == 0:
+                    gap += 1
+                    this_map >>= 1
+                segments.append((lo, m, gap))
+                lo = m
+            this_map >>= 1
+            m += 1
+    segments.append((lo, m, 0))
+    return segments
 
 
 def load_records(
