@@ -196,10 +196,10 @@ def read_yaml_config(path: Path | str) -> YamlConfig:
     """Read and check a vendor network YAML (docs/hardware/network-yaml.md §1-§3)."""
     path = Path(path)
     doc = load_yaml_text(read_input_text(path), str(path))
-    check_yaml_types(doc, str(path))  # issue 18: typed, bounded values from here on
     if not isinstance(doc, _Map):
         raise ConfigError("a network YAML must be a mapping of keys", where=f"{path}:1")
-    _check_global_keys(doc, str(path))
+    _check_global_keys(doc, str(path))  # an unsupported key is named before its value's type
+    check_yaml_types(doc, str(path))  # typed, bounded values from here on
     raw_layers = doc["layers"]
     if not isinstance(raw_layers, list) or not raw_layers:
         line = doc.key_lines["layers"]
