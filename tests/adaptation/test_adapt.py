@@ -393,11 +393,12 @@ def test_the_width_search_checks_each_shape_once(monkeypatch) -> None:
     check = run.check_fits
     monkeypatch.setattr(run, "check_fits", lambda *a: calls.append(a[0]) or check(*a))
     for width in ("1", "auto"):
-        alone = run.choose_width(replace_ops(copy.deepcopy(wide).eval())[0], shape, target, width)
+        adapted = replace_ops(copy.deepcopy(wide).eval())[0]
+        alone = run.choose_width(adapted, shape, target, width, workers=1)  # checks counted here
         calls.clear()
         checked = run.Checked()
         adapted, _ = run.preflight(wide.eval(), shape, target, checked)
-        _, w, cap, tries, _ = run.choose_width(adapted, shape, target, width, checked)
+        _, w, cap, tries, _ = run.choose_width(adapted, shape, target, width, checked, workers=1)
         assert tries == alone[3] and (w, cap) == alone[1:3] and len(tries) > 1
         unchanged = [t for t in tries if t["width"] == 1 and t["cap"] is None]
         shapes = [run._shapes(c) for c in calls]  # one check per shape: a repeat reuses it

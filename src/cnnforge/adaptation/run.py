@@ -7,7 +7,7 @@ import copy
 import io
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -17,6 +17,7 @@ import torch
 from torch import nn
 
 from cnnforge.adaptation.depth import cut_depth, depth_rule
+from cnnforge.adaptation.forked import forked_map, usable_workers
 from cnnforge.adaptation.gates import open_gates
 from cnnforge.adaptation.recover import DistillTrainer, measure_batchnorm
 from cnnforge.adaptation.surgery import Replacement, refusals, replace_ops
@@ -194,40 +195,109 @@ def choose_width(
     target: Any,
     width: str,
     checked: Checked | None = None,
+    workers: int | None = None,
 ) -> tuple[nn.Module, float, int | None, list[dict[str, Any]], dict[str, tuple[int, ...]]]:
     """The widest try that check passes (``auto``: ``WIDTHS``, each uncapped then capped at
-    ``CAP``) and every try with its parameters and why it fails; ``checked``: preflight's."""
+    ``CAP``) and every try with its parameters and why it fails; ``checked``: preflight's.
+    ``workers`` tries are checked at once, in forked processes (default: the usable cores);
+    the result is the same for any number."""
+    candidates = iter([(w, cap) for w in (WIDTHS if width == "auto" else (float(width),))
+                       for cap in (None, CAP)])  # fmt: skip
+    workers = usable_workers() if workers is None else workers
+    search = _Search(model, shape, target, checked)
     tries: list[dict[str, Any]] = []
-    candidates = WIDTHS if width == "auto" else (float(width),)
-    graph = None
-    # check depends on the layers' shapes only: a try shaped as an earlier one (wide tries all
-    # capped at CAP, width 1 without a cap = ``model``) reuses that one's report
-    reports = {} if checked is None or checked.model is None else {
-        _shapes(checked.model): checked.report
-    }  # fmt: skip
-    for w in candidates:
-        for cap in (None, CAP):
-            try:
-                if graph is None and (w != 1 or cap is not None):
-                    graph = channel_graph(model, shape)
-                student, kept = narrow(model, w, shape, cap, graph)
-                key = _shapes(student)
-                if key not in reports:
-                    reports[key] = check_fits(student, shape, target)
-                report = reports[key]
-            except CnnforgeError as exc:
-                tries.append({"width": w, "cap": cap, "fits": False, "why": str(exc)})
-                continue
-            why = sorted({v.rule for v in report.violations})
-            params = sum(p.numel() for p in student.parameters())
-            tries.append(
-                {"width": w, "cap": cap, "params": params, "fits": report.fits,
-                 "why": ", ".join(why) or "fits"}
-            )  # fmt: skip
-            if report.fits:
-                return student, w, cap, tries, kept
+    while (found := search.wave(candidates, workers, tries)) is not False:
+        if found is not None:
+            return found.student, found.width, found.cap, tries, found.kept
     last = "; ".join(f"{t['width']}/{t['cap']}: {t['why']}" for t in tries)
     raise InputError(f"no width makes the model fit {target.name} ({last})", hint="--width")
+
+
+def verdict(student: nn.Module, shape: tuple[int, ...], target: Any) -> list[Any]:
+    """check's answer for one try, as JSON data: [fits, its rules] or ["error", why]."""
+    try:
+        report = check_fits(student, shape, target)
+    except CnnforgeError as exc:
+        return ["error", str(exc)]
+    return [report.fits, sorted({v.rule for v in report.violations})]
+
+
+class _Search:
+    """The width search's state: the channel graph (made once) and check's answer per model
+    shape; check depends on the layers' shapes only, so a try shaped as an earlier one (wide
+    tries all capped at CAP, width 1 without a cap = preflight's model) reuses its answer."""
+
+    def __init__(self, model: nn.Module, shape: tuple[int, ...], target: Any,
+                 checked: Checked | None) -> None:  # fmt: skip
+        self.model, self.shape, self.target = model, shape, target
+        self.graph: Any = None
+        self.answers: dict[tuple, list[Any]] = {}
+        if checked is not None and checked.model is not None:
+            report = checked.report
+            rules = sorted({v.rule for v in report.violations})
+            self.answers[_shapes(checked.model)] = [report.fits, rules]
+
+    def wave(self, candidates: Iterator, workers: int, tries: list[dict[str, Any]]):
+        """The next tries, built here in order (widening draws from torch's generator) until
+        ``workers`` new shapes are to check, checked at once, then read in order: the first
+        that fits, with the generator as right after building it (as if no later try had been
+        built); None if none does, False once ``candidates`` is empty."""
+        built: list[_Try] = []
+        todo: dict[tuple, nn.Module] = {}
+        for w, cap in candidates:
+            built.append(t := self._build(w, cap))
+            if t.key is not None and t.key not in self.answers:
+                todo.setdefault(t.key, t.student)
+            if len(todo) >= max(workers, 1):
+                break
+        if not built:
+            return False
+        items = list(todo.items())
+        answers = forked_map(lambda item: verdict(item[1], self.shape, self.target), items,
+                             workers, stop=lambda a: a[0] is True)  # fmt: skip
+        self.answers.update((key, a) for (key, _), a in zip(items, answers, strict=False))
+        for t in built:
+            answer = ["error", t.why] if t.key is None else self.answers[t.key]
+            if answer[0] == "error":
+                tries.append({"width": t.width, "cap": t.cap, "fits": False, "why": answer[1]})
+                continue
+            fits, rules = answer
+            tries.append(
+                {"width": t.width, "cap": t.cap, "params": t.params, "fits": fits,
+                 "why": ", ".join(rules) or "fits"}
+            )  # fmt: skip
+            if fits:
+                torch.set_rng_state(t.rng)
+                return t
+        return None
+
+    def _build(self, w: float, cap: int | None) -> _Try:
+        """One try's student and what it keeps, or why it cannot be built."""
+        try:
+            if self.graph is None and (w != 1 or cap is not None):
+                self.graph = channel_graph(self.model, self.shape)
+            student, kept = narrow(self.model, w, self.shape, cap, self.graph)
+        except CnnforgeError as exc:
+            return _Try(w, cap, why=str(exc))
+        return _Try(w, cap, student=student, kept=kept, key=_shapes(student),
+                    rng=torch.get_rng_state())  # fmt: skip
+
+
+@dataclass
+class _Try:
+    """One width try as built: its student, or why it could not be built."""
+
+    width: float
+    cap: int | None
+    why: str = ""
+    student: Any = None
+    kept: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    key: tuple | None = None  # _shapes(student)
+    rng: Any = None  # torch's generator state right after building it
+
+    @property
+    def params(self) -> int:
+        return sum(p.numel() for p in self.student.parameters())
 
 
 def _shapes(model: nn.Module) -> tuple[str, tuple]:
