@@ -1,0 +1,118 @@
+"""A training or distillation step reads nothing back from its tensors: on a GPU every such read
+(``.item()``, ``float(t)``, ``bool(t)``, ...) waits for the queued work, so the per-step paths
+keep the losses, shifts and indices on the device; only an epoch's end reads them (once)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from cnnforge.adaptation.recover import DistillTrainer
+from cnnforge.adaptation.width import NEW
+from cnnforge.models.qat_unet import QatUNet
+from cnnforge.nn import QATPolicy
+from cnnforge.training import loop
+from cnnforge.training.datasets import ShapesDataset
+from cnnforge.training.loop import TrainConfig, Trainer
+from cnnforge.training.qat import QatHooks
+
+TINY = dict(channels=(4, 8, 8, 8), batchnorm=True)
+BATCHES = 3
+EPOCHS = 2  # the second reads its batches from the device cache, as every later one does
+#: torch's optimizers read their step counts, kept on the host on every device: not a wait
+OPTIMIZERS = str(Path(torch.optim.__file__).parent)
+
+
+def _trainer(out: Path, distill: bool, qat: bool) -> Trainer:
+    torch.manual_seed(0)
+    config = TrainConfig(epochs=EPOCHS, batch_size=4, num_classes=5, schedule="none")
+    data = (ShapesDataset("train", 4 * BATCHES, 16), ShapesDataset("val", 4, 16))
+    hooks = QatHooks(QATPolicy(start_epoch=0) if qat else None)
+    if not distill:
+        return Trainer(QatUNet(**TINY), *data, config, out, hooks)
+    features = {"enc1": (0, 1, NEW, 3), "dec2": tuple(range(8))}  # a new channel, and all
+    return DistillTrainer(
+        QatUNet(**TINY), *data, config, out, hooks, teacher=QatUNet(**TINY), features=features,
+        plateau=False,
+    )  # fmt: skip
+
+
+def _from_optimizer() -> bool:
+    frame = sys._getframe(2)
+    for _ in range(8):
+        if frame is None:
+            return False
+        if frame.f_code.co_filename.startswith(OPTIMIZERS):
+            return True
+        frame = frame.f_back
+    return False
+
+
+class _Counts(TorchDispatchMode):
+    """Reads of a tensor's value (``.item()``, ``float(t)``, ``bool(t)``, ``int(t)``, an index:
+    ``_local_scalar_dense``; ``tolist``, patched) and tensors made from Python data (a list
+    index, ``torch.tensor(list)``: on a GPU each is a host-to-device copy)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.reads = self.made = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        name = func.overloadpacket.__name__
+        if name == "_local_scalar_dense" and not _from_optimizer():
+            self.reads += 1
+        elif name == "lift_fresh":
+            self.made += 1
+        return func(*args, **(kwargs or {}))
+
+
+def _step_counts(trainer: Trainer, monkeypatch) -> list[tuple[int, int]]:
+    """Per epoch, (reads, tensors made) from the end of its first step to the end of its
+    last (each step whole, the next batch's loading included), while ``fit`` runs."""
+    counts = _Counts()
+    marks: list[tuple[int, int]] = []
+    tolist = torch.Tensor.tolist
+
+    def counted_tolist(self):
+        counts.reads += 1
+        return tolist(self)
+
+    monkeypatch.setattr(torch.Tensor, "tolist", counted_tolist)
+    trainer.on_batch = lambda done, total: marks.append((counts.reads, counts.made))
+    with counts:
+        trainer.fit()
+    monkeypatch.undo()
+    assert len(marks) == EPOCHS * BATCHES
+    per_epoch = [marks[e * BATCHES : (e + 1) * BATCHES] for e in range(EPOCHS)]
+    return [(m[-1][0] - m[0][0], m[-1][1] - m[0][1]) for m in per_epoch]
+
+
+@pytest.mark.parametrize("distill", [False, True], ids=["train", "distill"])
+@pytest.mark.parametrize("qat", [False, True], ids=["float", "qat"])
+def test_a_step_reads_no_tensor(tmp_path: Path, monkeypatch, distill: bool, qat: bool) -> None:
+    """No step after an epoch's first reads a value back (the first reads the QAT modules'
+    stage and widths once, an epoch's end its loss sum, validation and the checkpoint theirs);
+    the cached epochs make no tensor from Python data either (the first epoch's loading
+    collates item indices on the host, in the workers on a GPU)."""
+    (reads, _), (cached_reads, cached_made) = _step_counts(
+        _trainer(tmp_path / "run", distill, qat), monkeypatch
+    )
+    assert (reads, cached_reads, cached_made) == (0, 0, 0)
+
+
+def test_a_read_in_the_step_is_counted(tmp_path: Path, monkeypatch) -> None:
+    """The count sees a per-step ``.item()`` (say, a loss logged per batch) and a list index."""
+    loss = loop.segmentation_loss
+
+    def logged(logits, *args, **kwargs):
+        value = loss(logits[:, [0, 1, 2, 3, 4]], *args, **kwargs)
+        value.item()
+        return value
+
+    monkeypatch.setattr(loop, "segmentation_loss", logged)
+    (reads, _), cached = _step_counts(_trainer(tmp_path / "run", False, True), monkeypatch)
+    assert (reads, cached) == (BATCHES - 1, (BATCHES - 1, BATCHES - 1))
