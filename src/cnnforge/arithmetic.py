@@ -193,25 +193,21 @@ def shift_for_max(max_abs: float, weight_bits: int) -> int:
 
 
 def quantize_weights(
-    w: torch.Tensor, weight_bits: int, output_shift: int | torch.Tensor
+    w: torch.Tensor, weight_bits: int, output_shift: int = 0, *, unit: torch.Tensor | None = None
 ) -> torch.Tensor:
     """Integer weights (or bias) for ``output_shift`` (R6.3 step 3 / R6.6), in float64; binary
-    layers (MAX78002) take the sign, 0 -> +1. ``output_shift`` may be an integer tensor on
-    ``w``'s device (QAT keeps it there: ``power_of_two``)."""
+    layers (MAX78002) take the sign, 0 -> +1. ``unit``: 2^-output_shift given instead, as a
+    tensor on ``w``'s device (QAT keeps the shift there)."""
     w64 = w.detach().to(torch.float64)
     if weight_bits == BINARY_BITS:
         return torch.where(w64 < 0, -1, 1).to(torch.int64)
-    scaled = torch.floor(w64 * power_of_two(weight_bits - 1 - output_shift) + 0.5)
+    if unit is None:
+        scale: float | torch.Tensor = 2.0 ** (weight_bits - 1 - output_shift)
+    else:  # powers of two both: the same product, exactly
+        scale = unit * 2.0 ** (weight_bits - 1)
+    scaled = torch.floor(w64 * scale + 0.5)
     lo, hi = weight_range(weight_bits)
     return torch.clamp(scaled, lo, hi).to(torch.int64)
-
-
-def power_of_two(exponent: int | torch.Tensor) -> float | torch.Tensor:
-    """``2^exponent`` exactly: a float for an int, else float64 made from its bits for an
-    integer tensor of exponents in [-1022, 1023] (``exp2``'s last bit may vary by device)."""
-    if not isinstance(exponent, torch.Tensor):
-        return 2.0**exponent
-    return ((exponent.to(torch.int64) + 1023) << 52).view(torch.float64)
 
 
 def weight_scale(weight_bits: int, output_shift: int, wide: bool) -> float:

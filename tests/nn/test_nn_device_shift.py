@@ -1,6 +1,6 @@
-"""The QAT forward's shift kept on the device (no read back per layer) is ``choose_shift``'s on
-every float32 parameter range, and the integer weights and QAT weights made with it are the
-host path's bit for bit (hypothesis)."""
+"""The QAT forward's shift kept on the device as 2^-shift (no read back per layer) is
+``choose_shift``'s on every float32 parameter range, and the integer weights and QAT weights
+made with it are the host path's bit for bit (hypothesis)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cnnforge.arithmetic import power_of_two, quantize_weights
-from cnnforge.nn.functional import choose_shift, device_shift, effective, int_params, qat_params
+from cnnforge.nn.functional import choose_shift, device_unit, effective, int_params, qat_params
 
 BITS = st.sampled_from([8, 4, 2, 1, -1])
 #: float32 magnitudes: around every power of two the shift can take, and anywhere at all
@@ -32,13 +31,13 @@ def _params(level: float, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
 
 @settings(max_examples=300, deadline=None)
 @given(level=LEVELS, bits=BITS, seed=st.integers(0, 1 << 16), negative=st.booleans())
-def test_device_shift_is_choose_shift(level: float, bits: int, seed: int, negative: bool) -> None:
+def test_device_unit_is_choose_shifts(level: float, bits: int, seed: int, negative: bool) -> None:
     weight, bias = _params(level, seed)
     weight = -weight if negative else weight
-    shift = device_shift(weight, bias, bits)
-    assert shift.dtype == torch.int64 and shift.dim() == 0
-    assert int(shift) == choose_shift(weight, bias, bits, 1.0)
-    assert int(device_shift(weight, None, bits)) == choose_shift(weight, None, bits, 1.0)
+    for b in (bias, None):
+        unit = device_unit(weight, b, bits)
+        assert unit.dtype == torch.float64 and unit.dim() == 0
+        assert float(unit) == 2.0 ** -choose_shift(weight, b, bits, 1.0)
 
 
 @settings(max_examples=100, deadline=None)
@@ -46,28 +45,20 @@ def test_device_shift_is_choose_shift(level: float, bits: int, seed: int, negati
 def test_qat_params_and_weights_are_the_host_paths(level: float, bits: int, seed: int) -> None:
     weight, bias = _params(level, seed)
     host, device = int_params(weight, bias, bits), qat_params(weight, bias, bits)
-    assert int(device.output_shift) == host.output_shift
+    assert float(device.unit) == 2.0**-host.output_shift
     assert torch.equal(device.weight, host.weight) and torch.equal(device.bias, host.bias)
     for values, q in ((weight, host.weight), (bias, host.bias)):
-        on_host = effective(values, q, bits, host.output_shift)
-        on_device = effective(values, q, bits, device.output_shift)
+        on_host = effective(values, q, bits, 2.0**-host.output_shift)
+        on_device = effective(values, q, bits, device.unit)
+        assert on_device.dtype == torch.float32
         assert torch.equal(on_host.view(torch.int32), on_device.view(torch.int32))
-    assert torch.equal(
-        quantize_weights(weight, bits, device.output_shift),
-        quantize_weights(weight, bits, host.output_shift),
-    )
-
-
-def test_power_of_two_is_exact() -> None:
-    exponents = torch.arange(-1022, 1024)
-    expected = torch.tensor([2.0**k for k in exponents.tolist()], dtype=torch.float64)
-    assert torch.equal(power_of_two(exponents), expected)
-    assert power_of_two(3) == 8.0
+    y = torch.randn(64) * 2.0**-20
+    assert torch.equal(y / device.unit, y * 2.0**host.output_shift)
 
 
 def test_a_lower_quantile_stays_on_the_host() -> None:
     weight, bias = _params(0.7, 0)
-    assert isinstance(qat_params(weight, bias, 8, 0.99).output_shift, int)
+    assert isinstance(qat_params(weight, bias, 8, 0.99).unit, float)
 
 
 @pytest.mark.parametrize("bad", [float("nan"), float("inf")])
@@ -77,4 +68,4 @@ def test_a_parameter_that_is_not_finite_is_the_same_error(bad: float) -> None:
     with pytest.raises(ValueError, match=f"largest parameter is {bad}"):
         choose_shift(weight, bias, 8, 1.0)
     with pytest.raises(ValueError, match=f"largest parameter is {bad}"):
-        device_shift(weight, bias, 8)
+        device_unit(weight, bias, 8)

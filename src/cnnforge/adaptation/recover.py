@@ -73,9 +73,7 @@ def wide_output(model: nn.Module) -> nn.Module | None:
 def gain_of(module: nn.Module | None) -> float | torch.Tensor:
     """``2^shift`` of ``module`` (1.0 for None), as a tensor on the device where the shift
     stays there: reading it would wait for the GPU at every step."""
-    from cnnforge.arithmetic import power_of_two
-
-    return 1.0 if module is None else power_of_two(module.qat_shift())
+    return 1.0 if module is None else 1.0 / module.qat_unit()
 
 
 def mirrored(x: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

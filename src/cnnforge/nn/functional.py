@@ -17,7 +17,6 @@ from cnnforge.arithmetic import (
     SHIFT_MIN,
     avgpool_divide,
     implicit_shift,
-    power_of_two,
     quantize_activation_float,
     quantize_weights,
     shift_for_max,
@@ -59,13 +58,13 @@ class IntParams:
 
 @dataclass(frozen=True)
 class QatParams:
-    """``IntParams`` as a QAT forward uses them: ``output_shift`` an int64 tensor on the
-    parameters' device (``device_shift``)."""
+    """What a QAT forward uses of ``IntParams``: the integers, and ``unit`` = 2^-output_shift,
+    a float, or a float64 tensor on the parameters' device (``device_unit``: never read back)."""
 
     weight_bits: int
     weight: torch.Tensor
     bias: torch.Tensor | None
-    output_shift: torch.Tensor
+    unit: float | torch.Tensor
 
 
 def choose_shift(
@@ -93,50 +92,54 @@ def int_params(
 
 
 def effective(
-    values: torch.Tensor, q: torch.Tensor, bits: int, shift: int | torch.Tensor
+    values: torch.Tensor, q: torch.Tensor, bits: int, unit: float | torch.Tensor
 ) -> torch.Tensor:
-    """QAT weight ``q / 2^(b-1)`` (shift excluded) with a straight-through gradient; ``shift``
-    an int or, as ``qat_params`` gives it, an integer tensor on the device."""
-    scaled = values * power_of_two(-shift)
-    return ste(scaled, q.to(values.dtype) / 2.0 ** (abs(bits) - 1))
+    """QAT weight ``q / 2^(b-1)`` (shift excluded) with a straight-through gradient; ``unit``
+    is 2^-output_shift."""
+    return ste(values * unit, q.to(values.dtype) / 2.0 ** (abs(bits) - 1))
 
 
-def device_shift(weight: torch.Tensor, bias: torch.Tensor | None, bits: int) -> torch.Tensor:
-    """``choose_shift`` at quantile 1 as an int64 tensor on the parameters' device, never read
-    back (a read waits for the GPU at every layer of every step): for the largest |[w; b]| ``m``,
-    ``1/m = f 2^e`` with f in [0.5, 1) (frexp), so ``-floor(log2(1/m)) = 1 - e``, as
-    ``shift_for_max`` computes it for every float32 ``m``. A NaN or infinite ``m`` is the same
-    ValueError on the CPU; on a GPU it stops the run at a later launch (an asynchronous check)."""
-    level = weight.detach().abs().amax().to(torch.float64)
+def device_unit(weight: torch.Tensor, bias: torch.Tensor | None, bits: int) -> torch.Tensor:
+    """2^-shift for ``choose_shift`` at quantile 1, a float64 tensor on the parameters' device,
+    never read back (a read waits for the GPU at every layer of every step). For the largest
+    |[w; b]| ``m``, ``1/m = f 2^e`` with f in [0.5, 1) (frexp), so the shift
+    ``-floor(log2(1/m))`` is ``1 - e`` and 2^-shift = ``(1/m) / 2f`` exactly: equal to
+    ``shift_for_max`` for every float32 ``m`` (tests/nn/test_nn_device_shift.py). A NaN or
+    infinite ``m`` is its ValueError on the CPU; on a GPU an asynchronous check ends the run."""
+    level = torch.linalg.vector_norm(weight.detach(), math.inf, dtype=torch.float64)
     if bias is not None:
-        level = torch.maximum(level, bias.detach().abs().amax().to(torch.float64))
+        biggest = torch.linalg.vector_norm(bias.detach(), math.inf, dtype=torch.float64)
+        level = torch.maximum(level, biggest)
     try:
         torch._assert_async(torch.isfinite(level), "shift_for_max: a parameter is not finite")
-    except RuntimeError:  # raised here on the CPU only: the host has the value
+    except RuntimeError:  # raised at once on the CPU only, where reading the value costs nothing
         raise ValueError(f"shift_for_max: the largest parameter is {float(level)}") from None
-    _, exponent = torch.frexp(1.0 / level)
-    shift = torch.where(level > 0.0, 1 - exponent.to(torch.int64), 0)
-    return shift.clamp(SHIFT_MIN - implicit_shift(bits), SHIFT_MAX - implicit_shift(bits))
+    reciprocal = 1.0 / level
+    fraction, _ = torch.frexp(reciprocal)
+    unit = reciprocal / (fraction + fraction)
+    lo, hi = SHIFT_MIN - implicit_shift(bits), SHIFT_MAX - implicit_shift(bits)
+    return torch.where(level > 0.0, unit.clamp(2.0**-hi, 2.0**-lo), 1.0)  # m = 0: shift 0
 
 
-def shift_stays_on_device(weight: torch.Tensor, bias: torch.Tensor | None, quantile: float) -> bool:
-    """Whether ``choose_shift`` takes the largest parameter (``device_shift`` then computes it
-    on the device) rather than ``torch.quantile``'s value, which only the host rounds."""
+def unit_stays_on_device(weight: torch.Tensor, bias: torch.Tensor | None, quantile: float) -> bool:
+    """Whether ``choose_shift`` takes the largest parameter (``device_unit`` then computes the
+    shift on the device) rather than ``torch.quantile``'s value, which only the host rounds."""
     params = weight.numel() + (0 if bias is None else bias.numel())
     return quantile >= 1.0 or params > 1 << 24
 
 
 def qat_params(
     weight: torch.Tensor, bias: torch.Tensor | None, bits: int, quantile: float = 1.0
-) -> IntParams | QatParams:
-    """What a QAT forward needs: at quantile 1 (the default) ``QatParams`` with the shift kept
-    on the device; a lower quantile needs ``torch.quantile``'s value on the host: ``int_params``."""
-    if not shift_stays_on_device(weight, bias, quantile):
-        return int_params(weight, bias, bits, quantile)
-    shift = device_shift(weight, bias, bits)
-    w_int = quantize_weights(weight, bits, shift)
-    b_int = None if bias is None else quantize_weights(bias, bits, shift)
-    return QatParams(bits, w_int, b_int, shift)
+) -> QatParams:
+    """``int_params`` for a QAT forward, the shift left on the device where the quantile allows
+    (``unit_stays_on_device``)."""
+    if not unit_stays_on_device(weight, bias, quantile):
+        q = int_params(weight, bias, bits, quantile)
+        return QatParams(bits, q.weight, q.bias, 2.0**-q.output_shift)
+    unit = device_unit(weight, bias, bits)
+    w_int = quantize_weights(weight, bits, unit=unit)
+    b_int = None if bias is None else quantize_weights(bias, bits, unit=unit)
+    return QatParams(bits, w_int, b_int, unit)
 
 
 def make_pooling(

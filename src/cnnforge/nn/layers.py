@@ -19,7 +19,6 @@ from cnnforge.arithmetic import (
     finish_output,
     implicit_shift,
     output_unit,
-    power_of_two,
 )
 from cnnforge.ir import (
     INPUT,
@@ -35,7 +34,7 @@ from cnnforge.nn.functional import (
     IntParams,
     QatParams,
     clamp_activation,
-    device_shift,
+    device_unit,
     effective,
     int_params,
     make_pooling,
@@ -43,8 +42,8 @@ from cnnforge.nn.functional import (
     pool_int,
     qat_params,
     quantize_output_ste,
-    shift_stays_on_device,
     to_int,
+    unit_stays_on_device,
 )
 
 BN_DIVISOR = 4.0  # the vendor's bn(y)/4 (docs/hardware/arithmetic.md R6.5)
@@ -201,25 +200,25 @@ class _WeightLayer(QATModule):
             return self._activate(y) if self.wide else clamp_activation(self._activate(y))
         return self._forward_qat(x)
 
-    def qat_params(self) -> IntParams | QatParams:
+    def qat_params(self) -> QatParams:
         """``quantized_params`` as the QAT forward uses them: the same numbers, the output
         shift left on the device where the quantile allows (``functional.qat_params``)."""
         return qat_params(self.weight, self.bias, self.bits(), self.shift_quantile)
 
-    def qat_shift(self) -> int | torch.Tensor:
-        """``quantized_params().output_shift``, an int64 tensor on the device where the
-        quantile allows (``functional.device_shift``), with no integer weights made."""
-        if shift_stays_on_device(self.weight, self.bias, self.shift_quantile):
-            return device_shift(self.weight, self.bias, self.bits())
-        return self.quantized_params().output_shift
+    def qat_unit(self) -> float | torch.Tensor:
+        """2^-output_shift of ``quantized_params``, a tensor on the device where the quantile
+        allows (``functional.device_unit``), with no integer weights made."""
+        if unit_stays_on_device(self.weight, self.bias, self.shift_quantile):
+            return device_unit(self.weight, self.bias, self.bits())
+        return 2.0 ** -self.quantized_params().output_shift
 
     def _forward_qat(self, x: torch.Tensor) -> torch.Tensor:
         q = self.qat_params()
-        w = effective(self.weight, q.weight, q.weight_bits, q.output_shift)
-        b = None if q.bias is None else effective(self.bias, q.bias, q.weight_bits, q.output_shift)
+        w = effective(self.weight, q.weight, q.weight_bits, q.unit)
+        b = None if q.bias is None else effective(self.bias, q.bias, q.weight_bits, q.unit)
         y = self._apply_op(x, w, b)
         if not self.wide:  # wide outputs skip the output scale (R6.3 step 6, R2.4)
-            y = y * power_of_two(q.output_shift)
+            y = y / q.unit  # times 2^shift, exactly
         return quantize_output_ste(self._activate(y), self.wide)
 
     def _activate(self, y: torch.Tensor) -> torch.Tensor:
