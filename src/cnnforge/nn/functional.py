@@ -101,24 +101,25 @@ def effective(
 
 def device_unit(weight: torch.Tensor, bias: torch.Tensor | None, bits: int) -> torch.Tensor:
     """2^-shift for ``choose_shift`` at quantile 1, a float64 tensor on the parameters' device,
-    never read back (a read waits for the GPU at every layer of every step). For the largest
-    |[w; b]| ``m``, ``1/m = f 2^e`` with f in [0.5, 1) (frexp), so the shift
-    ``-floor(log2(1/m))`` is ``1 - e`` and 2^-shift = ``(1/m) / 2f`` exactly: equal to
+    never read back (a read waits for the GPU at every layer of every step), in few launches.
+    For the largest |[w; b]| ``m``, ``1/(2m) = f 2^e`` with f in [0.5, 1) (frexp): the shift
+    ``-floor(log2(1/m))`` is ``-e`` and 2^-shift = ``(1/(2m)) / f`` exactly, equal to
     ``shift_for_max`` for every float32 ``m`` (tests/nn/test_nn_device_shift.py). A NaN or
     infinite ``m`` is its ValueError on the CPU; on a GPU an asynchronous check ends the run."""
     level = torch.linalg.vector_norm(weight.detach(), math.inf, dtype=torch.float64)
     if bias is not None:
         biggest = torch.linalg.vector_norm(bias.detach(), math.inf, dtype=torch.float64)
         level = torch.maximum(level, biggest)
-    try:
-        torch._assert_async(torch.isfinite(level), "shift_for_max: a parameter is not finite")
+    try:  # NaN < inf is false too
+        torch._assert_async(level < math.inf, "shift_for_max: a parameter is not finite")
     except RuntimeError:  # raised at once on the CPU only, where reading the value costs nothing
         raise ValueError(f"shift_for_max: the largest parameter is {float(level)}") from None
-    reciprocal = 1.0 / level
-    fraction, _ = torch.frexp(reciprocal)
-    unit = reciprocal / (fraction + fraction)
+    half = 0.5 / level  # 1/m rounded, then halved exactly
+    fraction, _ = torch.frexp(half)
     lo, hi = SHIFT_MIN - implicit_shift(bits), SHIFT_MAX - implicit_shift(bits)
-    return torch.where(level > 0.0, unit.clamp(2.0**-hi, 2.0**-lo), 1.0)  # m = 0: shift 0
+    unit = (half / fraction).clamp(2.0**-hi, 2.0**-lo)
+    # m = 0: 1/(2m) is inf, frexp keeps it, inf/inf is NaN (clamp keeps it): shift 0
+    return unit.nan_to_num(nan=1.0)
 
 
 def unit_stays_on_device(weight: torch.Tensor, bias: torch.Tensor | None, quantile: float) -> bool:
