@@ -4,6 +4,8 @@ import math
 
 import numpy as np
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from cnnforge.training.metrics import confusion_matrix, segmentation_scores, topk_accuracy
 
@@ -30,3 +32,22 @@ def test_topk():
     logits = torch.tensor([[0.1, 0.9, 0.0], [0.8, 0.1, 0.15], [0.2, 0.3, 0.5]])
     acc = topk_accuracy(logits, torch.tensor([1, 2, 0]), ks=(1, 2))
     assert acc[1] == 1 / 3 and acc[2] == 2 / 3
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    classes=st.integers(1, 6),
+    pixels=st.lists(st.tuples(st.integers(-1, 7), st.integers(-1, 7)), max_size=40),
+    void=st.sampled_from([255, -1]),
+)
+def test_confusion_counts_every_kept_pixel_once(classes, pixels, void) -> None:
+    """Ignored pixels counted apart (no selection) leave the same matrix as selecting the kept
+    ones: each kept (truth, clamped prediction) pair counted once."""
+    pixels = [(p, t if 0 <= t < classes else void) for p, t in pixels]
+    pred = torch.tensor([p for p, _ in pixels], dtype=torch.int64)
+    target = torch.tensor([t for _, t in pixels], dtype=torch.int64)
+    expected = np.zeros((classes, classes), dtype=np.int64)
+    for p, t in pixels:
+        if t != void:
+            expected[t, min(max(p, 0), classes - 1)] += 1
+    assert np.array_equal(confusion_matrix(pred, target, classes, void), expected)

@@ -11,34 +11,12 @@ import pytest
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from cnnforge.adaptation.recover import DistillTrainer
-from cnnforge.adaptation.width import NEW
-from cnnforge.models.qat_unet import QatUNet
-from cnnforge.nn import QATPolicy
 from cnnforge.training import loop
-from cnnforge.training.datasets import ShapesDataset
-from cnnforge.training.loop import TrainConfig, Trainer
-from cnnforge.training.qat import QatHooks
+from cnnforge.training.loop import Trainer
+from support.trainers import BATCHES, EPOCHS, tiny_trainer
 
-TINY = dict(channels=(4, 8, 8, 8), batchnorm=True)
-BATCHES = 3
-EPOCHS = 2  # the second reads its batches from the device cache, as every later one does
 #: torch's optimizers read their step counts, kept on the host on every device: not a wait
 OPTIMIZERS = str(Path(torch.optim.__file__).parent)
-
-
-def _trainer(out: Path, distill: bool, qat: bool) -> Trainer:
-    torch.manual_seed(0)
-    config = TrainConfig(epochs=EPOCHS, batch_size=4, num_classes=5, schedule="none")
-    data = (ShapesDataset("train", 4 * BATCHES, 16), ShapesDataset("val", 4, 16))
-    hooks = QatHooks(QATPolicy(start_epoch=0) if qat else None)
-    if not distill:
-        return Trainer(QatUNet(**TINY), *data, config, out, hooks)
-    features = {"enc1": (0, 1, NEW, 3), "dec2": tuple(range(8))}  # a new channel, and all
-    return DistillTrainer(
-        QatUNet(**TINY), *data, config, out, hooks, teacher=QatUNet(**TINY), features=features,
-        plateau=False,
-    )  # fmt: skip
 
 
 def _from_optimizer() -> bool:
@@ -99,7 +77,7 @@ def test_a_step_reads_no_tensor(tmp_path: Path, monkeypatch, distill: bool, qat:
     the cached epochs make no tensor from Python data either (the first epoch's loading
     collates item indices on the host, in the workers on a GPU)."""
     (reads, _), (cached_reads, cached_made) = _step_counts(
-        _trainer(tmp_path / "run", distill, qat), monkeypatch
+        tiny_trainer(tmp_path / "run", distill, qat), monkeypatch
     )
     assert (reads, cached_reads, cached_made) == (0, 0, 0)
 
@@ -114,5 +92,5 @@ def test_a_read_in_the_step_is_counted(tmp_path: Path, monkeypatch) -> None:
         return value
 
     monkeypatch.setattr(loop, "segmentation_loss", logged)
-    (reads, _), cached = _step_counts(_trainer(tmp_path / "run", False, True), monkeypatch)
+    (reads, _), cached = _step_counts(tiny_trainer(tmp_path / "run", False, True), monkeypatch)
     assert (reads, cached) == (BATCHES - 1, (BATCHES - 1, BATCHES - 1))

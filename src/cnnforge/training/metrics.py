@@ -15,13 +15,13 @@ def confusion_matrix(
     pred: torch.Tensor, target: torch.Tensor, num_classes: int, ignore_index: int = VOID
 ) -> np.ndarray:
     """``cm[t, p]`` = pixels (or samples) of true class t predicted as p, counted on the CPU
-    (CUDA's bincount uses atomics, nondeterministic)."""
+    (CUDA's bincount uses atomics, nondeterministic); ignored pixels go to a bin in front, left
+    out, rather than being selected away (a selection waits for the GPU to know its size)."""
     pred = pred.reshape(-1).to(torch.int64)
     target = target.reshape(-1).to(torch.int64)
-    keep = target != ignore_index
-    pred, target = pred[keep], target[keep]
-    idx = (target * num_classes + pred.clamp(0, num_classes - 1)).to(torch.int32).cpu()
-    counts = torch.bincount(idx, minlength=num_classes * num_classes)
+    idx = target * num_classes + pred.clamp(0, num_classes - 1) + 1
+    idx = torch.where(target != ignore_index, idx, 0).to(torch.int32).cpu()
+    counts = torch.bincount(idx, minlength=num_classes * num_classes + 1)[1:]
     return counts.reshape(num_classes, num_classes).numpy().astype(np.int64)
 
 
