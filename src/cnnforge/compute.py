@@ -225,6 +225,13 @@ def nnpack_enabled() -> bool:
     return bool(getattr(torch._C, "_get_nnpack_enabled", lambda: True)())
 
 
+def check_on_device(condition: torch.Tensor, message: str) -> None:
+    """Fail where the one-element ``condition`` is false, without reading it back: at once on
+    the CPU (RuntimeError ``message``), at a later launch on a GPU (torch's device-side
+    assertion, which ends the process's use of the GPU)."""
+    torch._assert_async(condition, message)
+
+
 def to_cpu(value: Any) -> Any:
     """``value`` with every tensor in it (dicts, lists, tuples) copied to the CPU: what a
     checkpoint stores, so that it loads anywhere. A GPU's tensors are all copied without

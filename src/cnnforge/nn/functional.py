@@ -21,6 +21,7 @@ from cnnforge.arithmetic import (
     quantize_weights,
     shift_for_max,
 )
+from cnnforge.compute import check_on_device
 from cnnforge.ir import Pooling, PoolKind
 
 
@@ -111,7 +112,7 @@ def device_unit(weight: torch.Tensor, bias: torch.Tensor | None, bits: int) -> t
         biggest = torch.linalg.vector_norm(bias.detach(), math.inf, dtype=torch.float64)
         level = torch.maximum(level, biggest)
     try:  # NaN < inf is false too
-        torch._assert_async(level < math.inf, "shift_for_max: a parameter is not finite")
+        check_on_device(level < math.inf, "shift_for_max: a parameter is not finite")
     except RuntimeError:  # raised at once on the CPU only, where reading the value costs nothing
         raise ValueError(f"shift_for_max: the largest parameter is {float(level)}") from None
     half = 0.5 / level  # 1/m rounded, then halved exactly
