@@ -3,11 +3,17 @@
 import math
 
 import numpy as np
+import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cnnforge.training.metrics import confusion_matrix, segmentation_scores, topk_accuracy
+from cnnforge.training.metrics import (
+    confusion_matrix,
+    segmentation_scores,
+    sorted_counts,
+    topk_accuracy,
+)
 
 
 def test_segmentation_scores_by_hand():
@@ -51,3 +57,18 @@ def test_confusion_counts_every_kept_pixel_once(classes, pixels, void) -> None:
         if t != void:
             expected[t, min(max(p, 0), classes - 1)] += 1
     assert np.array_equal(confusion_matrix(pred, target, classes, void), expected)
+
+
+@settings(max_examples=60, deadline=None)
+@given(values=st.lists(st.integers(0, 30), max_size=200), extra=st.integers(0, 5))
+def test_sorted_counts_are_bincounts(values: list[int], extra: int) -> None:
+    """A GPU's counts (from the sorted values) are the CPU's bincount, bin for bin."""
+    bins = max(values, default=0) + 1 + extra
+    tensor = torch.tensor(values, dtype=torch.int64)
+    expected = torch.bincount(tensor, minlength=bins)
+    assert torch.equal(sorted_counts(tensor, bins), expected)
+
+
+def test_sorted_counts_refuse_an_index_out_of_range() -> None:
+    with pytest.raises(RuntimeError, match="outside"):
+        sorted_counts(torch.tensor([0, 3]), 3)

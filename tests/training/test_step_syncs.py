@@ -12,6 +12,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from cnnforge.training import loop
+from cnnforge.training.datasets import ShapesDataset
 from cnnforge.training.loop import Trainer
 from support.trainers import BATCHES, EPOCHS, tiny_trainer
 
@@ -94,3 +95,23 @@ def test_a_read_in_the_step_is_counted(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setattr(loop, "segmentation_loss", logged)
     (reads, _), cached = _step_counts(tiny_trainer(tmp_path / "run", False, True), monkeypatch)
     assert (reads, cached) == (BATCHES - 1, (BATCHES - 1, BATCHES - 1))
+
+
+def _end_reads(tmp_path: Path, val_images: int) -> list[int]:
+    """Per epoch, the reads from the end of its last step to ``on_epoch``: the loss sum,
+    validation and the checkpoint."""
+    trainer = tiny_trainer(tmp_path / str(val_images), True, True)
+    trainer.val_set = ShapesDataset("val", val_images, 16)
+    counts, marks = _Counts(), []
+    trainer.on_batch = lambda done, total: marks.append(counts.reads) if done == total else None
+    trainer.on_epoch = lambda record: marks.append(counts.reads)
+    with counts:
+        trainer.fit()
+    return [end - last for last, end in zip(marks[::2], marks[1::2], strict=True)]
+
+
+def test_an_epoch_end_reads_as_much_for_any_number_of_validation_batches(tmp_path: Path) -> None:
+    """Validation sums its loss and counts its confusion matrix where the batches are: one
+    validation batch or three, the epoch's end reads the same few values."""
+    one, three = _end_reads(tmp_path, 4), _end_reads(tmp_path, 12)
+    assert one == three and max(one) <= 5
