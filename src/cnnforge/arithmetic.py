@@ -192,13 +192,26 @@ def shift_for_max(max_abs: float, weight_bits: int) -> int:
     return max(lo, min(hi, shift))
 
 
-def quantize_weights(w: torch.Tensor, weight_bits: int, output_shift: int) -> torch.Tensor:
+def quantize_weights(
+    w: torch.Tensor,
+    weight_bits: int,
+    output_shift: int | None = None,
+    *,
+    unit: torch.Tensor | None = None,
+) -> torch.Tensor:
     """Integer weights (or bias) for ``output_shift`` (R6.3 step 3 / R6.6), in float64; binary
-    layers (MAX78002) take the sign, 0 -> +1."""
+    layers (MAX78002) take the sign, 0 -> +1. ``unit``: 2^-output_shift given instead, as a
+    tensor on ``w``'s device (QAT keeps the shift there)."""
+    if (output_shift is None) == (unit is None):
+        raise ValueError("quantize_weights: give output_shift or unit, one of them")
     w64 = w.detach().to(torch.float64)
     if weight_bits == BINARY_BITS:
         return torch.where(w64 < 0, -1, 1).to(torch.int64)
-    scaled = torch.floor(w64 * 2.0 ** (weight_bits - 1 - output_shift) + 0.5)
+    if output_shift is not None:
+        scale: float | torch.Tensor = 2.0 ** (weight_bits - 1 - output_shift)
+    else:  # powers of two both: the same product, exactly
+        scale = unit * 2.0 ** (weight_bits - 1)
+    scaled = torch.floor(w64 * scale + 0.5)
     lo, hi = weight_range(weight_bits)
     return torch.clamp(scaled, lo, hi).to(torch.int64)
 

@@ -225,13 +225,32 @@ def nnpack_enabled() -> bool:
     return bool(getattr(torch._C, "_get_nnpack_enabled", lambda: True)())
 
 
+def check_on_device(condition: torch.Tensor, message: str) -> None:
+    """Fail where the one-element ``condition`` is false, without reading it back: at once on
+    the CPU (RuntimeError ``message``), at a later launch on a GPU (torch's device-side
+    assertion, which ends the process's use of the GPU)."""
+    torch._assert_async(condition, message)
+
+
 def to_cpu(value: Any) -> Any:
     """``value`` with every tensor in it (dicts, lists, tuples) copied to the CPU: what a
-    checkpoint stores, so that it loads anywhere."""
+    checkpoint stores, so that it loads anywhere. A GPU's tensors are all copied without
+    waiting, then their devices waited for once (not once per tensor)."""
+    devices: set[torch.device] = set()
+    copied = _copied_to_cpu(value, devices)
+    for device in devices:
+        torch.cuda.synchronize(device)
+    return copied
+
+
+def _copied_to_cpu(value: Any, devices: set[torch.device]) -> Any:
     if isinstance(value, torch.Tensor):
-        return value.detach().cpu()
+        if value.device.type != "cuda":
+            return value.detach().cpu()
+        devices.add(value.device)
+        return value.detach().to(CPU, non_blocking=True)  # into pinned memory
     if isinstance(value, dict):
-        return {k: to_cpu(v) for k, v in value.items()}
+        return {k: _copied_to_cpu(v, devices) for k, v in value.items()}
     if isinstance(value, list | tuple):
-        return type(value)(to_cpu(v) for v in value)
+        return type(value)(_copied_to_cpu(v, devices) for v in value)
     return value

@@ -1,7 +1,8 @@
 """On a CUDA GPU (every test here is skipped without one): the default device and ``--gpus``,
 the simulator's exactness on the GPU, QAT-eval == bit-exact on the GPU and equal to the CPU's,
 a resumed GPU run equal to an uninterrupted one with device-free checkpoints, bf16 autocast in
-float epochs only, and two torchrun processes sharing the GPU equal to one process.
+float epochs only, training and distillation steps that never wait for the GPU, and two
+torchrun processes sharing the GPU equal to one process.
 
     python -m pytest -m cuda -rA -p no:cacheprovider tests/gpu   # a minute or two on one GPU
 """
@@ -30,6 +31,7 @@ from cnnforge.training.demo import shipped_checkpoint
 from cnnforge.training.loop import TrainConfig, Trainer, load_checkpoint
 from cnnforge.training.qat import QatHooks
 from support.sim_layers import weight_layers
+from support.trainers import tiny_trainer
 
 pytestmark = [
     pytest.mark.cuda,
@@ -187,6 +189,27 @@ def test_amp_on_the_gpu_trains_float_epochs_only(tmp_path: Path) -> None:
     assert [r.phase for r in history] == ["float", "float", "qat"]
     assert all(r.train_loss == r.train_loss for r in history)
     assert not trainer.autocast()._enabled  # QAT is on at the end: no autocast
+
+
+@pytest.mark.parametrize("distill", [False, True], ids=["train", "distill"])
+@pytest.mark.parametrize("qat", [False, True], ids=["float", "qat"])
+def test_a_step_on_the_gpu_waits_for_nothing(tmp_path: Path, distill: bool, qat: bool) -> None:
+    """Every step after an epoch's first (the next batch's loading included, from the loader
+    and from the device cache) under torch's CUDA sync debug mode: no wait for the GPU."""
+
+    def strict(done: int, total: int) -> None:
+        torch.cuda.set_sync_debug_mode("warn" if done < total else "default")
+
+    trainer = tiny_trainer(tmp_path / "run", distill, qat, device=GPU)
+    trainer.on_batch = strict
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            trainer.fit()
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+    waits = [str(w.message) for w in caught if "synchroniz" in str(w.message)]
+    assert waits == [], waits
 
 
 def test_two_processes_sharing_the_gpu_equal_one(tmp_path: Path) -> None:

@@ -53,25 +53,36 @@ def measure_batchnorm(
     model.eval()
 
 
-def output_gain(model: nn.Module) -> float:
+def output_gain(model: nn.Module) -> float | torch.Tensor:
     """The factor that brings a quantization-aware 32-bit output back to its float units: the
     device leaves the output shift out of a wide output (docs/quantization.md), so in the QAT
     stage the logits are the float ones times 2^-shift. The loss compares them at the float
     scale the teacher's have (else the student first spends epochs growing its logits back)."""
+    return gain_of(wide_output(model))
+
+
+def wide_output(model: nn.Module) -> nn.Module | None:
+    """The last wide quantization-aware module, whose shift ``output_gain`` undoes, or None."""
     from cnnforge.nn import Stage, qat_modules
 
-    gains = [
-        2.0 ** m.quantized_params().output_shift
-        for _, m in qat_modules(model)
-        if getattr(m, "wide", False) and m.current_stage is Stage.QAT
-    ]
-    return gains[-1] if gains else 1.0
+    wide = [m for _, m in qat_modules(model) if getattr(m, "wide", False)]
+    wide = [m for m in wide if m.current_stage is Stage.QAT]
+    return wide[-1] if wide else None
+
+
+def gain_of(module: nn.Module | None) -> float | torch.Tensor:
+    """``2^shift`` of ``module`` (1.0 for None), as a tensor on the device where the shift
+    stays there: reading it would wait for the GPU at every step."""
+    return 1.0 if module is None else 1.0 / module.qat_unit()
 
 
 def mirrored(x: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Half the batch (seeded draw) mirrored left-right, images and masks: the teacher labels
     them too, which keeps the student from fitting the few training images."""
-    flip = (torch.rand(x.shape[0]) < 0.5).to(x.device)  # drawn on the CPU, on every device
+    flip = torch.rand(x.shape[0]) < 0.5  # drawn on the CPU, on every device
+    if x.device.type == "cuda":  # pinned, the copy does not wait for the GPU
+        flip = flip.pin_memory()
+    flip = flip.to(x.device, non_blocking=True)
     x = torch.where(flip.view(-1, *[1] * (x.dim() - 1)), x.flip(-1), x)
     mask = torch.where(flip.view(-1, *[1] * (mask.dim() - 1)), mask.flip(-1), mask)
     return x, mask
@@ -111,6 +122,7 @@ class DistillTrainer(Trainer):
         super().__init__(*args, **kw)
         self.teacher = teacher.eval().to(self.device)
         self.features = features or {}
+        self._picks: dict[str, tuple[torch.Tensor, torch.Tensor, int]] | None = None
         self.plateau = plateau
         if plateau:
             self.scheduler = PlateauSchedule(self.optimizer)
@@ -130,9 +142,25 @@ class DistillTrainer(Trainer):
             self.scheduler.step(record.miou)
         return record
 
-    def _feature_loss(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Teacher logits (no gradient) and the feature term for the batch ``x``."""
-        taken: dict[tuple[int, str], torch.Tensor] = {}
+    def _feature_picks(self) -> dict[str, tuple[torch.Tensor, torch.Tensor, int]]:
+        """Per feature path: the teacher's channels, the student's channels they are compared
+        with (index tensors made on the device once: a list index is copied to the GPU, the
+        host waiting, at every use) and the student's channel count."""
+        if self._picks is None:
+            picks = {}
+            for path, keep in self.features.items():
+                ours = [j for j, i in enumerate(keep) if i != NEW]  # widening's new ones: free
+                theirs = [keep[j] for j in ours]
+                picks[path] = (self._index(theirs), self._index(ours), len(keep))
+            self._picks = picks
+        return self._picks
+
+    def _index(self, values: list[int]) -> torch.Tensor:
+        return torch.tensor(values, dtype=torch.int64, device=self.device)
+
+    def _feature_hooks(self, taken: dict[tuple[int, str], torch.Tensor]) -> list:
+        """Forward hooks that put the feature paths' outputs in ``taken`` (side 0 the teacher,
+        1 the student), registered for an epoch rather than a step."""
         hooks = []
         for side, model in enumerate((self.teacher, self.model)):
             for path in self.features:
@@ -141,21 +169,24 @@ class DistillTrainer(Trainer):
                         lambda _m, _i, out, key=(side, path): taken.__setitem__(key, out)
                     )
                 )
-        try:
-            with torch.no_grad():
-                soft = self.teacher(model_inputs(x, self.config))
-            logits = model_logits(self.model, x, self.config) * output_gain(self.model)
-        finally:
-            for h in hooks:
-                h.remove()
+        return hooks
+
+    def _feature_loss(
+        self, x: torch.Tensor, taken: dict[tuple[int, str], torch.Tensor], head: nn.Module | None
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Teacher logits (no gradient) and the feature term for the batch ``x``; ``taken``
+        filled by ``_feature_hooks``, ``head`` the module whose shift ``output_gain`` undoes."""
+        with torch.no_grad():
+            soft = self.teacher(model_inputs(x, self.config))
+        logits = model_logits(self.model, x, self.config) * gain_of(head)
         term = logits.new_zeros(())
-        for path, keep in self.features.items():
-            ours = [j for j, i in enumerate(keep) if i != NEW]  # widening's new channels: free
-            t = taken[(0, path)][:, [keep[j] for j in ours]]
+        for path, (theirs, ours, width) in self._feature_picks().items():
+            t = taken[(0, path)][:, theirs]
             s = taken[(1, path)]
-            if s.shape[1] == len(keep) and s.shape[2:] == t.shape[2:]:
+            if s.shape[1] == width and s.shape[2:] == t.shape[2:]:
                 s = s[:, ours]
                 term = term + F.mse_loss(s, t) / (t.var() + 1e-6)
+        taken.clear()  # the step's features go with the step
         return soft, logits, term / max(len(self.features), 1)
 
     def _train_epoch(self, epoch: int) -> float:
@@ -164,25 +195,39 @@ class DistillTrainer(Trainer):
         total = torch.zeros((), dtype=torch.float64, device=self.device)
         batches = 0
         train = self.batches("train")
-        for x, mask in train.epoch(epoch):
-            x, mask = mirrored(x, mask)
-            self.optimizer.zero_grad(set_to_none=True)
-            with self.autocast():
-                soft, logits, feature_term = self._feature_loss(x)
-                soft = soft / TEMPERATURE
-                kd = F.kl_div(
-                    F.log_softmax(logits / TEMPERATURE, dim=1),
-                    F.log_softmax(soft, dim=1),
-                    log_target=True,
-                    reduction="batchmean",
-                ) / (x.shape[-1] * x.shape[-2])
-                loss = segmentation_loss(logits, mask) + KD_WEIGHT * TEMPERATURE**2 * kd
-                loss = loss + FEATURE_WEIGHT * feature_term
-            loss.backward()
-            self.optimizer.step()
-            total += loss.detach()
-            batches += 1
-            self.batch_done(batches, len(train.sampler))
+        steps = len(train.sampler)
+        head = wide_output(self.model)  # stages change between epochs only
+        taken: dict[tuple[int, str], torch.Tensor] = {}
+        hooks = self._feature_hooks(taken)
+        try:
+            for x, mask in train.epoch(epoch):
+                x, mask = mirrored(x, mask)
+                self.optimizer.zero_grad(set_to_none=True)
+                with self.autocast():
+                    loss = self._loss(x, mask, taken, head)
+                loss.backward()
+                self.optimizer.step()
+                total += loss.detach()
+                batches += 1
+                self.batch_done(batches, steps)
+        finally:
+            for h in hooks:
+                h.remove()
         if not self.plateau:
             self.scheduler.step()
         return float(total) / max(batches, 1)
+
+    def _loss(
+        self, x: torch.Tensor, mask: torch.Tensor, taken: dict, head: nn.Module | None
+    ) -> torch.Tensor:
+        """Cross-entropy + the softened teacher's KL term + the feature term of one batch."""
+        soft, logits, feature_term = self._feature_loss(x, taken, head)
+        soft = soft / TEMPERATURE
+        kd = F.kl_div(
+            F.log_softmax(logits / TEMPERATURE, dim=1),
+            F.log_softmax(soft, dim=1),
+            log_target=True,
+            reduction="batchmean",
+        ) / (x.shape[-1] * x.shape[-2])
+        loss = segmentation_loss(logits, mask) + KD_WEIGHT * TEMPERATURE**2 * kd
+        return loss + FEATURE_WEIGHT * feature_term

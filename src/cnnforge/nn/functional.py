@@ -13,11 +13,15 @@ from cnnforge.arithmetic import (
     ACT_MAX,
     ACT_MIN,
     ACT_SCALE,
+    SHIFT_MAX,
+    SHIFT_MIN,
     avgpool_divide,
+    implicit_shift,
     quantize_activation_float,
     quantize_weights,
     shift_for_max,
 )
+from cnnforge.compute import check_on_device
 from cnnforge.ir import Pooling, PoolKind
 
 
@@ -53,6 +57,17 @@ class IntParams:
     output_shift: int
 
 
+@dataclass(frozen=True)
+class QatParams:
+    """What a QAT forward uses of ``IntParams``: the integers, and ``unit`` = 2^-output_shift,
+    a float, or a float64 tensor on the parameters' device (``device_unit``: never read back)."""
+
+    weight_bits: int
+    weight: torch.Tensor
+    bias: torch.Tensor | None
+    unit: float | torch.Tensor
+
+
 def choose_shift(
     weight: torch.Tensor, bias: torch.Tensor | None, bits: int, quantile: float
 ) -> int:
@@ -77,10 +92,56 @@ def int_params(
     return IntParams(bits, w_int, b_int, shift)
 
 
-def effective(values: torch.Tensor, q: torch.Tensor, bits: int, shift: int) -> torch.Tensor:
-    """QAT weight ``q / 2^(b-1)`` (shift excluded) with a straight-through gradient."""
-    scaled = values * 2.0**-shift
-    return ste(scaled, q.to(values.dtype) / 2.0 ** (abs(bits) - 1))
+def effective(
+    values: torch.Tensor, q: torch.Tensor, bits: int, unit: float | torch.Tensor
+) -> torch.Tensor:
+    """QAT weight ``q / 2^(b-1)`` (shift excluded) with a straight-through gradient; ``unit``
+    is 2^-output_shift."""
+    return ste(values * unit, q.to(values.dtype) / 2.0 ** (abs(bits) - 1))
+
+
+def device_unit(weight: torch.Tensor, bias: torch.Tensor | None, bits: int) -> torch.Tensor:
+    """2^-shift for ``choose_shift`` at quantile 1, a float64 tensor on the parameters' device,
+    never read back (a read waits for the GPU at every layer of every step), in few launches.
+    For the largest |[w; b]| ``m``, ``1/(2m) = f 2^e`` with f in [0.5, 1) (frexp): the shift
+    ``-floor(log2(1/m))`` is ``-e`` and 2^-shift = ``(1/(2m)) / f`` exactly, equal to
+    ``shift_for_max`` for every float32 ``m`` (tests/nn/test_nn_device_shift.py). A NaN or
+    infinite ``m`` is its ValueError on the CPU; on a GPU an asynchronous check ends the run."""
+    level = torch.linalg.vector_norm(weight.detach(), math.inf, dtype=torch.float64)
+    if bias is not None:
+        biggest = torch.linalg.vector_norm(bias.detach(), math.inf, dtype=torch.float64)
+        level = torch.maximum(level, biggest)
+    try:  # NaN < inf is false too
+        check_on_device(level < math.inf, "shift_for_max: a parameter is not finite")
+    except RuntimeError:  # raised at once on the CPU only, where reading the value costs nothing
+        raise ValueError(f"shift_for_max: the largest parameter is {float(level)}") from None
+    half = 0.5 / level  # 1/m rounded, then halved exactly
+    fraction, _ = torch.frexp(half)
+    lo, hi = SHIFT_MIN - implicit_shift(bits), SHIFT_MAX - implicit_shift(bits)
+    unit = (half / fraction).clamp(2.0**-hi, 2.0**-lo)
+    # m = 0: 1/(2m) is inf, frexp keeps it, inf/inf is NaN (clamp keeps it): shift 0
+    return unit.nan_to_num(nan=1.0)
+
+
+def unit_stays_on_device(weight: torch.Tensor, bias: torch.Tensor | None, quantile: float) -> bool:
+    """Whether ``choose_shift`` takes the largest parameter (``device_unit`` then computes the
+    shift on the device) rather than ``torch.quantile``'s value, which only the host rounds."""
+    params = weight.numel() + (0 if bias is None else bias.numel())
+    return quantile >= 1.0 or params > 1 << 24
+
+
+def qat_params(
+    weight: torch.Tensor, bias: torch.Tensor | None, bits: int, quantile: float = 1.0
+) -> QatParams:
+    """``int_params`` for a QAT forward, the shift left on the device where the quantile allows
+    (``unit_stays_on_device``)."""
+    if not unit_stays_on_device(weight, bias, quantile):
+        q = int_params(weight, bias, bits, quantile)
+        return QatParams(bits, q.weight, q.bias, 2.0**-q.output_shift)
+    unit = device_unit(weight, bias, bits)
+    w_int = quantize_weights(weight, bits, unit=unit)
+    b_int = None if bias is None else quantize_weights(bias, bits, unit=unit)
+    return QatParams(bits, w_int, b_int, unit)
 
 
 def make_pooling(

@@ -120,8 +120,10 @@ class _Batch:
     dtypes: tuple[torch.dtype, ...]
 
     def pin_memory(self) -> _Batch:
-        """Pinned copies (the DataLoader's pinning thread calls this)."""
-        return _Batch(self.indices, tuple(t.pin_memory() for t in self.tensors), self.dtypes)
+        """Pinned copies (the DataLoader's pinning thread calls this), the indices too: the
+        cache's copy of them to the device then does not wait for the GPU."""
+        pinned = tuple(t.pin_memory() for t in self.tensors)
+        return _Batch(self.indices.pin_memory(), pinned, self.dtypes)
 
 
 def _stacked(column: list[torch.Tensor], narrowed: bool) -> torch.Tensor:
@@ -162,7 +164,8 @@ class ItemCache:
 
     def holds(self, batches: list[list[int]]) -> bool:
         """Whether every index of ``batches`` is cached."""
-        return self.usable and all(bool(self.held[b].all()) for b in batches)
+        every = [i for b in batches for i in b]
+        return self.usable and bool(self.held[every].all())
 
     def store(self, indices: torch.Tensor, tensors: tuple[torch.Tensor, ...],
               dtypes: tuple[torch.dtype, ...]) -> None:  # fmt: skip
@@ -185,11 +188,16 @@ class ItemCache:
             cache[where] = t
         self.held[indices] = True
 
-    def batch(self, indices: list[int]) -> tuple[torch.Tensor, ...]:
-        """The cached items ``indices``, stacked, in the dataset's types."""
+    def batches(self, batches: list[list[int]]) -> Iterator[tuple[torch.Tensor, ...]]:
+        """The cached items of each of ``batches``, stacked, in the dataset's types; the
+        indices go to the device in one pinned copy for all of them, not one per batch."""
         assert self.tensors is not None
-        where = torch.tensor(indices).to(self.device, non_blocking=True)
-        return tuple(c[where].to(d) for c, d in zip(self.tensors, self.dtypes, strict=True))
+        every = torch.tensor([i for b in batches for i in b], dtype=torch.int64)
+        if self.device.type == "cuda":
+            every = every.pin_memory()
+        where = every.to(self.device, non_blocking=True).split([len(b) for b in batches])
+        for w in where:
+            yield tuple(c[w].to(d) for c, d in zip(self.tensors, self.dtypes, strict=True))
 
     def _allocate(self, like: tuple[torch.Tensor, ...]) -> tuple[torch.Tensor, ...] | None:
         item_bytes = sum(t[0].numel() * t.element_size() for t in like)
@@ -268,7 +276,7 @@ class Batches:
         if self.cache is not None:
             order = list(self.sampler)
             if self.cache.holds(order):
-                yield from (self.cache.batch(indices) for indices in order)
+                yield from self.cache.batches(order)
                 return
         with warnings.catch_warnings():
             # Python 3.12 warns on every fork of a process with threads (CUDA's, the pinning

@@ -26,7 +26,7 @@ from cnnforge.errors import InputError
 from cnnforge.training import distributed as dist_utils
 from cnnforge.training.datasets import VOID, fold, unfold
 from cnnforge.training.loaders import Batches
-from cnnforge.training.metrics import confusion_matrix, segmentation_scores
+from cnnforge.training.metrics import confusion_counts, segmentation_scores
 from cnnforge.training.qat import QatHooks
 
 CHECKPOINT_FORMAT = "cnnforge-train/1"
@@ -119,14 +119,18 @@ def evaluate_segmentation(
 ) -> tuple[float, Any]:
     """Run ``predict`` (ints in -> logits out) over ``batches`` of (x, mask); (loss, scores)."""
     cm = None
-    total_loss, pixels = 0.0, 0
+    # summed and counted where the batches are, the loss in float64 and in order (the numbers
+    # of adding float(loss) per batch), read once at the end: a read per batch waits for the GPU
+    total_loss: torch.Tensor | float = 0.0
+    pixels: torch.Tensor | int = 0
     for x, mask in batches:
         logits = predict(x).to(torch.float64)
-        total_loss += float(segmentation_loss(logits, mask, "sum"))
-        pixels += int((mask != VOID).sum())
-        batch_cm = confusion_matrix(logits.argmax(dim=1), mask, num_classes)
+        total_loss = total_loss + segmentation_loss(logits, mask, "sum")
+        pixels = pixels + (mask != VOID).sum()
+        batch_cm = confusion_counts(logits.argmax(dim=1), mask, num_classes)
         cm = batch_cm if cm is None else cm + batch_cm
-    return total_loss / max(pixels, 1), segmentation_scores(cm)
+    scores = segmentation_scores(None if cm is None else cm.cpu().numpy())
+    return float(total_loss) / max(int(pixels), 1), scores
 
 
 #: Every file a training run writes into its ``-o`` directory (its manifest lists them).
@@ -318,6 +322,7 @@ class Trainer:
         total = torch.zeros((), dtype=torch.float64, device=self.device)
         batches = 0
         train = self.batches("train")
+        steps = len(train.sampler)
         for x, mask in train.epoch(epoch):
             self.optimizer.zero_grad(set_to_none=True)
             with self.autocast():
@@ -326,7 +331,7 @@ class Trainer:
             self.optimizer.step()
             total += loss.detach()
             batches += 1
-            self.batch_done(batches, len(train.sampler))
+            self.batch_done(batches, steps)
         self.scheduler.step()
         return self.ctx.mean(float(total) / max(batches, 1))
 
