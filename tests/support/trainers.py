@@ -21,9 +21,7 @@ BATCHES = 3
 EPOCHS = 2  # the second reads its batches from the device cache, as every later one does
 
 
-def tiny_trainer(
-    out: Path, distill: bool, qat: bool, device: torch.device = CPU
-) -> Trainer:
+def tiny_trainer(out: Path, distill: bool, qat: bool, device: torch.device = CPU) -> Trainer:
     """``EPOCHS`` epochs of ``BATCHES`` batches; distillation from another QatUNet matches two
     feature paths, one with a new channel (``width.NEW``)."""
     torch.manual_seed(0)
