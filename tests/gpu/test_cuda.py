@@ -1,8 +1,9 @@
 """On a CUDA GPU (every test here is skipped without one): the default device and ``--gpus``,
 the simulator's exactness on the GPU, QAT-eval == bit-exact on the GPU and equal to the CPU's,
 a resumed GPU run equal to an uninterrupted one with device-free checkpoints, bf16 autocast in
-float epochs only, training and distillation steps that never wait for the GPU, and two
-torchrun processes sharing the GPU equal to one process.
+float epochs only, training and distillation steps that never wait for the GPU, adapt's
+forked width search in a process using CUDA, and two torchrun processes sharing the GPU equal
+to one process.
 
     python -m pytest -m cuda -rA -p no:cacheprovider tests/gpu   # a minute or two on one GPU
 """
@@ -210,6 +211,36 @@ def test_a_step_on_the_gpu_waits_for_nothing(tmp_path: Path, distill: bool, qat:
         torch.cuda.set_sync_debug_mode("default")
     waits = [str(w.message) for w in caught if "synchroniz" in str(w.message)]
     assert waits == [], waits
+
+
+def test_the_forked_width_search_after_cuda_started(monkeypatch: pytest.MonkeyPatch) -> None:
+    """adapt's width search forks its checks after the run has started CUDA: no child fails
+    (each would be computed again in the parent) and the result is one worker's."""
+    from torch import nn
+
+    import cnnforge.adaptation.forked as forked
+    import cnnforge.adaptation.run as run
+    from cnnforge.api.targets import get_target
+
+    torch.zeros(1, device=GPU).sum().item()  # CUDA started in this process
+    failed, answer = [], forked._answer
+
+    def watched(pid: int, fd: int):
+        got = answer(pid, fd)
+        if got is forked._MISSING:
+            failed.append(pid)
+        return got
+
+    monkeypatch.setattr(forked, "_answer", watched)
+    layers = [nn.Conv2d(3, 80, 3, padding=1), nn.ReLU()]
+    layers += [m for _ in range(12) for m in (nn.Conv2d(80, 80, 3, padding=1), nn.ReLU())]
+    model, target = nn.Sequential(*layers, nn.Conv2d(80, 5, 1)).eval(), get_target("MAX78000")
+    found = []
+    for workers in (1, 4):
+        checked = run.Checked()
+        adapted, _ = run.preflight(copy.deepcopy(model), (3, 8, 8), target, checked)
+        found.append(run.choose_width(adapted, (3, 8, 8), target, "auto", checked, workers)[1:4])
+    assert found[0] == found[1] and len(found[0][2]) > 4 and failed == []
 
 
 def test_two_processes_sharing_the_gpu_equal_one(tmp_path: Path) -> None:
