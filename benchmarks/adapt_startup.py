@@ -26,7 +26,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve()
 MONAI = f"{HERE.parent / 'adapt.py'}:MonaiBasicUNetFull"
 SMALL = f"{HERE.parent.parent / 'tests' / 'support' / 'adapt_models.py'}:TinyNormUNet"
-SEARCHES = (("width search, first", 1), ("width search, 1 worker", 1),
+SEARCHES = (("width search, first, 1 worker", 1), ("width search, 1 worker", 1),
             ("width search, all workers", None))  # fmt: skip
 STAGES = ("import torch", "import cnnforge", "CUDA start", "model", "data splits",
           "replacements + check", *(name for name, _ in SEARCHES))  # fmt: skip
