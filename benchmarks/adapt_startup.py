@@ -108,11 +108,11 @@ def main(argv: list[str] | None = None) -> None:
     results = {label: column(args, where) for label, where in columns.items()}
     model = args.model.rpartition("/")[2]
     print(f"cnnforge adapt {model} --size {args.size} -d {args.device}: before the first epoch")
-    print(f"{'stage, s':28}" + "".join(f"{label:>14}" for label in results))
+    print(f"{'stage, s':32}" + "".join(f"{label:>14}" for label in results))
     for stage in STAGES:
         cells = [r["times"].get(stage) for r in results.values()]
         if any(c is not None for c in cells):
-            print(f"{stage:28}" + "".join("-".rjust(14) if c is None else f"{c:14.2f}"
+            print(f"{stage:32}" + "".join("-".rjust(14) if c is None else f"{c:14.2f}"
                                           for c in cells))  # fmt: skip
     for label, r in results.items():
         one, many = (r["times"][s] for s in STAGES[-2:])
