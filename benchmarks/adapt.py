@@ -103,7 +103,7 @@ def factory(name: str) -> str:
 def run_one(name: str, seed: int, args: argparse.Namespace, work: Path) -> dict:
     """Train float (as ``cnnforge train --no-qat`` does), adapt; the benchmark's row."""
     import cnnforge
-    from cnnforge.adaptation.run import preflight
+    from cnnforge.adaptation.fit import preflight
     from cnnforge.api.targets import device_for, get_target
     from cnnforge.errors import CnnforgeError
 

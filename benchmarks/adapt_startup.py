@@ -44,7 +44,7 @@ def measure(model: str, size: int, device: str, cuda: bool) -> dict:
     import torch
 
     lap("import torch")
-    from cnnforge.adaptation import run
+    from cnnforge.adaptation import fit
     from cnnforge.adaptation.forked import usable_workers
     from cnnforge.api.targets import get_target
     from cnnforge.frontend.loading import load_model
@@ -61,13 +61,13 @@ def measure(model: str, size: int, device: str, cuda: bool) -> dict:
     lap("model")
     DataSpec("shapes", None, size, 4096, 128).splits(classes)
     lap("data splits")
-    target, checked = get_target(device), run.Checked()
-    adapted, _ = run.preflight(teacher, shape, target, checked)
+    target, checked = get_target(device), fit.Checked()
+    adapted, _ = fit.preflight(teacher, shape, target, checked)
     lap("replacements + check")
     answers = {}
     for stage, workers in SEARCHES:  # the first warms torch.export up, as in a real run
         state = torch.get_rng_state()
-        _, w, cap, tries, _ = run.choose_width(adapted, shape, target, "auto", checked, workers)
+        _, w, cap, tries, _ = fit.choose_width(adapted, shape, target, "auto", checked, workers)
         torch.set_rng_state(state)
         lap(stage)
         answers[stage] = [w, cap, [t["why"] for t in tries]]

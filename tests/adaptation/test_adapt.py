@@ -284,7 +284,7 @@ def test_benchmark_smoke(tmp_path: Path, capsys) -> None:
 def test_kernel_stride_dilation_rows(layer: nn.Module, row: str, convs: int) -> None:
     """Each such layer becomes 3x3 convs or an unpadded pool with the same output shape; none
     of these rows is exact, and the check then passes the layer."""
-    from cnnforge.adaptation.run import check_fits
+    from cnnforge.adaptation.fit import check_fits
     from cnnforge.api.targets import get_target
 
     model = nn.Sequential(nn.Conv2d(3, 3, 1), layer, nn.Conv2d(layer_out(layer), 4, 1)).eval()
@@ -319,7 +319,7 @@ def test_depth_cut_removes_repeats_until_the_layers_fit() -> None:
     """More than 32 layers: the last repeats of the longest stage go first, until check's
     layer count passes; each cut is a replacement (row depth) and the rest still runs."""
     from cnnforge.adaptation.depth import too_deep
-    from cnnforge.adaptation.run import check_fits, preflight
+    from cnnforge.adaptation.fit import check_fits, preflight
     from cnnforge.api.targets import get_target
     from support.adapt_models import Block, Deep
 
@@ -381,7 +381,7 @@ def test_depth_cut_is_printed_and_compiles(tmp_path: Path, capsys) -> None:
 def test_the_width_search_checks_each_shape_once(monkeypatch) -> None:
     """A try shaped as one checked before (width 1 without a cap: preflight's model; the wide
     tries all capped at 64) reuses its report; the search ends as it does alone."""
-    import cnnforge.adaptation.run as run
+    import cnnforge.adaptation.fit as fit
     from cnnforge.api.targets import get_target
 
     target, shape = get_target("MAX78000"), (3, 16, 16)
@@ -390,21 +390,21 @@ def test_the_width_search_checks_each_shape_once(monkeypatch) -> None:
         nn.Conv2d(192, 5, 1),
     )  # fmt: skip
     calls = []
-    check = run.check_fits
-    monkeypatch.setattr(run, "check_fits", lambda *a: calls.append(a[0]) or check(*a))
+    check = fit.check_fits
+    monkeypatch.setattr(fit, "check_fits", lambda *a: calls.append(a[0]) or check(*a))
     for width in ("1", "auto"):
         adapted = replace_ops(copy.deepcopy(wide).eval())[0]
-        alone = run.choose_width(adapted, shape, target, width, workers=1)  # checks counted here
+        alone = fit.choose_width(adapted, shape, target, width, workers=1)  # checks counted here
         calls.clear()
-        checked = run.Checked()
-        adapted, _ = run.preflight(wide.eval(), shape, target, checked)
-        _, w, cap, tries, _ = run.choose_width(adapted, shape, target, width, checked, workers=1)
+        checked = fit.Checked()
+        adapted, _ = fit.preflight(wide.eval(), shape, target, checked)
+        _, w, cap, tries, _ = fit.choose_width(adapted, shape, target, width, checked, workers=1)
         assert tries == alone[3] and (w, cap) == alone[1:3] and len(tries) > 1
         unchanged = [t for t in tries if t["width"] == 1 and t["cap"] is None]
-        shapes = [run._shapes(c) for c in calls]  # one check per shape: a repeat reuses it
+        shapes = [fit._shapes(c) for c in calls]  # one check per shape: a repeat reuses it
         assert calls[0] is adapted and len(set(shapes)) == len(calls)
         assert len(calls) <= len(tries) + 1 - len(unchanged)
-    assert tries[0]["width"] == run.WIDTHS[0] and not unchanged  # auto: widest first
+    assert tries[0]["width"] == fit.WIDTHS[0] and not unchanged  # auto: widest first
 
 
 def test_the_plateau_rule_drops_the_rate_then_stops() -> None:

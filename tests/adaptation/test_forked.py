@@ -122,7 +122,7 @@ def test_the_search_is_the_same_for_any_number_of_workers(
 ) -> None:
     """Tries, width, cap, kept channels, the student's weights and torch's generator after the
     search (widened tries draw from it; a wave builds tries past the winner) as one at a time."""
-    import cnnforge.adaptation.run as run
+    import cnnforge.adaptation.fit as fit
     from cnnforge.api.targets import get_target
 
     target, shape = get_target(device), (3, 8, 8)
@@ -132,10 +132,10 @@ def test_the_search_is_the_same_for_any_number_of_workers(
     model = nn.Sequential(*layers, nn.Conv2d(channels, 5, 1)).eval()
     results = []
     for workers in (1, 2, 5):
-        checked = run.Checked()
-        adapted, _ = run.preflight(copy.deepcopy(model), shape, target, checked)
+        checked = fit.Checked()
+        adapted, _ = fit.preflight(copy.deepcopy(model), shape, target, checked)
         torch.manual_seed(3)
-        student, w, cap, tries, kept = run.choose_width(
+        student, w, cap, tries, kept = fit.choose_width(
             adapted, shape, target, "auto", checked, workers=workers
         )
         results.append((_state(student), w, cap, tries, kept, torch.rand(4)))

@@ -218,8 +218,8 @@ def test_the_forked_width_search_after_cuda_started(monkeypatch: pytest.MonkeyPa
     (each would be computed again in the parent) and the result is one worker's."""
     from torch import nn
 
+    import cnnforge.adaptation.fit as fit
     import cnnforge.adaptation.forked as forked
-    import cnnforge.adaptation.run as run
     from cnnforge.api.targets import get_target
 
     torch.zeros(1, device=GPU).sum().item()  # CUDA started in this process
@@ -237,9 +237,9 @@ def test_the_forked_width_search_after_cuda_started(monkeypatch: pytest.MonkeyPa
     model, target = nn.Sequential(*layers, nn.Conv2d(80, 5, 1)).eval(), get_target("MAX78000")
     found = []
     for workers in (1, 4):
-        checked = run.Checked()
-        adapted, _ = run.preflight(copy.deepcopy(model), (3, 8, 8), target, checked)
-        found.append(run.choose_width(adapted, (3, 8, 8), target, "auto", checked, workers)[1:4])
+        checked = fit.Checked()
+        adapted, _ = fit.preflight(copy.deepcopy(model), (3, 8, 8), target, checked)
+        found.append(fit.choose_width(adapted, (3, 8, 8), target, "auto", checked, workers)[1:4])
     assert found[0] == found[1] and len(found[0][2]) > 4 and failed == []
 
 

@@ -232,7 +232,8 @@ def test_piped_train_shows_no_progress_bar(tmp_path: Path) -> None:
 @pytest.mark.parametrize("width", [80, 120])
 def test_adapt_table_cuts_no_column(width: int, monkeypatch: pytest.MonkeyPatch) -> None:
     """Each replacement's "was" and "now" are whole in the table at 80 and 120 columns."""
-    from cnnforge.adaptation.run import AdaptResult, preflight
+    from cnnforge.adaptation.fit import preflight
+    from cnnforge.adaptation.run import AdaptResult
     from cnnforge.api.targets import get_target
     from cnnforge.cli import adapt as cli_adapt
     from support.adapt_models import TinyNormUNet

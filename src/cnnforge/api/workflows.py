@@ -66,7 +66,8 @@ def adapt(
     >>> a = cnnforge.adapt(model, "out", dataset="shapes")   # model: a trained nn.Module
     >>> a.scores["bit-exact"]["miou"], a.size["latency_us"]
     """
-    from cnnforge.adaptation.run import adapt_model, check_width
+    from cnnforge.adaptation.fit import check_width
+    from cnnforge.adaptation.run import adapt_model
     from cnnforge.compute import check_workers, choose_device, default_workers
     from cnnforge.training.loop import TrainConfig
     from cnnforge.training.run import DataSpec
