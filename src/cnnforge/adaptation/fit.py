@@ -148,9 +148,13 @@ def choose_width(
 def verdict(student: nn.Module, shape: tuple[int, ...], target: Any) -> list[Any]:
     """check's answer for one try, as JSON data: [fits, its rules] or ["error", why]."""
     try:
-        report = check_fits(student, shape, target)
+        return _answer(check_fits(student, shape, target))
     except CnnforgeError as exc:
         return ["error", str(exc)]
+
+
+def _answer(report: Any) -> list[Any]:
+    """What the search keeps of check's report: [fits, its rules]."""
     return [report.fits, sorted({v.rule for v in report.violations})]
 
 
@@ -165,9 +169,7 @@ class _Search:
         self.graph: Any = None
         self.answers: dict[tuple, list[Any]] = {}
         if checked is not None and checked.model is not None:
-            report = checked.report
-            rules = sorted({v.rule for v in report.violations})
-            self.answers[_shapes(checked.model)] = [report.fits, rules]
+            self.answers[_shapes(checked.model)] = _answer(checked.report)
 
     def wave(self, candidates: Iterator, workers: int, tries: list[dict[str, Any]]):
         """The next tries, built here in order (widening draws from torch's generator) until

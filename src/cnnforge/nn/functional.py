@@ -75,7 +75,7 @@ def choose_shift(
     params = weight.detach().abs().flatten().to(torch.float64)
     if bias is not None:
         params = torch.cat([params, bias.detach().abs().to(torch.float64)])
-    if quantile >= 1.0 or params.numel() > 1 << 24:
+    if unit_stays_on_device(weight, bias, quantile):  # the largest one
         level = float(params.max())
     else:
         level = float(torch.quantile(params, quantile))
