@@ -9,7 +9,14 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cnnforge.nn.functional import choose_shift, device_unit, effective, int_params, qat_params
+from cnnforge.nn.functional import (
+    choose_shift,
+    device_unit,
+    effective,
+    int_params,
+    qat_params,
+    qat_weights,
+)
 
 BITS = st.sampled_from([8, 4, 2, 1, -1])
 #: float32 magnitudes: around every power of two the shift can take, and anywhere at all
@@ -54,6 +61,40 @@ def test_qat_params_and_weights_are_the_host_paths(level: float, bits: int, seed
         assert torch.equal(on_host.view(torch.int32), on_device.view(torch.int32))
     y = torch.randn(64) * 2.0**-20
     assert torch.equal(y / device.unit, y * 2.0**host.output_shift)
+
+
+@settings(max_examples=100, deadline=None)
+@given(level=LEVELS, bits=BITS, seed=st.integers(0, 1 << 16))
+def test_weight_and_bias_quantized_together_are_each_alone(
+    level: float, bits: int, seed: int
+) -> None:
+    """qat_weights puts weight and bias through the rule as one tensor (fewer launches): the
+    same values and the same gradients, bit for bit, as each on its own."""
+    weight, bias = _params(level, seed)
+    grads = torch.randn(
+        weight.numel() + bias.numel(), generator=torch.Generator().manual_seed(seed)
+    )
+    results = []
+    for together in (True, False):
+        w, b = weight.clone().requires_grad_(), bias.clone().requires_grad_()
+        if together:
+            ew, eb, unit = qat_weights(w, b, bits)
+        else:
+            q = qat_params(w, b, bits)
+            ew, eb, unit = (
+                effective(w, q.weight, bits, q.unit),
+                effective(b, q.bias, bits, q.unit),
+                q.unit,
+            )
+        torch.cat([ew.flatten(), eb]).backward(grads)
+        results.append((ew.detach(), eb.detach(), float(unit), w.grad, b.grad))
+    for mine, theirs in zip(*results, strict=True):
+        assert (
+            mine == theirs
+            if isinstance(mine, float)
+            else torch.equal(mine.view(torch.int32), theirs.view(torch.int32))
+        )
+    assert results[0][0].shape == weight.shape and results[0][1].shape == bias.shape
 
 
 def test_a_lower_quantile_stays_on_the_host() -> None:

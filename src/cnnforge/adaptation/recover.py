@@ -106,6 +106,27 @@ class PlateauSchedule(torch.optim.lr_scheduler.ReduceLROnPlateau):
         return at_lowest and self.num_bad_epochs >= self.patience
 
 
+#: Channels a feature is compared on: an index tensor, or n for channels 0..n-1 in order.
+Picked = torch.Tensor | int
+
+
+def picked(channels: list[int], device: torch.device) -> Picked:
+    """``channels`` as ``channels_of`` takes them: n for 0..n-1 in order, else an index tensor
+    on ``device``."""
+    if channels == list(range(len(channels))):
+        return len(channels)
+    return torch.tensor(channels, dtype=torch.int64, device=device)
+
+
+def channels_of(feature: torch.Tensor, channels: Picked) -> torch.Tensor:
+    """``feature[:, channels]``; all of them, uncopied, where they are 0..n-1 of n."""
+    if isinstance(channels, int):
+        if feature.shape[1] == channels:
+            return feature
+        return feature[:, :channels].contiguous()  # the same values and order as an index copy
+    return feature[:, channels]
+
+
 class DistillTrainer(Trainer):
     """Trainer whose loss is cross-entropy + ``KD_WEIGHT`` x KL(teacher || student) at T=2
     + ``FEATURE_WEIGHT`` x the normalized squared error of intermediate features where they
@@ -122,7 +143,7 @@ class DistillTrainer(Trainer):
         super().__init__(*args, **kw)
         self.teacher = teacher.eval().to(self.device)
         self.features = features or {}
-        self._picks: dict[str, tuple[torch.Tensor, torch.Tensor, int]] | None = None
+        self._picks: dict[str, tuple[Picked, Picked, int]] | None = None
         self.plateau = plateau
         if plateau:
             self.scheduler = PlateauSchedule(self.optimizer)
@@ -142,21 +163,20 @@ class DistillTrainer(Trainer):
             self.scheduler.step(record.miou)
         return record
 
-    def _feature_picks(self) -> dict[str, tuple[torch.Tensor, torch.Tensor, int]]:
+    def _feature_picks(self) -> dict[str, tuple[Picked, Picked, int]]:
         """Per feature path: the teacher's channels, the student's channels they are compared
-        with (index tensors made on the device once: a list index is copied to the GPU, the
-        host waiting, at every use) and the student's channel count."""
+        with and the student's channel count. Index tensors are made on the device once (a list
+        index is copied to the GPU, the host waiting, at every use); a count n where they are
+        0..n-1 in order: all of a feature's n channels are then taken as they are, without an
+        indexing copy (and its backward) at every step."""
         if self._picks is None:
             picks = {}
             for path, keep in self.features.items():
                 ours = [j for j, i in enumerate(keep) if i != NEW]  # widening's new ones: free
                 theirs = [keep[j] for j in ours]
-                picks[path] = (self._index(theirs), self._index(ours), len(keep))
+                picks[path] = (picked(theirs, self.device), picked(ours, self.device), len(keep))
             self._picks = picks
         return self._picks
-
-    def _index(self, values: list[int]) -> torch.Tensor:
-        return torch.tensor(values, dtype=torch.int64, device=self.device)
 
     def _feature_hooks(self, taken: dict[tuple[int, str], torch.Tensor]) -> list:
         """Forward hooks that put the feature paths' outputs in ``taken`` (side 0 the teacher,
@@ -181,10 +201,10 @@ class DistillTrainer(Trainer):
         logits = model_logits(self.model, x, self.config) * gain_of(head)
         term = logits.new_zeros(())
         for path, (theirs, ours, width) in self._feature_picks().items():
-            t = taken[(0, path)][:, theirs]
+            t = channels_of(taken[(0, path)], theirs)
             s = taken[(1, path)]
             if s.shape[1] == width and s.shape[2:] == t.shape[2:]:
-                s = s[:, ours]
+                s = channels_of(s, ours)
                 term = term + F.mse_loss(s, t) / (t.var() + 1e-6)
         taken.clear()  # the step's features go with the step
         return soft, logits, term / max(len(self.features), 1)

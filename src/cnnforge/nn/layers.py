@@ -32,15 +32,13 @@ from cnnforge.ir import (
 )
 from cnnforge.nn.functional import (
     IntParams,
-    QatParams,
     clamp_activation,
     device_unit,
-    effective,
     int_params,
     make_pooling,
     pool_float,
     pool_int,
-    qat_params,
+    qat_weights,
     quantize_output_ste,
     to_int,
     unit_stays_on_device,
@@ -200,11 +198,6 @@ class _WeightLayer(QATModule):
             return self._activate(y) if self.wide else clamp_activation(self._activate(y))
         return self._forward_qat(x)
 
-    def qat_params(self) -> QatParams:
-        """``quantized_params`` as the QAT forward uses them: the same numbers, the output
-        shift left on the device where the quantile allows (``functional.qat_params``)."""
-        return qat_params(self.weight, self.bias, self.bits(), self.shift_quantile)
-
     def qat_unit(self) -> float | torch.Tensor:
         """2^-output_shift of ``quantized_params``, a tensor on the device where the quantile
         allows (``functional.device_unit``), with no integer weights made."""
@@ -213,12 +206,10 @@ class _WeightLayer(QATModule):
         return 2.0 ** -self.quantized_params().output_shift
 
     def _forward_qat(self, x: torch.Tensor) -> torch.Tensor:
-        q = self.qat_params()
-        w = effective(self.weight, q.weight, q.weight_bits, q.unit)
-        b = None if q.bias is None else effective(self.bias, q.bias, q.weight_bits, q.unit)
+        w, b, unit = qat_weights(self.weight, self.bias, self.bits(), self.shift_quantile)
         y = self._apply_op(x, w, b)
         if not self.wide:  # wide outputs skip the output scale (R6.3 step 6, R2.4)
-            y = y / q.unit  # times 2^shift, exactly
+            y = y / unit  # times 2^shift, exactly
         return quantize_output_ste(self._activate(y), self.wide)
 
     def _activate(self, y: torch.Tensor) -> torch.Tensor:
