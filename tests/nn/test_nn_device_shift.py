@@ -68,8 +68,8 @@ def test_qat_params_and_weights_are_the_host_paths(level: float, bits: int, seed
 def test_weight_and_bias_quantized_together_are_each_alone(
     level: float, bits: int, seed: int
 ) -> None:
-    """qat_weights puts weight and bias through the rule as one tensor (fewer launches): the
-    same values and the same gradients, bit for bit, as each on its own."""
+    """qat_weights puts weight and bias through the rule as one tensor on a GPU (fewer
+    launches): the same values and the same gradients, bit for bit, as each on its own."""
     weight, bias = _params(level, seed)
     grads = torch.randn(
         weight.numel() + bias.numel(), generator=torch.Generator().manual_seed(seed)
@@ -78,7 +78,7 @@ def test_weight_and_bias_quantized_together_are_each_alone(
     for together in (True, False):
         w, b = weight.clone().requires_grad_(), bias.clone().requires_grad_()
         if together:
-            ew, eb, unit = qat_weights(w, b, bits)
+            ew, eb, unit = qat_weights(w, b, bits, together=True)  # a GPU's way
         else:
             q = qat_params(w, b, bits)
             ew, eb, unit = (

@@ -145,17 +145,26 @@ def qat_params(
 
 
 def qat_weights(
-    weight: torch.Tensor, bias: torch.Tensor | None, bits: int, quantile: float = 1.0
+    weight: torch.Tensor,
+    bias: torch.Tensor | None,
+    bits: int,
+    quantile: float = 1.0,
+    *,
+    together: bool | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor | None, float | torch.Tensor]:
     """The QAT forward's weight and bias (``effective``) and its 2^-shift (``qat_params``).
-    Where the shift stays on the device, weight and bias go through the rule as one tensor:
-    the same numbers element by element, in half the launches (a small model's GPU step is
-    bound by its launches, docs/training.md)."""
-    together = bias is not None and bias.dtype == weight.dtype
+    ``together`` (default: on a GPU) puts weight and bias through the rule as one tensor where
+    the shift stays on the device: the same numbers element by element in half the launches,
+    which pace a small model's GPU step (docs/training.md); on the CPU the extra copy costs
+    more than the launches it saves."""
+    if together is None:
+        together = weight.device.type == "cuda"
+    together = together and bias is not None and bias.dtype == weight.dtype
     if not (together and unit_stays_on_device(weight, bias, quantile)):
         q = qat_params(weight, bias, bits, quantile)
         b = None if q.bias is None else effective(bias, q.bias, bits, q.unit)
         return effective(weight, q.weight, bits, q.unit), b, q.unit
+    assert bias is not None
     both = torch.cat([weight.reshape(-1), bias.reshape(-1)])
     q = qat_params(both, None, bits, quantile)
     w, b = effective(both, q.weight, bits, q.unit).split([weight.numel(), bias.numel()])
