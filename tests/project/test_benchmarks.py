@@ -3,6 +3,7 @@ changed signature cannot break one unseen. Figures are printed, never asserted h
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -32,3 +33,23 @@ def test_benchmark_runs_at_smoke_size(script: str, tmp_path: Path) -> None:
     )
     assert run.returncode == 0, run.stderr[-3000:]
     assert run.stdout.strip()
+
+
+@pytest.mark.slow
+def test_the_gpu_checks_run_in_one_call(tmp_path: Path) -> None:
+    """benchmarks/gpu_checks.sh, what a GPU machine's one call runs (docs/training.md), at the
+    smoke size: without a GPU the CUDA tests are skipped and both benchmarks' CPU parts run."""
+    run = subprocess.run(
+        ["bash", str(BENCHMARKS / "gpu_checks.sh"), str(tmp_path / "out"), "--smoke"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "PYTHON": sys.executable},
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    out = tmp_path / "out"
+    tests = (out / "gpu_tests.txt").read_text("utf-8")
+    assert " skipped" in tests and "failed" not in tests and "error" not in tests.lower()
+    assert "width search" in (out / "adapt_startup.txt").read_text("utf-8")
+    assert (out / "gpu_benchmark.txt").read_text("utf-8").strip()
