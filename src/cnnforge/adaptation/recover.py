@@ -53,16 +53,11 @@ def measure_batchnorm(
     model.eval()
 
 
-def output_gain(model: nn.Module) -> float | torch.Tensor:
-    """The factor that brings a quantization-aware 32-bit output back to its float units: the
-    device leaves the output shift out of a wide output (docs/quantization.md), so in the QAT
-    stage the logits are the float ones times 2^-shift. The loss compares them at the float
-    scale the teacher's have (else the student first spends epochs growing its logits back)."""
-    return gain_of(wide_output(model))
-
-
 def wide_output(model: nn.Module) -> nn.Module | None:
-    """The last wide quantization-aware module, whose shift ``output_gain`` undoes, or None."""
+    """The last wide quantization-aware module, or None: the device leaves the output shift out
+    of a wide output (docs/quantization.md), so in the QAT stage the logits are the float ones
+    times 2^-shift; the loss compares them at the float scale the teacher's have, ``gain_of``
+    this module (else the student first spends epochs growing its logits back)."""
     from cnnforge.nn import Stage, qat_modules
 
     wide = [m for _, m in qat_modules(model) if getattr(m, "wide", False)]
@@ -195,7 +190,7 @@ class DistillTrainer(Trainer):
         self, x: torch.Tensor, taken: dict[tuple[int, str], torch.Tensor], head: nn.Module | None
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Teacher logits (no gradient) and the feature term for the batch ``x``; ``taken``
-        filled by ``_feature_hooks``, ``head`` the module whose shift ``output_gain`` undoes."""
+        filled by ``_feature_hooks``, ``head`` the module whose shift ``gain_of`` undoes."""
         with torch.no_grad():
             soft = self.teacher(model_inputs(x, self.config))
         logits = model_logits(self.model, x, self.config) * gain_of(head)

@@ -159,12 +159,14 @@ def qat_weights(
     more than the launches it saves."""
     if together is None:
         together = weight.device.type == "cuda"
-    together = together and bias is not None and bias.dtype == weight.dtype
-    if not (together and unit_stays_on_device(weight, bias, quantile)):
+    if (
+        bias is None
+        or bias.dtype != weight.dtype
+        or not (together and unit_stays_on_device(weight, bias, quantile))
+    ):
         q = qat_params(weight, bias, bits, quantile)
         b = None if q.bias is None else effective(bias, q.bias, bits, q.unit)
         return effective(weight, q.weight, bits, q.unit), b, q.unit
-    assert bias is not None
     both = torch.cat([weight.reshape(-1), bias.reshape(-1)])
     q = qat_params(both, None, bits, quantile)
     w, b = effective(both, q.weight, bits, q.unit).split([weight.numel(), bias.numel()])
